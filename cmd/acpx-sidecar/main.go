@@ -1,0 +1,218 @@
+// Command acpx-sidecar is the sidecar daemon: a host spawns it and speaks
+// JSON-RPC 2.0 over its stdin/stdout (PROTOCOL.md); it launches ACP agents,
+// runs their turns and proves each closed provider tree gone. Logs go to
+// stderr as JSON lines. `acpx-sidecar doctor` prints the containment
+// mechanisms this machine offers.
+package main
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/acpx-sidecar/acpx-sidecar/internal/adapter"
+	"github.com/acpx-sidecar/acpx-sidecar/internal/reaper"
+	"github.com/acpx-sidecar/acpx-sidecar/internal/rpc"
+)
+
+// version is the sidecar version reported at initialize.
+const version = "0.1.0"
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+}
+
+type options struct {
+	framing      string
+	maxFrame     int
+	stateDir     string
+	inheritEnv   bool
+	handshakeMs  int64
+	closeMs      int64
+	termMs       int64
+	killMs       int64
+	shutdownMs   int64
+	containment  string
+	cgroupParent string
+	logLevel     string
+	maxProvLine  int
+	printVersion bool
+}
+
+func parseFlags(args []string, stderr io.Writer) (*options, error) {
+	o := &options{}
+	fs := flag.NewFlagSet("acpx-sidecar", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&o.framing, "framing", "ndjson", "host framing: ndjson or lsp")
+	fs.IntVar(&o.maxFrame, "max-frame-bytes", rpc.DefaultMaxFrameBytes, "largest inbound host frame, bytes")
+	fs.StringVar(&o.stateDir, "state-dir", defaultStateDir(), "default stateDir for session records (absolute)")
+	fs.BoolVar(&o.inheritEnv, "inherit-env", true, "providers inherit the sidecar's environment before the open's env is added")
+	fs.Int64Var(&o.handshakeMs, "handshake-timeout-ms", 30000, "default handshake bound, ms (SEED-BEHAVIOR constants)")
+	fs.Int64Var(&o.closeMs, "close-timeout-ms", 2000, "ACP session/close bound, ms")
+	fs.Int64Var(&o.termMs, "term-grace-ms", 2000, "wait after SIGTERM, ms")
+	fs.Int64Var(&o.killMs, "kill-grace-ms", 2000, "wait after SIGKILL, ms")
+	fs.Int64Var(&o.shutdownMs, "shutdown-ms", 0, "shutdown bound, ms (default close+term+kill+1000)")
+	fs.StringVar(&o.containment, "containment", "auto", "auto, cgroup, subreaper or process-group")
+	fs.StringVar(&o.cgroupParent, "cgroup-parent", "", "cgroup v2 directory under which provider cgroups are made (default: auto)")
+	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
+	fs.IntVar(&o.maxProvLine, "max-provider-line-bytes", adapter.DefaultMaxProviderLineBytes, "largest provider stdout line, bytes")
+	fs.BoolVar(&o.printVersion, "version", false, "print the version and exit")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	switch {
+	case o.framing != "ndjson" && o.framing != "lsp":
+		return nil, fmt.Errorf("--framing must be ndjson or lsp")
+	case o.maxFrame < 1024:
+		return nil, fmt.Errorf("--max-frame-bytes must be at least 1024")
+	case o.stateDir != "" && !filepath.IsAbs(o.stateDir):
+		return nil, fmt.Errorf("--state-dir must be absolute")
+	case o.handshakeMs < 1 || o.handshakeMs > 600000:
+		return nil, fmt.Errorf("--handshake-timeout-ms must be 1-600000")
+	case o.closeMs < 1 || o.termMs < 1 || o.killMs < 1:
+		return nil, fmt.Errorf("--close-timeout-ms, --term-grace-ms and --kill-grace-ms must be positive")
+	case o.shutdownMs < 0:
+		return nil, fmt.Errorf("--shutdown-ms must not be negative")
+	}
+	if o.shutdownMs == 0 {
+		o.shutdownMs = o.closeMs + o.termMs + o.killMs + 1000
+	}
+	switch o.containment {
+	case "auto", "cgroup", "subreaper", "process-group":
+	default:
+		return nil, fmt.Errorf("--containment must be auto, cgroup, subreaper or process-group")
+	}
+	var lvl zapcore.Level
+	if err := lvl.UnmarshalText([]byte(o.logLevel)); err != nil {
+		return nil, fmt.Errorf("--log-level: %v", err)
+	}
+	return o, nil
+}
+
+func defaultStateDir() string {
+	if d, err := os.UserHomeDir(); err == nil && d != "" {
+		return filepath.Join(d, ".acpx-sidecar")
+	}
+	return ""
+}
+
+func newLogger(level string, w io.Writer) *zap.Logger {
+	var lvl zapcore.Level
+	_ = lvl.UnmarshalText([]byte(level))
+	enc := zap.NewProductionEncoderConfig()
+	enc.TimeKey = "ts"
+	enc.EncodeTime = zapcore.RFC3339NanoTimeEncoder
+	core := zapcore.NewCore(zapcore.NewJSONEncoder(enc), zapcore.Lock(zapcore.AddSync(w)), lvl)
+	return zap.New(core)
+}
+
+func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "doctor" {
+		return doctor(stdout)
+	}
+	o, err := parseFlags(args, stderr)
+	if err != nil {
+		if err == flag.ErrHelp {
+			return 0
+		}
+		fmt.Fprintln(stderr, "acpx-sidecar:", err)
+		return 2
+	}
+	if o.printVersion {
+		fmt.Fprintln(stdout, "acpx-sidecar", version)
+		return 0
+	}
+	log := newLogger(o.logLevel, stderr)
+	defer func() { _ = log.Sync() }()
+
+	mode := reaper.Mode("")
+	if o.containment != "auto" {
+		mode = reaper.Mode(o.containment)
+	}
+	sup, err := reaper.NewSupervisor(reaper.Options{Mode: mode, CgroupParent: o.cgroupParent, Logger: log.Named("reaper")})
+	if err != nil {
+		log.Error("containment unavailable", zap.Error(err))
+		fmt.Fprintln(stderr, "acpx-sidecar: containment unavailable:", err)
+		return 2
+	}
+	// SIGPIPE on stdout must not kill us before providers are cleaned up;
+	// Notify (not Ignore) keeps providers' default disposition.
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGPIPE)
+	defer signal.Stop(sigs)
+
+	server := rpc.NewServer(rpc.Options{In: stdin, Out: stdout, Framing: rpc.Framing(o.framing), MaxFrameBytes: o.maxFrame, Logger: log.Named("rpc")})
+	cfg := adapter.DefaultConfig()
+	cfg.StateDir = o.stateDir
+	cfg.HandshakeTimeout = time.Duration(o.handshakeMs) * time.Millisecond
+	cfg.CloseTimeout = time.Duration(o.closeMs) * time.Millisecond
+	cfg.TermGrace = time.Duration(o.termMs) * time.Millisecond
+	cfg.KillGrace = time.Duration(o.killMs) * time.Millisecond
+	cfg.Shutdown = time.Duration(o.shutdownMs) * time.Millisecond
+	cfg.MaxProviderLineBytes = o.maxProvLine
+	cfg.Supervisor = sup
+	cfg.Logger = log.Named("session")
+	cfg.Version = version
+	if o.inheritEnv {
+		cfg.BaseEnv = os.Environ()
+	}
+	mgr := adapter.NewManager(cfg, server)
+	log.Info("acpx-sidecar started", zap.Int("pid", os.Getpid()), zap.String("containment", string(sup.Mode())),
+		zap.String("framing", o.framing))
+
+	stopSignals := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case sig := <-sigs:
+				if sig == syscall.SIGPIPE {
+					continue
+				}
+				log.Info("signal: shutting down", zap.String("signal", sig.String()))
+				server.Stop()
+			case <-stopSignals:
+				return
+			}
+		}
+	}()
+	code := server.Serve(mgr)
+	close(stopSignals)
+	mgr.Wait()
+	sup.Seal()
+	if err := sup.Close(); err != nil {
+		log.Warn("supervisor close", zap.Error(err))
+	}
+	log.Info("acpx-sidecar exiting", zap.Int("status", code))
+	return code
+}
+
+// doctor prints which containment mechanisms this machine offers and why.
+func doctor(stdout io.Writer) int {
+	mechs := reaper.Detect()
+	enc := json.NewEncoder(stdout)
+	enc.SetIndent("", "  ")
+	chosen := ""
+	for _, m := range mechs {
+		if m.Available {
+			chosen = string(m.Mode)
+			break
+		}
+	}
+	_ = enc.Encode(map[string]any{"containment": chosen, "mechanisms": mechs})
+	if chosen == "" {
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,269 @@
+// Command faultagent is a scriptable, fault-injecting ACP agent for tests:
+// JSON-RPC 2.0, one message per line on stdin/stdout, no limit on line
+// length. Each received message is logged to stderr as
+// `faultagent: recv <method|response> id=<id>`.
+//
+// Usage:
+//
+//	faultagent [--mode m1,m2=v,...] [--state-dir DIR]
+//
+// The mode list may also come from env FAULTAGENT_MODE (the flag wins) and
+// the state dir from FAULTAGENT_STATE_DIR. Modes (combine freely):
+//
+//	normal             the default behaviour below (always on)
+//	hang-initialize    never answer initialize
+//	hang-new           never answer session/new
+//	late-new=<ms>      answer session/new after ms milliseconds
+//	no-session-id      session/new result has no sessionId
+//	crash-mid-turn     exit 3 right after the first update of a turn
+//	ignore-term        trap SIGTERM (logged, ignored) and keep running after
+//	                   stdin EOF, so only SIGKILL ends it
+//	grandchild         at start, re-exec itself under setsid as a grandchild
+//	                   that ignores SIGTERM and sleeps forever (its pid is
+//	                   logged); startup waits until it has set that up
+//	flood=<N>          N extra agent_message_chunk updates per turn, unpaced
+//	long-line=<bytes>  one extra agent_message_chunk whose text is that long
+//	garbage-stdout     a non-JSON line on stdout before every message
+//	permission=<kind>  each turn asks session/request_permission (toolCall
+//	                   kind <kind>, options allow_once/allow_always/
+//	                   reject_once/reject_always) and reports
+//	                   "permission: <outcome> <optionId>" in a chunk
+//	close-unsupported  no sessionCapabilities.close; session/close -> -32601
+//	hang-close         advertise close but never answer session/close
+//	slow-turn=<ms>     a turn lasts ms milliseconds unless session/cancel
+//
+// Normal behaviour: initialize answers agentInfo {name:"faultagent",
+// version:"0.1.0"}, agentCapabilities {loadSession:true,
+// sessionCapabilities:{close:{}}}, authMethods []. session/new returns
+// sessionId "fa-<hex>", models (fa-model current, fa-large), modes and a
+// model configOption. session/prompt streams agent_message_chunk
+// "hello from faultagent" and a usage_update, then answers stopReason
+// end_turn (cancelled if session/cancel arrived) with usage {10,5,15}.
+// session/load replays every recorded update of the session (including a
+// user_message_chunk per prompt) before answering; sessions are kept in
+// memory and, with a state dir, in DIR/<sessionId>.json so that a fresh
+// process can load them. session/close answers {}. session/set_model,
+// session/set_config_option (configId "model") and session/set_mode change
+// the session. stdin EOF exits 0 (except with ignore-term).
+package main
+
+import (
+	"bufio"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// grandchildFlag is the hidden flag of the re-exec'ed grandchild.
+const grandchildFlag = "--faultagent-grandchild"
+
+// config is the parsed mode list.
+type config struct {
+	hangInitialize   bool
+	hangNew          bool
+	lateNew          time.Duration
+	noSessionID      bool
+	crashMidTurn     bool
+	ignoreTerm       bool
+	grandchild       bool
+	flood            int
+	longLine         int
+	garbageStdout    bool
+	permissionKind   string
+	closeUnsupported bool
+	hangClose        bool
+	slowTurn         time.Duration
+	stateDir         string
+}
+
+// parseModes parses a comma separated mode list (see package doc).
+func parseModes(list string) (config, error) {
+	var c config
+	for _, item := range strings.Split(list, ",") {
+		item = strings.TrimSpace(item)
+		if item == "" {
+			continue
+		}
+		name, val, hasVal := strings.Cut(item, "=")
+		num := func() (int, error) {
+			if !hasVal {
+				return 0, fmt.Errorf("mode %s needs =<number>", name)
+			}
+			n, err := strconv.Atoi(val)
+			if err != nil || n < 0 {
+				return 0, fmt.Errorf("mode %s: bad number %q", name, val)
+			}
+			return n, nil
+		}
+		var err error
+		var n int
+		switch name {
+		case "normal":
+		case "hang-initialize":
+			c.hangInitialize = true
+		case "hang-new":
+			c.hangNew = true
+		case "late-new":
+			n, err = num()
+			c.lateNew = time.Duration(n) * time.Millisecond
+		case "no-session-id":
+			c.noSessionID = true
+		case "crash-mid-turn":
+			c.crashMidTurn = true
+		case "ignore-term":
+			c.ignoreTerm = true
+		case "grandchild":
+			c.grandchild = true
+		case "flood":
+			c.flood, err = num()
+		case "long-line":
+			c.longLine, err = num()
+		case "garbage-stdout":
+			c.garbageStdout = true
+		case "permission":
+			if !hasVal || val == "" {
+				return c, errors.New("mode permission needs =<ToolKind>")
+			}
+			c.permissionKind = val
+		case "close-unsupported":
+			c.closeUnsupported = true
+		case "hang-close":
+			c.hangClose = true
+		case "slow-turn":
+			n, err = num()
+			c.slowTurn = time.Duration(n) * time.Millisecond
+		default:
+			return c, fmt.Errorf("unknown mode %q", name)
+		}
+		if err != nil {
+			return c, err
+		}
+	}
+	return c, nil
+}
+
+func main() {
+	if len(os.Args) > 1 && os.Args[1] == grandchildFlag {
+		grandchildMain()
+		return
+	}
+	fs := flag.NewFlagSet("faultagent", flag.ContinueOnError)
+	mode := fs.String("mode", os.Getenv("FAULTAGENT_MODE"), "comma separated fault modes (see package doc)")
+	stateDir := fs.String("state-dir", os.Getenv("FAULTAGENT_STATE_DIR"), "persist sessions for session/load in `DIR`")
+	if err := fs.Parse(os.Args[1:]); err != nil {
+		os.Exit(2)
+	}
+	cfg, err := parseModes(*mode)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "faultagent: %v\n", err)
+		os.Exit(2)
+	}
+	cfg.stateDir = *stateDir
+	logf("start pid=%d modes=%q", os.Getpid(), *mode)
+
+	if cfg.ignoreTerm {
+		sigs := make(chan os.Signal, 4)
+		signal.Notify(sigs, syscall.SIGTERM)
+		go func() {
+			for s := range sigs {
+				logf("ignoring %v", s)
+			}
+		}()
+	}
+	if cfg.grandchild {
+		if err := startGrandchild(); err != nil {
+			logf("grandchild: %v", err)
+			os.Exit(1)
+		}
+	}
+
+	a := newAgent(cfg, os.Stdout)
+	err = a.serve(os.Stdin)
+	if err != nil && !errors.Is(err, io.EOF) {
+		logf("read stdin: %v", err)
+	}
+	if cfg.ignoreTerm {
+		logf("stdin closed; ignore-term keeps running")
+		sleepForever()
+	}
+	logf("stdin closed, exiting")
+	os.Exit(0)
+}
+
+func logf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "faultagent: "+format+"\n", args...)
+}
+
+// startGrandchild re-execs this binary under a new session (setsid) as a
+// process that ignores SIGTERM and sleeps forever, and returns once the
+// grandchild reports (one byte on an inherited pipe) that SIGTERM is
+// ignored. Its stdio is /dev/null, so it holds none of our pipes.
+func startGrandchild() error {
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	cmd := exec.Command(self, grandchildFlag)
+	cmd.ExtraFiles = []*os.File{w} // fd 3 in the grandchild
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		w.Close()
+		return err
+	}
+	w.Close()
+	go func() { _ = cmd.Wait() }() // reap it if it ever dies while we live
+	var b [1]byte
+	if _, err := r.Read(b[:]); err != nil {
+		return fmt.Errorf("grandchild %d not ready: %w", cmd.Process.Pid, err)
+	}
+	logf("grandchild pid=%d (setsid, ignores SIGTERM)", cmd.Process.Pid)
+	return nil
+}
+
+// grandchildMain is the body of the re-exec'ed grandchild.
+func grandchildMain() {
+	signal.Ignore(syscall.SIGTERM, syscall.SIGHUP, syscall.SIGINT)
+	ready := os.NewFile(3, "ready")
+	if ready != nil {
+		_, _ = ready.Write([]byte{1})
+		ready.Close()
+	}
+	sleepForever()
+}
+
+// sleepForever blocks until the process is killed (a bare select{} would
+// trip the runtime's deadlock detector when no other goroutine exists).
+func sleepForever() {
+	for {
+		time.Sleep(time.Hour)
+	}
+}
+
+// readLines calls fn for each newline-terminated line of r (and a final
+// unterminated one), with no limit on line length. It returns io.EOF at the
+// end of input, or the read error.
+func readLines(r io.Reader, fn func([]byte)) error {
+	br := bufio.NewReaderSize(r, 64<<10)
+	for {
+		line, err := br.ReadBytes('\n')
+		if len(line) > 0 {
+			fn(line)
+		}
+		if err != nil {
+			return err
+		}
+	}
+}

@@ -1,0 +1,98 @@
+// Command modelstub serves the loopback Responses-API stub of package
+// internal/modelstub for the real codex-acp agent (CODEX-OFFLINE.md).
+//
+// Usage:
+//
+//	modelstub [--addr 127.0.0.1:0] [--codex-home DIR]
+//
+// Once listening it prints exactly one line to stdout,
+// `{"addr":"127.0.0.1:PORT"}`, so a parent can read the port; logs go to
+// stderr. With --codex-home it also writes DIR/config.toml pointing codex at
+// itself before printing that line. It exits 0 on SIGTERM, SIGINT or EOF on
+// stdin (so it never outlives a parent that holds its stdin pipe), and 1 on
+// a startup error.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/acpx-sidecar/acpx-sidecar/internal/modelstub"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("modelstub", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	addr := fs.String("addr", "127.0.0.1:0", "listen address (loopback only)")
+	codexHome := fs.String("codex-home", "", "if set, write `DIR`/config.toml pointing codex at this stub")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	logger := log.New(stderr, "", log.LstdFlags|log.Lmicroseconds)
+
+	ln, err := net.Listen("tcp", *addr)
+	if err != nil {
+		logger.Printf("modelstub: listen: %v", err)
+		return 1
+	}
+	bound := ln.Addr().String()
+	if *codexHome != "" {
+		if err := modelstub.WriteCodexHome(*codexHome, "http://"+bound); err != nil {
+			logger.Printf("modelstub: %v", err)
+			ln.Close()
+			return 1
+		}
+	}
+	line, _ := json.Marshal(map[string]string{"addr": bound})
+	if _, err := fmt.Fprintf(stdout, "%s\n", line); err != nil {
+		logger.Printf("modelstub: stdout: %v", err)
+		ln.Close()
+		return 1
+	}
+	logger.Printf("modelstub: listening on %s", bound)
+
+	srv := &http.Server{Handler: modelstub.New(logger.Printf), ReadHeaderTimeout: 10 * time.Second}
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- srv.Serve(ln) }()
+
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+	defer signal.Stop(sigs)
+	stdinEOF := make(chan struct{})
+	go func() {
+		_, _ = io.Copy(io.Discard, stdin)
+		close(stdinEOF)
+	}()
+
+	code := 0
+	select {
+	case s := <-sigs:
+		logger.Printf("modelstub: %v, exiting", s)
+	case <-stdinEOF:
+		logger.Printf("modelstub: stdin closed, exiting")
+	case err := <-serveErr:
+		logger.Printf("modelstub: serve: %v", err)
+		code = 1
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(ctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		logger.Printf("modelstub: shutdown: %v", err)
+	}
+	return code
+}

@@ -1,0 +1,121 @@
+package adapter
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+
+	"github.com/sourcegraph/jsonrpc2"
+	"go.uber.org/zap"
+
+	"github.com/acpx-sidecar/acpx-sidecar/internal/rpc"
+)
+
+// DefaultMaxProviderLineBytes bounds one line read from a provider's
+// stdout: 256 MiB. Longer lines are discarded (the connection survives),
+// unlike acp-go-sdk's 10 MiB scanner cap that kills it (ARCHITECTURE.md
+// hazards).
+const DefaultMaxProviderLineBytes = 256 << 20
+
+// providerEvent is what the provider connection posts to its session's
+// actor. Exactly one field is set.
+type providerEvent struct {
+	update     *json.RawMessage // ACP session/update params
+	permission *permissionAsk   // ACP session/request_permission
+}
+
+// permissionAsk is one ACP session/request_permission waiting for its
+// outcome. answer is called exactly once with the ACP outcome object.
+type permissionAsk struct {
+	params json.RawMessage
+	answer func(outcome map[string]any)
+}
+
+// acpConn is the ACP client side of one provider: sourcegraph/jsonrpc2 over
+// the provider's stdio with the SDK's types. Notifications are handled
+// synchronously, in order, by posting to the actor's inbox: a slow host
+// slows the provider through the pipe (backpressure) instead of dropping
+// the connection (the acp-go-sdk 1024-queue hazard).
+type acpConn struct {
+	conn *jsonrpc2.Conn
+}
+
+type stdio struct {
+	io.Reader
+	w io.WriteCloser
+	r io.ReadCloser
+}
+
+func (s stdio) Write(b []byte) (int, error) { return s.w.Write(b) }
+func (s stdio) Close() error {
+	err := s.w.Close()
+	if e := s.r.Close(); err == nil {
+		err = e
+	}
+	return err
+}
+
+// newACPConn starts the connection. post delivers events to the actor; it
+// may block (backpressure) and must return false once the actor is gone.
+func newACPConn(stdin io.WriteCloser, stdout io.ReadCloser, maxLine int, log *zap.Logger, post func(providerEvent) bool) *acpConn {
+	st := rpc.NewFrameStream(stdout, stdin, stdio{Reader: stdout, w: stdin, r: stdout}, rpc.FramingNDJSON, maxLine)
+	st.Quiet = true
+	st.OnBadFrame = func(code int, reason string) {
+		// Never log the line itself: provider output may carry secrets.
+		log.Debug("provider stdout line discarded", zap.Int("code", code), zap.String("reason", reason))
+	}
+	h := &acpHandler{post: post, log: log}
+	c := jsonrpc2.NewConn(context.Background(), st, h, jsonrpc2.SetLogger(quietLogger{log}))
+	return &acpConn{conn: c}
+}
+
+func (a *acpConn) call(ctx context.Context, method string, params, result any) error {
+	return a.conn.Call(ctx, method, params, result)
+}
+
+func (a *acpConn) notify(method string, params any) error {
+	return a.conn.Notify(context.Background(), method, params)
+}
+
+func (a *acpConn) close() { _ = a.conn.Close() }
+
+func (a *acpConn) done() <-chan struct{} { return a.conn.DisconnectNotify() }
+
+type acpHandler struct {
+	post func(providerEvent) bool
+	log  *zap.Logger
+}
+
+// Handle runs in the provider connection's read loop.
+func (h *acpHandler) Handle(ctx context.Context, conn *jsonrpc2.Conn, req *jsonrpc2.Request) {
+	var params json.RawMessage
+	if req.Params != nil {
+		params = *req.Params
+	}
+	switch {
+	case req.Method == "session/update" && req.Notif:
+		h.post(providerEvent{update: &params})
+	case req.Method == "session/request_permission" && !req.Notif:
+		id := req.ID
+		ask := &permissionAsk{params: params, answer: func(outcome map[string]any) {
+			if err := conn.Reply(context.Background(), id, map[string]any{"outcome": outcome}); err != nil {
+				h.log.Debug("permission answer not delivered", zap.Error(err))
+			}
+		}}
+		if !h.post(providerEvent{permission: ask}) {
+			ask.answer(map[string]any{"outcome": "cancelled"})
+		}
+	case req.Notif:
+		// Unknown notifications (extensions) are ignored.
+	default:
+		// The sidecar advertises no fs/terminal capability: refuse.
+		_ = conn.ReplyWithError(context.Background(), req.ID, &jsonrpc2.Error{
+			Code: jsonrpc2.CodeMethodNotFound, Message: "method not supported by acpx-sidecar"})
+	}
+}
+
+type quietLogger struct{ l *zap.Logger }
+
+func (q quietLogger) Printf(format string, v ...interface{}) {
+	q.l.Debug("provider jsonrpc2", zap.String("format", format))
+}

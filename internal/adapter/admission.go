@@ -1,0 +1,315 @@
+package adapter
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/sourcegraph/jsonrpc2"
+	"go.uber.org/zap"
+	"golang.org/x/sys/unix"
+
+	"github.com/acpx-sidecar/acpx-sidecar/internal/protocol"
+	"github.com/acpx-sidecar/acpx-sidecar/internal/reaper"
+	"github.com/acpx-sidecar/acpx-sidecar/internal/rpc"
+	"github.com/acpx-sidecar/acpx-sidecar/internal/store"
+)
+
+// agentCaps are the parts of ACP agentCapabilities the sidecar acts on.
+type agentCaps struct {
+	LoadSession         bool `json:"loadSession"`
+	SessionCapabilities struct {
+		Close  *json.RawMessage `json:"close"`
+		Resume *json.RawMessage `json:"resume"`
+	} `json:"sessionCapabilities"`
+}
+
+// admitted is what a successful admission hands to the actor.
+type admitted struct {
+	result   protocol.OpenResult
+	caps     agentCaps
+	modelCtl string
+	record   *store.Record
+}
+
+func (s *session) startAdmission(ctx context.Context, reply rpc.Reply) {
+	p := s.open
+	st, err := s.m.storeFor(p.StateDir)
+	if err != nil {
+		s.failBeforeLaunch(reply, protocol.Domain(protocol.ErrStoreUnavailable, "the state directory cannot be used: "+errText(err), true))
+		return
+	}
+	s.st = st
+	if ctx.Err() != nil { // SEED-BEHAVIOR 1
+		s.failBeforeLaunch(reply, abortedError())
+		return
+	}
+	if fi, err := os.Stat(p.Cwd); err != nil || !fi.IsDir() {
+		s.failBeforeLaunch(reply, protocol.InvalidParams("cwd", "cwd must be an existing directory"))
+		return
+	}
+	exe, perr := verifyCommand(p.Command)
+	if perr != nil {
+		s.failBeforeLaunch(reply, perr)
+		return
+	}
+	go s.admit(ctx, exe, reply)
+}
+
+func abortedError() *protocol.Error {
+	return &protocol.Error{RPCCode: protocol.CodeCancelled, Message: "the open was cancelled by the host",
+		Data: protocol.ErrorData{Code: protocol.ErrAdmissionAborted}}
+}
+
+// failBeforeLaunch ends an admission that launched nothing: its proof is
+// complete by construction (SEED-BEHAVIOR 1).
+func (s *session) failBeforeLaunch(reply rpc.Reply, e *protocol.Error) {
+	now := time.Now()
+	proof := &protocol.Proof{CleanupID: newID("c-"), Session: s.id, SessionKey: s.key, Reason: "admission failed before launch",
+		Origin: "admission", ProtocolClose: protocol.ProtocolClose{Outcome: "skipped"}, Signals: []protocol.ProofSignal{},
+		Processes: []protocol.ProofProcess{}, Containment: string(s.m.cfg.Supervisor.Mode()),
+		Verified: protocol.ProofVerified{TreeEmpty: true, Method: "nothing was launched"}, Complete: true,
+		StartedAt: now, FinishedAt: now, Errors: []protocol.ProofError{}}
+	s.state = stateClosed
+	s.proof = proof
+	s.m.releaseKey(s)
+	if e.Data.Field == "" {
+		e.Data.Cleanup = proof
+	}
+	reply(nil, e)
+}
+
+// verifyCommand checks the command is a regular executable file and, with
+// sha256, opens it without following symlinks, hashes it and returns that
+// open file to be executed (SEED-BEHAVIOR 4).
+func verifyCommand(c *protocol.Command) (*os.File, *protocol.Error) {
+	notExec := func(why string) *protocol.Error {
+		return protocol.Domain(protocol.ErrCommandNotExecutable, "command.path "+why, false)
+	}
+	if c.Sha256 == "" {
+		fi, err := os.Stat(c.Path)
+		if err != nil {
+			return nil, notExec("does not exist")
+		}
+		if !fi.Mode().IsRegular() || unix.Access(c.Path, unix.X_OK) != nil {
+			return nil, notExec("is not an executable file")
+		}
+		return nil, nil
+	}
+	fd, err := unix.Open(c.Path, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, notExec("cannot be opened without following symlinks")
+	}
+	f := os.NewFile(uintptr(fd), c.Path)
+	fi, err := f.Stat()
+	if err != nil || !fi.Mode().IsRegular() || fi.Mode()&0o111 == 0 {
+		f.Close()
+		return nil, notExec("is not an executable file")
+	}
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		f.Close()
+		return nil, notExec("cannot be read")
+	}
+	if !strings.EqualFold(hex.EncodeToString(h.Sum(nil)), c.Sha256) {
+		f.Close()
+		return nil, protocol.Domain(protocol.ErrCommandDigestMismatch, "command.path does not match command.sha256", false)
+	}
+	return f, nil
+}
+
+// launchEnv is the base environment plus the open's env (secret values).
+func (s *session) launchEnv() []string {
+	env := make([]string, 0, len(s.m.cfg.BaseEnv)+len(s.open.Env))
+	for _, kv := range s.m.cfg.BaseEnv {
+		k, _, _ := strings.Cut(kv, "=")
+		if _, over := s.open.Env[k]; !over {
+			env = append(env, kv)
+		}
+	}
+	for k, v := range s.open.Env {
+		env = append(env, k+"="+v)
+	}
+	return env
+}
+
+func (s *session) envHas(name string) bool {
+	if v, ok := s.open.Env[name]; ok {
+		return v != ""
+	}
+	for _, kv := range s.m.cfg.BaseEnv {
+		if k, v, _ := strings.Cut(kv, "="); k == name {
+			return v != ""
+		}
+	}
+	return false
+}
+
+// admit runs off the actor: launch, handshake, identity, record. It hands
+// results to the actor with post.
+func (s *session) admit(ctx context.Context, exe *os.File, reply rpc.Reply) {
+	p := s.open
+	timeout := s.m.cfg.HandshakeTimeout
+	if p.HandshakeTimeoutMs != nil {
+		timeout = time.Duration(*p.HandshakeTimeoutMs) * time.Millisecond
+	}
+	// Load the record before launching, so a resume knows what to load.
+	var prior *store.Record
+	if p.Resume == nil || *p.Resume {
+		rec, err := s.st.Load(p.SessionKey)
+		switch {
+		case err == nil:
+			if rec.Acpx.AgentProfile == p.Agent && rec.Cwd == p.Cwd && rec.AcpSessionID != "" {
+				prior = rec
+			}
+		case !errors.Is(err, store.ErrNotFound):
+			s.log.Warn("session record unreadable; opening a new session", zap.Error(err))
+		}
+	}
+	name := "acpx-" + s.id
+	tree, err := s.m.cfg.Supervisor.Start(reaper.Spec{Path: p.Command.Path, Args: p.Command.Args,
+		Env: s.launchEnv(), Dir: p.Cwd, ExecFile: exe, Name: name})
+	if exe != nil {
+		exe.Close()
+	}
+	if err != nil {
+		e := protocol.Domain(protocol.ErrCommandNotExecutable, "the provider could not be started: "+s.red.clean(err.Error()), false)
+		if errors.Is(err, reaper.ErrSealed) {
+			e = protocol.Domain(protocol.ErrShuttingDown, "the sidecar is shutting down", false)
+		}
+		s.post(func() { s.failBeforeLaunch(reply, e) })
+		return
+	}
+	s.hasTree.Store(true)
+	s.writeLedger(tree)
+	go s.drainStderr(tree.Stderr())
+	var conn *acpConn
+	conn = newACPConn(tree.Stdin(), tree.Stdout(), s.m.cfg.MaxProviderLineBytes, s.log, func(ev providerEvent) bool {
+		switch {
+		case ev.update != nil:
+			return s.post(func() { s.onUpdate(*ev.update) })
+		case ev.permission != nil:
+			return s.post(func() { s.onPermission(ev.permission) })
+		}
+		return true
+	})
+	s.post(func() {
+		s.tree, s.conn = tree, conn
+		s.replaying = prior != nil
+	})
+	go func() {
+		select {
+		case <-tree.Exited():
+			s.post(s.onExit)
+		case <-s.quit:
+		}
+	}()
+
+	hctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	adm, sessionID, herr := s.handshake(hctx, conn, tree, prior)
+	if herr == nil && ctx.Err() != nil {
+		herr = abortedError()
+	}
+	if herr != nil {
+		// Classify: the host's cancel, our timeout, or the agent's refusal.
+		switch {
+		case ctx.Err() != nil:
+			herr = abortedError()
+		case hctx.Err() != nil:
+			herr = protocol.Domain(protocol.ErrHandshakeTimeout, "the session handshake did not finish within "+timeout.String(), true)
+		}
+		reason := "session handshake failed"
+		if herr.Data.Code == protocol.ErrAdmissionAborted {
+			reason = "admission aborted"
+		} else if herr.Data.Code == protocol.ErrIdentityInvalid {
+			reason = "identity validation failed"
+		}
+		proof := s.cleanup(conn, tree, sessionID, reason, "admission")
+		herr.Data.Cleanup = proof
+		for _, e := range proof.Errors {
+			herr.Data.Causes = append(herr.Data.Causes, e)
+		}
+		s.post(func() {
+			s.state = stateClosed
+			s.proof = proof
+			s.m.releaseKey(s)
+			reply(nil, herr)
+		})
+		return
+	}
+	s.post(func() { s.admitted(adm, reply) })
+}
+
+// admitted installs a successful admission on the actor and answers the open.
+func (s *session) admitted(a *admitted, reply rpc.Reply) {
+	s.identity = a.result.Identity
+	s.agentInfo = a.result.Agent
+	s.agentCaps = a.caps
+	s.models, s.modes, s.configOpts = a.result.Models, a.result.Modes, a.result.ConfigOptions
+	s.modelCtl = a.modelCtl
+	s.resumed = a.result.Resumed
+	s.replaying = false
+	if a.record != nil {
+		s.restoreUsage(a.record)
+	}
+	if s.exitSeen {
+		// Died between the handshake and now: report as idle death.
+		s.state = stateOpen
+		s.exitSeen = false
+		reply(a.result, nil)
+		s.onExit()
+		return
+	}
+	s.state = stateOpen
+	reply(a.result, nil)
+	for _, u := range s.buffered {
+		s.trackUpdate(u)
+		s.forward(u)
+	}
+	s.buffered = nil
+}
+
+func (s *session) drainStderr(r io.ReadCloser) {
+	// Provider stderr may echo secrets: it is read (so the provider never
+	// blocks on a full pipe) and counted, never logged verbatim.
+	n, _ := io.Copy(io.Discard, r)
+	s.log.Debug("provider stderr closed", zap.Int64("bytes", n))
+}
+
+func (s *session) writeLedger(tree *reaper.Tree) {
+	start, _ := store.ProcStartTime(tree.Pid())
+	err := s.st.WriteOwned(store.Owned{ID: s.id, SidecarPid: os.Getpid(), Session: s.id, SessionKey: s.key,
+		Pid: tree.Pid(), StartTime: start, Pgid: tree.Pgid(), Cgroup: tree.CgroupPath(),
+		Containment: string(tree.Containment()), CreatedAt: time.Now().UTC().Format(time.RFC3339Nano)})
+	if err != nil {
+		s.log.Warn("ownership ledger entry not written", zap.Error(err))
+	}
+}
+
+// acpError turns a provider call error into a redacted
+// ACPX_SESSION_ENSURE_FAILED (SEED-BEHAVIOR 14).
+func (s *session) acpError(step string, err error) *protocol.Error {
+	var je *jsonrpc2.Error
+	msg := "the agent failed " + step
+	if errors.As(err, &je) {
+		msg += ": " + s.red.clean(je.Message)
+	} else if errors.Is(err, jsonrpc2.ErrClosed) {
+		msg += ": the provider connection closed"
+	}
+	return protocol.Domain(protocol.ErrEnsureFailed, msg, false)
+}
+
+func errText(err error) string {
+	var pe *os.PathError
+	if errors.As(err, &pe) {
+		return pe.Op + " " + pe.Path + ": " + pe.Err.Error()
+	}
+	return err.Error()
+}

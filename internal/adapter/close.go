@@ -1,0 +1,248 @@
+package adapter
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/acpx-sidecar/acpx-sidecar/internal/protocol"
+	"github.com/acpx-sidecar/acpx-sidecar/internal/reaper"
+	"github.com/acpx-sidecar/acpx-sidecar/internal/rpc"
+	"github.com/acpx-sidecar/acpx-sidecar/internal/store"
+)
+
+// Retained cleanup backoff: 10 ms doubling to 100 ms (SEED-BEHAVIOR
+// constants, RETAINED_ADMISSION_CLEANUP_RETRY_*).
+const (
+	retainedBackoffMin = 10 * time.Millisecond
+	retainedBackoffMax = 100 * time.Millisecond
+)
+
+// closeAttempt is the one close in flight for a session; concurrent closes
+// wait on it (PROTOCOL §4: concurrent closes share one attempt).
+type closeAttempt struct {
+	waiters []rpc.Reply
+	discard bool
+}
+
+// close handles session/close and shutdown on the actor. Idempotent: after
+// a proof exists it is returned again.
+func (s *session) close(reason, origin string, discard bool, reply rpc.Reply) {
+	switch {
+	case s.proof != nil && s.closeReq == nil && s.state != stateDead:
+		s.replyProof(reply, s.proof)
+		return
+	case s.closeReq != nil:
+		s.closeReq.waiters = append(s.closeReq.waiters, reply)
+		s.closeReq.discard = s.closeReq.discard || discard
+		return
+	case s.state == stateAdmitting:
+		// Shutdown during admission: the admission ends (aborted) and its
+		// proof answers this close too.
+		s.closeReq = &closeAttempt{waiters: []rpc.Reply{reply}, discard: discard}
+		return
+	case s.state == stateDead && s.proof != nil:
+		// The provider died and its cleanup finished: this close only
+		// marks the record.
+		s.state = stateClosed
+		s.markClosed(discard)
+		s.replyProof(reply, s.proof)
+		return
+	}
+	s.startCleanup(reason, origin, discard, reply)
+}
+
+// startCleanup runs protocol close + tree termination off the actor.
+func (s *session) startCleanup(reason, origin string, discard bool, reply rpc.Reply) {
+	if s.closeReq == nil {
+		s.closeReq = &closeAttempt{}
+	}
+	if reply != nil {
+		s.closeReq.waiters = append(s.closeReq.waiters, reply)
+	}
+	s.closeReq.discard = s.closeReq.discard || discard
+	if s.state != stateDead {
+		s.state = stateClosing
+	}
+	if s.turn != nil {
+		s.cancelTurn(nil, "session closing")
+		s.finishTurn(protocol.PromptResult{Status: "cancelled", StopReason: "cancelled"})
+	}
+	sid := s.identity.BackendSessionID
+	if s.state == stateDead {
+		sid = "" // nothing to close at protocol level
+	}
+	conn, tree := s.conn, s.tree
+	go func() {
+		proof := s.cleanup(conn, tree, sid, reason, origin)
+		s.post(func() { s.finishCleanup(proof) })
+	}()
+}
+
+// finishCleanup adopts a cleanup's proof on the actor.
+func (s *session) finishCleanup(proof *protocol.Proof) {
+	ca := s.closeReq
+	s.closeReq = nil
+	s.proof = proof
+	explicit := ca != nil && len(ca.waiters) > 0
+	if s.state != stateDead || explicit {
+		s.state = stateClosed
+		s.markClosed(ca != nil && ca.discard)
+	}
+	if proof.Complete {
+		_ = s.st.RemoveOwned(s.id)
+		s.m.releaseKey(s)
+	} else {
+		s.retain(proof)
+	}
+	if !explicit {
+		s.notify(protocol.NotifyCleanupProof, protocol.ProofNotice{Proof: proof})
+		return
+	}
+	for _, w := range ca.waiters {
+		s.replyProof(w, proof)
+	}
+}
+
+func (s *session) replyProof(reply rpc.Reply, proof *protocol.Proof) {
+	if proof.Complete {
+		reply(protocol.CloseResult{Proof: proof}, nil)
+		return
+	}
+	e := protocol.Domain(protocol.ErrCleanupIncomplete, "the provider tree could not be proven gone; cleanup is retained and retried", true)
+	e.Data.Proof = proof
+	reply(nil, e)
+}
+
+// markClosed marks the record closed (SEED-BEHAVIOR 25) or deletes it.
+func (s *session) markClosed(discard bool) {
+	if s.st == nil || s.identity.BackendSessionID == "" {
+		return
+	}
+	if discard {
+		if err := s.st.Delete(s.key); err != nil {
+			s.log.Warn("session record not deleted", zap.Error(err))
+		}
+		s.discarded = true
+		return
+	}
+	s.persist(func(r *store.Record) {
+		r.Closed = true
+		now := nowStamp()
+		r.ClosedAt = &now
+	})
+}
+
+// cleanup closes the ACP session where the agent offers it (bounded by
+// CloseTimeout; skipped when no session exists, SEED-BEHAVIOR 5), then
+// terminates the tree and builds the proof. It blocks; it runs off the actor.
+func (s *session) cleanup(conn *acpConn, tree *reaper.Tree, sessionID, reason, origin string) *protocol.Proof {
+	started := time.Now()
+	proof := &protocol.Proof{CleanupID: newID("c-"), Session: s.id, SessionKey: s.key, Reason: reason, Origin: origin,
+		ProtocolClose: protocol.ProtocolClose{Outcome: "skipped"}, Signals: []protocol.ProofSignal{},
+		Processes: []protocol.ProofProcess{}, Containment: string(s.m.cfg.Supervisor.Mode()), StartedAt: started,
+		Errors: []protocol.ProofError{}}
+	alive := tree != nil
+	if alive {
+		select {
+		case <-tree.Exited():
+			alive = false
+		default:
+		}
+	}
+	switch {
+	case sessionID == "" || conn == nil || !alive:
+	case !s.closeSupported.Load():
+		proof.ProtocolClose.Outcome = "unsupported"
+	default:
+		ctx, cancel := context.WithTimeout(context.Background(), s.m.cfg.CloseTimeout)
+		err := conn.call(ctx, "session/close", map[string]string{"sessionId": sessionID}, nil)
+		cancel()
+		switch {
+		case err == nil:
+			proof.ProtocolClose.Outcome = "ok"
+		case errors.Is(err, context.DeadlineExceeded):
+			proof.ProtocolClose = protocol.ProtocolClose{Outcome: "timeout", Error: "session/close did not answer within " + s.m.cfg.CloseTimeout.String()}
+			proof.Errors = append(proof.Errors, protocol.ProofError{Code: "PROTOCOL_CLOSE_TIMEOUT", Message: proof.ProtocolClose.Error})
+		default:
+			msg := s.acpError("session/close", err).Message
+			proof.ProtocolClose = protocol.ProtocolClose{Outcome: "error", Error: msg}
+			proof.Errors = append(proof.Errors, protocol.ProofError{Code: "PROTOCOL_CLOSE_FAILED", Message: msg})
+		}
+	}
+	if conn != nil {
+		conn.close()
+	}
+	if tree != nil {
+		proof.Containment = string(tree.Containment())
+		s.applyTermination(proof, tree.Terminate(context.Background(), s.m.cfg.TermGrace, s.m.cfg.KillGrace))
+	} else {
+		proof.Complete, proof.Verified = true, protocol.ProofVerified{TreeEmpty: true, Method: "nothing was launched"}
+	}
+	proof.Attempts = 1
+	proof.FinishedAt = time.Now()
+	proof.DurationMs = proof.FinishedAt.Sub(started).Milliseconds()
+	return proof
+}
+
+// applyTermination copies a reaper result into proof.
+func (s *session) applyTermination(proof *protocol.Proof, t reaper.Termination) {
+	for _, sg := range t.Signals {
+		proof.Signals = append(proof.Signals, protocol.ProofSignal{Signal: sg.Signal, Target: sg.Target, At: sg.At, Error: sg.Error})
+	}
+	seen := map[int]bool{}
+	for _, pr := range proof.Processes {
+		seen[pr.Pid] = true
+	}
+	for _, p := range t.Processes {
+		if !seen[p.Pid] {
+			proof.Processes = append(proof.Processes, protocol.ProofProcess{Pid: p.Pid, Role: p.Role, ExitCode: p.ExitCode, Signal: p.Signal, ExitedAt: p.ExitedAt})
+		}
+	}
+	for _, e := range t.Errors {
+		proof.Errors = append(proof.Errors, protocol.ProofError{Code: e.Code, Message: s.red.clean(e.Message)})
+	}
+	proof.Verified = protocol.ProofVerified{TreeEmpty: t.Verified.TreeEmpty, Method: t.Verified.Method}
+	proof.Complete = t.Complete
+}
+
+// retain hands an incomplete cleanup to a retained owner that retries
+// process termination with backoff until the tree is proven gone
+// (SEED-BEHAVIOR 15, 20), then sends the final proof as cleanup/proof.
+func (s *session) retain(first *protocol.Proof) {
+	tree := s.tree
+	if tree == nil {
+		return
+	}
+	s.m.retained.Add(1)
+	go func() {
+		defer s.m.retained.Done()
+		proof := *first
+		proof.Signals = append([]protocol.ProofSignal(nil), first.Signals...)
+		proof.Processes = append([]protocol.ProofProcess(nil), first.Processes...)
+		proof.Errors = append([]protocol.ProofError(nil), first.Errors...)
+		backoff := retainedBackoffMin
+		for !proof.Complete {
+			select {
+			case <-time.After(backoff):
+			case <-s.m.stopCh:
+				return
+			}
+			if backoff *= 2; backoff > retainedBackoffMax {
+				backoff = retainedBackoffMax
+			}
+			proof.Attempts++
+			s.applyTermination(&proof, tree.Terminate(context.Background(), s.m.cfg.TermGrace, s.m.cfg.KillGrace))
+		}
+		proof.FinishedAt = time.Now()
+		proof.DurationMs = proof.FinishedAt.Sub(proof.StartedAt).Milliseconds()
+		s.post(func() {
+			s.proof = &proof
+			_ = s.st.RemoveOwned(s.id)
+			s.m.releaseKey(s)
+		})
+		s.notify(protocol.NotifyCleanupProof, protocol.ProofNotice{Proof: &proof})
+	}()
+}

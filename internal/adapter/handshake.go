@@ -1,0 +1,236 @@
+package adapter
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	"github.com/acpx-sidecar/acpx-sidecar/internal/profiles"
+	"github.com/acpx-sidecar/acpx-sidecar/internal/protocol"
+	"github.com/acpx-sidecar/acpx-sidecar/internal/reaper"
+	"github.com/acpx-sidecar/acpx-sidecar/internal/store"
+)
+
+// initializeResult is ACP initialize's result, kept raw where it is
+// reported verbatim.
+type initializeResult struct {
+	ProtocolVersion   int             `json:"protocolVersion"`
+	AgentCapabilities json.RawMessage `json:"agentCapabilities"`
+	AgentInfo         *struct {
+		Name    string `json:"name"`
+		Title   string `json:"title"`
+		Version string `json:"version"`
+	} `json:"agentInfo"`
+	AuthMethods []struct {
+		ID string `json:"id"`
+	} `json:"authMethods"`
+}
+
+// sessionState is the common part of ACP session/new, load and resume
+// results.
+type sessionState struct {
+	SessionID string `json:"sessionId"`
+	Models    *struct {
+		CurrentModelID  string `json:"currentModelId"`
+		AvailableModels []struct {
+			ModelID string `json:"modelId"`
+			Name    string `json:"name"`
+		} `json:"availableModels"`
+	} `json:"models"`
+	Modes *struct {
+		CurrentModeID  string `json:"currentModeId"`
+		AvailableModes []struct {
+			ID string `json:"id"`
+		} `json:"availableModes"`
+	} `json:"modes"`
+	ConfigOptions []json.RawMessage `json:"configOptions"`
+	Meta          map[string]any    `json:"_meta"`
+}
+
+func (st *sessionState) models() *protocol.Models {
+	if st.Models == nil {
+		return nil
+	}
+	m := &protocol.Models{CurrentModelID: st.Models.CurrentModelID, AvailableModelIDs: []string{}}
+	for _, am := range st.Models.AvailableModels {
+		m.AvailableModelIDs = append(m.AvailableModelIDs, am.ModelID)
+	}
+	return m
+}
+
+func (st *sessionState) modes() *protocol.Modes {
+	if st.Modes == nil {
+		return nil
+	}
+	m := &protocol.Modes{CurrentModeID: st.Modes.CurrentModeID, AvailableModeIDs: []string{}}
+	for _, am := range st.Modes.AvailableModes {
+		m.AvailableModeIDs = append(m.AvailableModeIDs, am.ID)
+	}
+	return m
+}
+
+// handshake runs ACP initialize → authenticate (profile rule) → session/new
+// or session/load|resume → identity check → model/mode → record save. It
+// returns the backend session id as soon as one is known, so a failed
+// admission can close that session (SEED-BEHAVIOR 5, 8, 9, 10).
+func (s *session) handshake(ctx context.Context, conn *acpConn, tree *reaper.Tree, prior *store.Record) (*admitted, string, *protocol.Error) {
+	p := s.open
+	var init initializeResult
+	err := conn.call(ctx, "initialize", map[string]any{
+		"protocolVersion":    1,
+		"clientCapabilities": map[string]any{"fs": map[string]bool{"readTextFile": false, "writeTextFile": false}, "terminal": false},
+		"clientInfo":         map[string]string{"name": "acpx-sidecar", "version": s.m.cfg.Version},
+	}, &init)
+	if err != nil {
+		return nil, "", s.acpError("initialize", err)
+	}
+	var caps agentCaps
+	if len(init.AgentCapabilities) > 0 {
+		_ = json.Unmarshal(init.AgentCapabilities, &caps)
+	} else {
+		init.AgentCapabilities = json.RawMessage("{}")
+	}
+	s.closeSupported.Store(caps.SessionCapabilities.Close != nil)
+	info := protocol.AgentInfo{ProtocolVersion: init.ProtocolVersion, Capabilities: init.AgentCapabilities}
+	if init.AgentInfo != nil {
+		info.Name, info.Title, info.Version = init.AgentInfo.Name, init.AgentInfo.Title, init.AgentInfo.Version
+	}
+	if m := s.authMethod(init); m != "" {
+		if err := conn.call(ctx, "authenticate", map[string]string{"methodId": m}, nil); err != nil {
+			return nil, "", s.acpError("authenticate", err)
+		}
+	}
+	mcp := p.McpServers
+	if mcp == nil {
+		mcp = []json.RawMessage{}
+	}
+	var st sessionState
+	resumed := false
+	if prior != nil && (caps.LoadSession || caps.SessionCapabilities.Resume != nil) {
+		method := "session/load"
+		if !caps.LoadSession {
+			method = "session/resume"
+		}
+		err = conn.call(ctx, method, map[string]any{"sessionId": prior.AcpSessionID, "cwd": p.Cwd, "mcpServers": mcp}, &st)
+		if err != nil {
+			// SEED-BEHAVIOR 10: close the recovered session, save nothing.
+			return nil, prior.AcpSessionID, s.acpError(method, err)
+		}
+		st.SessionID = prior.AcpSessionID
+		resumed = true
+	} else {
+		params := map[string]any{"cwd": p.Cwd, "mcpServers": mcp}
+		if p.SystemPrompt != "" {
+			params["_meta"] = map[string]any{"systemPrompt": map[string]string{"append": p.SystemPrompt}}
+		}
+		if err := conn.call(ctx, "session/new", params, &st); err != nil {
+			return nil, "", s.acpError("session/new", err)
+		}
+	}
+	// SEED-BEHAVIOR 8: identity before admission.
+	if st.SessionID == "" {
+		return nil, "", protocol.Domain(protocol.ErrIdentityInvalid, "the agent returned no session id", false)
+	}
+	ident := protocol.Identity{AcpxRecordID: p.SessionKey, BackendSessionID: st.SessionID, AgentSessionID: st.SessionID}
+	if v, ok := st.Meta["agentSessionId"].(string); ok && v != "" {
+		ident.AgentSessionID = v
+	} else if prior != nil && prior.AgentSessionID != "" {
+		ident.AgentSessionID = prior.AgentSessionID
+	}
+	res := protocol.OpenResult{Session: s.id, SessionKey: s.key, Identity: ident, Resumed: resumed, Agent: info,
+		Models: st.models(), Modes: st.modes(), ConfigOptions: st.ConfigOptions,
+		Process: protocol.ProcessInfo{Pid: tree.Pid(), Pgid: tree.Pgid(), StartedAt: tree.StartedAt(), Containment: string(tree.Containment())}}
+	if res.ConfigOptions == nil {
+		res.ConfigOptions = []json.RawMessage{}
+	}
+	ctl := &controls{conn: conn, sessionID: st.SessionID, models: res.Models, modes: res.Modes,
+		configOpts: res.ConfigOptions, style: s.prof.ModelControl, red: s.red}
+	if p.Model != "" {
+		if e := ctl.set(ctx, controlModel, p.Model, nil); e != nil {
+			return nil, st.SessionID, e
+		}
+	}
+	if p.Mode != "" {
+		if e := ctl.set(ctx, controlMode, p.Mode, nil); e != nil {
+			return nil, st.SessionID, e
+		}
+	}
+	res.Models, res.Modes, res.ConfigOptions = ctl.models, ctl.modes, ctl.configOpts
+	rec, err := s.saveAdmitted(prior, &res, init, tree, ctl.usedStyle)
+	if err != nil {
+		// SEED-BEHAVIOR 9: close the created session, fail with the store error.
+		return nil, st.SessionID, protocol.Domain(protocol.ErrStoreUnavailable, "the session record could not be saved: "+errText(err), true)
+	}
+	return &admitted{result: res, caps: caps, modelCtl: ctl.usedStyle, record: rec}, st.SessionID, nil
+}
+
+// authMethod picks the profile's authenticate method: the first rule whose
+// env var the launch env holds and whose method the agent advertises.
+func (s *session) authMethod(init initializeResult) string {
+	offered := map[string]bool{}
+	for _, m := range init.AuthMethods {
+		offered[m.ID] = true
+	}
+	for _, r := range s.prof.Auth {
+		if offered[r.MethodID] && s.envHas(r.EnvVar) {
+			return r.MethodID
+		}
+	}
+	return ""
+}
+
+func nowStamp() string { return time.Now().UTC().Format("2006-01-02T15:04:05.000Z") }
+
+// saveAdmitted writes the record of an admitted session (no env, ever:
+// SEED-BEHAVIOR 3).
+func (s *session) saveAdmitted(prior *store.Record, res *protocol.OpenResult, init initializeResult, tree *reaper.Tree, style string) (*store.Record, error) {
+	p := s.open
+	rec := prior
+	now := nowStamp()
+	if rec == nil {
+		rec = &store.Record{Schema: store.Schema, AcpxRecordID: p.SessionKey, Name: p.SessionKey, CreatedAt: now,
+			Messages: json.RawMessage("[]"), RequestTokenUsage: map[string]store.TokenUsage{}}
+	}
+	rec.AcpSessionID = res.Identity.BackendSessionID
+	rec.AgentCommand = joinCommand(p.Command)
+	rec.AgentArgv = append([]string{p.Command.Path}, p.Command.Args...)
+	rec.Cwd = p.Cwd
+	rec.LastUsedAt = now
+	rec.Closed = false
+	rec.ClosedAt = nil
+	pid := tree.Pid()
+	rec.Pid = &pid
+	started := tree.StartedAt().UTC().Format("2006-01-02T15:04:05.000Z")
+	rec.AgentStartedAt = &started
+	rec.ProtocolVersion = init.ProtocolVersion
+	rec.AgentCapabilities = init.AgentCapabilities
+	rec.Acpx.AgentProfile = p.Agent
+	rec.AgentSessionID = res.Identity.AgentSessionID
+	rec.Acpx.ModelControl = style
+	applyControlsToRecord(rec, res.Models, res.Modes, nil)
+	if err := s.st.Save(rec); err != nil {
+		return nil, err
+	}
+	return rec, nil
+}
+
+func joinCommand(c *protocol.Command) string {
+	out := c.Path
+	for _, a := range c.Args {
+		out += " " + a
+	}
+	return out
+}
+
+func applyControlsToRecord(rec *store.Record, models *protocol.Models, modes *protocol.Modes, names map[string]string) {
+	if models != nil {
+		rec.Acpx.CurrentModelID = models.CurrentModelID
+		rec.Acpx.AvailableModels = models.AvailableModelIDs
+	}
+	if modes != nil {
+		rec.Acpx.CurrentModeID = modes.CurrentModeID
+		rec.Acpx.AvailableModes = modes.AvailableModeIDs
+	}
+}
+
+var _ = profiles.ModelControlLegacy

@@ -1,0 +1,342 @@
+// Package adapter is the session side of acpx-sidecar: one actor goroutine
+// per session owns that session's provider process tree, its ACP
+// connection and its record; the Manager routes host requests to actors.
+// Admission (handshake, identity, record), turns, permissions, controls,
+// close and retained cleanup live here; launching and proving a tree gone
+// is internal/reaper's job.
+package adapter
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"runtime"
+	"sort"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/acpx-sidecar/acpx-sidecar/internal/profiles"
+	"github.com/acpx-sidecar/acpx-sidecar/internal/protocol"
+	"github.com/acpx-sidecar/acpx-sidecar/internal/reaper"
+	"github.com/acpx-sidecar/acpx-sidecar/internal/rpc"
+	"github.com/acpx-sidecar/acpx-sidecar/internal/store"
+)
+
+// Host is the host connection as the sessions see it (implemented by
+// *rpc.Server).
+type Host interface {
+	// Notify sends a notification; it blocks while the host is not reading.
+	Notify(method string, params any) error
+	// RequestPermission asks the host (PROTOCOL §5); ctx is the turn's.
+	RequestPermission(ctx context.Context, p protocol.PermissionRequestParams) (protocol.PermissionRequestResult, error)
+	// PermissionRequests: the host declared capabilities.permissionRequests.
+	PermissionRequests() bool
+}
+
+// Config configures a Manager. Durations are the SEED-BEHAVIOR constants.
+type Config struct {
+	// StateDir is the default stateDir (absolute) for opens without one.
+	StateDir string
+	// HandshakeTimeout bounds admission (default 30 s).
+	HandshakeTimeout time.Duration
+	// CloseTimeout bounds one ACP session/close (default 2 s).
+	CloseTimeout time.Duration
+	// TermGrace is the wait after SIGTERM (default 2 s).
+	TermGrace time.Duration
+	// KillGrace is the wait after SIGKILL (default 2 s).
+	KillGrace time.Duration
+	// Shutdown bounds `shutdown` (default 7 s).
+	Shutdown time.Duration
+	// BaseEnv is the environment every provider inherits ("K=V"), before
+	// the open's env is added (--inherit-env).
+	BaseEnv []string
+	// MaxProviderLineBytes bounds one provider stdout line (bytes).
+	MaxProviderLineBytes int
+	// Supervisor launches and contains provider trees.
+	Supervisor *reaper.Supervisor
+	// Logger receives structured logs; never given a secret.
+	Logger *zap.Logger
+	// Version is the sidecar version reported at initialize.
+	Version string
+}
+
+// DefaultConfig returns the SEED-BEHAVIOR constants.
+func DefaultConfig() Config {
+	return Config{HandshakeTimeout: 30 * time.Second, CloseTimeout: 2 * time.Second,
+		TermGrace: 2 * time.Second, KillGrace: 2 * time.Second, Shutdown: 7 * time.Second,
+		MaxProviderLineBytes: DefaultMaxProviderLineBytes, Version: "0.1.0"}
+}
+
+// Manager routes host requests to session actors and owns retained
+// cleanups. Its mutex guards only the routing tables; session state belongs
+// to each session's actor goroutine.
+type Manager struct {
+	cfg  Config
+	host Host
+	log  *zap.Logger
+
+	mu       sync.Mutex
+	sessions map[string]*session // by session id (closed ones included)
+	keys     map[string]*session // live sessions by sessionKey
+	stores   map[string]*store.Store
+	closing  bool
+
+	actors   sync.WaitGroup
+	retained sync.WaitGroup
+	stopCh   chan struct{} // closed at the end of Shutdown: stops actors
+	stopOnce sync.Once
+}
+
+// NewManager returns a Manager sending to host.
+func NewManager(cfg Config, host Host) *Manager {
+	if cfg.Logger == nil {
+		cfg.Logger = zap.NewNop()
+	}
+	if cfg.MaxProviderLineBytes <= 0 {
+		cfg.MaxProviderLineBytes = DefaultMaxProviderLineBytes
+	}
+	return &Manager{cfg: cfg, host: host, log: cfg.Logger, sessions: map[string]*session{},
+		keys: map[string]*session{}, stores: map[string]*store.Store{}, stopCh: make(chan struct{})}
+}
+
+// Bounds reports the bounds in force (initialize.bounds), in ms.
+func (m *Manager) Bounds() protocol.Bounds {
+	return protocol.Bounds{HandshakeTimeoutMs: m.cfg.HandshakeTimeout.Milliseconds(),
+		CloseTimeoutMs: m.cfg.CloseTimeout.Milliseconds(), TermGraceMs: m.cfg.TermGrace.Milliseconds(),
+		KillGraceMs: m.cfg.KillGrace.Milliseconds(), ShutdownMs: m.cfg.Shutdown.Milliseconds()}
+}
+
+// Initialize answers `initialize` (PROTOCOL §2); Pid is filled by rpc.
+func (m *Manager) Initialize(p protocol.InitializeParams) protocol.InitializeResult {
+	return protocol.InitializeResult{ProtocolVersion: protocol.Version,
+		ServerInfo:   protocol.Implementation{Name: "acpx-sidecar", Version: m.cfg.Version},
+		Capabilities: protocol.ServerCaps{Containment: string(m.cfg.Supervisor.Mode()), Agents: profiles.Names()},
+		Bounds:       m.Bounds()}
+}
+
+func newID(prefix string) string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return prefix + hex.EncodeToString(b[:])
+}
+
+func (m *Manager) storeFor(dir string) (*store.Store, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if st, ok := m.stores[dir]; ok {
+		return st, nil
+	}
+	st, err := store.Open(dir)
+	if err != nil {
+		return nil, err
+	}
+	m.stores[dir] = st
+	return st, nil
+}
+
+// Open admits a session (PROTOCOL §4 session/open). Unknown agents are
+// refused before anything is constructed (SEED-BEHAVIOR 13); a platform
+// without containment is refused before launch (SEED-BEHAVIOR 2); an open
+// cancelled before it starts launches nothing (SEED-BEHAVIOR 1).
+func (m *Manager) Open(ctx context.Context, p protocol.OpenParams, reply rpc.Reply) {
+	prof, ok := profiles.Lookup(p.Agent)
+	if !ok {
+		reply(nil, protocol.Domain(protocol.ErrUnknownAgent, "unknown agent profile "+quoteShort(p.Agent), false))
+		return
+	}
+	if runtime.GOOS != "linux" || m.cfg.Supervisor == nil {
+		reply(nil, protocol.Domain(protocol.ErrPlatformUnsupported, "this platform cannot contain a provider tree", false))
+		return
+	}
+	if p.StateDir == "" {
+		p.StateDir = m.cfg.StateDir
+	}
+	if p.StateDir == "" {
+		reply(nil, protocol.InvalidParams("stateDir", "stateDir is required (no --state-dir default)"))
+		return
+	}
+	m.mu.Lock()
+	if m.closing {
+		m.mu.Unlock()
+		reply(nil, protocol.Domain(protocol.ErrShuttingDown, "the sidecar is shutting down", false))
+		return
+	}
+	if other := m.keys[p.SessionKey]; other != nil {
+		m.mu.Unlock()
+		reply(nil, protocol.Domain(protocol.ErrSessionKeyInUse, "sessionKey is held by live session "+other.id, true))
+		return
+	}
+	s := newSession(m, newID("s-"), p, prof)
+	m.sessions[s.id] = s
+	m.keys[p.SessionKey] = s
+	m.actors.Add(1)
+	m.mu.Unlock()
+	go s.run(ctx, reply)
+}
+
+// releaseKey frees sessionKey once s is closed or dead and cleaned up.
+func (m *Manager) releaseKey(s *session) {
+	m.mu.Lock()
+	if m.keys[s.key] == s {
+		delete(m.keys, s.key)
+	}
+	m.mu.Unlock()
+}
+
+func (m *Manager) lookup(id string, reply rpc.Reply) *session {
+	m.mu.Lock()
+	s := m.sessions[id]
+	m.mu.Unlock()
+	if s == nil {
+		reply(nil, protocol.Domain(protocol.ErrSessionNotFound, "no session "+quoteShort(id), false))
+	}
+	return s
+}
+
+// Prompt runs one turn (PROTOCOL §4 session/prompt). ctx is cancelled by
+// $/cancelRequest, which cancels the turn like session/cancel.
+func (m *Manager) Prompt(ctx context.Context, p protocol.PromptParams, reply rpc.Reply) {
+	if s := m.lookup(p.Session, reply); s != nil {
+		s.send(reply, func() { s.startTurn(ctx, p, reply) })
+	}
+}
+
+// Cancel cancels the active turn (ACP session/cancel).
+func (m *Manager) Cancel(p protocol.CancelParams, reply rpc.Reply) {
+	if s := m.lookup(p.Session, reply); s != nil {
+		s.send(reply, func() { reply(map[string]bool{"cancelled": s.cancelTurn(p.RequestID, "host cancel")}, nil) })
+	}
+}
+
+// Status reports a session's state from its persisted record (SEED-BEHAVIOR 23).
+func (m *Manager) Status(p protocol.SessionRef, reply rpc.Reply) {
+	if s := m.lookup(p.Session, reply); s != nil {
+		s.send(reply, func() { reply(s.status()) })
+	}
+}
+
+// Close closes a session and proves its tree gone (PROTOCOL §4 session/close).
+func (m *Manager) Close(p protocol.CloseParams, reply rpc.Reply) {
+	if s := m.lookup(p.Session, reply); s != nil {
+		s.send(reply, func() { s.close(p.Reason, "close", p.DiscardPersistentState, reply) })
+	}
+}
+
+// SetModel selects and verifies a model (SEED-BEHAVIOR 24).
+func (m *Manager) SetModel(p protocol.SetModelParams, reply rpc.Reply) {
+	if s := m.lookup(p.Session, reply); s != nil {
+		s.send(reply, func() { s.control(controlModel, p.Model, nil, reply) })
+	}
+}
+
+// SetMode selects and verifies a mode.
+func (m *Manager) SetMode(p protocol.SetModeParams, reply rpc.Reply) {
+	if s := m.lookup(p.Session, reply); s != nil {
+		s.send(reply, func() { s.control(controlMode, p.Mode, nil, reply) })
+	}
+}
+
+// SetConfigOption sets an ACP session config option and verifies it.
+func (m *Manager) SetConfigOption(p protocol.SetConfigOptionParams, reply rpc.Reply) {
+	if s := m.lookup(p.Session, reply); s != nil {
+		s.send(reply, func() { s.control(controlOption, p.Key, p.Value, reply) })
+	}
+}
+
+// List lists every session this sidecar knows, oldest first.
+func (m *Manager) List() []protocol.ListEntry {
+	m.mu.Lock()
+	all := make([]*session, 0, len(m.sessions))
+	for _, s := range m.sessions {
+		all = append(all, s)
+	}
+	m.mu.Unlock()
+	sort.Slice(all, func(i, j int) bool { return all[i].created.Before(all[j].created) })
+	out := make([]protocol.ListEntry, 0, len(all))
+	for _, s := range all {
+		out = append(out, s.listEntry())
+	}
+	return out
+}
+
+// Shutdown refuses new opens, closes every live session with origin
+// "shutdown" and waits for their proofs and for retained cleanups, bounded
+// by Config.Shutdown; then stops every actor. It returns one proof per
+// session that had launched a provider.
+func (m *Manager) Shutdown() []*protocol.Proof {
+	m.mu.Lock()
+	m.closing = true
+	all := make([]*session, 0, len(m.sessions))
+	for _, s := range m.sessions {
+		all = append(all, s)
+	}
+	m.mu.Unlock()
+	sort.Slice(all, func(i, j int) bool { return all[i].created.Before(all[j].created) })
+
+	type res struct {
+		i int
+		p *protocol.Proof
+	}
+	results := make(chan res, len(all))
+	for i, s := range all {
+		i, s := i, s
+		s.send(func(any, error) { results <- res{i, nil} }, func() {
+			s.close("sidecar shutdown", "shutdown", false, func(r any, err error) {
+				var p *protocol.Proof
+				if cr, ok := r.(protocol.CloseResult); ok {
+					p = cr.Proof
+				} else if pe, ok := err.(*protocol.Error); ok {
+					p = pe.Data.Proof
+					if p == nil {
+						p = pe.Data.Cleanup
+					}
+				}
+				results <- res{i, p}
+			})
+		})
+	}
+	proofs := make([]*protocol.Proof, len(all))
+	deadline := time.NewTimer(m.cfg.Shutdown)
+	defer deadline.Stop()
+	for n := 0; n < len(all); n++ {
+		select {
+		case r := <-results:
+			proofs[r.i] = r.p
+		case <-deadline.C:
+			n = len(all)
+		}
+	}
+	retainedDone := make(chan struct{})
+	go func() { m.retained.Wait(); close(retainedDone) }()
+	select {
+	case <-retainedDone:
+	case <-deadline.C:
+	}
+	out := make([]*protocol.Proof, 0, len(proofs))
+	for i, p := range proofs {
+		if p == nil && all[i].launched() {
+			p = all[i].incompleteProof("shutdown bound exceeded")
+		}
+		if p != nil {
+			out = append(out, p)
+		}
+	}
+	m.stopOnce.Do(func() { close(m.stopCh) })
+	return out
+}
+
+// Wait blocks until every actor and retained cleanup has stopped; call
+// after Shutdown.
+func (m *Manager) Wait() {
+	m.actors.Wait()
+	m.retained.Wait()
+}
+
+func quoteShort(s string) string {
+	if len(s) > 80 {
+		s = s[:80] + "…"
+	}
+	return "\"" + s + "\""
+}

@@ -1,0 +1,210 @@
+package adapter
+
+import (
+	"encoding/json"
+	"strings"
+
+	"github.com/acpx-sidecar/acpx-sidecar/internal/protocol"
+)
+
+// pendingAsk is a permission request waiting for the host.
+type pendingAsk struct {
+	toolCallID string
+	kind       string
+	rule       string
+	options    []permOption
+}
+
+type permOption struct {
+	OptionID string `json:"optionId"`
+	Kind     string `json:"kind"`
+}
+
+type permissionParams struct {
+	ToolCall json.RawMessage `json:"toolCall"`
+	Options  json.RawMessage `json:"options"`
+}
+
+type toolCallHead struct {
+	ToolCallID string `json:"toolCallId"`
+	Kind       string `json:"kind"`
+	Title      string `json:"title"`
+}
+
+// readKinds are the ToolKinds approve-reads approves.
+var readKinds = map[string]bool{"read": true, "search": true, "think": true}
+
+// inferKind guesses a ToolKind from a tool call title when the agent sent
+// none (issue 5: "inferred from the title when missing").
+func inferKind(title string) string {
+	t := strings.ToLower(title)
+	switch {
+	case strings.Contains(t, "read") || strings.Contains(t, "view") || strings.Contains(t, "cat "):
+		return "read"
+	case strings.Contains(t, "delete") || strings.Contains(t, "remove") || strings.HasPrefix(t, "rm "):
+		return "delete"
+	case strings.Contains(t, "move") || strings.Contains(t, "rename"):
+		return "move"
+	case strings.Contains(t, "edit") || strings.Contains(t, "write") || strings.Contains(t, "patch"):
+		return "edit"
+	case strings.Contains(t, "search") || strings.Contains(t, "grep") || strings.Contains(t, "find"):
+		return "search"
+	case strings.Contains(t, "fetch") || strings.Contains(t, "http"):
+		return "fetch"
+	case strings.Contains(t, "run") || strings.Contains(t, "exec") || strings.Contains(t, "command") || strings.Contains(t, "shell"):
+		return "execute"
+	}
+	return "other"
+}
+
+// decide applies permissionPolicy then permissionMode; it returns
+// "approve", "deny" or "escalate" and the rule that decided.
+func decide(p protocol.OpenParams, kind string) (action, rule string) {
+	if pp := p.PermissionPolicy; pp != nil {
+		for _, r := range []struct {
+			list   []string
+			action string
+			rule   string
+		}{{pp.AutoDeny, "deny", "permissionPolicy.autoDeny"}, {pp.AutoApprove, "approve", "permissionPolicy.autoApprove"},
+			{pp.Escalate, "escalate", "permissionPolicy.escalate"}} {
+			if contains(r.list, kind) {
+				return r.action, r.rule
+			}
+		}
+		if pp.DefaultAction != "" {
+			return pp.DefaultAction, "permissionPolicy.defaultAction"
+		}
+	}
+	switch p.PermissionMode {
+	case "approve-all":
+		return "approve", "permissionMode:approve-all"
+	case "deny-all":
+		return "deny", "permissionMode:deny-all"
+	default:
+		if readKinds[kind] {
+			return "approve", "permissionMode:approve-reads"
+		}
+		return "escalate", "permissionMode:approve-reads"
+	}
+}
+
+func pickOption(opts []permOption, kinds ...string) string {
+	for _, k := range kinds {
+		for _, o := range opts {
+			if o.Kind == k {
+				return o.OptionID
+			}
+		}
+	}
+	return ""
+}
+
+// onPermission answers an ACP session/request_permission on the actor.
+func (s *session) onPermission(ask *permissionAsk) {
+	var pp permissionParams
+	_ = json.Unmarshal(ask.params, &pp)
+	var head toolCallHead
+	_ = json.Unmarshal(pp.ToolCall, &head)
+	var opts []permOption
+	_ = json.Unmarshal(pp.Options, &opts)
+	kind := head.Kind
+	if !protocol.ToolKinds[kind] {
+		kind = inferKind(head.Title)
+	}
+	pa := &pendingAsk{toolCallID: head.ToolCallID, kind: kind, options: opts}
+	t := s.turn
+	if t == nil || t.cancelled || s.state != stateTurn {
+		// The authority belongs to a live turn (SEED-BEHAVIOR 27).
+		pa.rule = "no active turn"
+		s.answerPermission(ask, pa, nil, "cancelled", "no active turn")
+		return
+	}
+	action, rule := decide(s.open, kind)
+	pa.rule = rule
+	switch action {
+	case "approve":
+		s.answerPermission(ask, pa, &struct{}{}, pickOption(opts, "allow_once", "allow_always"), rule)
+	case "deny":
+		s.answerPermission(ask, pa, nil, pickOption(opts, "reject_once", "reject_always"), rule)
+	default:
+		s.escalate(t, ask, pa, pp)
+	}
+}
+
+// answerPermission answers the agent once: optionID "" or "cancelled"
+// sends the cancelled outcome. approved non-nil marks an approval in the
+// audit notice.
+func (s *session) answerPermission(ask *permissionAsk, pa *pendingAsk, approved *struct{}, optionID, rule string) {
+	if s.turn != nil {
+		delete(s.turn.pending, ask)
+	}
+	decision := "denied"
+	if approved != nil {
+		decision = "approved"
+	}
+	if optionID == "" || optionID == "cancelled" {
+		ask.answer(map[string]any{"outcome": "cancelled"})
+		decision, optionID = "cancelled", ""
+	} else {
+		ask.answer(map[string]any{"outcome": "selected", "optionId": optionID})
+	}
+	var rid *string
+	if s.turn != nil {
+		r := s.turn.requestID
+		rid = &r
+	}
+	s.notify(protocol.NotifySessionPermission, protocol.PermissionNotice{Session: s.id, RequestID: rid,
+		ToolCallID: pa.toolCallID, Kind: pa.kind, Decision: decision, Rule: rule, OptionID: optionID})
+}
+
+// escalate sends the ask to the host when it declared permissionRequests,
+// else applies nonInteractivePermissions (PROTOCOL §4, §5).
+func (s *session) escalate(t *turn, ask *permissionAsk, pa *pendingAsk, pp permissionParams) {
+	if !s.m.host.PermissionRequests() {
+		if s.open.NonInteractivePermissions == "fail" {
+			t.failErr = &protocol.TurnError{Code: protocol.ErrPermissionRequired,
+				Message: "a " + pa.kind + " permission needs approval and the host cannot answer"}
+			s.answerPermission(ask, pa, nil, "cancelled", pa.rule+"; nonInteractivePermissions:fail")
+			s.cancelTurn(&t.requestID, "permission approval required")
+			return
+		}
+		s.answerPermission(ask, pa, nil, pickOption(pa.options, "reject_once", "reject_always"), pa.rule+"; nonInteractivePermissions:deny")
+		return
+	}
+	t.pending[ask] = pa
+	rid := t.requestID
+	s.notify(protocol.NotifySessionPermission, protocol.PermissionNotice{Session: s.id, RequestID: &rid,
+		ToolCallID: pa.toolCallID, Kind: pa.kind, Decision: "escalated", Rule: pa.rule})
+	params := protocol.PermissionRequestParams{Session: s.id, RequestID: &rid, ToolCall: pp.ToolCall, Options: pp.Options,
+		Kind: pa.kind, Rule: pa.rule}
+	go func() {
+		res, err := s.m.host.RequestPermission(t.ctx, params)
+		s.post(func() {
+			if s.turn != t || t.pending[ask] == nil {
+				return // the turn ended first: the late answer changes nothing
+			}
+			optionID := ""
+			if err == nil && res.Outcome == "selected" {
+				for _, o := range pa.options {
+					if o.OptionID == res.OptionID {
+						optionID = o.OptionID
+					}
+				}
+			}
+			var approved *struct{}
+			if strings.HasPrefix(pickKind(pa.options, optionID), "allow") {
+				approved = &struct{}{}
+			}
+			s.answerPermission(ask, pa, approved, optionID, "host")
+		})
+	}()
+}
+
+func pickKind(opts []permOption, id string) string {
+	for _, o := range opts {
+		if o.OptionID == id {
+			return o.Kind
+		}
+	}
+	return ""
+}

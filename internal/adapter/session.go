@@ -1,0 +1,285 @@
+package adapter
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/acpx-sidecar/acpx-sidecar/internal/profiles"
+	"github.com/acpx-sidecar/acpx-sidecar/internal/protocol"
+	"github.com/acpx-sidecar/acpx-sidecar/internal/reaper"
+	"github.com/acpx-sidecar/acpx-sidecar/internal/rpc"
+	"github.com/acpx-sidecar/acpx-sidecar/internal/store"
+)
+
+// Session states reported in status and list (PROTOCOL §4).
+const (
+	stateAdmitting = "admitting"
+	stateOpen      = "open"
+	stateTurn      = "turn"
+	stateClosing   = "closing"
+	stateClosed    = "closed"
+	stateDead      = "dead"
+)
+
+// session is one session actor. Fields below "actor-owned" are touched only
+// by the goroutine running run(); everything else reaches it by sending a
+// closure on cmds (host requests) or inbox (provider events and worker
+// results, in provider order).
+type session struct {
+	m       *Manager
+	id      string
+	key     string
+	agent   string
+	created time.Time
+	log     *zap.Logger
+	red     *redactor
+
+	cmds  chan func()
+	inbox chan func()
+	quit  chan struct{} // closed when the actor has stopped
+
+	hasTree        atomic.Bool
+	closeSupported atomic.Bool // the agent advertised sessionCapabilities.close
+
+	// actor-owned
+	open       protocol.OpenParams
+	prof       profiles.Profile
+	state      string
+	st         *store.Store
+	tree       *reaper.Tree
+	conn       *acpConn
+	identity   protocol.Identity
+	agentInfo  protocol.AgentInfo
+	agentCaps  agentCaps
+	models     *protocol.Models
+	modes      *protocol.Modes
+	configOpts []json.RawMessage
+	modelCtl   string
+	resumed    bool
+	seq        uint64
+	replaying  bool              // drop updates (session/load replay)
+	buffered   []json.RawMessage // updates that arrived during a new-session admission
+	usedIDs    map[string]bool
+	turn       *turn
+	lastReqID  *string
+	usage      protocol.Usage
+	perRequest map[string]protocol.Usage
+	cost       *protocol.Cost
+	closeReq   *closeAttempt
+	proof      *protocol.Proof
+	exitSeen   bool
+	lostInTurn bool // the connection died during a turn
+	discarded  bool // the record was deleted at close
+}
+
+func newSession(m *Manager, id string, p protocol.OpenParams, prof profiles.Profile) *session {
+	return &session{m: m, id: id, key: p.SessionKey, agent: p.Agent, created: time.Now(),
+		log: m.log.With(zap.String("session", id)), red: newRedactor(p.Env),
+		cmds: make(chan func(), 64), inbox: make(chan func(), 256), quit: make(chan struct{}),
+		open: p, prof: prof, state: stateAdmitting, usedIDs: map[string]bool{}, perRequest: map[string]protocol.Usage{}}
+}
+
+// send runs fn on the actor; if the actor has stopped, reply gets
+// SESSION_NOT_FOUND.
+func (s *session) send(reply rpc.Reply, fn func()) {
+	select {
+	case s.cmds <- fn:
+	case <-s.quit:
+		reply(nil, protocol.Domain(protocol.ErrSessionNotFound, "session "+s.id+" is gone", false))
+	}
+}
+
+// post delivers a provider event or worker result in order; false if the
+// actor has stopped.
+func (s *session) post(fn func()) bool {
+	select {
+	case s.inbox <- fn:
+		return true
+	case <-s.quit:
+		return false
+	}
+}
+
+func (s *session) launched() bool { return s.hasTree.Load() }
+
+// run is the actor loop. It starts admission and serves until the manager
+// stops.
+func (s *session) run(ctx context.Context, reply rpc.Reply) {
+	defer s.m.actors.Done()
+	defer close(s.quit)
+	s.startAdmission(ctx, reply)
+	for {
+		select {
+		case fn := <-s.cmds:
+			fn()
+		case fn := <-s.inbox:
+			fn()
+		case <-s.m.stopCh:
+			s.stop()
+			return
+		}
+	}
+}
+
+// stop releases what the actor still holds when the manager stops it.
+func (s *session) stop() {
+	if s.turn != nil {
+		s.finishTurn(protocol.PromptResult{Status: "failed", Error: &protocol.TurnError{
+			Code: protocol.ErrShuttingDown, Message: "the sidecar shut down during the turn"}})
+	}
+	if s.conn != nil {
+		s.conn.close()
+	}
+}
+
+func (s *session) notify(method string, params any) {
+	if err := s.m.host.Notify(method, params); err != nil {
+		s.log.Debug("notification not delivered", zap.String("method", method), zap.Error(err))
+	}
+}
+
+// onUpdate handles one ACP session/update from the provider.
+func (s *session) onUpdate(params json.RawMessage) {
+	var n struct {
+		SessionID string          `json:"sessionId"`
+		Update    json.RawMessage `json:"update"`
+	}
+	if json.Unmarshal(params, &n) != nil || len(n.Update) == 0 {
+		s.log.Debug("malformed session/update discarded")
+		return
+	}
+	if s.identity.BackendSessionID != "" && n.SessionID != "" && n.SessionID != s.identity.BackendSessionID {
+		s.log.Debug("session/update for another ACP session discarded")
+		return
+	}
+	switch {
+	case s.replaying:
+		return // PROTOCOL §4 resume: replay is not live output
+	case s.state == stateAdmitting:
+		s.buffered = append(s.buffered, n.Update)
+		return
+	case s.state == stateClosed || s.state == stateDead:
+		return
+	}
+	s.trackUpdate(n.Update)
+	s.forward(n.Update)
+}
+
+// forward sends one update to the host with the next seq.
+func (s *session) forward(update json.RawMessage) {
+	s.seq++
+	var rid *string
+	if s.turn != nil {
+		id := s.turn.requestID
+		rid = &id
+	}
+	s.notify(protocol.NotifySessionUpdate, protocol.SessionUpdateNotice{Session: s.id, RequestID: rid, Seq: s.seq, Update: update})
+}
+
+// trackUpdate keeps the model/mode/config state the agent reports.
+func (s *session) trackUpdate(update json.RawMessage) {
+	var u struct {
+		Kind          string            `json:"sessionUpdate"`
+		CurrentModeID string            `json:"currentModeId"`
+		ConfigOptions []json.RawMessage `json:"configOptions"`
+		Used          *int64            `json:"used"`
+		Cost          *struct {
+			Amount   float64 `json:"amount"`
+			Currency string  `json:"currency"`
+		} `json:"cost"`
+	}
+	if json.Unmarshal(update, &u) != nil {
+		return
+	}
+	switch u.Kind {
+	case "current_mode_update":
+		if s.modes != nil && u.CurrentModeID != "" {
+			s.modes.CurrentModeID = u.CurrentModeID
+		}
+	case "config_option_update":
+		if u.ConfigOptions != nil {
+			s.applyConfigOptions(u.ConfigOptions)
+		}
+	case "usage_update":
+		if s.turn != nil {
+			if u.Used != nil {
+				s.turn.usedTokens = u.Used
+			}
+			if u.Cost != nil {
+				s.turn.cost = &protocol.Cost{Amount: u.Cost.Amount, Currency: u.Cost.Currency, Basis: "turn"}
+			}
+		}
+	}
+}
+
+// onExit handles the provider leader's exit seen by the reaper.
+func (s *session) onExit() {
+	if s.exitSeen {
+		return
+	}
+	s.exitSeen = true
+	switch s.state {
+	case stateClosing, stateClosed, stateAdmitting:
+		return // the close or admission worker owns cleanup
+	}
+	st := s.tree.ExitStatus()
+	during := "idle"
+	if s.turn != nil || s.lostInTurn {
+		during = "turn"
+	}
+	s.log.Warn("provider exited on its own", zap.String("during", during))
+	s.notify(protocol.NotifySessionExited, protocol.ExitedNotice{Session: s.id, SessionKey: s.key,
+		Pid: s.tree.Pid(), ExitCode: st.Code, Signal: st.Signal, During: during})
+	if s.turn != nil {
+		s.finishTurn(protocol.PromptResult{Status: "failed", Error: &protocol.TurnError{
+			Code: protocol.ErrProviderProcessLost, Message: "the provider process exited during the turn"}})
+	}
+	s.state = stateDead
+	s.startCleanup("provider exited", "provider-exit", false, nil)
+}
+
+func (s *session) summary() string {
+	state := s.state
+	return fmt.Sprintf("session=%s backendSessionId=%s agentSessionId=%s %s", s.key,
+		s.identity.BackendSessionID, s.identity.AgentSessionID, state)
+}
+
+func (s *session) listEntry() protocol.ListEntry {
+	ch := make(chan protocol.ListEntry, 1)
+	entry := protocol.ListEntry{Session: s.id, SessionKey: s.key, Agent: s.agent, State: stateClosed}
+	select {
+	case s.cmds <- func() {
+		e := protocol.ListEntry{Session: s.id, SessionKey: s.key, Agent: s.agent, State: s.state}
+		if s.identity.BackendSessionID != "" {
+			id := s.identity
+			e.Identity = &id
+		}
+		if s.turn != nil {
+			r := s.turn.requestID
+			e.ActiveRequestID = &r
+		}
+		ch <- e
+	}:
+		select {
+		case entry = <-ch:
+		case <-s.quit:
+		}
+	case <-s.quit:
+	}
+	return entry
+}
+
+// incompleteProof is used by Shutdown for a session whose close did not
+// answer within the bound; it reads only immutable fields.
+func (s *session) incompleteProof(why string) *protocol.Proof {
+	now := time.Now()
+	return &protocol.Proof{CleanupID: newID("c-"), Session: s.id, SessionKey: s.key, Reason: why, Origin: "shutdown",
+		ProtocolClose: protocol.ProtocolClose{Outcome: "skipped"}, Signals: []protocol.ProofSignal{},
+		Processes: []protocol.ProofProcess{}, Containment: string(s.m.cfg.Supervisor.Mode()),
+		StartedAt: now, FinishedAt: now, Errors: []protocol.ProofError{{Code: protocol.ErrCleanupIncomplete, Message: why}}}
+}

@@ -1,0 +1,91 @@
+package adapter
+
+import (
+	"encoding/json"
+	"errors"
+
+	"github.com/acpx-sidecar/acpx-sidecar/internal/protocol"
+	"github.com/acpx-sidecar/acpx-sidecar/internal/store"
+)
+
+// applyConfigOptions adopts a config_option_update and keeps models/modes
+// in step with the options of category model/mode.
+func (s *session) applyConfigOptions(opts []json.RawMessage) {
+	s.configOpts = opts
+	for _, raw := range opts {
+		var o configOption
+		if json.Unmarshal(raw, &o) != nil {
+			continue
+		}
+		var v string
+		if json.Unmarshal(o.CurrentValue, &v) != nil {
+			continue
+		}
+		switch {
+		case (o.ID == "model" || o.Category == "model") && s.models != nil:
+			s.models.CurrentModelID = v
+		case (o.ID == "mode" || o.Category == "mode") && s.modes != nil:
+			s.modes.CurrentModeID = v
+		}
+	}
+}
+
+// status answers session/status from the persisted record, checked against
+// the identity admitted at open (SEED-BEHAVIOR 23).
+func (s *session) status() (any, error) {
+	if s.state == stateAdmitting {
+		return nil, protocol.Domain(protocol.ErrSessionNotFound, "the session is still being admitted", true)
+	}
+	res := protocol.StatusResult{Session: s.id, SessionKey: s.key, Agent: s.agent, State: s.state, Identity: s.identity,
+		Closed: s.state == stateClosed, LastRequestID: s.lastReqID, Models: s.models, Modes: s.modes, ConfigOptions: s.configOpts,
+		Usage: protocol.UsageStatus{Cumulative: s.usage, PerRequest: s.perRequest}, Cost: s.cost}
+	if s.tree != nil {
+		res.Process.Pid = s.tree.Pid()
+		select {
+		case <-s.tree.Exited():
+		default:
+			res.Process.Alive = true
+		}
+	}
+	res.Summary = s.summary()
+	if s.identity.BackendSessionID == "" || s.discarded {
+		return res, nil // nothing was admitted or the record was discarded
+	}
+	rec, err := s.st.Load(s.key)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, protocol.Domain(protocol.ErrPersistedSessionMissing, "the session record is missing from the state directory", false)
+	}
+	if err != nil {
+		return nil, protocol.Domain(protocol.ErrStoreUnavailable, "the session record cannot be read: "+errText(err), true)
+	}
+	if rec.AcpxRecordID != s.identity.AcpxRecordID || rec.AcpSessionID != s.identity.BackendSessionID {
+		return nil, protocol.Domain(protocol.ErrPersistedSessionMismatch, "the session record names another ACP session", false)
+	}
+	res.LastRequestID = rec.LastRequestID
+	res.Closed = rec.Closed
+	if rec.Acpx.CurrentModelID != "" {
+		res.Models = &protocol.Models{CurrentModelID: rec.Acpx.CurrentModelID, AvailableModelIDs: nonNilStrings(rec.Acpx.AvailableModels)}
+	}
+	if rec.Acpx.CurrentModeID != "" {
+		res.Modes = &protocol.Modes{CurrentModeID: rec.Acpx.CurrentModeID, AvailableModeIDs: nonNilStrings(rec.Acpx.AvailableModes)}
+	}
+	if u := rec.CumulativeTokenUsage; u != nil {
+		res.Usage.Cumulative = protocol.Usage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, TotalTokens: u.TotalTokens}
+	}
+	per := map[string]protocol.Usage{}
+	for id, u := range rec.RequestTokenUsage {
+		per[id] = protocol.Usage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, TotalTokens: u.TotalTokens}
+	}
+	res.Usage.PerRequest = per
+	if c := rec.CumulativeCost; c != nil {
+		res.Cost = &protocol.Cost{Amount: c.Amount, Currency: c.Currency, Basis: "session-cumulative"}
+	}
+	return res, nil
+}
+
+func nonNilStrings(v []string) []string {
+	if v == nil {
+		return []string{}
+	}
+	return v
+}

@@ -1,0 +1,254 @@
+package adapter
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+
+	"github.com/sourcegraph/jsonrpc2"
+	"go.uber.org/zap"
+
+	"github.com/acpx-sidecar/acpx-sidecar/internal/protocol"
+	"github.com/acpx-sidecar/acpx-sidecar/internal/rpc"
+	"github.com/acpx-sidecar/acpx-sidecar/internal/store"
+)
+
+// turn is the active prompt turn of a session; it owns the permission
+// authority of its lifetime (SEED-BEHAVIOR 27).
+type turn struct {
+	requestID  string
+	reply      rpc.Reply
+	ctx        context.Context // cancelled when the turn ends: host permission asks die with it
+	end        context.CancelFunc
+	stopHost   func() bool // stops the $/cancelRequest hook
+	cancelled  bool
+	failErr    *protocol.TurnError
+	usedTokens *int64
+	cost       *protocol.Cost
+	pending    map[*permissionAsk]*pendingAsk
+	timers     []*time.Timer
+}
+
+// promptResponse is ACP session/prompt's result.
+type promptResponse struct {
+	StopReason string `json:"stopReason"`
+	Usage      *struct {
+		InputTokens       int64  `json:"inputTokens"`
+		OutputTokens      int64  `json:"outputTokens"`
+		TotalTokens       int64  `json:"totalTokens"`
+		CachedReadTokens  *int64 `json:"cachedReadTokens"`
+		CachedWriteTokens *int64 `json:"cachedWriteTokens"`
+		ThoughtTokens     *int64 `json:"thoughtTokens"`
+	} `json:"usage"`
+}
+
+// startTurn begins one turn (PROTOCOL §4 session/prompt): one active turn
+// per session (TURN_ACTIVE), request ids unique within the session
+// (DUPLICATE_REQUEST_ID).
+func (s *session) startTurn(ctx context.Context, p protocol.PromptParams, reply rpc.Reply) {
+	if e := s.usable(); e != nil {
+		reply(nil, e)
+		return
+	}
+	if s.turn != nil {
+		reply(nil, protocol.Domain(protocol.ErrTurnActive, "turn "+quoteShort(s.turn.requestID)+" is still running", true))
+		return
+	}
+	if s.usedIDs[p.RequestID] {
+		reply(nil, protocol.Domain(protocol.ErrDuplicateRequestID, "requestId "+quoteShort(p.RequestID)+" was already used in this session", false))
+		return
+	}
+	s.usedIDs[p.RequestID] = true
+	prompt := p.Prompt
+	if prompt[0] == '"' {
+		var text string
+		_ = json.Unmarshal(prompt, &text)
+		prompt, _ = json.Marshal([]map[string]string{{"type": "text", "text": text}})
+	}
+	tctx, end := context.WithCancel(context.Background())
+	t := &turn{requestID: p.RequestID, reply: reply, ctx: tctx, end: end, pending: map[*permissionAsk]*pendingAsk{}}
+	t.stopHost = context.AfterFunc(ctx, func() {
+		s.post(func() { s.cancelTurn(&t.requestID, "request cancelled") })
+	})
+	if p.TimeoutMs != nil {
+		t.timers = append(t.timers, time.AfterFunc(time.Duration(*p.TimeoutMs)*time.Millisecond, func() {
+			s.post(func() {
+				if s.turn == t {
+					t.failErr = &protocol.TurnError{Code: "TURN_TIMEOUT", Message: "the turn exceeded timeoutMs", Retryable: true}
+					s.cancelTurn(&t.requestID, "turn timeout")
+				}
+			})
+		}))
+	}
+	s.turn = t
+	s.state = stateTurn
+	rid := p.RequestID
+	s.lastReqID = &rid
+	conn, sid := s.conn, s.identity.BackendSessionID
+	go func() {
+		var resp promptResponse
+		err := conn.call(context.Background(), "session/prompt", map[string]any{"sessionId": sid, "prompt": prompt}, &resp)
+		s.post(func() { s.turnReturned(t, &resp, err) })
+	}()
+}
+
+// turnReturned handles the ACP session/prompt response, after every update
+// the agent sent before it (same ordered inbox).
+func (s *session) turnReturned(t *turn, resp *promptResponse, err error) {
+	if s.turn != t {
+		return // the turn already ended (cancel grace, close, provider loss)
+	}
+	res := protocol.PromptResult{Status: "completed", StopReason: resp.StopReason}
+	switch {
+	case err != nil && errors.Is(err, jsonrpc2.ErrClosed):
+		s.lostInTurn = true
+		res = protocol.PromptResult{Status: "failed", Error: &protocol.TurnError{
+			Code: protocol.ErrProviderProcessLost, Message: "the provider connection closed during the turn"}}
+	case err != nil && t.cancelled:
+		res = protocol.PromptResult{Status: "cancelled", StopReason: "cancelled"}
+	case err != nil:
+		var je *jsonrpc2.Error
+		msg := "the agent failed the turn"
+		if errors.As(err, &je) {
+			msg += ": " + s.red.clean(je.Message)
+		}
+		res = protocol.PromptResult{Status: "failed", Error: &protocol.TurnError{Code: protocol.ErrEnsureFailed, Message: msg}}
+	case resp.StopReason == "cancelled" || t.cancelled:
+		res.Status = "cancelled"
+	}
+	if err == nil && resp.Usage != nil {
+		u := resp.Usage
+		res.Usage = &protocol.Usage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, TotalTokens: u.TotalTokens,
+			CachedReadTokens: u.CachedReadTokens, CachedWriteTokens: u.CachedWriteTokens, ThoughtTokens: u.ThoughtTokens}
+	}
+	s.finishTurn(res)
+}
+
+// finishTurn ends the active turn with res: answers its pending permission
+// asks `cancelled`, accounts usage and cost, persists, replies.
+func (s *session) finishTurn(res protocol.PromptResult) {
+	t := s.turn
+	if t == nil {
+		return
+	}
+	s.turn = nil
+	if s.state == stateTurn {
+		s.state = stateOpen
+	}
+	t.end()
+	t.stopHost()
+	for _, tm := range t.timers {
+		tm.Stop()
+	}
+	for ask, pa := range t.pending {
+		s.answerPermission(ask, pa, nil, "cancelled", "turn ended")
+	}
+	if t.failErr != nil && res.Status != "failed" {
+		res = protocol.PromptResult{Status: "failed", StopReason: res.StopReason, Error: t.failErr}
+	}
+	res.RequestID = t.requestID
+	if res.Cost == nil && t.cost != nil {
+		res.Cost = t.cost
+	}
+	if res.Usage != nil {
+		s.perRequest[t.requestID] = *res.Usage
+		s.usage.InputTokens += res.Usage.InputTokens
+		s.usage.OutputTokens += res.Usage.OutputTokens
+		s.usage.TotalTokens += res.Usage.TotalTokens
+	}
+	if res.Cost != nil {
+		if s.cost == nil {
+			s.cost = &protocol.Cost{Currency: res.Cost.Currency, Basis: "session-cumulative"}
+		}
+		s.cost.Amount += res.Cost.Amount
+	}
+	s.persist(func(r *store.Record) {
+		r.LastRequestID = &t.requestID
+		now := nowStamp()
+		r.LastPromptAt = &now
+		if res.Cost != nil {
+			if r.Acpx.RequestCost == nil {
+				r.Acpx.RequestCost = map[string]store.Cost{}
+			}
+			r.Acpx.RequestCost[t.requestID] = store.Cost{Amount: res.Cost.Amount, Currency: res.Cost.Currency}
+		}
+	})
+	t.reply(res, nil)
+}
+
+// cancelTurn cancels the active turn if requestID (nil = any) names it:
+// ACP session/cancel to the agent, pending permission asks answered
+// `cancelled`, and the turn ends `cancelled` when the agent answers or
+// after CloseTimeout at the latest. Reports whether a turn was cancelled.
+func (s *session) cancelTurn(requestID *string, why string) bool {
+	t := s.turn
+	if t == nil || (requestID != nil && *requestID != t.requestID) {
+		return false
+	}
+	if t.cancelled {
+		return true
+	}
+	t.cancelled = true
+	s.log.Info("turn cancelled", zap.String("why", why))
+	for ask, pa := range t.pending {
+		s.answerPermission(ask, pa, nil, "cancelled", "turn cancelled")
+	}
+	conn, sid := s.conn, s.identity.BackendSessionID
+	go func() {
+		_ = conn.notify("session/cancel", map[string]string{"sessionId": sid})
+	}()
+	t.timers = append(t.timers, time.AfterFunc(s.m.cfg.CloseTimeout, func() {
+		s.post(func() {
+			if s.turn == t {
+				s.finishTurn(protocol.PromptResult{Status: "cancelled", StopReason: "cancelled"})
+			}
+		})
+	}))
+	return true
+}
+
+// restoreUsage loads usage, cost and used request ids from a resumed record.
+func (s *session) restoreUsage(r *store.Record) {
+	if u := r.CumulativeTokenUsage; u != nil {
+		s.usage = protocol.Usage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, TotalTokens: u.TotalTokens}
+	}
+	for id, u := range r.RequestTokenUsage {
+		s.perRequest[id] = protocol.Usage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, TotalTokens: u.TotalTokens}
+	}
+	if c := r.CumulativeCost; c != nil {
+		s.cost = &protocol.Cost{Amount: c.Amount, Currency: c.Currency, Basis: "session-cumulative"}
+	}
+	s.lastReqID = r.LastRequestID
+}
+
+// persist writes the actor's view into the record; fn may add to it.
+func (s *session) persist(fn func(r *store.Record)) {
+	if s.st == nil || s.identity.BackendSessionID == "" {
+		return
+	}
+	err := s.st.Update(s.key, func(r *store.Record) error {
+		r.LastUsedAt = nowStamp()
+		r.LastSeq = int64(s.seq)
+		applyControlsToRecord(r, s.models, s.modes, nil)
+		r.Acpx.ModelControl = s.modelCtl
+		cu := store.TokenUsage{InputTokens: s.usage.InputTokens, OutputTokens: s.usage.OutputTokens, TotalTokens: s.usage.TotalTokens}
+		r.CumulativeTokenUsage = &cu
+		if r.RequestTokenUsage == nil {
+			r.RequestTokenUsage = map[string]store.TokenUsage{}
+		}
+		for id, u := range s.perRequest {
+			r.RequestTokenUsage[id] = store.TokenUsage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, TotalTokens: u.TotalTokens}
+		}
+		if s.cost != nil {
+			r.CumulativeCost = &store.Cost{Amount: s.cost.Amount, Currency: s.cost.Currency}
+		}
+		if fn != nil {
+			fn(r)
+		}
+		return nil
+	})
+	if err != nil {
+		s.log.Warn("session record not updated", zap.Error(err))
+	}
+}

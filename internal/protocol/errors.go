@@ -1,0 +1,121 @@
+// Package protocol holds the wire types of the acpx-sidecar host protocol
+// version 1 (PROTOCOL.md): request params, results, notifications, the
+// cleanup proof (PROTOCOL §6) and the error model (PROTOCOL §3). It has no
+// behaviour beyond validation, so both the JSON-RPC layer (internal/rpc) and
+// the session actors (internal/adapter) can share it.
+package protocol
+
+import (
+	"errors"
+	"fmt"
+)
+
+// JSON-RPC numeric error codes used on the host connection (PROTOCOL §3).
+const (
+	CodeParseError     = -32700 // malformed JSON
+	CodeInvalidRequest = -32600 // invalid request, batch, oversized frame, request after shutdown
+	CodeMethodNotFound = -32601 // unknown method
+	CodeInvalidParams  = -32602 // invalid params; Data.Field names the first bad field
+	CodeInternal       = -32603 // internal error (a bug)
+	CodeNotInitialized = -32002 // a request before initialize
+	CodeCancelled      = -32800 // request cancelled by $/cancelRequest
+	CodeDomain         = -32000 // a domain failure; Data.Code says which
+)
+
+// Stable data.code strings (PROTOCOL §3). Hosts switch on these, never on
+// messages.
+const (
+	ErrSessionNotFound          = "SESSION_NOT_FOUND"
+	ErrTurnActive               = "TURN_ACTIVE"
+	ErrDuplicateRequestID       = "DUPLICATE_REQUEST_ID"
+	ErrSessionClosing           = "SESSION_CLOSING"
+	ErrShuttingDown             = "SHUTTING_DOWN"
+	ErrUnknownAgent             = "UNKNOWN_AGENT"
+	ErrPlatformUnsupported      = "PLATFORM_UNSUPPORTED"
+	ErrCommandNotExecutable     = "COMMAND_NOT_EXECUTABLE"
+	ErrCommandDigestMismatch    = "COMMAND_DIGEST_MISMATCH"
+	ErrAdmissionAborted         = "ADMISSION_ABORTED"
+	ErrHandshakeTimeout         = "ACPX_SESSION_HANDSHAKE_TIMEOUT"
+	ErrEnsureFailed             = "ACPX_SESSION_ENSURE_FAILED"
+	ErrIdentityInvalid          = "ACPX_IDENTITY_INVALID"
+	ErrModelUnavailable         = "MODEL_UNAVAILABLE"
+	ErrModeUnavailable          = "MODE_UNAVAILABLE"
+	ErrUnsupportedControl       = "UNSUPPORTED_CONTROL"
+	ErrProviderProcessLost      = "PROVIDER_PROCESS_LOST"
+	ErrStoreUnavailable         = "STORE_UNAVAILABLE"
+	ErrPersistedSessionMissing  = "ACPX_PERSISTED_SESSION_MISSING"
+	ErrPersistedSessionMismatch = "ACPX_PERSISTED_SESSION_IDENTITY_MISMATCH"
+	ErrPermissionRequired       = "PERMISSION_APPROVAL_REQUIRED"
+	ErrCleanupIncomplete        = "CLEANUP_INCOMPLETE"
+	// ErrSessionKeyInUse: session/open for a sessionKey that another live
+	// session of this sidecar already holds (an addition to PROTOCOL §3).
+	ErrSessionKeyInUse = "SESSION_KEY_IN_USE"
+	// ErrInvalidParams is data.code of every -32602 error.
+	ErrInvalidParams = "INVALID_PARAMS"
+	// ErrInvalidRequest is data.code of -32600 errors.
+	ErrInvalidRequest = "INVALID_REQUEST"
+	// ErrParse is data.code of -32700 errors.
+	ErrParse = "PARSE_ERROR"
+	// ErrMethodNotFound is data.code of -32601 errors.
+	ErrMethodNotFound = "METHOD_NOT_FOUND"
+	// ErrNotInitialized is data.code of -32002 errors.
+	ErrNotInitialized = "NOT_INITIALIZED"
+	// ErrInternal is data.code of -32603 errors.
+	ErrInternal = "INTERNAL"
+	// ErrRequestCancelled is data.code of a -32800 prompt cancellation.
+	ErrRequestCancelled = "REQUEST_CANCELLED"
+)
+
+// ErrorData is the `data` member of every error the sidecar sends
+// (PROTOCOL §3). Code is the stable string; Field is the dot path of the
+// first bad parameter for -32602; Cleanup is the proof of whatever the
+// failed request had launched; Supported lists protocol versions for an
+// unsupported initialize.
+type ErrorData struct {
+	Code      string `json:"code"`
+	Retryable bool   `json:"retryable"`
+	Field     string `json:"field,omitempty"`
+	Cleanup   *Proof `json:"cleanup,omitempty"`
+	Proof     *Proof `json:"proof,omitempty"`
+	Supported []int  `json:"supported,omitempty"`
+	// Causes lists aggregated underlying failures in order (SEED-BEHAVIOR 12).
+	Causes []ProofError `json:"causes,omitempty"`
+}
+
+// Error is a host-protocol error: JSON-RPC code, message and data. Its
+// Message must never contain a launch secret; constructors in this package
+// take only text the sidecar wrote or redacted.
+type Error struct {
+	RPCCode int
+	Message string
+	Data    ErrorData
+}
+
+// Error implements error.
+func (e *Error) Error() string { return fmt.Sprintf("%s: %s", e.Data.Code, e.Message) }
+
+// Domain returns a -32000 error with the given data.code.
+func Domain(code, message string, retryable bool) *Error {
+	return &Error{RPCCode: CodeDomain, Message: message, Data: ErrorData{Code: code, Retryable: retryable}}
+}
+
+// InvalidParams returns a -32602 error naming field (a dot path such as
+// "command.path").
+func InvalidParams(field, message string) *Error {
+	return &Error{RPCCode: CodeInvalidParams, Message: message, Data: ErrorData{Code: ErrInvalidParams, Field: field}}
+}
+
+// Internal returns a -32603 error; message must be secret-free.
+func Internal(message string) *Error {
+	return &Error{RPCCode: CodeInternal, Message: message, Data: ErrorData{Code: ErrInternal}}
+}
+
+// AsError converts any error into an *Error, mapping unknown errors to
+// -32603 with a generic message (their text may not be secret-free).
+func AsError(err error) *Error {
+	var pe *Error
+	if errors.As(err, &pe) {
+		return pe
+	}
+	return Internal("internal error")
+}

@@ -1,0 +1,65 @@
+package protocol
+
+import "time"
+
+// Proof is a cleanup proof (PROTOCOL §6). Complete is true only when the
+// sidecar observed that no process of the provider tree is left. Origin is
+// "close", "admission", "shutdown", "provider-exit" or "recovered".
+type Proof struct {
+	CleanupID     string         `json:"cleanupId"`
+	Session       string         `json:"session"`
+	SessionKey    string         `json:"sessionKey"`
+	Reason        string         `json:"reason"`
+	Origin        string         `json:"origin"`
+	ProtocolClose ProtocolClose  `json:"protocolClose"`
+	Signals       []ProofSignal  `json:"signals"`
+	Processes     []ProofProcess `json:"processes"`
+	Containment   string         `json:"containment"`
+	Verified      ProofVerified  `json:"verified"`
+	Complete      bool           `json:"complete"`
+	Attempts      int            `json:"attempts"`
+	StartedAt     time.Time      `json:"startedAt"`
+	FinishedAt    time.Time      `json:"finishedAt"`
+	DurationMs    int64          `json:"durationMs"`
+	Errors        []ProofError   `json:"errors"`
+}
+
+// ProtocolClose is the outcome of the ACP session/close attempt: "ok",
+// "error", "timeout", "unsupported" or "skipped".
+type ProtocolClose struct {
+	Outcome string `json:"outcome"`
+	Error   string `json:"error,omitempty"`
+}
+
+// ProofSignal is one signal delivery; Target is "tree", "provider" or
+// "descendant".
+type ProofSignal struct {
+	Signal string    `json:"signal"`
+	Target string    `json:"target"`
+	At     time.Time `json:"at"`
+	Error  string    `json:"error,omitempty"`
+}
+
+// ProofProcess is one process of the tree observed gone; Role is
+// "provider" or "descendant".
+type ProofProcess struct {
+	Pid      int       `json:"pid"`
+	Role     string    `json:"role"`
+	ExitCode *int      `json:"exitCode"`
+	Signal   string    `json:"signal,omitempty"`
+	ExitedAt time.Time `json:"exitedAt"`
+}
+
+// ProofVerified says how emptiness was observed, e.g. method
+// "cgroup.events populated 0".
+type ProofVerified struct {
+	TreeEmpty bool   `json:"treeEmpty"`
+	Method    string `json:"method"`
+}
+
+// ProofError is one error of a cleanup, in the order they happened
+// (SEED-BEHAVIOR 12).
+type ProofError struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}

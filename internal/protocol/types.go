@@ -1,0 +1,354 @@
+package protocol
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Version is the host protocol version this sidecar speaks (PROTOCOL §2).
+const Version = 1
+
+// Method names of the host protocol (PROTOCOL §2, §4, §5).
+const (
+	MethodInitialize        = "initialize"
+	MethodShutdown          = "shutdown"
+	MethodExit              = "exit"
+	MethodCancelRequest     = "$/cancelRequest"
+	MethodSessionOpen       = "session/open"
+	MethodSessionPrompt     = "session/prompt"
+	MethodSessionCancel     = "session/cancel"
+	MethodSessionStatus     = "session/status"
+	MethodSessionClose      = "session/close"
+	MethodSessionList       = "session/list"
+	MethodSessionSetModel   = "session/setModel"
+	MethodSessionSetMode    = "session/setMode"
+	MethodSessionSetConfig  = "session/setConfigOption"
+	NotifySessionUpdate     = "session/update"
+	NotifySessionExited     = "session/exited"
+	NotifySessionPermission = "session/permission"
+	NotifyCleanupProof      = "cleanup/proof"
+	RequestPermission       = "session/requestPermission"
+)
+
+// InitializeParams are the params of `initialize` (PROTOCOL §2).
+type InitializeParams struct {
+	ProtocolVersion *int            `json:"protocolVersion"`
+	ClientInfo      *Implementation `json:"clientInfo,omitempty"`
+	Capabilities    HostCaps        `json:"capabilities"`
+}
+
+// Implementation names a program and its version.
+type Implementation struct {
+	Name    string `json:"name"`
+	Version string `json:"version"`
+}
+
+// HostCaps are what the host declares it can do. PermissionRequests: the
+// host answers `session/requestPermission` (PROTOCOL §5).
+type HostCaps struct {
+	PermissionRequests bool `json:"permissionRequests"`
+}
+
+// InitializeResult is the result of `initialize`.
+type InitializeResult struct {
+	ProtocolVersion int            `json:"protocolVersion"`
+	ServerInfo      Implementation `json:"serverInfo"`
+	Pid             int            `json:"pid"`
+	Capabilities    ServerCaps     `json:"capabilities"`
+	Bounds          Bounds         `json:"bounds"`
+}
+
+// ServerCaps reports the containment in force ("cgroup", "subreaper",
+// "process-group"), the agent profiles, the framing and the inbound frame
+// cap in bytes.
+type ServerCaps struct {
+	Containment   string   `json:"containment"`
+	Agents        []string `json:"agents"`
+	Framing       string   `json:"framing"`
+	MaxFrameBytes int      `json:"maxFrameBytes"`
+}
+
+// Bounds are the time bounds in force, in milliseconds (SEED-BEHAVIOR
+// constants).
+type Bounds struct {
+	HandshakeTimeoutMs int64 `json:"handshakeTimeoutMs"`
+	CloseTimeoutMs     int64 `json:"closeTimeoutMs"`
+	TermGraceMs        int64 `json:"termGraceMs"`
+	KillGraceMs        int64 `json:"killGraceMs"`
+	ShutdownMs         int64 `json:"shutdownMs"`
+}
+
+// Command is the only executable launched for a session: an absolute path,
+// its args (argv[1:]) and optionally the hex SHA-256 the file must have.
+type Command struct {
+	Path   string   `json:"path"`
+	Args   []string `json:"args,omitempty"`
+	Sha256 string   `json:"sha256,omitempty"`
+}
+
+// PermissionPolicy are permission rules by ACP ToolKind, evaluated before
+// permissionMode. DefaultAction is "approve", "deny" or "escalate".
+type PermissionPolicy struct {
+	AutoApprove   []string `json:"autoApprove,omitempty"`
+	AutoDeny      []string `json:"autoDeny,omitempty"`
+	Escalate      []string `json:"escalate,omitempty"`
+	DefaultAction string   `json:"defaultAction,omitempty"`
+}
+
+// OpenParams are the params of `session/open` (PROTOCOL §4). Env is
+// secret: it must never be logged, persisted or echoed.
+type OpenParams struct {
+	SessionKey                string            `json:"sessionKey"`
+	Agent                     string            `json:"agent"`
+	Command                   *Command          `json:"command"`
+	Cwd                       string            `json:"cwd"`
+	Env                       map[string]string `json:"env,omitempty"`
+	StateDir                  string            `json:"stateDir,omitempty"`
+	Model                     string            `json:"model,omitempty"`
+	Mode                      string            `json:"mode,omitempty"`
+	SystemPrompt              string            `json:"systemPrompt,omitempty"`
+	PermissionMode            string            `json:"permissionMode,omitempty"`
+	PermissionPolicy          *PermissionPolicy `json:"permissionPolicy,omitempty"`
+	NonInteractivePermissions string            `json:"nonInteractivePermissions,omitempty"`
+	McpServers                []json.RawMessage `json:"mcpServers,omitempty"`
+	HandshakeTimeoutMs        *int64            `json:"handshakeTimeoutMs,omitempty"`
+	Resume                    *bool             `json:"resume,omitempty"`
+}
+
+// Identity is the admitted identity of a session (SEED-BEHAVIOR 8).
+type Identity struct {
+	AcpxRecordID     string `json:"acpxRecordId"`
+	BackendSessionID string `json:"backendSessionId"`
+	AgentSessionID   string `json:"agentSessionId"`
+}
+
+// AgentInfo describes the agent as its ACP initialize reported it;
+// Capabilities is ACP agentCapabilities verbatim.
+type AgentInfo struct {
+	Name            string          `json:"name"`
+	Title           string          `json:"title,omitempty"`
+	Version         string          `json:"version"`
+	ProtocolVersion int             `json:"protocolVersion"`
+	Capabilities    json.RawMessage `json:"capabilities"`
+}
+
+// Models is the model state an agent reports.
+type Models struct {
+	CurrentModelID    string   `json:"currentModelId"`
+	AvailableModelIDs []string `json:"availableModelIds"`
+}
+
+// Modes is the mode state an agent reports.
+type Modes struct {
+	CurrentModeID    string   `json:"currentModeId"`
+	AvailableModeIDs []string `json:"availableModeIds"`
+}
+
+// ProcessInfo describes a provider process at open.
+type ProcessInfo struct {
+	Pid         int       `json:"pid"`
+	Pgid        int       `json:"pgid"`
+	StartedAt   time.Time `json:"startedAt"`
+	Containment string    `json:"containment"`
+}
+
+// OpenResult is the result of `session/open`.
+type OpenResult struct {
+	Session       string            `json:"session"`
+	SessionKey    string            `json:"sessionKey"`
+	Identity      Identity          `json:"identity"`
+	Resumed       bool              `json:"resumed"`
+	Agent         AgentInfo         `json:"agent"`
+	Models        *Models           `json:"models,omitempty"`
+	Modes         *Modes            `json:"modes,omitempty"`
+	ConfigOptions []json.RawMessage `json:"configOptions"`
+	Process       ProcessInfo       `json:"process"`
+}
+
+// PromptParams are the params of `session/prompt`. Prompt is a string or
+// an ACP ContentBlock[] (kept raw, forwarded verbatim).
+type PromptParams struct {
+	Session   string          `json:"session"`
+	RequestID string          `json:"requestId"`
+	Prompt    json.RawMessage `json:"prompt"`
+	TimeoutMs *int64          `json:"timeoutMs,omitempty"`
+}
+
+// Usage is token usage in the host protocol's camelCase.
+type Usage struct {
+	InputTokens       int64  `json:"inputTokens"`
+	OutputTokens      int64  `json:"outputTokens"`
+	TotalTokens       int64  `json:"totalTokens"`
+	CachedReadTokens  *int64 `json:"cachedReadTokens,omitempty"`
+	CachedWriteTokens *int64 `json:"cachedWriteTokens,omitempty"`
+	ThoughtTokens     *int64 `json:"thoughtTokens,omitempty"`
+}
+
+// Cost is a money amount with its basis: "turn" in a prompt result,
+// "session-cumulative" in status (SEED-BEHAVIOR 30).
+type Cost struct {
+	Amount   float64 `json:"amount"`
+	Currency string  `json:"currency"`
+	Basis    string  `json:"basis"`
+}
+
+// TurnError is the error of a failed turn.
+type TurnError struct {
+	Code      string `json:"code"`
+	Message   string `json:"message"`
+	Retryable bool   `json:"retryable"`
+}
+
+// PromptResult is the result of `session/prompt`. Status is "completed",
+// "cancelled" or "failed"; StopReason is the ACP stop reason.
+type PromptResult struct {
+	RequestID  string     `json:"requestId"`
+	Status     string     `json:"status"`
+	StopReason string     `json:"stopReason,omitempty"`
+	Usage      *Usage     `json:"usage,omitempty"`
+	Cost       *Cost      `json:"cost,omitempty"`
+	Error      *TurnError `json:"error,omitempty"`
+}
+
+// SessionRef are params naming one session (status).
+type SessionRef struct {
+	Session string `json:"session"`
+}
+
+// CancelParams are the params of `session/cancel`.
+type CancelParams struct {
+	Session   string  `json:"session"`
+	RequestID *string `json:"requestId,omitempty"`
+}
+
+// CloseParams are the params of `session/close`.
+type CloseParams struct {
+	Session                string `json:"session"`
+	Reason                 string `json:"reason"`
+	DiscardPersistentState bool   `json:"discardPersistentState,omitempty"`
+}
+
+// SetModelParams are the params of `session/setModel`.
+type SetModelParams struct {
+	Session string `json:"session"`
+	Model   string `json:"model"`
+}
+
+// SetModeParams are the params of `session/setMode`.
+type SetModeParams struct {
+	Session string `json:"session"`
+	Mode    string `json:"mode"`
+}
+
+// SetConfigOptionParams are the params of `session/setConfigOption`.
+type SetConfigOptionParams struct {
+	Session string          `json:"session"`
+	Key     string          `json:"key"`
+	Value   json.RawMessage `json:"value"`
+}
+
+// UsageStatus is usage in `session/status`: cumulative and per request id.
+type UsageStatus struct {
+	Cumulative Usage            `json:"cumulative"`
+	PerRequest map[string]Usage `json:"perRequest"`
+}
+
+// ProcessStatus is the provider's liveness in `session/status`.
+type ProcessStatus struct {
+	Pid   int  `json:"pid"`
+	Alive bool `json:"alive"`
+}
+
+// StatusResult is the result of `session/status` (SEED-BEHAVIOR 23).
+type StatusResult struct {
+	Session       string            `json:"session"`
+	SessionKey    string            `json:"sessionKey"`
+	Agent         string            `json:"agent"`
+	State         string            `json:"state"`
+	Identity      Identity          `json:"identity"`
+	Closed        bool              `json:"closed"`
+	LastRequestID *string           `json:"lastRequestId"`
+	Models        *Models           `json:"models,omitempty"`
+	Modes         *Modes            `json:"modes,omitempty"`
+	ConfigOptions []json.RawMessage `json:"configOptions,omitempty"`
+	Usage         UsageStatus       `json:"usage"`
+	Cost          *Cost             `json:"cost,omitempty"`
+	Process       ProcessStatus     `json:"process"`
+	Summary       string            `json:"summary"`
+}
+
+// ListEntry is one session in `session/list`.
+type ListEntry struct {
+	Session         string    `json:"session"`
+	SessionKey      string    `json:"sessionKey"`
+	Agent           string    `json:"agent"`
+	State           string    `json:"state"`
+	Identity        *Identity `json:"identity,omitempty"`
+	ActiveRequestID *string   `json:"activeRequestId,omitempty"`
+}
+
+// SessionUpdateNotice is the `session/update` notification. Update is the
+// ACP SessionUpdate verbatim; Seq starts at 1 per session with no gaps;
+// RequestID is nil outside a turn (PROTOCOL §5).
+type SessionUpdateNotice struct {
+	Session   string          `json:"session"`
+	RequestID *string         `json:"requestId"`
+	Seq       uint64          `json:"seq"`
+	Update    json.RawMessage `json:"update"`
+}
+
+// ExitedNotice is the `session/exited` notification: the provider died on
+// its own. During is "idle" or "turn".
+type ExitedNotice struct {
+	Session    string `json:"session"`
+	SessionKey string `json:"sessionKey"`
+	Pid        int    `json:"pid"`
+	ExitCode   *int   `json:"exitCode,omitempty"`
+	Signal     string `json:"signal,omitempty"`
+	During     string `json:"during"`
+}
+
+// PermissionNotice is the `session/permission` audit notification.
+// Decision is "approved", "denied", "escalated" or "cancelled".
+type PermissionNotice struct {
+	Session    string  `json:"session"`
+	RequestID  *string `json:"requestId"`
+	ToolCallID string  `json:"toolCallId"`
+	Kind       string  `json:"kind"`
+	Decision   string  `json:"decision"`
+	Rule       string  `json:"rule"`
+	OptionID   string  `json:"optionId,omitempty"`
+}
+
+// PermissionRequestParams are the params of the sidecar → host request
+// `session/requestPermission`; ToolCall and Options are ACP verbatim.
+type PermissionRequestParams struct {
+	Session   string          `json:"session"`
+	RequestID *string         `json:"requestId"`
+	ToolCall  json.RawMessage `json:"toolCall"`
+	Options   json.RawMessage `json:"options"`
+	Kind      string          `json:"kind"`
+	Rule      string          `json:"rule"`
+}
+
+// PermissionRequestResult is the host's answer: Outcome "selected" with
+// OptionID, or "cancelled".
+type PermissionRequestResult struct {
+	Outcome  string `json:"outcome"`
+	OptionID string `json:"optionId,omitempty"`
+}
+
+// ProofNotice is the `cleanup/proof` notification.
+type ProofNotice struct {
+	Proof *Proof `json:"proof"`
+}
+
+// CloseResult is the result of `session/close`.
+type CloseResult struct {
+	Proof *Proof `json:"proof"`
+}
+
+// ShutdownResult is the result of `shutdown`.
+type ShutdownResult struct {
+	Proofs []*Proof `json:"proofs"`
+}

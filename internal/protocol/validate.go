@@ -1,0 +1,237 @@
+package protocol
+
+import (
+	"encoding/hex"
+	"encoding/json"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+)
+
+// Limits on host-chosen identifiers (PROTOCOL §4), in bytes.
+const (
+	MaxSessionKeyBytes    = 512
+	MaxRequestIDBytes     = 256
+	MaxHandshakeTimeoutMs = 600000
+	DefaultPermissionMode = "approve-reads"
+	DefaultNonInteractive = "deny"
+	defaultHandshakeMinMs = 1
+	maxPromptTimeoutMs    = 24 * 60 * 60 * 1000
+)
+
+var (
+	permissionModes = map[string]bool{"approve-all": true, "approve-reads": true, "deny-all": true}
+	nonInteractive  = map[string]bool{"deny": true, "fail": true}
+	policyActions   = map[string]bool{"approve": true, "deny": true, "escalate": true}
+	// ToolKinds are the ACP ToolKind values.
+	ToolKinds = map[string]bool{"read": true, "edit": true, "delete": true, "move": true, "search": true,
+		"execute": true, "think": true, "fetch": true, "switch_mode": true, "other": true}
+)
+
+func checkID(field, v string, max int) *Error {
+	switch {
+	case v == "":
+		return InvalidParams(field, field+" is required")
+	case len(v) > max:
+		return InvalidParams(field, field+" is longer than the allowed bytes")
+	case strings.IndexByte(v, 0) >= 0:
+		return InvalidParams(field, field+" must not contain NUL")
+	case !utf8.ValidString(v):
+		return InvalidParams(field, field+" must be valid UTF-8")
+	}
+	return nil
+}
+
+func checkSession(v string) *Error {
+	if v == "" {
+		return InvalidParams("session", "session is required")
+	}
+	return nil
+}
+
+// Validate checks InitializeParams; an unsupported protocolVersion gets
+// -32602 with data.supported (PROTOCOL §2).
+func (p *InitializeParams) Validate() *Error {
+	if p.ProtocolVersion == nil {
+		return InvalidParams("protocolVersion", "protocolVersion is required")
+	}
+	if *p.ProtocolVersion != Version {
+		e := InvalidParams("protocolVersion", "unsupported protocolVersion")
+		e.Data.Supported = []int{Version}
+		return e
+	}
+	return nil
+}
+
+// Validate checks OpenParams and fills defaults (permissionMode,
+// nonInteractivePermissions). It returns -32602 naming the first bad
+// field. The error text never includes env values.
+func (p *OpenParams) Validate() *Error {
+	if e := checkID("sessionKey", p.SessionKey, MaxSessionKeyBytes); e != nil {
+		return e
+	}
+	if p.Agent == "" {
+		return InvalidParams("agent", "agent is required")
+	}
+	if p.Command == nil {
+		return InvalidParams("command", "command is required")
+	}
+	if p.Command.Path == "" {
+		return InvalidParams("command.path", "command.path is required")
+	}
+	if !filepath.IsAbs(p.Command.Path) {
+		return InvalidParams("command.path", "command.path must be absolute")
+	}
+	for i, a := range p.Command.Args {
+		if strings.IndexByte(a, 0) >= 0 {
+			return InvalidParams("command.args."+strconv.Itoa(i), "argument must not contain NUL")
+		}
+	}
+	if p.Command.Sha256 != "" {
+		if b, err := hex.DecodeString(p.Command.Sha256); err != nil || len(b) != 32 {
+			return InvalidParams("command.sha256", "command.sha256 must be 64 hex digits")
+		}
+	}
+	if p.Cwd == "" {
+		return InvalidParams("cwd", "cwd is required")
+	}
+	if !filepath.IsAbs(p.Cwd) {
+		return InvalidParams("cwd", "cwd must be absolute")
+	}
+	for k := range p.Env {
+		if k == "" || strings.ContainsAny(k, "=\x00") {
+			return InvalidParams("env", "env names must be non-empty and contain no '=' or NUL")
+		}
+	}
+	for k, v := range p.Env {
+		if strings.IndexByte(v, 0) >= 0 {
+			return InvalidParams("env."+k, "env values must not contain NUL")
+		}
+	}
+	if p.StateDir != "" && !filepath.IsAbs(p.StateDir) {
+		return InvalidParams("stateDir", "stateDir must be absolute")
+	}
+	if p.PermissionMode == "" {
+		p.PermissionMode = DefaultPermissionMode
+	} else if !permissionModes[p.PermissionMode] {
+		return InvalidParams("permissionMode", "permissionMode must be approve-all, approve-reads or deny-all")
+	}
+	if p.NonInteractivePermissions == "" {
+		p.NonInteractivePermissions = DefaultNonInteractive
+	} else if !nonInteractive[p.NonInteractivePermissions] {
+		return InvalidParams("nonInteractivePermissions", "nonInteractivePermissions must be deny or fail")
+	}
+	if pp := p.PermissionPolicy; pp != nil {
+		for name, kinds := range map[string][]string{"autoApprove": pp.AutoApprove, "autoDeny": pp.AutoDeny, "escalate": pp.Escalate} {
+			for i, k := range kinds {
+				if !ToolKinds[k] {
+					return InvalidParams("permissionPolicy."+name+"."+strconv.Itoa(i), "unknown ToolKind")
+				}
+			}
+		}
+		if pp.DefaultAction != "" && !policyActions[pp.DefaultAction] {
+			return InvalidParams("permissionPolicy.defaultAction", "defaultAction must be approve, deny or escalate")
+		}
+	}
+	if p.HandshakeTimeoutMs != nil && (*p.HandshakeTimeoutMs < defaultHandshakeMinMs || *p.HandshakeTimeoutMs > MaxHandshakeTimeoutMs) {
+		return InvalidParams("handshakeTimeoutMs", "handshakeTimeoutMs must be 1-600000")
+	}
+	for i, s := range p.McpServers {
+		if !json.Valid(s) || len(s) == 0 || s[0] != '{' {
+			return InvalidParams("mcpServers."+strconv.Itoa(i), "mcpServers entries must be objects")
+		}
+	}
+	return nil
+}
+
+// Validate checks PromptParams: prompt must be a non-empty string or an
+// array of ContentBlock objects.
+func (p *PromptParams) Validate() *Error {
+	if e := checkSession(p.Session); e != nil {
+		return e
+	}
+	if e := checkID("requestId", p.RequestID, MaxRequestIDBytes); e != nil {
+		return e
+	}
+	if len(p.Prompt) == 0 || string(p.Prompt) == "null" {
+		return InvalidParams("prompt", "prompt is required")
+	}
+	switch p.Prompt[0] {
+	case '"':
+		var s string
+		if err := json.Unmarshal(p.Prompt, &s); err != nil || s == "" {
+			return InvalidParams("prompt", "prompt must be a non-empty string or ContentBlock[]")
+		}
+	case '[':
+		var blocks []map[string]json.RawMessage
+		if err := json.Unmarshal(p.Prompt, &blocks); err != nil || len(blocks) == 0 {
+			return InvalidParams("prompt", "prompt must be a non-empty string or ContentBlock[]")
+		}
+		for i, b := range blocks {
+			var typ string
+			if json.Unmarshal(b["type"], &typ) != nil || typ == "" {
+				return InvalidParams("prompt."+strconv.Itoa(i)+".type", "content block type is required")
+			}
+		}
+	default:
+		return InvalidParams("prompt", "prompt must be a non-empty string or ContentBlock[]")
+	}
+	if p.TimeoutMs != nil && (*p.TimeoutMs < 1 || *p.TimeoutMs > maxPromptTimeoutMs) {
+		return InvalidParams("timeoutMs", "timeoutMs must be 1-86400000")
+	}
+	return nil
+}
+
+// Validate checks SessionRef.
+func (p *SessionRef) Validate() *Error { return checkSession(p.Session) }
+
+// Validate checks CancelParams.
+func (p *CancelParams) Validate() *Error { return checkSession(p.Session) }
+
+// Validate checks CloseParams; reason defaults to "host close".
+func (p *CloseParams) Validate() *Error {
+	if e := checkSession(p.Session); e != nil {
+		return e
+	}
+	if p.Reason == "" {
+		p.Reason = "host close"
+	}
+	return nil
+}
+
+// Validate checks SetModelParams.
+func (p *SetModelParams) Validate() *Error {
+	if e := checkSession(p.Session); e != nil {
+		return e
+	}
+	if p.Model == "" {
+		return InvalidParams("model", "model is required")
+	}
+	return nil
+}
+
+// Validate checks SetModeParams.
+func (p *SetModeParams) Validate() *Error {
+	if e := checkSession(p.Session); e != nil {
+		return e
+	}
+	if p.Mode == "" {
+		return InvalidParams("mode", "mode is required")
+	}
+	return nil
+}
+
+// Validate checks SetConfigOptionParams.
+func (p *SetConfigOptionParams) Validate() *Error {
+	if e := checkSession(p.Session); e != nil {
+		return e
+	}
+	if p.Key == "" {
+		return InvalidParams("key", "key is required")
+	}
+	if len(p.Value) == 0 || string(p.Value) == "null" {
+		return InvalidParams("value", "value is required")
+	}
+	return nil
+}

@@ -1,0 +1,76 @@
+//go:build !linux
+
+package reaper
+
+import (
+	"context"
+	"io"
+	"time"
+)
+
+// Detect reports every mode unavailable: containment needs Linux
+// (SEED-BEHAVIOR 2).
+func Detect() []Mechanism {
+	const r = "requires Linux (cgroup v2, prctl, pidfd)"
+	return []Mechanism{{Mode: ModeCgroup, Reason: r}, {Mode: ModeSubreaper, Reason: r}, {Mode: ModeProcessGroup, Reason: r}}
+}
+
+// Supervisor is unavailable on this platform.
+type Supervisor struct{}
+
+// NewSupervisor always fails with ErrUnsupported on this platform
+// (SEED-BEHAVIOR 2: the caller reports PLATFORM_UNSUPPORTED).
+func NewSupervisor(Options) (*Supervisor, error) { return nil, ErrUnsupported }
+
+// Mode is "" on this platform.
+func (s *Supervisor) Mode() Mode { return "" }
+
+// Seal does nothing on this platform.
+func (s *Supervisor) Seal() {}
+
+// Close does nothing on this platform.
+func (s *Supervisor) Close() error { return nil }
+
+// Start always fails with ErrUnsupported on this platform.
+func (s *Supervisor) Start(Spec) (*Tree, error) { return nil, ErrUnsupported }
+
+// Tree is never created on this platform.
+type Tree struct{}
+
+// Stdin is nil on this platform.
+func (t *Tree) Stdin() io.WriteCloser { return nil }
+
+// Stdout is nil on this platform.
+func (t *Tree) Stdout() io.ReadCloser { return nil }
+
+// Stderr is nil on this platform.
+func (t *Tree) Stderr() io.ReadCloser { return nil }
+
+// Pid is 0 on this platform.
+func (t *Tree) Pid() int { return 0 }
+
+// Pgid is 0 on this platform.
+func (t *Tree) Pgid() int { return 0 }
+
+// StartTicks is 0 on this platform.
+func (t *Tree) StartTicks() uint64 { return 0 }
+
+// StartedAt is zero on this platform.
+func (t *Tree) StartedAt() time.Time { return time.Time{} }
+
+// Containment is "" on this platform.
+func (t *Tree) Containment() Mode { return "" }
+
+// CgroupPath is "" on this platform.
+func (t *Tree) CgroupPath() string { return "" }
+
+// Exited is nil on this platform.
+func (t *Tree) Exited() <-chan struct{} { return nil }
+
+// ExitStatus is zero on this platform.
+func (t *Tree) ExitStatus() ExitStatus { return ExitStatus{} }
+
+// Terminate reports an incomplete result on this platform.
+func (t *Tree) Terminate(context.Context, time.Duration, time.Duration) Termination {
+	return Termination{Errors: []ErrorRecord{{Code: "PLATFORM_UNSUPPORTED", Message: ErrUnsupported.Error()}}}
+}

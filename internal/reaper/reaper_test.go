@@ -1,0 +1,491 @@
+//go:build linux
+
+package reaper
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+	"golang.org/x/sys/unix"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+const (
+	termGrace = 200 * time.Millisecond
+	killGrace = 2 * time.Second // generous: a bound, not a timed assertion
+)
+
+var allModes = []Mode{ModeCgroup, ModeProcessGroup, ModeSubreaper}
+
+// newMark returns a random marker and an environment carrying it.
+func newMark(t *testing.T) (string, []string) {
+	t.Helper()
+	b := make([]byte, 8)
+	if _, err := rand.Read(b); err != nil {
+		t.Fatal(err)
+	}
+	mark := hex.EncodeToString(b)
+	return mark, []string{"PATH=/usr/bin:/bin", "ACPX_TEST_MARK=" + mark}
+}
+
+// markedAlive lists live (non-zombie) processes whose environment carries
+// the marker.
+func markedAlive(mark string) []int {
+	want := []byte("ACPX_TEST_MARK=" + mark + "\x00")
+	var out []int
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		p, ok := readStat(pid)
+		if !ok || p.state == 'Z' {
+			continue
+		}
+		env, err := os.ReadFile("/proc/" + e.Name() + "/environ")
+		if err != nil {
+			continue
+		}
+		if strings.Contains(string(env)+"\x00", string(want)) {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+// requireNoneAlive is the end-of-test marker scan (TESTING.md).
+func requireNoneAlive(t *testing.T, mark string) {
+	t.Helper()
+	if pids := markedAlive(mark); len(pids) > 0 {
+		t.Fatalf("processes with marker still alive: %v", pids)
+	}
+}
+
+// newSup makes a Supervisor and registers, LIFO, its Close and a safety net
+// that kills (via pidfd) anything a failed test left with its marker.
+func newSup(t *testing.T, mode Mode, mark string) *Supervisor {
+	t.Helper()
+	s, err := NewSupervisor(Options{Mode: mode})
+	if err != nil {
+		t.Skipf("mode %s unavailable: %v", mode, err)
+	}
+	t.Cleanup(func() {
+		if err := s.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	t.Cleanup(func() {
+		for _, pid := range markedAlive(mark) {
+			if fd, err := unix.PidfdOpen(pid, 0); err == nil {
+				unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0)
+				unix.Close(fd)
+			}
+		}
+	})
+	return s
+}
+
+func startSh(t *testing.T, s *Supervisor, env []string, script string) *Tree {
+	t.Helper()
+	tr, err := s.Start(Spec{Path: "/bin/sh", Args: []string{"-c", script}, Env: env, Dir: "/", Name: "test"})
+	if err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	t.Cleanup(func() {
+		tr.Stdin().Close()
+		tr.Stdout().Close()
+		tr.Stderr().Close()
+	})
+	return tr
+}
+
+// readLines reads n lines of the tree's stdout, failing after a deadline.
+func readLines(t *testing.T, tr *Tree, n int) []string {
+	t.Helper()
+	ch := make(chan []string, 1)
+	go func() {
+		sc := bufio.NewScanner(tr.Stdout())
+		var lines []string
+		for len(lines) < n && sc.Scan() {
+			lines = append(lines, sc.Text())
+		}
+		ch <- lines
+	}()
+	select {
+	case lines := <-ch:
+		if len(lines) < n {
+			t.Fatalf("stdout ended after %q, want %d lines", lines, n)
+		}
+		return lines
+	case <-time.After(10 * time.Second):
+		tr.Stdout().Close() // unblocks the reader goroutine
+		<-ch
+		t.Fatalf("no %d lines on stdout within deadline", n)
+	}
+	return nil
+}
+
+func waitExited(t *testing.T, tr *Tree) {
+	t.Helper()
+	select {
+	case <-tr.Exited():
+	case <-time.After(10 * time.Second):
+		t.Fatal("leader not reaped within deadline")
+	}
+}
+
+func findProc(term Termination, pid int) (ProcessRecord, bool) {
+	for _, p := range term.Processes {
+		if p.Pid == pid {
+			return p, true
+		}
+	}
+	return ProcessRecord{}, false
+}
+
+func requireComplete(t *testing.T, term Termination, mode Mode) {
+	t.Helper()
+	if !term.Complete || !term.Verified.TreeEmpty {
+		t.Fatalf("termination not complete: %+v", term)
+	}
+	if term.Containment != mode {
+		t.Fatalf("containment %q, want %q", term.Containment, mode)
+	}
+	want := methodProc
+	if mode == ModeCgroup {
+		want = methodCgroup
+	}
+	if term.Verified.Method != want {
+		t.Fatalf("verified method %q, want %q", term.Verified.Method, want)
+	}
+}
+
+func sigNames(term Termination) []string {
+	var out []string
+	for _, s := range term.Signals {
+		out = append(out, s.Signal)
+	}
+	return out
+}
+
+// TestDetect_ListsModesStrongestFirst: doctor lines in PROTOCOL order.
+func TestDetect_ListsModesStrongestFirst(t *testing.T) {
+	ms := Detect()
+	if len(ms) != 3 || ms[0].Mode != ModeCgroup || ms[1].Mode != ModeSubreaper || ms[2].Mode != ModeProcessGroup {
+		t.Fatalf("Detect = %+v", ms)
+	}
+	for _, m := range ms {
+		if m.Reason == "" {
+			t.Errorf("%s has no reason", m.Mode)
+		}
+	}
+	if !ms[2].Available {
+		t.Fatalf("process-group unavailable: %s", ms[2].Reason)
+	}
+}
+
+// TestStart_LeaderExitClosesExitedWithCode: a provider that exits on its
+// own is reaped by the central reaper and its code reported.
+func TestStart_LeaderExitClosesExitedWithCode(t *testing.T) {
+	for _, mode := range allModes {
+		t.Run(string(mode), func(t *testing.T) {
+			mark, env := newMark(t)
+			s := newSup(t, mode, mark)
+			tr := startSh(t, s, env, "echo hi; exit 7")
+			if got := readLines(t, tr, 1); got[0] != "hi" {
+				t.Fatalf("stdout %q", got)
+			}
+			waitExited(t, tr)
+			st := tr.ExitStatus()
+			if st.Code == nil || *st.Code != 7 || st.Signal != "" {
+				t.Fatalf("exit status %+v", st)
+			}
+			term := tr.Terminate(context.Background(), termGrace, killGrace)
+			requireComplete(t, term, mode)
+			if len(term.Signals) != 0 {
+				t.Fatalf("signals sent to an empty tree: %+v", term.Signals)
+			}
+			p, ok := findProc(term, tr.Pid())
+			if !ok || p.Role != RoleProvider || p.ExitCode == nil || *p.ExitCode != 7 {
+				t.Fatalf("provider record %+v in %+v", p, term.Processes)
+			}
+			if mode == ModeCgroup {
+				if _, err := os.Stat(tr.CgroupPath()); !errors.Is(err, os.ErrNotExist) {
+					t.Fatalf("cgroup %s not removed: %v", tr.CgroupPath(), err)
+				}
+			}
+			requireNoneAlive(t, mark)
+		})
+	}
+}
+
+// TestTerminate_IgnoredTermGetsKilled: a provider ignoring SIGTERM is
+// killed and the proof says SIGKILL (PROTOCOL §6).
+func TestTerminate_IgnoredTermGetsKilled(t *testing.T) {
+	for _, mode := range allModes {
+		t.Run(string(mode), func(t *testing.T) {
+			mark, env := newMark(t)
+			s := newSup(t, mode, mark)
+			tr := startSh(t, s, env, `trap "" TERM; echo ready; exec sleep 1000`)
+			readLines(t, tr, 1)
+			term := tr.Terminate(context.Background(), termGrace, killGrace)
+			requireComplete(t, term, mode)
+			if got := strings.Join(sigNames(term), ","); got != "SIGTERM,SIGKILL" {
+				t.Fatalf("signals %s", got)
+			}
+			p, ok := findProc(term, tr.Pid())
+			if !ok || p.Signal != "SIGKILL" || p.ExitCode != nil || p.Role != RoleProvider {
+				t.Fatalf("provider record %+v", p)
+			}
+			if st := tr.ExitStatus(); st.Signal != "SIGKILL" {
+				t.Fatalf("exit status %+v", st)
+			}
+			if len(term.Errors) != 0 {
+				t.Fatalf("errors %+v", term.Errors)
+			}
+			requireNoneAlive(t, mark)
+		})
+	}
+}
+
+// TestTerminate_SetsidGrandchildKilledAndListed: a descendant that left the
+// process group (setsid, as Codex tool commands do; CODEX-OFFLINE.md) and
+// ignores SIGTERM is killed and listed as a descendant.
+func TestTerminate_SetsidGrandchildKilledAndListed(t *testing.T) {
+	for _, mode := range allModes {
+		t.Run(string(mode), func(t *testing.T) {
+			mark, env := newMark(t)
+			s := newSup(t, mode, mark)
+			tr := startSh(t, s, env, `setsid sh -c 'trap "" TERM; echo $$; exec sleep 1000' & echo leader; wait`)
+			lines := readLines(t, tr, 2)
+			gc := 0
+			for _, l := range lines {
+				if n, err := strconv.Atoi(l); err == nil {
+					gc = n
+				}
+			}
+			if gc == 0 {
+				t.Fatalf("no grandchild pid in %q", lines)
+			}
+			if p, ok := readStat(gc); !ok || p.sid != gc {
+				t.Fatalf("grandchild %d not in its own session: %+v", gc, p)
+			}
+			term := tr.Terminate(context.Background(), termGrace, killGrace)
+			requireComplete(t, term, mode)
+			p, ok := findProc(term, gc)
+			if !ok || p.Role != RoleDescendant || p.Signal != "SIGKILL" {
+				t.Fatalf("grandchild record %+v in %+v", p, term.Processes)
+			}
+			if lp, ok := findProc(term, tr.Pid()); !ok || lp.Signal != "SIGTERM" {
+				t.Fatalf("provider record %+v", lp)
+			}
+			requireNoneAlive(t, mark)
+		})
+	}
+}
+
+// TestTerminate_DeadLeaderStillKillsLingeringDescendants: the provider
+// exited on its own; its orphaned descendants are still ended and proven
+// gone (SEED-BEHAVIOR 22: no group signal after the leader is reaped).
+func TestTerminate_DeadLeaderStillKillsLingeringDescendants(t *testing.T) {
+	cases := []struct {
+		mode   Mode
+		script string
+	}{
+		// setsid: not in the group; found via the cgroup.
+		{ModeCgroup, `setsid sh -c 'trap "" TERM; echo $$; exec sleep 1000' & sleep 0.1; exit 3`},
+		// same group, orphaned; found via pgid / adoption.
+		{ModeProcessGroup, `sh -c 'trap "" TERM; echo $$; exec sleep 1000' & sleep 0.1; exit 3`},
+	}
+	for _, tc := range cases {
+		t.Run(string(tc.mode), func(t *testing.T) {
+			mark, env := newMark(t)
+			s := newSup(t, tc.mode, mark)
+			tr := startSh(t, s, env, tc.script)
+			gc, err := strconv.Atoi(readLines(t, tr, 1)[0])
+			if err != nil {
+				t.Fatal(err)
+			}
+			waitExited(t, tr)
+			if st := tr.ExitStatus(); st.Code == nil || *st.Code != 3 {
+				t.Fatalf("exit status %+v", st)
+			}
+			if len(markedAlive(mark)) == 0 {
+				t.Fatal("descendant did not linger; test proves nothing")
+			}
+			term := tr.Terminate(context.Background(), termGrace, killGrace)
+			requireComplete(t, term, tc.mode)
+			p, ok := findProc(term, gc)
+			if !ok || p.Role != RoleDescendant || p.Signal != "SIGKILL" {
+				t.Fatalf("descendant record %+v in %+v", p, term.Processes)
+			}
+			requireNoneAlive(t, mark)
+		})
+	}
+}
+
+// TestTerminate_TwiceReturnsComplete: a proven tree stays proven; no new
+// signal is sent.
+func TestTerminate_TwiceReturnsComplete(t *testing.T) {
+	for _, mode := range allModes {
+		t.Run(string(mode), func(t *testing.T) {
+			mark, env := newMark(t)
+			s := newSup(t, mode, mark)
+			tr := startSh(t, s, env, `echo ready; exec sleep 1000`)
+			readLines(t, tr, 1)
+			first := tr.Terminate(context.Background(), termGrace, killGrace)
+			requireComplete(t, first, mode)
+			second := tr.Terminate(context.Background(), termGrace, killGrace)
+			requireComplete(t, second, mode)
+			if len(second.Signals) != len(first.Signals) || len(second.Processes) != len(first.Processes) {
+				t.Fatalf("second result differs: %+v vs %+v", second, first)
+			}
+			requireNoneAlive(t, mark)
+		})
+	}
+}
+
+// TestTerminate_ConcurrentCallsSerialize: concurrent Terminates both see
+// the complete proof.
+func TestTerminate_ConcurrentCallsSerialize(t *testing.T) {
+	mark, env := newMark(t)
+	s := newSup(t, "", mark)
+	tr := startSh(t, s, env, `trap "" TERM; echo ready; sleep 1000 & wait`)
+	readLines(t, tr, 1)
+	var wg sync.WaitGroup
+	res := make([]Termination, 3)
+	for i := range res {
+		wg.Go(func() { res[i] = tr.Terminate(context.Background(), termGrace, killGrace) })
+	}
+	wg.Wait()
+	for _, r := range res {
+		requireComplete(t, r, s.Mode())
+		if n := strings.Count(strings.Join(sigNames(r), ","), "SIGKILL"); n != 1 {
+			t.Fatalf("signals %v", sigNames(r))
+		}
+	}
+	requireNoneAlive(t, mark)
+}
+
+// TestTerminate_CancelledContextEscalatesToKill: a done ctx skips the TERM
+// grace, and the result is still verified.
+func TestTerminate_CancelledContextEscalatesToKill(t *testing.T) {
+	mark, env := newMark(t)
+	s := newSup(t, "", mark)
+	tr := startSh(t, s, env, `trap "" TERM; echo ready; exec sleep 1000`)
+	readLines(t, tr, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	term := tr.Terminate(ctx, time.Hour, killGrace)
+	requireComplete(t, term, s.Mode())
+	requireNoneAlive(t, mark)
+}
+
+// TestSeal_BlocksStart: after Seal nothing is launched (SEED-BEHAVIOR 21).
+func TestSeal_BlocksStart(t *testing.T) {
+	mark, env := newMark(t)
+	s := newSup(t, "", mark)
+	s.Seal()
+	_, err := s.Start(Spec{Path: "/bin/sh", Args: []string{"-c", "exec sleep 1000"}, Env: env})
+	if !errors.Is(err, ErrSealed) {
+		t.Fatalf("Start after Seal: %v", err)
+	}
+	requireNoneAlive(t, mark)
+}
+
+// TestStart_ExecFileIsExecutedNotPath: the opened verified file runs, Path
+// is only argv[0] (SEED-BEHAVIOR 4); for a binary and for a "#!" script.
+func TestStart_ExecFileIsExecutedNotPath(t *testing.T) {
+	mark, env := newMark(t)
+	s := newSup(t, "", mark)
+	sh, err := filepath.EvalSymlinks("/bin/sh") // O_NOFOLLOW: the real file
+	if err != nil {
+		t.Fatal(err)
+	}
+	script := filepath.Join(t.TempDir(), "prov.sh")
+	if err := os.WriteFile(script, []byte("#!/bin/sh\necho script \"$0\"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		file, flagName string
+		flags          int
+		args           []string
+		want           string
+	}{
+		{sh, "O_RDONLY", os.O_RDONLY, []string{"-c", "echo binary"}, "binary"},
+		{sh, "O_PATH", unix.O_PATH, []string{"-c", "echo binary"}, "binary"},
+		{script, "O_RDONLY", os.O_RDONLY, nil, "script "},
+	} {
+		t.Run(filepath.Base(c.file)+"-"+c.flagName, func(t *testing.T) {
+			f, err := os.OpenFile(c.file, c.flags|unix.O_NOFOLLOW, 0)
+			if err != nil {
+				t.Fatalf("open: %v", err)
+			}
+			defer f.Close()
+			tr, err := s.Start(Spec{Path: "/nonexistent/provider", Args: c.args, Env: env, ExecFile: f})
+			if err != nil {
+				t.Fatalf("Start: %v", err)
+			}
+			defer func() { tr.Stdin().Close(); tr.Stdout().Close(); tr.Stderr().Close() }()
+			if got := readLines(t, tr, 1)[0]; !strings.HasPrefix(got, c.want) {
+				t.Fatalf("stdout %q, want prefix %q", got, c.want)
+			}
+			waitExited(t, tr)
+			requireComplete(t, tr.Terminate(context.Background(), termGrace, killGrace), s.Mode())
+			requireNoneAlive(t, mark)
+		})
+	}
+}
+
+// TestStart_CgroupHoldsProviderFromFirstInstruction: the provider is in its
+// own cgroup when it runs (UseCgroupFD; no window outside it).
+func TestStart_CgroupHoldsProviderFromFirstInstruction(t *testing.T) {
+	mark, env := newMark(t)
+	s := newSup(t, ModeCgroup, mark)
+	tr := startSh(t, s, env, `cat /proc/self/cgroup | grep '^0::'; exec sleep 1000`)
+	line := readLines(t, tr, 1)[0]
+	rel := strings.TrimPrefix(line, "0::")
+	if !strings.HasSuffix(tr.CgroupPath(), rel) || !strings.Contains(rel, "/test-") {
+		t.Fatalf("provider cgroup %q, tree cgroup %q", rel, tr.CgroupPath())
+	}
+	requireComplete(t, tr.Terminate(context.Background(), termGrace, killGrace), ModeCgroup)
+	requireNoneAlive(t, mark)
+}
+
+// BenchmarkStartTerminate measures one launch + cooperative termination.
+func BenchmarkStartTerminate(b *testing.B) {
+	for _, mode := range []Mode{ModeCgroup, ModeProcessGroup} {
+		b.Run(string(mode), func(b *testing.B) {
+			s, err := NewSupervisor(Options{Mode: mode})
+			if err != nil {
+				b.Skip(err)
+			}
+			defer s.Close()
+			for b.Loop() {
+				tr, err := s.Start(Spec{Path: "/bin/sleep", Args: []string{"1000"}, Env: []string{"PATH=/usr/bin:/bin"}})
+				if err != nil {
+					b.Fatal(err)
+				}
+				if r := tr.Terminate(context.Background(), 2*time.Second, 2*time.Second); !r.Complete {
+					b.Fatalf("incomplete: %+v", r)
+				}
+				tr.Stdin().Close()
+				tr.Stdout().Close()
+				tr.Stderr().Close()
+			}
+		})
+	}
+}

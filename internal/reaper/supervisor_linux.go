@@ -1,0 +1,376 @@
+//go:build linux
+
+package reaper
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+	"unsafe"
+
+	"go.uber.org/zap"
+	"golang.org/x/sys/unix"
+)
+
+// Supervisor launches provider trees and owns all child reaping of this
+// process (see the package doc). Safe for concurrent use.
+type Supervisor struct {
+	mode     Mode
+	log      *zap.Logger
+	cgParent string // absolute; "" unless ModeCgroup
+	cgMount  string
+	c        *central
+
+	mu     sync.Mutex // held for the whole of Start, so Seal is exact
+	sealed bool
+	closed bool
+	trees  map[*Tree]struct{}
+}
+
+// cgSeq numbers cgroup directories process-wide (several Supervisors may
+// share the default parent).
+var cgSeq atomic.Uint64
+
+var nameRE = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
+
+const (
+	methodCgroup = "cgroup.events populated 0"
+	methodProc   = "no live process in tracked tree (/proc scan)"
+)
+
+// Detect probes the containment mechanisms, strongest first:
+//   - cgroup: a writable cgroup2 mount where a child cgroup can be created
+//     and removed and has cgroup.kill and cgroup.events (kernel >= 5.14);
+//   - subreaper: PR_GET_CHILD_SUBREAPER works; reported unavailable because
+//     the per-provider guardian is not implemented in this build;
+//   - process-group: pidfd_open works (kernel >= 5.3).
+//
+// Detect creates and removes one probe cgroup; it changes nothing else.
+func Detect() []Mechanism {
+	var out []Mechanism
+	if mount, err := probeCgroup(); err != nil {
+		out = append(out, Mechanism{Mode: ModeCgroup, Reason: err.Error()})
+	} else {
+		out = append(out, Mechanism{Mode: ModeCgroup, Available: true,
+			Reason: "cgroup2 at " + mount + " is writable; child cgroups with cgroup.kill and cgroup.events"})
+	}
+	var v int
+	if err := unix.Prctl(unix.PR_GET_CHILD_SUBREAPER, uintptr(unsafe.Pointer(&v)), 0, 0, 0); err != nil {
+		out = append(out, Mechanism{Mode: ModeSubreaper, Reason: "prctl(PR_GET_CHILD_SUBREAPER): " + err.Error()})
+	} else {
+		out = append(out, Mechanism{Mode: ModeSubreaper,
+			Reason: "per-provider guardian not implemented in this build; the sidecar itself is a child subreaper and tracks trees by /proc walk (selecting this mode behaves as process-group)"})
+	}
+	if fd, err := unix.PidfdOpen(os.Getpid(), 0); err != nil {
+		out = append(out, Mechanism{Mode: ModeProcessGroup, Reason: "pidfd_open: " + err.Error()})
+	} else {
+		unix.Close(fd)
+		out = append(out, Mechanism{Mode: ModeProcessGroup, Available: true,
+			Reason: "process group signalled only while its leader is unreaped; setsid descendants found by /proc ppid walk and signalled via pidfd (weaker than cgroup)"})
+	}
+	return out
+}
+
+func probeCgroup() (string, error) {
+	mount, err := cgroup2Mount()
+	if err != nil {
+		return "", err
+	}
+	dir := filepath.Join(mount, fmt.Sprintf("acpx-probe-%d-%d", os.Getpid(), time.Now().UnixNano()))
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		return "", fmt.Errorf("cannot create a child cgroup under %s: %w", mount, err)
+	}
+	defer os.Remove(dir)
+	for _, f := range []string{"cgroup.kill", "cgroup.events", "cgroup.procs"} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+			return "", fmt.Errorf("child cgroup has no %s (kernel too old?)", f)
+		}
+	}
+	if err := os.Remove(dir); err != nil {
+		return "", fmt.Errorf("cannot remove probe cgroup: %w", err)
+	}
+	return mount, nil
+}
+
+// NewSupervisor makes this process a child subreaper
+// (PR_SET_CHILD_SUBREAPER, so orphaned descendants re-parent to it) and
+// starts (or joins) the single process-wide reaping goroutine.
+// Errors: ErrUnsupported (wrapped) if the requested or any mode is
+// unavailable; prctl or cgroup directory errors.
+func NewSupervisor(opts Options) (*Supervisor, error) {
+	log := opts.Logger
+	if log == nil {
+		log = zap.NewNop()
+	}
+	mechs := Detect()
+	avail := map[Mode]Mechanism{}
+	for _, m := range mechs {
+		avail[m.Mode] = m
+	}
+	mode := opts.Mode
+	switch mode {
+	case "":
+		for _, m := range mechs {
+			if m.Available {
+				mode = m.Mode
+				break
+			}
+		}
+		if mode == "" {
+			return nil, fmt.Errorf("%w: %s; %s", ErrUnsupported, avail[ModeCgroup].Reason, avail[ModeProcessGroup].Reason)
+		}
+	case ModeCgroup, ModeProcessGroup:
+		if !avail[mode].Available {
+			return nil, fmt.Errorf("%w: %s: %s", ErrUnsupported, mode, avail[mode].Reason)
+		}
+	case ModeSubreaper:
+		if !avail[ModeProcessGroup].Available {
+			return nil, fmt.Errorf("%w: %s: %s", ErrUnsupported, mode, avail[ModeProcessGroup].Reason)
+		}
+	default:
+		return nil, fmt.Errorf("%w: unknown mode %q", ErrUnsupported, mode)
+	}
+	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+		return nil, fmt.Errorf("reaper: prctl(PR_SET_CHILD_SUBREAPER): %w", err)
+	}
+	s := &Supervisor{mode: mode, log: log, trees: map[*Tree]struct{}{}}
+	if mode == ModeCgroup {
+		mount, err := cgroup2Mount()
+		if err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrUnsupported, err)
+		}
+		s.cgMount = mount
+		s.cgParent = opts.CgroupParent
+		if s.cgParent == "" {
+			s.cgParent = filepath.Join(mount, "acpx-sidecar-"+strconv.Itoa(os.Getpid()))
+		}
+		s.cgParent = filepath.Clean(s.cgParent)
+		if rel, err := filepath.Rel(mount, s.cgParent); err != nil || rel == "." || rel == ".." || len(rel) >= 3 && rel[:3] == "../" {
+			return nil, fmt.Errorf("reaper: CgroupParent %s is not below the cgroup2 mount %s", s.cgParent, mount)
+		}
+		if err := os.MkdirAll(s.cgParent, 0o755); err != nil {
+			return nil, fmt.Errorf("reaper: create cgroup parent: %w", err)
+		}
+	}
+	s.c = acquireCentral(log)
+	return s, nil
+}
+
+// Mode returns the containment mode every Tree of this Supervisor uses.
+func (s *Supervisor) Mode() Mode { return s.mode }
+
+// Seal makes every later Start fail with ErrSealed, launching nothing
+// (SEED-BEHAVIOR 21). A Start in progress when Seal is called completes
+// first (Seal waits for it), so the caller sees every tree it must terminate.
+func (s *Supervisor) Seal() {
+	s.mu.Lock()
+	s.sealed = true
+	s.mu.Unlock()
+}
+
+// Close stops this Supervisor's use of the reaping goroutine (the goroutine
+// ends when the last Supervisor of the process closes, after a final reap
+// sweep) and removes the cgroup parent if it is empty. It does not kill live
+// trees: terminate them first; trees still registered are forgotten (their
+// exits are still reaped while any Supervisor is open). Idempotent.
+func (s *Supervisor) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	trees := s.trees
+	s.trees = nil
+	s.mu.Unlock()
+	for t := range trees {
+		s.c.unregister(t)
+		t.closeFDs()
+	}
+	releaseCentral()
+	if s.cgParent != "" {
+		if err := os.Remove(s.cgParent); err != nil && !errors.Is(err, os.ErrNotExist) {
+			// Another Supervisor may still have children there (EBUSY).
+			s.log.Info("reaper: cgroup parent not removed", zap.String("cgroup", s.cgParent), zap.Error(err))
+		}
+	}
+	return nil
+}
+
+func (s *Supervisor) forget(t *Tree) {
+	s.mu.Lock()
+	if s.trees != nil {
+		delete(s.trees, t)
+	}
+	s.mu.Unlock()
+}
+
+// Start launches spec as a new provider tree: own process group (Setpgid),
+// inside its own cgroup in ModeCgroup (no window outside it), with its
+// pidfd taken at fork. Stdin/Stdout/Stderr are pipes owned by the caller.
+// Errors: ErrSealed, ErrClosed, invalid spec, cgroup or fork/exec errors
+// (which name Path, never Env).
+func (s *Supervisor) Start(spec Spec) (*Tree, error) {
+	if !filepath.IsAbs(spec.Path) {
+		return nil, fmt.Errorf("reaper: Path %q is not absolute", spec.Path)
+	}
+	name := spec.Name
+	if name == "" {
+		name = "provider"
+	}
+	if !nameRE.MatchString(name) {
+		return nil, fmt.Errorf("reaper: Name %q must match [A-Za-z0-9._-]{1,64}", spec.Name)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.sealed {
+		return nil, ErrSealed
+	}
+	if s.closed {
+		return nil, ErrClosed
+	}
+
+	t := &Tree{s: s, c: s.c, mode: s.mode, pidfd: -1, exited: make(chan struct{}),
+		members: map[procKey]*member{}}
+
+	cgfd := -1
+	if s.mode == ModeCgroup {
+		if err := os.MkdirAll(s.cgParent, 0o755); err != nil {
+			return nil, fmt.Errorf("reaper: create cgroup parent: %w", err)
+		}
+		dir := filepath.Join(s.cgParent, fmt.Sprintf("%s-%d", name, cgSeq.Add(1)))
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			return nil, fmt.Errorf("reaper: create cgroup: %w", err)
+		}
+		fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			os.Remove(dir)
+			return nil, fmt.Errorf("reaper: open cgroup: %w", err)
+		}
+		defer unix.Close(fd)
+		cgfd = fd
+		t.cgPath = dir
+		t.cgRel = "/" + mustRel(s.cgMount, dir)
+	}
+	fail := func(err error) (*Tree, error) {
+		if t.cgPath != "" {
+			os.Remove(t.cgPath)
+		}
+		return nil, err
+	}
+
+	inR, inW, err := os.Pipe()
+	if err != nil {
+		return fail(fmt.Errorf("reaper: pipe: %w", err))
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		inR.Close()
+		inW.Close()
+		return fail(fmt.Errorf("reaper: pipe: %w", err))
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		inR.Close()
+		inW.Close()
+		outR.Close()
+		outW.Close()
+		return fail(fmt.Errorf("reaper: pipe: %w", err))
+	}
+	childEnds := []*os.File{inR, outW, errW}
+	parentEnds := []*os.File{inW, outR, errR}
+	closeAll := func(fs []*os.File) {
+		for _, f := range fs {
+			f.Close()
+		}
+	}
+
+	files := []uintptr{inR.Fd(), outW.Fd(), errW.Fd()}
+	execPath := spec.Path
+	if spec.ExecFile != nil {
+		fd := int(spec.ExecFile.Fd())
+		if fd >= 3 && !isScript(fd) {
+			// Close-on-exec in the child: resolved by execve, then closed.
+			execPath = "/proc/self/fd/" + strconv.Itoa(fd)
+		} else {
+			// The interpreter must be able to open the script by this name.
+			files = append(files, uintptr(fd))
+			execPath = "/proc/self/fd/3"
+		}
+	}
+	argv := append([]string{spec.Path}, spec.Args...)
+	pidfd := -1
+	sys := &syscall.SysProcAttr{Setpgid: true, PidFD: &pidfd}
+	if cgfd >= 0 {
+		sys.UseCgroupFD = true
+		sys.CgroupFD = cgfd
+	}
+	attr := &syscall.ProcAttr{Dir: spec.Dir, Env: spec.Env, Files: files, Sys: sys}
+
+	// The registry lock is held across fork so the reaper cannot see this
+	// leader exit before it is registered.
+	s.c.mu.Lock()
+	pid, err := syscall.ForkExec(execPath, argv, attr)
+	if err != nil {
+		s.c.mu.Unlock()
+		closeAll(childEnds)
+		closeAll(parentEnds)
+		return fail(fmt.Errorf("reaper: start %s: %w", spec.Path, err))
+	}
+	now := time.Now()
+	t.pid, t.pgid, t.pidfd, t.startedAt = pid, pid, pidfd, now
+	if p, ok := readStat(pid); ok { // a zombie is still readable: not reaped yet
+		t.start = p.start
+	}
+	t.addMemberLocked(procKey{pid: pid, start: t.start}, RoleProvider, now)
+	s.c.register(t)
+	s.c.mu.Unlock()
+	if spec.ExecFile != nil {
+		runtime.KeepAlive(spec.ExecFile)
+	}
+	closeAll(childEnds)
+	t.stdin, t.stdout, t.stderr = inW, outR, errR
+	s.trees[t] = struct{}{}
+	s.log.Debug("reaper: provider started", zap.Int("pid", pid), zap.String("path", spec.Path),
+		zap.String("containment", string(s.mode)), zap.String("cgroup", t.cgPath))
+	return t, nil
+}
+
+// isScript reports whether the open file starts with "#!". Unreadable
+// files are treated as scripts (the choice that works for both kinds).
+func isScript(fd int) bool {
+	rfd, err := unix.Open("/proc/self/fd/"+strconv.Itoa(fd), unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return true
+	}
+	defer unix.Close(rfd)
+	var b [2]byte
+	n, err := unix.Pread(rfd, b[:], 0)
+	if err != nil {
+		return true
+	}
+	return n == 2 && b[0] == '#' && b[1] == '!'
+}
+
+func mustRel(base, p string) string {
+	r, err := filepath.Rel(base, p)
+	if err != nil {
+		return p
+	}
+	return filepath.ToSlash(r)
+}
+
+// ioCloser types for Tree accessors.
+var (
+	_ io.WriteCloser = (*os.File)(nil)
+	_ io.ReadCloser  = (*os.File)(nil)
+)

@@ -1,0 +1,539 @@
+//go:build linux
+
+package reaper
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+	"golang.org/x/sys/unix"
+)
+
+// Tree is one launched provider and every process it spawns. All methods
+// are safe for concurrent use.
+type Tree struct {
+	s    *Supervisor
+	c    *central
+	mode Mode
+
+	pid, pgid int
+	start     uint64 // leader start time (/proc/<pid>/stat field 22)
+	startedAt time.Time
+	cgPath    string // absolute cgroup dir, "" if none
+	cgRel     string // the same as shown in /proc/<pid>/cgroup
+
+	stdin  io.WriteCloser
+	stdout io.ReadCloser
+	stderr io.ReadCloser
+
+	exited chan struct{}
+	termMu sync.Mutex // serializes Terminate
+
+	mu           sync.Mutex
+	pidfd        int // leader pidfd from fork; -1 once closed
+	leaderReaped bool
+	status       ExitStatus
+	members      map[procKey]*member
+	order        []*member
+	signals      []SignalRecord
+	errors       []ErrorRecord
+	verified     Verification
+	proven       bool
+}
+
+// member is one process ever seen in the tree.
+type member struct {
+	key      procKey
+	role     string
+	seen     time.Time // first seen; a snapshot older than this says nothing
+	reaped   bool      // wait status collected here
+	gone     bool      // observed gone (reaped by its own parent)
+	code     *int
+	sig      string
+	at       time.Time
+	sentTerm bool
+	sentKill bool
+}
+
+// Stdin is the write end of the provider's stdin pipe (caller closes it).
+func (t *Tree) Stdin() io.WriteCloser { return t.stdin }
+
+// Stdout is the read end of the provider's stdout pipe (caller closes it).
+// Descendants inherit the pipe, so EOF may come only after the whole tree
+// is gone.
+func (t *Tree) Stdout() io.ReadCloser { return t.stdout }
+
+// Stderr is the read end of the provider's stderr pipe (caller closes it).
+func (t *Tree) Stderr() io.ReadCloser { return t.stderr }
+
+// Pid is the provider (leader) pid.
+func (t *Tree) Pid() int { return t.pid }
+
+// Pgid is the provider's process group id (== Pid; Setpgid at fork).
+func (t *Tree) Pgid() int { return t.pgid }
+
+// StartTicks is the leader's start time in clock ticks since boot
+// (/proc/<pid>/stat field 22), its identity for the ownership ledger.
+func (t *Tree) StartTicks() uint64 { return t.start }
+
+// StartedAt is when the provider was started (wall clock).
+func (t *Tree) StartedAt() time.Time { return t.startedAt }
+
+// Containment is the mode this tree is contained by.
+func (t *Tree) Containment() Mode { return t.mode }
+
+// CgroupPath is the tree's cgroup directory, "" if none (or after
+// Terminate removed it, the path it had).
+func (t *Tree) CgroupPath() string { return t.cgPath }
+
+// Exited is closed once the provider (leader) process has been reaped.
+func (t *Tree) Exited() <-chan struct{} { return t.exited }
+
+// ExitStatus is the leader's wait status; valid after Exited is closed.
+func (t *Tree) ExitStatus() ExitStatus {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.status
+}
+
+func (t *Tree) isLeader(k procKey) bool { return k.pid == t.pid && k.start == t.start }
+
+func (t *Tree) hasMember(k procKey) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	_, ok := t.members[k]
+	return ok
+}
+
+func (t *Tree) addMember(k procKey, now time.Time) *member {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.addMemberLocked(k, RoleDescendant, now)
+}
+
+func (t *Tree) addMemberLocked(k procKey, role string, now time.Time) *member {
+	if m, ok := t.members[k]; ok {
+		return m
+	}
+	if t.isLeader(k) {
+		role = RoleProvider
+	}
+	m := &member{key: k, role: role, seen: now}
+	t.members[k] = m
+	t.order = append(t.order, m)
+	return m
+}
+
+// recordExit stores a wait status collected by the central reaper.
+func (t *Tree) recordExit(k procKey, ws unix.WaitStatus, now time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	m := t.addMemberLocked(k, RoleDescendant, now)
+	m.reaped, m.gone, m.at = true, true, now
+	if ws.Signaled() {
+		m.sig = unix.SignalName(ws.Signal())
+	} else {
+		c := ws.ExitStatus()
+		m.code = &c
+	}
+	if m.role == RoleProvider && !t.leaderReaped {
+		t.leaderReaped = true
+		t.status = ExitStatus{Code: m.code, Signal: m.sig, At: now}
+		close(t.exited)
+	}
+}
+
+// track updates the member set of a tree without a cgroup from a /proc
+// snapshot: members still alive (same start time), the process group while
+// the leader is unreaped (pinned), and every descendant by ppid.
+func (t *Tree) track(snap snapshot) {
+	now := time.Now()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.proven {
+		return
+	}
+	set := map[int]bool{}
+	for k, m := range t.members {
+		if m.gone {
+			continue
+		}
+		if p, ok := snap.procs[k.pid]; ok && p.start == k.start {
+			set[k.pid] = true
+		} else if !m.reaped && m.seen.Before(snap.at) {
+			m.gone, m.at = true, now
+		}
+	}
+	if !t.leaderReaped { // the snapshot was taken before this check: pgid pinned
+		for pid, p := range snap.procs {
+			if p.pgid == t.pgid {
+				set[pid] = true
+			}
+		}
+	}
+	children := map[int][]int{}
+	for pid, p := range snap.procs {
+		children[p.ppid] = append(children[p.ppid], pid)
+	}
+	queue := make([]int, 0, len(set))
+	for pid := range set {
+		queue = append(queue, pid)
+	}
+	for len(queue) > 0 {
+		pid := queue[len(queue)-1]
+		queue = queue[:len(queue)-1]
+		for _, ch := range children[pid] {
+			if !set[ch] {
+				set[ch] = true
+				queue = append(queue, ch)
+			}
+		}
+	}
+	for pid := range set {
+		t.addMemberLocked(procKey{pid: pid, start: snap.procs[pid].start}, RoleDescendant, now)
+	}
+}
+
+// trackCgroup records the current cgroup members.
+func (t *Tree) trackCgroup(now time.Time) {
+	for _, pid := range cgroupProcs(t.cgPath) {
+		p, ok := readStat(pid)
+		if !ok {
+			continue
+		}
+		t.mu.Lock()
+		t.addMemberLocked(procKey{pid: pid, start: p.start}, RoleDescendant, now)
+		t.mu.Unlock()
+	}
+}
+
+// liveMembers returns the members alive (not zombie) in snap, and members
+// first seen after snap was taken (unknown, so counted as alive).
+func (t *Tree) liveMembers(snap snapshot) []procKey {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var out []procKey
+	for k, m := range t.members {
+		if m.gone || m.reaped {
+			continue
+		}
+		p, ok := snap.procs[k.pid]
+		if ok && p.start == k.start && p.state != 'Z' || !ok && !m.seen.Before(snap.at) {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// Terminate ends the whole tree and reports what was observed:
+// SIGTERM to every member -> wait up to termGrace for the tree to be empty
+// -> SIGKILL to every member (cgroup.kill in ModeCgroup) -> wait up to
+// killGrace -> verify. ctx bounds only the TERM wait (a done ctx escalates
+// to SIGKILL at once); the KILL wait is bounded by killGrace alone.
+//
+// Complete is true only if the tree was observed empty (PROTOCOL §6); then
+// the cgroup is removed and later calls return the same result at once.
+// After an incomplete result the caller retries with backoff
+// (SEED-BEHAVIOR 20); results are cumulative. Concurrent calls are
+// serialized. Errors: CodeSignalFailed per failed delivery, then
+// CodeKillTimeout (SEED-BEHAVIOR 12), CodeCgroupRemove.
+func (t *Tree) Terminate(ctx context.Context, termGrace, killGrace time.Duration) Termination {
+	t.termMu.Lock()
+	defer t.termMu.Unlock()
+	t.mu.Lock()
+	if t.proven {
+		r := t.resultLocked()
+		t.mu.Unlock()
+		return r
+	}
+	t.mu.Unlock()
+
+	empty := t.isEmpty()
+	if !empty {
+		t.signalTree(unix.SIGTERM)
+		empty = t.waitEmpty(ctx.Done(), termGrace, unix.SIGTERM)
+	}
+	if !empty {
+		t.signalTree(unix.SIGKILL)
+		empty = t.waitEmpty(nil, killGrace, unix.SIGKILL)
+	}
+	if !empty {
+		t.mu.Lock()
+		t.errors = append(t.errors, ErrorRecord{Code: CodeKillTimeout, Message: "provider did not exit after SIGKILL"})
+		if t.cgPath != "" {
+			t.verified = Verification{TreeEmpty: false, Method: "cgroup.events populated 1"}
+		} else {
+			t.verified = Verification{TreeEmpty: false, Method: "live process in tracked tree (/proc scan)"}
+		}
+		r := t.resultLocked()
+		t.mu.Unlock()
+		t.s.log.Warn("reaper: tree not empty after SIGKILL", zap.Int("pid", t.pid))
+		return r
+	}
+	return t.finalize(killGrace)
+}
+
+// isEmpty checks the tree once.
+func (t *Tree) isEmpty() bool {
+	if t.cgPath != "" {
+		pop, err := cgroupPopulated(t.cgPath)
+		return err == nil && !pop
+	}
+	snap := scanProcs()
+	t.c.adoptOrphans(snap)
+	t.track(snap)
+	return len(t.liveMembers(snap)) == 0
+}
+
+// signalTree sends sig to every member of the tree and records it.
+func (t *Tree) signalTree(sig unix.Signal) {
+	now := time.Now()
+	var errs []string
+	if t.cgPath != "" {
+		t.trackCgroup(now)
+		if sig == unix.SIGKILL {
+			if err := os.WriteFile(filepath.Join(t.cgPath, "cgroup.kill"), []byte("1"), 0); err != nil {
+				errs = append(errs, "cgroup.kill: "+err.Error())
+			}
+		} else {
+			for _, pid := range cgroupProcs(t.cgPath) {
+				if err := t.signalCgroupMember(pid, sig); err != nil {
+					errs = append(errs, err.Error())
+				}
+			}
+		}
+	} else {
+		snap := scanProcs()
+		t.c.adoptOrphans(snap)
+		t.track(snap)
+		errs = append(errs, t.signalGroup(sig)...)
+		errs = append(errs, t.signalLive(snap, sig)...)
+	}
+	t.mu.Lock()
+	rec := SignalRecord{Signal: unix.SignalName(sig), Target: "tree", At: now}
+	if len(errs) > 0 {
+		rec.Error = strings.Join(errs, "; ")
+	}
+	t.signals = append(t.signals, rec)
+	for _, e := range errs {
+		t.errors = append(t.errors, ErrorRecord{Code: CodeSignalFailed, Message: unix.SignalName(sig) + ": " + e})
+	}
+	t.mu.Unlock()
+}
+
+// signalGroup signals the process group only while the leader is unreaped,
+// holding the reap lock so it cannot be reaped meanwhile (SEED-BEHAVIOR 22).
+func (t *Tree) signalGroup(sig unix.Signal) []string {
+	t.c.reapMu.Lock()
+	defer t.c.reapMu.Unlock()
+	t.mu.Lock()
+	pinned := !t.leaderReaped
+	t.mu.Unlock()
+	if !pinned {
+		return nil
+	}
+	if err := unix.Kill(-t.pgid, sig); err != nil && !errors.Is(err, unix.ESRCH) {
+		return []string{fmt.Sprintf("process group %d: %v", t.pgid, err)}
+	}
+	return nil
+}
+
+// signalLive sends sig (once per phase) to every live member via pidfd.
+func (t *Tree) signalLive(snap snapshot, sig unix.Signal) []string {
+	var errs []string
+	for _, k := range t.liveMembers(snap) {
+		t.mu.Lock()
+		m := t.members[k]
+		already := (sig == unix.SIGTERM && m.sentTerm) || (sig == unix.SIGKILL && m.sentKill)
+		if sig == unix.SIGTERM {
+			m.sentTerm = true
+		} else if sig == unix.SIGKILL {
+			m.sentKill = true
+		}
+		t.mu.Unlock()
+		if already {
+			continue
+		}
+		if err := t.signalMember(k, sig); err != nil {
+			errs = append(errs, err.Error())
+		}
+	}
+	return errs
+}
+
+// signalMember signals one process through a pidfd, after checking that
+// the pidfd refers to the process we saw (same start time).
+func (t *Tree) signalMember(k procKey, sig unix.Signal) error {
+	if t.isLeader(k) {
+		t.mu.Lock()
+		fd := t.pidfd
+		var err error
+		if fd >= 0 {
+			err = unix.PidfdSendSignal(fd, sig, nil, 0)
+		}
+		t.mu.Unlock()
+		if err != nil && !errors.Is(err, unix.ESRCH) {
+			return fmt.Errorf("pid %d: %v", k.pid, err)
+		}
+		return nil
+	}
+	fd, err := unix.PidfdOpen(k.pid, 0)
+	if err != nil {
+		if errors.Is(err, unix.ESRCH) {
+			return nil
+		}
+		return fmt.Errorf("pid %d: pidfd_open: %v", k.pid, err)
+	}
+	defer unix.Close(fd)
+	if p, ok := readStat(k.pid); !ok || p.start != k.start {
+		return nil // gone, or the pid was recycled
+	}
+	if err := unix.PidfdSendSignal(fd, sig, nil, 0); err != nil && !errors.Is(err, unix.ESRCH) {
+		return fmt.Errorf("pid %d: %v", k.pid, err)
+	}
+	return nil
+}
+
+// signalCgroupMember signals a pid read from cgroup.procs through a pidfd,
+// after checking that the pidfd's process is in this cgroup.
+func (t *Tree) signalCgroupMember(pid int, sig unix.Signal) error {
+	fd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		if errors.Is(err, unix.ESRCH) {
+			return nil
+		}
+		return fmt.Errorf("pid %d: pidfd_open: %v", pid, err)
+	}
+	defer unix.Close(fd)
+	if cg, ok := readCgroupV2(pid); !ok || cg != t.cgRel {
+		return nil
+	}
+	if p, ok := readStat(pid); ok {
+		t.mu.Lock()
+		t.addMemberLocked(procKey{pid: pid, start: p.start}, RoleDescendant, time.Now())
+		t.mu.Unlock()
+	}
+	if err := unix.PidfdSendSignal(fd, sig, nil, 0); err != nil && !errors.Is(err, unix.ESRCH) {
+		return fmt.Errorf("pid %d: %v", pid, err)
+	}
+	return nil
+}
+
+// waitEmpty waits up to d for the tree to be observed empty; members that
+// appear meanwhile are recorded (and, without a cgroup, signalled with sig).
+func (t *Tree) waitEmpty(done <-chan struct{}, d time.Duration, sig unix.Signal) bool {
+	if t.cgPath != "" {
+		return waitCgroupEmpty(done, t.cgPath, d, func() { t.trackCgroup(time.Now()) })
+	}
+	deadline := time.Now().Add(d)
+	for {
+		snap := scanProcs()
+		t.c.adoptOrphans(snap)
+		t.track(snap)
+		if len(t.liveMembers(snap)) == 0 {
+			return true
+		}
+		if errs := t.signalLive(snap, sig); len(errs) > 0 {
+			t.mu.Lock()
+			for _, e := range errs {
+				t.errors = append(t.errors, ErrorRecord{Code: CodeSignalFailed, Message: unix.SignalName(sig) + ": " + e})
+			}
+			t.mu.Unlock()
+		}
+		rem := time.Until(deadline)
+		if rem <= 0 || isDone(done) {
+			return false
+		}
+		sleepOrDone(done, min(rem, 10*time.Millisecond))
+	}
+}
+
+// finalize runs once the tree was observed empty: reap what is left, record
+// every member, remove the cgroup, and mark the tree proven.
+func (t *Tree) finalize(bound time.Duration) Termination {
+	t.c.reapPass()
+	select {
+	case <-t.exited:
+	case <-time.After(max(bound, 100*time.Millisecond)):
+		// Not our child any more? Cannot happen; the proof still holds
+		// (tree empty) but the leader's status stays unknown.
+		t.s.log.Warn("reaper: leader not reaped after tree emptied", zap.Int("pid", t.pid))
+	}
+	now := time.Now()
+	var rmErr error
+	if t.cgPath != "" {
+		for i := 0; ; i++ {
+			rmErr = os.Remove(t.cgPath)
+			if rmErr == nil || errors.Is(rmErr, os.ErrNotExist) {
+				rmErr = nil
+				break
+			}
+			if i >= 50 {
+				break
+			}
+			time.Sleep(2 * time.Millisecond)
+		}
+	}
+	t.mu.Lock()
+	for _, m := range t.members {
+		if !m.reaped && !m.gone {
+			m.gone, m.at = true, now
+		}
+	}
+	if rmErr != nil {
+		t.errors = append(t.errors, ErrorRecord{Code: CodeCgroupRemove, Message: rmErr.Error()})
+	}
+	if t.cgPath != "" {
+		t.verified = Verification{TreeEmpty: true, Method: methodCgroup}
+	} else {
+		t.verified = Verification{TreeEmpty: true, Method: methodProc}
+	}
+	t.proven = true
+	r := t.resultLocked()
+	t.mu.Unlock()
+	t.c.unregister(t)
+	t.s.forget(t)
+	t.closeFDs()
+	return r
+}
+
+func (t *Tree) closeFDs() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.pidfd >= 0 {
+		unix.Close(t.pidfd)
+		t.pidfd = -1
+	}
+}
+
+func (t *Tree) resultLocked() Termination {
+	r := Termination{
+		Signals:     append([]SignalRecord{}, t.signals...),
+		Containment: t.mode,
+		Verified:    t.verified,
+		Complete:    t.proven,
+		Errors:      append([]ErrorRecord(nil), t.errors...),
+	}
+	procs := make([]ProcessRecord, 0, len(t.order))
+	for _, m := range t.order {
+		if !m.reaped && !m.gone {
+			continue // still alive: not (yet) part of the proof
+		}
+		procs = append(procs, ProcessRecord{Pid: m.key.pid, Role: m.role, ExitCode: m.code,
+			Signal: m.sig, ExitedAt: m.at, Reaped: m.reaped})
+	}
+	sort.SliceStable(procs, func(i, j int) bool {
+		return procs[i].Role == RoleProvider && procs[j].Role != RoleProvider
+	})
+	r.Processes = procs
+	return r
+}

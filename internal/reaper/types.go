@@ -1,0 +1,183 @@
+// Package reaper launches ACP provider processes, contains their whole
+// process trees, terminates them, and reports what it observed as the facts
+// of a cleanup proof (PROTOCOL §6).
+//
+// Containment, strongest first (ARCHITECTURE "Containment"):
+//
+//   - ModeCgroup: each provider starts inside its own cgroup v2 child
+//     (clone3 CLONE_INTO_CGROUP via SysProcAttr.UseCgroupFD, so there is no
+//     window outside it). Termination is SIGTERM to every member through a
+//     pidfd, then cgroup.kill; the proof is cgroup.events "populated 0".
+//   - ModeSubreaper: the per-provider guardian is NOT implemented in this
+//     build. Selecting it gives process-group behaviour plus the sidecar's
+//     own child-subreaper adoption and /proc tracking (see Detect).
+//   - ModeProcessGroup: the provider gets its own process group; the group is
+//     signalled only while the leader is unreaped (its id pinned,
+//     SEED-BEHAVIOR 22), and descendants that left the group (setsid) are
+//     found by walking /proc ppid chains from known members and signalled
+//     through pidfds after re-checking their start time.
+//
+// The Supervisor owns ALL waiting for children of this process: one
+// process-wide goroutine reacts to SIGCHLD and reaps with waitid/wait4(-1).
+// Do not use exec.Cmd.Wait or os.Process.Wait anywhere in a process that has
+// a live Supervisor; those children would be reaped (and logged as
+// unattributed) by the Supervisor instead.
+package reaper
+
+import (
+	"errors"
+	"os"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// Mode names a containment mechanism. Its string is the value of
+// `containment` in cleanup proofs (PROTOCOL §6) and in
+// `initialize.capabilities.containment`.
+type Mode string
+
+const (
+	// ModeCgroup is a cgroup v2 child per provider (strongest).
+	ModeCgroup Mode = "cgroup"
+	// ModeSubreaper is the subreaper guardian mode. In this build it behaves
+	// as ModeProcessGroup plus the sidecar's own subreaper adoption.
+	ModeSubreaper Mode = "subreaper"
+	// ModeProcessGroup is a process group per provider plus /proc tracking
+	// (weakest; reported as weaker to hosts).
+	ModeProcessGroup Mode = "process-group"
+)
+
+// Roles of processes in ProcessRecord.Role (PROTOCOL §6).
+const (
+	RoleProvider   = "provider"
+	RoleDescendant = "descendant"
+)
+
+// Error codes used in ErrorRecord.Code.
+const (
+	// CodeSignalFailed: a signal could not be delivered (other than "no
+	// such process", which only means the process already exited).
+	CodeSignalFailed = "SIGNAL_DELIVERY_FAILED"
+	// CodeKillTimeout: the tree was not observed empty within killGrace after
+	// SIGKILL (SEED-BEHAVIOR 12; message "provider did not exit after SIGKILL").
+	CodeKillTimeout = "PROVIDER_KILL_TIMEOUT"
+	// CodeCgroupRemove: the tree is empty but its cgroup directory could not
+	// be removed (the proof is still complete).
+	CodeCgroupRemove = "CGROUP_REMOVE_FAILED"
+)
+
+// ErrSealed is returned by Supervisor.Start after Supervisor.Seal; nothing is
+// launched (SEED-BEHAVIOR 21).
+var ErrSealed = errors.New("reaper: supervisor is sealed; no provider may be started")
+
+// ErrClosed is returned by Supervisor.Start after Supervisor.Close.
+var ErrClosed = errors.New("reaper: supervisor is closed")
+
+// ErrUnsupported is returned by NewSupervisor when no containment mechanism
+// is available (or the requested one is not), e.g. on non-Linux builds
+// (SEED-BEHAVIOR 2: the caller maps it to PLATFORM_UNSUPPORTED).
+var ErrUnsupported = errors.New("reaper: containment mechanism unavailable on this platform")
+
+// Mechanism is one line of `acpx-sidecar doctor`: whether a containment mode
+// is usable here and why (or why not).
+type Mechanism struct {
+	Mode      Mode   `json:"mode"`
+	Available bool   `json:"available"`
+	Reason    string `json:"reason"`
+}
+
+// Spec describes one provider launch. Env is passed only to the child; it is
+// never logged nor included in errors (SEED-BEHAVIOR 3).
+type Spec struct {
+	// Path is the absolute path of the executable; it is also argv[0].
+	Path string
+	// Args are argv[1:].
+	Args []string
+	// Env is the complete environment of the child, "K=V" entries.
+	Env []string
+	// Dir is the working directory ("" = inherit).
+	Dir string
+	// ExecFile, if set, is an already opened (O_PATH or O_RDONLY) verified
+	// executable; the child executes THAT file through /proc/self/fd and Path
+	// is never re-resolved (SEED-BEHAVIOR 4). For "#!" scripts the file is
+	// inherited by the child as fd 3 so the interpreter can open it; for
+	// binaries it is not inherited. The caller keeps ownership of the file.
+	ExecFile *os.File
+	// Name labels the cgroup directory "<Name>-<n>"; [A-Za-z0-9._-]{1,64},
+	// "" = "provider".
+	Name string
+}
+
+// ExitStatus is the wait status of the provider (leader) process.
+// Exactly one of Code and Signal is set.
+type ExitStatus struct {
+	Code   *int      `json:"exitCode"`
+	Signal string    `json:"signal,omitempty"` // e.g. "SIGKILL"
+	At     time.Time `json:"at"`               // when it was reaped
+}
+
+// SignalRecord is one signal step sent to a tree (PROTOCOL §6 `signals`).
+// Target is "tree" (every member: cgroup members, or group + tracked
+// descendants). Error is set when delivery to some member failed.
+type SignalRecord struct {
+	Signal string    `json:"signal"`
+	Target string    `json:"target"`
+	At     time.Time `json:"at"`
+	Error  string    `json:"error,omitempty"`
+}
+
+// ProcessRecord is one process of the tree that was reaped by the sidecar
+// or observed gone (PROTOCOL §6 `processes`). ExitCode and Signal are both
+// empty for a process that was reaped by its own parent (observed gone).
+type ProcessRecord struct {
+	Pid      int       `json:"pid"`
+	Role     string    `json:"role"` // RoleProvider or RoleDescendant
+	ExitCode *int      `json:"exitCode"`
+	Signal   string    `json:"signal,omitempty"`
+	ExitedAt time.Time `json:"exitedAt"`
+	// Reaped is true if this process's wait status was collected here.
+	Reaped bool `json:"-"`
+}
+
+// Verification says how the tree was observed empty (PROTOCOL §6 `verified`).
+// Method is "cgroup.events populated 0" (cgroup) or
+// "no live process in tracked tree (/proc scan)" (process-group, subreaper).
+type Verification struct {
+	TreeEmpty bool   `json:"treeEmpty"`
+	Method    string `json:"method"`
+}
+
+// ErrorRecord is one error of a termination, in order (SEED-BEHAVIOR 12).
+type ErrorRecord struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+// Termination is the result of Tree.Terminate. Signals, Processes and Errors
+// are cumulative over every Terminate call on the same Tree (the retries of
+// SEED-BEHAVIOR 20), so the last Termination is the whole proof.
+type Termination struct {
+	Signals     []SignalRecord  `json:"signals"`
+	Processes   []ProcessRecord `json:"processes"`
+	Containment Mode            `json:"containment"`
+	Verified    Verification    `json:"verified"`
+	// Complete is true ONLY if the tree was observed empty (PROTOCOL §6).
+	Complete bool          `json:"complete"`
+	Errors   []ErrorRecord `json:"errors,omitempty"`
+}
+
+// Options configures a Supervisor.
+type Options struct {
+	// Mode is the containment to use; "" = the strongest available from
+	// Detect. A requested mode that is unavailable makes NewSupervisor fail
+	// with ErrUnsupported. ModeSubreaper is accepted whenever prctl works and
+	// behaves as ModeProcessGroup in this build (see Detect).
+	Mode Mode
+	// CgroupParent is the cgroup v2 directory under which every provider
+	// gets "<Name>-<n>". "" = "<writable cgroup2 mount>/acpx-sidecar-<pid>".
+	// Created with mode 0755 if missing; Close removes it when empty.
+	CgroupParent string
+	// Logger receives diagnostics (never launch env). nil = zap.NewNop().
+	Logger *zap.Logger
+}

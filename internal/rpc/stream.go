@@ -1,0 +1,290 @@
+// Package rpc is the host side of acpx-sidecar: framing codecs (NDJSON and
+// LSP Content-Length), the JSON-RPC 2.0 connection (sourcegraph/jsonrpc2),
+// the method table with parameter validation and error mapping, the
+// lifecycle (initialize → shutdown → exit, PROTOCOL §2), notifications, host
+// requests (session/requestPermission) and $/cancelRequest.
+package rpc
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/acpx-sidecar/acpx-sidecar/internal/protocol"
+)
+
+// Framing names a wire framing: "ndjson" (one message per line) or "lsp"
+// (Content-Length headers).
+type Framing string
+
+// Supported framings (PROTOCOL §1).
+const (
+	FramingNDJSON Framing = "ndjson"
+	FramingLSP    Framing = "lsp"
+)
+
+// DefaultMaxFrameBytes bounds one inbound frame: 16 MiB (PROTOCOL §1).
+const DefaultMaxFrameBytes = 16 << 20
+
+// FrameStream is a jsonrpc2.ObjectStream over a byte stream that never
+// ends the connection because of one bad frame: a malformed, oversized,
+// batched or otherwise invalid frame is answered with a JSON-RPC error
+// (id null unless the frame's id could be read) written through the same
+// serialized writer, discarded, and reading goes on (PROTOCOL §1; the
+// hazard of jsonrpc2's plain codec in ARCHITECTURE.md).
+type FrameStream struct {
+	r        *bufio.Reader
+	w        io.Writer
+	closer   io.Closer
+	framing  Framing
+	maxBytes int
+
+	mu sync.Mutex // serializes writes
+	// OnBadFrame, if set, is called (without frame content) for every
+	// discarded frame; used for logging.
+	OnBadFrame func(code int, reason string)
+	// Quiet: discard bad frames without answering them (for the provider
+	// side, where agents print log lines to stdout).
+	Quiet bool
+}
+
+// NewFrameStream returns a FrameStream reading r and writing w. maxBytes
+// bounds one inbound frame (bytes, > 0). closer (may be nil) is closed by
+// Close.
+func NewFrameStream(r io.Reader, w io.Writer, closer io.Closer, framing Framing, maxBytes int) *FrameStream {
+	if maxBytes <= 0 {
+		maxBytes = DefaultMaxFrameBytes
+	}
+	return &FrameStream{r: bufio.NewReaderSize(r, 64<<10), w: w, closer: closer, framing: framing, maxBytes: maxBytes}
+}
+
+// WriteObject marshals obj and writes it as one frame. Writes are
+// serialized; a frame is never interleaved with another.
+func (s *FrameStream) WriteObject(obj interface{}) error {
+	b, err := json.Marshal(obj)
+	if err != nil {
+		return err
+	}
+	return s.writeFrame(b)
+}
+
+func (s *FrameStream) writeFrame(b []byte) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.framing == FramingLSP {
+		if _, err := fmt.Fprintf(s.w, "Content-Length: %d\r\n\r\n", len(b)); err != nil {
+			return err
+		}
+		_, err := s.w.Write(b)
+		return err
+	}
+	buf := make([]byte, 0, len(b)+1)
+	buf = append(append(buf, b...), '\n')
+	_, err := s.w.Write(buf)
+	return err
+}
+
+// Close closes the underlying closer, if any.
+func (s *FrameStream) Close() error {
+	if s.closer != nil {
+		return s.closer.Close()
+	}
+	return nil
+}
+
+// errTooLarge marks a frame longer than maxBytes (already discarded).
+var errTooLarge = errors.New("frame too large")
+
+// ReadObject reads frames until one is a valid JSON-RPC 2.0 message and
+// unmarshals it into v. Invalid frames are answered and skipped. It
+// returns io.EOF (or the read error) when the input ends.
+func (s *FrameStream) ReadObject(v interface{}) error {
+	for {
+		frame, err := s.readFrame()
+		if errors.Is(err, errTooLarge) {
+			s.reject(nil, protocol.CodeInvalidRequest, protocol.ErrInvalidRequest,
+				"frame exceeds "+strconv.Itoa(s.maxBytes)+" bytes")
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		frame = bytes.TrimSpace(frame)
+		if len(frame) == 0 {
+			continue
+		}
+		if id, code, dcode, reason := checkMessage(frame); code != 0 {
+			s.reject(id, code, dcode, reason)
+			continue
+		}
+		if err := json.Unmarshal(frame, v); err != nil {
+			s.reject(nil, protocol.CodeInvalidRequest, protocol.ErrInvalidRequest, "invalid JSON-RPC message")
+			continue
+		}
+		return nil
+	}
+}
+
+func (s *FrameStream) reject(id json.RawMessage, code int, dataCode, reason string) {
+	if s.OnBadFrame != nil {
+		s.OnBadFrame(code, reason)
+	}
+	if s.Quiet {
+		return
+	}
+	if id == nil {
+		id = json.RawMessage("null")
+	}
+	resp := struct {
+		JSONRPC string          `json:"jsonrpc"`
+		ID      json.RawMessage `json:"id"`
+		Error   any             `json:"error"`
+	}{"2.0", id, map[string]any{"code": code, "message": reason,
+		"data": protocol.ErrorData{Code: dataCode}}}
+	b, _ := json.Marshal(resp)
+	_ = s.writeFrame(b)
+}
+
+// checkMessage validates the shape of one JSON-RPC 2.0 message. It returns
+// code 0 if the frame is acceptable, else the error to answer with and the
+// id to echo (nil = null).
+func checkMessage(frame []byte) (id json.RawMessage, code int, dataCode, reason string) {
+	if frame[0] == '[' {
+		if json.Valid(frame) {
+			return nil, protocol.CodeInvalidRequest, protocol.ErrInvalidRequest, "batches are not supported"
+		}
+		return nil, protocol.CodeParseError, protocol.ErrParse, "malformed JSON"
+	}
+	if !json.Valid(frame) {
+		return nil, protocol.CodeParseError, protocol.ErrParse, "malformed JSON"
+	}
+	var m map[string]json.RawMessage
+	if frame[0] != '{' || json.Unmarshal(frame, &m) != nil {
+		return nil, protocol.CodeInvalidRequest, protocol.ErrInvalidRequest, "a message must be a JSON object"
+	}
+	rawID, hasID := m["id"]
+	if hasID {
+		switch {
+		case isUintID(rawID):
+			id = rawID
+		case len(rawID) > 0 && rawID[0] == '"':
+			id = rawID
+		default:
+			return nil, protocol.CodeInvalidRequest, protocol.ErrInvalidRequest,
+				"id must be a string or a non-negative integer"
+		}
+	}
+	if v, ok := m["jsonrpc"]; !ok || string(v) != `"2.0"` {
+		return id, protocol.CodeInvalidRequest, protocol.ErrInvalidRequest, `jsonrpc must be "2.0"`
+	}
+	method, hasMethod := m["method"]
+	_, hasResult := m["result"]
+	_, hasError := m["error"]
+	switch {
+	case hasMethod:
+		var name string
+		if json.Unmarshal(method, &name) != nil || name == "" {
+			return id, protocol.CodeInvalidRequest, protocol.ErrInvalidRequest, "method must be a non-empty string"
+		}
+		if hasResult || hasError {
+			return id, protocol.CodeInvalidRequest, protocol.ErrInvalidRequest, "a message cannot be both request and response"
+		}
+		if p, ok := m["params"]; ok && len(p) > 0 && p[0] != '{' && p[0] != '[' && string(p) != "null" {
+			return id, protocol.CodeInvalidRequest, protocol.ErrInvalidRequest, "params must be an object or array"
+		}
+	case hasResult || hasError:
+		if !hasID {
+			return nil, protocol.CodeInvalidRequest, protocol.ErrInvalidRequest, "a response needs an id"
+		}
+		// Responses are never answered; a bad one is only dropped by the
+		// connection. Returning 0 lets jsonrpc2 match it.
+	default:
+		return id, protocol.CodeInvalidRequest, protocol.ErrInvalidRequest, "not a request or response"
+	}
+	return id, 0, "", ""
+}
+
+func isUintID(raw json.RawMessage) bool {
+	if len(raw) == 0 || raw[0] < '0' || raw[0] > '9' {
+		return false
+	}
+	_, err := strconv.ParseUint(string(raw), 10, 64)
+	return err == nil
+}
+
+// readFrame returns the next frame's bytes.
+func (s *FrameStream) readFrame() ([]byte, error) {
+	if s.framing == FramingLSP {
+		return s.readLSP()
+	}
+	return s.readLine()
+}
+
+func (s *FrameStream) readLine() ([]byte, error) {
+	var buf []byte
+	tooLarge := false
+	for {
+		chunk, err := s.r.ReadSlice('\n')
+		if !tooLarge {
+			if len(buf)+len(chunk) > s.maxBytes+2 { // +2 for "\r\n"
+				tooLarge, buf = true, nil
+			} else {
+				buf = append(buf, chunk...)
+			}
+		}
+		switch {
+		case err == nil:
+			if tooLarge {
+				return nil, errTooLarge
+			}
+			return buf, nil
+		case errors.Is(err, bufio.ErrBufferFull):
+			continue
+		case errors.Is(err, io.EOF) && len(buf) > 0 && !tooLarge:
+			return buf, nil // last line without newline
+		default:
+			return nil, err
+		}
+	}
+}
+
+func (s *FrameStream) readLSP() ([]byte, error) {
+	length := -1
+	for {
+		line, err := s.r.ReadString('\n')
+		if err != nil {
+			return nil, err
+		}
+		line = strings.TrimRight(line, "\r\n")
+		if line == "" {
+			if length < 0 {
+				continue // stray blank line between frames
+			}
+			break
+		}
+		name, value, ok := strings.Cut(line, ":")
+		if ok && strings.EqualFold(strings.TrimSpace(name), "Content-Length") {
+			n, err := strconv.Atoi(strings.TrimSpace(value))
+			if err == nil && n >= 0 {
+				length = n
+			}
+		}
+	}
+	if length > s.maxBytes {
+		if _, err := io.CopyN(io.Discard, s.r, int64(length)); err != nil {
+			return nil, err
+		}
+		return nil, errTooLarge
+	}
+	body := make([]byte, length)
+	if _, err := io.ReadFull(s.r, body); err != nil {
+		return nil, err
+	}
+	return body, nil
+}

@@ -1,0 +1,200 @@
+package store
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// Owned is one entry of the ownership ledger, <stateDir>/owned/<ID>.json:
+// a live provider this sidecar launched, written before the provider is
+// admitted so that a later sidecar on the same stateDir can recognise and
+// kill it if this one dies (ARCHITECTURE "Durability"). Pid and StartTime
+// (clock ticks since boot, /proc/<pid>/stat field 22) together pin the
+// process identity; Pgid is its process group; Cgroup the cgroup v2 path
+// when contained there; Containment the PROTOCOL containment name; CreatedAt
+// a TimeLayout timestamp.
+type Owned struct {
+	ID          string `json:"id"`
+	SidecarPid  int    `json:"sidecarPid"`
+	Session     string `json:"session"`
+	SessionKey  string `json:"sessionKey"`
+	Pid         int    `json:"pid"`
+	StartTime   uint64 `json:"startTime"`
+	Pgid        int    `json:"pgid"`
+	Cgroup      string `json:"cgroup,omitempty"`
+	Containment string `json:"containment"`
+	CreatedAt   string `json:"createdAt"`
+}
+
+// ValidateOwnedID reports whether id can name a ledger file: 1–128 bytes of
+// [A-Za-z0-9._-], not starting with '.'.
+func ValidateOwnedID(id string) error {
+	if id == "" || len(id) > 128 || id[0] == '.' {
+		return fmt.Errorf("store: invalid owned id %q", id)
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		if !('A' <= c && c <= 'Z' || 'a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '.' || c == '_' || c == '-') {
+			return fmt.Errorf("store: invalid owned id %q", id)
+		}
+	}
+	return nil
+}
+
+// WriteOwned writes o to <stateDir>/owned/<o.ID>.json atomically (0600,
+// fsync'd file and directory), replacing an entry with the same ID. Errors:
+// an invalid ID (ValidateOwnedID), Pid ≤ 0, or the I/O error.
+func (s *Store) WriteOwned(o Owned) error {
+	if err := ValidateOwnedID(o.ID); err != nil {
+		return err
+	}
+	if o.Pid <= 0 {
+		return fmt.Errorf("store: owned %s: pid %d <= 0", o.ID, o.Pid)
+	}
+	b, err := marshalNoHTML(o)
+	if err != nil {
+		return fmt.Errorf("store: owned: %w", err)
+	}
+	var out bytes.Buffer
+	if err := json.Indent(&out, b, "", "  "); err != nil {
+		return fmt.Errorf("store: owned: %w", err)
+	}
+	out.WriteByte('\n')
+	return writeAtomic(s.owned, o.ID+".json", out.Bytes())
+}
+
+// RemoveOwned deletes the ledger entry id and fsyncs the directory. A
+// missing entry is not an error.
+func (s *Store) RemoveOwned(id string) error {
+	if err := ValidateOwnedID(id); err != nil {
+		return err
+	}
+	if err := os.Remove(filepath.Join(s.owned, id+".json")); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		return fmt.Errorf("store: remove owned: %w", err)
+	}
+	return syncDir(s.owned)
+}
+
+// ListOwned returns every readable ledger entry, sorted by ID. Entries that
+// cannot be read or parsed, or whose "id" differs from the file name, are
+// skipped and reported in the returned error (errors.Join, one per entry), so
+// a non-nil error can come with a usable list. Temp files are ignored.
+func (s *Store) ListOwned() ([]Owned, error) {
+	ents, err := os.ReadDir(s.owned)
+	if err != nil {
+		return nil, fmt.Errorf("store: list owned: %w", err)
+	}
+	var out []Owned
+	var errs []error
+	for _, e := range ents {
+		name := e.Name()
+		if strings.HasPrefix(name, ".") || !strings.HasSuffix(name, ".json") {
+			continue
+		}
+		p := filepath.Join(s.owned, name)
+		b, err := os.ReadFile(p)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("store: owned %s: %w", name, err))
+			continue
+		}
+		var o Owned
+		if err := json.Unmarshal(b, &o); err != nil {
+			errs = append(errs, fmt.Errorf("%w: owned %s: %v", ErrCorrupt, name, err))
+			continue
+		}
+		if o.ID+".json" != name {
+			errs = append(errs, fmt.Errorf("%w: owned %s: id %q does not match the file name", ErrCorrupt, name, o.ID))
+			continue
+		}
+		out = append(out, o)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out, errors.Join(errs...)
+}
+
+// ProcStat is the part of /proc/<pid>/stat the ledger needs.
+type ProcStat struct {
+	Pid       int
+	Comm      string // without the parentheses; may contain spaces and ')'
+	State     byte   // field 3: R, S, D, Z, T, …
+	Ppid      int    // field 4
+	Pgrp      int    // field 5
+	StartTime uint64 // field 22, clock ticks since boot
+}
+
+// ReadProcStat reads and parses /proc/<pid>/stat. A process that does not
+// exist yields an error wrapping fs.ErrNotExist (a zombie still exists, with
+// State 'Z').
+func ReadProcStat(pid int) (ProcStat, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return ProcStat{}, fmt.Errorf("store: proc stat: %w", err)
+	}
+	return parseProcStat(b)
+}
+
+// ProcStartTime returns field 22 of /proc/<pid>/stat (start time in clock
+// ticks since boot). The comm field is located by its last ')', so a name
+// containing spaces or parentheses cannot shift the fields. Errors wrap
+// fs.ErrNotExist for a pid that does not exist.
+func ProcStartTime(pid int) (uint64, error) {
+	st, err := ReadProcStat(pid)
+	if err != nil {
+		return 0, err
+	}
+	return st.StartTime, nil
+}
+
+// IdentityMatches reports whether pid still names the process that had
+// startTime (zombies included): false with nil error when the pid is gone or
+// has been recycled (SEED-BEHAVIOR 22).
+func IdentityMatches(pid int, startTime uint64) (bool, error) {
+	st, err := ReadProcStat(pid)
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return st.StartTime == startTime, nil
+}
+
+func parseProcStat(b []byte) (ProcStat, error) {
+	s := strings.TrimRight(string(b), "\n")
+	open := strings.IndexByte(s, '(')
+	end := strings.LastIndexByte(s, ')')
+	if open < 0 || end < open {
+		return ProcStat{}, errors.New("store: proc stat: malformed")
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(s[:open]))
+	if err != nil {
+		return ProcStat{}, fmt.Errorf("store: proc stat: pid: %w", err)
+	}
+	rest := strings.Fields(s[end+1:]) // rest[0] is field 3
+	const startIdx = 22 - 3
+	if len(rest) <= startIdx || len(rest[0]) != 1 {
+		return ProcStat{}, errors.New("store: proc stat: too few fields")
+	}
+	st := ProcStat{Pid: pid, Comm: s[open+1 : end], State: rest[0][0]}
+	if st.Ppid, err = strconv.Atoi(rest[1]); err != nil {
+		return ProcStat{}, fmt.Errorf("store: proc stat: ppid: %w", err)
+	}
+	if st.Pgrp, err = strconv.Atoi(rest[2]); err != nil {
+		return ProcStat{}, fmt.Errorf("store: proc stat: pgrp: %w", err)
+	}
+	if st.StartTime, err = strconv.ParseUint(rest[startIdx], 10, 64); err != nil {
+		return ProcStat{}, fmt.Errorf("store: proc stat: starttime: %w", err)
+	}
+	return st, nil
+}

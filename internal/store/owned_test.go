@@ -1,0 +1,138 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestOwned_WriteListRemove: the ledger round-trips, files are 0600, bad
+// entries are skipped and reported (ARCHITECTURE "Durability").
+func TestOwned_WriteListRemove(t *testing.T) {
+	s := openTemp(t)
+	st, err := ProcStartTime(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := Owned{ID: "s-2", SidecarPid: os.Getpid(), Session: "s-2", SessionKey: " a ", Pid: os.Getpid(),
+		StartTime: st, Pgid: os.Getpid(), Cgroup: "/sys/fs/cgroup/unified/acpx/s-2", Containment: "cgroup",
+		CreatedAt: FormatTime(time.Now())}
+	o1 := o
+	o1.ID, o1.Cgroup = "s-1", ""
+	for _, e := range []Owned{o, o1} {
+		if err := s.WriteOwned(e); err != nil {
+			t.Fatal(err)
+		}
+		assertMode(t, filepath.Join(s.OwnedDir(), e.ID+".json"), 0o600)
+	}
+	os.WriteFile(filepath.Join(s.OwnedDir(), "junk.json"), []byte("{"), 0o600)
+	os.WriteFile(filepath.Join(s.OwnedDir(), "renamed.json"), []byte(`{"id":"other","pid":1}`), 0o600)
+	os.WriteFile(filepath.Join(s.OwnedDir(), ".tmp-123"), []byte("{"), 0o600)
+	got, err := s.ListOwned()
+	if len(got) != 2 || got[0] != o1 || got[1] != o {
+		t.Fatalf("ListOwned = %+v", got)
+	}
+	if err == nil || !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "junk.json") || !strings.Contains(err.Error(), "renamed.json") {
+		t.Fatalf("ListOwned error = %v, want both bad entries reported", err)
+	}
+	if ok, err := IdentityMatches(o.Pid, o.StartTime); !ok || err != nil {
+		t.Errorf("IdentityMatches(self) = %v, %v", ok, err)
+	}
+	if ok, _ := IdentityMatches(o.Pid, o.StartTime+1); ok {
+		t.Error("IdentityMatches accepted a different start time")
+	}
+	if err := s.RemoveOwned("s-2"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.RemoveOwned("s-2"); err != nil {
+		t.Fatalf("RemoveOwned(missing) = %v", err)
+	}
+	if got, _ := s.ListOwned(); len(got) != 1 || got[0].ID != "s-1" {
+		t.Fatalf("after remove: %+v", got)
+	}
+	for _, bad := range []string{"", ".x", "a/b", "../x", strings.Repeat("a", 129)} {
+		if err := s.WriteOwned(Owned{ID: bad, Pid: 1}); err == nil {
+			t.Errorf("WriteOwned(id %q) accepted", bad)
+		}
+	}
+	if err := s.WriteOwned(Owned{ID: "z", Pid: 0}); err == nil {
+		t.Error("WriteOwned(pid 0) accepted")
+	}
+}
+
+// TestProcStat_CommWithSpacesAndParens: field 22 is found after the last ')'.
+func TestProcStat_CommWithSpacesAndParens(t *testing.T) {
+	line := "4242 (a) b (c) ) S 1 4242 4242 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 987654 1000 10 18446744073709551615\n"
+	st, err := parseProcStat([]byte(line))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Pid != 4242 || st.Comm != "a) b (c) " || st.State != 'S' || st.Ppid != 1 || st.Pgrp != 4242 || st.StartTime != 987654 {
+		t.Errorf("parse = %+v", st)
+	}
+	for _, bad := range []string{"", "1 (x S 1", "1 (x) S 1 2 3", "x (y) S 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20"} {
+		if _, err := parseProcStat([]byte(bad)); err == nil {
+			t.Errorf("parseProcStat(%q) accepted", bad)
+		}
+	}
+}
+
+// TestProcStartTime_RealProcessWithHostileName starts a copy of sleep named
+// "x) (y z" and reads its identity from /proc; after it is reaped the pid
+// no longer matches.
+func TestProcStartTime_RealProcessWithHostileName(t *testing.T) {
+	sleep, err := exec.LookPath("sleep")
+	if err != nil {
+		t.Skip("no sleep binary")
+	}
+	b, err := os.ReadFile(sleep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(t.TempDir(), "x) (y z")
+	if err := os.WriteFile(bin, b, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "30")
+	cmd.Env = markedEnv()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pid := cmd.Process.Pid
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	self, err := ProcStartTime(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// cmd.Start returns only after the child's execve succeeded, so comm
+	// already holds the new name.
+	st, err := ReadProcStat(pid)
+	if err != nil || st.Comm != "x) (y z" {
+		t.Fatalf("ReadProcStat(child) = %+v, %v", st, err)
+	}
+	if st.StartTime < self || st.Ppid != os.Getpid() {
+		t.Errorf("child stat %+v, self start %d", st, self)
+	}
+	if live := markedProcs(testMark); len(live) != 1 || live[0] != pid {
+		t.Errorf("marker scan sees %v, want [%d]", live, pid)
+	}
+	if ok, err := IdentityMatches(pid, st.StartTime); !ok || err != nil {
+		t.Errorf("IdentityMatches(child) = %v, %v", ok, err)
+	}
+	cmd.Process.Kill()
+	cmd.Wait()
+	if _, err := ProcStartTime(pid); !errors.Is(err, fs.ErrNotExist) {
+		// The pid may in principle be reused already; then it must differ.
+		if ok, _ := IdentityMatches(pid, st.StartTime); ok {
+			t.Errorf("reaped child still matches: %v", err)
+		}
+	}
+}

@@ -1,0 +1,344 @@
+// Package store persists one acpx session record per session key under
+// <stateDir>/sessions and the ownership ledger of live providers under
+// <stateDir>/owned (ARCHITECTURE "Durability"). Records are byte-compatible
+// with the npm acpx@0.19.1 runtime's file store: same paths, same schema
+// (acpx.session.v1), same snake_case keys, 0600 files in 0700 directories.
+//
+// Writes are atomic (temp file in the same directory, fsync, rename, fsync of
+// the directory) and serialised across goroutines and processes by an flock
+// on a per-key lock file <sessions>/.<EncodeKey(key)>.lock. Readers take no
+// lock: they always see either the old or the new file. The npm acpx runtime
+// writes atomically too but takes no flock, so a sidecar and acpx writing the
+// same record concurrently can still lose an update.
+package store
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// ErrNotFound is wrapped by Load and Update when no record exists for a key.
+var ErrNotFound = errors.New("store: record not found")
+
+// ErrCorrupt is wrapped by Load and Update when a record file exists but is
+// not a JSON object, has a schema other than Schema, or names a different
+// acpx_record_id than its key.
+var ErrCorrupt = errors.New("store: corrupt record")
+
+const (
+	dirMode  = 0o700
+	fileMode = 0o600
+)
+
+// Store is a handle on one stateDir. It holds no open files; all methods are
+// safe for concurrent use by goroutines and processes.
+type Store struct {
+	dir      string
+	sessions string
+	owned    string
+	warnings []string
+	now      func() time.Time
+}
+
+// Open prepares stateDir (an absolute path) for use: it creates stateDir
+// (0700) if missing, and stateDir/sessions and stateDir/owned (0700, chmod'ed
+// to exactly 0700 when Open creates them). Existing directories are never
+// chmod'ed: a sessions/ or owned/ with any group/other bit, a stateDir
+// writable by group/other, or one not owned by the effective uid is reported
+// by Warnings. (npm acpx, by contrast, chmods sessions/ to 0700 on every
+// write.) Errors: relative path, a path
+// component that is not a directory, or the underlying mkdir/stat error.
+func Open(stateDir string) (*Store, error) {
+	if !filepath.IsAbs(stateDir) {
+		return nil, fmt.Errorf("store: stateDir %q is not absolute", stateDir)
+	}
+	dir := filepath.Clean(stateDir)
+	s := &Store{
+		dir:      dir,
+		sessions: filepath.Join(dir, "sessions"),
+		owned:    filepath.Join(dir, "owned"),
+		now:      time.Now,
+	}
+	for _, d := range []string{s.dir, s.sessions, s.owned} {
+		if err := s.ensureDir(d, d != s.dir); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// ensureDir creates d (0700) if missing, or checks an existing d.
+func (s *Store) ensureDir(d string, ours bool) error {
+	err := os.Mkdir(d, dirMode)
+	switch {
+	case err == nil:
+		if err := os.Chmod(d, dirMode); err != nil { // undo any umask
+			return fmt.Errorf("store: %w", err)
+		}
+		return syncDir(filepath.Dir(d))
+	case errors.Is(err, fs.ErrExist):
+	case errors.Is(err, fs.ErrNotExist) && !ours:
+		if err := os.MkdirAll(d, dirMode); err != nil {
+			return fmt.Errorf("store: %w", err)
+		}
+		return nil
+	default:
+		return fmt.Errorf("store: %w", err)
+	}
+	fi, err := os.Stat(d)
+	if err != nil {
+		return fmt.Errorf("store: %w", err)
+	}
+	if !fi.IsDir() {
+		return fmt.Errorf("store: %s is not a directory", d)
+	}
+	mask := fs.FileMode(0o022) // stateDir: the user's; only shared write access matters
+	if ours {
+		mask = 0o077
+	}
+	if perm := fi.Mode().Perm(); perm&mask != 0 {
+		s.warnings = append(s.warnings, fmt.Sprintf("%s has mode %#o, want 0700 (not changed)", d, perm))
+	}
+	if st, ok := fi.Sys().(*syscallStat); ok && int(st.Uid) != os.Geteuid() {
+		s.warnings = append(s.warnings, fmt.Sprintf("%s is owned by uid %d, not %d", d, st.Uid, os.Geteuid()))
+	}
+	return nil
+}
+
+// Warnings lists problems Open found with pre-existing directories (mode
+// wider than 0700, foreign owner). Open does not fix them.
+func (s *Store) Warnings() []string { return append([]string(nil), s.warnings...) }
+
+// Dir returns the absolute, cleaned stateDir.
+func (s *Store) Dir() string { return s.dir }
+
+// SessionsDir returns <stateDir>/sessions.
+func (s *Store) SessionsDir() string { return s.sessions }
+
+// OwnedDir returns <stateDir>/owned.
+func (s *Store) OwnedDir() string { return s.owned }
+
+// RecordPath returns <stateDir>/sessions/<EncodeKey(key)>.json. It does not
+// validate key.
+func (s *Store) RecordPath(key string) string {
+	return filepath.Join(s.sessions, EncodeKey(key)+".json")
+}
+
+func (s *Store) lockPath(key string) string {
+	return filepath.Join(s.sessions, "."+EncodeKey(key)+".lock")
+}
+
+// Load reads the record for key. Errors: ErrInvalidKey, ErrNotFound (no
+// file), ErrCorrupt (not a JSON object of the right types, wrong schema, or
+// acpx_record_id ≠ key), or the read error. It takes no lock.
+func (s *Store) Load(key string) (*Record, error) {
+	if err := ValidateKey(key); err != nil {
+		return nil, err
+	}
+	p := s.RecordPath(key)
+	b, err := os.ReadFile(p)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("store: load %s: %w", filepath.Base(p), ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("store: load: %w", err)
+	}
+	r := new(Record)
+	if err := r.UnmarshalJSON(b); err != nil {
+		return nil, fmt.Errorf("%w: %s: %v", ErrCorrupt, p, err)
+	}
+	if r.Schema != Schema {
+		return nil, fmt.Errorf("%w: %s: schema %q", ErrCorrupt, p, r.Schema)
+	}
+	if r.AcpxRecordID != key {
+		return nil, fmt.Errorf("%w: %s: acpx_record_id does not match the key", ErrCorrupt, p)
+	}
+	return r, nil
+}
+
+// Save writes r to RecordPath(r.AcpxRecordID) atomically, holding the key's
+// flock. Before writing it fills defaults in r: Schema if empty, CreatedAt
+// (now) and LastUsedAt (CreatedAt) if empty, and always sets UpdatedAt to now
+// (TimeLayout). Errors: ErrInvalidKey, ErrInvalidRecord (Validate), or the
+// I/O error; on error the previous file is untouched and r is unchanged.
+func (s *Store) Save(r *Record) error {
+	if err := ValidateKey(r.AcpxRecordID); err != nil {
+		return err
+	}
+	unlock, err := s.lock(r.AcpxRecordID)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	return s.saveLocked(r)
+}
+
+func (s *Store) saveLocked(r *Record) error {
+	c := *r
+	now := FormatTime(s.now())
+	if c.Schema == "" {
+		c.Schema = Schema
+	}
+	if c.CreatedAt == "" {
+		c.CreatedAt = now
+	}
+	if c.LastUsedAt == "" {
+		c.LastUsedAt = c.CreatedAt
+	}
+	c.UpdatedAt = now
+	if err := c.Validate(); err != nil {
+		return err
+	}
+	body, err := encodeFile(&c)
+	if err != nil {
+		return fmt.Errorf("store: encode: %w", err)
+	}
+	if err := writeAtomic(s.sessions, EncodeKey(c.AcpxRecordID)+".json", body); err != nil {
+		return err
+	}
+	*r = c
+	return nil
+}
+
+// Update loads the record for key, calls fn on it and saves the result, all
+// under the key's flock, so concurrent Updates from goroutines or processes
+// never lose a change. fn must not change AcpxRecordID. If fn returns an
+// error nothing is written and that error is returned. Errors: as Load and
+// Save, ErrNotFound if there is no record.
+func (s *Store) Update(key string, fn func(r *Record) error) error {
+	if err := ValidateKey(key); err != nil {
+		return err
+	}
+	unlock, err := s.lock(key)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	r, err := s.Load(key)
+	if err != nil {
+		return err
+	}
+	if err := fn(r); err != nil {
+		return err
+	}
+	if r.AcpxRecordID != key {
+		return fmt.Errorf("%w: update changed acpx_record_id", ErrInvalidRecord)
+	}
+	return s.saveLocked(r)
+}
+
+// Delete removes the record for key and its lock file, under the key's
+// flock. A missing record is not an error. Use only when the host asked to
+// discard persistent state (SEED-BEHAVIOR 25).
+func (s *Store) Delete(key string) error {
+	if err := ValidateKey(key); err != nil {
+		return err
+	}
+	unlock, err := s.lock(key)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	if err := os.Remove(s.RecordPath(key)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("store: delete: %w", err)
+	}
+	// Waiters notice the unlinked lock file (inode check in lock) and retry.
+	if err := os.Remove(s.lockPath(key)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("store: delete: %w", err)
+	}
+	return syncDir(s.sessions)
+}
+
+// lock takes an exclusive flock on the key's lock file and returns its
+// release. After locking it checks that the path still names the locked
+// inode (Delete may have unlinked it meanwhile) and retries otherwise.
+func (s *Store) lock(key string) (func(), error) {
+	p := s.lockPath(key)
+	for {
+		f, err := os.OpenFile(p, os.O_RDWR|os.O_CREATE|unix.O_CLOEXEC, fileMode)
+		if err != nil {
+			return nil, fmt.Errorf("store: lock: %w", err)
+		}
+		fd := int(f.Fd())
+		for {
+			err = unix.Flock(fd, unix.LOCK_EX)
+			if err != unix.EINTR {
+				break
+			}
+		}
+		if err != nil {
+			f.Close()
+			return nil, fmt.Errorf("store: lock: %w", err)
+		}
+		var held, named unix.Stat_t
+		if err := unix.Fstat(fd, &held); err != nil {
+			f.Close()
+			return nil, fmt.Errorf("store: lock: %w", err)
+		}
+		if unix.Stat(p, &named) == nil && held.Dev == named.Dev && held.Ino == named.Ino {
+			return func() { f.Close() }, nil // close releases the flock
+		}
+		f.Close()
+	}
+}
+
+// testHookBeforeRename, when set by tests, runs after the temp file is
+// written and synced and before it is renamed into place; an error aborts
+// the write as a crash at that point would.
+var testHookBeforeRename func(tmp string) error
+
+// writeAtomic writes data to dir/name: temp file (0600) in dir, write,
+// fsync, close, rename, fsync dir. The temp name (".tmp-*") never ends in
+// ".json", so acpx's directory scan ignores it.
+func writeAtomic(dir, name string, data []byte) (err error) {
+	f, err := os.CreateTemp(dir, ".tmp-*")
+	if err != nil {
+		return fmt.Errorf("store: write: %w", err)
+	}
+	tmp := f.Name()
+	defer func() {
+		if err != nil {
+			f.Close()
+			os.Remove(tmp)
+		}
+	}()
+	if err = f.Chmod(fileMode); err != nil {
+		return fmt.Errorf("store: write: %w", err)
+	}
+	if _, err = f.Write(data); err != nil {
+		return fmt.Errorf("store: write: %w", err)
+	}
+	if err = f.Sync(); err != nil {
+		return fmt.Errorf("store: write: %w", err)
+	}
+	if err = f.Close(); err != nil {
+		return fmt.Errorf("store: write: %w", err)
+	}
+	if h := testHookBeforeRename; h != nil {
+		if err = h(tmp); err != nil {
+			return err
+		}
+	}
+	if err = os.Rename(tmp, filepath.Join(dir, name)); err != nil {
+		return fmt.Errorf("store: write: %w", err)
+	}
+	return syncDir(dir)
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("store: sync dir: %w", err)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("store: sync dir: %w", err)
+	}
+	return nil
+}
