@@ -3,11 +3,11 @@ module github.com/acpx-sidecar/acpx-sidecar
 go 1.26.8
 
 require (
-	github.com/coder/acp-go-sdk v0.13.5 // indirect
-	github.com/google/go-cmp v0.7.0 // indirect
-	github.com/sourcegraph/jsonrpc2 v0.2.3 // indirect
-	go.uber.org/goleak v1.3.0 // indirect
-	go.uber.org/multierr v1.10.0 // indirect
-	go.uber.org/zap v1.28.0 // indirect
-	golang.org/x/sys v0.50.0 // indirect
+	github.com/google/go-cmp v0.7.0
+	github.com/sourcegraph/jsonrpc2 v0.2.3
+	go.uber.org/goleak v1.3.0
+	go.uber.org/zap v1.28.0
+	golang.org/x/sys v0.50.0
 )
+
+require go.uber.org/multierr v1.10.0 // indirect

@@ -47,9 +47,12 @@ type sessionState struct {
 	Meta          map[string]any    `json:"_meta"`
 }
 
+// models reports the agent's model state: the unstable ACP `models`
+// field, or else the config option of category "model" (codex-acp 0.16.0
+// sends only the latter; internal/modelstub/testdata/codex-transcript.md).
 func (st *sessionState) models() *protocol.Models {
 	if st.Models == nil {
-		return nil
+		return modelsFromConfig(st.ConfigOptions)
 	}
 	m := &protocol.Models{CurrentModelID: st.Models.CurrentModelID, AvailableModelIDs: []string{}}
 	for _, am := range st.Models.AvailableModels {
@@ -234,3 +237,37 @@ func applyControlsToRecord(rec *store.Record, models *protocol.Models, modes *pr
 }
 
 var _ = profiles.ModelControlLegacy
+
+// selectOption is an ACP SessionConfigOption of type select; options are
+// flat ({value}) or grouped ({options: [{value}]}).
+type selectOption struct {
+	ID           string `json:"id"`
+	Category     string `json:"category"`
+	CurrentValue string `json:"currentValue"`
+	Options      []struct {
+		Value   string `json:"value"`
+		Options []struct {
+			Value string `json:"value"`
+		} `json:"options"`
+	} `json:"options"`
+}
+
+func modelsFromConfig(opts []json.RawMessage) *protocol.Models {
+	for _, raw := range opts {
+		var o selectOption
+		if json.Unmarshal(raw, &o) != nil || (o.Category != "model" && o.ID != "model") {
+			continue
+		}
+		m := &protocol.Models{CurrentModelID: o.CurrentValue, AvailableModelIDs: []string{}}
+		for _, v := range o.Options {
+			if v.Value != "" {
+				m.AvailableModelIDs = append(m.AvailableModelIDs, v.Value)
+			}
+			for _, g := range v.Options {
+				m.AvailableModelIDs = append(m.AvailableModelIDs, g.Value)
+			}
+		}
+		return m
+	}
+	return nil
+}

@@ -197,7 +197,7 @@ func cgroupProcs(dir string) []int {
 }
 
 // waitCgroupEmpty waits until <dir>/cgroup.events says "populated 0", at
-// most d, woken by inotify (falls back to a 10 ms poll). tick runs on every
+// most d, woken by inotify or a 5 ms re-read. tick runs on every
 // wake-up (used to record new members). A done ctx stops the wait early.
 // It reports whether the cgroup was observed empty.
 func waitCgroupEmpty(done <-chan struct{}, dir string, d time.Duration, tick func()) bool {
@@ -226,7 +226,9 @@ func waitCgroupEmpty(done <-chan struct{}, dir string, d time.Duration, tick fun
 			pop, _ := cgroupPopulated(dir)
 			return !pop
 		}
-		slice := min(rem, 20*time.Millisecond)
+		// cgroup.events notifications are rate limited (~10 ms) by the
+		// kernel, so also re-read on a short period.
+		slice := min(rem, 5*time.Millisecond)
 		if ifd >= 0 {
 			ms := int((slice + time.Millisecond - 1) / time.Millisecond)
 			fds := []unix.PollFd{{Fd: int32(ifd), Events: unix.POLLIN}}

@@ -379,6 +379,8 @@ func (s *Server) dispatch(req *jsonrpc2.Request, reply Reply) {
 		s.mu.Unlock()
 		res := b.Initialize(p)
 		res.Pid = os.Getpid()
+		res.Capabilities.Framing = string(s.stream.framing)
+		res.Capabilities.MaxFrameBytes = s.stream.maxBytes
 		reply(res, nil)
 	case protocol.MethodShutdown:
 		s.mu.Lock()

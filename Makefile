@@ -1,0 +1,54 @@
+# acpx-sidecar — everything a fresh machine needs comes from here:
+# Go modules via the module proxy, the pinned codex-acp via npm ci.
+SHELL := /bin/bash
+GO    ?= go
+BIN   := bin
+CMDS  := acpx-sidecar faultagent modelstub demohost
+
+.PHONY: all deps build demo test vet unit e2e bench leakcheck clean fmt-check
+
+all: build
+
+# npm ci installs exactly package-lock.json (codex-acp 0.16.0, acpx 0.19.1).
+node_modules/.package-lock.json: package.json package-lock.json
+	npm ci --no-audit --no-fund --loglevel=error
+	@touch $@
+
+deps: node_modules/.package-lock.json
+	$(GO) mod download
+
+build: deps
+	@mkdir -p $(BIN)
+	$(GO) build -o $(BIN)/ $(addprefix ./cmd/,$(CMDS))
+
+# The main job end to end on the real Codex agent (loopback model).
+demo: build
+	$(BIN)/demohost --sidecar $(BIN)/acpx-sidecar --modelstub $(BIN)/modelstub --codex node_modules/.bin/codex-acp
+
+fmt-check:
+	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './node_modules/*')); \
+	if [ -n "$$out" ]; then echo "gofmt would change: $$out"; exit 1; fi
+
+vet:
+	$(GO) vet ./...
+
+# Everything CI runs: vet, gofmt, unit + end-to-end tests under -race
+# (e2e tests build the binaries themselves and drive them over stdio),
+# then a check that no test process survived.
+test: deps fmt-check vet
+	$(GO) test -race -count=1 -timeout 8m ./...
+	@$(MAKE) --no-print-directory leakcheck
+
+# Fails if a process our tests start is still alive (PID 1 here never reaps).
+leakcheck:
+	@left=$$(grep -las 'ACPX_TEST_MARK=' /proc/[0-9]*/environ 2>/dev/null | while read f; do \
+		pid=$${f#/proc/}; pid=$${pid%/environ}; \
+		st=$$(awk '{print $$3}' /proc/$$pid/stat 2>/dev/null); [ "$$st" = Z ] || [ -z "$$st" ] || echo $$pid; done); \
+	if [ -n "$$left" ]; then echo "leaked test processes:"; ps -o pid,ppid,stat,args -p $$(echo $$left | tr ' ' ,); exit 1; \
+	else echo "leakcheck: no test process left alive"; fi
+
+bench: deps
+	$(GO) test -run '^$$' -bench . -benchmem ./...
+
+clean:
+	rm -rf $(BIN)

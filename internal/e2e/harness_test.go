@@ -1,0 +1,463 @@
+// Package e2e drives the built acpx-sidecar binary over its stdio, the way
+// a host does (TESTING.md): TestMain builds the binaries once, each test
+// spawns a sidecar with pipes, speaks PROTOCOL.md, and checks real
+// outcomes — frames on the wire, files on disk, the process table.
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+var (
+	binDir     string
+	sidecarBin string
+	faultBin   string
+	repoRoot   string
+)
+
+func TestMain(m *testing.M) {
+	_, file, _, _ := runtime.Caller(0)
+	repoRoot = filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
+	dir, err := os.MkdirTemp("", "acpx-e2e-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binDir = dir
+	sidecarBin = filepath.Join(dir, "acpx-sidecar")
+	faultBin = filepath.Join(dir, "faultagent")
+	build := exec.Command("go", "build", "-o", dir+"/", "./cmd/acpx-sidecar", "./cmd/faultagent")
+	build.Dir = repoRoot
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "building binaries:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// frame is one JSON-RPC message from the sidecar.
+type frame struct {
+	ID     json.RawMessage `json:"id,omitempty"`
+	Method string          `json:"method,omitempty"`
+	Params json.RawMessage `json:"params,omitempty"`
+	Result json.RawMessage `json:"result,omitempty"`
+	Error  *rpcError       `json:"error,omitempty"`
+}
+
+type rpcError struct {
+	Code    int             `json:"code"`
+	Message string          `json:"message"`
+	Data    json.RawMessage `json:"data"`
+}
+
+func (e *rpcError) dataCode() string {
+	var d struct {
+		Code string `json:"code"`
+	}
+	_ = json.Unmarshal(e.Data, &d)
+	return d.Code
+}
+
+// sidecar is one running acpx-sidecar under test.
+type sidecar struct {
+	t      testing.TB
+	cmd    *exec.Cmd
+	stdin  io.WriteCloser
+	stderr *bytes.Buffer
+	errMu  sync.Mutex
+
+	mu      sync.Mutex
+	cond    *sync.Cond
+	nextID  int
+	replies map[string]*frame
+	notes   []*frame
+	raw     [][]byte
+	eof     bool
+	exited  chan struct{}
+	exitErr error
+
+	// onRequest answers sidecar → host requests (session/requestPermission).
+	onRequest func(f *frame) any
+}
+
+type lockedBuf struct {
+	mu *sync.Mutex
+	b  *bytes.Buffer
+}
+
+func (l lockedBuf) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+// startSidecar spawns the built sidecar with args.
+func startSidecar(t testing.TB, args ...string) *sidecar {
+	t.Helper()
+	s := &sidecar{t: t, replies: map[string]*frame{}, stderr: &bytes.Buffer{}, exited: make(chan struct{})}
+	s.cond = sync.NewCond(&s.mu)
+	s.cmd = exec.Command(sidecarBin, args...)
+	s.cmd.Stderr = lockedBuf{&s.errMu, s.stderr}
+	var err error
+	s.stdin, err = s.cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := s.cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go s.read(out)
+	t.Cleanup(func() {
+		select {
+		case <-s.exited:
+		default:
+			_ = s.stdin.Close() // EOF = shutdown + exit
+			select {
+			case <-s.exited:
+			case <-time.After(30 * time.Second):
+				_ = s.cmd.Process.Kill()
+				<-s.exited
+				t.Errorf("sidecar did not exit after stdin EOF")
+			}
+		}
+	})
+	return s
+}
+
+func (s *sidecar) read(out io.Reader) {
+	r := bufio.NewReaderSize(out, 1<<20)
+	for {
+		line, err := r.ReadBytes('\n')
+		if len(bytes.TrimSpace(line)) > 0 {
+			f := &frame{}
+			if jerr := json.Unmarshal(line, f); jerr != nil {
+				s.t.Errorf("sidecar wrote a non-JSON stdout line: %q", truncate(string(line), 200))
+			}
+			s.mu.Lock()
+			s.raw = append(s.raw, append([]byte(nil), line...))
+			switch {
+			case f.Method != "" && len(f.ID) > 0:
+				go s.answer(f)
+			case f.Method != "":
+				s.notes = append(s.notes, f)
+			default:
+				s.replies[string(f.ID)] = f
+			}
+			s.cond.Broadcast()
+			s.mu.Unlock()
+		}
+		if err != nil {
+			break
+		}
+	}
+	s.exitErr = s.cmd.Wait()
+	s.mu.Lock()
+	s.eof = true
+	s.cond.Broadcast()
+	s.mu.Unlock()
+	close(s.exited)
+}
+
+func (s *sidecar) answer(f *frame) {
+	var result any = map[string]string{"outcome": "cancelled"}
+	if s.onRequest != nil {
+		result = s.onRequest(f)
+	}
+	if result == nil {
+		return // the test answers later itself
+	}
+	s.send(map[string]any{"jsonrpc": "2.0", "id": f.ID, "result": result})
+}
+
+func (s *sidecar) send(msg any) {
+	b, err := json.Marshal(msg)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	s.sendRaw(append(b, '\n'))
+}
+
+func (s *sidecar) sendRaw(b []byte) {
+	if _, err := s.stdin.Write(b); err != nil {
+		s.t.Errorf("write to sidecar: %v", err)
+	}
+}
+
+// waitFor waits until cond (called under s.mu) is true, or fails after d.
+func (s *sidecar) waitFor(d time.Duration, what string, cond func() bool) {
+	s.t.Helper()
+	timer := time.AfterFunc(d, func() {
+		s.mu.Lock()
+		s.cond.Broadcast()
+		s.mu.Unlock()
+	})
+	defer timer.Stop()
+	deadline := time.Now().Add(d)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for !cond() {
+		if time.Now().After(deadline) {
+			s.t.Fatalf("timed out after %v waiting for %s\nstderr:\n%s", d, what, s.stderrText())
+		}
+		if s.eof && !cond() {
+			s.t.Fatalf("sidecar exited while waiting for %s\nstderr:\n%s", what, s.stderrText())
+		}
+		s.cond.Wait()
+	}
+}
+
+func (s *sidecar) stderrText() string {
+	s.errMu.Lock()
+	defer s.errMu.Unlock()
+	return truncate(s.stderr.String(), 4000)
+}
+
+// start sends a request and returns its id key.
+func (s *sidecar) start(method string, params any) string {
+	s.mu.Lock()
+	s.nextID++
+	id := s.nextID
+	s.mu.Unlock()
+	msg := map[string]any{"jsonrpc": "2.0", "id": id, "method": method}
+	if params != nil {
+		msg["params"] = params
+	}
+	s.send(msg)
+	return strconv.Itoa(id)
+}
+
+// await waits for the reply to id.
+func (s *sidecar) await(id string, d time.Duration) *frame {
+	s.t.Helper()
+	var f *frame
+	s.waitFor(d, "reply "+id, func() bool { f = s.replies[id]; return f != nil })
+	return f
+}
+
+// call sends a request and waits up to 60 s for its reply.
+func (s *sidecar) call(method string, params any) *frame {
+	s.t.Helper()
+	return s.await(s.start(method, params), 60*time.Second)
+}
+
+// mustCall is call that fails the test on an error reply and decodes the
+// result into out (if non-nil).
+func (s *sidecar) mustCall(method string, params any, out any) {
+	s.t.Helper()
+	f := s.call(method, params)
+	if f.Error != nil {
+		s.t.Fatalf("%s failed: %d %s %s", method, f.Error.Code, f.Error.Message, f.Error.Data)
+	}
+	if out != nil {
+		if err := json.Unmarshal(f.Result, out); err != nil {
+			s.t.Fatalf("%s result: %v", method, err)
+		}
+	}
+}
+
+// notesOf returns the notifications of method so far.
+func (s *sidecar) notesOf(method string) []*frame {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []*frame
+	for _, n := range s.notes {
+		if n.Method == method {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// waitNote waits for a notification of method whose params satisfy pred.
+func (s *sidecar) waitNote(method string, d time.Duration, pred func(json.RawMessage) bool) json.RawMessage {
+	s.t.Helper()
+	var got json.RawMessage
+	s.waitFor(d, "notification "+method, func() bool {
+		for _, n := range s.notes {
+			if n.Method == method && (pred == nil || pred(n.Params)) {
+				got = n.Params
+				return true
+			}
+		}
+		return false
+	})
+	return got
+}
+
+func (s *sidecar) initialize(hostPerms bool) map[string]any {
+	var res map[string]any
+	s.mustCall("initialize", map[string]any{"protocolVersion": 1, "clientInfo": map[string]string{"name": "e2e", "version": "0"},
+		"capabilities": map[string]bool{"permissionRequests": hostPerms}}, &res)
+	return res
+}
+
+// shutdownAndExit sends shutdown then exit and returns the exit status.
+func (s *sidecar) shutdownAndExit() (proofs []proof, status int) {
+	s.t.Helper()
+	var res struct {
+		Proofs []proof `json:"proofs"`
+	}
+	s.mustCall("shutdown", map[string]any{}, &res)
+	s.send(map[string]any{"jsonrpc": "2.0", "method": "exit"})
+	select {
+	case <-s.exited:
+	case <-time.After(30 * time.Second):
+		s.t.Fatalf("sidecar did not exit after exit")
+	}
+	status = 0
+	if ee, ok := s.exitErr.(*exec.ExitError); ok {
+		status = ee.ExitCode()
+	} else if s.exitErr != nil {
+		s.t.Fatalf("sidecar wait: %v", s.exitErr)
+	}
+	return res.Proofs, status
+}
+
+// allOutput is every frame and all stderr the sidecar produced.
+func (s *sidecar) allOutput() []byte {
+	s.mu.Lock()
+	out := bytes.Join(s.raw, nil)
+	s.mu.Unlock()
+	s.errMu.Lock()
+	out = append(out, s.stderr.Bytes()...)
+	s.errMu.Unlock()
+	return out
+}
+
+// proof is the cleanup proof (PROTOCOL §6) as tests read it.
+type proof struct {
+	CleanupID     string `json:"cleanupId"`
+	Session       string `json:"session"`
+	SessionKey    string `json:"sessionKey"`
+	Reason        string `json:"reason"`
+	Origin        string `json:"origin"`
+	ProtocolClose struct {
+		Outcome string `json:"outcome"`
+	} `json:"protocolClose"`
+	Signals []struct {
+		Signal string `json:"signal"`
+		Target string `json:"target"`
+	} `json:"signals"`
+	Processes []struct {
+		Pid    int    `json:"pid"`
+		Role   string `json:"role"`
+		Signal string `json:"signal"`
+	} `json:"processes"`
+	Containment string `json:"containment"`
+	Verified    struct {
+		TreeEmpty bool   `json:"treeEmpty"`
+		Method    string `json:"method"`
+	} `json:"verified"`
+	Complete bool `json:"complete"`
+	Errors   []struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+	} `json:"errors"`
+}
+
+func randHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+func truncate(s string, n int) string {
+	if len(s) > n {
+		return s[:n] + "…"
+	}
+	return s
+}
+
+// markedPids returns live (non-zombie) processes whose environment holds
+// ACPX_TEST_MARK=mark or whose cwd is under dir (TESTING.md).
+func markedPids(mark, dir string) []int {
+	ents, _ := os.ReadDir("/proc")
+	needle := []byte("ACPX_TEST_MARK=" + mark + "\x00")
+	var out []int
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		stat, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		if i := bytes.LastIndexByte(stat, ')'); i < 0 || i+2 >= len(stat) || stat[i+2] == 'Z' {
+			continue
+		}
+		env, _ := os.ReadFile("/proc/" + e.Name() + "/environ")
+		hit := bytes.Contains(append(env, 0), needle)
+		if !hit && dir != "" {
+			if cwd, err := os.Readlink("/proc/" + e.Name() + "/cwd"); err == nil && (cwd == dir || strings.HasPrefix(cwd, dir+"/")) {
+				hit = true
+			}
+		}
+		if hit {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+// waitNoMarked waits (bounded) until no process carries mark; it fails
+// the test listing the survivors.
+func waitNoMarked(t testing.TB, mark, dir string, d time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		left := markedPids(mark, dir)
+		if len(left) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			desc := ""
+			for _, p := range left {
+				cmd, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", p))
+				desc += fmt.Sprintf("\n  pid %d: %s", p, bytes.ReplaceAll(cmd, []byte{0}, []byte{' '}))
+			}
+			t.Fatalf("processes of the test survive:%s", desc)
+		}
+		time.Sleep(20 * time.Millisecond) // polling the process table, bounded by d
+	}
+}
+
+// grepSecret fails if secret occurs in any file under dir or in data.
+func grepSecret(t testing.TB, secret string, dir string, data []byte) {
+	t.Helper()
+	if bytes.Contains(data, []byte(secret)) {
+		t.Errorf("secret found in the sidecar's frames or stderr")
+	}
+	_ = filepath.Walk(dir, func(path string, info os.FileInfo, err error) error {
+		if err != nil || info.IsDir() {
+			return nil
+		}
+		b, _ := os.ReadFile(path)
+		if bytes.Contains(b, []byte(secret)) {
+			t.Errorf("secret found in %s", path)
+		}
+		return nil
+	})
+}
