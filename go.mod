@@ -10,4 +10,7 @@ require (
 	golang.org/x/sys v0.50.0
 )
 
-require go.uber.org/multierr v1.10.0 // indirect
+require (
+	github.com/coder/acp-go-sdk v0.13.5 // indirect
+	go.uber.org/multierr v1.10.0 // indirect
+)

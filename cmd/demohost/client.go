@@ -113,8 +113,11 @@ func (c *client) dispatch(line []byte) {
 		// capabilities.permissionRequests, so none is expected; answer it
 		// anyway so the sidecar never waits on us.
 		c.onRequest(m.Method)
-		_ = c.write(map[string]any{"jsonrpc": "2.0", "id": m.ID,
-			"error": map[string]any{"code": -32601, "message": "demohost serves no requests"}})
+		_ = c.write(struct {
+			JSONRPC string          `json:"jsonrpc"`
+			ID      json.RawMessage `json:"id"`
+			Error   map[string]any  `json:"error"`
+		}{"2.0", m.ID, map[string]any{"code": -32601, "message": "demohost serves no requests"}})
 	case m.Method != "":
 		c.onNotify(m.Method, m.Params)
 	case hasID:
@@ -162,7 +165,7 @@ func (c *client) call(method string, params, result any) error {
 	c.mu.Unlock()
 	forget := func() { c.mu.Lock(); delete(c.pending, id); c.mu.Unlock() }
 
-	if err := c.write(map[string]any{"jsonrpc": "2.0", "id": id, "method": method, "params": params}); err != nil {
+	if err := c.write(outMsg{JSONRPC: "2.0", ID: id, Method: method, Params: params}); err != nil {
 		forget()
 		return fmt.Errorf("%s: writing the request: %w", method, err)
 	}
@@ -195,9 +198,14 @@ func (c *client) call(method string, params, result any) error {
 
 // notify sends a notification (no id, no response).
 func (c *client) notify(method string, params any) error {
-	m := map[string]any{"jsonrpc": "2.0", "method": method}
-	if params != nil {
-		m["params"] = params
-	}
-	return c.write(m)
+	return c.write(outMsg{JSONRPC: "2.0", Method: method, Params: params})
+}
+
+// outMsg is a request (ID set) or notification (ID nil) we send; nil
+// params are left out.
+type outMsg struct {
+	JSONRPC string `json:"jsonrpc"`
+	ID      any    `json:"id,omitempty"`
+	Method  string `json:"method"`
+	Params  any    `json:"params,omitempty"`
 }

@@ -190,6 +190,6 @@ func howExited(code *int, signal string) string {
 	case code != nil:
 		return fmt.Sprintf("exited with code %d", *code)
 	default:
-		return "exit status unknown"
+		return "gone (its exit status was not collected by the sidecar)"
 	}
 }

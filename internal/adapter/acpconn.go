@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 
+	acp "github.com/coder/acp-go-sdk"
 	"github.com/sourcegraph/jsonrpc2"
 	"go.uber.org/zap"
 
@@ -25,10 +26,10 @@ type providerEvent struct {
 }
 
 // permissionAsk is one ACP session/request_permission waiting for its
-// outcome. answer is called exactly once with the ACP outcome object.
+// outcome. answer is called exactly once.
 type permissionAsk struct {
 	params json.RawMessage
-	answer func(outcome map[string]any)
+	answer func(outcome acp.RequestPermissionOutcome)
 }
 
 // acpConn is the ACP client side of one provider: sourcegraph/jsonrpc2 over
@@ -93,17 +94,17 @@ func (h *acpHandler) Handle(ctx context.Context, conn *jsonrpc2.Conn, req *jsonr
 		params = *req.Params
 	}
 	switch {
-	case req.Method == "session/update" && req.Notif:
+	case req.Method == acp.ClientMethodSessionUpdate && req.Notif:
 		h.post(providerEvent{update: &params})
-	case req.Method == "session/request_permission" && !req.Notif:
+	case req.Method == acp.ClientMethodSessionRequestPermission && !req.Notif:
 		id := req.ID
-		ask := &permissionAsk{params: params, answer: func(outcome map[string]any) {
-			if err := conn.Reply(context.Background(), id, map[string]any{"outcome": outcome}); err != nil {
+		ask := &permissionAsk{params: params, answer: func(outcome acp.RequestPermissionOutcome) {
+			if err := conn.Reply(context.Background(), id, acp.RequestPermissionResponse{Outcome: outcome}); err != nil {
 				h.log.Debug("permission answer not delivered", zap.Error(err))
 			}
 		}}
 		if !h.post(providerEvent{permission: ask}) {
-			ask.answer(map[string]any{"outcome": "cancelled"})
+			ask.answer(acp.NewRequestPermissionOutcomeCancelled())
 		}
 	case req.Notif:
 		// Unknown notifications (extensions) are ignored.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	acp "github.com/coder/acp-go-sdk"
 	"go.uber.org/zap"
 
 	"github.com/acpx-sidecar/acpx-sidecar/internal/protocol"
@@ -158,7 +159,7 @@ func (s *session) cleanup(conn *acpConn, tree *reaper.Tree, sessionID, reason, o
 		proof.ProtocolClose.Outcome = "unsupported"
 	default:
 		ctx, cancel := context.WithTimeout(context.Background(), s.m.cfg.CloseTimeout)
-		err := conn.call(ctx, "session/close", map[string]string{"sessionId": sessionID}, nil)
+		err := conn.call(ctx, acp.AgentMethodSessionClose, acp.CloseSessionRequest{SessionId: acp.SessionId(sessionID)}, nil)
 		cancel()
 		switch {
 		case err == nil:

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 
+	acp "github.com/coder/acp-go-sdk"
 	"github.com/sourcegraph/jsonrpc2"
 
 	"github.com/acpx-sidecar/acpx-sidecar/internal/profiles"
@@ -71,7 +72,18 @@ func (c *controls) setOption(ctx context.Context, id string, value json.RawMessa
 	var res struct {
 		ConfigOptions []json.RawMessage `json:"configOptions"`
 	}
-	err := c.conn.call(ctx, "session/set_config_option", map[string]any{"sessionId": c.sessionID, "configId": id, "value": value}, &res)
+	var req acp.SetSessionConfigOptionRequest
+	var b bool
+	if json.Unmarshal(value, &b) == nil {
+		req.Boolean = &acp.SetSessionConfigOptionBoolean{SessionId: acp.SessionId(c.sessionID), ConfigId: acp.SessionConfigId(id), Type: "boolean", Value: b}
+	} else {
+		var v string
+		if json.Unmarshal(value, &v) != nil {
+			return &jsonrpc2.Error{Code: jsonrpc2.CodeInvalidParams, Message: "config option values are strings or booleans"}
+		}
+		req.ValueId = &acp.SetSessionConfigOptionValueId{SessionId: acp.SessionId(c.sessionID), ConfigId: acp.SessionConfigId(id), Value: acp.SessionConfigValueId(v)}
+	}
+	err := c.conn.call(ctx, acp.AgentMethodSessionSetConfigOption, req, &res)
 	if err == nil && res.ConfigOptions != nil {
 		c.configOpts = res.ConfigOptions
 	}
@@ -120,7 +132,7 @@ func (c *controls) set(ctx context.Context, kind controlKind, name string, raw j
 		if !contains(c.modes.AvailableModeIDs, name) {
 			return unavailable
 		}
-		if err := c.conn.call(ctx, "session/set_mode", map[string]any{"sessionId": c.sessionID, "modeId": name}, nil); err != nil {
+		if err := c.conn.call(ctx, acp.AgentMethodSessionSetMode, acp.SetSessionModeRequest{SessionId: acp.SessionId(c.sessionID), ModeId: acp.SessionModeId(name)}, nil); err != nil {
 			return c.controlError(unavailable, err)
 		}
 		m := *c.modes

@@ -3,7 +3,10 @@ package adapter
 import (
 	"context"
 	"encoding/json"
+	"strconv"
 	"time"
+
+	acp "github.com/coder/acp-go-sdk"
 
 	"github.com/acpx-sidecar/acpx-sidecar/internal/profiles"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/protocol"
@@ -79,10 +82,11 @@ func (st *sessionState) modes() *protocol.Modes {
 func (s *session) handshake(ctx context.Context, conn *acpConn, tree *reaper.Tree, prior *store.Record) (*admitted, string, *protocol.Error) {
 	p := s.open
 	var init initializeResult
-	err := conn.call(ctx, "initialize", map[string]any{
-		"protocolVersion":    1,
-		"clientCapabilities": map[string]any{"fs": map[string]bool{"readTextFile": false, "writeTextFile": false}, "terminal": false},
-		"clientInfo":         map[string]string{"name": "acpx-sidecar", "version": s.m.cfg.Version},
+	// No fs/terminal capabilities: the agent uses its own (PROTOCOL §7).
+	err := conn.call(ctx, acp.AgentMethodInitialize, acp.InitializeRequest{
+		ProtocolVersion:    acp.ProtocolVersionNumber,
+		ClientCapabilities: acp.ClientCapabilities{},
+		ClientInfo:         &acp.Implementation{Name: "acpx-sidecar", Version: s.m.cfg.Version},
 	}, &init)
 	if err != nil {
 		return nil, "", s.acpError("initialize", err)
@@ -99,34 +103,42 @@ func (s *session) handshake(ctx context.Context, conn *acpConn, tree *reaper.Tre
 		info.Name, info.Title, info.Version = init.AgentInfo.Name, init.AgentInfo.Title, init.AgentInfo.Version
 	}
 	if m := s.authMethod(init); m != "" {
-		if err := conn.call(ctx, "authenticate", map[string]string{"methodId": m}, nil); err != nil {
+		if err := conn.call(ctx, acp.AgentMethodAuthenticate, acp.AuthenticateRequest{MethodId: m}, nil); err != nil {
 			return nil, "", s.acpError("authenticate", err)
 		}
 	}
-	mcp := p.McpServers
-	if mcp == nil {
-		mcp = []json.RawMessage{}
+	mcp := []acp.McpServer{}
+	for i, raw := range p.McpServers {
+		var srv acp.McpServer
+		if err := json.Unmarshal(raw, &srv); err != nil {
+			return nil, "", protocol.InvalidParams("mcpServers."+itoa(i), "not an ACP McpServer")
+		}
+		mcp = append(mcp, srv)
 	}
 	var st sessionState
 	resumed := false
 	if prior != nil && (caps.LoadSession || caps.SessionCapabilities.Resume != nil) {
-		method := "session/load"
+		method := acp.AgentMethodSessionLoad
+		var params any = acp.LoadSessionRequest{SessionId: acp.SessionId(prior.AcpSessionID), Cwd: p.Cwd, McpServers: mcp}
 		if !caps.LoadSession {
-			method = "session/resume"
+			method = acp.AgentMethodSessionResume
+			params = acp.ResumeSessionRequest{SessionId: acp.SessionId(prior.AcpSessionID), Cwd: p.Cwd, McpServers: mcp}
 		}
-		err = conn.call(ctx, method, map[string]any{"sessionId": prior.AcpSessionID, "cwd": p.Cwd, "mcpServers": mcp}, &st)
+		err = conn.call(ctx, method, params, &st)
 		if err != nil {
 			// SEED-BEHAVIOR 10: close the recovered session, save nothing.
-			return nil, prior.AcpSessionID, s.acpError(method, err)
+			e := s.acpError(method, err)
+			e.Message += " (the record's session could not be resumed; open with resume:false for a new session)"
+			return nil, prior.AcpSessionID, e
 		}
 		st.SessionID = prior.AcpSessionID
 		resumed = true
 	} else {
-		params := map[string]any{"cwd": p.Cwd, "mcpServers": mcp}
+		params := acp.NewSessionRequest{Cwd: p.Cwd, McpServers: mcp}
 		if p.SystemPrompt != "" {
-			params["_meta"] = map[string]any{"systemPrompt": map[string]string{"append": p.SystemPrompt}}
+			params.Meta = map[string]any{"systemPrompt": map[string]string{"append": p.SystemPrompt}}
 		}
-		if err := conn.call(ctx, "session/new", params, &st); err != nil {
+		if err := conn.call(ctx, acp.AgentMethodSessionNew, params, &st); err != nil {
 			return nil, "", s.acpError("session/new", err)
 		}
 	}
@@ -271,3 +283,5 @@ func modelsFromConfig(opts []json.RawMessage) *protocol.Models {
 	}
 	return nil
 }
+
+func itoa(i int) string { return strconv.Itoa(i) }

@@ -2,6 +2,8 @@ package adapter
 
 import (
 	"encoding/json"
+
+	acp "github.com/coder/acp-go-sdk"
 	"strings"
 
 	"github.com/acpx-sidecar/acpx-sidecar/internal/protocol"
@@ -143,10 +145,10 @@ func (s *session) answerPermission(ask *permissionAsk, pa *pendingAsk, approved 
 		decision = "approved"
 	}
 	if optionID == "" || optionID == "cancelled" {
-		ask.answer(map[string]any{"outcome": "cancelled"})
+		ask.answer(acp.NewRequestPermissionOutcomeCancelled())
 		decision, optionID = "cancelled", ""
 	} else {
-		ask.answer(map[string]any{"outcome": "selected", "optionId": optionID})
+		ask.answer(acp.NewRequestPermissionOutcomeSelected(acp.PermissionOptionId(optionID)))
 	}
 	var rid *string
 	if s.turn != nil {

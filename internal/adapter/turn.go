@@ -6,6 +6,7 @@ import (
 	"errors"
 	"time"
 
+	acp "github.com/coder/acp-go-sdk"
 	"github.com/sourcegraph/jsonrpc2"
 	"go.uber.org/zap"
 
@@ -60,11 +61,14 @@ func (s *session) startTurn(ctx context.Context, p protocol.PromptParams, reply 
 		return
 	}
 	s.usedIDs[p.RequestID] = true
-	prompt := p.Prompt
-	if prompt[0] == '"' {
+	var prompt []acp.ContentBlock
+	if p.Prompt[0] == '"' {
 		var text string
-		_ = json.Unmarshal(prompt, &text)
-		prompt, _ = json.Marshal([]map[string]string{{"type": "text", "text": text}})
+		_ = json.Unmarshal(p.Prompt, &text)
+		prompt = []acp.ContentBlock{acp.TextBlock(text)}
+	} else if err := json.Unmarshal(p.Prompt, &prompt); err != nil {
+		reply(nil, protocol.InvalidParams("prompt", "prompt is not an ACP ContentBlock[]"))
+		return
 	}
 	tctx, end := context.WithCancel(context.Background())
 	t := &turn{requestID: p.RequestID, reply: reply, ctx: tctx, end: end, pending: map[*permissionAsk]*pendingAsk{}}
@@ -88,7 +92,7 @@ func (s *session) startTurn(ctx context.Context, p protocol.PromptParams, reply 
 	conn, sid := s.conn, s.identity.BackendSessionID
 	go func() {
 		var resp promptResponse
-		err := conn.call(context.Background(), "session/prompt", map[string]any{"sessionId": sid, "prompt": prompt}, &resp)
+		err := conn.call(context.Background(), acp.AgentMethodSessionPrompt, acp.PromptRequest{SessionId: acp.SessionId(sid), Prompt: prompt}, &resp)
 		s.post(func() { s.turnReturned(t, &resp, err) })
 	}()
 }
@@ -196,7 +200,7 @@ func (s *session) cancelTurn(requestID *string, why string) bool {
 	}
 	conn, sid := s.conn, s.identity.BackendSessionID
 	go func() {
-		_ = conn.notify("session/cancel", map[string]string{"sessionId": sid})
+		_ = conn.notify(acp.AgentMethodSessionCancel, acp.CancelNotification{SessionId: acp.SessionId(sid)})
 	}()
 	t.timers = append(t.timers, time.AfterFunc(s.m.cfg.CloseTimeout, func() {
 		s.post(func() {

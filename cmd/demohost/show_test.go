@@ -1,0 +1,63 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+// TestDescribeUpdate: the line (or streamed text) printed for each ACP
+// SessionUpdate shape codex-acp 0.16.0 sends
+// (internal/modelstub/testdata/codex-transcript.md).
+func TestDescribeUpdate(t *testing.T) {
+	for _, tc := range []struct{ in, text, line string }{
+		{`{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"Hello "}}`, "Hello ", ""},
+		{`{"sessionUpdate":"tool_call","toolCallId":"call_1","title":"echo hi","kind":"execute","status":"in_progress","content":[]}`,
+			"", `tool call    "echo hi"  kind=execute status=in_progress id=call_1`},
+		{`{"sessionUpdate":"tool_call_update","toolCallId":"call_1","status":"completed","rawOutput":{"exit_code":0}}`,
+			"", "tool update  id=call_1 status=completed exit code=0"},
+		{`{"sessionUpdate":"usage_update","used":15,"size":258400}`, "", "usage        15 of 258400 tokens of context used"},
+		{`{"sessionUpdate":"available_commands_update","availableCommands":[]}`, "", "update       available_commands_update"},
+	} {
+		text, line := describeUpdate(json.RawMessage(tc.in))
+		if text != tc.text || line != tc.line {
+			t.Errorf("describeUpdate(%s) = %q, %q; want %q, %q", tc.in, text, line, tc.text, tc.line)
+		}
+	}
+}
+
+// TestDescribeProof: every signal and process of a PROTOCOL §6 proof gets
+// its own line, with how the process exited.
+func TestDescribeProof(t *testing.T) {
+	var p proof
+	in := `{"cleanupId":"c-1","origin":"close","reason":"r","protocolClose":{"outcome":"ok"},
+	 "signals":[{"signal":"SIGTERM","target":"tree","at":"T"}],
+	 "processes":[{"pid":5,"role":"provider","exitCode":null,"signal":"SIGTERM"},{"pid":6,"role":"descendant","exitCode":3}],
+	 "containment":"cgroup","verified":{"treeEmpty":true,"method":"m"},"complete":true,"attempts":1,"durationMs":26}`
+	if err := json.Unmarshal([]byte(in), &p); err != nil {
+		t.Fatal(err)
+	}
+	got := strings.Join(describeProof(p), "\n")
+	for _, want := range []string{"protocol close: ok", "signal: SIGTERM to tree at T",
+		"process: pid 5 (provider) killed by SIGTERM", "process: pid 6 (descendant) exited with code 3",
+		`verified: treeEmpty=true by "m"`, "complete=true attempts=1 durationMs=26"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("proof lines lack %q:\n%s", want, got)
+		}
+	}
+}
+
+// TestPrinter_StreamsAndScrubs: agent text continues the current line, the
+// next event starts a new one, and the secret never reaches the writer.
+func TestPrinter_StreamsAndScrubs(t *testing.T) {
+	var buf bytes.Buffer
+	p := &printer{w: &buf, secret: "sk-demo-xyz"}
+	p.stream("says: ", "Hello ")
+	p.stream("says: ", "world")
+	p.line("key is %s", "sk-demo-xyz")
+	want := "says: Hello world\nkey is [REDACTED]\n"
+	if buf.String() != want || !p.leaked {
+		t.Fatalf("output %q leaked=%v, want %q leaked=true", buf.String(), p.leaked, want)
+	}
+}
