@@ -283,6 +283,11 @@ func (m *Manager) Shutdown() []*protocol.Proof {
 	for i, s := range all {
 		i, s := i, s
 		s.send(func(any, error) { results <- res{i, nil} }, func() {
+			if s.state == stateClosed && s.proof != nil && s.proof.Complete {
+				s.provenBeforeShutdown.Store(true)
+				results <- res{i, nil} // closed and proven before shutdown
+				return
+			}
 			s.close("sidecar shutdown", "shutdown", false, func(r any, err error) {
 				var p *protocol.Proof
 				if cr, ok := r.(protocol.CloseResult); ok {
@@ -316,7 +321,7 @@ func (m *Manager) Shutdown() []*protocol.Proof {
 	}
 	out := make([]*protocol.Proof, 0, len(proofs))
 	for i, p := range proofs {
-		if p == nil && all[i].launched() {
+		if p == nil && all[i].launched() && !all[i].provenBeforeShutdown.Load() {
 			p = all[i].incompleteProof("shutdown bound exceeded")
 		}
 		if p != nil {

@@ -45,6 +45,9 @@ type session struct {
 
 	hasTree        atomic.Bool
 	closeSupported atomic.Bool // the agent advertised sessionCapabilities.close
+	// provenBeforeShutdown: closed with a complete proof before shutdown
+	// began, so shutdown does not repeat that proof.
+	provenBeforeShutdown atomic.Bool
 
 	// actor-owned
 	open       protocol.OpenParams
