@@ -98,6 +98,9 @@ func (s *FrameStream) Close() error {
 	return nil
 }
 
+// codeDrop marks a frame discarded without an answer.
+const codeDrop = 1
+
 // errTooLarge marks a frame longer than maxBytes (already discarded).
 var errTooLarge = errors.New("frame too large")
 
@@ -119,7 +122,12 @@ func (s *FrameStream) ReadObject(v interface{}) error {
 		if len(frame) == 0 {
 			continue
 		}
-		if id, code, dcode, reason := checkMessage(frame); code != 0 {
+		if id, code, dcode, reason := checkMessage(frame); code == codeDrop {
+			if s.OnBadFrame != nil {
+				s.OnBadFrame(code, reason)
+			}
+			continue
+		} else if code != 0 {
 			s.reject(id, code, dcode, reason)
 			continue
 		}
@@ -169,6 +177,13 @@ func checkMessage(frame []byte) (id json.RawMessage, code int, dataCode, reason 
 		return nil, protocol.CodeInvalidRequest, protocol.ErrInvalidRequest, "a message must be a JSON object"
 	}
 	rawID, hasID := m["id"]
+	_, hasResult := m["result"]
+	_, hasError := m["error"]
+	if hasID && string(rawID) == "null" && (hasResult || hasError) {
+		// A response to a frame the peer could not parse: nothing of ours
+		// to match it with, and never answered.
+		return nil, codeDrop, "", "response with id null"
+	}
 	if hasID {
 		switch {
 		case isUintID(rawID):
@@ -184,8 +199,6 @@ func checkMessage(frame []byte) (id json.RawMessage, code int, dataCode, reason 
 		return id, protocol.CodeInvalidRequest, protocol.ErrInvalidRequest, `jsonrpc must be "2.0"`
 	}
 	method, hasMethod := m["method"]
-	_, hasResult := m["result"]
-	_, hasError := m["error"]
 	switch {
 	case hasMethod:
 		var name string
