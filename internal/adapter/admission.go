@@ -75,7 +75,7 @@ func (s *session) failBeforeLaunch(reply rpc.Reply, e *protocol.Error) {
 		Origin: "admission", ProtocolClose: protocol.ProtocolClose{Outcome: "skipped"}, Signals: []protocol.ProofSignal{},
 		Processes: []protocol.ProofProcess{}, Containment: string(s.m.cfg.Supervisor.Mode()),
 		Verified: protocol.ProofVerified{TreeEmpty: true, Method: "nothing was launched"}, Complete: true,
-		StartedAt: now, FinishedAt: now, Errors: []protocol.ProofError{}}
+		StartedAt: protocol.At(now), FinishedAt: protocol.At(now), Errors: []protocol.ProofError{}}
 	s.state = stateClosed
 	s.proof = proof
 	s.m.releaseKey(s)

@@ -143,7 +143,7 @@ func (s *session) cleanup(conn *acpConn, tree *reaper.Tree, sessionID, reason, o
 	started := time.Now()
 	proof := &protocol.Proof{CleanupID: newID("c-"), Session: s.id, SessionKey: s.key, Reason: reason, Origin: origin,
 		ProtocolClose: protocol.ProtocolClose{Outcome: "skipped"}, Signals: []protocol.ProofSignal{},
-		Processes: []protocol.ProofProcess{}, Containment: string(s.m.cfg.Supervisor.Mode()), StartedAt: started,
+		Processes: []protocol.ProofProcess{}, Containment: string(s.m.cfg.Supervisor.Mode()), StartedAt: protocol.At(started),
 		Errors: []protocol.ProofError{}}
 	alive := tree != nil
 	if alive {
@@ -183,7 +183,7 @@ func (s *session) cleanup(conn *acpConn, tree *reaper.Tree, sessionID, reason, o
 		proof.Complete, proof.Verified = true, protocol.ProofVerified{TreeEmpty: true, Method: "nothing was launched"}
 	}
 	proof.Attempts = 1
-	proof.FinishedAt = time.Now()
+	proof.FinishedAt = protocol.At(time.Now())
 	proof.DurationMs = proof.FinishedAt.Sub(started).Milliseconds()
 	return proof
 }
@@ -191,7 +191,7 @@ func (s *session) cleanup(conn *acpConn, tree *reaper.Tree, sessionID, reason, o
 // applyTermination copies a reaper result into proof.
 func (s *session) applyTermination(proof *protocol.Proof, t reaper.Termination) {
 	for _, sg := range t.Signals {
-		proof.Signals = append(proof.Signals, protocol.ProofSignal{Signal: sg.Signal, Target: sg.Target, At: sg.At, Error: sg.Error})
+		proof.Signals = append(proof.Signals, protocol.ProofSignal{Signal: sg.Signal, Target: sg.Target, At: protocol.At(sg.At), Error: sg.Error})
 	}
 	seen := map[int]bool{}
 	for _, pr := range proof.Processes {
@@ -199,7 +199,7 @@ func (s *session) applyTermination(proof *protocol.Proof, t reaper.Termination) 
 	}
 	for _, p := range t.Processes {
 		if !seen[p.Pid] {
-			proof.Processes = append(proof.Processes, protocol.ProofProcess{Pid: p.Pid, Role: p.Role, ExitCode: p.ExitCode, Signal: p.Signal, ExitedAt: p.ExitedAt})
+			proof.Processes = append(proof.Processes, protocol.ProofProcess{Pid: p.Pid, Role: p.Role, ExitCode: p.ExitCode, Signal: p.Signal, ExitedAt: protocol.At(p.ExitedAt)})
 		}
 	}
 	for _, e := range t.Errors {
@@ -237,8 +237,8 @@ func (s *session) retain(first *protocol.Proof) {
 			proof.Attempts++
 			s.applyTermination(&proof, tree.Terminate(context.Background(), s.m.cfg.TermGrace, s.m.cfg.KillGrace))
 		}
-		proof.FinishedAt = time.Now()
-		proof.DurationMs = proof.FinishedAt.Sub(proof.StartedAt).Milliseconds()
+		proof.FinishedAt = protocol.At(time.Now())
+		proof.DurationMs = proof.FinishedAt.Sub(proof.StartedAt.Time).Milliseconds()
 		s.post(func() {
 			s.proof = &proof
 			_ = s.st.RemoveOwned(s.id)

@@ -284,5 +284,5 @@ func (s *session) incompleteProof(why string) *protocol.Proof {
 	return &protocol.Proof{CleanupID: newID("c-"), Session: s.id, SessionKey: s.key, Reason: why, Origin: "shutdown",
 		ProtocolClose: protocol.ProtocolClose{Outcome: "skipped"}, Signals: []protocol.ProofSignal{},
 		Processes: []protocol.ProofProcess{}, Containment: string(s.m.cfg.Supervisor.Mode()),
-		StartedAt: now, FinishedAt: now, Errors: []protocol.ProofError{{Code: protocol.ErrCleanupIncomplete, Message: why}}}
+		StartedAt: protocol.At(now), FinishedAt: protocol.At(now), Errors: []protocol.ProofError{{Code: protocol.ErrCleanupIncomplete, Message: why}}}
 }

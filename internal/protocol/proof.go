@@ -18,8 +18,8 @@ type Proof struct {
 	Verified      ProofVerified  `json:"verified"`
 	Complete      bool           `json:"complete"`
 	Attempts      int            `json:"attempts"`
-	StartedAt     time.Time      `json:"startedAt"`
-	FinishedAt    time.Time      `json:"finishedAt"`
+	StartedAt     Time           `json:"startedAt"`
+	FinishedAt    Time           `json:"finishedAt"`
 	DurationMs    int64          `json:"durationMs"`
 	Errors        []ProofError   `json:"errors"`
 }
@@ -34,20 +34,20 @@ type ProtocolClose struct {
 // ProofSignal is one signal delivery; Target is "tree", "provider" or
 // "descendant".
 type ProofSignal struct {
-	Signal string    `json:"signal"`
-	Target string    `json:"target"`
-	At     time.Time `json:"at"`
-	Error  string    `json:"error,omitempty"`
+	Signal string `json:"signal"`
+	Target string `json:"target"`
+	At     Time   `json:"at"`
+	Error  string `json:"error,omitempty"`
 }
 
 // ProofProcess is one process of the tree observed gone; Role is
 // "provider" or "descendant".
 type ProofProcess struct {
-	Pid      int       `json:"pid"`
-	Role     string    `json:"role"`
-	ExitCode *int      `json:"exitCode"`
-	Signal   string    `json:"signal,omitempty"`
-	ExitedAt time.Time `json:"exitedAt"`
+	Pid      int    `json:"pid"`
+	Role     string `json:"role"`
+	ExitCode *int   `json:"exitCode"`
+	Signal   string `json:"signal,omitempty"`
+	ExitedAt Time   `json:"exitedAt"`
 }
 
 // ProofVerified says how emptiness was observed, e.g. method
@@ -62,4 +62,25 @@ type ProofVerified struct {
 type ProofError struct {
 	Code    string `json:"code"`
 	Message string `json:"message"`
+}
+
+// Time is a timestamp on the wire: RFC 3339 in UTC with exactly nine
+// fractional digits ("2026-11-29T17:18:24.946000000Z"), as PROTOCOL.md
+// asks ("RFC 3339 strings with nanoseconds").
+type Time struct{ time.Time }
+
+// TimeLayout is the wire layout of Time.
+const TimeLayout = "2006-01-02T15:04:05.000000000Z07:00"
+
+// At wraps t.
+func At(t time.Time) Time { return Time{t} }
+
+// MarshalJSON implements json.Marshaler.
+func (t Time) MarshalJSON() ([]byte, error) {
+	return []byte(`"` + t.UTC().Format(TimeLayout) + `"`), nil
+}
+
+// UnmarshalJSON implements json.Unmarshaler (any RFC 3339 string).
+func (t *Time) UnmarshalJSON(b []byte) error {
+	return t.Time.UnmarshalJSON(b)
 }

@@ -2,7 +2,6 @@ package protocol
 
 import (
 	"encoding/json"
-	"time"
 )
 
 // Version is the host protocol version this sidecar speaks (PROTOCOL §2).
@@ -146,10 +145,10 @@ type Modes struct {
 
 // ProcessInfo describes a provider process at open.
 type ProcessInfo struct {
-	Pid         int       `json:"pid"`
-	Pgid        int       `json:"pgid"`
-	StartedAt   time.Time `json:"startedAt"`
-	Containment string    `json:"containment"`
+	Pid         int    `json:"pid"`
+	Pgid        int    `json:"pgid"`
+	StartedAt   Time   `json:"startedAt"`
+	Containment string `json:"containment"`
 }
 
 // OpenResult is the result of `session/open`.

@@ -218,6 +218,9 @@ func (s *Server) handleNotification(req *jsonrpc2.Request) {
 	s.mu.Lock()
 	state := s.state
 	s.mu.Unlock()
+	if state == stateNew {
+		return // PROTOCOL §2.1: notifications before initialize are dropped
+	}
 	switch req.Method {
 	case protocol.MethodExit:
 		if state != stateShutdown {
@@ -230,9 +233,6 @@ func (s *Server) handleNotification(req *jsonrpc2.Request) {
 		}
 		s.finish(s.exitStatus())
 	case protocol.MethodCancelRequest:
-		if state == stateNew {
-			return
-		}
 		var p struct {
 			ID json.RawMessage `json:"id"`
 		}
@@ -362,18 +362,20 @@ func (s *Server) dispatch(req *jsonrpc2.Request, reply Reply) {
 	b := s.backend
 	switch req.Method {
 	case protocol.MethodInitialize:
+		s.mu.Lock()
+		again := s.state != stateNew
+		s.mu.Unlock()
+		if again {
+			reply(nil, &protocol.Error{RPCCode: protocol.CodeInvalidRequest, Message: "already initialized",
+				Data: protocol.ErrorData{Code: protocol.ErrInvalidRequest}})
+			return
+		}
 		p, e := parse[protocol.InitializeParams](req)
 		if e != nil {
 			reply(nil, e)
 			return
 		}
 		s.mu.Lock()
-		if s.state != stateNew {
-			s.mu.Unlock()
-			reply(nil, &protocol.Error{RPCCode: protocol.CodeInvalidRequest, Message: "already initialized",
-				Data: protocol.ErrorData{Code: protocol.ErrInvalidRequest}})
-			return
-		}
 		s.state = stateReady
 		s.hostPerms = p.Capabilities.PermissionRequests
 		s.mu.Unlock()

@@ -98,6 +98,9 @@ func (s *FrameStream) Close() error {
 	return nil
 }
 
+// errNoLength marks an LSP header block without Content-Length.
+var errNoLength = errors.New("missing Content-Length")
+
 // codeDrop marks a frame discarded without an answer.
 const codeDrop = 1
 
@@ -110,8 +113,12 @@ var errTooLarge = errors.New("frame too large")
 func (s *FrameStream) ReadObject(v interface{}) error {
 	for {
 		frame, err := s.readFrame()
+		if errors.Is(err, errNoLength) {
+			s.reject(protocol.CodeInvalidRequest, protocol.ErrInvalidRequest, "frame header without a valid Content-Length")
+			continue
+		}
 		if errors.Is(err, errTooLarge) {
-			s.reject(nil, protocol.CodeInvalidRequest, protocol.ErrInvalidRequest,
+			s.reject(protocol.CodeInvalidRequest, protocol.ErrInvalidRequest,
 				"frame exceeds "+strconv.Itoa(s.maxBytes)+" bytes")
 			continue
 		}
@@ -122,59 +129,57 @@ func (s *FrameStream) ReadObject(v interface{}) error {
 		if len(frame) == 0 {
 			continue
 		}
-		if id, code, dcode, reason := checkMessage(frame); code == codeDrop {
+		if code, dcode, reason := checkMessage(frame); code == codeDrop {
 			if s.OnBadFrame != nil {
 				s.OnBadFrame(code, reason)
 			}
 			continue
 		} else if code != 0 {
-			s.reject(id, code, dcode, reason)
+			s.reject(code, dcode, reason)
 			continue
 		}
 		if err := json.Unmarshal(frame, v); err != nil {
-			s.reject(nil, protocol.CodeInvalidRequest, protocol.ErrInvalidRequest, "invalid JSON-RPC message")
+			s.reject(protocol.CodeInvalidRequest, protocol.ErrInvalidRequest, "invalid JSON-RPC message")
 			continue
 		}
 		return nil
 	}
 }
 
-func (s *FrameStream) reject(id json.RawMessage, code int, dataCode, reason string) {
+// reject answers a discarded frame with id null (PROTOCOL §1).
+func (s *FrameStream) reject(code int, dataCode, reason string) {
 	if s.OnBadFrame != nil {
 		s.OnBadFrame(code, reason)
 	}
 	if s.Quiet {
 		return
 	}
-	if id == nil {
-		id = json.RawMessage("null")
-	}
 	resp := struct {
-		JSONRPC string          `json:"jsonrpc"`
-		ID      json.RawMessage `json:"id"`
-		Error   any             `json:"error"`
-	}{"2.0", id, map[string]any{"code": code, "message": reason,
+		JSONRPC string `json:"jsonrpc"`
+		ID      any    `json:"id"`
+		Error   any    `json:"error"`
+	}{"2.0", nil, map[string]any{"code": code, "message": reason,
 		"data": protocol.ErrorData{Code: dataCode}}}
 	b, _ := json.Marshal(resp)
 	_ = s.writeFrame(b)
 }
 
 // checkMessage validates the shape of one JSON-RPC 2.0 message. It returns
-// code 0 if the frame is acceptable, else the error to answer with and the
-// id to echo (nil = null).
-func checkMessage(frame []byte) (id json.RawMessage, code int, dataCode, reason string) {
+// code 0 if the frame is acceptable, codeDrop to discard it silently, else
+// the error to answer with.
+func checkMessage(frame []byte) (code int, dataCode, reason string) {
 	if frame[0] == '[' {
 		if json.Valid(frame) {
-			return nil, protocol.CodeInvalidRequest, protocol.ErrInvalidRequest, "batches are not supported"
+			return protocol.CodeInvalidRequest, protocol.ErrInvalidRequest, "batches are not supported"
 		}
-		return nil, protocol.CodeParseError, protocol.ErrParse, "malformed JSON"
+		return protocol.CodeParseError, protocol.ErrParse, "malformed JSON"
 	}
 	if !json.Valid(frame) {
-		return nil, protocol.CodeParseError, protocol.ErrParse, "malformed JSON"
+		return protocol.CodeParseError, protocol.ErrParse, "malformed JSON"
 	}
 	var m map[string]json.RawMessage
 	if frame[0] != '{' || json.Unmarshal(frame, &m) != nil {
-		return nil, protocol.CodeInvalidRequest, protocol.ErrInvalidRequest, "a message must be a JSON object"
+		return protocol.CodeInvalidRequest, protocol.ErrInvalidRequest, "a message must be a JSON object"
 	}
 	rawID, hasID := m["id"]
 	_, hasResult := m["result"]
@@ -182,52 +187,50 @@ func checkMessage(frame []byte) (id json.RawMessage, code int, dataCode, reason 
 	if hasID && string(rawID) == "null" && (hasResult || hasError) {
 		// A response to a frame the peer could not parse: nothing of ours
 		// to match it with, and never answered.
-		return nil, codeDrop, "", "response with id null"
+		return codeDrop, "", "response with id null"
 	}
 	if hasID {
 		switch {
-		case isUintID(rawID):
-			id = rawID
-		case len(rawID) > 0 && rawID[0] == '"':
-			id = rawID
+		case isUintID(rawID), len(rawID) > 0 && rawID[0] == '"':
 		default:
-			return nil, protocol.CodeInvalidRequest, protocol.ErrInvalidRequest,
+			return protocol.CodeInvalidRequest, protocol.ErrInvalidRequest,
 				"id must be a string or a non-negative integer"
 		}
 	}
 	if v, ok := m["jsonrpc"]; !ok || string(v) != `"2.0"` {
-		return id, protocol.CodeInvalidRequest, protocol.ErrInvalidRequest, `jsonrpc must be "2.0"`
+		return protocol.CodeInvalidRequest, protocol.ErrInvalidRequest, `jsonrpc must be "2.0"`
 	}
 	method, hasMethod := m["method"]
 	switch {
 	case hasMethod:
 		var name string
 		if json.Unmarshal(method, &name) != nil || name == "" {
-			return id, protocol.CodeInvalidRequest, protocol.ErrInvalidRequest, "method must be a non-empty string"
+			return protocol.CodeInvalidRequest, protocol.ErrInvalidRequest, "method must be a non-empty string"
 		}
 		if hasResult || hasError {
-			return id, protocol.CodeInvalidRequest, protocol.ErrInvalidRequest, "a message cannot be both request and response"
+			return protocol.CodeInvalidRequest, protocol.ErrInvalidRequest, "a message cannot be both request and response"
 		}
 		if p, ok := m["params"]; ok && len(p) > 0 && p[0] != '{' && p[0] != '[' && string(p) != "null" {
-			return id, protocol.CodeInvalidRequest, protocol.ErrInvalidRequest, "params must be an object or array"
+			return protocol.CodeInvalidRequest, protocol.ErrInvalidRequest, "params must be an object or array"
 		}
 	case hasResult || hasError:
 		if !hasID {
-			return nil, protocol.CodeInvalidRequest, protocol.ErrInvalidRequest, "a response needs an id"
+			return protocol.CodeInvalidRequest, protocol.ErrInvalidRequest, "a response needs an id"
 		}
 		// Responses are never answered; a bad one is only dropped by the
 		// connection. Returning 0 lets jsonrpc2 match it.
 	default:
-		return id, protocol.CodeInvalidRequest, protocol.ErrInvalidRequest, "not a request or response"
+		return protocol.CodeInvalidRequest, protocol.ErrInvalidRequest, "not a request or response"
 	}
-	return id, 0, "", ""
+	return 0, "", ""
 }
 
 func isUintID(raw json.RawMessage) bool {
 	if len(raw) == 0 || raw[0] < '0' || raw[0] > '9' {
 		return false
 	}
-	_, err := strconv.ParseUint(string(raw), 10, 64)
+	// jsonrpc2 v0.2.3 keeps numeric ids in an int64.
+	_, err := strconv.ParseInt(string(raw), 10, 64)
 	return err == nil
 }
 
@@ -241,34 +244,32 @@ func (s *FrameStream) readFrame() ([]byte, error) {
 
 func (s *FrameStream) readLine() ([]byte, error) {
 	var buf []byte
-	tooLarge := false
+	tooLarge := false // once set, the rest of the line is skipped unstored
 	for {
 		chunk, err := s.r.ReadSlice('\n')
 		if !tooLarge {
-			if len(buf)+len(chunk) > s.maxBytes+2 { // +2 for "\r\n"
+			buf = append(buf, chunk...)
+			// +2 leaves room for the "\r\n" terminator, checked below.
+			if len(buf) > s.maxBytes+2 {
 				tooLarge, buf = true, nil
-			} else {
-				buf = append(buf, chunk...)
 			}
 		}
 		switch {
-		case err == nil:
-			if tooLarge {
-				return nil, errTooLarge
-			}
-			return buf, nil
 		case errors.Is(err, bufio.ErrBufferFull):
 			continue
-		case errors.Is(err, io.EOF) && len(buf) > 0 && !tooLarge:
-			return buf, nil // last line without newline
-		default:
+		case err != nil && (!errors.Is(err, io.EOF) || len(buf) == 0 || tooLarge):
 			return nil, err
 		}
+		if tooLarge || len(bytes.TrimRight(buf, "\r\n")) > s.maxBytes {
+			return nil, errTooLarge
+		}
+		return buf, nil
 	}
 }
 
 func (s *FrameStream) readLSP() ([]byte, error) {
 	length := -1
+	sawHeader := false
 	for {
 		line, err := s.r.ReadString('\n')
 		if err != nil {
@@ -276,11 +277,12 @@ func (s *FrameStream) readLSP() ([]byte, error) {
 		}
 		line = strings.TrimRight(line, "\r\n")
 		if line == "" {
-			if length < 0 {
+			if length < 0 && !sawHeader {
 				continue // stray blank line between frames
 			}
 			break
 		}
+		sawHeader = true
 		name, value, ok := strings.Cut(line, ":")
 		if ok && strings.EqualFold(strings.TrimSpace(name), "Content-Length") {
 			n, err := strconv.Atoi(strings.TrimSpace(value))
@@ -288,6 +290,9 @@ func (s *FrameStream) readLSP() ([]byte, error) {
 				length = n
 			}
 		}
+	}
+	if length < 0 {
+		return nil, errNoLength
 	}
 	if length > s.maxBytes {
 		if _, err := io.CopyN(io.Discard, s.r, int64(length)); err != nil {
