@@ -78,11 +78,28 @@ func (s *session) failBeforeLaunch(reply rpc.Reply, e *protocol.Error) {
 		StartedAt: protocol.At(now), FinishedAt: protocol.At(now), Errors: []protocol.ProofError{}}
 	s.state = stateClosed
 	s.proof = proof
-	s.m.releaseKey(s)
 	if e.Data.Field == "" {
 		e.Data.Cleanup = proof
 	}
+	s.admissionFailed(proof, e, reply)
+}
+
+// admissionFailed answers a failed open (and any close that shutdown sent
+// meanwhile), forgets the session and stops its actor. A retained cleanup
+// keeps the sessionKey held until it is proven.
+func (s *session) admissionFailed(proof *protocol.Proof, e *protocol.Error, reply rpc.Reply) {
+	s.m.forget(s, !proof.Complete)
 	reply(nil, e)
+	if ca := s.closeReq; ca != nil {
+		s.closeReq = nil
+		for _, w := range ca.waiters {
+			s.replyProof(w, proof)
+		}
+	}
+	if !proof.Complete {
+		s.retain(proof)
+	}
+	s.finished = true
 }
 
 // verifyCommand checks the command is a regular executable file and, with
@@ -199,10 +216,7 @@ func (s *session) admit(ctx context.Context, exe *os.File, reply rpc.Reply) {
 		}
 		return true
 	})
-	s.post(func() {
-		s.tree, s.conn = tree, conn
-		s.replaying = prior != nil
-	})
+	s.post(func() { s.tree, s.conn = tree, conn })
 	go func() {
 		select {
 		case <-tree.Exited():
@@ -220,6 +234,8 @@ func (s *session) admit(ctx context.Context, exe *os.File, reply rpc.Reply) {
 	if herr != nil {
 		// Classify: the host's cancel, our timeout, or the agent's refusal.
 		switch {
+		case errors.Is(context.Cause(ctx), errShutdownAbort):
+			herr = protocol.Domain(protocol.ErrShuttingDown, "the sidecar shut down during admission", false)
 		case ctx.Err() != nil:
 			herr = abortedError()
 		case hctx.Err() != nil:
@@ -233,14 +249,16 @@ func (s *session) admit(ctx context.Context, exe *os.File, reply rpc.Reply) {
 		}
 		proof := s.cleanup(conn, tree, sessionID, reason, "admission")
 		herr.Data.Cleanup = proof
-		for _, e := range proof.Errors {
-			herr.Data.Causes = append(herr.Data.Causes, e)
+		// SEED-BEHAVIOR 11, 12: the handshake error first, then each cleanup
+		// error in order (signal deliveries, then "did not exit after SIGKILL").
+		if len(proof.Errors) > 0 {
+			herr.Data.Causes = append([]protocol.ProofError{{Code: herr.Data.Code, Message: herr.Message}}, proof.Errors...)
+			herr.Message = "handshake and provider cleanup failed: " + herr.Message
 		}
 		s.post(func() {
 			s.state = stateClosed
 			s.proof = proof
-			s.m.releaseKey(s)
-			reply(nil, herr)
+			s.admissionFailed(proof, herr, reply)
 		})
 		return
 	}
@@ -274,6 +292,10 @@ func (s *session) admitted(a *admitted, reply rpc.Reply) {
 		s.forward(u)
 	}
 	s.buffered = nil
+	if ca := s.closeReq; ca != nil {
+		// Shutdown asked to close while the handshake was finishing.
+		s.startCleanup("sidecar shutdown", "shutdown", ca.discard, nil)
+	}
 }
 
 func (s *session) drainStderr(r io.ReadCloser) {

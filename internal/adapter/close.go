@@ -43,6 +43,9 @@ func (s *session) close(reason, origin string, discard bool, reply rpc.Reply) {
 		// Shutdown during admission: the admission ends (aborted) and its
 		// proof answers this close too.
 		s.closeReq = &closeAttempt{waiters: []rpc.Reply{reply}, discard: discard}
+		if origin == "shutdown" {
+			s.abortAdmission(errShutdownAbort)
+		}
 		return
 	case s.state == stateDead && s.proof != nil:
 		// The provider died and its cleanup finished: this close only
@@ -239,11 +242,9 @@ func (s *session) retain(first *protocol.Proof) {
 		}
 		proof.FinishedAt = protocol.At(time.Now())
 		proof.DurationMs = proof.FinishedAt.Sub(proof.StartedAt.Time).Milliseconds()
-		s.post(func() {
-			s.proof = &proof
-			_ = s.st.RemoveOwned(s.id)
-			s.m.releaseKey(s)
-		})
+		_ = s.st.RemoveOwned(s.id)
+		s.m.releaseKey(s)
+		s.post(func() { s.proof = &proof })
 		s.notify(protocol.NotifyCleanupProof, protocol.ProofNotice{Proof: &proof})
 	}()
 }

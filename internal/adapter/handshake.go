@@ -3,7 +3,6 @@ package adapter
 import (
 	"context"
 	"encoding/json"
-	"strconv"
 	"time"
 
 	acp "github.com/coder/acp-go-sdk"
@@ -124,6 +123,9 @@ func (s *session) handshake(ctx context.Context, conn *acpConn, tree *reaper.Tre
 			method = acp.AgentMethodSessionResume
 			params = acp.ResumeSessionRequest{SessionId: acp.SessionId(prior.AcpSessionID), Cwd: p.Cwd, McpServers: mcp}
 		}
+		// Replayed history is not live output (PROTOCOL §4 resume): the flag
+		// is posted before the request, so it precedes every replayed update.
+		s.post(func() { s.replaying = true })
 		err = conn.call(ctx, method, params, &st)
 		if err != nil {
 			// SEED-BEHAVIOR 10: close the recovered session, save nothing.
@@ -283,5 +285,3 @@ func modelsFromConfig(opts []json.RawMessage) *protocol.Models {
 	}
 	return nil
 }
-
-func itoa(i int) string { return strconv.Itoa(i) }

@@ -10,8 +10,10 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"runtime"
 	"sort"
+	"strconv"
 	"sync"
 	"time"
 
@@ -157,6 +159,11 @@ func (m *Manager) Open(ctx context.Context, p protocol.OpenParams, reply rpc.Rep
 		reply(nil, protocol.InvalidParams("stateDir", "stateDir is required (no --state-dir default)"))
 		return
 	}
+	if err := store.ValidateKey(p.SessionKey); err != nil {
+		reply(nil, protocol.InvalidParams("sessionKey", "sessionKey is too long for a record file name once encoded ("+
+			itoa(store.MaxEncodedKeyLen)+" bytes of encodeURIComponent)"))
+		return
+	}
 	m.mu.Lock()
 	if m.closing {
 		m.mu.Unlock()
@@ -169,11 +176,29 @@ func (m *Manager) Open(ctx context.Context, p protocol.OpenParams, reply rpc.Rep
 		return
 	}
 	s := newSession(m, newID("s-"), p, prof)
+	actx, cancel := context.WithCancelCause(ctx)
+	s.abortAdmission = cancel
 	m.sessions[s.id] = s
 	m.keys[p.SessionKey] = s
 	m.actors.Add(1)
 	m.mu.Unlock()
-	go s.run(ctx, reply)
+	go s.run(actx, reply)
+}
+
+// errShutdownAbort is the cause of an admission aborted by shutdown.
+var errShutdownAbort = errors.New("sidecar shutdown")
+
+// forget drops a session whose open failed: the host never learned its id.
+// Its key stays held while an incomplete cleanup is retained.
+func (m *Manager) forget(s *session, keepKey bool) {
+	m.mu.Lock()
+	if m.sessions[s.id] == s {
+		delete(m.sessions, s.id)
+	}
+	if !keepKey && m.keys[s.key] == s {
+		delete(m.keys, s.key)
+	}
+	m.mu.Unlock()
 }
 
 // releaseKey frees sessionKey once s is closed or dead and cleaned up.
@@ -268,6 +293,9 @@ func (m *Manager) List() []protocol.ListEntry {
 func (m *Manager) Shutdown() []*protocol.Proof {
 	m.mu.Lock()
 	m.closing = true
+	if m.cfg.Supervisor != nil {
+		m.cfg.Supervisor.Seal() // SEED-BEHAVIOR 21: nothing launches after this
+	}
 	all := make([]*session, 0, len(m.sessions))
 	for _, s := range m.sessions {
 		all = append(all, s)
@@ -338,6 +366,8 @@ func (m *Manager) Wait() {
 	m.actors.Wait()
 	m.retained.Wait()
 }
+
+func itoa(i int) string { return strconv.Itoa(i) }
 
 func quoteShort(s string) string {
 	if len(s) > 80 {

@@ -43,6 +43,8 @@ type session struct {
 	inbox chan func()
 	quit  chan struct{} // closed when the actor has stopped
 
+	// abortAdmission cancels the admission (set before the actor starts).
+	abortAdmission context.CancelCauseFunc
 	hasTree        atomic.Bool
 	closeSupported atomic.Bool // the agent advertised sessionCapabilities.close
 	// provenBeforeShutdown: closed with a complete proof before shutdown
@@ -77,6 +79,7 @@ type session struct {
 	proof      *protocol.Proof
 	exitSeen   bool
 	lostInTurn bool // the connection died during a turn
+	finished   bool // the open failed: the actor stops
 	discarded  bool // the record was deleted at close
 }
 
@@ -116,7 +119,7 @@ func (s *session) run(ctx context.Context, reply rpc.Reply) {
 	defer s.m.actors.Done()
 	defer close(s.quit)
 	s.startAdmission(ctx, reply)
-	for {
+	for !s.finished {
 		select {
 		case fn := <-s.cmds:
 			fn()
@@ -166,8 +169,8 @@ func (s *session) onUpdate(params json.RawMessage) {
 	case s.state == stateAdmitting:
 		s.buffered = append(s.buffered, n.Update)
 		return
-	case s.state == stateClosed || s.state == stateDead:
-		return
+	case s.state == stateClosing || s.state == stateClosed || s.state == stateDead:
+		return // the turn was ended by close; nothing more is live output
 	}
 	s.trackUpdate(n.Update)
 	s.forward(n.Update)

@@ -136,6 +136,9 @@ func (s *session) finishTurn(res protocol.PromptResult) {
 	if t == nil {
 		return
 	}
+	for ask, pa := range t.pending {
+		s.answerPermission(ask, pa, nil, "cancelled", "turn ended")
+	}
 	s.turn = nil
 	if s.state == stateTurn {
 		s.state = stateOpen
@@ -145,11 +148,8 @@ func (s *session) finishTurn(res protocol.PromptResult) {
 	for _, tm := range t.timers {
 		tm.Stop()
 	}
-	for ask, pa := range t.pending {
-		s.answerPermission(ask, pa, nil, "cancelled", "turn ended")
-	}
 	if t.failErr != nil && res.Status != "failed" {
-		res = protocol.PromptResult{Status: "failed", StopReason: res.StopReason, Error: t.failErr}
+		res.Status, res.Error = "failed", t.failErr
 	}
 	res.RequestID = t.requestID
 	if res.Cost == nil && t.cost != nil {

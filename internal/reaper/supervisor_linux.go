@@ -294,54 +294,112 @@ func (s *Supervisor) Start(spec Spec) (*Tree, error) {
 		}
 	}
 
-	files := []uintptr{inR.Fd(), outW.Fd(), errW.Fd()}
-	execPath := spec.Path
+	ctlR, ctlW, err := os.Pipe()
+	if err != nil {
+		closeAll(childEnds)
+		closeAll(parentEnds)
+		return fail(fmt.Errorf("reaper: pipe: %w", err))
+	}
+	stR, stW, err := os.Pipe()
+	if err != nil {
+		closeAll(childEnds)
+		closeAll(parentEnds)
+		ctlR.Close()
+		ctlW.Close()
+		return fail(fmt.Errorf("reaper: pipe: %w", err))
+	}
+	childEnds = append(childEnds, ctlR, stW)
+
+	// Guardian fds: 0-2 provider stdio, 3 control, 4 status, then the
+	// cgroup dir and the ExecFile (see guardian_linux.go).
+	files := []uintptr{inR.Fd(), outW.Fd(), errW.Fd(), ctlR.Fd(), stW.Fd()}
+	gs := guardianSpec{Path: spec.Path, Argv: append([]string{spec.Path}, spec.Args...), Dir: spec.Dir,
+		Mode: s.mode, Cgroup: t.cgPath, CgroupFD: -1, ExecFD: -1}
+	if cgfd >= 0 {
+		gs.CgroupFD = len(files)
+		files = append(files, uintptr(cgfd))
+	}
 	if spec.ExecFile != nil {
 		fd := int(spec.ExecFile.Fd())
-		if fd >= 3 && !isScript(fd) {
-			// Close-on-exec in the child: resolved by execve, then closed.
-			execPath = "/proc/self/fd/" + strconv.Itoa(fd)
-		} else {
+		gs.ExecFD = len(files)
+		files = append(files, uintptr(fd))
+		gs.ExecScript = isScript(fd)
+		if gs.ExecScript {
 			// The interpreter must be able to open the script by this name.
-			files = append(files, uintptr(fd))
-			execPath = "/proc/self/fd/3"
+			gs.Path = "/proc/self/fd/3"
+		} else {
+			// Close-on-exec in the provider: resolved by execve, then closed.
+			gs.Path = "/proc/self/fd/" + strconv.Itoa(gs.ExecFD)
 		}
 	}
-	argv := append([]string{spec.Path}, spec.Args...)
-	pidfd := -1
-	sys := &syscall.SysProcAttr{Setpgid: true, PidFD: &pidfd}
-	if cgfd >= 0 {
-		sys.UseCgroupFD = true
-		sys.CgroupFD = cgfd
-	}
-	attr := &syscall.ProcAttr{Dir: spec.Dir, Env: spec.Env, Files: files, Sys: sys}
+	gpidfd := -1
+	attr := &syscall.ProcAttr{Dir: "/", Env: spec.Env, Files: files,
+		Sys: &syscall.SysProcAttr{Setpgid: true, PidFD: &gpidfd}}
+	g := newGuardianConn(ctlW)
+	t.g = g
 
-	// The registry lock is held across fork so the reaper cannot see this
-	// leader exit before it is registered.
+	// The registry lock is held across fork so the reaper cannot see the
+	// guardian exit before it is registered.
 	s.c.mu.Lock()
-	pid, err := syscall.ForkExec(execPath, argv, attr)
+	gpid, err := syscall.ForkExec(s.guardianPath, []string{s.guardianPath, GuardianArg}, attr)
 	if err != nil {
 		s.c.mu.Unlock()
 		closeAll(childEnds)
 		closeAll(parentEnds)
-		return fail(fmt.Errorf("reaper: start %s: %w", spec.Path, err))
+		ctlW.Close()
+		stR.Close()
+		return fail(fmt.Errorf("reaper: start guardian %s: %w", s.guardianPath, err))
 	}
-	now := time.Now()
-	t.pid, t.pgid, t.pidfd, t.startedAt = pid, pid, pidfd, now
-	if p, ok := readStat(pid); ok { // a zombie is still readable: not reaped yet
-		t.start = p.start
-	}
-	t.addMemberLocked(procKey{pid: pid, start: t.start}, RoleProvider, now)
-	s.c.register(t)
+	g.pid = gpid
+	s.c.guardians[gpid] = t
 	s.c.mu.Unlock()
+	if gpidfd >= 0 {
+		unix.Close(gpidfd) // not needed: the guardian is reaped, never signalled
+	}
 	if spec.ExecFile != nil {
 		runtime.KeepAlive(spec.ExecFile)
 	}
 	closeAll(childEnds)
+	go t.readStatus(g, stR)
+	b, _ := json.Marshal(gs)
+	g.send(json.RawMessage(b))
+
+	var ev guardianEvent
+	select {
+	case ev = <-g.started:
+	case <-g.done:
+		select {
+		case ev = <-g.started:
+		default:
+			ev = guardianEvent{Ev: "fail", Msg: "guardian exited before starting the provider"}
+		}
+	case <-time.After(guardianStartTimeout):
+		ev = guardianEvent{Ev: "fail", Msg: "guardian did not start the provider within " + guardianStartTimeout.String()}
+	}
+	if ev.Ev != "started" {
+		g.closeCtl() // the guardian kills whatever it started, then exits
+		closeAll(parentEnds)
+		waitAny(guardianGiveUp+time.Second, g.done)
+		if t.cgPath != "" {
+			waitCgroupEmpty(nil, t.cgPath, time.Second, nil)
+		}
+		return fail(fmt.Errorf("reaper: start %s: %s", spec.Path, ev.Msg))
+	}
+	now := time.Now()
+	s.c.mu.Lock()
+	t.mu.Lock()
+	t.pid, t.pgid, t.start, t.startedAt = ev.Pid, ev.Pid, ev.Start, now
+	t.addMemberLocked(procKey{pid: ev.Pid, start: ev.Start}, RoleProvider, now)
+	t.mu.Unlock()
+	// A report that raced ahead of this (the provider already exited and
+	// was reported) was recorded as a member already; re-apply its role.
+	t.fixLeaderRole()
+	s.c.register(t)
+	s.c.mu.Unlock()
 	t.stdin, t.stdout, t.stderr = inW, outR, errR
 	s.trees[t] = struct{}{}
-	s.log.Debug("reaper: provider started", zap.Int("pid", pid), zap.String("path", spec.Path),
-		zap.String("containment", string(s.mode)), zap.String("cgroup", t.cgPath))
+	s.log.Debug("reaper: provider started", zap.Int("pid", ev.Pid), zap.Int("guardian", gpid),
+		zap.String("path", spec.Path), zap.String("containment", string(s.mode)), zap.String("cgroup", t.cgPath))
 	return t, nil
 }
 

@@ -1,0 +1,159 @@
+//go:build linux
+
+package reaper
+
+import (
+	"bufio"
+	"encoding/json"
+	"os"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+	"golang.org/x/sys/unix"
+)
+
+// guardianStartTimeout bounds the guardian handshake in Start.
+const guardianStartTimeout = 10 * time.Second
+
+// guardianConn is the sidecar's end of one guardian.
+type guardianConn struct {
+	pid int
+
+	ctlMu sync.Mutex
+	ctl   *os.File // nil once closed
+
+	started chan guardianEvent // "started" or "fail", at most one
+	empty   chan struct{}      // guardian reported: no descendant left
+	done    chan struct{}      // status pipe EOF (guardian exited)
+	reaped  chan struct{}      // the central reaper collected the guardian
+
+	emptyOnce, reapedOnce sync.Once
+}
+
+func newGuardianConn(ctl *os.File) *guardianConn {
+	return &guardianConn{ctl: ctl, started: make(chan guardianEvent, 1),
+		empty: make(chan struct{}), done: make(chan struct{}), reaped: make(chan struct{})}
+}
+
+// send writes one control line; false if the guardian is gone.
+func (g *guardianConn) send(v any) bool {
+	b, _ := json.Marshal(v)
+	g.ctlMu.Lock()
+	defer g.ctlMu.Unlock()
+	if g.ctl == nil {
+		return false
+	}
+	_, err := g.ctl.Write(append(b, '\n'))
+	return err == nil
+}
+
+// closeCtl closes the control pipe: the guardian treats it as the sidecar's
+// death and kills the tree.
+func (g *guardianConn) closeCtl() {
+	g.ctlMu.Lock()
+	defer g.ctlMu.Unlock()
+	if g.ctl != nil {
+		g.ctl.Close()
+		g.ctl = nil
+	}
+}
+
+// alive: the guardian has not exited yet.
+func (g *guardianConn) alive() bool { return !isDone(g.done) }
+
+func (g *guardianConn) markReaped() { g.reapedOnce.Do(func() { close(g.reaped) }) }
+
+// readStatus consumes the guardian's status lines until EOF.
+func (t *Tree) readStatus(g *guardianConn, st *os.File) {
+	defer close(g.done)
+	defer st.Close()
+	sc := bufio.NewScanner(st)
+	sc.Buffer(make([]byte, 4096), 1<<20)
+	for sc.Scan() {
+		var ev guardianEvent
+		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
+			t.s.log.Warn("reaper: bad guardian status line", zap.Int("guardian", g.pid), zap.Error(err))
+			continue
+		}
+		switch ev.Ev {
+		case "started", "fail":
+			select {
+			case g.started <- ev:
+			default:
+			}
+		case "exit":
+			t.recordExitInfo(procKey{pid: ev.Pid, start: ev.Start}, ev.Role, ev.Code, ev.Sig, time.Unix(0, ev.At))
+		case "signal":
+			if ev.Msg != "" {
+				t.mu.Lock()
+				t.errors = append(t.errors, ErrorRecord{Code: CodeSignalFailed, Message: ev.Sig + ": " + ev.Msg})
+				t.mu.Unlock()
+			}
+		case "empty":
+			g.emptyOnce.Do(func() { close(g.empty) })
+		}
+	}
+}
+
+// recordExitInfo stores a wait status reported by the guardian.
+func (t *Tree) recordExitInfo(k procKey, role string, code *int, sig string, at time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if role != RoleProvider {
+		role = RoleDescendant
+	}
+	m := t.addMemberLocked(k, role, at)
+	m.reaped, m.gone, m.at, m.code, m.sig = true, true, at, code, sig
+	if m.role == RoleProvider && !t.leaderReaped {
+		t.leaderReaped = true
+		t.status = ExitStatus{Code: code, Signal: sig, At: at}
+		close(t.exited)
+	}
+}
+
+// guardianReapedStatus is called by the central reaper when it collected
+// the guardian process itself (not part of the proof).
+func (t *Tree) guardianReapedStatus(ws unix.WaitStatus) {
+	if t.g == nil {
+		return
+	}
+	if ws.Signaled() || ws.ExitStatus() != 0 {
+		t.s.log.Warn("reaper: guardian ended abnormally", zap.Int("guardian", t.g.pid),
+			zap.Int("exitCode", ws.ExitStatus()), zap.String("signal", sigName(ws)))
+	}
+	t.g.markReaped()
+}
+
+func sigName(ws unix.WaitStatus) string {
+	if ws.Signaled() {
+		return unix.SignalName(ws.Signal())
+	}
+	return ""
+}
+
+// waitAny waits up to d for any of chs (nil entries ignored); true if one
+// closed.
+func waitAny(d time.Duration, chs ...<-chan struct{}) bool {
+	tm := time.NewTimer(d)
+	defer tm.Stop()
+	cases := make([]<-chan struct{}, 0, len(chs))
+	for _, c := range chs {
+		if c != nil {
+			cases = append(cases, c)
+		}
+	}
+	// At most four channels are ever passed.
+	for len(cases) < 4 {
+		cases = append(cases, nil)
+	}
+	select {
+	case <-cases[0]:
+	case <-cases[1]:
+	case <-cases[2]:
+	case <-cases[3]:
+	case <-tm.C:
+		return false
+	}
+	return true
+}

@@ -1,0 +1,425 @@
+//go:build linux
+
+package reaper
+
+// The guardian: a tiny re-execution of the sidecar binary that sits between
+// the sidecar and ONE provider, in every mode.
+//
+// What catches what (the lead copies this into docs/operations.md):
+//
+//	event                         cgroup               subreaper / process-group
+//	----------------------------  -------------------  -----------------------------------
+//	provider exits on its own     guardian reaps it, reports status; orphaned
+//	                              descendants re-parent to the guardian (it is a
+//	                              child subreaper) and are reaped + reported
+//	Terminate                     sidecar: TERM via    guardian (asked over its control
+//	                              pidfd to members,    pipe): TERM/KILL to the pinned group
+//	                              cgroup.kill; proof   and, via pidfd, to every live process
+//	                              populated 0          that has the guardian as ancestor;
+//	                                                   proof = guardian has no child left
+//	sidecar SIGKILLed / crashes   control pipe EOF -> guardian: TERM tree, 250 ms grace,
+//	                              KILL (cgroup.kill too in cgroup mode), reap all, remove
+//	                              the provider cgroup, exit. Measured by the
+//	                              TestSidecarKilled_* tests (all three modes).
+//	guardian SIGKILLed            its children re-parent to the sidecar (also a child
+//	(sidecar alive)               subreaper); the Tree falls back to sidecar-side
+//	                              containment (cgroup, or /proc tracking + pidfds).
+//	sidecar AND guardian killed   cgroup: the cgroup stays populated (nothing escapes it)
+//	together                      and the ownership ledger's recovery must kill it;
+//	                              other modes: the tree re-parents to init and only the
+//	                              ledger (leader pid + start time) can find it. NOT covered
+//	                              here. The guardian is in its own process group, so a
+//	                              group signal aimed at the sidecar does not reach it.
+//
+// Why not PR_SET_PDEATHSIG: it fires when the forking OS thread exits
+// (golang/go#27505), and even done right it covers only the direct child,
+// not setsid'd grandchildren.
+//
+// Wire protocol (private to this package; JSON lines):
+//
+//	fd 0,1,2  provider stdin/stdout/stderr (handed on at fork, then replaced
+//	          by /dev/null in the guardian, so ACP bytes never pass through it)
+//	fd 3      control pipe, sidecar -> guardian: one guardianSpec line, then
+//	          guardianCmd lines ("term", "kill"); EOF = sidecar gone
+//	fd 4      status pipe, guardian -> sidecar: guardianEvent lines
+//	fd 5..    the cgroup directory (cgroup mode), the ExecFile (if any)
+//
+// The guardian's environment is the provider's (Spec.Env); it passes it on
+// unchanged and never writes it anywhere.
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// GuardianArg is the os.Args[1] that makes the sidecar binary run as a
+// guardian: main must call GuardianMain(os.Args[2:]) when it sees it. (Any
+// binary that links this package also dispatches it from an init function,
+// so test binaries work as guardians without a hook of their own.)
+const GuardianArg = "__guardian"
+
+// Guardian timing (not configurable; the sidecar is gone when they apply).
+const (
+	// guardianOrphanGrace is the TERM grace the guardian gives the tree
+	// after its control pipe hit EOF, before SIGKILL.
+	guardianOrphanGrace = 250 * time.Millisecond
+	// guardianGiveUp bounds how long an orphaned guardian keeps killing.
+	guardianGiveUp = 10 * time.Second
+)
+
+// Guardian fd numbers.
+const (
+	gfdCtl    = 3
+	gfdStatus = 4
+)
+
+func init() {
+	if len(os.Args) > 1 && os.Args[1] == GuardianArg {
+		os.Exit(GuardianMain(os.Args[2:]))
+	}
+}
+
+// guardianSpec is the first control line.
+type guardianSpec struct {
+	Path       string   `json:"path"` // what to execve (may be /proc/self/fd/N)
+	Argv       []string `json:"argv"`
+	Dir        string   `json:"dir"`
+	Mode       Mode     `json:"mode"`
+	Cgroup     string   `json:"cgroup,omitempty"` // absolute dir (cgroup mode)
+	CgroupFD   int      `json:"cgroupFD"`         // -1 if none
+	ExecFD     int      `json:"execFD"`           // -1 if none
+	ExecScript bool     `json:"execScript"`       // pass ExecFD as the provider's fd 3
+}
+
+// guardianCmd is a later control line.
+type guardianCmd struct {
+	Cmd string `json:"cmd"` // "term" or "kill"
+}
+
+// guardianEvent is one status line.
+type guardianEvent struct {
+	Ev    string `json:"ev"` // started, fail, exit, signal, empty
+	Pid   int    `json:"pid,omitempty"`
+	Start uint64 `json:"start,omitempty"`
+	Role  string `json:"role,omitempty"`
+	Code  *int   `json:"code,omitempty"`
+	Sig   string `json:"sig,omitempty"`
+	At    int64  `json:"at,omitempty"` // unix ns
+	Msg   string `json:"msg,omitempty"`
+}
+
+// GuardianMain runs this process as a provider guardian (see the block
+// comment above) and returns its exit code: 0 once the whole tree was reaped,
+// 1 if it gave up or could not start the provider, 2 if it was not started
+// by a Supervisor (fds 3 and 4 are not pipes). args (os.Args[2:]) are
+// ignored; everything comes over fd 3.
+func GuardianMain(args []string) int {
+	_ = args
+	for _, fd := range []int{gfdCtl, gfdStatus} {
+		var st unix.Stat_t
+		if err := unix.Fstat(fd, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFIFO {
+			fmt.Fprintln(os.Stderr, "acpx-sidecar __guardian: internal command; must be started by the sidecar")
+			return 2
+		}
+	}
+	g := &guardian{self: os.Getpid(), termed: map[procKey]bool{}}
+	g.status = os.NewFile(gfdStatus, "status")
+	ctl := os.NewFile(gfdCtl, "control")
+	unix.CloseOnExec(gfdCtl)
+	unix.CloseOnExec(gfdStatus)
+	// Signals first, so no SIGCHLD or TERM is lost.
+	sigch := make(chan os.Signal, 8)
+	signal.Notify(sigch, unix.SIGCHLD, unix.SIGTERM, unix.SIGINT, unix.SIGHUP)
+	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+		g.emit(guardianEvent{Ev: "fail", Msg: "prctl(PR_SET_CHILD_SUBREAPER): " + err.Error()})
+		return 1
+	}
+	rd := bufio.NewReader(ctl)
+	line, err := rd.ReadBytes('\n')
+	var spec guardianSpec
+	if err == nil {
+		err = json.Unmarshal(line, &spec)
+	}
+	if err != nil {
+		g.emit(guardianEvent{Ev: "fail", Msg: "bad launch spec: " + err.Error()})
+		return 1
+	}
+	g.spec = spec
+	for _, fd := range []int{spec.CgroupFD, spec.ExecFD} {
+		if fd > gfdStatus {
+			unix.CloseOnExec(fd)
+		}
+	}
+	if err := g.launch(); err != nil {
+		g.emit(guardianEvent{Ev: "fail", Msg: err.Error()})
+		return 1
+	}
+	// The provider holds its stdio now; drop ours so EOF reaches the sidecar
+	// only when the tree is gone.
+	if null, err := unix.Open("/dev/null", unix.O_RDWR|unix.O_CLOEXEC, 0); err == nil {
+		for fd := 0; fd <= 2; fd++ {
+			unix.Dup3(null, fd, 0)
+		}
+		unix.Close(null)
+	}
+	if spec.ExecFD > gfdStatus {
+		unix.Close(spec.ExecFD)
+	}
+
+	cmds := make(chan string, 4)
+	go func() {
+		defer close(cmds)
+		for {
+			line, err := rd.ReadBytes('\n')
+			if err != nil {
+				return
+			}
+			var c guardianCmd
+			if json.Unmarshal(line, &c) == nil {
+				cmds <- c.Cmd
+			}
+		}
+	}()
+	return g.loop(cmds, sigch)
+}
+
+type guardian struct {
+	spec   guardianSpec
+	self   int
+	status *os.File
+
+	leader       procKey
+	leaderFD     int
+	leaderReaped bool
+	termed       map[procKey]bool // got SIGTERM in this phase
+
+	phase    int // 0 none, 1 TERM, 2 KILL
+	orphaned bool
+	killAt   time.Time // orphaned: when TERM escalates to KILL
+	giveUpAt time.Time
+}
+
+func (g *guardian) emit(ev guardianEvent) {
+	b, _ := json.Marshal(ev)
+	// EPIPE once the sidecar is gone; nothing to do about it.
+	_, _ = g.status.Write(append(b, '\n'))
+}
+
+// launch forks the provider: own process group, inside the cgroup in cgroup
+// mode, pidfd at fork.
+func (g *guardian) launch() error {
+	s := g.spec
+	files := []uintptr{0, 1, 2}
+	if s.ExecScript && s.ExecFD >= 0 {
+		files = append(files, uintptr(s.ExecFD))
+	}
+	pidfd := -1
+	sys := &syscall.SysProcAttr{Setpgid: true, PidFD: &pidfd}
+	if s.CgroupFD >= 0 {
+		sys.UseCgroupFD = true
+		sys.CgroupFD = s.CgroupFD
+	}
+	pid, err := syscall.ForkExec(s.Path, s.Argv, &syscall.ProcAttr{Dir: s.Dir, Env: os.Environ(), Files: files, Sys: sys})
+	if err != nil {
+		return err
+	}
+	p, _ := readStat(pid) // unreaped: readable even if it already exited
+	g.leader, g.leaderFD = procKey{pid: pid, start: p.start}, pidfd
+	g.emit(guardianEvent{Ev: "started", Pid: pid, Start: p.start, At: time.Now().UnixNano()})
+	return nil
+}
+
+func (g *guardian) loop(cmds <-chan string, sigch <-chan os.Signal) int {
+	// The ticker runs only once a TERM/KILL phase began: it catches
+	// newcomers and escalates; an idle guardian sleeps on SIGCHLD and fd 3.
+	var tickC <-chan time.Time
+	startTick := func() {
+		if tickC == nil {
+			t := time.NewTicker(10 * time.Millisecond)
+			tickC = t.C
+		}
+	}
+	orphan := func() {
+		if g.orphaned {
+			return
+		}
+		g.orphaned = true
+		now := time.Now()
+		g.killAt, g.giveUpAt = now.Add(guardianOrphanGrace), now.Add(guardianGiveUp)
+		if g.phase < 1 {
+			g.phase = 1
+			g.signalTree(unix.SIGTERM)
+		}
+		startTick()
+	}
+	for {
+		if g.reap() {
+			if g.orphaned && g.spec.Cgroup != "" {
+				os.Remove(g.spec.Cgroup)
+			}
+			return 0
+		}
+		select {
+		case s := <-sigch:
+			if s != unix.SIGCHLD {
+				orphan()
+			}
+		case c, ok := <-cmds:
+			if !ok {
+				cmds = nil
+				orphan()
+				continue
+			}
+			startTick()
+			switch c {
+			case "term":
+				if g.phase < 1 {
+					g.phase = 1
+				}
+				g.emit(guardianEvent{Ev: "signal", Sig: "SIGTERM", Msg: g.signalTree(unix.SIGTERM)})
+			case "kill":
+				g.phase = 2
+				g.emit(guardianEvent{Ev: "signal", Sig: "SIGKILL", Msg: g.signalTree(unix.SIGKILL)})
+			}
+		case now := <-tickC:
+			switch {
+			case g.orphaned && now.After(g.giveUpAt):
+				return 1
+			case g.orphaned && g.phase == 1 && now.After(g.killAt):
+				g.phase = 2
+				g.signalTree(unix.SIGKILL)
+			case g.phase == 1:
+				g.signalTree(unix.SIGTERM) // newcomers only
+			case g.phase == 2:
+				g.signalTree(unix.SIGKILL) // until the tree is empty
+			}
+		}
+	}
+}
+
+// reap collects every exited child and reports it; true once the guardian
+// has no child at all. As a child subreaper, "no child" means no
+// descendant: an orphan is re-parented to us before its parent becomes a
+// zombie.
+func (g *guardian) reap() bool {
+	for {
+		var info unix.Siginfo
+		err := unix.Waitid(unix.P_ALL, 0, &info, unix.WEXITED|unix.WNOHANG|unix.WNOWAIT, nil)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if errors.Is(err, unix.ECHILD) {
+			g.emit(guardianEvent{Ev: "empty", At: time.Now().UnixNano()})
+			return true
+		}
+		if err != nil {
+			return false
+		}
+		pid := siginfoPid(&info)
+		if pid <= 0 {
+			return false
+		}
+		p, _ := readStat(pid)
+		var ws unix.WaitStatus
+		wpid, err := unix.Wait4(pid, &ws, unix.WNOHANG, nil)
+		if err != nil || wpid != pid {
+			continue
+		}
+		ev := guardianEvent{Ev: "exit", Pid: pid, Start: p.start, Role: RoleDescendant, At: time.Now().UnixNano()}
+		if pid == g.leader.pid {
+			ev.Role, ev.Start = RoleProvider, g.leader.start
+			g.leaderReaped = true
+			if g.leaderFD >= 0 {
+				unix.Close(g.leaderFD)
+				g.leaderFD = -1
+			}
+		}
+		if ws.Signaled() {
+			ev.Sig = unix.SignalName(ws.Signal())
+		} else {
+			c := ws.ExitStatus()
+			ev.Code = &c
+		}
+		g.emit(ev)
+	}
+}
+
+// signalTree sends sig to the whole tree: cgroup.kill for SIGKILL in cgroup
+// mode; the provider's process group while the leader is unreaped (we are
+// its only reaper and reap on this goroutine, so the id is pinned,
+// SEED-BEHAVIOR 22); and every live process with this guardian as ancestor
+// through a pidfd whose start time was re-checked. SIGTERM goes once per
+// process. It returns delivery errors joined by "; " ("" if none).
+func (g *guardian) signalTree(sig unix.Signal) string {
+	var errs []string
+	if sig == unix.SIGKILL && g.spec.CgroupFD >= 0 {
+		fd, err := unix.Openat(g.spec.CgroupFD, "cgroup.kill", unix.O_WRONLY|unix.O_CLOEXEC, 0)
+		if err == nil {
+			_, err = unix.Write(fd, []byte("1"))
+			unix.Close(fd)
+		}
+		if err != nil {
+			errs = append(errs, "cgroup.kill: "+err.Error())
+		}
+	}
+	if !g.leaderReaped {
+		if err := unix.Kill(-g.leader.pid, sig); err != nil && !errors.Is(err, unix.ESRCH) {
+			errs = append(errs, fmt.Sprintf("process group %d: %v", g.leader.pid, err))
+		}
+	}
+	snap := scanProcs()
+	children := map[int][]int{}
+	for pid, p := range snap.procs {
+		children[p.ppid] = append(children[p.ppid], pid)
+	}
+	queue := append([]int(nil), children[g.self]...)
+	for len(queue) > 0 {
+		pid := queue[len(queue)-1]
+		queue = queue[:len(queue)-1]
+		queue = append(queue, children[pid]...)
+		p := snap.procs[pid]
+		if p.state == 'Z' {
+			continue
+		}
+		k := procKey{pid: pid, start: p.start}
+		if sig == unix.SIGTERM {
+			if g.termed[k] {
+				continue
+			}
+			g.termed[k] = true
+		}
+		if err := signalVerified(k, sig); err != nil {
+			errs = append(errs, err.Error())
+		}
+	}
+	return strings.Join(errs, "; ")
+}
+
+// signalVerified signals k through a pidfd opened on its pid, only if the
+// pidfd's process has k's start time (the pid was not recycled).
+func signalVerified(k procKey, sig unix.Signal) error {
+	fd, err := unix.PidfdOpen(k.pid, 0)
+	if err != nil {
+		if errors.Is(err, unix.ESRCH) {
+			return nil
+		}
+		return fmt.Errorf("pid %d: pidfd_open: %v", k.pid, err)
+	}
+	defer unix.Close(fd)
+	if p, ok := readStat(k.pid); !ok || p.start != k.start {
+		return nil
+	}
+	if err := unix.PidfdSendSignal(fd, sig, nil, 0); err != nil && !errors.Is(err, unix.ESRCH) {
+		return fmt.Errorf("pid %d: %v", k.pid, err)
+	}
+	return nil
+}
