@@ -28,24 +28,31 @@ import (
 const version = "0.1.0"
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == reaper.GuardianArg {
+		os.Exit(reaper.GuardianMain(os.Args[2:]))
+	}
 	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }
 
 type options struct {
-	framing      string
-	maxFrame     int
-	stateDir     string
-	inheritEnv   bool
-	handshakeMs  int64
-	closeMs      int64
-	termMs       int64
-	killMs       int64
-	shutdownMs   int64
-	containment  string
-	cgroupParent string
-	logLevel     string
-	maxProvLine  int
-	printVersion bool
+	framing       string
+	maxFrame      int
+	stateDir      string
+	inheritEnv    bool
+	handshakeMs   int64
+	closeMs       int64
+	termMs        int64
+	killMs        int64
+	shutdownMs    int64
+	containment   string
+	cgroupParent  string
+	logLevel      string
+	maxProvLine   int
+	closeAttempts int
+	retryMinMs    int64
+	retryMaxMs    int64
+	reconcile     int
+	printVersion  bool
 }
 
 func parseFlags(args []string, stderr io.Writer) (*options, error) {
@@ -65,6 +72,10 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.cgroupParent, "cgroup-parent", "", "cgroup v2 directory under which provider cgroups are made (default: auto)")
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.IntVar(&o.maxProvLine, "max-provider-line-bytes", adapter.DefaultMaxProviderLineBytes, "largest provider stdout line, bytes")
+	fs.IntVar(&o.closeAttempts, "protocol-close-attempts", 4, "ACP session/close attempts per target (1 + retries)")
+	fs.Int64Var(&o.retryMinMs, "retained-retry-min-ms", 10, "retained cleanup backoff start, ms")
+	fs.Int64Var(&o.retryMaxMs, "retained-retry-max-ms", 100, "retained cleanup backoff cap, ms")
+	fs.IntVar(&o.reconcile, "late-close-reconcile-attempts", 3, "re-verifications after a late protocol-close failure")
 	fs.BoolVar(&o.printVersion, "version", false, "print the version and exit")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -85,6 +96,10 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		return nil, fmt.Errorf("--close-timeout-ms, --term-grace-ms and --kill-grace-ms must be positive")
 	case o.shutdownMs < 0:
 		return nil, fmt.Errorf("--shutdown-ms must not be negative")
+	case o.closeAttempts < 1 || o.reconcile < 0:
+		return nil, fmt.Errorf("--protocol-close-attempts must be at least 1 and --late-close-reconcile-attempts not negative")
+	case o.retryMinMs < 1 || o.retryMaxMs < o.retryMinMs:
+		return nil, fmt.Errorf("--retained-retry-min-ms must be positive and at most --retained-retry-max-ms")
 	}
 	if o.shutdownMs == 0 {
 		o.shutdownMs = o.closeMs + o.termMs + o.killMs + 1000
@@ -162,6 +177,10 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	cfg.KillGrace = time.Duration(o.killMs) * time.Millisecond
 	cfg.Shutdown = time.Duration(o.shutdownMs) * time.Millisecond
 	cfg.MaxProviderLineBytes = o.maxProvLine
+	cfg.ProtocolCloseAttempts = o.closeAttempts
+	cfg.RetainedRetryMin = time.Duration(o.retryMinMs) * time.Millisecond
+	cfg.RetainedRetryMax = time.Duration(o.retryMaxMs) * time.Millisecond
+	cfg.LateCloseReconcileAttempts = o.reconcile
 	cfg.Supervisor = sup
 	cfg.Logger = log.Named("session")
 	cfg.Version = version

@@ -74,6 +74,12 @@ func (a *acpConn) call(ctx context.Context, method string, params, result any) e
 	return a.conn.Call(ctx, method, params, result)
 }
 
+// dispatch sends a request and returns its waiter, which stays valid after
+// a Wait whose ctx ended (a late answer can still be read from it).
+func (a *acpConn) dispatch(method string, params any) (jsonrpc2.Waiter, error) {
+	return a.conn.DispatchCall(context.Background(), method, params)
+}
+
 func (a *acpConn) notify(method string, params any) error {
 	return a.conn.Notify(context.Background(), method, params)
 }

@@ -227,7 +227,11 @@ func (s *session) admit(ctx context.Context, exe *os.File, reply rpc.Reply) {
 
 	hctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	adm, sessionID, herr := s.handshake(hctx, conn, tree, prior)
+	late := &lateHandshake{}
+	adm, sessionID, herr := s.handshake(hctx, conn, tree, prior, late)
+	if late.waiter != nil {
+		sessionID = "" // the late watcher owns that close (SEED-BEHAVIOR 16)
+	}
 	if herr == nil && ctx.Err() != nil {
 		herr = abortedError()
 	}
@@ -247,7 +251,12 @@ func (s *session) admit(ctx context.Context, exe *os.File, reply rpc.Reply) {
 		} else if herr.Data.Code == protocol.ErrIdentityInvalid {
 			reason = "identity validation failed"
 		}
-		proof := s.cleanup(conn, tree, sessionID, reason, "admission")
+		// A session the agent creates after we gave up is closed while the
+		// tree is terminated; the connection stays open until then.
+		lateDone := make(chan *protocol.ProtocolClose, 1)
+		go func() { lateDone <- late.watch(s, conn) }()
+		proof := s.cleanupKeepingConn(conn, tree, sessionID, reason, "admission", late.waiter != nil)
+		lateClose := <-lateDone
 		herr.Data.Cleanup = proof
 		// SEED-BEHAVIOR 11, 12: the handshake error first, then each cleanup
 		// error in order (signal deliveries, then "did not exit after SIGKILL").
@@ -259,6 +268,15 @@ func (s *session) admit(ctx context.Context, exe *os.File, reply rpc.Reply) {
 			s.state = stateClosed
 			s.proof = proof
 			s.admissionFailed(proof, herr, reply)
+			if lateClose != nil {
+				// The late session's own cleanup, after the open's answer
+				// (PROTOCOL §5 cleanup/proof; SEED-BEHAVIOR 6).
+				lp := *proof
+				lp.CleanupID = newID("c-")
+				lp.Reason = "admission aborted"
+				lp.ProtocolClose = *lateClose
+				s.notify(protocol.NotifyCleanupProof, protocol.ProofNotice{Proof: &lp})
+			}
 		})
 		return
 	}

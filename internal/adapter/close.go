@@ -6,19 +6,13 @@ import (
 	"time"
 
 	acp "github.com/coder/acp-go-sdk"
+	"github.com/sourcegraph/jsonrpc2"
 	"go.uber.org/zap"
 
 	"github.com/acpx-sidecar/acpx-sidecar/internal/protocol"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/reaper"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/rpc"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/store"
-)
-
-// Retained cleanup backoff: 10 ms doubling to 100 ms (SEED-BEHAVIOR
-// constants, RETAINED_ADMISSION_CLEANUP_RETRY_*).
-const (
-	retainedBackoffMin = 10 * time.Millisecond
-	retainedBackoffMax = 100 * time.Millisecond
 )
 
 // closeAttempt is the one close in flight for a session; concurrent closes
@@ -143,6 +137,12 @@ func (s *session) markClosed(discard bool) {
 // CloseTimeout; skipped when no session exists, SEED-BEHAVIOR 5), then
 // terminates the tree and builds the proof. It blocks; it runs off the actor.
 func (s *session) cleanup(conn *acpConn, tree *reaper.Tree, sessionID, reason, origin string) *protocol.Proof {
+	return s.cleanupKeepingConn(conn, tree, sessionID, reason, origin, false)
+}
+
+// cleanupKeepingConn is cleanup; with keepConn the provider connection is
+// closed only after the tree is gone (a late handshake may still answer).
+func (s *session) cleanupKeepingConn(conn *acpConn, tree *reaper.Tree, sessionID, reason, origin string, keepConn bool) *protocol.Proof {
 	started := time.Now()
 	proof := &protocol.Proof{CleanupID: newID("c-"), Session: s.id, SessionKey: s.key, Reason: reason, Origin: origin,
 		ProtocolClose: protocol.ProtocolClose{Outcome: "skipped"}, Signals: []protocol.ProofSignal{},
@@ -161,8 +161,23 @@ func (s *session) cleanup(conn *acpConn, tree *reaper.Tree, sessionID, reason, o
 	case !s.closeSupported.Load():
 		proof.ProtocolClose.Outcome = "unsupported"
 	default:
+		// One bounded budget for every attempt; an error answer is retried
+		// with backoff up to ProtocolCloseAttempts, a timed-out attempt never
+		// is: it stays the target's only close (SEED-BEHAVIOR 16, 20).
 		ctx, cancel := context.WithTimeout(context.Background(), s.m.cfg.CloseTimeout)
-		err := conn.call(ctx, acp.AgentMethodSessionClose, acp.CloseSessionRequest{SessionId: acp.SessionId(sessionID)}, nil)
+		var err error
+		backoff := s.m.cfg.RetainedRetryMin
+		for attempt := 1; ; attempt++ {
+			err = conn.call(ctx, acp.AgentMethodSessionClose, acp.CloseSessionRequest{SessionId: acp.SessionId(sessionID)}, nil)
+			if err == nil || ctx.Err() != nil || errors.Is(err, jsonrpc2.ErrClosed) || attempt >= s.m.cfg.ProtocolCloseAttempts {
+				break
+			}
+			select {
+			case <-time.After(backoff):
+			case <-ctx.Done():
+			}
+			backoff *= 2
+		}
 		cancel()
 		switch {
 		case err == nil:
@@ -176,13 +191,17 @@ func (s *session) cleanup(conn *acpConn, tree *reaper.Tree, sessionID, reason, o
 			proof.Errors = append(proof.Errors, protocol.ProofError{Code: "PROTOCOL_CLOSE_FAILED", Message: msg})
 		}
 	}
-	if conn != nil {
+	if conn != nil && !keepConn {
 		conn.close()
 	}
 	if tree != nil {
 		proof.Containment = string(tree.Containment())
 		s.applyTermination(proof, tree.Terminate(context.Background(), s.m.cfg.TermGrace, s.m.cfg.KillGrace))
-	} else {
+	}
+	if conn != nil && keepConn {
+		conn.close()
+	}
+	if tree == nil {
 		proof.Complete, proof.Verified = true, protocol.ProofVerified{TreeEmpty: true, Method: "nothing was launched"}
 	}
 	proof.Attempts = 1
@@ -227,15 +246,15 @@ func (s *session) retain(first *protocol.Proof) {
 		proof.Signals = append([]protocol.ProofSignal(nil), first.Signals...)
 		proof.Processes = append([]protocol.ProofProcess(nil), first.Processes...)
 		proof.Errors = append([]protocol.ProofError(nil), first.Errors...)
-		backoff := retainedBackoffMin
+		backoff := s.m.cfg.RetainedRetryMin
 		for !proof.Complete {
 			select {
 			case <-time.After(backoff):
 			case <-s.m.stopCh:
 				return
 			}
-			if backoff *= 2; backoff > retainedBackoffMax {
-				backoff = retainedBackoffMax
+			if backoff *= 2; backoff > s.m.cfg.RetainedRetryMax {
+				backoff = s.m.cfg.RetainedRetryMax
 			}
 			proof.Attempts++
 			s.applyTermination(&proof, tree.Terminate(context.Background(), s.m.cfg.TermGrace, s.m.cfg.KillGrace))

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	acp "github.com/coder/acp-go-sdk"
+	"github.com/sourcegraph/jsonrpc2"
 
 	"github.com/acpx-sidecar/acpx-sidecar/internal/profiles"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/protocol"
@@ -78,7 +79,7 @@ func (st *sessionState) modes() *protocol.Modes {
 // or session/load|resume → identity check → model/mode → record save. It
 // returns the backend session id as soon as one is known, so a failed
 // admission can close that session (SEED-BEHAVIOR 5, 8, 9, 10).
-func (s *session) handshake(ctx context.Context, conn *acpConn, tree *reaper.Tree, prior *store.Record) (*admitted, string, *protocol.Error) {
+func (s *session) handshake(ctx context.Context, conn *acpConn, tree *reaper.Tree, prior *store.Record, late *lateHandshake) (*admitted, string, *protocol.Error) {
 	p := s.open
 	var init initializeResult
 	// No fs/terminal capabilities: the agent uses its own (PROTOCOL §7).
@@ -126,7 +127,7 @@ func (s *session) handshake(ctx context.Context, conn *acpConn, tree *reaper.Tre
 		// Replayed history is not live output (PROTOCOL §4 resume): the flag
 		// is posted before the request, so it precedes every replayed update.
 		s.post(func() { s.replaying = true })
-		err = conn.call(ctx, method, params, &st)
+		err = late.call(ctx, conn, method, params, &st)
 		if err != nil {
 			// SEED-BEHAVIOR 10: close the recovered session, save nothing.
 			e := s.acpError(method, err)
@@ -140,7 +141,7 @@ func (s *session) handshake(ctx context.Context, conn *acpConn, tree *reaper.Tre
 		if p.SystemPrompt != "" {
 			params.Meta = map[string]any{"systemPrompt": map[string]string{"append": p.SystemPrompt}}
 		}
-		if err := conn.call(ctx, acp.AgentMethodSessionNew, params, &st); err != nil {
+		if err := late.call(ctx, conn, acp.AgentMethodSessionNew, params, &st); err != nil {
 			return nil, "", s.acpError("session/new", err)
 		}
 	}
@@ -284,4 +285,65 @@ func modelsFromConfig(opts []json.RawMessage) *protocol.Models {
 		return m
 	}
 	return nil
+}
+
+// lateHandshake remembers the session-creating request (session/new, load
+// or resume) that admission gave up on, so that a session the agent
+// creates after a cancel or timeout is still closed (SEED-BEHAVIOR 6, 7).
+type lateHandshake struct {
+	waiter  *jsonrpc2.Waiter
+	resumed string // the session id a load/resume names
+}
+
+// call sends method and waits for its answer or ctx; when ctx ends first,
+// the request is kept as the pending late handshake.
+func (l *lateHandshake) call(ctx context.Context, conn *acpConn, method string, params, out any) error {
+	w, err := conn.dispatch(method, params)
+	if err != nil {
+		return err
+	}
+	if err = w.Wait(ctx, out); err != nil && ctx.Err() != nil {
+		l.waiter = &w
+		switch p := params.(type) {
+		case acp.LoadSessionRequest:
+			l.resumed = string(p.SessionId)
+		case acp.ResumeSessionRequest:
+			l.resumed = string(p.SessionId)
+		}
+	}
+	return err
+}
+
+// watch waits for the late answer (until the connection closes) and, if
+// it created a session, closes it with ACP session/close bounded by
+// CloseTimeout. It returns nil when no late session appeared.
+func (l *lateHandshake) watch(s *session, conn *acpConn) *protocol.ProtocolClose {
+	if l.waiter == nil {
+		return nil
+	}
+	var st sessionState
+	if err := l.waiter.Wait(context.Background(), &st); err != nil {
+		return nil
+	}
+	id := st.SessionID
+	if id == "" {
+		id = l.resumed
+	}
+	if id == "" {
+		return nil
+	}
+	if !s.closeSupported.Load() {
+		return &protocol.ProtocolClose{Outcome: "unsupported"}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), s.m.cfg.CloseTimeout)
+	defer cancel()
+	err := conn.call(ctx, acp.AgentMethodSessionClose, acp.CloseSessionRequest{SessionId: acp.SessionId(id)}, nil)
+	switch {
+	case err == nil:
+		return &protocol.ProtocolClose{Outcome: "ok"}
+	case ctx.Err() != nil:
+		return &protocol.ProtocolClose{Outcome: "timeout", Error: "session/close did not answer within " + s.m.cfg.CloseTimeout.String()}
+	default:
+		return &protocol.ProtocolClose{Outcome: "error", Error: s.acpError("session/close", err).Message}
+	}
 }

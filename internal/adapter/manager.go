@@ -51,6 +51,15 @@ type Config struct {
 	KillGrace time.Duration
 	// Shutdown bounds `shutdown` (default 7 s).
 	Shutdown time.Duration
+	// ProtocolCloseAttempts bounds ACP session/close attempts per target
+	// (default 4 = 1 + 3 retries).
+	ProtocolCloseAttempts int
+	// RetainedRetryMin and RetainedRetryMax bound the retained cleanup
+	// backoff (default 10 ms doubling to 100 ms).
+	RetainedRetryMin, RetainedRetryMax time.Duration
+	// LateCloseReconcileAttempts bounds re-verification after a late
+	// protocol-close failure (default 3).
+	LateCloseReconcileAttempts int
 	// BaseEnv is the environment every provider inherits ("K=V"), before
 	// the open's env is added (--inherit-env).
 	BaseEnv []string
@@ -68,7 +77,9 @@ type Config struct {
 func DefaultConfig() Config {
 	return Config{HandshakeTimeout: 30 * time.Second, CloseTimeout: 2 * time.Second,
 		TermGrace: 2 * time.Second, KillGrace: 2 * time.Second, Shutdown: 7 * time.Second,
-		MaxProviderLineBytes: DefaultMaxProviderLineBytes, Version: "0.1.0"}
+		ProtocolCloseAttempts: 4, RetainedRetryMin: 10 * time.Millisecond, RetainedRetryMax: 100 * time.Millisecond,
+		LateCloseReconcileAttempts: 3,
+		MaxProviderLineBytes:       DefaultMaxProviderLineBytes, Version: "0.1.0"}
 }
 
 // Manager routes host requests to session actors and owns retained
@@ -107,7 +118,9 @@ func NewManager(cfg Config, host Host) *Manager {
 func (m *Manager) Bounds() protocol.Bounds {
 	return protocol.Bounds{HandshakeTimeoutMs: m.cfg.HandshakeTimeout.Milliseconds(),
 		CloseTimeoutMs: m.cfg.CloseTimeout.Milliseconds(), TermGraceMs: m.cfg.TermGrace.Milliseconds(),
-		KillGraceMs: m.cfg.KillGrace.Milliseconds(), ShutdownMs: m.cfg.Shutdown.Milliseconds()}
+		KillGraceMs: m.cfg.KillGrace.Milliseconds(), ShutdownMs: m.cfg.Shutdown.Milliseconds(),
+		ProtocolCloseAttempts: m.cfg.ProtocolCloseAttempts, RetainedRetryMinMs: m.cfg.RetainedRetryMin.Milliseconds(),
+		RetainedRetryMaxMs: m.cfg.RetainedRetryMax.Milliseconds(), LateCloseReconcileAttempts: m.cfg.LateCloseReconcileAttempts}
 }
 
 // Initialize answers `initialize` (PROTOCOL §2); Pid is filled by rpc.

@@ -168,6 +168,14 @@ func (s *session) finishTurn(res protocol.PromptResult) {
 		s.cost.Amount += res.Cost.Amount
 	}
 	s.persist(func(r *store.Record) {
+		var ids []string
+		if raw, ok := r.Acpx.Extra[requestIDsKey]; ok {
+			_ = json.Unmarshal(raw, &ids)
+		}
+		if r.Acpx.Extra == nil {
+			r.Acpx.Extra = map[string]json.RawMessage{}
+		}
+		r.Acpx.Extra[requestIDsKey], _ = json.Marshal(append(ids, t.requestID))
 		r.LastRequestID = &t.requestID
 		now := nowStamp()
 		r.LastPromptAt = &now
@@ -224,7 +232,24 @@ func (s *session) restoreUsage(r *store.Record) {
 		s.cost = &protocol.Cost{Amount: c.Amount, Currency: c.Currency, Basis: "session-cumulative"}
 	}
 	s.lastReqID = r.LastRequestID
+	// Request ids stay unique across resume (PROTOCOL §4 session/prompt).
+	for id := range r.RequestTokenUsage {
+		s.usedIDs[id] = true
+	}
+	if r.LastRequestID != nil {
+		s.usedIDs[*r.LastRequestID] = true
+	}
+	var ids []string
+	if raw, ok := r.Acpx.Extra[requestIDsKey]; ok && json.Unmarshal(raw, &ids) == nil {
+		for _, id := range ids {
+			s.usedIDs[id] = true
+		}
+	}
 }
+
+// requestIDsKey is the record's acpx key listing every request id used in
+// the session ("acpx.request_ids"), so ids stay unique across resume.
+const requestIDsKey = "request_ids"
 
 // persist writes the actor's view into the record; fn may add to it.
 func (s *session) persist(fn func(r *store.Record)) {

@@ -75,6 +75,16 @@ type Bounds struct {
 	TermGraceMs        int64 `json:"termGraceMs"`
 	KillGraceMs        int64 `json:"killGraceMs"`
 	ShutdownMs         int64 `json:"shutdownMs"`
+	// ProtocolCloseAttempts bounds ACP session/close attempts per target
+	// (1 + 3 retries; a timed-out close is never retried: SEED-BEHAVIOR 16).
+	ProtocolCloseAttempts int `json:"protocolCloseAttempts"`
+	// RetainedRetryMinMs and RetainedRetryMaxMs are the retained cleanup
+	// backoff: 10 ms doubling to 100 ms (SEED-BEHAVIOR 20).
+	RetainedRetryMinMs int64 `json:"retainedRetryMinMs"`
+	RetainedRetryMaxMs int64 `json:"retainedRetryMaxMs"`
+	// LateCloseReconcileAttempts bounds re-verifications after a late
+	// protocol-close failure, per failure generation (SEED-BEHAVIOR 29).
+	LateCloseReconcileAttempts int `json:"lateCloseReconcileAttempts"`
 }
 
 // Command is the only executable launched for a session: an absolute path,
