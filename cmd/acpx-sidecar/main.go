@@ -157,10 +157,16 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		mode = reaper.Mode(o.containment)
 	}
 	sup, err := reaper.NewSupervisor(reaper.Options{Mode: mode, CgroupParent: o.cgroupParent, Logger: log.Named("reaper")})
-	if err != nil {
-		log.Error("containment unavailable", zap.Error(err))
-		fmt.Fprintln(stderr, "acpx-sidecar: containment unavailable:", err)
+	switch {
+	case err != nil && mode != "":
+		// A containment the host asked for by flag is a bad flag here.
+		fmt.Fprintln(stderr, "acpx-sidecar: --containment "+o.containment+" is unavailable:", err)
 		return 2
+	case err != nil:
+		// Serve anyway: every open is refused before launch with
+		// PLATFORM_UNSUPPORTED (SEED-BEHAVIOR 2).
+		log.Error("no containment available; opens will be refused", zap.Error(err))
+		sup = nil
 	}
 	// SIGPIPE on stdout must not kill us before providers are cleaned up;
 	// Notify (not Ignore) keeps providers' default disposition.
@@ -181,14 +187,16 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	cfg.RetainedRetryMin = time.Duration(o.retryMinMs) * time.Millisecond
 	cfg.RetainedRetryMax = time.Duration(o.retryMaxMs) * time.Millisecond
 	cfg.LateCloseReconcileAttempts = o.reconcile
-	cfg.Supervisor = sup
+	if sup != nil {
+		cfg.Supervisor = sup
+	}
 	cfg.Logger = log.Named("session")
 	cfg.Version = version
 	if o.inheritEnv {
 		cfg.BaseEnv = os.Environ()
 	}
 	mgr := adapter.NewManager(cfg, server)
-	log.Info("acpx-sidecar started", zap.Int("pid", os.Getpid()), zap.String("containment", string(sup.Mode())),
+	log.Info("acpx-sidecar started", zap.Int("pid", os.Getpid()), zap.String("containment", initContainment(sup)),
 		zap.String("framing", o.framing))
 
 	stopSignals := make(chan struct{})
@@ -209,9 +217,11 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	code := server.Serve(mgr)
 	close(stopSignals)
 	mgr.Wait()
-	sup.Seal()
-	if err := sup.Close(); err != nil {
-		log.Warn("supervisor close", zap.Error(err))
+	if sup != nil {
+		sup.Seal()
+		if err := sup.Close(); err != nil {
+			log.Warn("supervisor close", zap.Error(err))
+		}
 	}
 	log.Info("acpx-sidecar exiting", zap.Int("status", code))
 	return code
@@ -234,4 +244,11 @@ func doctor(stdout io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+func initContainment(sup *reaper.Supervisor) string {
+	if sup == nil {
+		return "none"
+	}
+	return string(sup.Mode())
 }

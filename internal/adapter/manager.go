@@ -125,9 +125,13 @@ func (m *Manager) Bounds() protocol.Bounds {
 
 // Initialize answers `initialize` (PROTOCOL §2); Pid is filled by rpc.
 func (m *Manager) Initialize(p protocol.InitializeParams) protocol.InitializeResult {
+	containment := "none" // every open is refused with PLATFORM_UNSUPPORTED
+	if m.cfg.Supervisor != nil {
+		containment = string(m.cfg.Supervisor.Mode())
+	}
 	return protocol.InitializeResult{ProtocolVersion: protocol.Version,
 		ServerInfo:   protocol.Implementation{Name: "acpx-sidecar", Version: m.cfg.Version},
-		Capabilities: protocol.ServerCaps{Containment: string(m.cfg.Supervisor.Mode()), Agents: profiles.Names()},
+		Capabilities: protocol.ServerCaps{Containment: containment, Agents: profiles.Names()},
 		Bounds:       m.Bounds()}
 }
 

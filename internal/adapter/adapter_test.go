@@ -1,0 +1,137 @@
+package adapter
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+	"go.uber.org/zap"
+
+	"github.com/acpx-sidecar/acpx-sidecar/internal/protocol"
+	"github.com/acpx-sidecar/acpx-sidecar/internal/reaper"
+)
+
+var faultAgent string
+
+func TestMain(m *testing.M) {
+	_, file, _, _ := runtime.Caller(0)
+	root := filepath.Join(filepath.Dir(file), "..", "..")
+	dir, err := os.MkdirTemp("", "adapter-test-")
+	if err != nil {
+		panic(err)
+	}
+	faultAgent = filepath.Join(dir, "faultagent")
+	build := exec.Command("go", "build", "-o", faultAgent, "./cmd/faultagent")
+	build.Dir = root
+	build.Stderr = os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "build faultagent:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "goleak:", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// fakeHost records notifications in order.
+type fakeHost struct {
+	mu    sync.Mutex
+	notes []string
+	perms bool
+}
+
+func (h *fakeHost) Notify(method string, params any) error {
+	b, _ := json.Marshal(params)
+	h.mu.Lock()
+	h.notes = append(h.notes, method+" "+string(b))
+	h.mu.Unlock()
+	return nil
+}
+
+func (h *fakeHost) RequestPermission(ctx context.Context, p protocol.PermissionRequestParams) (protocol.PermissionRequestResult, error) {
+	<-ctx.Done()
+	return protocol.PermissionRequestResult{}, ctx.Err()
+}
+
+func (h *fakeHost) PermissionRequests() bool { return h.perms }
+
+type result struct {
+	v   any
+	err error
+}
+
+func await(t *testing.T, call func(reply func(any, error))) any {
+	t.Helper()
+	ch := make(chan result, 1)
+	call(func(v any, err error) { ch <- result{v, err} })
+	select {
+	case r := <-ch:
+		if r.err != nil {
+			t.Fatalf("request failed: %v", r.err)
+		}
+		return r.v
+	case <-time.After(30 * time.Second):
+		t.Fatal("no reply within 30 s")
+		return nil
+	}
+}
+
+// TestManager_SessionActorsLeaveNoGoroutine runs a whole session in
+// process — open, turn, close, shutdown — and checks with goleak that every
+// goroutine the manager, its actors and the reaper started has stopped
+// (issue 3: goleak after each test; "every goroutine has an owner").
+func TestManager_SessionActorsLeaveNoGoroutine(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	sup, err := reaper.NewSupervisor(reaper.Options{Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := DefaultConfig()
+	cfg.StateDir = t.TempDir()
+	cfg.Supervisor = sup
+	cfg.TermGrace, cfg.KillGrace = 300*time.Millisecond, 300*time.Millisecond
+	host := &fakeHost{}
+	m := NewManager(cfg, host)
+	open := await(t, func(r func(any, error)) {
+		m.Open(context.Background(), protocol.OpenParams{SessionKey: "k", Agent: "generic",
+			Command: &protocol.Command{Path: faultAgent, Args: []string{"--mode", "normal"}}, Cwd: t.TempDir(),
+			PermissionMode: "approve-reads", NonInteractivePermissions: "deny"}, r)
+	}).(protocol.OpenResult)
+	res := await(t, func(r func(any, error)) {
+		m.Prompt(context.Background(), protocol.PromptParams{Session: open.Session, RequestID: "t1", Prompt: json.RawMessage(`"hi"`)}, r)
+	}).(protocol.PromptResult)
+	if res.Status != "completed" {
+		t.Fatalf("turn: %+v", res)
+	}
+	closed := await(t, func(r func(any, error)) {
+		m.Close(protocol.CloseParams{Session: open.Session, Reason: "test"}, r)
+	}).(protocol.CloseResult)
+	if !closed.Proof.Complete {
+		t.Fatalf("proof: %+v", closed.Proof)
+	}
+	m.Shutdown()
+	m.Wait()
+	sup.Seal()
+	if err := sup.Close(); err != nil {
+		t.Fatal(err)
+	}
+	host.mu.Lock()
+	defer host.mu.Unlock()
+	if len(host.notes) < 2 {
+		t.Fatalf("expected the turn's updates as notifications, got %v", host.notes)
+	}
+}
