@@ -1,0 +1,94 @@
+package e2e
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"strconv"
+	"testing"
+	"time"
+)
+
+// sleepersIn returns live `sleep 303`/`sleep 304` processes whose cwd is dir.
+func sleepersIn(dir string) []int {
+	var out []int
+	for _, pid := range markedPids("no-such-mark", dir) {
+		cmd, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+		if bytes.HasPrefix(cmd, []byte("sleep\x00303")) || bytes.HasPrefix(cmd, []byte("sleep\x00304")) {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+// TestContainment_CodexBackgroundToolCommandIsReaped: issue 4 — the real
+// codex-acp runs a tool command that leaves a long-running background
+// process (codex runs tools under setsid, outside the provider's process
+// group: CODEX-OFFLINE.md "The process tree"). Closing the session must
+// leave no process of that tree alive, checked in /proc, and the proof
+// must list the tool processes as descendants. Run in every containment
+// mode this machine offers.
+func TestContainment_CodexBackgroundToolCommandIsReaped(t *testing.T) {
+	for _, mode := range []string{"cgroup", "process-group"} {
+		t.Run(mode, func(t *testing.T) {
+			agent, codexHome, _ := codexEnv(t)
+			stateDir, work := t.TempDir(), t.TempDir()
+			mark := randHex(8)
+			s := startSidecar(t, "--state-dir", stateDir, "--containment", mode, "--term-grace-ms", "500", "--kill-grace-ms", "1000")
+			s.initialize(false)
+			var open openResult
+			s.mustCall("session/open", map[string]any{"sessionKey": "bg", "agent": "codex", "command": map[string]any{"path": agent},
+				"cwd": work, "permissionMode": "approve-all",
+				"env": map[string]string{"OPENAI_API_KEY": "sk-" + randHex(8), "CODEX_HOME": codexHome, "ACPX_TEST_MARK": mark}}, &open)
+			if open.Process.Containment != mode {
+				t.Fatalf("containment %q, want %q", open.Process.Containment, mode)
+			}
+			// A tool command still running when the host closes: codex runs
+			// it under setsid, outside the provider's process group.
+			turn := s.start("session/prompt", map[string]any{"session": open.Session, "requestId": "t1",
+				"prompt": "start a long job\nrun: sleep 303 & sleep 304"})
+			// The sleeps must exist before the close, or the test proves
+			// nothing.
+			deadline := time.Now().Add(20 * time.Second)
+			var sleepers []int
+			for len(sleepers) == 0 && time.Now().Before(deadline) {
+				sleepers = sleepersIn(work)
+				if len(sleepers) == 0 {
+					time.Sleep(20 * time.Millisecond) // polling /proc, bounded
+				}
+			}
+			if len(sleepers) == 0 {
+				t.Fatalf("the tool command never started its sleeps")
+			}
+			var closed struct {
+				Proof proof `json:"proof"`
+			}
+			s.mustCall("session/close", map[string]any{"session": open.Session, "reason": "bg done"}, &closed)
+			if !closed.Proof.Complete || !closed.Proof.Verified.TreeEmpty {
+				t.Fatalf("proof not complete: %+v", closed.Proof)
+			}
+			listed := map[int]string{}
+			for _, p := range closed.Proof.Processes {
+				listed[p.Pid] = p.Role
+			}
+			for _, pid := range sleepers {
+				if listed[pid] != "descendant" {
+					t.Errorf("background tool process %d not listed as a descendant in the proof: %+v", pid, closed.Proof.Processes)
+				}
+			}
+			var res struct {
+				Status string `json:"status"`
+			}
+			if f := s.await(turn, 30*time.Second); f.Error != nil || json.Unmarshal(f.Result, &res) != nil || res.Status != "cancelled" {
+				t.Errorf("the turn closed under it should end cancelled: %+v %s", f.Error, f.Result)
+			}
+			if left := sleepersIn(work); len(left) != 0 {
+				t.Fatalf("background tool processes survive the close: %v", left)
+			}
+			waitNoMarked(t, mark, work, 5*time.Second)
+			if _, status := s.shutdownAndExit(); status != 0 {
+				t.Errorf("exit status %d", status)
+			}
+		})
+	}
+}
