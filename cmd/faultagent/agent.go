@@ -55,6 +55,7 @@ type session struct {
 	Model   string            `json:"model"`
 	Mode    string            `json:"mode"`
 	History []json.RawMessage `json:"history"` // recorded `update` objects, in order
+	Turns   int               `json:"turns"`   // prompts run (mode cost)
 
 	cancel chan struct{} // closed by session/cancel; nil when no turn runs
 }
@@ -73,10 +74,15 @@ type agent struct {
 	eof      bool                    // stdin ended: no response can arrive
 
 	inflight sync.WaitGroup // request handlers still running
+
+	rec        *recorder     // mode record; nil records nothing
+	term       chan struct{} // closed at the first trapped SIGTERM
+	closeFails int           // session/close requests failed (mode error-close)
 }
 
 func newAgent(cfg config, out io.Writer) *agent {
-	return &agent{cfg: cfg, out: out, sessions: map[string]*session{}, pending: map[string]chan message{}}
+	return &agent{cfg: cfg, out: out, sessions: map[string]*session{}, pending: map[string]chan message{},
+		term: make(chan struct{})}
 }
 
 // serve reads messages until r ends; requests run in their own goroutine
@@ -106,6 +112,7 @@ func (a *agent) handleLine(line []byte) {
 		logf("recv unparsable line (%d bytes): %v", len(line), err)
 		return
 	}
+	a.rec.msg("recv", line)
 	if m.Method == "" {
 		logf("recv response id=%s", m.ID)
 		a.mu.Lock()
@@ -145,6 +152,7 @@ func (a *agent) write(m message) {
 		a.garbage++
 		fmt.Fprintf(a.out, "faultagent garbage line %d: this is not JSON\n", a.garbage)
 	}
+	a.rec.msg("sent", b)
 	if _, err := a.out.Write(append(b, '\n')); err != nil {
 		logf("write stdout: %v", err)
 	}
@@ -256,8 +264,8 @@ func randomID() string {
 }
 
 // sessionState is the models/modes/configOptions part of session results.
-func sessionState(s *session) map[string]any {
-	return map[string]any{
+func (a *agent) sessionState(s *session) map[string]any {
+	st := map[string]any{
 		"models": map[string]any{
 			"currentModelId": s.Model,
 			"availableModels": []any{
@@ -272,8 +280,11 @@ func sessionState(s *session) map[string]any {
 				map[string]any{"id": "plan", "name": "Plan"},
 			},
 		},
-		"configOptions": configOptions(s),
 	}
+	if !a.cfg.noConfigOptions {
+		st["configOptions"] = configOptions(s)
+	}
+	return st
 }
 
 func configOptions(s *session) []any {
@@ -292,17 +303,28 @@ func (a *agent) newSession(m message) {
 		logf("hang-new: not answering")
 		return
 	}
+	if a.cfg.errorNew != "" {
+		a.fail(m.ID, -32603, a.cfg.errorNew)
+		return
+	}
 	if a.cfg.lateNew > 0 {
 		time.Sleep(a.cfg.lateNew)
+	}
+	if a.cfg.newOnTerm {
+		logf("new-on-term: answering session/new after SIGTERM")
+		<-a.term
 	}
 	s := &session{ID: randomID(), Model: defaultModel, Mode: defaultModeID}
 	a.mu.Lock()
 	a.sessions[s.ID] = s
-	res := sessionState(s)
+	res := a.sessionState(s)
 	a.mu.Unlock()
 	a.persist(s)
 	if !a.cfg.noSessionID {
 		res["sessionId"] = s.ID
+	}
+	if a.cfg.agentSessionID != "" {
+		res["_meta"] = map[string]any{"agentSessionId": a.cfg.agentSessionID}
 	}
 	a.reply(m.ID, res)
 }
@@ -363,7 +385,7 @@ func (a *agent) loadSession(m message) {
 		a.sendUpdate(s.ID, u)
 	}
 	a.mu.Lock()
-	res := sessionState(s)
+	res := a.sessionState(s)
 	a.mu.Unlock()
 	a.reply(m.ID, res)
 }
@@ -375,6 +397,22 @@ func (a *agent) closeSession(m message) {
 	}
 	if a.cfg.hangClose {
 		logf("hang-close: not answering")
+		return
+	}
+	if a.cfg.closeErrorOnTerm {
+		logf("close-error-on-term: answering session/close after SIGTERM")
+		<-a.term
+		a.fail(m.ID, -32603, "faultagent: late close failure")
+		return
+	}
+	a.mu.Lock()
+	failIt := a.closeFails < a.cfg.errorClose
+	if failIt {
+		a.closeFails++
+	}
+	a.mu.Unlock()
+	if failIt {
+		a.fail(m.ID, -32603, "faultagent: close failed")
 		return
 	}
 	var p struct {
@@ -433,7 +471,9 @@ func (a *agent) setConfigOption(m message) {
 		return
 	}
 	a.mu.Lock()
-	s.Model = p.Value
+	if !a.cfg.staleConfig {
+		s.Model = p.Value
+	}
 	opts := configOptions(s)
 	a.mu.Unlock()
 	a.persist(s)
@@ -501,6 +541,8 @@ func (a *agent) prompt(m message) {
 		return
 	}
 	s.cancel = cancel
+	s.Turns++
+	turns := s.Turns
 	s.History = append(s.History, chunk("user_message_chunk", userText.String()))
 	a.mu.Unlock()
 
@@ -529,6 +571,9 @@ func (a *agent) prompt(m message) {
 	if a.cfg.permissionKind != "" && !cancelled() {
 		emit(chunk("agent_message_chunk", a.askPermission(s.ID)))
 	}
+	if a.cfg.permissionTitle != "" && !cancelled() {
+		emit(chunk("agent_message_chunk", a.askTitledPermission(s.ID)))
+	}
 	for i := 0; i < a.cfg.flood && !cancelled(); i++ {
 		emit(chunk("agent_message_chunk", fmt.Sprintf("flood %d;", i)))
 	}
@@ -543,8 +588,7 @@ func (a *agent) prompt(m message) {
 			t.Stop()
 		}
 	}
-	usage, _ := json.Marshal(map[string]any{"sessionUpdate": "usage_update", "used": 15, "size": contextSize})
-	emit(usage)
+	emit(a.withSeedCost(a.usageUpdate(), turns))
 
 	stop := "end_turn"
 	if cancelled() {

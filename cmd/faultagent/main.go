@@ -31,6 +31,33 @@
 //	close-unsupported  no sessionCapabilities.close; session/close -> -32601
 //	hang-close         advertise close but never answer session/close
 //	slow-turn=<ms>     a turn lasts ms milliseconds unless session/cancel
+//	record=<file>      append every message received and sent to <file>, one
+//	                   JSON object a line: first {"dir":"start","pid":N,
+//	                   "argv":[...]}, then {"dir":"recv"|"sent","msg":{...}}
+//	                   (the message verbatim), in the order they happened
+//	error-new=<text>   session/new fails with -32603 and message <text>
+//	agent-session-id=<id>  session/new result carries _meta.agentSessionId <id>
+//	hog=<MiB>          touch that much memory at start (its exit after
+//	                   SIGKILL then takes the kernel measurable time)
+//	groupchild         like grandchild, but without setsid: the child stays
+//	                   in the provider's process group and session
+//	new-on-term        session/new is answered only once SIGTERM arrives
+//	                   (SIGTERM is then trapped as with ignore-term)
+//	close-error-on-term  session/close is answered only once SIGTERM arrives,
+//	                   and then with an error (SIGTERM trapped as above)
+//	error-close=<n>    the first n session/close requests fail with -32603
+//	stale-config       session/set_config_option answers success but keeps
+//	                   the old value (the answer shows the old currentValue)
+//	no-config-options  session results carry no configOptions (model
+//	                   selection then needs legacy session/set_model)
+//	cost=<amount>      usage_update carries cost {amount, currency "USD"}:
+//	                   the cumulative session cost as ACP defines it, i.e.
+//	                   amount times the number of turns the session has run
+//	permission-title=<title>  each turn asks session/request_permission with a
+//	                   toolCall that has this title and no kind (options
+//	                   allow_once/reject_once), reported like permission=
+//	usage-cost=<amount>  the turn's usage_update carries cost {amount,
+//	                   currency:"USD"}
 //
 // Normal behaviour: initialize answers agentInfo {name:"faultagent",
 // version:"0.1.0"}, agentCapabilities {loadSession:true,
@@ -81,6 +108,8 @@ type config struct {
 	closeUnsupported bool
 	hangClose        bool
 	slowTurn         time.Duration
+	permCostModes    // permission-title, usage-cost (modes_permcost.go)
+	seedModes        // record, error-new, hog, new-on-term, ... (modes_seed.go)
 	stateDir         string
 }
 
@@ -137,9 +166,14 @@ func parseModes(list string) (config, error) {
 			c.closeUnsupported = true
 		case "hang-close":
 			c.hangClose = true
+		case "permission-title", "usage-cost":
+			err = c.permCostModes.parse(name, val, hasVal)
 		case "slow-turn":
 			n, err = num()
 			c.slowTurn = time.Duration(n) * time.Millisecond
+		case "record", "error-new", "agent-session-id", "hog", "groupchild", "new-on-term",
+			"close-error-on-term", "error-close", "stale-config", "no-config-options", "cost":
+			err = c.seedModes.parse(name, val, hasVal)
 		default:
 			return c, fmt.Errorf("unknown mode %q", name)
 		}
@@ -169,29 +203,56 @@ func main() {
 	cfg.stateDir = *stateDir
 	logf("start pid=%d modes=%q", os.Getpid(), *mode)
 
-	if cfg.ignoreTerm {
+	var rec *recorder
+	if cfg.recordFile != "" {
+		if rec, err = openRecorder(cfg.recordFile); err != nil {
+			logf("record: %v", err)
+			os.Exit(1)
+		}
+	}
+	term := make(chan struct{}) // closed at the first SIGTERM when trapped
+	if cfg.trapsTerm() {
 		sigs := make(chan os.Signal, 4)
 		signal.Notify(sigs, syscall.SIGTERM)
 		go func() {
+			first := true
 			for s := range sigs {
 				logf("ignoring %v", s)
+				if first {
+					close(term)
+					first = false
+				}
 			}
 		}()
 	}
+	if cfg.hogMiB > 0 {
+		hog = make([]byte, cfg.hogMiB<<20)
+		for i := 0; i < len(hog); i += 4096 {
+			hog[i] = 1
+		}
+		logf("hog: touched %d MiB", cfg.hogMiB)
+	}
 	if cfg.grandchild {
-		if err := startGrandchild(); err != nil {
+		if err := startGrandchild(true); err != nil {
 			logf("grandchild: %v", err)
+			os.Exit(1)
+		}
+	}
+	if cfg.groupChild {
+		if err := startGrandchild(false); err != nil {
+			logf("groupchild: %v", err)
 			os.Exit(1)
 		}
 	}
 
 	a := newAgent(cfg, os.Stdout)
+	a.rec, a.term = rec, term
 	err = a.serve(os.Stdin)
 	if err != nil && !errors.Is(err, io.EOF) {
 		logf("read stdin: %v", err)
 	}
-	if cfg.ignoreTerm {
-		logf("stdin closed; ignore-term keeps running")
+	if cfg.trapsTerm() {
+		logf("stdin closed; trapped SIGTERM keeps running")
 		sleepForever()
 	}
 	logf("stdin closed, exiting")
@@ -202,11 +263,14 @@ func logf(format string, args ...any) {
 	fmt.Fprintf(os.Stderr, "faultagent: "+format+"\n", args...)
 }
 
-// startGrandchild re-execs this binary under a new session (setsid) as a
-// process that ignores SIGTERM and sleeps forever, and returns once the
-// grandchild reports (one byte on an inherited pipe) that SIGTERM is
+// hog keeps the memory of mode hog reachable for the process lifetime.
+var hog []byte
+
+// startGrandchild re-execs this binary (under a new session when setsid)
+// as a process that ignores SIGTERM and sleeps forever, and returns once
+// the grandchild reports (one byte on an inherited pipe) that SIGTERM is
 // ignored. Its stdio is /dev/null, so it holds none of our pipes.
-func startGrandchild() error {
+func startGrandchild(setsid bool) error {
 	self, err := os.Executable()
 	if err != nil {
 		return err
@@ -218,7 +282,7 @@ func startGrandchild() error {
 	defer r.Close()
 	cmd := exec.Command(self, grandchildFlag)
 	cmd.ExtraFiles = []*os.File{w} // fd 3 in the grandchild
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: setsid}
 	if err := cmd.Start(); err != nil {
 		w.Close()
 		return err
@@ -229,7 +293,7 @@ func startGrandchild() error {
 	if _, err := r.Read(b[:]); err != nil {
 		return fmt.Errorf("grandchild %d not ready: %w", cmd.Process.Pid, err)
 	}
-	logf("grandchild pid=%d (setsid, ignores SIGTERM)", cmd.Process.Pid)
+	logf("grandchild pid=%d (setsid %v, ignores SIGTERM)", cmd.Process.Pid, setsid)
 	return nil
 }
 

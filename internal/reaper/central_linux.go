@@ -32,6 +32,9 @@ type central struct {
 	mu      sync.Mutex // registry; lock order: c.mu before t.mu
 	leaders map[int]*Tree
 	trees   map[*Tree]struct{}
+	// guardians maps a live guardian's pid to its tree; removed when the
+	// guardian is reaped (not when the tree is unregistered).
+	guardians map[int]*Tree
 
 	self  int
 	sigch chan os.Signal
@@ -50,13 +53,14 @@ func acquireCentral(log *zap.Logger) *central {
 	defer globalMu.Unlock()
 	if globalC == nil {
 		c := &central{
-			log:     log,
-			leaders: map[int]*Tree{},
-			trees:   map[*Tree]struct{}{},
-			self:    os.Getpid(),
-			sigch:   make(chan os.Signal, 1),
-			stop:    make(chan struct{}),
-			done:    make(chan struct{}),
+			log:       log,
+			leaders:   map[int]*Tree{},
+			trees:     map[*Tree]struct{}{},
+			guardians: map[int]*Tree{},
+			self:      os.Getpid(),
+			sigch:     make(chan os.Signal, 1),
+			stop:      make(chan struct{}),
+			done:      make(chan struct{}),
 		}
 		signal.Notify(c.sigch, syscall.SIGCHLD)
 		go c.run()
@@ -127,6 +131,27 @@ func (c *central) reapPass() {
 		pid := siginfoPid(&info)
 		if pid <= 0 {
 			return // children exist, none exited
+		}
+		c.mu.Lock()
+		gt := c.guardians[pid]
+		c.mu.Unlock()
+		if gt != nil {
+			var ws unix.WaitStatus
+			var err error
+			for {
+				if _, err = unix.Wait4(pid, &ws, unix.WNOHANG, nil); !errors.Is(err, unix.EINTR) {
+					break
+				}
+			}
+			if err != nil {
+				c.log.Warn("reaper: wait4 of guardian failed", zap.Int("pid", pid), zap.Error(err))
+				return
+			}
+			c.mu.Lock()
+			delete(c.guardians, pid)
+			c.mu.Unlock()
+			gt.guardianReapedStatus(ws)
+			continue
 		}
 		t, key := c.attribute(pid)
 		var ws unix.WaitStatus
@@ -216,7 +241,8 @@ func (c *central) trackPass() {
 	c.mu.Lock()
 	var ts []*Tree
 	for t := range c.trees {
-		if t.cgRel == "" {
+		// A tree whose guardian lives is tracked and reaped by it.
+		if t.cgRel == "" && (t.g == nil || !t.g.alive()) {
 			ts = append(ts, t)
 		}
 	}
@@ -238,7 +264,7 @@ func (c *central) adoptOrphans(snap snapshot) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for pid, p := range snap.procs {
-		if p.ppid != c.self || p.state == 'Z' || c.leaders[pid] != nil {
+		if p.ppid != c.self || p.state == 'Z' || c.leaders[pid] != nil || c.guardians[pid] != nil {
 			continue
 		}
 		if t := c.attributeLocked(pid, p); t != nil {

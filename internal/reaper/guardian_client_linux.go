@@ -62,6 +62,26 @@ func (g *guardianConn) closeCtl() {
 // alive: the guardian has not exited yet.
 func (g *guardianConn) alive() bool { return !isDone(g.done) }
 
+// hasLiveDescendant reports whether /proc shows a live (non-zombie)
+// process with the guardian as ancestor.
+func (g *guardianConn) hasLiveDescendant() bool {
+	snap := scanProcs()
+	children := map[int][]int{}
+	for pid, p := range snap.procs {
+		children[p.ppid] = append(children[p.ppid], pid)
+	}
+	queue := append([]int(nil), children[g.pid]...)
+	for len(queue) > 0 {
+		pid := queue[len(queue)-1]
+		queue = queue[:len(queue)-1]
+		if snap.procs[pid].state != 'Z' {
+			return true
+		}
+		queue = append(queue, children[pid]...)
+	}
+	return false
+}
+
 func (g *guardianConn) markReaped() { g.reapedOnce.Do(func() { close(g.reaped) }) }
 
 // readStatus consumes the guardian's status lines until EOF.
@@ -84,6 +104,10 @@ func (t *Tree) readStatus(g *guardianConn, st *os.File) {
 			}
 		case "exit":
 			t.recordExitInfo(procKey{pid: ev.Pid, start: ev.Start}, ev.Role, ev.Code, ev.Sig, time.Unix(0, ev.At))
+		case "seen":
+			// A descendant the guardian signalled; if its own parent reaps
+			// it, finalize records it as observed gone.
+			t.addMember(procKey{pid: ev.Pid, start: ev.Start}, time.Now())
 		case "signal":
 			if ev.Msg != "" {
 				t.mu.Lock()

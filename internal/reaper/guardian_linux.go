@@ -84,7 +84,10 @@ const (
 
 func init() {
 	if len(os.Args) > 1 && os.Args[1] == GuardianArg {
-		os.Exit(GuardianMain(os.Args[2:]))
+		// syscall.Exit, not os.Exit: nothing to flush, and a -race build
+		// would otherwise sleep 1 s at exit (GORACE atexit_sleep_ms)
+		// before the sidecar sees the guardian gone.
+		syscall.Exit(GuardianMain(os.Args[2:]))
 	}
 }
 
@@ -107,7 +110,7 @@ type guardianCmd struct {
 
 // guardianEvent is one status line.
 type guardianEvent struct {
-	Ev    string `json:"ev"` // started, fail, exit, signal, empty
+	Ev    string `json:"ev"` // started, fail, exit, seen, signal, empty
 	Pid   int    `json:"pid,omitempty"`
 	Start uint64 `json:"start,omitempty"`
 	Role  string `json:"role,omitempty"`
@@ -131,7 +134,7 @@ func GuardianMain(args []string) int {
 			return 2
 		}
 	}
-	g := &guardian{self: os.Getpid(), termed: map[procKey]bool{}}
+	g := &guardian{self: os.Getpid(), termed: map[procKey]bool{}, seen: map[procKey]bool{}}
 	g.status = os.NewFile(gfdStatus, "status")
 	ctl := os.NewFile(gfdCtl, "control")
 	unix.CloseOnExec(gfdCtl)
@@ -201,6 +204,7 @@ type guardian struct {
 	leaderFD     int
 	leaderReaped bool
 	termed       map[procKey]bool // got SIGTERM in this phase
+	seen         map[procKey]bool // reported as "seen"
 
 	phase    int // 0 none, 1 TERM, 2 KILL
 	orphaned bool
@@ -391,6 +395,11 @@ func (g *guardian) signalTree(sig unix.Signal) string {
 			continue
 		}
 		k := procKey{pid: pid, start: p.start}
+		if !g.seen[k] && k != g.leader {
+			// Named in the proof even if its own parent reaps it.
+			g.seen[k] = true
+			g.emit(guardianEvent{Ev: "seen", Pid: pid, Start: p.start})
+		}
 		if sig == unix.SIGTERM {
 			if g.termed[k] {
 				continue

@@ -20,7 +20,14 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// TestMain runs the package tests, or, when ACPX_REAPER_MINI_SIDECAR names a
+// mode, acts as the "mini sidecar" of TestSidecarKilled_GuardianKillsTree.
+func TestMain(m *testing.M) {
+	if mode := os.Getenv(miniSidecarEnv); mode != "" {
+		os.Exit(miniSidecar(Mode(mode)))
+	}
+	goleak.VerifyTestMain(m)
+}
 
 const (
 	termGrace = 200 * time.Millisecond
@@ -164,7 +171,7 @@ func requireComplete(t *testing.T, term Termination, mode Mode) {
 	if term.Containment != mode {
 		t.Fatalf("containment %q, want %q", term.Containment, mode)
 	}
-	want := methodProc
+	want := methodGuardian
 	if mode == ModeCgroup {
 		want = methodCgroup
 	}

@@ -3,6 +3,7 @@
 package reaper
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -30,6 +31,8 @@ type Supervisor struct {
 	cgMount  string
 	c        *central
 
+	guardianPath string // absolute
+
 	mu     sync.Mutex // held for the whole of Start, so Seal is exact
 	sealed bool
 	closed bool
@@ -45,13 +48,17 @@ var nameRE = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
 const (
 	methodCgroup = "cgroup.events populated 0"
 	methodProc   = "no live process in tracked tree (/proc scan)"
+	// methodGuardian: the guardian (a child subreaper) has no child left,
+	// which means no descendant is left.
+	methodGuardian = "guardian reaped every descendant; no live process with the guardian as ancestor"
 )
 
 // Detect probes the containment mechanisms, strongest first:
 //   - cgroup: a writable cgroup2 mount where a child cgroup can be created
 //     and removed and has cgroup.kill and cgroup.events (kernel >= 5.14);
-//   - subreaper: PR_GET_CHILD_SUBREAPER works; reported unavailable because
-//     the per-provider guardian is not implemented in this build;
+//   - subreaper: PR_GET_CHILD_SUBREAPER and pidfd_open work and this
+//     executable can be found (os.Executable) to be re-executed as the
+//     guardian;
 //   - process-group: pidfd_open works (kernel >= 5.3).
 //
 // Detect creates and removes one probe cgroup; it changes nothing else.
@@ -63,19 +70,30 @@ func Detect() []Mechanism {
 		out = append(out, Mechanism{Mode: ModeCgroup, Available: true,
 			Reason: "cgroup2 at " + mount + " is writable; child cgroups with cgroup.kill and cgroup.events"})
 	}
-	var v int
-	if err := unix.Prctl(unix.PR_GET_CHILD_SUBREAPER, uintptr(unsafe.Pointer(&v)), 0, 0, 0); err != nil {
-		out = append(out, Mechanism{Mode: ModeSubreaper, Reason: "prctl(PR_GET_CHILD_SUBREAPER): " + err.Error()})
-	} else {
-		out = append(out, Mechanism{Mode: ModeSubreaper,
-			Reason: "per-provider guardian not implemented in this build; the sidecar itself is a child subreaper and tracks trees by /proc walk (selecting this mode behaves as process-group)"})
-	}
+	pidfdErr := error(nil)
 	if fd, err := unix.PidfdOpen(os.Getpid(), 0); err != nil {
-		out = append(out, Mechanism{Mode: ModeProcessGroup, Reason: "pidfd_open: " + err.Error()})
+		pidfdErr = err
 	} else {
 		unix.Close(fd)
+	}
+	var v int
+	exe, exeErr := os.Executable()
+	switch err := unix.Prctl(unix.PR_GET_CHILD_SUBREAPER, uintptr(unsafe.Pointer(&v)), 0, 0, 0); {
+	case err != nil:
+		out = append(out, Mechanism{Mode: ModeSubreaper, Reason: "prctl(PR_GET_CHILD_SUBREAPER): " + err.Error()})
+	case pidfdErr != nil:
+		out = append(out, Mechanism{Mode: ModeSubreaper, Reason: "pidfd_open: " + pidfdErr.Error()})
+	case exeErr != nil:
+		out = append(out, Mechanism{Mode: ModeSubreaper, Reason: "cannot find this executable to re-execute as guardian: " + exeErr.Error()})
+	default:
+		out = append(out, Mechanism{Mode: ModeSubreaper, Available: true,
+			Reason: "per-provider guardian (" + exe + " " + GuardianArg + ", a child subreaper) reaps and reports every descendant, setsid or not, and kills the tree if the sidecar dies"})
+	}
+	if pidfdErr != nil {
+		out = append(out, Mechanism{Mode: ModeProcessGroup, Reason: "pidfd_open: " + pidfdErr.Error()})
+	} else {
 		out = append(out, Mechanism{Mode: ModeProcessGroup, Available: true,
-			Reason: "process group signalled only while its leader is unreaped; setsid descendants found by /proc ppid walk and signalled via pidfd (weaker than cgroup)"})
+			Reason: "process group signalled only while its leader is unreaped, descendants via pidfd; runs behind the same guardian as subreaper mode (weaker than cgroup)"})
 	}
 	return out
 }
@@ -133,8 +151,8 @@ func NewSupervisor(opts Options) (*Supervisor, error) {
 			return nil, fmt.Errorf("%w: %s: %s", ErrUnsupported, mode, avail[mode].Reason)
 		}
 	case ModeSubreaper:
-		if !avail[ModeProcessGroup].Available {
-			return nil, fmt.Errorf("%w: %s: %s", ErrUnsupported, mode, avail[ModeProcessGroup].Reason)
+		if !avail[mode].Available && opts.GuardianPath == "" {
+			return nil, fmt.Errorf("%w: %s: %s", ErrUnsupported, mode, avail[mode].Reason)
 		}
 	default:
 		return nil, fmt.Errorf("%w: unknown mode %q", ErrUnsupported, mode)
@@ -142,7 +160,21 @@ func NewSupervisor(opts Options) (*Supervisor, error) {
 	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
 		return nil, fmt.Errorf("reaper: prctl(PR_SET_CHILD_SUBREAPER): %w", err)
 	}
-	s := &Supervisor{mode: mode, log: log, trees: map[*Tree]struct{}{}}
+	gpath := opts.GuardianPath
+	if gpath == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return nil, fmt.Errorf("%w: cannot find this executable to re-execute as guardian: %v", ErrUnsupported, err)
+		}
+		gpath = exe
+	}
+	if !filepath.IsAbs(gpath) {
+		return nil, fmt.Errorf("reaper: GuardianPath %q is not absolute", gpath)
+	}
+	if err := unix.Access(gpath, unix.X_OK); err != nil {
+		return nil, fmt.Errorf("%w: guardian %s is not executable: %v", ErrUnsupported, gpath, err)
+	}
+	s := &Supervisor{mode: mode, log: log, trees: map[*Tree]struct{}{}, guardianPath: gpath}
 	if mode == ModeCgroup {
 		mount, err := cgroup2Mount()
 		if err != nil {
@@ -179,9 +211,11 @@ func (s *Supervisor) Seal() {
 
 // Close stops this Supervisor's use of the reaping goroutine (the goroutine
 // ends when the last Supervisor of the process closes, after a final reap
-// sweep) and removes the cgroup parent if it is empty. It does not kill live
-// trees: terminate them first; trees still registered are forgotten (their
-// exits are still reaped while any Supervisor is open). Idempotent.
+// sweep) and removes the cgroup parent if it is empty. Terminate trees
+// first: Close closes the control pipe of every tree still registered, so
+// its guardian kills that tree exactly as if the sidecar had died (TERM,
+// 250 ms, KILL), and waits (up to about 11 s) for those guardians to exit
+// and be reaped; such trees get no proof. Idempotent.
 func (s *Supervisor) Close() error {
 	s.mu.Lock()
 	if s.closed {
@@ -195,6 +229,15 @@ func (s *Supervisor) Close() error {
 	for t := range trees {
 		s.c.unregister(t)
 		t.closeFDs()
+		if t.g != nil {
+			t.g.closeCtl()
+		}
+	}
+	deadline := time.Now().Add(guardianGiveUp + time.Second)
+	for t := range trees {
+		if t.g != nil && !waitAny(time.Until(deadline), t.g.reaped) {
+			s.log.Warn("reaper: guardian not reaped at Close", zap.Int("guardian", t.g.pid))
+		}
 	}
 	releaseCentral()
 	if s.cgParent != "" {
@@ -214,11 +257,16 @@ func (s *Supervisor) forget(t *Tree) {
 	s.mu.Unlock()
 }
 
-// Start launches spec as a new provider tree: own process group (Setpgid),
-// inside its own cgroup in ModeCgroup (no window outside it), with its
-// pidfd taken at fork. Stdin/Stdout/Stderr are pipes owned by the caller.
-// Errors: ErrSealed, ErrClosed, invalid spec, cgroup or fork/exec errors
-// (which name Path, never Env).
+// Start launches spec as a new provider tree behind its own guardian (see
+// guardian_linux.go): the sidecar starts the guardian (Options.GuardianPath
+// with argv[1] GuardianArg, in its own process group, environment
+// Spec.Env), which forks the provider in its own process group, inside its
+// own cgroup in ModeCgroup (no window outside it; the guardian itself stays
+// outside). Stdin/Stdout/Stderr are pipes owned by the caller, connected
+// directly to the provider (the guardian holds no copy). Start returns once
+// the guardian reported the provider's pid, at most 10 s.
+// Errors: ErrSealed, ErrClosed, invalid spec, cgroup, guardian or
+// fork/exec errors (which name Path, never Env).
 func (s *Supervisor) Start(spec Spec) (*Tree, error) {
 	if !filepath.IsAbs(spec.Path) {
 		return nil, fmt.Errorf("reaper: Path %q is not absolute", spec.Path)
@@ -391,9 +439,6 @@ func (s *Supervisor) Start(spec Spec) (*Tree, error) {
 	t.pid, t.pgid, t.start, t.startedAt = ev.Pid, ev.Pid, ev.Start, now
 	t.addMemberLocked(procKey{pid: ev.Pid, start: ev.Start}, RoleProvider, now)
 	t.mu.Unlock()
-	// A report that raced ahead of this (the provider already exited and
-	// was reported) was recorded as a member already; re-apply its role.
-	t.fixLeaderRole()
 	s.c.register(t)
 	s.c.mu.Unlock()
 	t.stdin, t.stdout, t.stderr = inW, outR, errR

@@ -30,6 +30,7 @@ type Tree struct {
 	startedAt time.Time
 	cgPath    string // absolute cgroup dir, "" if none
 	cgRel     string // the same as shown in /proc/<pid>/cgroup
+	g         *guardianConn
 
 	stdin  io.WriteCloser
 	stdout io.ReadCloser
@@ -257,6 +258,15 @@ func (t *Tree) Terminate(ctx context.Context, termGrace, killGrace time.Duration
 	}
 	t.mu.Unlock()
 
+	if t.g != nil && t.cgPath == "" {
+		if r, ok := t.terminateViaGuardian(ctx, termGrace, killGrace); ok {
+			return r
+		}
+		// The guardian died with the tree not empty: its orphans came to
+		// this (subreaper) process; continue with sidecar-side tracking.
+		t.s.log.Warn("reaper: guardian gone before the tree was empty; falling back to /proc tracking", zap.Int("pid", t.pid))
+	}
+
 	empty := t.isEmpty()
 	if !empty {
 		t.signalTree(unix.SIGTERM)
@@ -280,6 +290,53 @@ func (t *Tree) Terminate(ctx context.Context, termGrace, killGrace time.Duration
 		return r
 	}
 	return t.finalize(killGrace)
+}
+
+// terminateViaGuardian runs Terminate's steps through the guardian (modes
+// without a cgroup): it signals the tree on request and reports "empty"
+// once it has no child left. ok is false if the guardian exited before
+// reporting the tree empty.
+func (t *Tree) terminateViaGuardian(ctx context.Context, termGrace, killGrace time.Duration) (Termination, bool) {
+	g := t.g
+	empty := isDone(g.empty)
+	if !empty && g.alive() && !g.hasLiveDescendant() {
+		// Everything already exited (e.g. the leader's exit line was read
+		// just before the "empty" line): no signal; wait for the report.
+		empty = waitAny(max(killGrace, time.Second), g.empty, g.done) && isDone(g.empty)
+	}
+	step := func(sig unix.Signal, cmd string, done <-chan struct{}, d time.Duration) {
+		rec := SignalRecord{Signal: unix.SignalName(sig), Target: "tree", At: time.Now()}
+		if !g.send(guardianCmd{Cmd: cmd}) {
+			rec.Error = "guardian control pipe closed"
+		}
+		t.mu.Lock()
+		t.signals = append(t.signals, rec)
+		t.mu.Unlock()
+		empty = waitAny(d, g.empty, g.done, done) && isDone(g.empty)
+		if !empty && isDone(g.done) {
+			// The guardian exited: its last lines are read; re-check.
+			empty = isDone(g.empty)
+		}
+	}
+	if !empty && g.alive() {
+		step(unix.SIGTERM, "term", ctx.Done(), termGrace)
+	}
+	if !empty && g.alive() {
+		step(unix.SIGKILL, "kill", nil, killGrace)
+	}
+	if empty {
+		return t.finalize(killGrace), true
+	}
+	if !g.alive() {
+		return Termination{}, false
+	}
+	t.mu.Lock()
+	t.errors = append(t.errors, ErrorRecord{Code: CodeKillTimeout, Message: "provider did not exit after SIGKILL"})
+	t.verified = Verification{TreeEmpty: false, Method: "guardian still has live descendants"}
+	r := t.resultLocked()
+	t.mu.Unlock()
+	t.s.log.Warn("reaper: tree not empty after SIGKILL", zap.Int("pid", t.pid))
+	return r, true
 }
 
 // isEmpty checks the tree once.
@@ -338,6 +395,13 @@ func (t *Tree) signalGroup(sig unix.Signal) []string {
 	t.mu.Lock()
 	pinned := !t.leaderReaped
 	t.mu.Unlock()
+	if pinned && t.g != nil {
+		// Behind a guardian the leader is pinned here only if it became
+		// our child (the guardian died): we hold reapMu, so it stays
+		// unreaped while we signal.
+		p, ok := readStat(t.pid)
+		pinned = ok && p.start == t.start && p.ppid == t.c.self && p.state != 'Z'
+	}
 	if !pinned {
 		return nil
 	}
@@ -373,12 +437,14 @@ func (t *Tree) signalLive(snap snapshot, sig unix.Signal) []string {
 // signalMember signals one process through a pidfd, after checking that
 // the pidfd refers to the process we saw (same start time).
 func (t *Tree) signalMember(k procKey, sig unix.Signal) error {
-	if t.isLeader(k) {
+	t.mu.Lock()
+	fd := t.pidfd
+	t.mu.Unlock()
+	if t.isLeader(k) && fd >= 0 {
 		t.mu.Lock()
-		fd := t.pidfd
 		var err error
-		if fd >= 0 {
-			err = unix.PidfdSendSignal(fd, sig, nil, 0)
+		if t.pidfd >= 0 {
+			err = unix.PidfdSendSignal(t.pidfd, sig, nil, 0)
 		}
 		t.mu.Unlock()
 		if err != nil && !errors.Is(err, unix.ESRCH) {
@@ -460,6 +526,15 @@ func (t *Tree) waitEmpty(done <-chan struct{}, d time.Duration, sig unix.Signal)
 // finalize runs once the tree was observed empty: reap what is left, record
 // every member, remove the cgroup, and mark the tree proven.
 func (t *Tree) finalize(bound time.Duration) Termination {
+	if g := t.g; g != nil {
+		// Every wait status the guardian collected is reported before
+		// "empty", and it exits right after; wait for it to be reaped so
+		// no zombie of ours outlives the proof.
+		b := max(bound, time.Second)
+		if !waitAny(b, g.empty, g.done) || !waitAny(b, g.done) || !waitAny(b, g.reaped) {
+			t.s.log.Warn("reaper: guardian did not exit after the tree emptied", zap.Int("guardian", g.pid))
+		}
+	}
 	t.c.reapPass()
 	select {
 	case <-t.exited:
@@ -492,9 +567,12 @@ func (t *Tree) finalize(bound time.Duration) Termination {
 	if rmErr != nil {
 		t.errors = append(t.errors, ErrorRecord{Code: CodeCgroupRemove, Message: rmErr.Error()})
 	}
-	if t.cgPath != "" {
+	switch {
+	case t.cgPath != "":
 		t.verified = Verification{TreeEmpty: true, Method: methodCgroup}
-	} else {
+	case t.g != nil && isDone(t.g.empty):
+		t.verified = Verification{TreeEmpty: true, Method: methodGuardian}
+	default:
 		t.verified = Verification{TreeEmpty: true, Method: methodProc}
 	}
 	t.proven = true

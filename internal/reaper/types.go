@@ -8,14 +8,23 @@
 //     (clone3 CLONE_INTO_CGROUP via SysProcAttr.UseCgroupFD, so there is no
 //     window outside it). Termination is SIGTERM to every member through a
 //     pidfd, then cgroup.kill; the proof is cgroup.events "populated 0".
-//   - ModeSubreaper: the per-provider guardian is NOT implemented in this
-//     build. Selecting it gives process-group behaviour plus the sidecar's
-//     own child-subreaper adoption and /proc tracking (see Detect).
+//   - ModeSubreaper: the per-provider guardian (a re-execution of this
+//     binary, a child subreaper, see guardian_linux.go) is the provider's
+//     parent; every orphaned descendant, setsid or not, re-parents to it.
+//     Termination asks the guardian to TERM, then KILL, the pinned group
+//     and every live descendant (via pidfds); the proof is the guardian
+//     having no child left.
 //   - ModeProcessGroup: the provider gets its own process group; the group is
 //     signalled only while the leader is unreaped (its id pinned,
 //     SEED-BEHAVIOR 22), and descendants that left the group (setsid) are
-//     found by walking /proc ppid chains from known members and signalled
-//     through pidfds after re-checking their start time.
+//     signalled through pidfds after re-checking their start time. In this
+//     build it runs behind the same guardian as ModeSubreaper (that is what
+//     covers the sidecar's death), so it catches the same processes.
+//
+// EVERY mode starts the provider behind a guardian, which holds a pipe from
+// the sidecar: if the sidecar dies (even SIGKILL) the guardian kills the
+// whole tree (cgroup.kill in ModeCgroup; it stays outside the provider's
+// cgroup) and exits. See guardian_linux.go for what catches what.
 //
 // The Supervisor owns ALL waiting for children of this process: one
 // process-wide goroutine reacts to SIGCHLD and reaps with waitid/wait4(-1).
@@ -40,8 +49,8 @@ type Mode string
 const (
 	// ModeCgroup is a cgroup v2 child per provider (strongest).
 	ModeCgroup Mode = "cgroup"
-	// ModeSubreaper is the subreaper guardian mode. In this build it behaves
-	// as ModeProcessGroup plus the sidecar's own subreaper adoption.
+	// ModeSubreaper is the subreaper guardian mode: the tree is every
+	// descendant of the provider's guardian.
 	ModeSubreaper Mode = "subreaper"
 	// ModeProcessGroup is a process group per provider plus /proc tracking
 	// (weakest; reported as weaker to hosts).
@@ -141,8 +150,10 @@ type ProcessRecord struct {
 }
 
 // Verification says how the tree was observed empty (PROTOCOL §6 `verified`).
-// Method is "cgroup.events populated 0" (cgroup) or
-// "no live process in tracked tree (/proc scan)" (process-group, subreaper).
+// Method is "cgroup.events populated 0" (cgroup), "guardian reaped every
+// descendant; no live process with the guardian as ancestor" (subreaper,
+// process-group), or "no live process in tracked tree (/proc scan)" (any
+// mode without a cgroup whose guardian died before the tree was empty).
 type Verification struct {
 	TreeEmpty bool   `json:"treeEmpty"`
 	Method    string `json:"method"`
@@ -171,8 +182,7 @@ type Termination struct {
 type Options struct {
 	// Mode is the containment to use; "" = the strongest available from
 	// Detect. A requested mode that is unavailable makes NewSupervisor fail
-	// with ErrUnsupported. ModeSubreaper is accepted whenever prctl works and
-	// behaves as ModeProcessGroup in this build (see Detect).
+	// with ErrUnsupported (see Detect).
 	Mode Mode
 	// CgroupParent is the cgroup v2 directory under which every provider
 	// gets "<Name>-<n>". "" = "<writable cgroup2 mount>/acpx-sidecar-<pid>".
@@ -180,4 +190,11 @@ type Options struct {
 	CgroupParent string
 	// Logger receives diagnostics (never launch env). nil = zap.NewNop().
 	Logger *zap.Logger
+	// GuardianPath is the absolute path of the executable started as each
+	// provider's guardian with argv [GuardianPath, GuardianArg]; it must
+	// call GuardianMain (every binary linking this package does, from an
+	// init function; cmd/acpx-sidecar also does at the top of main).
+	// "" = os.Executable(). NewSupervisor fails with ErrUnsupported if it
+	// cannot be found or is not executable.
+	GuardianPath string
 }
