@@ -324,9 +324,8 @@ func (s *session) drainStderr(r io.ReadCloser) {
 }
 
 func (s *session) writeLedger(tree *reaper.Tree) {
-	start, _ := store.ProcStartTime(tree.Pid())
-	err := s.st.WriteOwned(store.Owned{ID: s.id, SidecarPid: os.Getpid(), Session: s.id, SessionKey: s.key,
-		Pid: tree.Pid(), StartTime: start, Pgid: tree.Pgid(), Cgroup: tree.CgroupPath(),
+	err := s.st.WriteOwned(store.Owned{ID: s.id, SidecarPid: os.Getpid(), SidecarStartTime: selfStart, Session: s.id, SessionKey: s.key,
+		Pid: tree.Pid(), StartTime: tree.StartTicks(), Pgid: tree.Pgid(), Cgroup: tree.CgroupPath(),
 		Containment: string(tree.Containment()), CreatedAt: time.Now().UTC().Format(time.RFC3339Nano)})
 	if err != nil {
 		s.log.Warn("ownership ledger entry not written", zap.Error(err))

@@ -210,8 +210,13 @@ func (s *session) cleanupKeepingConn(conn *acpConn, tree *reaper.Tree, sessionID
 	return proof
 }
 
-// applyTermination copies a reaper result into proof.
+// applyTermination copies a reaper result into proof, redacting messages.
 func (s *session) applyTermination(proof *protocol.Proof, t reaper.Termination) {
+	applyTerminationTo(proof, t, s.red.clean)
+}
+
+// applyTerminationTo copies t into proof; clean filters error messages.
+func applyTerminationTo(proof *protocol.Proof, t reaper.Termination, clean func(string) string) {
 	for _, sg := range t.Signals {
 		proof.Signals = append(proof.Signals, protocol.ProofSignal{Signal: sg.Signal, Target: sg.Target, At: protocol.At(sg.At), Error: sg.Error})
 	}
@@ -225,7 +230,7 @@ func (s *session) applyTermination(proof *protocol.Proof, t reaper.Termination) 
 		}
 	}
 	for _, e := range t.Errors {
-		proof.Errors = append(proof.Errors, protocol.ProofError{Code: e.Code, Message: s.red.clean(e.Message)})
+		proof.Errors = append(proof.Errors, protocol.ProofError{Code: e.Code, Message: clean(e.Message)})
 	}
 	proof.Verified = protocol.ProofVerified{TreeEmpty: t.Verified.TreeEmpty, Method: t.Verified.Method}
 	proof.Complete = t.Complete

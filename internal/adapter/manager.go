@@ -95,6 +95,9 @@ type Manager struct {
 	keys     map[string]*session // live sessions by sessionKey
 	stores   map[string]*store.Store
 	closing  bool
+	// initialized: the host has the initialize result, so recovered
+	// proofs can be sent.
+	initialized bool
 
 	actors   sync.WaitGroup
 	retained sync.WaitGroup
@@ -152,6 +155,9 @@ func (m *Manager) storeFor(dir string) (*store.Store, error) {
 		return nil, err
 	}
 	m.stores[dir] = st
+	if m.initialized {
+		m.sweep(st)
+	}
 	return st, nil
 }
 

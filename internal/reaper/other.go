@@ -80,3 +80,14 @@ func (t *Tree) ExitStatus() ExitStatus { return ExitStatus{} }
 func (t *Tree) Terminate(context.Context, time.Duration, time.Duration) Termination {
 	return Termination{Errors: []ErrorRecord{{Code: "PLATFORM_UNSUPPORTED", Message: ErrUnsupported.Error()}}}
 }
+
+// Leftover identifies a tree an earlier sidecar owned (Linux only).
+type Leftover struct {
+	Pid        int
+	StartTicks uint64
+	Pgid       int
+	Cgroup     string
+}
+
+// Recover is unsupported off Linux.
+func Recover(Leftover, time.Duration) Termination { return Termination{} }

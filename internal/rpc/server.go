@@ -35,6 +35,9 @@ type Backend interface {
 	SetMode(p protocol.SetModeParams, reply Reply)
 	SetConfigOption(p protocol.SetConfigOptionParams, reply Reply)
 	List() []protocol.ListEntry
+	// Initialized runs once, after the initialize result was sent (the
+	// sweep of an earlier sidecar's leftovers reports through it).
+	Initialized()
 	// Shutdown closes every session within its bound and returns their
 	// proofs; it blocks.
 	Shutdown() []*protocol.Proof
@@ -384,6 +387,7 @@ func (s *Server) dispatch(req *jsonrpc2.Request, reply Reply) {
 		res.Capabilities.Framing = string(s.stream.framing)
 		res.Capabilities.MaxFrameBytes = s.stream.maxBytes
 		reply(res, nil)
+		b.Initialized()
 	case protocol.MethodShutdown:
 		s.mu.Lock()
 		s.state = stateShutdown

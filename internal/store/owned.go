@@ -22,16 +22,19 @@ import (
 // when contained there; Containment the PROTOCOL containment name; CreatedAt
 // a TimeLayout timestamp.
 type Owned struct {
-	ID          string `json:"id"`
-	SidecarPid  int    `json:"sidecarPid"`
-	Session     string `json:"session"`
-	SessionKey  string `json:"sessionKey"`
-	Pid         int    `json:"pid"`
-	StartTime   uint64 `json:"startTime"`
-	Pgid        int    `json:"pgid"`
-	Cgroup      string `json:"cgroup,omitempty"`
-	Containment string `json:"containment"`
-	CreatedAt   string `json:"createdAt"`
+	ID         string `json:"id"`
+	SidecarPid int    `json:"sidecarPid"`
+	// SidecarStartTime is the owning sidecar's start time (field 22 of
+	// /proc/<pid>/stat), so a recycled sidecar pid is not mistaken for it.
+	SidecarStartTime uint64 `json:"sidecarStartTime,omitempty"`
+	Session          string `json:"session"`
+	SessionKey       string `json:"sessionKey"`
+	Pid              int    `json:"pid"`
+	StartTime        uint64 `json:"startTime"`
+	Pgid             int    `json:"pgid"`
+	Cgroup           string `json:"cgroup,omitempty"`
+	Containment      string `json:"containment"`
+	CreatedAt        string `json:"createdAt"`
 }
 
 // ValidateOwnedID reports whether id can name a ledger file: 1–128 bytes of
