@@ -304,7 +304,7 @@ func (a *agent) newSession(m message) {
 		return
 	}
 	if a.cfg.errorNew != "" {
-		a.fail(m.ID, -32603, a.cfg.errorNew)
+		a.fail(m.ID, -32603, os.ExpandEnv(a.cfg.errorNew))
 		return
 	}
 	if a.cfg.lateNew > 0 {

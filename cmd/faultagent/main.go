@@ -35,7 +35,8 @@
 //	                   JSON object a line: first {"dir":"start","pid":N,
 //	                   "argv":[...]}, then {"dir":"recv"|"sent","msg":{...}}
 //	                   (the message verbatim), in the order they happened
-//	error-new=<text>   session/new fails with -32603 and message <text>
+//	error-new=<text>   session/new fails with -32603 and message <text>, in
+//	                   which $VAR / ${VAR} are expanded from the environment
 //	agent-session-id=<id>  session/new result carries _meta.agentSessionId <id>
 //	hog=<MiB>          touch that much memory at start (its exit after
 //	                   SIGKILL then takes the kernel measurable time)

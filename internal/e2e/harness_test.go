@@ -51,6 +51,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	code := m.Run()
+	stopOrphanReaper()
 	os.RemoveAll(dir)
 	if code == 0 {
 		// Every harness goroutine ends with its sidecar (TESTING.md: goleak).
