@@ -343,7 +343,10 @@ func (d *demo) openSession() error {
 		"env": map[string]string{
 			"OPENAI_API_KEY": d.apiKey,
 			"CODEX_HOME":     d.codexHome,
-			"DEMOHOST_MARK":  d.mark,
+			// The agent runs tools with `bash -lc`: a private HOME keeps them
+			// independent of this machine's dotfiles (and fast).
+			"HOME":          d.codexHome,
+			"DEMOHOST_MARK": d.mark,
 		},
 		"permissionMode": "approve-all",
 	}

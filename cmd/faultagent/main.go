@@ -57,8 +57,6 @@
 //	permission-title=<title>  each turn asks session/request_permission with a
 //	                   toolCall that has this title and no kind (options
 //	                   allow_once/reject_once), reported like permission=
-//	usage-cost=<amount>  the turn's usage_update carries cost {amount,
-//	                   currency:"USD"}
 //
 // Normal behaviour: initialize answers agentInfo {name:"faultagent",
 // version:"0.1.0"}, agentCapabilities {loadSession:true,
@@ -109,7 +107,7 @@ type config struct {
 	closeUnsupported bool
 	hangClose        bool
 	slowTurn         time.Duration
-	permCostModes    // permission-title, usage-cost (modes_permcost.go)
+	permCostModes    // permission-title (modes_permcost.go)
 	seedModes        // record, error-new, hog, new-on-term, ... (modes_seed.go)
 	stateDir         string
 }
@@ -167,7 +165,7 @@ func parseModes(list string) (config, error) {
 			c.closeUnsupported = true
 		case "hang-close":
 			c.hangClose = true
-		case "permission-title", "usage-cost":
+		case "permission-title":
 			err = c.permCostModes.parse(name, val, hasVal)
 		case "slow-turn":
 			n, err = num()

@@ -4,22 +4,17 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 )
 
-// permCostModes holds the modes permission-title=<title> and
-// usage-cost=<amount> (see package doc).
+// permCostModes holds the mode permission-title=<title> (see package doc).
 type permCostModes struct {
 	// permissionTitle: each turn asks session/request_permission with a
 	// toolCall that has this title and NO kind (the client must infer it).
 	permissionTitle string
-	// usageCost: when set, the turn's usage_update carries
-	// cost {amount: *usageCost, currency: "USD"} (ACP UsageUpdate.cost).
-	usageCost *float64
 }
 
-// parse sets the mode name (permission-title or usage-cost) from val.
+// parse sets the mode name (permission-title) from val.
 func (m *permCostModes) parse(name, val string, hasVal bool) error {
 	switch name {
 	case "permission-title":
@@ -27,25 +22,16 @@ func (m *permCostModes) parse(name, val string, hasVal bool) error {
 			return errors.New("mode permission-title needs =<title>")
 		}
 		m.permissionTitle = val
-	case "usage-cost":
-		f, err := strconv.ParseFloat(val, 64)
-		if !hasVal || err != nil || f < 0 {
-			return fmt.Errorf("mode usage-cost: bad amount %q", val)
-		}
-		m.usageCost = &f
 	default:
 		return fmt.Errorf("unknown mode %q", name)
 	}
 	return nil
 }
 
-// usageUpdate is the turn's usage_update object: used 15 of contextSize,
-// plus cost in usage-cost mode.
+// usageUpdate is the turn's usage_update object: used 15 of contextSize
+// (mode cost adds the cumulative cost, modes_seed.go).
 func (a *agent) usageUpdate() json.RawMessage {
 	u := map[string]any{"sessionUpdate": "usage_update", "used": 15, "size": contextSize}
-	if a.cfg.usageCost != nil {
-		u["cost"] = map[string]any{"amount": *a.cfg.usageCost, "currency": "USD"}
-	}
 	b, _ := json.Marshal(u)
 	return b
 }

@@ -212,12 +212,21 @@ func (s *session) trackUpdate(update json.RawMessage) {
 			s.applyConfigOptions(u.ConfigOptions)
 		}
 	case "usage_update":
+		// ACP UsageUpdate.cost is the session's cumulative cost: the turn's
+		// cost is its growth since the turn began (SEED-BEHAVIOR 30).
+		if u.Cost != nil {
+			s.cost = &protocol.Cost{Amount: u.Cost.Amount, Currency: u.Cost.Currency, Basis: "session-cumulative"}
+		}
 		if s.turn != nil {
 			if u.Used != nil {
 				s.turn.usedTokens = u.Used
 			}
 			if u.Cost != nil {
-				s.turn.cost = &protocol.Cost{Amount: u.Cost.Amount, Currency: u.Cost.Currency, Basis: "turn"}
+				delta := u.Cost.Amount - s.turn.costBase
+				if delta < 0 { // the agent restarted its count (e.g. a new process after resume)
+					delta = u.Cost.Amount
+				}
+				s.turn.cost = &protocol.Cost{Amount: delta, Currency: u.Cost.Currency, Basis: "turn"}
 			}
 		}
 	}

@@ -26,7 +26,8 @@ type turn struct {
 	cancelled  bool
 	failErr    *protocol.TurnError
 	usedTokens *int64
-	cost       *protocol.Cost
+	cost       *protocol.Cost // this turn's cost (basis "turn")
+	costBase   float64        // the session's cumulative cost when the turn began
 	pending    map[*permissionAsk]*pendingAsk
 	timers     []*time.Timer
 }
@@ -84,6 +85,9 @@ func (s *session) startTurn(ctx context.Context, p protocol.PromptParams, reply 
 				}
 			})
 		}))
+	}
+	if s.cost != nil {
+		t.costBase = s.cost.Amount
 	}
 	s.turn = t
 	s.state = stateTurn
@@ -160,12 +164,6 @@ func (s *session) finishTurn(res protocol.PromptResult) {
 		s.usage.InputTokens += res.Usage.InputTokens
 		s.usage.OutputTokens += res.Usage.OutputTokens
 		s.usage.TotalTokens += res.Usage.TotalTokens
-	}
-	if res.Cost != nil {
-		if s.cost == nil {
-			s.cost = &protocol.Cost{Currency: res.Cost.Currency, Basis: "session-cumulative"}
-		}
-		s.cost.Amount += res.Cost.Amount
 	}
 	s.persist(func(r *store.Record) {
 		var ids []string

@@ -85,7 +85,7 @@ func TestE2E_CodexSessionLifecycle(t *testing.T) {
 		t.Fatalf("initialize reports no containment: %v", init)
 	}
 	openParams := map[string]any{"sessionKey": "codex run 1", "agent": "codex", "command": map[string]any{"path": agent},
-		"cwd": work, "env": map[string]string{"OPENAI_API_KEY": secret, "CODEX_HOME": codexHome, "ACPX_TEST_MARK": mark}}
+		"cwd": work, "env": map[string]string{"OPENAI_API_KEY": secret, "CODEX_HOME": codexHome, "HOME": codexHome, "ACPX_TEST_MARK": mark}}
 	var open openResult
 	s.mustCall("session/open", openParams, &open)
 	if open.Agent.Name != "codex-acp" || open.Identity.BackendSessionID == "" || open.Identity.AcpxRecordID != "codex run 1" || open.Resumed {
@@ -209,7 +209,7 @@ func TestE2E_CodexToolCallApprovedByPolicy(t *testing.T) {
 	var open openResult
 	s.mustCall("session/open", map[string]any{"sessionKey": "tool", "agent": "codex", "command": map[string]any{"path": agent},
 		"cwd": work, "permissionMode": "approve-all",
-		"env": map[string]string{"OPENAI_API_KEY": "sk-" + randHex(8), "CODEX_HOME": codexHome, "ACPX_TEST_MARK": mark}}, &open)
+		"env": map[string]string{"OPENAI_API_KEY": "sk-" + randHex(8), "CODEX_HOME": codexHome, "HOME": codexHome, "ACPX_TEST_MARK": mark}}, &open)
 	var res struct {
 		Status string `json:"status"`
 	}

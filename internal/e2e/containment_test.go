@@ -39,7 +39,7 @@ func TestContainment_CodexBackgroundToolCommandIsReaped(t *testing.T) {
 			var open openResult
 			s.mustCall("session/open", map[string]any{"sessionKey": "bg", "agent": "codex", "command": map[string]any{"path": agent},
 				"cwd": work, "permissionMode": "approve-all",
-				"env": map[string]string{"OPENAI_API_KEY": "sk-" + randHex(8), "CODEX_HOME": codexHome, "ACPX_TEST_MARK": mark}}, &open)
+				"env": map[string]string{"OPENAI_API_KEY": "sk-" + randHex(8), "CODEX_HOME": codexHome, "HOME": codexHome, "ACPX_TEST_MARK": mark}}, &open)
 			if open.Process.Containment != mode {
 				t.Fatalf("containment %q, want %q", open.Process.Containment, mode)
 			}

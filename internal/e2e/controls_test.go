@@ -231,7 +231,7 @@ func TestControls_CodexSetModelFromConfigOption(t *testing.T) {
 		Models  controlModels `json:"models"`
 	}
 	s.mustCall("session/open", map[string]any{"sessionKey": "codex-model", "agent": "codex", "command": map[string]any{"path": agent},
-		"cwd": e.work, "env": map[string]string{"OPENAI_API_KEY": "sk-" + randHex(8), "CODEX_HOME": codexHome, "ACPX_TEST_MARK": e.mark}}, &o)
+		"cwd": e.work, "env": map[string]string{"OPENAI_API_KEY": "sk-" + randHex(8), "CODEX_HOME": codexHome, "HOME": codexHome, "ACPX_TEST_MARK": e.mark}}, &o)
 	const target = "gpt-5.4-mini" // listed in codex-transcript.md
 	if !contains(o.Models.AvailableModelIDs, target) || o.Models.CurrentModelID == target {
 		t.Fatalf("open models %+v: want %s offered and not current", o.Models, target)
@@ -283,7 +283,7 @@ func TestUsage_PerTurnCumulativeAndCostSurviveResume(t *testing.T) {
 	s.initialize(false)
 	const cost = 0.0125
 	p := e.openParams("usage", "")
-	p["command"] = map[string]any{"path": faultBin, "args": []string{"--mode", "usage-cost=0.0125", "--state-dir", agentState}}
+	p["command"] = map[string]any{"path": faultBin, "args": []string{"--mode", "cost=0.0125", "--state-dir", agentState}}
 	var open openResult
 	s.mustCall("session/open", p, &open)
 

@@ -226,7 +226,7 @@ func runCodexPermissionTurn(t *testing.T, extra map[string]any, host func(t *tes
 	}
 	s.initialize(host != nil)
 	params := map[string]any{"sessionKey": "codex-perm", "agent": "codex", "command": map[string]any{"path": agent},
-		"cwd": e.work, "env": map[string]string{"OPENAI_API_KEY": "sk-" + randHex(8), "CODEX_HOME": codexHome, "ACPX_TEST_MARK": e.mark}}
+		"cwd": e.work, "env": map[string]string{"OPENAI_API_KEY": "sk-" + randHex(8), "CODEX_HOME": codexHome, "HOME": codexHome, "ACPX_TEST_MARK": e.mark}}
 	for k, v := range extra {
 		params[k] = v
 	}

@@ -242,7 +242,9 @@ func TestSidecarKilled_LedgerRecoversWhatTheGuardianMissed(t *testing.T) {
 		named[p.Pid] = true
 	}
 	for _, pid := range survivors {
-		if !named[pid] {
+		// The provider itself may still be dying of SIGPIPE when survivors
+		// were listed; its setsid'd grandchild cannot die on its own.
+		if pid != open.Process.Pid && !named[pid] {
 			t.Errorf("recovered proof does not name surviving process %d: %+v", pid, rp.Proof.Processes)
 		}
 	}
