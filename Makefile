@@ -9,9 +9,13 @@ CMDS  := acpx-sidecar faultagent modelstub demohost
 
 all: build
 
-# npm ci installs exactly package-lock.json (codex-acp 0.16.0, acpx 0.19.1).
+# Installs exactly package-lock.json (codex-acp 0.16.0, acpx 0.19.1;
+# package.json pins exact versions). Not `npm ci`: npm 11 leaves other
+# platforms' optional packages out of the lock and then refuses its own lock
+# in `npm ci`; `npm install --no-save` installs from the lock unchanged.
 node_modules/.package-lock.json: package.json package-lock.json
-	npm ci --no-audit --no-fund --loglevel=error
+	npm install --no-save --no-audit --no-fund --loglevel=error
+	@test "$$(node -p 'require("./node_modules/@zed-industries/codex-acp/package.json").version')" = 0.16.0
 	@touch $@
 
 deps: node_modules/.package-lock.json

@@ -89,6 +89,11 @@ func (s *session) failBeforeLaunch(reply rpc.Reply, e *protocol.Error) {
 // keeps the sessionKey held until it is proven.
 func (s *session) admissionFailed(proof *protocol.Proof, e *protocol.Error, reply rpc.Reply) {
 	s.m.forget(s, !proof.Complete)
+	if proof.Complete && s.hasTree.Load() {
+		if err := s.st.RemoveOwned(s.id); err != nil {
+			s.log.Warn("ledger entry not removed", zap.Error(err))
+		}
+	}
 	reply(nil, e)
 	if ca := s.closeReq; ca != nil {
 		s.closeReq = nil

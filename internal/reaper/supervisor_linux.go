@@ -12,6 +12,7 @@ import (
 	"regexp"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -184,6 +185,7 @@ func NewSupervisor(opts Options) (*Supervisor, error) {
 		s.cgParent = opts.CgroupParent
 		if s.cgParent == "" {
 			s.cgParent = filepath.Join(mount, "acpx-sidecar-"+strconv.Itoa(os.Getpid()))
+			sweepStaleParents(mount, log)
 		}
 		s.cgParent = filepath.Clean(s.cgParent)
 		if rel, err := filepath.Rel(mount, s.cgParent); err != nil || rel == "." || rel == ".." || len(rel) >= 3 && rel[:3] == "../" {
@@ -477,3 +479,39 @@ var (
 	_ io.WriteCloser = (*os.File)(nil)
 	_ io.ReadCloser  = (*os.File)(nil)
 )
+
+// sweepStaleParents removes the empty default cgroup parents
+// (<mount>/acpx-sidecar-<pid>) of sidecars that are gone, e.g. SIGKILLed:
+// their guardians removed the provider cgroups but nobody removed the
+// parent. A populated one is left alone (the ownership ledger's recovery
+// kills what is in it, then the next sweep removes it). A pid that is alive
+// again (recycled) keeps its directory until a later sweep.
+func sweepStaleParents(mount string, log *zap.Logger) {
+	ents, err := os.ReadDir(mount)
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		pidText, ok := strings.CutPrefix(e.Name(), "acpx-sidecar-")
+		pid, err := strconv.Atoi(pidText)
+		if !ok || err != nil || !e.IsDir() || pid == os.Getpid() {
+			continue
+		}
+		if _, alive := readStat(pid); alive {
+			continue
+		}
+		dir := filepath.Join(mount, e.Name())
+		if pop, err := cgroupPopulated(dir); err != nil || pop {
+			continue
+		}
+		children, _ := os.ReadDir(dir)
+		for _, c := range children {
+			if c.IsDir() {
+				_ = unix.Rmdir(filepath.Join(dir, c.Name())) // empty cgroups only
+			}
+		}
+		if err := unix.Rmdir(dir); err == nil {
+			log.Info("removed a stale cgroup parent", zap.String("dir", dir))
+		}
+	}
+}

@@ -71,7 +71,9 @@ type Server struct {
 	done        chan struct{}
 	shutdownRun sync.Once
 	shutdownRes chan []*protocol.Proof
-	ready       chan struct{}  // closed once conn is set
+	ready       chan struct{} // closed once conn is set
+	eof         chan struct{} // closed when stdin ends
+	eofOnce     sync.Once
 	wg          sync.WaitGroup // request goroutines
 }
 
@@ -87,7 +89,7 @@ type Options struct {
 // NewServer returns a Server that is not yet serving; call Serve.
 func NewServer(o Options) *Server {
 	s := &Server{log: o.Logger, pending: map[string]context.CancelFunc{}, done: make(chan struct{}),
-		shutdownRes: make(chan []*protocol.Proof, 1), ready: make(chan struct{})}
+		shutdownRes: make(chan []*protocol.Proof, 1), ready: make(chan struct{}), eof: make(chan struct{})}
 	if s.log == nil {
 		s.log = zap.NewNop()
 	}
@@ -96,6 +98,7 @@ func NewServer(o Options) *Server {
 		closer = c
 	}
 	s.stream = NewFrameStream(o.In, o.Out, closer, o.Framing, o.MaxFrameBytes)
+	s.stream.OnEOF = func() { s.eofOnce.Do(func() { close(s.eof) }) }
 	s.stream.OnBadFrame = func(code int, reason string) {
 		s.log.Warn("discarded inbound frame", zap.Int("code", code), zap.String("reason", reason))
 	}
@@ -112,13 +115,19 @@ func (s *Server) Serve(backend Backend) int {
 	s.conn = jsonrpc2.NewConn(context.Background(), s.stream, s, jsonrpc2.SetLogger(zapPrintf{s.log}))
 	close(s.ready)
 	select {
+	case <-s.eof:
+		// stdin EOF: the same as shutdown then exit; replies to requests
+		// still pending (a running turn) are written before we go.
+		s.runShutdown()
+		s.finish(s.exitStatus())
 	case <-s.conn.DisconnectNotify():
-		// stdin EOF (or a write failure): the same as shutdown then exit.
+		// stdout unwritable: nobody can hear us; still clean up.
 		s.runShutdown()
 		s.finish(s.exitStatus())
 	case <-s.done:
 	}
 	s.wg.Wait()
+	s.stream.Release()
 	_ = s.conn.Close()
 	return s.exitCode
 }

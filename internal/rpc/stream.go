@@ -52,6 +52,13 @@ type FrameStream struct {
 	// Quiet: discard bad frames without answering them (for the provider
 	// side, where agents print log lines to stdout).
 	Quiet bool
+	// OnEOF, if set, is called once when the input ends; ReadObject then
+	// holds the end back until Release (or Close), so the connection can
+	// still write replies while the owner shuts down (PROTOCOL §2.4).
+	OnEOF func()
+
+	releaseOnce sync.Once
+	release     chan struct{}
 }
 
 // NewFrameStream returns a FrameStream reading r and writing w. maxBytes
@@ -61,7 +68,8 @@ func NewFrameStream(r io.Reader, w io.Writer, closer io.Closer, framing Framing,
 	if maxBytes <= 0 {
 		maxBytes = DefaultMaxFrameBytes
 	}
-	return &FrameStream{r: bufio.NewReaderSize(r, 64<<10), w: w, closer: closer, framing: framing, maxBytes: maxBytes}
+	return &FrameStream{r: bufio.NewReaderSize(r, 64<<10), w: w, closer: closer, framing: framing, maxBytes: maxBytes,
+		release: make(chan struct{})}
 }
 
 // WriteObject marshals obj and writes it as one frame. Writes are
@@ -90,13 +98,21 @@ func (s *FrameStream) writeFrame(b []byte) error {
 	return err
 }
 
-// Close closes the underlying closer, if any.
+// Release lets a ReadObject held at end of input return.
+func (s *FrameStream) Release() { s.releaseOnce.Do(func() { close(s.release) }) }
+
+// Close releases a held end of input and closes the underlying closer, if
+// any.
 func (s *FrameStream) Close() error {
+	s.Release()
 	if s.closer != nil {
 		return s.closer.Close()
 	}
 	return nil
 }
+
+// errDiscarded marks a frame already answered and skipped.
+var errDiscarded = errors.New("frame discarded")
 
 // errNoLength marks an LSP header block without Content-Length.
 var errNoLength = errors.New("missing Content-Length")
@@ -113,6 +129,9 @@ var errTooLarge = errors.New("frame too large")
 func (s *FrameStream) ReadObject(v interface{}) error {
 	for {
 		frame, err := s.readFrame()
+		if errors.Is(err, errDiscarded) {
+			continue
+		}
 		if errors.Is(err, errNoLength) {
 			s.reject(protocol.CodeInvalidRequest, protocol.ErrInvalidRequest, "frame header without a valid Content-Length")
 			continue
@@ -123,6 +142,10 @@ func (s *FrameStream) ReadObject(v interface{}) error {
 			continue
 		}
 		if err != nil {
+			if s.OnEOF != nil {
+				s.OnEOF()
+				<-s.release
+			}
 			return err
 		}
 		frame = bytes.TrimSpace(frame)
@@ -295,10 +318,14 @@ func (s *FrameStream) readLSP() ([]byte, error) {
 		return nil, errNoLength
 	}
 	if length > s.maxBytes {
+		// Answer first: a host that declared more bytes than it sends
+		// would otherwise never hear why its next requests are swallowed.
+		s.reject(protocol.CodeInvalidRequest, protocol.ErrInvalidRequest,
+			"frame exceeds "+strconv.Itoa(s.maxBytes)+" bytes (Content-Length "+strconv.Itoa(length)+"); its body is being discarded")
 		if _, err := io.CopyN(io.Discard, s.r, int64(length)); err != nil {
 			return nil, err
 		}
-		return nil, errTooLarge
+		return nil, errDiscarded
 	}
 	body := make([]byte, length)
 	if _, err := io.ReadFull(s.r, body); err != nil {
