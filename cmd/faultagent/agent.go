@@ -214,8 +214,12 @@ func (a *agent) request(m message) {
 	case "initialize":
 		a.initialize(m)
 	case "authenticate":
-		a.reply(m.ID, map[string]any{})
+		a.authenticate(m)
 	case "session/new":
+		if a.needsAuth() {
+			a.fail(m.ID, -32000, "Authentication required")
+			return
+		}
 		a.newSession(m)
 	case "session/load":
 		a.loadSession(m)
@@ -253,7 +257,7 @@ func (a *agent) initialize(m message) {
 		"protocolVersion":   1,
 		"agentInfo":         map[string]any{"name": agentName, "version": agentVersion},
 		"agentCapabilities": caps,
-		"authMethods":       []any{},
+		"authMethods":       a.cfg.advertised(),
 	})
 }
 

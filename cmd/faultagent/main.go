@@ -54,6 +54,9 @@
 //	cost=<amount>      usage_update carries cost {amount, currency "USD"}:
 //	                   the cumulative session cost as ACP defines it, i.e.
 //	                   amount times the number of turns the session has run
+//	auth=<id>[:<ENV>][;...]  advertise those authMethods (env_var type with
+//	                   ENV); session/new fails -32000 "Authentication
+//	                   required" until one was authenticated
 //	permission-title=<title>  each turn asks session/request_permission with a
 //	                   toolCall that has this title and no kind (options
 //	                   allow_once/reject_once), reported like permission=
@@ -108,6 +111,7 @@ type config struct {
 	hangClose        bool
 	slowTurn         time.Duration
 	permCostModes    // permission-title (modes_permcost.go)
+	authModes        // auth (modes_auth.go)
 	seedModes        // record, error-new, hog, new-on-term, ... (modes_seed.go)
 	stateDir         string
 }
@@ -167,6 +171,8 @@ func parseModes(list string) (config, error) {
 			c.hangClose = true
 		case "permission-title":
 			err = c.permCostModes.parse(name, val, hasVal)
+		case "auth":
+			err = c.parseAuth(val, hasVal)
 		case "slow-turn":
 			n, err = num()
 			c.slowTurn = time.Duration(n) * time.Millisecond

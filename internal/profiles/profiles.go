@@ -65,6 +65,7 @@ var all = map[string]Profile{
 		ModelControl: ModelControlConfigOption,
 		Quirks: []Quirk{
 			{Text: "model selection through the unstable session/set_model in older releases", Source: "ACP schema (unstable session/set_model)"},
+			{Text: "reads ANTHROPIC_API_KEY from its environment; the auth method id above is not verified here and is used only when the agent advertises it", Source: "not observed on this machine (no network model for Claude)"},
 		},
 	},
 	"gemini": {
@@ -73,6 +74,7 @@ var all = map[string]Profile{
 		ModelControl: ModelControlLegacy,
 		Quirks: []Quirk{
 			{Text: "ACP mode is behind the --experimental-acp flag; the host passes it in command.args", Source: "gemini-cli README"},
+			{Text: "the auth method id above is not verified here and is used only when the agent advertises it", Source: "not observed on this machine"},
 		},
 	},
 	"opencode": {

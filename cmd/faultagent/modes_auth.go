@@ -1,0 +1,72 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"strings"
+)
+
+// authModes holds the mode auth=<id>[:<ENV>][;<id>...]: initialize
+// advertises those ACP authMethods (type env_var when ENV is given), and
+// session/new fails with -32000 "Authentication required" until an
+// advertised method was authenticated (as codex-acp does, CODEX-OFFLINE.md).
+type authModes struct {
+	authMethods []authMethod
+	authed      string // the methodId authenticated (guarded by agent.mu)
+}
+
+type authMethod struct{ id, env string }
+
+func (m *authModes) parseAuth(val string, hasVal bool) error {
+	if !hasVal || val == "" {
+		return errors.New("mode auth needs =<id>[:<ENV>][;<id>...]")
+	}
+	for _, part := range strings.Split(val, ";") {
+		id, env, _ := strings.Cut(part, ":")
+		if id == "" {
+			return errors.New("mode auth: empty method id")
+		}
+		m.authMethods = append(m.authMethods, authMethod{id, env})
+	}
+	return nil
+}
+
+// advertised is the initialize result's authMethods.
+func (m *authModes) advertised() []any {
+	out := []any{}
+	for _, am := range m.authMethods {
+		v := map[string]any{"id": am.id, "name": am.id}
+		if am.env != "" {
+			v["type"] = "env_var"
+			v["vars"] = []any{map[string]any{"name": am.env}}
+		}
+		out = append(out, v)
+	}
+	return out
+}
+
+// authenticate answers ACP authenticate: ok for an advertised method.
+func (a *agent) authenticate(m message) {
+	var p struct {
+		MethodID string `json:"methodId"`
+	}
+	_ = json.Unmarshal(m.Params, &p)
+	for _, am := range a.cfg.authMethods {
+		if am.id == p.MethodID {
+			a.mu.Lock()
+			a.cfg.authed = p.MethodID
+			a.mu.Unlock()
+			a.reply(m.ID, map[string]any{})
+			return
+		}
+	}
+	a.fail(m.ID, -32602, "unknown auth method "+p.MethodID)
+}
+
+// needsAuth reports whether session/new must be refused for lack of
+// authentication.
+func (a *agent) needsAuth() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return len(a.cfg.authMethods) > 0 && a.cfg.authed == ""
+}
