@@ -219,6 +219,13 @@ func TestSidecarKilled_LedgerRecoversWhatTheGuardianMissed(t *testing.T) {
 	_ = s.cmd.Process.Signal(syscall.SIGKILL)
 	<-s.exited
 	_ = unix.Kill(gs[0], unix.SIGKILL)
+	// SIGKILL to a stopped process completes asynchronously: wait until the
+	// guardian is a zombie (or reaped) before listing survivors.
+	s.waitFor(5*time.Second, "the guardian to die", func() bool {
+		b, err := os.ReadFile("/proc/" + strconv.Itoa(gs[0]) + "/stat")
+		i := bytes.LastIndexByte(b, ')')
+		return err != nil || i < 0 || i+2 >= len(b) || b[i+2] == 'Z'
+	})
 	// The provider itself may die of SIGPIPE on its stderr now; its setsid'd
 	// grandchild (which ignores TERM and writes nothing) stays in the cgroup.
 	survivors := markedPids(mark, "")
