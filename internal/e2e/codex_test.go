@@ -79,6 +79,7 @@ func TestE2E_CodexSessionLifecycle(t *testing.T) {
 	stateDir, work := t.TempDir(), t.TempDir()
 	secret := "sk-e2e-secret-" + randHex(12)
 	mark := randHex(8)
+	killMarkedOnCleanup(t, mark)
 	s := startSidecar(t, "--state-dir", stateDir)
 	init := s.initialize(false)
 	if caps, _ := init["capabilities"].(map[string]any); caps["containment"] == "" {
@@ -204,6 +205,7 @@ func TestE2E_CodexToolCallApprovedByPolicy(t *testing.T) {
 	agent, codexHome, _ := codexEnv(t)
 	stateDir, work := t.TempDir(), t.TempDir()
 	mark := randHex(8)
+	killMarkedOnCleanup(t, mark)
 	s := startSidecar(t, "--state-dir", stateDir)
 	s.initialize(false)
 	var open openResult

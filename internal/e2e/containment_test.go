@@ -34,6 +34,7 @@ func TestContainment_CodexBackgroundToolCommandIsReaped(t *testing.T) {
 			agent, codexHome, _ := codexEnv(t)
 			stateDir, work := t.TempDir(), t.TempDir()
 			mark := randHex(8)
+			killMarkedOnCleanup(t, mark)
 			s := startSidecar(t, "--state-dir", stateDir, "--containment", mode, "--term-grace-ms", "500", "--kill-grace-ms", "1000")
 			s.initialize(false)
 			var open openResult

@@ -132,6 +132,17 @@ type recoveredProof struct {
 	Proof proof `json:"proof"`
 }
 
+// killMarkedOnCleanup SIGKILLs, by pid, whatever still carries mark when
+// the test ends, so a failing test cannot leak (PID 1 here never reaps).
+func killMarkedOnCleanup(t *testing.T, mark string) {
+	t.Cleanup(func() {
+		for _, pid := range markedPids(mark, "") {
+			t.Logf("killing leftover marked pid %d", pid)
+			_ = unix.Kill(pid, unix.SIGKILL)
+		}
+	})
+}
+
 // openFault opens a fault-agent session with the given modes and marker.
 func openFault(t *testing.T, s *sidecar, key, cwd, mark string, modes string) openResult {
 	t.Helper()
@@ -154,6 +165,7 @@ func TestSidecarKilled_GuardiansLeaveNothingAlive(t *testing.T) {
 		t.Run(mode, func(t *testing.T) {
 			stateDir, cwd := t.TempDir(), t.TempDir()
 			mark := randHex(8)
+			killMarkedOnCleanup(t, mark)
 			s := startSidecar(t, "--state-dir", stateDir, "--containment", mode)
 			trackChild(s.cmd.Process.Pid)
 			s.initialize(false)
@@ -203,6 +215,7 @@ func TestSidecarKilled_LedgerRecoversWhatTheGuardianMissed(t *testing.T) {
 	startOrphanReaper(t)
 	stateDir, cwd := t.TempDir(), t.TempDir()
 	mark := randHex(8)
+	killMarkedOnCleanup(t, mark)
 	s := startSidecar(t, "--state-dir", stateDir, "--containment", "cgroup")
 	trackChild(s.cmd.Process.Pid)
 	s.initialize(false)
