@@ -157,6 +157,16 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		mode = reaper.Mode(o.containment)
 	}
 	sup, err := reaper.NewSupervisor(reaper.Options{Mode: mode, CgroupParent: o.cgroupParent, Logger: log.Named("reaper")})
+	if err != nil && mode == "" {
+		// auto: the strongest mode failed to start (e.g. an unusable
+		// --cgroup-parent); fall back to the next ones.
+		for _, m := range []reaper.Mode{reaper.ModeSubreaper, reaper.ModeProcessGroup} {
+			log.Warn("containment unavailable; trying the next mode", zap.Error(err), zap.String("next", string(m)))
+			if sup, err = reaper.NewSupervisor(reaper.Options{Mode: m, Logger: log.Named("reaper")}); err == nil {
+				break
+			}
+		}
+	}
 	switch {
 	case err != nil && mode != "":
 		// A containment the host asked for by flag is a bad flag here.

@@ -176,7 +176,9 @@ func (s *session) cleanupKeepingConn(conn *acpConn, tree *reaper.Tree, sessionID
 			case <-time.After(backoff):
 			case <-ctx.Done():
 			}
-			backoff *= 2
+			if backoff *= 2; backoff > s.m.cfg.RetainedRetryMax {
+				backoff = s.m.cfg.RetainedRetryMax
+			}
 		}
 		cancel()
 		switch {

@@ -3,6 +3,7 @@ package adapter
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"time"
 
 	acp "github.com/coder/acp-go-sdk"
@@ -335,9 +336,19 @@ func (l *lateHandshake) watch(s *session, conn *acpConn) *protocol.ProtocolClose
 	if !s.closeSupported.Load() {
 		return &protocol.ProtocolClose{Outcome: "unsupported"}
 	}
+	// A close the agent answers with an error is reconciled: tried again,
+	// at most LateCloseReconcileAttempts times in all (SEED-BEHAVIOR 29);
+	// a timeout is never retried (SEED-BEHAVIOR 16).
 	ctx, cancel := context.WithTimeout(context.Background(), s.m.cfg.CloseTimeout)
 	defer cancel()
-	err := conn.call(ctx, acp.AgentMethodSessionClose, acp.CloseSessionRequest{SessionId: acp.SessionId(id)}, nil)
+	var err error
+	for attempt := 1; ; attempt++ {
+		err = conn.call(ctx, acp.AgentMethodSessionClose, acp.CloseSessionRequest{SessionId: acp.SessionId(id)}, nil)
+		var je *jsonrpc2.Error
+		if err == nil || !errors.As(err, &je) || attempt >= max(1, s.m.cfg.LateCloseReconcileAttempts) {
+			break
+		}
+	}
 	switch {
 	case err == nil:
 		return &protocol.ProtocolClose{Outcome: "ok"}

@@ -70,11 +70,11 @@ func (s *session) status() (any, error) {
 		res.Modes = &protocol.Modes{CurrentModeID: rec.Acpx.CurrentModeID, AvailableModeIDs: nonNilStrings(rec.Acpx.AvailableModes)}
 	}
 	if u := rec.CumulativeTokenUsage; u != nil {
-		res.Usage.Cumulative = protocol.Usage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, TotalTokens: u.TotalTokens}
+		res.Usage.Cumulative = usageFromRecord(*u)
 	}
 	per := map[string]protocol.Usage{}
 	for id, u := range rec.RequestTokenUsage {
-		per[id] = protocol.Usage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, TotalTokens: u.TotalTokens}
+		per[id] = usageFromRecord(u)
 	}
 	res.Usage.PerRequest = per
 	if c := rec.CumulativeCost; c != nil {

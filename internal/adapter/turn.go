@@ -32,17 +32,23 @@ type turn struct {
 	timers     []*time.Timer
 }
 
-// promptResponse is ACP session/prompt's result.
+// promptResponse is ACP session/prompt's result; ACP's Usage has the host
+// protocol's field names, so it decodes straight into protocol.Usage.
 type promptResponse struct {
-	StopReason string `json:"stopReason"`
-	Usage      *struct {
-		InputTokens       int64  `json:"inputTokens"`
-		OutputTokens      int64  `json:"outputTokens"`
-		TotalTokens       int64  `json:"totalTokens"`
-		CachedReadTokens  *int64 `json:"cachedReadTokens"`
-		CachedWriteTokens *int64 `json:"cachedWriteTokens"`
-		ThoughtTokens     *int64 `json:"thoughtTokens"`
-	} `json:"usage"`
+	StopReason string          `json:"stopReason"`
+	Usage      *protocol.Usage `json:"usage"`
+}
+
+// usageFromRecord converts the record's snake_case usage.
+func usageFromRecord(u store.TokenUsage) protocol.Usage {
+	return protocol.Usage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, TotalTokens: u.TotalTokens,
+		CachedReadTokens: u.CachedReadTokens, CachedWriteTokens: u.CachedWriteTokens, ThoughtTokens: u.ThoughtTokens}
+}
+
+// usageToRecord converts usage for the record.
+func usageToRecord(u protocol.Usage) store.TokenUsage {
+	return store.TokenUsage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, TotalTokens: u.TotalTokens,
+		CachedReadTokens: u.CachedReadTokens, CachedWriteTokens: u.CachedWriteTokens, ThoughtTokens: u.ThoughtTokens}
 }
 
 // startTurn begins one turn (PROTOCOL §4 session/prompt): one active turn
@@ -125,10 +131,8 @@ func (s *session) turnReturned(t *turn, resp *promptResponse, err error) {
 	case resp.StopReason == "cancelled" || t.cancelled:
 		res.Status = "cancelled"
 	}
-	if err == nil && resp.Usage != nil {
-		u := resp.Usage
-		res.Usage = &protocol.Usage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, TotalTokens: u.TotalTokens,
-			CachedReadTokens: u.CachedReadTokens, CachedWriteTokens: u.CachedWriteTokens, ThoughtTokens: u.ThoughtTokens}
+	if err == nil {
+		res.Usage = resp.Usage
 	}
 	s.finishTurn(res)
 }
@@ -221,10 +225,10 @@ func (s *session) cancelTurn(requestID *string, why string) bool {
 // restoreUsage loads usage, cost and used request ids from a resumed record.
 func (s *session) restoreUsage(r *store.Record) {
 	if u := r.CumulativeTokenUsage; u != nil {
-		s.usage = protocol.Usage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, TotalTokens: u.TotalTokens}
+		s.usage = usageFromRecord(*u)
 	}
 	for id, u := range r.RequestTokenUsage {
-		s.perRequest[id] = protocol.Usage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, TotalTokens: u.TotalTokens}
+		s.perRequest[id] = usageFromRecord(u)
 	}
 	if c := r.CumulativeCost; c != nil {
 		s.cost = &protocol.Cost{Amount: c.Amount, Currency: c.Currency, Basis: "session-cumulative"}
@@ -259,13 +263,13 @@ func (s *session) persist(fn func(r *store.Record)) {
 		r.LastSeq = int64(s.seq)
 		applyControlsToRecord(r, s.models, s.modes, nil)
 		r.Acpx.ModelControl = s.modelCtl
-		cu := store.TokenUsage{InputTokens: s.usage.InputTokens, OutputTokens: s.usage.OutputTokens, TotalTokens: s.usage.TotalTokens}
+		cu := usageToRecord(s.usage)
 		r.CumulativeTokenUsage = &cu
 		if r.RequestTokenUsage == nil {
 			r.RequestTokenUsage = map[string]store.TokenUsage{}
 		}
 		for id, u := range s.perRequest {
-			r.RequestTokenUsage[id] = store.TokenUsage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, TotalTokens: u.TotalTokens}
+			r.RequestTokenUsage[id] = usageToRecord(u)
 		}
 		if s.cost != nil {
 			r.CumulativeCost = &store.Cost{Amount: s.cost.Amount, Currency: s.cost.Currency}

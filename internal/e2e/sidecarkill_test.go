@@ -234,11 +234,17 @@ func TestSidecarKilled_LedgerRecoversWhatTheGuardianMissed(t *testing.T) {
 	_ = unix.Kill(gs[0], unix.SIGKILL)
 	// SIGKILL to a stopped process completes asynchronously: wait until the
 	// guardian is a zombie (or reaped) before listing survivors.
-	s.waitFor(5*time.Second, "the guardian to die", func() bool {
+	for deadline := time.Now().Add(5 * time.Second); ; {
 		b, err := os.ReadFile("/proc/" + strconv.Itoa(gs[0]) + "/stat")
 		i := bytes.LastIndexByte(b, ')')
-		return err != nil || i < 0 || i+2 >= len(b) || b[i+2] == 'Z'
-	})
+		if err != nil || i < 0 || i+2 >= len(b) || b[i+2] == 'Z' {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the SIGKILLed guardian %d is still alive", gs[0])
+		}
+		time.Sleep(5 * time.Millisecond) // polling /proc, bounded
+	}
 	// The provider itself may die of SIGPIPE on its stderr now; its setsid'd
 	// grandchild (which ignores TERM and writes nothing) stays in the cgroup.
 	survivors := markedPids(mark, "")

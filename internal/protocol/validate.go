@@ -233,5 +233,9 @@ func (p *SetConfigOptionParams) Validate() *Error {
 	if len(p.Value) == 0 || string(p.Value) == "null" {
 		return InvalidParams("value", "value is required")
 	}
+	// ACP session config values are select ids (strings) or booleans.
+	if v := p.Value[0]; v != '"' && string(p.Value) != "true" && string(p.Value) != "false" {
+		return InvalidParams("value", "value must be a string or a boolean")
+	}
 	return nil
 }

@@ -41,7 +41,9 @@ func Recover(l Leftover, grace time.Duration) Termination {
 			return res
 		}
 		members := cgroupProcs(l.Cgroup)
+		method := "cgroup found empty (cgroup.events populated 0)"
 		if pop, _ := cgroupPopulated(l.Cgroup); pop {
+			method = "cgroup.kill; cgroup.events populated 0"
 			err := os.WriteFile(filepath.Join(l.Cgroup, "cgroup.kill"), []byte("1"), 0)
 			rec := SignalRecord{Signal: "SIGKILL", Target: "tree", At: now}
 			if err != nil {
@@ -65,7 +67,7 @@ func Recover(l Leftover, grace time.Duration) Termination {
 		} else {
 			res.Errors = append(res.Errors, ErrorRecord{Code: CodeKillTimeout, Message: "cgroup still populated after cgroup.kill"})
 		}
-		res.Verified = Verification{TreeEmpty: empty, Method: "cgroup.kill; cgroup.events populated 0"}
+		res.Verified = Verification{TreeEmpty: empty, Method: method}
 		res.Complete = empty
 		return res
 	}

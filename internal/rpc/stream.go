@@ -299,6 +299,11 @@ func (s *FrameStream) readLSP() ([]byte, error) {
 			return nil, err
 		}
 		line = strings.TrimRight(line, "\r\n")
+		// Resync after a frame we could not delimit: its body may be glued
+		// to the next header ("{…}Content-Length: 40").
+		if i := strings.Index(line, "Content-Length:"); i > 0 {
+			line = line[i:]
+		}
 		if line == "" {
 			if length < 0 && !sawHeader {
 				continue // stray blank line between frames

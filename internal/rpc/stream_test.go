@@ -137,6 +137,21 @@ func TestFrameStream_LSPFraming(t *testing.T) {
 	}
 }
 
+// TestFrameStream_LSPResyncAfterMissingLength: a header block without
+// Content-Length is answered, and the next frame is found again whether
+// the stray body ends with a line break or is glued to the next header.
+func TestFrameStream_LSPResyncAfterMissingLength(t *testing.T) {
+	frame := func(body string) string { return "Content-Length: " + itoa(len(body)) + "\r\n\r\n" + body }
+	for name, sep := range map[string]string{"glued": "", "newline": "\r\n"} {
+		input := "X-Other: 1\r\n\r\n" + `{"jsonrpc":"2.0","id":1,"method":"lost"}` + sep +
+			frame(`{"jsonrpc":"2.0","id":2,"method":"found"}`)
+		got, answers := readAll(t, FramingLSP, 1024, input)
+		if len(got) != 1 || got[0].Method != "found" || len(answers) != 1 || errCode(answers[0]) != -32600 {
+			t.Errorf("%s: delivered %+v, answers %v", name, got, answers)
+		}
+	}
+}
+
 // TestFrameStream_QuietDiscardsWithoutAnswer: the provider side never
 // answers an agent's log lines.
 func TestFrameStream_QuietDiscardsWithoutAnswer(t *testing.T) {
