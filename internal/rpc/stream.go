@@ -197,11 +197,12 @@ func checkMessage(frame []byte) (code int, dataCode, reason string) {
 		}
 		return protocol.CodeParseError, protocol.ErrParse, "malformed JSON"
 	}
-	if !json.Valid(frame) {
-		return protocol.CodeParseError, protocol.ErrParse, "malformed JSON"
-	}
 	var m map[string]json.RawMessage
-	if frame[0] != '{' || json.Unmarshal(frame, &m) != nil {
+	if err := json.Unmarshal(frame, &m); err != nil {
+		var syn *json.SyntaxError
+		if errors.As(err, &syn) || !json.Valid(frame) {
+			return protocol.CodeParseError, protocol.ErrParse, "malformed JSON"
+		}
 		return protocol.CodeInvalidRequest, protocol.ErrInvalidRequest, "a message must be a JSON object"
 	}
 	rawID, hasID := m["id"]
