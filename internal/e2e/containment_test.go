@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // sleepersIn returns live `sleep 303`/`sleep 304` processes whose cwd is dir.
@@ -100,4 +102,68 @@ func TestContainment_CodexBackgroundToolCommandIsReaped(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestContainment_ProviderKilledFromOutsideIsReportedAndItsLeftoversReaped:
+// issue 4 — the provider is SIGKILLed by someone else while idle, leaving a
+// setsid'd grandchild that ignores SIGTERM. The host gets session/exited
+// (signal SIGKILL, during idle) and a complete cleanup/proof (origin
+// provider-exit) naming the grandchild as a descendant; nothing survives;
+// later prompts fail PROVIDER_PROCESS_LOST. Both containment modes.
+func TestContainment_ProviderKilledFromOutsideIsReportedAndItsLeftoversReaped(t *testing.T) {
+	for _, mode := range []string{"cgroup", "process-group"} {
+		t.Run(mode, func(t *testing.T) {
+			e := newFaultEnv(t)
+			s := startSidecar(t, "--state-dir", e.stateDir, "--containment", mode, "--term-grace-ms", "300", "--kill-grace-ms", "500")
+			s.initialize(false)
+			var open openResult
+			s.mustCall("session/open", e.openParams("victim", "grandchild"), &open)
+			var grandchild int
+			for _, pid := range markedPids(e.mark, "") {
+				if pid != open.Process.Pid && !isGuardian(pid) {
+					grandchild = pid
+				}
+			}
+			if grandchild == 0 {
+				t.Fatalf("no grandchild alive besides the provider %d", open.Process.Pid)
+			}
+			if err := unix.Kill(open.Process.Pid, unix.SIGKILL); err != nil {
+				t.Fatal(err)
+			}
+			raw := s.waitNote("session/exited", 10*time.Second, nil)
+			var ex struct {
+				Pid    int    `json:"pid"`
+				Signal string `json:"signal"`
+				During string `json:"during"`
+			}
+			_ = json.Unmarshal(raw, &ex)
+			if ex.Pid != open.Process.Pid || ex.Signal != "SIGKILL" || ex.During != "idle" {
+				t.Errorf("session/exited: %s", raw)
+			}
+			praw := s.waitNote("cleanup/proof", 10*time.Second, nil)
+			var pn struct {
+				Proof proof `json:"proof"`
+			}
+			_ = json.Unmarshal(praw, &pn)
+			if !pn.Proof.Complete || pn.Proof.Origin != "provider-exit" {
+				t.Fatalf("provider-exit proof: %s", praw)
+			}
+			named := false
+			for _, p := range pn.Proof.Processes {
+				named = named || (p.Pid == grandchild && p.Role == "descendant")
+			}
+			if !named {
+				t.Errorf("the grandchild %d is not named as a descendant: %+v", grandchild, pn.Proof.Processes)
+			}
+			waitNoMarked(t, e.mark, e.work, 5*time.Second)
+			wantError(t, "prompt after provider death", s.call("session/prompt", map[string]any{"session": open.Session,
+				"requestId": "t1", "prompt": "hi"}), -32000, "PROVIDER_PROCESS_LOST")
+		})
+	}
+}
+
+// isGuardian reports whether pid runs the sidecar's guardian.
+func isGuardian(pid int) bool {
+	cmd, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+	return bytes.Contains(cmd, []byte("__guardian"))
 }
