@@ -1,0 +1,55 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+// TestRun_BadFlagsExitTwo: PROTOCOL §2.5 — bad command-line flags exit 2
+// and write nothing to stdout (stdout carries frames only).
+func TestRun_BadFlagsExitTwo(t *testing.T) {
+	for _, args := range [][]string{
+		{"--framing=xml"}, {"--max-frame-bytes=10"}, {"--state-dir=relative"}, {"--handshake-timeout-ms=0"},
+		{"--containment=magic"}, {"--log-level=loud"}, {"--retained-retry-min-ms=50", "--retained-retry-max-ms=10"},
+		{"--protocol-close-attempts=0"}, {"extra-arg"}, {"--no-such-flag"},
+	} {
+		var out, errb bytes.Buffer
+		if code := run(args, strings.NewReader(""), &out, &errb); code != 2 {
+			t.Errorf("%v: exit %d, want 2 (stderr %q)", args, code, errb.String())
+		}
+		if out.Len() != 0 {
+			t.Errorf("%v: wrote to stdout: %q", args, out.String())
+		}
+	}
+}
+
+// TestRun_DoctorReportsMechanisms: `doctor` prints JSON naming each
+// containment mechanism with a reason.
+func TestRun_DoctorReportsMechanisms(t *testing.T) {
+	var out, errb bytes.Buffer
+	code := run([]string{"doctor"}, strings.NewReader(""), &out, &errb)
+	var rep struct {
+		Containment string `json:"containment"`
+		Mechanisms  []struct {
+			Mode      string `json:"mode"`
+			Available bool   `json:"available"`
+			Reason    string `json:"reason"`
+		} `json:"mechanisms"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+		t.Fatalf("doctor output is not JSON: %v: %q", err, out.String())
+	}
+	if len(rep.Mechanisms) != 3 {
+		t.Fatalf("doctor lists %d mechanisms, want cgroup, subreaper, process-group", len(rep.Mechanisms))
+	}
+	for _, m := range rep.Mechanisms {
+		if m.Reason == "" {
+			t.Errorf("%s has no reason", m.Mode)
+		}
+	}
+	if (code == 0) != (rep.Containment != "") {
+		t.Errorf("exit %d with containment %q", code, rep.Containment)
+	}
+}
