@@ -1,0 +1,91 @@
+package protocol
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestTime_NineFractionalDigits: PROTOCOL.md "RFC 3339 strings with
+// nanoseconds" — trailing zeros are kept, the zone is UTC.
+func TestTime_NineFractionalDigits(t *testing.T) {
+	loc := time.FixedZone("x", 3600)
+	b, err := json.Marshal(At(time.Date(2026, 11, 29, 18, 18, 24, 946000000, loc)))
+	if err != nil || string(b) != `"2026-11-29T17:18:24.946000000Z"` {
+		t.Fatalf("got %s %v", b, err)
+	}
+	var back Time
+	if err := json.Unmarshal(b, &back); err != nil || !back.Equal(time.Date(2026, 11, 29, 17, 18, 24, 946000000, time.UTC)) {
+		t.Fatalf("round trip: %v %v", back, err)
+	}
+}
+
+// TestValidate_FirstBadFieldNamed: PROTOCOL §3 — -32602 names the first
+// bad field as a dot path; defaults are filled.
+func TestValidate_FirstBadFieldNamed(t *testing.T) {
+	ok := func() OpenParams {
+		return OpenParams{SessionKey: "k", Agent: "codex", Command: &Command{Path: "/bin/true"}, Cwd: "/tmp"}
+	}
+	cases := map[string]func(p *OpenParams){
+		"sessionKey":                     func(p *OpenParams) { p.SessionKey = "" },
+		"agent":                          func(p *OpenParams) { p.Agent = "" },
+		"command":                        func(p *OpenParams) { p.Command = nil },
+		"command.path":                   func(p *OpenParams) { p.Command.Path = "rel/path" },
+		"command.args.1":                 func(p *OpenParams) { p.Command.Args = []string{"a", "b\x00"} },
+		"command.sha256":                 func(p *OpenParams) { p.Command.Sha256 = "abc" },
+		"cwd":                            func(p *OpenParams) { p.Cwd = "tmp" },
+		"env":                            func(p *OpenParams) { p.Env = map[string]string{"A=B": "x"} },
+		"permissionMode":                 func(p *OpenParams) { p.PermissionMode = "yolo" },
+		"nonInteractivePermissions":      func(p *OpenParams) { p.NonInteractivePermissions = "ask" },
+		"permissionPolicy.escalate.0":    func(p *OpenParams) { p.PermissionPolicy = &PermissionPolicy{Escalate: []string{"nuke"}} },
+		"permissionPolicy.defaultAction": func(p *OpenParams) { p.PermissionPolicy = &PermissionPolicy{DefaultAction: "maybe"} },
+		"handshakeTimeoutMs":             func(p *OpenParams) { v := int64(600001); p.HandshakeTimeoutMs = &v },
+		"mcpServers.0":                   func(p *OpenParams) { p.McpServers = []json.RawMessage{json.RawMessage(`[]`)} },
+	}
+	for field, breakIt := range cases {
+		p := ok()
+		breakIt(&p)
+		e := p.Validate()
+		if e == nil || e.RPCCode != CodeInvalidParams || e.Data.Field != field {
+			t.Errorf("%s: got %+v", field, e)
+		}
+	}
+	p := ok()
+	if e := p.Validate(); e != nil || p.PermissionMode != "approve-reads" || p.NonInteractivePermissions != "deny" {
+		t.Fatalf("valid params: %v, defaults %q %q", e, p.PermissionMode, p.NonInteractivePermissions)
+	}
+}
+
+// TestValidate_EnvValuesNeverInMessages: SEED-BEHAVIOR 3 — validation
+// errors never echo an env value.
+func TestValidate_EnvValuesNeverInMessages(t *testing.T) {
+	p := OpenParams{SessionKey: "k", Agent: "codex", Command: &Command{Path: "/bin/true"}, Cwd: "/tmp",
+		Env: map[string]string{"KEY": "sk-secret\x00value"}}
+	e := p.Validate()
+	if e == nil || e.Data.Field != "env.KEY" {
+		t.Fatalf("got %+v", e)
+	}
+	if b, _ := json.Marshal(e.Data); contains(e.Message, "sk-secret") || contains(string(b), "sk-secret") {
+		t.Fatalf("secret echoed: %s", e.Message)
+	}
+}
+
+func contains(s, sub string) bool { return strings.Contains(s, sub) }
+
+// TestValidate_PromptShapes: prompt is a non-empty string or ContentBlock[]
+// with a type each; config values are strings or booleans.
+func TestValidate_PromptShapes(t *testing.T) {
+	for raw, field := range map[string]string{`""`: "prompt", `[]`: "prompt", `5`: "prompt", `[{"text":"x"}]`: "prompt.0.type"} {
+		p := PromptParams{Session: "s", RequestID: "r", Prompt: json.RawMessage(raw)}
+		if e := p.Validate(); e == nil || e.Data.Field != field {
+			t.Errorf("%s: got %+v", raw, e)
+		}
+	}
+	for raw, bad := range map[string]bool{`"x"`: false, `true`: false, `5`: true, `{"a":1}`: true} {
+		p := SetConfigOptionParams{Session: "s", Key: "k", Value: json.RawMessage(raw)}
+		if e := p.Validate(); (e != nil) != bad {
+			t.Errorf("value %s: %+v", raw, e)
+		}
+	}
+}
