@@ -151,14 +151,16 @@ func (s *session) launchEnv() []string {
 	env := make([]string, 0, len(s.m.cfg.BaseEnv)+len(s.open.Env))
 	for _, kv := range s.m.cfg.BaseEnv {
 		k, _, _ := strings.Cut(kv, "=")
-		if _, over := s.open.Env[k]; !over {
+		if _, over := s.open.Env[k]; !over && k != SessionMarkerEnv {
 			env = append(env, kv)
 		}
 	}
 	for k, v := range s.open.Env {
-		env = append(env, k+"="+v)
+		if k != SessionMarkerEnv {
+			env = append(env, k+"="+v)
+		}
 	}
-	return env
+	return append(env, s.marker())
 }
 
 func (s *session) envHas(name string) bool {
@@ -195,6 +197,9 @@ func (s *session) admit(ctx context.Context, exe *os.File, reply rpc.Reply) {
 		}
 	}
 	name := "acpx-" + s.id
+	// The ledger entry is written before the fork, so a sidecar killed at
+	// any moment after it leaves something the next one can find.
+	s.writeLedger(nil)
 	tree, err := s.m.cfg.Supervisor.Start(reaper.Spec{Path: p.Command.Path, Args: p.Command.Args,
 		Env: s.launchEnv(), Dir: p.Cwd, ExecFile: exe, Name: name})
 	if exe != nil {
@@ -205,6 +210,7 @@ func (s *session) admit(ctx context.Context, exe *os.File, reply rpc.Reply) {
 		if errors.Is(err, reaper.ErrSealed) {
 			e = protocol.Domain(protocol.ErrShuttingDown, "the sidecar is shutting down", false)
 		}
+		_ = s.st.RemoveOwned(s.id)
 		s.post(func() { s.failBeforeLaunch(reply, e) })
 		return
 	}
@@ -328,11 +334,26 @@ func (s *session) drainStderr(r io.ReadCloser) {
 	s.log.Debug("provider stderr closed", zap.Int64("bytes", n))
 }
 
+// SessionMarkerEnv names the environment entry every provider process
+// (and every descendant that keeps its environment) carries:
+// ACPX_SIDECAR_SESSION=<session id>. The next sidecar finds a dead one's
+// leftovers by it when there is no cgroup (issue 4, ledger).
+const SessionMarkerEnv = "ACPX_SIDECAR_SESSION"
+
+// marker is this session's SessionMarkerEnv entry.
+func (s *session) marker() string { return SessionMarkerEnv + "=" + s.id }
+
+// writeLedger writes the ownership-ledger entry: before the launch (tree
+// nil: pid 0, the marker and the cgroup parent), then with the tree's
+// identity.
 func (s *session) writeLedger(tree *reaper.Tree) {
-	err := s.st.WriteOwned(store.Owned{ID: s.id, SidecarPid: os.Getpid(), SidecarStartTime: selfStart, Session: s.id, SessionKey: s.key,
-		Pid: tree.Pid(), StartTime: tree.StartTicks(), Pgid: tree.Pgid(), Cgroup: tree.CgroupPath(),
-		Containment: string(tree.Containment()), CreatedAt: time.Now().UTC().Format(time.RFC3339Nano)})
-	if err != nil {
+	o := store.Owned{ID: s.id, SidecarPid: os.Getpid(), SidecarStartTime: selfStart, Session: s.id, SessionKey: s.key,
+		Marker: s.marker(), CgroupParent: s.m.cfg.Supervisor.CgroupParent(),
+		Containment: string(s.m.cfg.Supervisor.Mode()), CreatedAt: time.Now().UTC().Format(time.RFC3339Nano)}
+	if tree != nil {
+		o.Pid, o.StartTime, o.Pgid, o.Cgroup, o.Containment = tree.Pid(), tree.StartTicks(), tree.Pgid(), tree.CgroupPath(), string(tree.Containment())
+	}
+	if err := s.st.WriteOwned(o); err != nil {
 		s.log.Warn("ownership ledger entry not written", zap.Error(err))
 	}
 }

@@ -95,6 +95,7 @@ func (s *session) finishCleanup(proof *protocol.Proof) {
 	} else {
 		s.retain(proof)
 	}
+	defer s.release()
 	if !explicit {
 		s.notify(protocol.NotifyCleanupProof, protocol.ProofNotice{Proof: proof})
 		return
@@ -102,6 +103,18 @@ func (s *session) finishCleanup(proof *protocol.Proof) {
 	for _, w := range ca.waiters {
 		s.replyProof(w, proof)
 	}
+}
+
+// release drops what a cleaned-up session no longer needs — the provider
+// connection with its buffers, the tree handle — keeping what status and a
+// repeated close answer from, and lets the manager retire the oldest
+// finished sessions.
+func (s *session) release() {
+	if s.tree != nil {
+		s.pid = s.tree.Pid()
+	}
+	s.conn, s.tree, s.buffered = nil, nil, nil
+	s.m.noteFinished(s)
 }
 
 func (s *session) replyProof(reply rpc.Reply, proof *protocol.Proof) {

@@ -95,6 +95,7 @@ type Manager struct {
 	keys     map[string]*session // live sessions by sessionKey
 	stores   map[string]*store.Store
 	closing  bool
+	finished []*session // sessions whose cleanup ended, oldest first
 	// initialized: the host has the initialize result, so recovered
 	// proofs can be sent.
 	initialized bool
@@ -222,6 +223,36 @@ func (m *Manager) forget(s *session, keepKey bool) {
 		delete(m.keys, s.key)
 	}
 	m.mu.Unlock()
+}
+
+// MaxFinishedSessions is how many closed or dead sessions the manager keeps
+// answering status and repeated closes for; older ones are retired
+// (SESSION_NOT_FOUND), so a long-running sidecar's memory stays bounded.
+const MaxFinishedSessions = 1024
+
+// noteFinished records that s's cleanup ended and retires the oldest
+// finished sessions beyond MaxFinishedSessions.
+func (m *Manager) noteFinished(s *session) {
+	m.mu.Lock()
+	m.finished = append(m.finished, s)
+	var retire []*session
+	for len(m.finished) > MaxFinishedSessions {
+		old := m.finished[0]
+		m.finished = m.finished[1:]
+		if m.sessions[old.id] == old {
+			delete(m.sessions, old.id)
+		}
+		retire = append(retire, old)
+	}
+	m.mu.Unlock()
+	for _, old := range retire {
+		if old == s {
+			s.finished = true
+			continue
+		}
+		old := old
+		go old.send(func(any, error) {}, func() { old.finished = true })
+	}
 }
 
 // releaseKey frees sessionKey once s is closed or dead and cleaned up.

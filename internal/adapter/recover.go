@@ -2,6 +2,7 @@ package adapter
 
 import (
 	"os"
+	"path/filepath"
 	"strconv"
 	"time"
 
@@ -36,6 +37,15 @@ func (m *Manager) Initialized() {
 	}
 }
 
+// cgroupGlob matches the provider cgroups an entry written before its
+// launch may have (the reaper names them <parent>/acpx-<session>-<n>).
+func cgroupGlob(o store.Owned) string {
+	if o.Cgroup != "" || o.CgroupParent == "" {
+		return ""
+	}
+	return filepath.Join(o.CgroupParent, "acpx-"+o.Session+"-*")
+}
+
 // ownerAlive reports whether the sidecar that wrote o still runs.
 func ownerAlive(o store.Owned) bool {
 	if o.SidecarPid == os.Getpid() {
@@ -56,6 +66,9 @@ func (m *Manager) sweep(st *store.Store) {
 	m.retained.Add(1)
 	go func() {
 		defer m.retained.Done()
+		if n := st.RemoveStaleTemps(time.Minute); n > 0 {
+			m.log.Info("removed temp files of interrupted writes", zap.Int("count", n))
+		}
 		owned, err := st.ListOwned()
 		if err != nil {
 			m.log.Warn("ownership ledger partly unreadable", zap.Error(err))
@@ -65,8 +78,8 @@ func (m *Manager) sweep(st *store.Store) {
 				continue
 			}
 			started := protocol.At(time.Now())
-			t := reaper.Recover(reaper.Leftover{Pid: o.Pid, StartTicks: o.StartTime, Pgid: o.Pgid, Cgroup: o.Cgroup},
-				m.cfg.KillGrace)
+			t := reaper.Recover(reaper.Leftover{Pid: o.Pid, StartTicks: o.StartTime, Pgid: o.Pgid, Cgroup: o.Cgroup,
+				CgroupGlob: cgroupGlob(o), Marker: o.Marker}, m.cfg.KillGrace)
 			proof := &protocol.Proof{CleanupID: newID("c-"), Session: o.Session, SessionKey: o.SessionKey,
 				Reason: "leftover of sidecar pid " + strconv.Itoa(o.SidecarPid), Origin: "recovered",
 				ProtocolClose: protocol.ProtocolClose{Outcome: "skipped"}, Signals: []protocol.ProofSignal{},

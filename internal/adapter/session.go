@@ -79,7 +79,8 @@ type session struct {
 	proof      *protocol.Proof
 	exitSeen   bool
 	lostInTurn bool // the connection died during a turn
-	finished   bool // the open failed: the actor stops
+	finished   bool // the open failed or the session was retired: the actor stops
+	pid        int  // the provider's pid, kept after the tree handle is released
 	discarded  bool // the record was deleted at close
 }
 

@@ -39,6 +39,7 @@ func (s *session) status() (any, error) {
 	res := protocol.StatusResult{Session: s.id, SessionKey: s.key, Agent: s.agent, State: s.state, Identity: s.identity,
 		Closed: s.state == stateClosed, LastRequestID: s.lastReqID, Models: s.models, Modes: s.modes, ConfigOptions: s.configOpts,
 		Usage: protocol.UsageStatus{Cumulative: s.usage, PerRequest: s.perRequest}, Cost: s.cost}
+	res.Process.Pid = s.pid
 	if s.tree != nil {
 		res.Process.Pid = s.tree.Pid()
 		select {

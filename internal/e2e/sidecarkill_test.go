@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"sync"
@@ -207,16 +208,24 @@ func TestSidecarKilled_GuardiansLeaveNothingAlive(t *testing.T) {
 
 // TestSidecarKilled_LedgerRecoversWhatTheGuardianMissed: issue 4's second
 // line — the sidecar and its guardian are both SIGKILLed, so the provider
-// tree survives in its cgroup (asserted, or the test proves nothing); the
+// tree survives (asserted, or the test proves nothing): in its cgroup, or,
+// in process-group mode, as a setsid'd grandchild outside the provider's
+// group found by the tree's environment marker (ACPX_SIDECAR_SESSION); the
 // next sidecar on the same stateDir kills it from the ownership ledger and
 // reports a complete cleanup/proof with origin "recovered" naming every
 // survivor.
 func TestSidecarKilled_LedgerRecoversWhatTheGuardianMissed(t *testing.T) {
 	startOrphanReaper(t)
+	for _, mode := range []string{"cgroup", "process-group"} {
+		t.Run(mode, func(t *testing.T) { ledgerRecovers(t, mode) })
+	}
+}
+
+func ledgerRecovers(t *testing.T, mode string) {
 	stateDir, cwd := t.TempDir(), t.TempDir()
 	mark := randHex(8)
 	killMarkedOnCleanup(t, mark)
-	s := startSidecar(t, "--state-dir", stateDir, "--containment", "cgroup")
+	s := startSidecar(t, "--state-dir", stateDir, "--containment", mode)
 	trackChild(s.cmd.Process.Pid)
 	s.initialize(false)
 	open := openFault(t, s, "survivor", cwd, mark, "grandchild")
@@ -251,7 +260,7 @@ func TestSidecarKilled_LedgerRecoversWhatTheGuardianMissed(t *testing.T) {
 	if len(survivors) == 0 {
 		t.Fatalf("nothing survived the guardian: this test would prove nothing")
 	}
-	s2 := startSidecar(t, "--state-dir", stateDir)
+	s2 := startSidecar(t, "--state-dir", stateDir, "--containment", mode)
 	trackChild(s2.cmd.Process.Pid)
 	s2.initialize(false)
 	raw := s2.waitNote("cleanup/proof", 10*time.Second, func(p json.RawMessage) bool {
@@ -278,6 +287,64 @@ func TestSidecarKilled_LedgerRecoversWhatTheGuardianMissed(t *testing.T) {
 	if _, status := s2.shutdownAndExit(); status != 0 {
 		t.Errorf("exit status %d", status)
 	}
+}
+
+// TestSidecarKilled_LedgerEntryWrittenBeforeLaunchIsRecovered: a sidecar
+// killed between its ledger entry and the launch's completion leaves an
+// entry without a pid; the next sidecar finds the tree by its environment
+// marker (and the cgroup glob) and reports it recovered.
+func TestSidecarKilled_LedgerEntryWrittenBeforeLaunchIsRecovered(t *testing.T) {
+	startOrphanReaper(t)
+	stateDir := t.TempDir()
+	mark := randHex(8)
+	killMarkedOnCleanup(t, mark)
+	// A dead "sidecar": a process we started and reaped, so its pid is free.
+	dead := exec.Command("/bin/true")
+	if err := dead.Run(); err != nil {
+		t.Fatal(err)
+	}
+	session := "s-" + randHex(8)
+	marker := "ACPX_SIDECAR_SESSION=" + session
+	leftover := exec.Command("/bin/sleep", "300")
+	leftover.Env = append(os.Environ(), marker, "ACPX_TEST_MARK="+mark)
+	leftover.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := leftover.Start(); err != nil {
+		t.Fatal(err)
+	}
+	trackChild(leftover.Process.Pid)
+	waited := make(chan struct{})
+	go func() { _ = leftover.Wait(); close(waited) }()
+	if err := os.MkdirAll(filepath.Join(stateDir, "owned"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	entry, _ := json.Marshal(map[string]any{"id": session, "sidecarPid": dead.Process.Pid, "session": session,
+		"sessionKey": "pending", "pid": 0, "startTime": 0, "pgid": 0, "marker": marker, "containment": "process-group",
+		"createdAt": "2026-11-29T00:00:00Z"})
+	if err := os.WriteFile(filepath.Join(stateDir, "owned", session+".json"), entry, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s := startSidecar(t, "--state-dir", stateDir)
+	trackChild(s.cmd.Process.Pid)
+	s.initialize(false)
+	raw := s.waitNote("cleanup/proof", 10*time.Second, nil)
+	var rp recoveredProof
+	_ = json.Unmarshal(raw, &rp)
+	if rp.Proof.Origin != "recovered" || !rp.Proof.Complete || rp.Proof.Session != session {
+		t.Fatalf("recovered proof: %s", raw)
+	}
+	named := false
+	for _, p := range rp.Proof.Processes {
+		named = named || p.Pid == leftover.Process.Pid
+	}
+	if !named {
+		t.Errorf("the leftover %d is not named: %s", leftover.Process.Pid, raw)
+	}
+	select {
+	case <-waited:
+	case <-time.After(5 * time.Second):
+		t.Fatalf("the leftover %d is still running", leftover.Process.Pid)
+	}
+	_, _ = s.shutdownAndExit()
 }
 
 // fmtSscan reads the state and ppid fields that follow "comm) ".

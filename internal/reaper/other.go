@@ -87,7 +87,12 @@ type Leftover struct {
 	StartTicks uint64
 	Pgid       int
 	Cgroup     string
+	CgroupGlob string
+	Marker     string
 }
+
+// CgroupParent is "" off Linux.
+func (s *Supervisor) CgroupParent() string { return "" }
 
 // Recover is unsupported off Linux.
 func Recover(Leftover, time.Duration) Termination { return Termination{} }

@@ -65,7 +65,8 @@ type Server struct {
 	state       lifecycle
 	hostPerms   bool
 	pending     map[string]context.CancelFunc
-	shutdownOK  bool // shutdown finished with every proof complete
+	inflight    map[string]bool // ids of requests not yet answered
+	shutdownOK  bool            // shutdown finished with every proof complete
 	exitOnce    sync.Once
 	exitCode    int
 	done        chan struct{}
@@ -88,7 +89,7 @@ type Options struct {
 
 // NewServer returns a Server that is not yet serving; call Serve.
 func NewServer(o Options) *Server {
-	s := &Server{log: o.Logger, pending: map[string]context.CancelFunc{}, done: make(chan struct{}),
+	s := &Server{log: o.Logger, pending: map[string]context.CancelFunc{}, inflight: map[string]bool{}, done: make(chan struct{}),
 		shutdownRes: make(chan []*protocol.Proof, 1), ready: make(chan struct{}), eof: make(chan struct{})}
 	if s.log == nil {
 		s.log = zap.NewNop()
@@ -209,9 +210,21 @@ func (s *Server) Handle(ctx context.Context, conn *jsonrpc2.Conn, req *jsonrpc2.
 		s.handleNotification(req)
 		return
 	}
+	key := idKey(req.ID)
 	s.mu.Lock()
 	state := s.state
+	dup := s.inflight[key]
+	if !dup {
+		s.inflight[key] = true
+	}
 	s.mu.Unlock()
+	if dup {
+		// Two answers with one id could not be told apart by the host.
+		je := &jsonrpc2.Error{Code: protocol.CodeInvalidRequest, Message: "request id " + key + " is already in use by a pending request"}
+		je.SetError(protocol.ErrorData{Code: protocol.ErrInvalidRequest})
+		_ = conn.ReplyWithError(context.Background(), req.ID, je)
+		return
+	}
 	reply := s.replier(req.ID)
 	switch {
 	case state == stateNew && req.Method != protocol.MethodInitialize:
@@ -279,8 +292,12 @@ func idKeyRaw(raw json.RawMessage) string {
 // result.
 func (s *Server) replier(id jsonrpc2.ID) Reply {
 	var once sync.Once
+	key := idKey(id)
 	return func(result any, err error) {
 		once.Do(func() {
+			s.mu.Lock()
+			delete(s.inflight, key)
+			s.mu.Unlock()
 			if err != nil {
 				pe := protocol.AsError(err)
 				if pe.RPCCode == protocol.CodeInternal {

@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Owned is one entry of the ownership ledger, <stateDir>/owned/<ID>.json:
@@ -33,8 +34,14 @@ type Owned struct {
 	StartTime        uint64 `json:"startTime"`
 	Pgid             int    `json:"pgid"`
 	Cgroup           string `json:"cgroup,omitempty"`
-	Containment      string `json:"containment"`
-	CreatedAt        string `json:"createdAt"`
+	// CgroupParent is the directory the provider's cgroup is (or would be)
+	// made in, for entries written before the launch.
+	CgroupParent string `json:"cgroupParent,omitempty"`
+	// Marker is the "NAME=value" environment entry every process of the
+	// tree inherits, so leftovers can be found without a cgroup.
+	Marker      string `json:"marker,omitempty"`
+	Containment string `json:"containment"`
+	CreatedAt   string `json:"createdAt"`
 }
 
 // ValidateOwnedID reports whether id can name a ledger file: 1–128 bytes of
@@ -54,13 +61,14 @@ func ValidateOwnedID(id string) error {
 
 // WriteOwned writes o to <stateDir>/owned/<o.ID>.json atomically (0600,
 // fsync'd file and directory), replacing an entry with the same ID. Errors:
-// an invalid ID (ValidateOwnedID), Pid ≤ 0, or the I/O error.
+// an invalid ID (ValidateOwnedID), Pid < 0, or the I/O error. Pid 0 is an
+// entry written before the launch (the provider's pid is not known yet).
 func (s *Store) WriteOwned(o Owned) error {
 	if err := ValidateOwnedID(o.ID); err != nil {
 		return err
 	}
-	if o.Pid <= 0 {
-		return fmt.Errorf("store: owned %s: pid %d <= 0", o.ID, o.Pid)
+	if o.Pid < 0 {
+		return fmt.Errorf("store: owned %s: pid %d < 0", o.ID, o.Pid)
 	}
 	b, err := marshalNoHTML(o)
 	if err != nil {
@@ -200,4 +208,26 @@ func parseProcStat(b []byte) (ProcStat, error) {
 		return ProcStat{}, fmt.Errorf("store: proc stat: starttime: %w", err)
 	}
 	return st, nil
+}
+
+// RemoveStaleTemps removes temp files (".tmp-*") older than age from the
+// ledger and sessions directories: what a writer killed between its write
+// and its rename left behind. A live writer's temp file lives for
+// milliseconds. It returns how many were removed.
+func (s *Store) RemoveStaleTemps(age time.Duration) int {
+	n := 0
+	for _, dir := range []string{s.owned, s.SessionsDir()} {
+		ents, _ := os.ReadDir(dir)
+		for _, e := range ents {
+			if !strings.HasPrefix(e.Name(), ".tmp-") {
+				continue
+			}
+			if info, err := e.Info(); err == nil && time.Since(info.ModTime()) > age {
+				if os.Remove(filepath.Join(dir, e.Name())) == nil {
+					n++
+				}
+			}
+		}
+	}
+	return n
 }

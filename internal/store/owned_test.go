@@ -61,8 +61,12 @@ func TestOwned_WriteListRemove(t *testing.T) {
 			t.Errorf("WriteOwned(id %q) accepted", bad)
 		}
 	}
-	if err := s.WriteOwned(Owned{ID: "z", Pid: 0}); err == nil {
-		t.Error("WriteOwned(pid 0) accepted")
+	if err := s.WriteOwned(Owned{ID: "z", Pid: -1}); err == nil {
+		t.Error("WriteOwned(pid -1) accepted")
+	}
+	// Pid 0: an entry written before the launch.
+	if err := s.WriteOwned(Owned{ID: "pending", Pid: 0, Marker: "ACPX_SIDECAR_SESSION=s-1"}); err != nil {
+		t.Errorf("WriteOwned(pid 0, pending launch): %v", err)
 	}
 }
 
@@ -134,5 +138,34 @@ func TestProcStartTime_RealProcessWithHostileName(t *testing.T) {
 		if ok, _ := IdentityMatches(pid, st.StartTime); ok {
 			t.Errorf("reaped child still matches: %v", err)
 		}
+	}
+}
+
+// TestRemoveStaleTemps: temp files of writers killed before their rename
+// are removed once old; fresh ones (a live writer's) are kept.
+func TestRemoveStaleTemps(t *testing.T) {
+	s, err := Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := filepath.Join(s.OwnedDir(), ".tmp-old")
+	fresh := filepath.Join(s.SessionsDir(), ".tmp-fresh")
+	for _, p := range []string{old, fresh} {
+		if err := os.WriteFile(p, []byte("{"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	past := time.Now().Add(-2 * time.Minute)
+	if err := os.Chtimes(old, past, past); err != nil {
+		t.Fatal(err)
+	}
+	if n := s.RemoveStaleTemps(time.Minute); n != 1 {
+		t.Fatalf("removed %d, want 1", n)
+	}
+	if _, err := os.Stat(old); !os.IsNotExist(err) {
+		t.Errorf("old temp file kept")
+	}
+	if _, err := os.Stat(fresh); err != nil {
+		t.Errorf("fresh temp file removed: %v", err)
 	}
 }
