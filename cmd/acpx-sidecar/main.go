@@ -75,7 +75,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.IntVar(&o.closeAttempts, "protocol-close-attempts", 4, "ACP session/close attempts per target (1 + retries)")
 	fs.Int64Var(&o.retryMinMs, "retained-retry-min-ms", 10, "retained cleanup backoff start, ms")
 	fs.Int64Var(&o.retryMaxMs, "retained-retry-max-ms", 100, "retained cleanup backoff cap, ms")
-	fs.IntVar(&o.reconcile, "late-close-reconcile-attempts", 3, "re-verifications after a late protocol-close failure")
+	fs.IntVar(&o.reconcile, "late-close-reconcile-attempts", 3, "ACP session/close attempts for a session created after its admission was given up (error answers retried; timeouts never)")
 	fs.BoolVar(&o.printVersion, "version", false, "print the version and exit")
 	if err := fs.Parse(args); err != nil {
 		return nil, err

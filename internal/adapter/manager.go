@@ -335,7 +335,13 @@ func (m *Manager) List() []protocol.ListEntry {
 	sort.Slice(all, func(i, j int) bool { return all[i].created.Before(all[j].created) })
 	out := make([]protocol.ListEntry, 0, len(all))
 	for _, s := range all {
-		out = append(out, s.listEntry())
+		e := s.listEntry()
+		m.mu.Lock()
+		current := m.sessions[s.id] == s // a failed open is forgotten meanwhile
+		m.mu.Unlock()
+		if current {
+			out = append(out, e)
+		}
 	}
 	return out
 }
