@@ -384,6 +384,9 @@ func (a *agent) loadSession(m message) {
 	}
 	a.mu.Lock()
 	history := append([]json.RawMessage{}, s.History...)
+	if a.cfg.loadResetsControls {
+		s.Model, s.Mode = defaultModel, defaultModeID
+	}
 	a.mu.Unlock()
 	for _, u := range history {
 		a.sendUpdate(s.ID, u)

@@ -54,6 +54,8 @@
 //	cost=<amount>      usage_update carries cost {amount, currency "USD"}:
 //	                   the cumulative session cost as ACP defines it, i.e.
 //	                   amount times the number of turns the session has run
+//	load-resets-controls  session/load reports the default model and mode
+//	                   (an agent that does not persist them)
 //	auth=<id>[:<ENV>][;...]  advertise those authMethods (env_var type with
 //	                   ENV); session/new fails -32000 "Authentication
 //	                   required" until one was authenticated
@@ -173,6 +175,8 @@ func parseModes(list string) (config, error) {
 			err = c.permCostModes.parse(name, val, hasVal)
 		case "auth":
 			err = c.parseAuth(val, hasVal)
+		case "load-resets-controls":
+			c.loadResetsControls = true
 		case "slow-turn":
 			n, err = num()
 			c.slowTurn = time.Duration(n) * time.Millisecond

@@ -11,6 +11,10 @@ import (
 // session/new fails with -32000 "Authentication required" until an
 // advertised method was authenticated (as codex-acp does, CODEX-OFFLINE.md).
 type authModes struct {
+	// loadResetsControls (mode load-resets-controls): session/load reports
+	// the default model and mode, as an agent that does not persist them.
+	loadResetsControls bool
+
 	authMethods []authMethod
 	authed      string // the methodId authenticated (guarded by agent.mu)
 }

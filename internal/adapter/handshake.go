@@ -164,13 +164,25 @@ func (s *session) handshake(ctx context.Context, conn *acpConn, tree *reaper.Tre
 	}
 	ctl := &controls{conn: conn, sessionID: st.SessionID, models: res.Models, modes: res.Modes,
 		configOpts: res.ConfigOptions, style: s.prof.ModelControl, red: s.red}
-	if p.Model != "" {
-		if e := ctl.set(ctx, controlModel, p.Model, nil); e != nil {
+	// The model and mode to run with: the open's, else, on resume, the ones
+	// the record pinned (an agent that forgot them must not silently run
+	// another model: issue 5).
+	wantModel, wantMode := p.Model, p.Mode
+	if resumed {
+		if wantModel == "" {
+			wantModel = prior.Acpx.CurrentModelID
+		}
+		if wantMode == "" {
+			wantMode = prior.Acpx.CurrentModeID
+		}
+	}
+	if wantModel != "" && (ctl.models == nil || ctl.models.CurrentModelID != wantModel) {
+		if e := ctl.set(ctx, controlModel, wantModel, nil); e != nil {
 			return nil, st.SessionID, e
 		}
 	}
-	if p.Mode != "" {
-		if e := ctl.set(ctx, controlMode, p.Mode, nil); e != nil {
+	if wantMode != "" && (ctl.modes == nil || ctl.modes.CurrentModeID != wantMode) {
+		if e := ctl.set(ctx, controlMode, wantMode, nil); e != nil {
 			return nil, st.SessionID, e
 		}
 	}

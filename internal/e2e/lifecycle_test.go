@@ -39,3 +39,62 @@ func TestShutdown_StdinEOFMidTurnAnswersTheTurn(t *testing.T) {
 	<-s.exited
 	waitNoMarked(t, e.mark, e.work, 5*time.Second)
 }
+
+// TestResume_PinnedModelAndModeReappliedWhenTheAgentForgetsThem: issue 5 —
+// setModel/setMode are persisted in the record's acpx state; an agent whose
+// session/load reports its defaults again gets the pinned model and mode
+// re-applied and verified, so a resumed session never silently runs
+// another model.
+func TestResume_PinnedModelAndModeReappliedWhenTheAgentForgetsThem(t *testing.T) {
+	e := newFaultEnv(t)
+	agentState := t.TempDir()
+	s := startSidecar(t, "--state-dir", e.stateDir)
+	s.initialize(false)
+	p := e.openParams("pinned", "load-resets-controls")
+	p["command"] = map[string]any{"path": faultBin, "args": []string{"--mode", "load-resets-controls", "--state-dir", agentState}}
+	var open struct {
+		Session string `json:"session"`
+		Modes   struct {
+			Available []string `json:"availableModeIds"`
+		} `json:"modes"`
+	}
+	s.mustCall("session/open", p, &open)
+	s.mustCall("session/setModel", map[string]any{"session": open.Session, "model": "fa-large"}, nil)
+	var mode string
+	for _, m := range open.Modes.Available {
+		if m != "default" {
+			mode = m
+		}
+	}
+	if mode == "" {
+		t.Fatalf("the fault agent offers no second mode: %v", open.Modes.Available)
+	}
+	s.mustCall("session/setMode", map[string]any{"session": open.Session, "mode": mode}, nil)
+	s.mustCall("session/close", map[string]any{"session": open.Session, "reason": "pause"}, nil)
+
+	var again struct {
+		Session string `json:"session"`
+		Resumed bool   `json:"resumed"`
+		Models  struct {
+			Current string `json:"currentModelId"`
+		} `json:"models"`
+		Modes struct {
+			Current string `json:"currentModeId"`
+		} `json:"modes"`
+	}
+	s.mustCall("session/open", p, &again)
+	if !again.Resumed || again.Models.Current != "fa-large" || again.Modes.Current != mode {
+		t.Fatalf("resumed open: %+v (want fa-large / %s)", again, mode)
+	}
+	var st struct {
+		Models struct {
+			Current string `json:"currentModelId"`
+		} `json:"models"`
+	}
+	s.mustCall("session/status", map[string]any{"session": again.Session}, &st)
+	if st.Models.Current != "fa-large" {
+		t.Errorf("status after resume: model %q", st.Models.Current)
+	}
+	_, _ = s.shutdownAndExit()
+	waitNoMarked(t, e.mark, e.work, 5*time.Second)
+}

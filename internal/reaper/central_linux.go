@@ -4,8 +4,10 @@ package reaper
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"os/signal"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -153,7 +155,7 @@ func (c *central) reapPass() {
 			gt.guardianReapedStatus(ws)
 			continue
 		}
-		t, key := c.attribute(pid)
+		owners, key := c.attribute(pid)
 		var ws unix.WaitStatus
 		var wpid int
 		for {
@@ -167,82 +169,87 @@ func (c *central) reapPass() {
 			return
 		}
 		now := time.Now()
-		if t == nil {
+		if len(owners) == 0 {
 			c.log.Info("reaper: reaped a child that belongs to no tracked tree", zap.Int("pid", pid))
 			continue
 		}
-		if key.pid == t.pid {
-			c.mu.Lock()
-			if c.leaders[pid] == t {
-				delete(c.leaders, pid)
+		for _, t := range owners {
+			if key.pid == t.pid {
+				c.mu.Lock()
+				if c.leaders[pid] == t {
+					delete(c.leaders, pid)
+				}
+				c.mu.Unlock()
 			}
-			c.mu.Unlock()
+			t.recordExit(key, ws, now)
 		}
-		t.recordExit(key, ws, now)
 	}
 }
 
-// attribute finds the tree an exited (zombie) child belongs to: the leader
-// map, then known members (pid + start time), then its cgroup, then its
-// process group, then the only tree without a cgroup.
-func (c *central) attribute(pid int) (*Tree, procKey) {
+// attribute finds the trees an exited (zombie) child belongs to (see
+// ownersLocked).
+func (c *central) attribute(pid int) ([]*Tree, procKey) {
 	info, infoOK := readStat(pid)
 	key := procKey{pid: pid, start: info.start}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if t := c.leaders[pid]; t != nil {
-		return t, procKey{pid: pid, start: t.start}
+		return []*Tree{t}, procKey{pid: pid, start: t.start}
 	}
 	if !infoOK {
 		return nil, key
 	}
-	return c.attributeLocked(pid, info), key
+	return c.ownersLocked(pid, info), key
 }
 
-// attributeLocked attributes a child of this process that is not a leader.
-// Every such child is a re-parented descendant of some tree (we are a child
-// subreaper and only trees are started here).
-func (c *central) attributeLocked(pid int, info procInfo) *Tree {
+// ownersLocked attributes a child of this process that is not a guardian
+// (c.mu held). Only guardians are started here and the guardian is a child
+// subreaper, so every other child is a descendant of a guardian that died
+// with its tree not empty, re-parented to us: a tree's leader (pid pinned
+// while unreaped) belongs to its tree; a known member (pid + start time)
+// to the trees that know it; a process inside a tree's cgroup to that
+// tree; anything else to EVERY registered tree whose guardian died early
+// (ambiguous: each of them must see it gone). A tree whose guardian
+// reported "empty" before exiting left no orphan, so it is never a
+// candidate by that last rule.
+func (c *central) ownersLocked(pid int, info procInfo) []*Tree {
+	if t := c.leaders[pid]; t != nil && info.start == t.start {
+		return []*Tree{t}
+	}
 	key := procKey{pid: pid, start: info.start}
+	var out []*Tree
 	for t := range c.trees {
 		if t.hasMember(key) {
-			return t
+			out = append(out, t)
 		}
+	}
+	if len(out) > 0 {
+		return out
 	}
 	if cg, ok := readCgroupV2(pid); ok {
 		for t := range c.trees {
-			if t.cgRel != "" && cg == t.cgRel {
-				return t
+			if t.cgRel != "" && cgroupWithin(cg, t.cgRel) {
+				return []*Tree{t}
 			}
 		}
 	}
-	var only *Tree
-	n := 0
 	for t := range c.trees {
-		if t.cgRel != "" {
-			continue
+		if t.guardianDiedEarly() {
+			out = append(out, t)
 		}
-		if info.pgid == t.pgid {
-			return t
-		}
-		only = t
-		n++
 	}
-	if n == 1 {
-		return only
-	}
-	return nil
+	return out
 }
 
-// trackPass walks /proc once for all trees without a cgroup, so that their
-// descendants are known (pid + start time) before they can be orphaned,
-// and attributes live adopted orphans.
+// trackPass walks /proc once for all trees whose guardian died before
+// reporting the tree empty, so that their descendants are known (pid +
+// start time) before they can be orphaned, and attributes live adopted
+// orphans. A tree whose guardian lives is tracked and reaped by it.
 func (c *central) trackPass() {
 	c.mu.Lock()
 	var ts []*Tree
 	for t := range c.trees {
-		// A tree whose guardian lives is tracked and reaped by it.
-		if t.cgRel == "" && (t.g == nil || !t.g.alive()) {
+		if t.g == nil || t.guardianDiedEarly() {
 			ts = append(ts, t)
 		}
 	}
@@ -253,24 +260,82 @@ func (c *central) trackPass() {
 	snap := scanProcs()
 	c.adoptOrphans(snap)
 	for _, t := range ts {
+		if t.cgPath != "" {
+			t.trackCgroup(time.Now())
+		}
 		t.track(snap)
 	}
 }
 
-// adoptOrphans attributes live children of this process that are not
-// leaders and not yet members of a tree.
+// adoptOrphans records live children of this process that are not
+// guardians as members of the trees they are attributed to (ownersLocked).
 func (c *central) adoptOrphans(snap snapshot) {
 	now := time.Now()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for pid, p := range snap.procs {
-		if p.ppid != c.self || p.state == 'Z' || c.leaders[pid] != nil || c.guardians[pid] != nil {
+		if p.ppid != c.self || p.state == 'Z' || c.guardians[pid] != nil {
 			continue
 		}
-		if t := c.attributeLocked(pid, p); t != nil {
+		for _, t := range c.ownersLocked(pid, p) {
 			t.addMember(procKey{pid: pid, start: p.start}, now)
 		}
 	}
+}
+
+// sweepChildren is one pass over the direct children of this process for
+// tree t (whose guardian died before reporting the tree empty): every live
+// child that is not a guardian and is attributed to t (ownersLocked) is
+// recorded as a member of t and, if sig is not 0, signalled with sig
+// (SIGTERM and SIGKILL at most once each per process) through a pidfd
+// opened while it cannot be reaped (reapMu held; we are its only reaper),
+// so the pidfd is pinned to exactly that process. It returns how many
+// such live children it found and the delivery errors. Guardians and
+// children attributed only to other trees are never touched.
+func (c *central) sweepChildren(t *Tree, sig unix.Signal) (int, []string) {
+	c.reapMu.Lock()
+	defer c.reapMu.Unlock()
+	now := time.Now()
+	n := 0
+	var errs []string
+	for _, pid := range selfChildren(c.self) {
+		p, ok := readStat(pid)
+		if !ok || p.state == 'Z' || p.ppid != c.self {
+			continue
+		}
+		c.mu.Lock()
+		var owners []*Tree
+		if c.guardians[pid] == nil {
+			owners = c.ownersLocked(pid, p)
+		}
+		c.mu.Unlock()
+		if !slices.Contains(owners, t) {
+			continue
+		}
+		n++
+		t.mu.Lock()
+		m := t.addMemberLocked(procKey{pid: pid, start: p.start}, RoleDescendant, now)
+		send := false
+		switch sig {
+		case unix.SIGTERM:
+			send, m.sentTerm = !m.sentTerm, true
+		case unix.SIGKILL:
+			send, m.sentKill = !m.sentKill, true
+		}
+		t.mu.Unlock()
+		if !send {
+			continue
+		}
+		fd, err := unix.PidfdOpen(pid, 0)
+		if err == nil {
+			err = unix.PidfdSendSignal(fd, sig, nil, 0)
+			unix.Close(fd)
+		}
+		if err != nil && !errors.Is(err, unix.ESRCH) {
+			errs = append(errs, fmt.Sprintf("pid %d: %v", pid, err))
+		}
+	}
+	return n, errs
 }
 
 func (c *central) register(t *Tree) {

@@ -59,8 +59,28 @@ func (g *guardianConn) closeCtl() {
 	}
 }
 
-// alive: the guardian has not exited yet.
+// alive: the guardian has not exited yet (its status pipe is open).
 func (g *guardianConn) alive() bool { return !isDone(g.done) }
+
+// gone reports whether the guardian process has exited: status pipe at
+// EOF, reaped, or a zombie. Its pid is pinned until we reap it (we are its
+// only reaper), so reading its stat is safe.
+func (g *guardianConn) gone() bool {
+	if !g.alive() || isDone(g.reaped) {
+		return true
+	}
+	p, ok := readStat(g.pid)
+	return !ok || p.state == 'Z'
+}
+
+// guardianDiedEarly reports whether t's guardian exited (e.g. was
+// SIGKILLed) without having reported its tree empty: whatever was left of
+// the tree re-parented to this process (also a child subreaper), and the
+// sidecar must find, end and verify it itself (Terminate's fallback).
+func (t *Tree) guardianDiedEarly() bool {
+	g := t.g
+	return g != nil && !isDone(g.empty) && g.gone()
+}
 
 // hasLiveDescendant reports whether /proc shows a live (non-zombie)
 // process with the guardian as ancestor.
@@ -105,9 +125,15 @@ func (t *Tree) readStatus(g *guardianConn, st *os.File) {
 		case "exit":
 			t.recordExitInfo(procKey{pid: ev.Pid, start: ev.Start}, ev.Role, ev.Code, ev.Sig, time.Unix(0, ev.At))
 		case "seen":
-			// A descendant the guardian signalled; if its own parent reaps
-			// it, finalize records it as observed gone.
-			t.addMember(procKey{pid: ev.Pid, start: ev.Start}, time.Now())
+			// A process the guardian signalled; if its own parent reaps
+			// it, finalize records it as observed gone. Cg is set when it
+			// was found outside the provider's cgroup.
+			t.mu.Lock()
+			m := t.addMemberLocked(procKey{pid: ev.Pid, start: ev.Start}, RoleDescendant, time.Now())
+			if ev.Cg != "" {
+				m.outside = ev.Cg
+			}
+			t.mu.Unlock()
 		case "signal":
 			if ev.Msg != "" {
 				t.mu.Lock()

@@ -98,6 +98,7 @@ type guardianSpec struct {
 	Dir        string   `json:"dir"`
 	Mode       Mode     `json:"mode"`
 	Cgroup     string   `json:"cgroup,omitempty"` // absolute dir (cgroup mode)
+	CgroupRel  string   `json:"cgroupRel,omitempty"` // the same as in /proc/<pid>/cgroup
 	CgroupFD   int      `json:"cgroupFD"`         // -1 if none
 	ExecFD     int      `json:"execFD"`           // -1 if none
 	ExecScript bool     `json:"execScript"`       // pass ExecFD as the provider's fd 3
@@ -118,6 +119,7 @@ type guardianEvent struct {
 	Sig   string `json:"sig,omitempty"`
 	At    int64  `json:"at,omitempty"` // unix ns
 	Msg   string `json:"msg,omitempty"`
+	Cg    string `json:"cg,omitempty"` // seen: the cgroup, if outside the provider's
 }
 
 // GuardianMain runs this process as a provider guardian (see the block
@@ -134,7 +136,7 @@ func GuardianMain(args []string) int {
 			return 2
 		}
 	}
-	g := &guardian{self: os.Getpid(), termed: map[procKey]bool{}, seen: map[procKey]bool{}}
+	g := &guardian{self: os.Getpid(), termed: map[procKey]bool{}, seen: map[procKey]bool{}, out: map[procKey]bool{}}
 	g.status = os.NewFile(gfdStatus, "status")
 	ctl := os.NewFile(gfdCtl, "control")
 	unix.CloseOnExec(gfdCtl)
@@ -205,6 +207,7 @@ type guardian struct {
 	leaderReaped bool
 	termed       map[procKey]bool // got SIGTERM in this phase
 	seen         map[procKey]bool // reported as "seen"
+	out          map[procKey]bool // reported as "seen" outside the provider cgroup
 
 	phase    int // 0 none, 1 TERM, 2 KILL
 	orphaned bool
@@ -268,7 +271,7 @@ func (g *guardian) loop(cmds <-chan string, sigch <-chan os.Signal) int {
 	for {
 		if g.reap() {
 			if g.orphaned && g.spec.Cgroup != "" {
-				os.Remove(g.spec.Cgroup)
+				_ = removeCgroupSubtree(g.spec.Cgroup) // sub-cgroups first
 			}
 			return 0
 		}
@@ -360,9 +363,14 @@ func (g *guardian) reap() bool {
 // signalTree sends sig to the whole tree: cgroup.kill for SIGKILL in cgroup
 // mode; the provider's process group while the leader is unreaped (we are
 // its only reaper and reap on this goroutine, so the id is pinned,
-// SEED-BEHAVIOR 22); and every live process with this guardian as ancestor
-// through a pidfd whose start time was re-checked. SIGTERM goes once per
-// process. It returns delivery errors joined by "; " ("" if none).
+// SEED-BEHAVIOR 22); every live process with this guardian as ancestor,
+// inside the provider cgroup or not (a provider running as root can move
+// a process out of it), through a pidfd whose start time was re-checked;
+// and, in cgroup mode, every other live member of the provider cgroup or
+// a cgroup below it, through a pidfd re-checked to be in it. SIGTERM goes
+// once per process. Each process signalled is reported ("seen", with its
+// cgroup if it was outside the provider's). It returns delivery errors
+// joined by "; " ("" if none).
 func (g *guardian) signalTree(sig unix.Signal) string {
 	var errs []string
 	if sig == unix.SIGKILL && g.spec.CgroupFD >= 0 {
@@ -385,29 +393,70 @@ func (g *guardian) signalTree(sig unix.Signal) string {
 	for pid, p := range snap.procs {
 		children[p.ppid] = append(children[p.ppid], pid)
 	}
+	signal := func(k procKey, cg string) {
+		if (!g.seen[k] || cg != "" && !g.out[k]) && k != g.leader {
+			// Named in the proof even if its own parent reaps it.
+			g.seen[k] = true
+			if cg != "" {
+				g.out[k] = true
+			}
+			g.emit(guardianEvent{Ev: "seen", Pid: k.pid, Start: k.start, Cg: cg})
+		}
+		if sig == unix.SIGTERM {
+			if g.termed[k] {
+				return
+			}
+			g.termed[k] = true
+		}
+		if err := signalVerified(k, sig); err != nil {
+			errs = append(errs, err.Error())
+		}
+	}
+	below := map[int]bool{}
 	queue := append([]int(nil), children[g.self]...)
 	for len(queue) > 0 {
 		pid := queue[len(queue)-1]
 		queue = queue[:len(queue)-1]
 		queue = append(queue, children[pid]...)
 		p := snap.procs[pid]
+		below[pid] = true
 		if p.state == 'Z' {
 			continue
 		}
-		k := procKey{pid: pid, start: p.start}
-		if !g.seen[k] && k != g.leader {
-			// Named in the proof even if its own parent reaps it.
-			g.seen[k] = true
-			g.emit(guardianEvent{Ev: "seen", Pid: pid, Start: p.start})
+		outside := ""
+		if g.spec.CgroupRel != "" {
+			if cg, ok := readCgroupV2(pid); ok && !cgroupWithin(cg, g.spec.CgroupRel) {
+				outside = cg
+			}
 		}
-		if sig == unix.SIGTERM {
-			if g.termed[k] {
+		signal(procKey{pid: pid, start: p.start}, outside)
+	}
+	if g.spec.Cgroup != "" {
+		// Members that are not our descendants (moved in from outside).
+		for _, pid := range cgroupTreeProcs(g.spec.Cgroup) {
+			if below[pid] {
 				continue
 			}
-			g.termed[k] = true
-		}
-		if err := signalVerified(k, sig); err != nil {
-			errs = append(errs, err.Error())
+			fd, err := unix.PidfdOpen(pid, 0)
+			if err != nil {
+				continue // gone
+			}
+			p, ok := readStat(pid)
+			cg, cok := readCgroupV2(pid)
+			if ok && cok && p.state != 'Z' && cgroupWithin(cg, g.spec.CgroupRel) {
+				k := procKey{pid: pid, start: p.start}
+				if !g.seen[k] {
+					g.seen[k] = true
+					g.emit(guardianEvent{Ev: "seen", Pid: pid, Start: p.start})
+				}
+				if sig != unix.SIGTERM || !g.termed[k] {
+					g.termed[k] = true
+					if err := unix.PidfdSendSignal(fd, sig, nil, 0); err != nil && !errors.Is(err, unix.ESRCH) {
+						errs = append(errs, fmt.Sprintf("pid %d: %v", pid, err))
+					}
+				}
+			}
+			unix.Close(fd)
 		}
 	}
 	return strings.Join(errs, "; ")

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -261,4 +262,117 @@ func sleepOrDone(done <-chan struct{}, d time.Duration) {
 	case <-t.C:
 	case <-done:
 	}
+}
+
+// cgroupWithin reports whether the cgroup v2 path cg (as in
+// /proc/<pid>/cgroup, "0::<path>") is rel or below it.
+func cgroupWithin(cg, rel string) bool {
+	return cg == rel || strings.HasPrefix(cg, rel+"/")
+}
+
+// maxCgroupDepth bounds the walks below a provider cgroup (a provider that
+// runs as root may create sub-cgroups; the kernel bounds nothing by default).
+const maxCgroupDepth = 256
+
+// cgroupTreeProcs lists the pids in <dir>/cgroup.procs and in the
+// cgroup.procs of every cgroup below dir (live members of the whole
+// subtree; zombies are not listed).
+func cgroupTreeProcs(dir string) []int {
+	var out []int
+	var walk func(d string, depth int)
+	walk = func(d string, depth int) {
+		out = append(out, cgroupProcs(d)...)
+		if depth >= maxCgroupDepth {
+			return
+		}
+		ents, err := os.ReadDir(d)
+		if err != nil {
+			return
+		}
+		for _, e := range ents {
+			if e.IsDir() {
+				walk(filepath.Join(d, e.Name()), depth+1)
+			}
+		}
+	}
+	walk(dir, 0)
+	return out
+}
+
+// removeCgroupSubtree removes the cgroup directory dir and every cgroup below
+// it, deepest first (a provider running as root may have created
+// sub-cgroups, and rmdir of a cgroup that has children fails with EBUSY).
+// Only rmdir is used, so a cgroup that still has processes is never
+// removed. A missing dir is not an error. The first error is returned as
+// an *os.PathError naming the directory that could not be removed.
+func removeCgroupSubtree(dir string) error {
+	return removeCgroupAt(dir, 0)
+}
+
+func removeCgroupAt(dir string, depth int) error {
+	var first error
+	if depth < maxCgroupDepth {
+		ents, err := os.ReadDir(dir)
+		if errors.Is(err, os.ErrNotExist) {
+			return nil
+		}
+		for _, e := range ents {
+			if e.IsDir() { // d_type: cgroupfs has no symlinks to follow
+				if err := removeCgroupAt(filepath.Join(dir, e.Name()), depth+1); err != nil && first == nil {
+					first = err
+				}
+			}
+		}
+	}
+	if err := unix.Rmdir(dir); err != nil && !errors.Is(err, unix.ENOENT) {
+		if first != nil {
+			return first
+		}
+		return &os.PathError{Op: "rmdir", Path: dir, Err: err}
+	}
+	return nil
+}
+
+var (
+	taskChildrenOnce sync.Once
+	taskChildrenOK   bool
+)
+
+// selfChildren lists the direct children of this process (pid self),
+// zombies included, from /proc/self/task/*/children: a few small reads,
+// fast enough to catch a process that lives for well under a millisecond.
+// An orphan re-parented to this process is on the list of one of its
+// threads. Without CONFIG_PROC_CHILDREN it falls back to a /proc scan.
+// A list read while it changes may miss an entry; callers repeat.
+func selfChildren(self int) []int {
+	taskChildrenOnce.Do(func() {
+		_, err := os.Stat("/proc/self/task/" + strconv.Itoa(self) + "/children")
+		taskChildrenOK = err == nil
+	})
+	if !taskChildrenOK {
+		var out []int
+		for pid, p := range scanProcs().procs {
+			if p.ppid == self {
+				out = append(out, pid)
+			}
+		}
+		return out
+	}
+	tids, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		return nil
+	}
+	var out []int
+	for _, tid := range tids {
+		b, err := os.ReadFile("/proc/self/task/" + tid.Name() + "/children")
+		if err != nil {
+			continue
+		}
+		for _, f := range strings.Fields(string(b)) {
+			if pid, err := strconv.Atoi(f); err == nil {
+				out = append(out, pid)
+			}
+		}
+	}
+	return out
 }
