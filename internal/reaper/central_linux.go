@@ -289,53 +289,89 @@ func (c *central) adoptOrphans(snap snapshot) {
 // recorded as a member of t and, if sig is not 0, signalled with sig
 // (SIGTERM and SIGKILL at most once each per process) through a pidfd
 // opened while it cannot be reaped (reapMu held; we are its only reaper),
-// so the pidfd is pinned to exactly that process. It returns how many
-// such live children it found and the delivery errors. Guardians and
-// children attributed only to other trees are never touched.
+// so the pidfd is pinned to exactly that process. Guardians and children
+// attributed only to other trees are never touched.
+//
+// The list of children is re-read until a read shows no child that was
+// not examined yet: a child listed alive that exits hands its own
+// children to us, possibly after the list was read, and it shows as a
+// zombie by the time its state is read. Since nothing is reaped meanwhile,
+// the list only grows; when a re-read adds nothing, every child present
+// at that re-read was examined, so a live descendant of a dead guardian
+// (whose topmost live ancestor is always a child of ours) cannot have been
+// missed. The re-reads are bounded (sweepRereads); reaching the bound
+// counts as a live child found. It returns how many live children of t it
+// found and the delivery errors.
 func (c *central) sweepChildren(t *Tree, sig unix.Signal) (int, []string) {
 	c.reapMu.Lock()
 	defer c.reapMu.Unlock()
 	now := time.Now()
 	n := 0
 	var errs []string
-	for _, pid := range selfChildren(c.self) {
-		p, ok := readStat(pid)
-		if !ok || p.state == 'Z' || p.ppid != c.self {
-			continue
+	examined := map[int]bool{}
+	for i := 0; ; i++ {
+		fresh := false
+		for _, pid := range selfChildren(c.self) {
+			if examined[pid] {
+				continue
+			}
+			examined[pid], fresh = true, true
+			p, ok := readStat(pid)
+			if !ok || p.state == 'Z' || p.ppid != c.self {
+				continue
+			}
+			c.mu.Lock()
+			var owners []*Tree
+			if c.guardians[pid] == nil {
+				owners = c.ownersLocked(pid, p)
+			}
+			c.mu.Unlock()
+			if !slices.Contains(owners, t) {
+				continue
+			}
+			n++
+			if err := t.signalChild(procKey{pid: pid, start: p.start}, sig, now); err != nil {
+				errs = append(errs, err.Error())
+			}
 		}
-		c.mu.Lock()
-		var owners []*Tree
-		if c.guardians[pid] == nil {
-			owners = c.ownersLocked(pid, p)
+		if !fresh {
+			return n, errs
 		}
-		c.mu.Unlock()
-		if !slices.Contains(owners, t) {
-			continue
-		}
-		n++
-		t.mu.Lock()
-		m := t.addMemberLocked(procKey{pid: pid, start: p.start}, RoleDescendant, now)
-		send := false
-		switch sig {
-		case unix.SIGTERM:
-			send, m.sentTerm = !m.sentTerm, true
-		case unix.SIGKILL:
-			send, m.sentKill = !m.sentKill, true
-		}
-		t.mu.Unlock()
-		if !send {
-			continue
-		}
-		fd, err := unix.PidfdOpen(pid, 0)
-		if err == nil {
-			err = unix.PidfdSendSignal(fd, sig, nil, 0)
-			unix.Close(fd)
-		}
-		if err != nil && !errors.Is(err, unix.ESRCH) {
-			errs = append(errs, fmt.Sprintf("pid %d: %v", pid, err))
+		if i >= sweepRereads {
+			return n + 1, errs
 		}
 	}
-	return n, errs
+}
+
+// sweepRereads bounds the re-reads of one sweepChildren pass.
+const sweepRereads = 64
+
+// signalChild records k (a live child of this process, pinned: reapMu
+// held) as a member of t and sends it sig (0 = none) through a pidfd,
+// SIGTERM and SIGKILL at most once each.
+func (t *Tree) signalChild(k procKey, sig unix.Signal, now time.Time) error {
+	t.mu.Lock()
+	m := t.addMemberLocked(k, RoleDescendant, now)
+	send := false
+	switch sig {
+	case unix.SIGTERM:
+		send, m.sentTerm = !m.sentTerm, true
+	case unix.SIGKILL:
+		send, m.sentKill = !m.sentKill, true
+	}
+	t.mu.Unlock()
+	if !send {
+		return nil
+	}
+	fd, err := unix.PidfdOpen(k.pid, 0)
+	if err == nil {
+		err = unix.PidfdSendSignal(fd, sig, nil, 0)
+		unix.Close(fd)
+	}
+	if err != nil && !errors.Is(err, unix.ESRCH) {
+		return fmt.Errorf("pid %d: %v", k.pid, err)
+	}
+	return nil
 }
 
 func (c *central) register(t *Tree) {

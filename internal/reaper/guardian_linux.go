@@ -12,18 +12,23 @@ package reaper
 //	provider exits on its own     guardian reaps it, reports status; orphaned
 //	                              descendants re-parent to the guardian (it is a
 //	                              child subreaper) and are reaped + reported
-//	Terminate                     sidecar: TERM via    guardian (asked over its control
-//	                              pidfd to members,    pipe): TERM/KILL to the pinned group
-//	                              cgroup.kill; proof   and, via pidfd, to every live process
-//	                              populated 0          that has the guardian as ancestor;
-//	                                                   proof = guardian has no child left
+//	Terminate                     guardian (asked over its control pipe): TERM/KILL to the
+//	                              pinned group and, via pidfd, to every live process that
+//	                              has the guardian as ancestor (in cgroup mode also every
+//	                              cgroup member, and cgroup.kill, which the sidecar writes
+//	                              too); proof = guardian has no child left, AND populated 0
+//	                              in cgroup mode (a root provider can move a process out of
+//	                              its cgroup: it is still below the guardian)
 //	sidecar SIGKILLed / crashes   control pipe EOF -> guardian: TERM tree, 250 ms grace,
 //	                              KILL (cgroup.kill too in cgroup mode), reap all, remove
 //	                              the provider cgroup, exit. Measured by the
 //	                              TestSidecarKilled_* tests (all three modes).
 //	guardian SIGKILLed            its children re-parent to the sidecar (also a child
 //	(sidecar alive)               subreaper); the Tree falls back to sidecar-side
-//	                              containment (cgroup, or /proc tracking + pidfds).
+//	                              containment: the cgroup, /proc tracking, and every
+//	                              live non-guardian child of the sidecar (attributed to
+//	                              the tree(s) whose guardian died), via pinned pidfds;
+//	                              empty = two clean passes a reap cycle apart.
 //	sidecar AND guardian killed   cgroup: the cgroup stays populated (nothing escapes it)
 //	together                      and the ownership ledger's recovery must kill it;
 //	                              other modes: the tree re-parents to init and only the
@@ -97,11 +102,11 @@ type guardianSpec struct {
 	Argv       []string `json:"argv"`
 	Dir        string   `json:"dir"`
 	Mode       Mode     `json:"mode"`
-	Cgroup     string   `json:"cgroup,omitempty"` // absolute dir (cgroup mode)
+	Cgroup     string   `json:"cgroup,omitempty"`    // absolute dir (cgroup mode)
 	CgroupRel  string   `json:"cgroupRel,omitempty"` // the same as in /proc/<pid>/cgroup
-	CgroupFD   int      `json:"cgroupFD"`         // -1 if none
-	ExecFD     int      `json:"execFD"`           // -1 if none
-	ExecScript bool     `json:"execScript"`       // pass ExecFD as the provider's fd 3
+	CgroupFD   int      `json:"cgroupFD"`            // -1 if none
+	ExecFD     int      `json:"execFD"`              // -1 if none
+	ExecScript bool     `json:"execScript"`          // pass ExecFD as the provider's fd 3
 }
 
 // guardianCmd is a later control line.

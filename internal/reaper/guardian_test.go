@@ -301,7 +301,7 @@ func TestGuardianKilled_SidecarFallsBack(t *testing.T) {
 			}
 			want := methodProc
 			if mode == ModeCgroup {
-				want = methodCgroup
+				want = methodCgroupFallback
 			}
 			if term.Verified.Method != want {
 				t.Fatalf("method %q, want %q", term.Verified.Method, want)

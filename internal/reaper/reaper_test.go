@@ -26,6 +26,9 @@ func TestMain(m *testing.M) {
 	if mode := os.Getenv(miniSidecarEnv); mode != "" {
 		os.Exit(miniSidecar(Mode(mode)))
 	}
+	if dl := os.Getenv(forkChainEnv); dl != "" {
+		os.Exit(forkChainMain(dl))
+	}
 	goleak.VerifyTestMain(m)
 }
 

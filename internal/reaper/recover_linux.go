@@ -7,7 +7,6 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -103,7 +102,7 @@ func recoverCgroup(res *Termination, dir string, leader int, deadline time.Time)
 	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
 		return true, false
 	}
-	members := cgroupProcsDeep(dir)
+	members := cgroupTreeProcs(dir)
 	if pop, _ := cgroupPopulated(dir); pop {
 		killed = true
 		rec := SignalRecord{Signal: "SIGKILL", Target: "tree", At: time.Now()}
@@ -122,43 +121,11 @@ func recoverCgroup(res *Termination, dir string, leader int, deadline time.Time)
 		res.Processes = append(res.Processes, ProcessRecord{Pid: pid, Role: role, Signal: "SIGKILL", ExitedAt: time.Now()})
 	}
 	if empty {
-		if err := removeCgroupTree(dir); err != nil {
+		if err := removeCgroupSubtree(dir); err != nil {
 			res.Errors = append(res.Errors, ErrorRecord{Code: CodeCgroupRemove, Message: err.Error()})
 		}
 	}
 	return empty, killed
-}
-
-// cgroupProcsDeep lists the members of dir and its nested cgroups.
-func cgroupProcsDeep(dir string) []int {
-	var out []int
-	_ = filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
-		if err == nil && d.IsDir() {
-			out = append(out, cgroupProcs(p)...)
-		}
-		return nil
-	})
-	return out
-}
-
-// removeCgroupTree removes dir and every (empty) cgroup below it, deepest
-// first.
-func removeCgroupTree(dir string) error {
-	var dirs []string
-	_ = filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
-		if err == nil && d.IsDir() {
-			dirs = append(dirs, p)
-		}
-		return nil
-	})
-	sort.Slice(dirs, func(i, j int) bool { return len(dirs[i]) > len(dirs[j]) })
-	var first error
-	for _, d := range dirs {
-		if err := unix.Rmdir(d); err != nil && !errors.Is(err, unix.ENOENT) && first == nil {
-			first = errors.New("rmdir " + d + ": " + err.Error())
-		}
-	}
-	return first
 }
 
 // recoverByIdentity kills, pass after pass, every live process that is in

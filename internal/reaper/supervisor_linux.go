@@ -46,12 +46,23 @@ var cgSeq atomic.Uint64
 
 var nameRE = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
 
+// Verified.Method texts of complete proofs (PROTOCOL §6 `verified`).
 const (
-	methodCgroup = "cgroup.events populated 0"
-	methodProc   = "no live process in tracked tree (/proc scan)"
-	// methodGuardian: the guardian (a child subreaper) has no child left,
-	// which means no descendant is left.
+	// methodCgroup: guardian alive until the end, cgroup mode. The guardian
+	// is a child subreaper, so "no child left" means no descendant left,
+	// whichever cgroup it had moved to; outsideNoteLocked may append the
+	// processes that had left the cgroup.
+	methodCgroup = "cgroup.events populated 0; guardian reaped every descendant (no live process with the guardian as ancestor, inside the cgroup or not)"
+	// methodGuardian: guardian alive until the end, subreaper and
+	// process-group modes.
 	methodGuardian = "guardian reaped every descendant; no live process with the guardian as ancestor"
+	// methodProc: the guardian died before the tree was empty (modes
+	// without a cgroup). Every live descendant of a dead guardian has a
+	// live ancestor chain ending at a child of the sidecar (a subreaper),
+	// so no attributable live child means no live descendant.
+	methodProc = "guardian died: two consecutive passes, a reap cycle apart, found no live child of the sidecar attributable to the tree and no live tracked process (/proc scan)"
+	// methodCgroupFallback: the same, cgroup mode.
+	methodCgroupFallback = "cgroup.events populated 0; guardian died: two consecutive passes, a reap cycle apart, found no live child of the sidecar attributable to the tree and no live tracked process (/proc scan)"
 )
 
 // Detect probes the containment mechanisms, strongest first:
@@ -313,7 +324,7 @@ func (s *Supervisor) Start(spec Spec) (*Tree, error) {
 	}
 	fail := func(err error) (*Tree, error) {
 		if t.cgPath != "" {
-			os.Remove(t.cgPath)
+			_ = removeCgroupSubtree(t.cgPath)
 		}
 		return nil, err
 	}
@@ -364,7 +375,7 @@ func (s *Supervisor) Start(spec Spec) (*Tree, error) {
 	// cgroup dir and the ExecFile (see guardian_linux.go).
 	files := []uintptr{inR.Fd(), outW.Fd(), errW.Fd(), ctlR.Fd(), stW.Fd()}
 	gs := guardianSpec{Path: spec.Path, Argv: append([]string{spec.Path}, spec.Args...), Dir: spec.Dir,
-		Mode: s.mode, Cgroup: t.cgPath, CgroupFD: -1, ExecFD: -1}
+		Mode: s.mode, Cgroup: t.cgPath, CgroupRel: t.cgRel, CgroupFD: -1, ExecFD: -1}
 	if cgfd >= 0 {
 		gs.CgroupFD = len(files)
 		files = append(files, uintptr(cgfd))
@@ -504,13 +515,7 @@ func sweepStaleParents(mount string, log *zap.Logger) {
 		if pop, err := cgroupPopulated(dir); err != nil || pop {
 			continue
 		}
-		children, _ := os.ReadDir(dir)
-		for _, c := range children {
-			if c.IsDir() {
-				_ = unix.Rmdir(filepath.Join(dir, c.Name())) // empty cgroups only
-			}
-		}
-		if err := unix.Rmdir(dir); err == nil {
+		if err := removeCgroupSubtree(dir); err == nil { // empty cgroups only, deepest first
 			log.Info("removed a stale cgroup parent", zap.String("dir", dir))
 		}
 	}

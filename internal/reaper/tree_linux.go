@@ -63,6 +63,9 @@ type member struct {
 	at       time.Time
 	sentTerm bool
 	sentKill bool
+	// outside is the cgroup the guardian found this process in when it
+	// was outside the provider's cgroup ("" otherwise or unknown).
+	outside string
 }
 
 // Stdin is the write end of the provider's stdin pipe (caller closes it).
@@ -204,9 +207,10 @@ func (t *Tree) track(snap snapshot) {
 	}
 }
 
-// trackCgroup records the current cgroup members.
+// trackCgroup records the current members of the tree's cgroup and of
+// every cgroup below it.
 func (t *Tree) trackCgroup(now time.Time) {
-	for _, pid := range cgroupProcs(t.cgPath) {
+	for _, pid := range cgroupTreeProcs(t.cgPath) {
 		p, ok := readStat(pid)
 		if !ok {
 			continue
@@ -241,12 +245,24 @@ func (t *Tree) liveMembers(snap snapshot) []procKey {
 // killGrace -> verify. ctx bounds only the TERM wait (a done ctx escalates
 // to SIGKILL at once); the KILL wait is bounded by killGrace alone.
 //
+// While the guardian lives, in every mode, the guardian signals the tree
+// (its process group, and through pidfds every live process below it,
+// inside the cgroup or not, plus every cgroup member) and "empty" means it
+// reported having no descendant left — AND, in ModeCgroup, cgroup.events
+// says populated 0. If the guardian died before that, the sidecar does it
+// itself (see fallbackPass): the cgroup, the tracked members, and every
+// live child of this process that is not a guardian (an orphan of the dead
+// guardian's tree, re-parented here), each signalled through a pidfd
+// pinned while it cannot be reaped; "empty" then needs two consecutive
+// clean passes with a reap cycle between them.
+//
 // Complete is true only if the tree was observed empty (PROTOCOL §6); then
-// the cgroup is removed and later calls return the same result at once.
-// After an incomplete result the caller retries with backoff
-// (SEED-BEHAVIOR 20); results are cumulative. Concurrent calls are
-// serialized. Errors: CodeSignalFailed per failed delivery, then
-// CodeKillTimeout (SEED-BEHAVIOR 12), CodeCgroupRemove.
+// the cgroup (and any cgroup below it) is removed and later calls return
+// the same result at once. Verified.Method says what was observed. After
+// an incomplete result the caller retries with backoff (SEED-BEHAVIOR 20);
+// results are cumulative. Concurrent calls are serialized. Errors:
+// CodeSignalFailed per failed delivery, then CodeKillTimeout
+// (SEED-BEHAVIOR 12), CodeCgroupRemove.
 func (t *Tree) Terminate(ctx context.Context, termGrace, killGrace time.Duration) Termination {
 	t.termMu.Lock()
 	defer t.termMu.Unlock()
@@ -258,16 +274,24 @@ func (t *Tree) Terminate(ctx context.Context, termGrace, killGrace time.Duration
 	}
 	t.mu.Unlock()
 
-	if t.g != nil && t.cgPath == "" {
-		if r, ok := t.terminateViaGuardian(ctx, termGrace, killGrace); ok {
-			return r
+	if g := t.g; g != nil {
+		if g.gone() {
+			// Dead: let its last status lines (exits, "empty") be read
+			// before deciding whether it left anything behind.
+			waitAny(time.Second, g.done)
 		}
-		// The guardian died with the tree not empty: its orphans came to
-		// this (subreaper) process; continue with sidecar-side tracking.
-		t.s.log.Warn("reaper: guardian gone before the tree was empty; falling back to /proc tracking", zap.Int("pid", t.pid))
+		if !t.guardianDiedEarly() {
+			if r, ok := t.terminateViaGuardian(ctx, termGrace, killGrace); ok {
+				return r
+			}
+		}
+		// The guardian died with the tree not (known to be) empty: its
+		// orphans came to this (subreaper) process.
+		t.s.log.Warn("reaper: guardian gone before the tree was empty; the sidecar ends and verifies the tree itself",
+			zap.Int("pid", t.pid), zap.Int("guardian", g.pid))
 	}
 
-	empty := t.isEmpty()
+	empty := t.fallbackEmpty(0)
 	if !empty {
 		t.signalTree(unix.SIGTERM)
 		empty = t.waitEmpty(ctx.Done(), termGrace, unix.SIGTERM)
@@ -279,11 +303,7 @@ func (t *Tree) Terminate(ctx context.Context, termGrace, killGrace time.Duration
 	if !empty {
 		t.mu.Lock()
 		t.errors = append(t.errors, ErrorRecord{Code: CodeKillTimeout, Message: "provider did not exit after SIGKILL"})
-		if t.cgPath != "" {
-			t.verified = Verification{TreeEmpty: false, Method: "cgroup.events populated 1"}
-		} else {
-			t.verified = Verification{TreeEmpty: false, Method: "live process in tracked tree (/proc scan)"}
-		}
+		t.verified = Verification{TreeEmpty: false, Method: t.fallbackMethod(false)}
 		r := t.resultLocked()
 		t.mu.Unlock()
 		t.s.log.Warn("reaper: tree not empty after SIGKILL", zap.Int("pid", t.pid))
@@ -292,31 +312,62 @@ func (t *Tree) Terminate(ctx context.Context, termGrace, killGrace time.Duration
 	return t.finalize(killGrace)
 }
 
-// terminateViaGuardian runs Terminate's steps through the guardian (modes
-// without a cgroup): it signals the tree on request and reports "empty"
-// once it has no child left. ok is false if the guardian exited before
-// reporting the tree empty.
+// cgroupEmpty reads cgroup.events once; true for a tree without a cgroup.
+func (t *Tree) cgroupEmpty() bool {
+	if t.cgPath == "" {
+		return true
+	}
+	pop, err := cgroupPopulated(t.cgPath)
+	return err == nil && !pop
+}
+
+// terminateViaGuardian runs Terminate's steps through the live guardian
+// (every mode): it signals the tree on request and reports "empty" once it
+// has no child left. In ModeCgroup the sidecar also writes cgroup.kill
+// for SIGKILL, and the tree is empty only when the guardian reported
+// "empty" AND the cgroup is not populated. ok is false if the guardian
+// exited before the tree was observed empty.
 func (t *Tree) terminateViaGuardian(ctx context.Context, termGrace, killGrace time.Duration) (Termination, bool) {
 	g := t.g
-	empty := isDone(g.empty)
-	if !empty && g.alive() && !g.hasLiveDescendant() {
+	isEmpty := func() bool { return isDone(g.empty) && t.cgroupEmpty() }
+	empty := isEmpty()
+	if !empty && g.alive() && t.cgroupEmpty() && !g.hasLiveDescendant() {
 		// Everything already exited (e.g. the leader's exit line was read
 		// just before the "empty" line): no signal; wait for the report.
-		empty = waitAny(max(killGrace, time.Second), g.empty, g.done) && isDone(g.empty)
+		waitAny(max(killGrace, time.Second), g.empty, g.done)
+		empty = isEmpty()
 	}
 	step := func(sig unix.Signal, cmd string, done <-chan struct{}, d time.Duration) {
+		deadline := time.Now().Add(d)
 		rec := SignalRecord{Signal: unix.SignalName(sig), Target: "tree", At: time.Now()}
+		var errs []string
+		if sig == unix.SIGKILL && t.cgPath != "" {
+			// Not left to the guardian alone.
+			if err := os.WriteFile(filepath.Join(t.cgPath, "cgroup.kill"), []byte("1"), 0); err != nil {
+				errs = append(errs, "cgroup.kill: "+err.Error())
+			}
+		}
 		if !g.send(guardianCmd{Cmd: cmd}) {
-			rec.Error = "guardian control pipe closed"
+			errs = append(errs, "guardian control pipe closed")
 		}
 		t.mu.Lock()
-		t.signals = append(t.signals, rec)
-		t.mu.Unlock()
-		empty = waitAny(d, g.empty, g.done, done) && isDone(g.empty)
-		if !empty && isDone(g.done) {
-			// The guardian exited: its last lines are read; re-check.
-			empty = isDone(g.empty)
+		if len(errs) > 0 {
+			rec.Error = strings.Join(errs, "; ")
 		}
+		t.signals = append(t.signals, rec)
+		for _, e := range errs {
+			if strings.HasPrefix(e, "cgroup.kill") {
+				t.errors = append(t.errors, ErrorRecord{Code: CodeSignalFailed, Message: unix.SignalName(sig) + ": " + e})
+			}
+		}
+		t.mu.Unlock()
+		if t.cgPath != "" {
+			waitCgroupEmpty(done, t.cgPath, d, func() { t.trackCgroup(time.Now()) })
+		}
+		waitAny(time.Until(deadline), g.empty, g.done, done)
+		// If the guardian exited, its last lines are read (done closes
+		// after them): "empty" is final.
+		empty = isEmpty()
 	}
 	if !empty && g.alive() {
 		step(unix.SIGTERM, "term", ctx.Done(), termGrace)
@@ -332,26 +383,102 @@ func (t *Tree) terminateViaGuardian(ctx context.Context, termGrace, killGrace ti
 	}
 	t.mu.Lock()
 	t.errors = append(t.errors, ErrorRecord{Code: CodeKillTimeout, Message: "provider did not exit after SIGKILL"})
-	t.verified = Verification{TreeEmpty: false, Method: "guardian still has live descendants"}
+	method := "guardian still has live descendants"
+	if t.cgPath != "" {
+		switch {
+		case !t.cgroupEmpty() && !isDone(g.empty):
+			method = "cgroup.events populated 1; guardian still has live descendants"
+		case !t.cgroupEmpty():
+			method = "cgroup.events populated 1"
+		default:
+			method = "cgroup.events populated 0, but the guardian still has live descendants (outside the cgroup)"
+		}
+	}
+	t.verified = Verification{TreeEmpty: false, Method: method}
 	r := t.resultLocked()
 	t.mu.Unlock()
 	t.s.log.Warn("reaper: tree not empty after SIGKILL", zap.Int("pid", t.pid))
 	return r, true
 }
 
-// isEmpty checks the tree once.
-func (t *Tree) isEmpty() bool {
+// fallbackPass checks (and, if sig is not 0, signals) the tree once from
+// the sidecar's side, for a tree whose guardian died early: the live
+// children of this process attributed to it (central.sweepChildren), the
+// cgroup (populated, members), and the tracked members in a /proc
+// snapshot. It reports whether none of them showed a live process, and
+// the delivery errors.
+func (t *Tree) fallbackPass(sig unix.Signal) (bool, []string) {
+	n, errs := t.c.sweepChildren(t, sig)
+	clean := n == 0
 	if t.cgPath != "" {
-		pop, err := cgroupPopulated(t.cgPath)
-		return err == nil && !pop
+		t.trackCgroup(time.Now())
+		if !t.cgroupEmpty() {
+			clean = false
+		}
 	}
 	snap := scanProcs()
 	t.c.adoptOrphans(snap)
 	t.track(snap)
-	return len(t.liveMembers(snap)) == 0
+	if len(t.liveMembers(snap)) > 0 {
+		clean = false
+	}
+	if sig != 0 {
+		errs = append(errs, t.signalLive(snap, sig)...)
+	}
+	return clean, errs
 }
 
-// signalTree sends sig to every member of the tree and records it.
+// recordSignalErrors appends one CodeSignalFailed error per delivery error.
+func (t *Tree) recordSignalErrors(sig unix.Signal, errs []string) {
+	if len(errs) == 0 {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, e := range errs {
+		t.errors = append(t.errors, ErrorRecord{Code: CodeSignalFailed, Message: unix.SignalName(sig) + ": " + e})
+	}
+}
+
+// fallbackEmpty is the sidecar-side verification: two consecutive clean
+// fallbackPasses with a reap pass between them (so a child that was
+// exiting during the first pass is collected, and one re-parented to us
+// meanwhile is seen by the second).
+func (t *Tree) fallbackEmpty(sig unix.Signal) bool {
+	clean, errs := t.fallbackPass(sig)
+	t.recordSignalErrors(sig, errs)
+	if !clean {
+		return false
+	}
+	t.c.reapPass()
+	clean, errs = t.fallbackPass(sig)
+	t.recordSignalErrors(sig, errs)
+	return clean
+}
+
+// fallbackMethod is Verified.Method for a tree verified (or not) from the
+// sidecar's side after its guardian died.
+func (t *Tree) fallbackMethod(empty bool) string {
+	if empty {
+		if t.cgPath != "" {
+			return methodCgroupFallback
+		}
+		return methodProc
+	}
+	if t.g != nil && isDone(t.g.empty) {
+		// Only possible with a cgroup: what is left is not below the guardian.
+		return "cgroup.events populated 1 (the guardian reaped every descendant)"
+	}
+	if t.cgPath != "" && !t.cgroupEmpty() {
+		return "cgroup.events populated 1 (guardian died before the tree was empty)"
+	}
+	return "guardian died before the tree was empty; a live re-parented child of the sidecar or a live tracked process remains"
+}
+
+// signalTree sends sig to every member of the tree from the sidecar's side
+// (the guardian died early) and records it: the cgroup's members via pidfd
+// (cgroup.kill for SIGKILL), the pinned process group, the live children
+// of this process attributed to the tree, and the tracked members.
 func (t *Tree) signalTree(sig unix.Signal) {
 	now := time.Now()
 	var errs []string
@@ -362,29 +489,24 @@ func (t *Tree) signalTree(sig unix.Signal) {
 				errs = append(errs, "cgroup.kill: "+err.Error())
 			}
 		} else {
-			for _, pid := range cgroupProcs(t.cgPath) {
+			for _, pid := range cgroupTreeProcs(t.cgPath) {
 				if err := t.signalCgroupMember(pid, sig); err != nil {
 					errs = append(errs, err.Error())
 				}
 			}
 		}
-	} else {
-		snap := scanProcs()
-		t.c.adoptOrphans(snap)
-		t.track(snap)
-		errs = append(errs, t.signalGroup(sig)...)
-		errs = append(errs, t.signalLive(snap, sig)...)
 	}
+	errs = append(errs, t.signalGroup(sig)...)
+	_, perrs := t.fallbackPass(sig)
+	errs = append(errs, perrs...)
 	t.mu.Lock()
 	rec := SignalRecord{Signal: unix.SignalName(sig), Target: "tree", At: now}
 	if len(errs) > 0 {
 		rec.Error = strings.Join(errs, "; ")
 	}
 	t.signals = append(t.signals, rec)
-	for _, e := range errs {
-		t.errors = append(t.errors, ErrorRecord{Code: CodeSignalFailed, Message: unix.SignalName(sig) + ": " + e})
-	}
 	t.mu.Unlock()
+	t.recordSignalErrors(sig, errs)
 }
 
 // signalGroup signals the process group only while the leader is unreaped,
@@ -480,12 +602,19 @@ func (t *Tree) signalCgroupMember(pid int, sig unix.Signal) error {
 		return fmt.Errorf("pid %d: pidfd_open: %v", pid, err)
 	}
 	defer unix.Close(fd)
-	if cg, ok := readCgroupV2(pid); !ok || cg != t.cgRel {
+	if cg, ok := readCgroupV2(pid); !ok || !cgroupWithin(cg, t.cgRel) {
 		return nil
 	}
 	if p, ok := readStat(pid); ok {
 		t.mu.Lock()
-		t.addMemberLocked(procKey{pid: pid, start: p.start}, RoleDescendant, time.Now())
+		m := t.addMemberLocked(procKey{pid: pid, start: p.start}, RoleDescendant, time.Now())
+		if sig == unix.SIGTERM {
+			if m.sentTerm {
+				t.mu.Unlock()
+				return nil // once per process
+			}
+			m.sentTerm = true
+		}
 		t.mu.Unlock()
 	}
 	if err := unix.PidfdSendSignal(fd, sig, nil, 0); err != nil && !errors.Is(err, unix.ESRCH) {
@@ -494,32 +623,24 @@ func (t *Tree) signalCgroupMember(pid int, sig unix.Signal) error {
 	return nil
 }
 
-// waitEmpty waits up to d for the tree to be observed empty; members that
-// appear meanwhile are recorded (and, without a cgroup, signalled with sig).
+// waitEmpty waits up to d for the tree (guardian dead) to be observed
+// empty by fallbackEmpty; processes that appear meanwhile are recorded and
+// signalled with sig (once each).
 func (t *Tree) waitEmpty(done <-chan struct{}, d time.Duration, sig unix.Signal) bool {
-	if t.cgPath != "" {
-		return waitCgroupEmpty(done, t.cgPath, d, func() { t.trackCgroup(time.Now()) })
-	}
 	deadline := time.Now().Add(d)
 	for {
-		snap := scanProcs()
-		t.c.adoptOrphans(snap)
-		t.track(snap)
-		if len(t.liveMembers(snap)) == 0 {
-			return true
+		if t.cgPath != "" && !t.cgroupEmpty() {
+			// Kernel-side wait first; then the full verification.
+			waitCgroupEmpty(done, t.cgPath, min(time.Until(deadline), 50*time.Millisecond), func() { t.trackCgroup(time.Now()) })
 		}
-		if errs := t.signalLive(snap, sig); len(errs) > 0 {
-			t.mu.Lock()
-			for _, e := range errs {
-				t.errors = append(t.errors, ErrorRecord{Code: CodeSignalFailed, Message: unix.SignalName(sig) + ": " + e})
-			}
-			t.mu.Unlock()
+		if t.fallbackEmpty(sig) {
+			return true
 		}
 		rem := time.Until(deadline)
 		if rem <= 0 || isDone(done) {
 			return false
 		}
-		sleepOrDone(done, min(rem, 10*time.Millisecond))
+		sleepOrDone(done, min(rem, 2*time.Millisecond))
 	}
 }
 
@@ -547,9 +668,10 @@ func (t *Tree) finalize(bound time.Duration) Termination {
 	var rmErr error
 	if t.cgPath != "" {
 		for i := 0; ; i++ {
-			rmErr = os.Remove(t.cgPath)
-			if rmErr == nil || errors.Is(rmErr, os.ErrNotExist) {
-				rmErr = nil
+			// Depth first: a provider running as root may have created
+			// sub-cgroups (cgroup.kill ended their processes too).
+			rmErr = removeCgroupSubtree(t.cgPath)
+			if rmErr == nil {
 				break
 			}
 			if i >= 50 {
@@ -568,12 +690,12 @@ func (t *Tree) finalize(bound time.Duration) Termination {
 		t.errors = append(t.errors, ErrorRecord{Code: CodeCgroupRemove, Message: rmErr.Error()})
 	}
 	switch {
-	case t.cgPath != "":
-		t.verified = Verification{TreeEmpty: true, Method: methodCgroup}
+	case t.g != nil && isDone(t.g.empty) && t.cgPath != "":
+		t.verified = Verification{TreeEmpty: true, Method: methodCgroup + t.outsideNoteLocked()}
 	case t.g != nil && isDone(t.g.empty):
 		t.verified = Verification{TreeEmpty: true, Method: methodGuardian}
 	default:
-		t.verified = Verification{TreeEmpty: true, Method: methodProc}
+		t.verified = Verification{TreeEmpty: true, Method: t.fallbackMethod(true)}
 	}
 	t.proven = true
 	r := t.resultLocked()
@@ -582,6 +704,22 @@ func (t *Tree) finalize(bound time.Duration) Termination {
 	t.s.forget(t)
 	t.closeFDs()
 	return r
+}
+
+// outsideNoteLocked names the processes the guardian found outside the
+// provider's cgroup (moved out by the tree itself), for Verified.Method:
+// "" if none, else "; 2 of them had left the cgroup: pid 12 (in /), ...".
+func (t *Tree) outsideNoteLocked() string {
+	var parts []string
+	for _, m := range t.order {
+		if m.outside != "" {
+			parts = append(parts, fmt.Sprintf("pid %d (in %s)", m.key.pid, m.outside))
+		}
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("; %d of them had left the cgroup: %s", len(parts), strings.Join(parts, ", "))
 }
 
 func (t *Tree) closeFDs() {

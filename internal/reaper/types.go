@@ -6,8 +6,12 @@
 //
 //   - ModeCgroup: each provider starts inside its own cgroup v2 child
 //     (clone3 CLONE_INTO_CGROUP via SysProcAttr.UseCgroupFD, so there is no
-//     window outside it). Termination is SIGTERM to every member through a
-//     pidfd, then cgroup.kill; the proof is cgroup.events "populated 0".
+//     window outside it). Termination asks the guardian to TERM, then KILL
+//     (cgroup.kill plus pidfds), every cgroup member and every live
+//     descendant, since a provider running as root can move a process out
+//     of its cgroup; the proof is cgroup.events "populated 0" AND the
+//     guardian having no child left. The cgroup and any sub-cgroups the
+//     tree created are removed, deepest first.
 //   - ModeSubreaper: the per-provider guardian (a re-execution of this
 //     binary, a child subreaper, see guardian_linux.go) is the provider's
 //     parent; every orphaned descendant, setsid or not, re-parents to it.
@@ -150,10 +154,25 @@ type ProcessRecord struct {
 }
 
 // Verification says how the tree was observed empty (PROTOCOL §6 `verified`).
-// Method is "cgroup.events populated 0" (cgroup), "guardian reaped every
-// descendant; no live process with the guardian as ancestor" (subreaper,
-// process-group), or "no live process in tracked tree (/proc scan)" (any
-// mode without a cgroup whose guardian died before the tree was empty).
+// Method, when TreeEmpty:
+//   - cgroup, guardian alive to the end: "cgroup.events populated 0;
+//     guardian reaped every descendant (no live process with the guardian
+//     as ancestor, inside the cgroup or not)", followed by "; N of them had
+//     left the cgroup: pid P (in /path), ..." when the guardian found
+//     descendants that had moved themselves out of the cgroup;
+//   - subreaper, process-group, guardian alive to the end: "guardian reaped
+//     every descendant; no live process with the guardian as ancestor";
+//   - guardian died before the tree was empty: "guardian died: two
+//     consecutive passes, a reap cycle apart, found no live child of the
+//     sidecar attributable to the tree and no live tracked process (/proc
+//     scan)", prefixed by "cgroup.events populated 0; " in cgroup mode.
+//
+// When not TreeEmpty it names what was still seen: "cgroup.events
+// populated 1", "guardian still has live descendants", both, "cgroup.events
+// populated 0, but the guardian still has live descendants (outside the
+// cgroup)", "cgroup.events populated 1 (guardian died before the tree was
+// empty)", or "guardian died before the tree was empty; a live re-parented
+// child of the sidecar or a live tracked process remains".
 type Verification struct {
 	TreeEmpty bool   `json:"treeEmpty"`
 	Method    string `json:"method"`
