@@ -3,6 +3,7 @@ package adapter
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -134,4 +135,36 @@ func TestManager_SessionActorsLeaveNoGoroutine(t *testing.T) {
 	if len(host.notes) < 2 {
 		t.Fatalf("expected the turn's updates as notifications, got %v", host.notes)
 	}
+}
+
+// TestAdmission_UncontainablePlatformRefusedBeforeLaunch: SEED-BEHAVIOR 2 —
+// with no containment in force (no Supervisor: what main runs with when no
+// mechanism works), an open is refused with PLATFORM_UNSUPPORTED before
+// anything is constructed or launched, and initialize says "none".
+func TestAdmission_UncontainablePlatformRefusedBeforeLaunch(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	cfg := DefaultConfig()
+	cfg.StateDir = t.TempDir()
+	m := NewManager(cfg, &fakeHost{})
+	if c := m.Initialize(protocol.InitializeParams{}).Capabilities.Containment; c != "none" {
+		t.Fatalf("containment %q, want none", c)
+	}
+	marker := filepath.Join(t.TempDir(), "launched")
+	ch := make(chan error, 1)
+	m.Open(context.Background(), protocol.OpenParams{SessionKey: "k", Agent: "generic",
+		Command: &protocol.Command{Path: "/bin/sh", Args: []string{"-c", "touch " + marker}}, Cwd: t.TempDir()},
+		func(_ any, err error) { ch <- err })
+	err := <-ch
+	var pe *protocol.Error
+	if !errors.As(err, &pe) || pe.Data.Code != protocol.ErrPlatformUnsupported {
+		t.Fatalf("got %v, want PLATFORM_UNSUPPORTED", err)
+	}
+	if _, statErr := os.Stat(marker); statErr == nil {
+		t.Fatalf("the command was launched")
+	}
+	if len(m.List()) != 0 {
+		t.Fatalf("a session was constructed: %+v", m.List())
+	}
+	m.Shutdown()
+	m.Wait()
 }

@@ -31,7 +31,7 @@ func sleepersIn(dir string) []int {
 // must list the tool processes as descendants. Run in every containment
 // mode this machine offers.
 func TestContainment_CodexBackgroundToolCommandIsReaped(t *testing.T) {
-	for _, mode := range []string{"cgroup", "process-group"} {
+	for _, mode := range []string{"cgroup", "subreaper", "process-group"} {
 		t.Run(mode, func(t *testing.T) {
 			agent, codexHome, _ := codexEnv(t)
 			stateDir, work := t.TempDir(), t.TempDir()
@@ -111,7 +111,7 @@ func TestContainment_CodexBackgroundToolCommandIsReaped(t *testing.T) {
 // provider-exit) naming the grandchild as a descendant; nothing survives;
 // later prompts fail PROVIDER_PROCESS_LOST. Both containment modes.
 func TestContainment_ProviderKilledFromOutsideIsReportedAndItsLeftoversReaped(t *testing.T) {
-	for _, mode := range []string{"cgroup", "process-group"} {
+	for _, mode := range []string{"cgroup", "subreaper", "process-group"} {
 		t.Run(mode, func(t *testing.T) {
 			e := newFaultEnv(t)
 			s := startSidecar(t, "--state-dir", e.stateDir, "--containment", mode, "--term-grace-ms", "300", "--kill-grace-ms", "500")

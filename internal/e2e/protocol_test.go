@@ -1033,6 +1033,7 @@ func TestContainment_SetsidGrandchildIgnoringTermIsReaped(t *testing.T) {
 		args []string
 	}{
 		{"default-cgroup", nil},
+		{"subreaper", []string{"--containment", "subreaper"}},
 		{"process-group", []string{"--containment", "process-group"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -12,7 +12,7 @@ package e2e
 // Rule → test(s):
 //
 //	 1 pre-aborted open                 TestAdmission_PreAbortedOpenLaunchesNothing
-//	 2 PLATFORM_UNSUPPORTED             TestAdmission_UncontainablePlatformRefusedBeforeLaunch (wire half skipped on Linux)
+//	 2 PLATFORM_UNSUPPORTED             TestAdmission_UncontainablePlatformRefusedBeforeLaunch (wire half skipped on Linux; the refusal itself: internal/adapter TestAdmission_UncontainablePlatformRefusedBeforeLaunch)
 //	 3 secrets; model + prompt fwd      TestAdmission_LaunchSecretOnlyInChildEnvModelAndPromptForwarded
 //	 4 verified command, exact args     TestAdmission_OnlyVerifiedCommandRunsWithExactArgsInOwnGroup
 //	 5 handshake rejects after spawn    TestAdmission_HandshakeRejectedAfterSpawnTerminatesProviderWithoutProtocolClose

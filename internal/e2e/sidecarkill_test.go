@@ -162,7 +162,7 @@ func openFault(t *testing.T, s *sidecar, key, cwd, mark string, modes string) op
 // clears the ledger. Both containment modes.
 func TestSidecarKilled_GuardiansLeaveNothingAlive(t *testing.T) {
 	startOrphanReaper(t)
-	for _, mode := range []string{"cgroup", "process-group"} {
+	for _, mode := range []string{"cgroup", "subreaper", "process-group"} {
 		t.Run(mode, func(t *testing.T) {
 			stateDir, cwd := t.TempDir(), t.TempDir()
 			mark := randHex(8)
@@ -216,7 +216,7 @@ func TestSidecarKilled_GuardiansLeaveNothingAlive(t *testing.T) {
 // survivor.
 func TestSidecarKilled_LedgerRecoversWhatTheGuardianMissed(t *testing.T) {
 	startOrphanReaper(t)
-	for _, mode := range []string{"cgroup", "process-group"} {
+	for _, mode := range []string{"cgroup", "subreaper", "process-group"} {
 		t.Run(mode, func(t *testing.T) { ledgerRecovers(t, mode) })
 	}
 }
