@@ -614,21 +614,22 @@ func (a *agent) prompt(m message) {
 // askPermission sends session/request_permission and returns the chunk
 // text "permission: <outcome> <optionId>" (optionId empty unless selected).
 func (a *agent) askPermission(sessionID string) string {
-	params := map[string]any{
-		"sessionId": sessionID,
-		"toolCall": map[string]any{
-			"toolCallId": "fa-call-1",
-			"title":      "faultagent tool (" + a.cfg.permissionKind + ")",
-			"kind":       a.cfg.permissionKind,
-			"status":     "pending",
-		},
-		"options": []any{
-			map[string]any{"optionId": "allow-once", "name": "Allow once", "kind": "allow_once"},
-			map[string]any{"optionId": "allow-always", "name": "Allow always", "kind": "allow_always"},
-			map[string]any{"optionId": "reject-once", "name": "Reject once", "kind": "reject_once"},
-			map[string]any{"optionId": "reject-always", "name": "Reject always", "kind": "reject_always"},
-		},
+	toolCall := map[string]any{"toolCallId": "fa-call-1", "title": "faultagent tool (" + a.cfg.permissionKind + ")",
+		"kind": a.cfg.permissionKind, "status": "pending"}
+	return a.requestPermission(sessionID, toolCall, "allow_once", "allow_always", "reject_once", "reject_always")
+}
+
+// requestPermission sends session/request_permission for toolCall with one
+// option per ACP option kind (optionId = the kind with '-' for '_') and
+// returns the chunk text "permission: <outcome> <optionId>".
+func (a *agent) requestPermission(sessionID string, toolCall map[string]any, kinds ...string) string {
+	names := map[string]string{"allow_once": "Allow once", "allow_always": "Allow always",
+		"reject_once": "Reject once", "reject_always": "Reject always"}
+	options := []any{}
+	for _, k := range kinds {
+		options = append(options, map[string]any{"optionId": strings.ReplaceAll(k, "_", "-"), "name": names[k], "kind": k})
 	}
+	params := map[string]any{"sessionId": sessionID, "toolCall": toolCall, "options": options}
 	resp := a.call("session/request_permission", params)
 	if resp.Error != nil {
 		return fmt.Sprintf("permission: error %d", resp.Error.Code)

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 )
 
 // permCostModes holds the mode permission-title=<title> (see package doc).
@@ -36,32 +35,9 @@ func (a *agent) usageUpdate() json.RawMessage {
 	return b
 }
 
-// askTitledPermission sends session/request_permission whose toolCall has
-// the permission-title title and no kind, and returns the chunk text
-// "permission: <outcome> <optionId>" like askPermission.
+// askTitledPermission asks for a permission whose toolCall has the
+// permission-title title and no kind (options allow_once/reject_once).
 func (a *agent) askTitledPermission(sessionID string) string {
-	params := map[string]any{
-		"sessionId": sessionID,
-		"toolCall": map[string]any{
-			"toolCallId": "fa-call-titled",
-			"title":      a.cfg.permissionTitle,
-			"status":     "pending",
-		},
-		"options": []any{
-			map[string]any{"optionId": "allow-once", "name": "Allow once", "kind": "allow_once"},
-			map[string]any{"optionId": "reject-once", "name": "Reject once", "kind": "reject_once"},
-		},
-	}
-	resp := a.call("session/request_permission", params)
-	if resp.Error != nil {
-		return fmt.Sprintf("permission: error %d", resp.Error.Code)
-	}
-	var r struct {
-		Outcome struct {
-			Outcome  string `json:"outcome"`
-			OptionID string `json:"optionId"`
-		} `json:"outcome"`
-	}
-	_ = json.Unmarshal(resp.Result, &r)
-	return strings.TrimSpace(fmt.Sprintf("permission: %s %s", r.Outcome.Outcome, r.Outcome.OptionID))
+	toolCall := map[string]any{"toolCallId": "fa-call-titled", "title": a.cfg.permissionTitle, "status": "pending"}
+	return a.requestPermission(sessionID, toolCall, "allow_once", "reject_once")
 }
