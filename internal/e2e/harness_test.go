@@ -365,26 +365,28 @@ type proof struct {
 	Origin        string `json:"origin"`
 	ProtocolClose struct {
 		Outcome string `json:"outcome"`
+		Error   string `json:"error"`
 	} `json:"protocolClose"`
 	Signals []struct {
 		Signal string `json:"signal"`
 		Target string `json:"target"`
+		At     string `json:"at"`
+		Error  string `json:"error"`
 	} `json:"signals"`
 	Processes []struct {
-		Pid    int    `json:"pid"`
-		Role   string `json:"role"`
-		Signal string `json:"signal"`
+		Pid      int    `json:"pid"`
+		Role     string `json:"role"`
+		ExitCode *int   `json:"exitCode"`
+		Signal   string `json:"signal"`
 	} `json:"processes"`
 	Containment string `json:"containment"`
 	Verified    struct {
 		TreeEmpty bool   `json:"treeEmpty"`
 		Method    string `json:"method"`
 	} `json:"verified"`
-	Complete bool `json:"complete"`
-	Errors   []struct {
-		Code    string `json:"code"`
-		Message string `json:"message"`
-	} `json:"errors"`
+	Complete bool        `json:"complete"`
+	Attempts int         `json:"attempts"`
+	Errors   []seedCause `json:"errors"`
 }
 
 func randHex(n int) string {

@@ -60,39 +60,8 @@ import (
 
 // ------------------------------------------------------------------ helpers
 
-// seedProof is a cleanup proof (PROTOCOL §6) with every field the seed
-// rules look at.
-type seedProof struct {
-	CleanupID     string `json:"cleanupId"`
-	Session       string `json:"session"`
-	SessionKey    string `json:"sessionKey"`
-	Reason        string `json:"reason"`
-	Origin        string `json:"origin"`
-	ProtocolClose struct {
-		Outcome string `json:"outcome"`
-		Error   string `json:"error"`
-	} `json:"protocolClose"`
-	Signals []struct {
-		Signal string `json:"signal"`
-		Target string `json:"target"`
-		At     string `json:"at"`
-		Error  string `json:"error"`
-	} `json:"signals"`
-	Processes []struct {
-		Pid      int    `json:"pid"`
-		Role     string `json:"role"`
-		ExitCode *int   `json:"exitCode"`
-		Signal   string `json:"signal"`
-	} `json:"processes"`
-	Containment string `json:"containment"`
-	Verified    struct {
-		TreeEmpty bool   `json:"treeEmpty"`
-		Method    string `json:"method"`
-	} `json:"verified"`
-	Complete bool        `json:"complete"`
-	Attempts int         `json:"attempts"`
-	Errors   []seedCause `json:"errors"`
-}
+// seedProof is the harness's cleanup proof (PROTOCOL §6).
+type seedProof = proof
 
 type seedCause struct {
 	Code    string `json:"code"`
