@@ -184,7 +184,18 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGPIPE)
 	defer signal.Stop(sigs)
 
-	server := rpc.NewServer(rpc.Options{In: stdin, Out: stdout, Framing: rpc.Framing(o.framing), MaxFrameBytes: o.maxFrame, Logger: log.Named("rpc")})
+	// Exit watchdog: if shutdown cannot finish (a host that stopped reading
+	// stdout blocks every write), exit anyway after its bound plus a margin;
+	// every guardian sees its owner pipe close and kills its tree.
+	watchdog := func() {
+		time.AfterFunc(time.Duration(o.shutdownMs)*time.Millisecond+5*time.Second, func() {
+			log.Error("shutdown did not finish in time; exiting (guardians end the provider trees)")
+			_ = log.Sync()
+			os.Exit(1)
+		})
+	}
+	server := rpc.NewServer(rpc.Options{In: stdin, Out: stdout, Framing: rpc.Framing(o.framing), MaxFrameBytes: o.maxFrame,
+		Logger: log.Named("rpc"), OnShutdown: watchdog})
 	cfg := adapter.DefaultConfig()
 	cfg.StateDir = o.stateDir
 	cfg.HandshakeTimeout = time.Duration(o.handshakeMs) * time.Millisecond

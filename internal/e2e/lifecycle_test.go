@@ -1,9 +1,15 @@
 package e2e
 
 import (
+	"bufio"
 	"encoding/json"
+	"os"
+	"os/exec"
+	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // TestShutdown_StdinEOFMidTurnAnswersTheTurn: PROTOCOL §2.4 — stdin EOF is
@@ -96,5 +102,83 @@ func TestResume_PinnedModelAndModeReappliedWhenTheAgentForgetsThem(t *testing.T)
 		t.Errorf("status after resume: model %q", st.Models.Current)
 	}
 	_, _ = s.shutdownAndExit()
+	waitNoMarked(t, e.mark, e.work, 5*time.Second)
+}
+
+// TestShutdown_HostThatStopsReadingCannotPinTheSidecar: a host that stops
+// reading stdout blocks every write; on SIGTERM the sidecar still exits
+// (after its shutdown bound plus a margin) and, because every guardian's
+// owner pipe closes with it, nothing of the session survives.
+func TestShutdown_HostThatStopsReadingCannotPinTheSidecar(t *testing.T) {
+	startOrphanReaper(t)
+	e := newFaultEnv(t)
+	cmd := exec.Command(sidecarBin, "--state-dir", e.stateDir, "--shutdown-ms", "500")
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe() // never read after the open's answer
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	trackChild(cmd.Process.Pid)
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	send := func(m map[string]any) {
+		b, _ := json.Marshal(m)
+		if _, err := stdin.Write(append(b, '\n')); err != nil {
+			t.Fatal(err)
+		}
+	}
+	send(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": map[string]any{"protocolVersion": 1}})
+	send(map[string]any{"jsonrpc": "2.0", "id": 2, "method": "session/open", "params": e.openParams("stuck", "flood=2000000")})
+	// Read until the open's answer, then stop reading for good.
+	r := bufio.NewReader(stdout)
+	var session string
+	for session == "" {
+		line, err := r.ReadBytes('\n')
+		if err != nil {
+			t.Fatalf("reading the open's answer: %v", err)
+		}
+		var f struct {
+			ID     int `json:"id"`
+			Result struct {
+				Session string `json:"session"`
+			} `json:"result"`
+		}
+		if json.Unmarshal(line, &f) == nil && f.ID == 2 {
+			session = f.Result.Session
+		}
+	}
+	send(map[string]any{"jsonrpc": "2.0", "id": 3, "method": "session/prompt", "params": map[string]any{"session": session, "requestId": "t", "prompt": "go"}})
+	if len(markedPids(e.mark, "")) == 0 {
+		t.Fatalf("no provider alive")
+	}
+	// Wait until the stdout pipe is full: from now on every write of the
+	// sidecar blocks (bounded wait on the pipe's fill level).
+	fd := int(stdout.(*os.File).Fd())
+	for deadline := time.Now().Add(20 * time.Second); ; {
+		n, err := unix.IoctlGetInt(fd, unix.TIOCINQ)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n >= 64<<10-4096 || r.Buffered() > 0 && n >= 60<<10 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the stdout pipe never filled (%d bytes)", n)
+		}
+		time.Sleep(10 * time.Millisecond) // polling the pipe level, bounded
+	}
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-exited:
+	case <-time.After(20 * time.Second):
+		_ = cmd.Process.Kill()
+		t.Fatalf("the sidecar did not exit while its host was not reading")
+	}
 	waitNoMarked(t, e.mark, e.work, 5*time.Second)
 }

@@ -75,6 +75,7 @@ type Server struct {
 	ready       chan struct{} // closed once conn is set
 	eof         chan struct{} // closed when stdin ends
 	eofOnce     sync.Once
+	onShutdown  func()
 	wg          sync.WaitGroup // request goroutines
 }
 
@@ -85,11 +86,14 @@ type Options struct {
 	Framing       Framing
 	MaxFrameBytes int
 	Logger        *zap.Logger
+	// OnShutdown, if set, is called once when shutdown begins (by request,
+	// stdin EOF, exit or Stop); main arms its exit watchdog with it.
+	OnShutdown func()
 }
 
 // NewServer returns a Server that is not yet serving; call Serve.
 func NewServer(o Options) *Server {
-	s := &Server{log: o.Logger, pending: map[string]context.CancelFunc{}, inflight: map[string]bool{}, done: make(chan struct{}),
+	s := &Server{log: o.Logger, onShutdown: o.OnShutdown, pending: map[string]context.CancelFunc{}, inflight: map[string]bool{}, done: make(chan struct{}),
 		shutdownRes: make(chan []*protocol.Proof, 1), ready: make(chan struct{}), eof: make(chan struct{})}
 	if s.log == nil {
 		s.log = zap.NewNop()
@@ -162,6 +166,9 @@ func (s *Server) finish(code int) {
 // first and get its proofs.
 func (s *Server) runShutdown() []*protocol.Proof {
 	s.shutdownRun.Do(func() {
+		if s.onShutdown != nil {
+			s.onShutdown()
+		}
 		s.mu.Lock()
 		s.state = stateShutdown
 		s.mu.Unlock()
