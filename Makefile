@@ -39,13 +39,19 @@ vet:
 # Everything CI runs: vet, gofmt, unit + end-to-end tests under -race
 # (e2e tests build the binaries themselves and drive them over stdio),
 # then a check that no test process survived.
+# ACPX_TEST_RUN prefixes every marker this run's tests give their processes
+# (internal/testmark), so the leak check sees only this run's.
+ACPX_TEST_RUN ?= run$(shell od -An -N4 -tx4 /dev/urandom | tr -d ' ')
+export ACPX_TEST_RUN
+
 test: deps fmt-check vet
 	$(GO) test -race -count=1 -timeout 8m ./...
 	@$(MAKE) --no-print-directory leakcheck
 
-# Fails if a process our tests start is still alive (PID 1 here never reaps).
+# Fails if a process this run's tests started is still alive (PID 1 here
+# never reaps, so a leak would stay forever).
 leakcheck:
-	@left=$$(grep -las 'ACPX_TEST_MARK=' /proc/[0-9]*/environ 2>/dev/null | while read f; do \
+	@left=$$(grep -las "ACPX_TEST_MARK=$$ACPX_TEST_RUN" /proc/[0-9]*/environ 2>/dev/null | while read f; do \
 		pid=$${f#/proc/}; pid=$${pid%/environ}; \
 		st=$$(awk '{print $$3}' /proc/$$pid/stat 2>/dev/null); [ "$$st" = Z ] || [ -z "$$st" ] || echo $$pid; done); \
 	if [ -n "$$left" ]; then echo "leaked test processes:"; ps -o pid,ppid,stat,args -p $$(echo $$left | tr ' ' ,); exit 1; \

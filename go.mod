@@ -3,6 +3,7 @@ module github.com/acpx-sidecar/acpx-sidecar
 go 1.26.8
 
 require (
+	github.com/coder/acp-go-sdk v0.13.5
 	github.com/google/go-cmp v0.7.0
 	github.com/sourcegraph/jsonrpc2 v0.2.3
 	go.uber.org/goleak v1.3.0
@@ -10,7 +11,4 @@ require (
 	golang.org/x/sys v0.50.0
 )
 
-require (
-	github.com/coder/acp-go-sdk v0.13.5 // indirect
-	go.uber.org/multierr v1.10.0 // indirect
-)
+require go.uber.org/multierr v1.10.0 // indirect

@@ -3,8 +3,6 @@ package main
 import (
 	"bufio"
 	"bytes"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -21,6 +19,8 @@ import (
 
 	"go.uber.org/goleak"
 	"golang.org/x/sys/unix"
+
+	"github.com/acpx-sidecar/acpx-sidecar/internal/testmark"
 )
 
 // faBin is the faultagent binary built once by TestMain.
@@ -95,9 +95,7 @@ func (p *proc) stderrText() string {
 // a cleanup that kills it and proves by marker scan that nothing survives.
 func start(t *testing.T, args ...string) *proc {
 	t.Helper()
-	var rb [8]byte
-	_, _ = rand.Read(rb[:])
-	p := &proc{t: t, marker: "ACPX_TEST_MARK=" + hex.EncodeToString(rb[:]),
+	p := &proc{t: t, marker: testmark.Env + "=" + testmark.New(),
 		msgs: make(chan message, 1<<16), done: make(chan struct{}), waited: make(chan error, 1)}
 	p.cmd = exec.Command(faBin, args...)
 	p.cmd.Env = append(os.Environ(), p.marker)

@@ -3,8 +3,9 @@ package adapter
 import (
 	"encoding/json"
 
-	acp "github.com/coder/acp-go-sdk"
 	"strings"
+
+	acp "github.com/coder/acp-go-sdk"
 
 	"github.com/acpx-sidecar/acpx-sidecar/internal/protocol"
 )

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/acpx-sidecar/acpx-sidecar/internal/modelstub"
+	"github.com/acpx-sidecar/acpx-sidecar/internal/testmark"
 )
 
 // codexEnv prepares the real codex-acp against a loopback model stub
@@ -78,7 +79,7 @@ func TestE2E_CodexSessionLifecycle(t *testing.T) {
 	agent, codexHome, _ := codexEnv(t)
 	stateDir, work := t.TempDir(), t.TempDir()
 	secret := "sk-e2e-secret-" + randHex(12)
-	mark := randHex(8)
+	mark := testmark.New()
 	killMarkedOnCleanup(t, mark)
 	s := startSidecar(t, "--state-dir", stateDir)
 	init := s.initialize(false)
@@ -204,7 +205,7 @@ func TestE2E_CodexSessionLifecycle(t *testing.T) {
 func TestE2E_CodexToolCallApprovedByPolicy(t *testing.T) {
 	agent, codexHome, _ := codexEnv(t)
 	stateDir, work := t.TempDir(), t.TempDir()
-	mark := randHex(8)
+	mark := testmark.New()
 	killMarkedOnCleanup(t, mark)
 	s := startSidecar(t, "--state-dir", stateDir)
 	s.initialize(false)

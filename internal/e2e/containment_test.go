@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/acpx-sidecar/acpx-sidecar/internal/testmark"
 )
 
 // sleepersIn returns live `sleep 303`/`sleep 304` processes whose cwd is dir.
@@ -35,7 +37,7 @@ func TestContainment_CodexBackgroundToolCommandIsReaped(t *testing.T) {
 		t.Run(mode, func(t *testing.T) {
 			agent, codexHome, _ := codexEnv(t)
 			stateDir, work := t.TempDir(), t.TempDir()
-			mark := randHex(8)
+			mark := testmark.New()
 			killMarkedOnCleanup(t, mark)
 			s := startSidecar(t, "--state-dir", stateDir, "--containment", mode, "--term-grace-ms", "500", "--kill-grace-ms", "1000")
 			s.initialize(false)

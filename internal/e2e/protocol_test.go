@@ -21,6 +21,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/acpx-sidecar/acpx-sidecar/internal/testmark"
 )
 
 // faultEnv is one test's workspace: a state dir, a cwd for the provider
@@ -37,7 +39,7 @@ type faultEnv struct {
 // machine whose PID 1 does not reap.
 func newFaultEnv(t *testing.T) *faultEnv {
 	t.Helper()
-	e := &faultEnv{stateDir: t.TempDir(), work: t.TempDir(), mark: randHex(8)}
+	e := &faultEnv{stateDir: t.TempDir(), work: t.TempDir(), mark: testmark.New()}
 	t.Cleanup(func() {
 		for _, pid := range markedPids(e.mark, e.work) {
 			t.Logf("killing leftover marked pid %d", pid)

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/acpx-sidecar/acpx-sidecar/internal/testmark"
 )
 
 // orphans reaps processes re-parented to the test process: the test makes
@@ -165,7 +167,7 @@ func TestSidecarKilled_GuardiansLeaveNothingAlive(t *testing.T) {
 	for _, mode := range []string{"cgroup", "subreaper", "process-group"} {
 		t.Run(mode, func(t *testing.T) {
 			stateDir, cwd := t.TempDir(), t.TempDir()
-			mark := randHex(8)
+			mark := testmark.New()
 			killMarkedOnCleanup(t, mark)
 			s := startSidecar(t, "--state-dir", stateDir, "--containment", mode)
 			trackChild(s.cmd.Process.Pid)
@@ -223,7 +225,7 @@ func TestSidecarKilled_LedgerRecoversWhatTheGuardianMissed(t *testing.T) {
 
 func ledgerRecovers(t *testing.T, mode string) {
 	stateDir, cwd := t.TempDir(), t.TempDir()
-	mark := randHex(8)
+	mark := testmark.New()
 	killMarkedOnCleanup(t, mark)
 	s := startSidecar(t, "--state-dir", stateDir, "--containment", mode)
 	trackChild(s.cmd.Process.Pid)
@@ -296,7 +298,7 @@ func ledgerRecovers(t *testing.T, mode string) {
 func TestSidecarKilled_LedgerEntryWrittenBeforeLaunchIsRecovered(t *testing.T) {
 	startOrphanReaper(t)
 	stateDir := t.TempDir()
-	mark := randHex(8)
+	mark := testmark.New()
 	killMarkedOnCleanup(t, mark)
 	// A dead "sidecar": a process we started and reaped, so its pid is free.
 	dead := exec.Command("/bin/true")

@@ -20,6 +20,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/acpx-sidecar/acpx-sidecar/internal/testmark"
 )
 
 // e2eStep bounds one ACP exchange with the real agent. It is a deadline for
@@ -332,7 +334,7 @@ func TestCodexACP_RealAgentAgainstLoopbackModel(t *testing.T) {
 		t.Fatal(err)
 	}
 	apiKey := "sk-test-" + randHex(t, 12)
-	marker := "ACPX_TEST_MARK=" + randHex(t, 8)
+	marker := testmark.Env + "=" + testmark.New()
 
 	cmd := exec.Command(bin)
 	cmd.Dir = work

@@ -5,8 +5,6 @@ package reaper
 import (
 	"bufio"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"os"
 	"path/filepath"
@@ -18,6 +16,8 @@ import (
 
 	"go.uber.org/goleak"
 	"golang.org/x/sys/unix"
+
+	"github.com/acpx-sidecar/acpx-sidecar/internal/testmark"
 )
 
 // TestMain runs the package tests, or, when ACPX_REAPER_MINI_SIDECAR names a
@@ -42,11 +42,7 @@ var allModes = []Mode{ModeCgroup, ModeProcessGroup, ModeSubreaper}
 // newMark returns a random marker and an environment carrying it.
 func newMark(t *testing.T) (string, []string) {
 	t.Helper()
-	b := make([]byte, 8)
-	if _, err := rand.Read(b); err != nil {
-		t.Fatal(err)
-	}
-	mark := hex.EncodeToString(b)
+	mark := testmark.New()
 	return mark, []string{"PATH=/usr/bin:/bin", "ACPX_TEST_MARK=" + mark}
 }
 

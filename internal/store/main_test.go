@@ -2,8 +2,6 @@ package store
 
 import (
 	"bytes"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -11,17 +9,13 @@ import (
 	"testing"
 
 	"go.uber.org/goleak"
+
+	"github.com/acpx-sidecar/acpx-sidecar/internal/testmark"
 )
 
 // testMark is put in the environment of every process these tests start
 // (ACPX_TEST_MARK); TestMain fails if any such process outlives the tests.
-var testMark = func() string {
-	b := make([]byte, 8)
-	if _, err := rand.Read(b); err != nil {
-		panic(err)
-	}
-	return "store-" + hex.EncodeToString(b)
-}()
+var testMark = testmark.New()
 
 const childEnv = "STORE_TEST_CHILD"
 
