@@ -96,6 +96,8 @@ type Manager struct {
 	stores   map[string]*store.Store
 	closing  bool
 	finished []*session // sessions whose cleanup ended, oldest first
+	// pendingRecovered: incomplete recovered proofs still being retried.
+	pendingRecovered map[string]*protocol.Proof
 	// initialized: the host has the initialize result, so recovered
 	// proofs can be sent.
 	initialized bool
@@ -115,7 +117,8 @@ func NewManager(cfg Config, host Host) *Manager {
 		cfg.MaxProviderLineBytes = DefaultMaxProviderLineBytes
 	}
 	return &Manager{cfg: cfg, host: host, log: cfg.Logger, sessions: map[string]*session{},
-		keys: map[string]*session{}, stores: map[string]*store.Store{}, stopCh: make(chan struct{})}
+		keys: map[string]*session{}, stores: map[string]*store.Store{}, stopCh: make(chan struct{}),
+		pendingRecovered: map[string]*protocol.Proof{}}
 }
 
 // Bounds reports the bounds in force (initialize.bounds), in ms.
@@ -416,6 +419,11 @@ func (m *Manager) Shutdown() []*protocol.Proof {
 			out = append(out, p)
 		}
 	}
+	m.mu.Lock()
+	for _, p := range m.pendingRecovered {
+		out = append(out, p) // recoveries shutdown could not finish
+	}
+	m.mu.Unlock()
 	m.stopOnce.Do(func() { close(m.stopCh) })
 	return out
 }

@@ -77,34 +77,86 @@ func (m *Manager) sweep(st *store.Store) {
 			if ownerAlive(o) {
 				continue
 			}
-			started := protocol.At(time.Now())
-			t := reaper.Recover(reaper.Leftover{Pid: o.Pid, StartTicks: o.StartTime, Pgid: o.Pgid, Cgroup: o.Cgroup,
-				CgroupGlob: cgroupGlob(o), Marker: o.Marker}, m.cfg.KillGrace)
-			proof := &protocol.Proof{CleanupID: newID("c-"), Session: o.Session, SessionKey: o.SessionKey,
-				Reason: "leftover of sidecar pid " + strconv.Itoa(o.SidecarPid), Origin: "recovered",
-				ProtocolClose: protocol.ProtocolClose{Outcome: "skipped"}, Signals: []protocol.ProofSignal{},
-				Processes: []protocol.ProofProcess{}, StartedAt: started, Errors: []protocol.ProofError{}, Attempts: 1}
-			applyTerminationTo(proof, t, func(s string) string { return s })
-			proof.Containment = string(t.Containment)
-			proof.FinishedAt = protocol.At(time.Now())
-			proof.DurationMs = proof.FinishedAt.Sub(started.Time).Milliseconds()
-			if proof.Complete {
-				if err := st.RemoveOwned(o.ID); err != nil {
-					m.log.Warn("ledger entry not removed", zap.Error(err))
-				}
-				_ = st.Update(o.SessionKey, func(r *store.Record) error {
-					if r.AcpSessionID != "" && !r.Closed {
-						r.Closed = true
-						now := nowStamp()
-						r.ClosedAt = &now
-					}
-					return nil
-				})
-			}
-			m.log.Info("recovered a leftover provider tree", zap.String("session", o.Session), zap.Bool("complete", proof.Complete))
-			if err := m.host.Notify(protocol.NotifyCleanupProof, protocol.ProofNotice{Proof: proof}); err != nil {
-				m.log.Debug("recovered proof not delivered", zap.Error(err))
-			}
+			m.retained.Add(1)
+			go func(o store.Owned) {
+				defer m.retained.Done()
+				m.recoverEntry(st, o)
+			}(o)
 		}
 	}()
+}
+
+// recoverEntry recovers one dead sidecar's ledger entry. An incomplete
+// recovery is reported, then retried with the retained backoff until it is
+// proven or the sidecar stops; the final proof (same cleanupId, attempts
+// counted) follows as another cleanup/proof.
+func (m *Manager) recoverEntry(st *store.Store, o store.Owned) {
+	proof := m.recoverOne(o)
+	for backoff := m.cfg.RetainedRetryMin; !proof.Complete; {
+		m.notifyProof(proof)
+		m.notePendingRecovery(o.ID, proof)
+		select {
+		case <-time.After(backoff):
+		case <-m.stopCh:
+			return
+		}
+		if backoff *= 2; backoff > m.cfg.RetainedRetryMax {
+			backoff = m.cfg.RetainedRetryMax
+		}
+		next := m.recoverOne(o)
+		next.CleanupID, next.StartedAt, next.Attempts = proof.CleanupID, proof.StartedAt, proof.Attempts+1
+		next.DurationMs = next.FinishedAt.Sub(next.StartedAt.Time).Milliseconds()
+		proof = next
+	}
+	m.notePendingRecovery(o.ID, nil)
+	if err := st.RemoveOwned(o.ID); err != nil {
+		m.log.Warn("ledger entry not removed", zap.Error(err))
+	}
+	_ = st.Update(o.SessionKey, func(r *store.Record) error {
+		// Only the record that leftover's admission wrote (same provider
+		// pid): a session opened since then owns the key now.
+		if r.Pid != nil && *r.Pid == o.Pid && o.Pid > 0 && !r.Closed {
+			r.Closed = true
+			now := nowStamp()
+			r.ClosedAt = &now
+		}
+		return nil
+	})
+	m.log.Info("recovered a leftover provider tree", zap.String("session", o.Session))
+	m.notifyProof(proof)
+}
+
+// recoverOne kills what is left of one ledger entry and builds its proof.
+func (m *Manager) recoverOne(o store.Owned) *protocol.Proof {
+	started := protocol.At(time.Now())
+	t := reaper.Recover(reaper.Leftover{Pid: o.Pid, StartTicks: o.StartTime, Pgid: o.Pgid, Cgroup: o.Cgroup,
+		CgroupGlob: cgroupGlob(o), Marker: o.Marker}, m.cfg.KillGrace)
+	proof := &protocol.Proof{CleanupID: newID("c-"), Session: o.Session, SessionKey: o.SessionKey,
+		Reason: "leftover of sidecar pid " + strconv.Itoa(o.SidecarPid), Origin: "recovered",
+		ProtocolClose: protocol.ProtocolClose{Outcome: "skipped"}, Signals: []protocol.ProofSignal{},
+		Processes: []protocol.ProofProcess{}, StartedAt: started, Errors: []protocol.ProofError{}, Attempts: 1}
+	applyTerminationTo(proof, t, func(s string) string { return s })
+	proof.Containment = string(t.Containment)
+	proof.FinishedAt = protocol.At(time.Now())
+	proof.DurationMs = proof.FinishedAt.Sub(started.Time).Milliseconds()
+	return proof
+}
+
+func (m *Manager) notifyProof(p *protocol.Proof) {
+	if err := m.host.Notify(protocol.NotifyCleanupProof, protocol.ProofNotice{Proof: p}); err != nil {
+		m.log.Debug("cleanup proof not delivered", zap.Error(err))
+	}
+}
+
+// notePendingRecovery remembers (p non-nil) or forgets the latest
+// incomplete proof of a recovery still being retried; shutdown reports
+// those it could not finish (and then exits 1).
+func (m *Manager) notePendingRecovery(id string, p *protocol.Proof) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if p == nil {
+		delete(m.pendingRecovered, id)
+		return
+	}
+	m.pendingRecovered[id] = p
 }

@@ -80,6 +80,9 @@ func Recover(l Leftover, grace time.Duration) Termination {
 		cgEmpty = cgEmpty && rest
 		evidence = append(evidence, "no live process in the leader's process group (while the leader lived) or carrying the tree's environment marker (one that dropped the marker outside a cgroup cannot be seen)")
 	}
+	if !cgEmpty {
+		evidence = []string{"leftover processes still alive after SIGKILL (" + strings.Join(evidence, "; ") + ")"}
+	}
 	res.Verified = Verification{TreeEmpty: cgEmpty, Method: strings.Join(evidence, "; ")}
 	res.Complete = cgEmpty
 	if !cgEmpty {

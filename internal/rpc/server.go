@@ -396,6 +396,10 @@ func (s *Server) track(id jsonrpc2.ID, reply Reply) (context.Context, Reply) {
 
 func (s *Server) dispatch(req *jsonrpc2.Request, reply Reply) {
 	b := s.backend
+	if req.Params != nil && len(*req.Params) > 0 && (*req.Params)[0] != '{' && string(*req.Params) != "null" {
+		reply(nil, protocol.InvalidParams("params", "params must be an object"))
+		return
+	}
 	switch req.Method {
 	case protocol.MethodInitialize:
 		s.mu.Lock()
