@@ -138,6 +138,7 @@ func startSidecar(t testing.TB, args ...string) *sidecar {
 	if err := s.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	trackChild(s.cmd.Process.Pid) // its Wait is ours, not the orphan reaper's
 	go s.read(out)
 	t.Cleanup(func() {
 		select {

@@ -33,9 +33,10 @@ var orphans struct {
 
 func trackChild(pid int) {
 	orphans.mu.Lock()
-	if orphans.tracked != nil {
-		orphans.tracked[pid] = true
+	if orphans.tracked == nil {
+		orphans.tracked = map[int]bool{}
 	}
+	orphans.tracked[pid] = true
 	orphans.mu.Unlock()
 }
 
@@ -46,9 +47,6 @@ func startOrphanReaper(t *testing.T) {
 		if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
 			t.Fatalf("PR_SET_CHILD_SUBREAPER: %v", err)
 		}
-		orphans.mu.Lock()
-		orphans.tracked = map[int]bool{}
-		orphans.mu.Unlock()
 		orphans.stop, orphans.done = make(chan struct{}), make(chan struct{})
 		go func() {
 			defer close(orphans.done)
@@ -300,10 +298,12 @@ func TestSidecarKilled_LedgerEntryWrittenBeforeLaunchIsRecovered(t *testing.T) {
 	stateDir := t.TempDir()
 	mark := testmark.New()
 	killMarkedOnCleanup(t, mark)
-	// A dead "sidecar": a process we started and reaped, so its pid is free.
-	dead := exec.Command("/bin/true")
-	if err := dead.Run(); err != nil {
-		t.Fatal(err)
+	// A dead "sidecar": a pid no process has.
+	deadPid := 4194000
+	for ; deadPid > 1000; deadPid-- {
+		if _, err := os.Stat("/proc/" + strconv.Itoa(deadPid)); os.IsNotExist(err) {
+			break
+		}
 	}
 	session := "s-" + randHex(8)
 	marker := "ACPX_SIDECAR_SESSION=" + session
@@ -319,7 +319,7 @@ func TestSidecarKilled_LedgerEntryWrittenBeforeLaunchIsRecovered(t *testing.T) {
 	if err := os.MkdirAll(filepath.Join(stateDir, "owned"), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	entry, _ := json.Marshal(map[string]any{"id": session, "sidecarPid": dead.Process.Pid, "session": session,
+	entry, _ := json.Marshal(map[string]any{"id": session, "sidecarPid": deadPid, "session": session,
 		"sessionKey": "pending", "pid": 0, "startTime": 0, "pgid": 0, "marker": marker, "containment": "process-group",
 		"createdAt": "2026-11-29T00:00:00Z"})
 	if err := os.WriteFile(filepath.Join(stateDir, "owned", session+".json"), entry, 0o600); err != nil {
