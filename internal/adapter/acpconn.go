@@ -41,13 +41,12 @@ type acpConn struct {
 	conn *jsonrpc2.Conn
 }
 
+// stdio closes both pipes of a provider connection.
 type stdio struct {
-	io.Reader
 	w io.WriteCloser
 	r io.ReadCloser
 }
 
-func (s stdio) Write(b []byte) (int, error) { return s.w.Write(b) }
 func (s stdio) Close() error {
 	err := s.w.Close()
 	if e := s.r.Close(); err == nil {
@@ -59,7 +58,7 @@ func (s stdio) Close() error {
 // newACPConn starts the connection. post delivers events to the actor; it
 // may block (backpressure) and must return false once the actor is gone.
 func newACPConn(stdin io.WriteCloser, stdout io.ReadCloser, maxLine int, log *zap.Logger, post func(providerEvent) bool) *acpConn {
-	st := rpc.NewFrameStream(stdout, stdin, stdio{Reader: stdout, w: stdin, r: stdout}, rpc.FramingNDJSON, maxLine)
+	st := rpc.NewFrameStream(stdout, stdin, stdio{w: stdin, r: stdout}, rpc.FramingNDJSON, maxLine)
 	st.Quiet = true
 	st.OnBadFrame = func(code int, reason string) {
 		// Never log the line itself: provider output may carry secrets.

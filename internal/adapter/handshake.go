@@ -9,7 +9,6 @@ import (
 	acp "github.com/coder/acp-go-sdk"
 	"github.com/sourcegraph/jsonrpc2"
 
-	"github.com/acpx-sidecar/acpx-sidecar/internal/profiles"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/protocol"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/reaper"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/store"
@@ -238,7 +237,7 @@ func (s *session) saveAdmitted(prior *store.Record, res *protocol.OpenResult, in
 	rec.Acpx.AgentProfile = p.Agent
 	rec.AgentSessionID = res.Identity.AgentSessionID
 	rec.Acpx.ModelControl = style
-	applyControlsToRecord(rec, res.Models, res.Modes, nil)
+	applyControlsToRecord(rec, res.Models, res.Modes)
 	if err := s.st.Save(rec); err != nil {
 		return nil, err
 	}
@@ -253,7 +252,9 @@ func joinCommand(c *protocol.Command) string {
 	return out
 }
 
-func applyControlsToRecord(rec *store.Record, models *protocol.Models, modes *protocol.Modes, names map[string]string) {
+// applyControlsToRecord writes the model and mode state into the record's
+// acpx object (persisted so a resumed session reports and re-applies them).
+func applyControlsToRecord(rec *store.Record, models *protocol.Models, modes *protocol.Modes) {
 	if models != nil {
 		rec.Acpx.CurrentModelID = models.CurrentModelID
 		rec.Acpx.AvailableModels = models.AvailableModelIDs
@@ -263,8 +264,6 @@ func applyControlsToRecord(rec *store.Record, models *protocol.Models, modes *pr
 		rec.Acpx.AvailableModes = modes.AvailableModeIDs
 	}
 }
-
-var _ = profiles.ModelControlLegacy
 
 // selectOption is an ACP SessionConfigOption of type select; options are
 // flat ({value}) or grouped ({options: [{value}]}).

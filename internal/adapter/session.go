@@ -194,7 +194,6 @@ func (s *session) trackUpdate(update json.RawMessage) {
 		Kind          string            `json:"sessionUpdate"`
 		CurrentModeID string            `json:"currentModeId"`
 		ConfigOptions []json.RawMessage `json:"configOptions"`
-		Used          *int64            `json:"used"`
 		Cost          *struct {
 			Amount   float64 `json:"amount"`
 			Currency string  `json:"currency"`
@@ -219,9 +218,6 @@ func (s *session) trackUpdate(update json.RawMessage) {
 			s.cost = &protocol.Cost{Amount: u.Cost.Amount, Currency: u.Cost.Currency, Basis: "session-cumulative"}
 		}
 		if s.turn != nil {
-			if u.Used != nil {
-				s.turn.usedTokens = u.Used
-			}
 			if u.Cost != nil {
 				delta := u.Cost.Amount - s.turn.costBase
 				if delta < 0 { // the agent restarted its count (e.g. a new process after resume)

@@ -18,18 +18,17 @@ import (
 // turn is the active prompt turn of a session; it owns the permission
 // authority of its lifetime (SEED-BEHAVIOR 27).
 type turn struct {
-	requestID  string
-	reply      rpc.Reply
-	ctx        context.Context // cancelled when the turn ends: host permission asks die with it
-	end        context.CancelFunc
-	stopHost   func() bool // stops the $/cancelRequest hook
-	cancelled  bool
-	failErr    *protocol.TurnError
-	usedTokens *int64
-	cost       *protocol.Cost // this turn's cost (basis "turn")
-	costBase   float64        // the session's cumulative cost when the turn began
-	pending    map[*permissionAsk]*pendingAsk
-	timers     []*time.Timer
+	requestID string
+	reply     rpc.Reply
+	ctx       context.Context // cancelled when the turn ends: host permission asks die with it
+	end       context.CancelFunc
+	stopHost  func() bool // stops the $/cancelRequest hook
+	cancelled bool
+	failErr   *protocol.TurnError
+	cost      *protocol.Cost // this turn's cost (basis "turn")
+	costBase  float64        // the session's cumulative cost when the turn began
+	pending   map[*permissionAsk]*pendingAsk
+	timers    []*time.Timer
 }
 
 // promptResponse is ACP session/prompt's result; ACP's Usage has the host
@@ -261,7 +260,7 @@ func (s *session) persist(fn func(r *store.Record)) {
 	err := s.st.Update(s.key, func(r *store.Record) error {
 		r.LastUsedAt = nowStamp()
 		r.LastSeq = int64(s.seq)
-		applyControlsToRecord(r, s.models, s.modes, nil)
+		applyControlsToRecord(r, s.models, s.modes)
 		r.Acpx.ModelControl = s.modelCtl
 		cu := usageToRecord(s.usage)
 		r.CumulativeTokenUsage = &cu

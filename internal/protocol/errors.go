@@ -62,8 +62,6 @@ const (
 	ErrNotInitialized = "NOT_INITIALIZED"
 	// ErrInternal is data.code of -32603 errors.
 	ErrInternal = "INTERNAL"
-	// ErrRequestCancelled is data.code of a -32800 prompt cancellation.
-	ErrRequestCancelled = "REQUEST_CANCELLED"
 )
 
 // ErrorData is the `data` member of every error the sidecar sends
