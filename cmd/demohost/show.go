@@ -6,6 +6,8 @@ import (
 	"io"
 	"strings"
 	"sync"
+
+	"github.com/acpx-sidecar/acpx-sidecar/internal/protocol"
 )
 
 // printer writes the demo's output. It is shared by the main goroutine and
@@ -115,41 +117,9 @@ func optInt(p *int64) string {
 	return fmt.Sprint(*p)
 }
 
-// proof is the cleanup proof of PROTOCOL §6, as far as the demo reads it.
-type proof struct {
-	CleanupID     string `json:"cleanupId"`
-	SessionKey    string `json:"sessionKey"`
-	Reason        string `json:"reason"`
-	Origin        string `json:"origin"`
-	ProtocolClose struct {
-		Outcome string `json:"outcome"`
-		Error   string `json:"error"`
-	} `json:"protocolClose"`
-	Signals []struct {
-		Signal string `json:"signal"`
-		Target string `json:"target"`
-		At     string `json:"at"`
-		Error  string `json:"error"`
-	} `json:"signals"`
-	Processes []struct {
-		Pid      int    `json:"pid"`
-		Role     string `json:"role"`
-		ExitCode *int   `json:"exitCode"`
-		Signal   string `json:"signal"`
-	} `json:"processes"`
-	Containment string `json:"containment"`
-	Verified    struct {
-		TreeEmpty bool   `json:"treeEmpty"`
-		Method    string `json:"method"`
-	} `json:"verified"`
-	Complete   bool  `json:"complete"`
-	Attempts   int   `json:"attempts"`
-	DurationMs int64 `json:"durationMs"`
-	Errors     []struct {
-		Code    string `json:"code"`
-		Message string `json:"message"`
-	} `json:"errors"`
-}
+// proof is the cleanup proof of PROTOCOL §6, decoded with the protocol's
+// own type.
+type proof = protocol.Proof
 
 // describeProof renders a proof as readable lines.
 func describeProof(p proof) []string {
@@ -165,7 +135,7 @@ func describeProof(p proof) []string {
 		out = append(out, "signals: none sent")
 	}
 	for _, s := range p.Signals {
-		l := fmt.Sprintf("signal: %s to %s at %s", s.Signal, s.Target, s.At)
+		l := fmt.Sprintf("signal: %s to %s at %s", s.Signal, s.Target, s.At.UTC().Format(protocol.TimeLayout))
 		if s.Error != "" {
 			l += " (error: " + s.Error + ")"
 		}

@@ -32,14 +32,14 @@ func TestDescribeUpdate(t *testing.T) {
 func TestDescribeProof(t *testing.T) {
 	var p proof
 	in := `{"cleanupId":"c-1","origin":"close","reason":"r","protocolClose":{"outcome":"ok"},
-	 "signals":[{"signal":"SIGTERM","target":"tree","at":"T"}],
+	 "signals":[{"signal":"SIGTERM","target":"tree","at":"2026-11-29T18:38:40.354764495Z"}],
 	 "processes":[{"pid":5,"role":"provider","exitCode":null,"signal":"SIGTERM"},{"pid":6,"role":"descendant","exitCode":3}],
 	 "containment":"cgroup","verified":{"treeEmpty":true,"method":"m"},"complete":true,"attempts":1,"durationMs":26}`
 	if err := json.Unmarshal([]byte(in), &p); err != nil {
 		t.Fatal(err)
 	}
 	got := strings.Join(describeProof(p), "\n")
-	for _, want := range []string{"protocol close: ok", "signal: SIGTERM to tree at T",
+	for _, want := range []string{"protocol close: ok", "signal: SIGTERM to tree at 2026-11-29T18:38:40.354764495Z",
 		"process: pid 5 (provider) killed by SIGTERM", "process: pid 6 (descendant) exited with code 3",
 		`verified: treeEmpty=true by "m"`, "complete=true attempts=1 durationMs=26"} {
 		if !strings.Contains(got, want) {

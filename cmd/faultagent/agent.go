@@ -191,18 +191,8 @@ func (a *agent) call(method string, params any) message {
 func (a *agent) notification(m message) {
 	switch m.Method {
 	case "session/cancel":
-		var p struct {
-			SessionID string `json:"sessionId"`
-		}
-		_ = json.Unmarshal(m.Params, &p)
 		a.mu.Lock()
-		if s := a.sessions[p.SessionID]; s != nil && s.cancel != nil {
-			select {
-			case <-s.cancel:
-			default:
-				close(s.cancel)
-			}
-		}
+		a.cancelTurnLocked(sessionIDOf(m.Params))
 		a.mu.Unlock()
 	default:
 		// Unknown notifications are ignored (JSON-RPC 2.0 §4.1).
@@ -422,21 +412,32 @@ func (a *agent) closeSession(m message) {
 		a.fail(m.ID, -32603, "faultagent: close failed")
 		return
 	}
+	id := sessionIDOf(m.Params)
+	a.mu.Lock()
+	a.cancelTurnLocked(id)
+	delete(a.sessions, id)
+	a.mu.Unlock()
+	a.reply(m.ID, map[string]any{})
+}
+
+// sessionIDOf reads params.sessionId.
+func sessionIDOf(params json.RawMessage) string {
 	var p struct {
 		SessionID string `json:"sessionId"`
 	}
-	_ = json.Unmarshal(m.Params, &p)
-	a.mu.Lock()
-	if s := a.sessions[p.SessionID]; s != nil && s.cancel != nil {
+	_ = json.Unmarshal(params, &p)
+	return p.SessionID
+}
+
+// cancelTurnLocked ends the running turn of session id, if any (a.mu held).
+func (a *agent) cancelTurnLocked(id string) {
+	if s := a.sessions[id]; s != nil && s.cancel != nil {
 		select {
 		case <-s.cancel:
 		default:
 			close(s.cancel)
 		}
 	}
-	delete(a.sessions, p.SessionID)
-	a.mu.Unlock()
-	a.reply(m.ID, map[string]any{})
 }
 
 func validModel(id string) bool { return id == defaultModel || id == largeModel }
