@@ -1,5 +1,9 @@
-// Command modelstub serves the loopback Responses-API stub of package
-// internal/modelstub for the real codex-acp agent (CODEX-OFFLINE.md).
+// Command modelstub serves the deterministic loopback model of package
+// internal/modelstub so real coding agents run offline: one listener
+// answers all four APIs the package serves, the OpenAI Responses API
+// (codex-acp, CODEX-OFFLINE.md), the Anthropic Messages API (Claude Code),
+// the Gemini API (Gemini CLI) and OpenAI chat completions (OpenCode), with
+// the same reply rules and one `GET /stats`.
 //
 // Usage:
 //
@@ -8,7 +12,8 @@
 // Once listening it prints exactly one line to stdout,
 // `{"addr":"127.0.0.1:PORT"}`, so a parent can read the port; logs go to
 // stderr. With --codex-home it also writes DIR/config.toml pointing codex at
-// itself before printing that line. It exits 0 on SIGTERM, SIGINT or EOF on
+// itself before printing that line (the other agents take the address
+// from their own base-URL settings). It exits 0 on SIGTERM, SIGINT or EOF on
 // stdin (so it never outlives a parent that holds its stdin pipe), and 1 on
 // a startup error.
 package main

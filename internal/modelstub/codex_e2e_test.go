@@ -306,7 +306,7 @@ func TestCodexACP_RealAgentAgainstLoopbackModel(t *testing.T) {
 		t.Skip("linux only (/proc scan)")
 	}
 	root := repoRoot(t)
-	bin := filepath.Join(root, "node_modules", ".bin", "codex-acp")
+	bin := filepath.Join(root, "node_modules", "@zed-industries", "codex-acp", "bin", "codex-acp.js")
 	if _, err := os.Stat(bin); err != nil {
 		t.Skipf("codex-acp not installed (%v); run `npm ci` at the repo root", err)
 	}

@@ -1,33 +1,60 @@
-// Package modelstub is a deterministic loopback stand-in for the OpenAI
-// Responses API, good enough to drive the real codex-acp agent offline
-// (shared/design/CODEX-OFFLINE.md, "Pointing Codex at a loopback model").
+// Package modelstub is a deterministic loopback stand-in for four model
+// APIs, good enough to drive real AI coding agents offline
+// (shared/design/CODEX-OFFLINE.md, "Pointing Codex at a loopback model"):
 //
-// The stub answers only `POST /v1/responses` (always as a stream of
-// server-sent events) and `GET /stats`; every other path is a 404 with a log
-// line. The reply is chosen from the request body alone:
+//   - the OpenAI Responses API (codex; responses.go),
+//   - the Anthropic Messages API (Claude Code; anthropic.go),
+//   - the Gemini API (Gemini CLI; gemini.go),
+//   - OpenAI chat completions (OpenCode; chat.go).
 //
-//  1. a `function_call_output` item after the last user message in `input`
-//     -> an assistant message "Done: the command ran.";
-//  2. else the last user message has a line `run: <shell command>` -> a
-//     `function_call` to `exec_command` with that cmd,
-//     `"sandbox_permissions":"require_escalated"` and a justification;
-//  3. else -> the text "Hello from the loopback model." split into three
-//     `response.output_text.delta` events.
+// One Stub serves them all on one http.Handler with one set of Stats:
 //
-// Every reply ends with `response.completed` carrying usage
-// {input_tokens:10, output_tokens:5, total_tokens:15}.
+//	POST /v1/responses                                SSE `event:`+`data:`
+//	POST /v1/messages                                 SSE `event:`+`data:`
+//	                                                  (one JSON Message if "stream" is not true)
+//	POST /v1/messages/count_tokens                    {"input_tokens":10}
+//	POST /v1beta/models/{model}:streamGenerateContent SSE `data:` only
+//	POST /v1beta/models/{model}:generateContent       fixed model-router JSON
+//	POST /v1beta/models/{model}:countTokens           {"totalTokens":10}
+//	POST /v1/chat/completions                         SSE `data:` ending in `data: [DONE]`
+//	                                                  (one JSON chat.completion if "stream" is not true)
+//	GET  /stats                                       Stats as JSON
 //
-// The stub never logs request headers (they carry the API key) nor request
-// bodies (they carry the user's prompt and environment).
+// Query strings are ignored. Every other path or method is a 404 with a log
+// line; a body that is not the JSON the endpoint expects is a 400.
+//
+// The reply to a model turn is chosen from the request body alone, by the
+// same rules for every API:
+//
+//  1. a tool result after the last user message -> the text DoneText;
+//  2. else the last user message has a line `run: <shell command>` (see
+//     RunPrefix) and the request may call the API's shell tool -> exactly
+//     one call of that tool with that command;
+//  3. else -> the text HelloText, streamed as the deltas HelloDeltas.
+//
+// Per API, "tool result" and "shell tool" mean (the user message is the
+// last one with role "user"; Gemini contents may omit the role):
+//
+//	API        tool result                             shell tool (must be declared)
+//	responses  function_call_output item after it      ToolName (always allowed)
+//	anthropic  tool_result block in the last message   AnthropicToolName in "tools"
+//	gemini     functionResponse part in last content   GeminiToolName in functionDeclarations
+//	chat       last message has role "tool"            ChatToolName in "tools"
+//
+// Except on the Responses API, requests that do not declare the shell tool
+// (title and other side requests of the agents) always get text. Every
+// reply reports usage UsageInput/UsageOutput/UsageTotal tokens (10/5/15)
+// in the API's own shape. A `run:` line is the only control; there are no
+// delays or faults.
+//
+// The stub never logs request headers (they carry the API key), query
+// strings (Gemini may carry `key=`) nor request bodies (they carry the
+// user's prompt and environment).
 package modelstub
 
 import (
-	"bytes"
-	"compress/gzip"
 	"encoding/json"
 	"errors"
-	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"sync"
@@ -38,53 +65,96 @@ const (
 	// HelloText is the assistant text of a plain turn (rule 3), sent as
 	// the deltas in HelloDeltas.
 	HelloText = "Hello from the loopback model."
-	// DoneText is the assistant text after a tool result (rule 1).
+	// DoneText is the assistant text after a tool result (rule 1), sent as
+	// one delta.
 	DoneText = "Done: the command ran."
-	// ToolName is the function the stub calls for `run:` lines (rule 2);
-	// codex refuses `shell` as unsupported (CODEX-OFFLINE.md).
+	// ToolName is the function the stub calls for `run:` lines on the
+	// Responses API (rule 2); codex refuses `shell` as unsupported
+	// (CODEX-OFFLINE.md).
 	ToolName = "exec_command"
-	// Justification is the "justification" argument of the tool call.
+	// AnthropicToolName is the tool the stub calls on the Messages API:
+	// Claude Code's shell tool.
+	AnthropicToolName = "Bash"
+	// GeminiToolName is the function the stub calls on the Gemini API:
+	// Gemini CLI's shell tool.
+	GeminiToolName = "run_shell_command"
+	// ChatToolName is the function the stub calls on chat completions:
+	// OpenCode's shell tool.
+	ChatToolName = "bash"
+	// Justification is the "justification" argument of the Responses tool
+	// call.
 	Justification = "The user asked to run this command."
-	// RunPrefix starts the line of a user message that asks for a tool call.
+	// CommandDescription is the "description" argument of the Anthropic,
+	// Gemini and chat tool calls, whose arguments are
+	// {"command": <cmd>, "description": CommandDescription}.
+	CommandDescription = "Run the requested command"
+	// RunPrefix starts the line of a user message that asks for a tool
+	// call; the command is the rest of the line, trimmed, and must not be
+	// empty. Lines are trimmed before the prefix is matched.
 	RunPrefix = "run:"
 
 	// UsageInput, UsageOutput and UsageTotal are the token counts every
-	// reply reports in `response.completed`.
+	// reply reports; count-tokens endpoints answer UsageInput.
 	UsageInput  = 10
 	UsageOutput = 5
 	UsageTotal  = 15
 
-	// maxBody bounds a request body (bytes); codex sends the whole
+	// maxBody bounds a request body (bytes); agents send the whole
 	// conversation plus tool schemas, a few hundred KiB at most.
 	maxBody = 32 << 20
 )
 
-// HelloDeltas is HelloText cut into the `response.output_text.delta`
-// payloads of a plain turn, in order.
+// HelloDeltas is HelloText cut into the text deltas of a plain turn, in
+// order.
 var HelloDeltas = []string{"Hello ", "from the loopback ", "model."}
 
 // Reply kinds, as counted in Stats.ByKind and logged per request.
 const (
-	KindText         = "text"
+	// KindText is a HelloText reply (rule 3).
+	KindText = "text"
+	// KindFunctionCall is a shell tool call (rule 2), whatever the API
+	// calls it (function_call, tool_use, functionCall, tool_calls).
 	KindFunctionCall = "function_call"
-	KindToolResult   = "tool_result"
+	// KindToolResult is a DoneText reply to a tool result (rule 1).
+	KindToolResult = "tool_result"
+)
+
+// API names, the keys of Stats.ByAPI.
+const (
+	// APIResponses is `POST /v1/responses` (responses.go).
+	APIResponses = "responses"
+	// APIAnthropic is `POST /v1/messages` (anthropic.go).
+	APIAnthropic = "anthropic"
+	// APIGemini is `POST /v1beta/models/{model}:streamGenerateContent`
+	// (gemini.go).
+	APIGemini = "gemini"
+	// APIChat is `POST /v1/chat/completions` (chat.go).
+	APIChat = "chat"
 )
 
 // Stats is the JSON body of `GET /stats`: counters since the stub started.
 type Stats struct {
 	// Requests counts every HTTP request, any path or method.
 	Requests int `json:"requests"`
-	// Responses counts `POST /v1/responses` answered with a stream.
+	// Responses counts model turns answered by the rules, of any API,
+	// streamed or (without "stream":true) sent as one JSON body. It equals the
+	// sum of ByKind and of ByAPI.
 	Responses int `json:"responses"`
-	// ByKind counts the streamed replies by kind (KindText,
-	// KindFunctionCall, KindToolResult).
+	// ByKind counts those replies by kind (KindText, KindFunctionCall,
+	// KindToolResult).
 	ByKind map[string]int `json:"byKind"`
-	// Commands lists, in order, the `cmd` of every function_call sent.
+	// ByAPI counts those replies by API (APIResponses, APIAnthropic,
+	// APIGemini, APIChat).
+	ByAPI map[string]int `json:"byAPI"`
+	// Commands lists, in order, the command of every tool call sent.
 	Commands []string `json:"commands"`
+	// Auxiliary counts the fixed answers outside the rules: token counts
+	// and Gemini's non-streaming generateContent.
+	Auxiliary int `json:"auxiliary"`
 	// NotFound counts requests answered 404.
 	NotFound int `json:"notFound"`
-	// BadRequests counts `POST /v1/responses` bodies that were not JSON
-	// (answered 400).
+	// BadRequests counts bodies that could not be read or were not the
+	// JSON the endpoint expects (answered 400).
 	BadRequests int `json:"badRequests"`
 }
 
@@ -103,7 +173,7 @@ func New(logf func(format string, args ...any)) *Stub {
 	if logf == nil {
 		logf = func(string, ...any) {}
 	}
-	return &Stub{logf: logf, stats: Stats{ByKind: map[string]int{}, Commands: []string{}}}
+	return &Stub{logf: logf, stats: Stats{ByKind: map[string]int{}, ByAPI: map[string]int{}, Commands: []string{}}}
 }
 
 // Stats returns a copy of the counters (the same data as `GET /stats`).
@@ -111,26 +181,42 @@ func (s *Stub) Stats() Stats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := s.stats
-	out.ByKind = make(map[string]int, len(s.stats.ByKind))
-	for k, v := range s.stats.ByKind {
-		out.ByKind[k] = v
-	}
+	out.ByKind = copyCounts(s.stats.ByKind)
+	out.ByAPI = copyCounts(s.stats.ByAPI)
 	out.Commands = append([]string{}, s.stats.Commands...)
 	return out
 }
 
-// ServeHTTP implements http.Handler: `POST /v1/responses`, `GET /stats`,
-// 404 otherwise.
+func copyCounts(m map[string]int) map[string]int {
+	out := make(map[string]int, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
+// ServeHTTP implements http.Handler for the endpoints of the package doc;
+// anything else is a 404.
 func (s *Stub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	s.stats.Requests++
 	n := s.stats.Requests
 	s.mu.Unlock()
 
+	post := r.Method == http.MethodPost
+	model, action, isGemini := geminiRoute(r.URL.Path)
 	switch {
-	case r.URL.Path == "/v1/responses" && r.Method == http.MethodPost:
+	case post && r.URL.Path == "/v1/responses":
 		s.serveResponses(w, r, n)
-	case r.URL.Path == "/stats" && r.Method == http.MethodGet:
+	case post && r.URL.Path == "/v1/messages":
+		s.serveAnthropic(w, r, n)
+	case post && r.URL.Path == "/v1/messages/count_tokens":
+		s.serveAux(w, r, n, map[string]int{"input_tokens": UsageInput})
+	case post && isGemini:
+		s.serveGemini(w, r, n, model, action)
+	case post && r.URL.Path == "/v1/chat/completions":
+		s.serveChat(w, r, n)
+	case r.Method == http.MethodGet && r.URL.Path == "/stats":
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(s.Stats())
 	default:
@@ -142,123 +228,84 @@ func (s *Stub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// reply is the decision for one `POST /v1/responses`.
+// reply is the decision for one model turn.
 type reply struct {
 	kind string
 	cmd  string // KindFunctionCall only
 }
 
-func (s *Stub) serveResponses(w http.ResponseWriter, r *http.Request, n int) {
+// textOnly turns a tool call into a plain text reply unless the request
+// may call the shell tool (toolAllowed).
+func (rep reply) textOnly(toolAllowed bool) reply {
+	if rep.kind == KindFunctionCall && !toolAllowed {
+		return reply{kind: KindText}
+	}
+	return rep
+}
+
+// deltas is the text of a text or tool-result reply, as stream deltas.
+func (rep reply) deltas() []string {
+	if rep.kind == KindToolResult {
+		return []string{DoneText}
+	}
+	return HelloDeltas
+}
+
+// turn reads the body of a rule-driven request and decides it with decide
+// (which reports a body that is not the expected JSON as an error). On
+// success it counts and logs the reply and returns it; on failure it has
+// already answered 400 and returns false.
+func (s *Stub) turn(w http.ResponseWriter, r *http.Request, n int, api string, decide func([]byte) (reply, error)) (reply, bool) {
 	body, err := readBody(r)
 	var rep reply
 	if err == nil {
 		rep, err = decide(body)
 	}
 	if err != nil {
-		s.mu.Lock()
-		s.stats.BadRequests++
-		s.mu.Unlock()
-		s.logf("modelstub: #%d POST /v1/responses -> 400: %v", n, err)
-		http.Error(w, "bad request", http.StatusBadRequest)
-		return
+		s.badRequest(w, r, n, err)
+		return reply{}, false
 	}
 	s.mu.Lock()
 	s.stats.Responses++
 	s.stats.ByKind[rep.kind]++
+	s.stats.ByAPI[api]++
 	if rep.kind == KindFunctionCall {
 		s.stats.Commands = append(s.stats.Commands, rep.cmd)
 	}
 	s.mu.Unlock()
-	s.logf("modelstub: #%d POST /v1/responses -> %s", n, rep.kind)
-
-	w.Header().Set("Content-Type", "text/event-stream")
-	w.Header().Set("Cache-Control", "no-cache")
-	w.WriteHeader(http.StatusOK)
-	flusher, _ := w.(http.Flusher)
-	for _, ev := range events(rep, n) {
-		if _, err := fmt.Fprintf(w, "event: %s\ndata: %s\n\n", ev.typ, ev.data); err != nil {
-			s.logf("modelstub: #%d write: %v", n, err)
-			return
-		}
-		if flusher != nil {
-			flusher.Flush()
-		}
-	}
+	s.logf("modelstub: #%d %s %s -> %s", n, r.Method, r.URL.Path, rep.kind)
+	return rep, true
 }
 
-// readBody reads the request body, undoing a gzip Content-Encoding.
-func readBody(r *http.Request) ([]byte, error) {
-	var rd io.Reader = io.LimitReader(r.Body, maxBody+1)
-	switch enc := strings.ToLower(r.Header.Get("Content-Encoding")); enc {
-	case "", "identity":
-	case "gzip":
-		zr, err := gzip.NewReader(rd)
-		if err != nil {
-			return nil, fmt.Errorf("gzip body: %w", err)
-		}
-		defer zr.Close()
-		rd = io.LimitReader(zr, maxBody+1)
-	default:
-		return nil, fmt.Errorf("unsupported content-encoding %q", enc)
+// serveAux answers a fixed JSON value v to any JSON body (token counts,
+// Gemini's router call), counted in Stats.Auxiliary.
+func (s *Stub) serveAux(w http.ResponseWriter, r *http.Request, n int, v any) {
+	body, err := readBody(r)
+	if err == nil && !json.Valid(body) {
+		err = errors.New("body is not JSON")
 	}
-	b, err := io.ReadAll(rd)
 	if err != nil {
-		return nil, fmt.Errorf("read body: %w", err)
+		s.badRequest(w, r, n, err)
+		return
 	}
-	if len(b) > maxBody {
-		return nil, errors.New("body over 32 MiB")
-	}
-	return b, nil
+	s.mu.Lock()
+	s.stats.Auxiliary++
+	s.mu.Unlock()
+	s.logf("modelstub: #%d %s %s -> auxiliary", n, r.Method, r.URL.Path)
+	s.writeJSON(w, n, v)
 }
 
-// inputItem is the part of a Responses-API `input` item the stub reads.
-type inputItem struct {
-	Type    string          `json:"type"`
-	Role    string          `json:"role"`
-	Content json.RawMessage `json:"content"`
+func (s *Stub) badRequest(w http.ResponseWriter, r *http.Request, n int, err error) {
+	s.mu.Lock()
+	s.stats.BadRequests++
+	s.mu.Unlock()
+	s.logf("modelstub: #%d %s %s -> 400: %v", n, r.Method, r.URL.Path, err)
+	http.Error(w, "bad request", http.StatusBadRequest)
 }
 
-// decide picks the reply for a request body (rules in the package doc).
-func decide(body []byte) (reply, error) {
-	var req struct {
-		Input json.RawMessage `json:"input"`
-	}
-	if err := json.Unmarshal(body, &req); err != nil {
-		return reply{}, fmt.Errorf("body is not a JSON object: %w", err)
-	}
-	var items []inputItem
-	if len(req.Input) > 0 && req.Input[0] == '"' {
-		// `input` may be a bare string: one user message.
-		var text string
-		if err := json.Unmarshal(req.Input, &text); err != nil {
-			return reply{}, fmt.Errorf("input: %w", err)
-		}
-		return decideText(text), nil
-	}
-	if len(req.Input) > 0 && !bytes.Equal(req.Input, []byte("null")) {
-		if err := json.Unmarshal(req.Input, &items); err != nil {
-			return reply{}, fmt.Errorf("input is not a list of items: %w", err)
-		}
-	}
-	lastUser, lastOutput := -1, -1
-	for i, it := range items {
-		switch {
-		case it.Type == "function_call_output":
-			lastOutput = i
-		case it.Role == "user" && (it.Type == "" || it.Type == "message"):
-			lastUser = i
-		}
-	}
-	if lastOutput > lastUser {
-		return reply{kind: KindToolResult}, nil
-	}
-	if lastUser < 0 {
-		return reply{kind: KindText}, nil
-	}
-	return decideText(contentText(items[lastUser].Content)), nil
-}
-
-// decideText applies rules 2 and 3 to the text of the latest user message.
+// decideText applies rules 2 and 3 to the text of the latest user message:
+// the first line that starts with RunPrefix (after trimming) and has a
+// non-empty command asks for a tool call.
 func decideText(text string) reply {
 	for _, line := range strings.Split(text, "\n") {
 		line = strings.TrimSpace(line)
@@ -272,7 +319,8 @@ func decideText(text string) reply {
 }
 
 // contentText joins the text parts of a message's `content`, which is
-// either a string or a list of {type, text} parts.
+// either a string or a list of {type, text} parts (parts without text,
+// such as tool results or images, add empty lines).
 func contentText(raw json.RawMessage) string {
 	var s string
 	if json.Unmarshal(raw, &s) == nil {
@@ -289,75 +337,4 @@ func contentText(raw json.RawMessage) string {
 		texts = append(texts, p.Text)
 	}
 	return strings.Join(texts, "\n")
-}
-
-// sseEvent is one server-sent event: `event: typ`, `data: data`.
-type sseEvent struct {
-	typ  string
-	data []byte
-}
-
-// events builds the stream for a reply; n numbers the ids (resp_n,
-// msg_n, call_n) so they are unique per stub and deterministic.
-func events(rep reply, n int) []sseEvent {
-	respID := fmt.Sprintf("resp_%d", n)
-	var out []sseEvent
-	add := func(typ string, v map[string]any) {
-		v["type"] = typ
-		b, err := json.Marshal(v)
-		if err != nil {
-			panic(err) // only maps of plain values: cannot fail
-		}
-		out = append(out, sseEvent{typ: typ, data: b})
-	}
-	add("response.created", map[string]any{"response": map[string]any{"id": respID}})
-
-	switch rep.kind {
-	case KindFunctionCall:
-		args, err := json.Marshal(map[string]string{
-			"cmd":                 rep.cmd,
-			"sandbox_permissions": "require_escalated",
-			"justification":       Justification,
-		})
-		if err != nil {
-			panic(err)
-		}
-		item := func(arguments string, status string) map[string]any {
-			return map[string]any{
-				"type":      "function_call",
-				"id":        fmt.Sprintf("fc_%d", n),
-				"call_id":   fmt.Sprintf("call_%d", n),
-				"name":      ToolName,
-				"arguments": arguments,
-				"status":    status,
-			}
-		}
-		add("response.output_item.added", map[string]any{"output_index": 0, "item": item("", "in_progress")})
-		add("response.output_item.done", map[string]any{"output_index": 0, "item": item(string(args), "completed")})
-	default:
-		deltas := HelloDeltas
-		if rep.kind == KindToolResult {
-			deltas = []string{DoneText}
-		}
-		msgID := fmt.Sprintf("msg_%d", n)
-		add("response.output_item.added", map[string]any{"output_index": 0, "item": map[string]any{
-			"type": "message", "id": msgID, "role": "assistant", "status": "in_progress", "content": []any{},
-		}})
-		for _, d := range deltas {
-			add("response.output_text.delta", map[string]any{
-				"item_id": msgID, "output_index": 0, "content_index": 0, "delta": d,
-			})
-		}
-		add("response.output_item.done", map[string]any{"output_index": 0, "item": map[string]any{
-			"type": "message", "id": msgID, "role": "assistant", "status": "completed",
-			"content": []any{map[string]any{"type": "output_text", "text": strings.Join(deltas, ""), "annotations": []any{}}},
-		}})
-	}
-	add("response.completed", map[string]any{"response": map[string]any{
-		"id": respID,
-		"usage": map[string]any{
-			"input_tokens": UsageInput, "output_tokens": UsageOutput, "total_tokens": UsageTotal,
-		},
-	}})
-	return out
 }

@@ -1,0 +1,147 @@
+package modelstub
+
+// OpenAI chat completions (OpenCode): `POST /v1/chat/completions`. With
+// "stream":true the reply is server-sent events `data: <chunk>` ending in
+// `data: [DONE]`, each chunk a chat.completion.chunk
+//
+//	{id:"chatcmpl-N", object:"chat.completion.chunk", created:<unix s>, model:<request model>,
+//	 choices:[{index:0, delta:{...}, finish_reason:null}]}
+//
+// with deltas, in order: {role:"assistant", content:""}; then {content:d}
+// per text delta, or one {tool_calls:[{index:0, id:"call_N", type:"function",
+// function:{name:"bash", arguments:<JSON of {"command","description"}>}}]};
+// then {} with finish_reason "stop" or "tool_calls"; then a chunk with
+// choices [] and usage {prompt_tokens:10, completion_tokens:5,
+// total_tokens:15} (sent whatever stream_options says). Without
+// "stream":true the reply is one chat.completion JSON body.
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// chatRequest is the part of a chat-completions request the stub reads.
+type chatRequest struct {
+	Model    string `json:"model"`
+	Stream   bool   `json:"stream"`
+	Messages []struct {
+		Role    string          `json:"role"`
+		Content json.RawMessage `json:"content"`
+	} `json:"messages"`
+	Tools []struct {
+		Type     string `json:"type"`
+		Function struct {
+			Name string `json:"name"`
+		} `json:"function"`
+	} `json:"tools"`
+}
+
+func (s *Stub) serveChat(w http.ResponseWriter, r *http.Request, n int) {
+	var req chatRequest
+	rep, ok := s.turn(w, r, n, APIChat, func(body []byte) (reply, error) {
+		if err := json.Unmarshal(body, &req); err != nil {
+			return reply{}, fmt.Errorf("body is not a chat-completions request: %w", err)
+		}
+		return decideChat(req), nil
+	})
+	if !ok {
+		return
+	}
+	created := time.Now().Unix()
+	if !req.Stream {
+		s.writeJSON(w, n, chatCompletion(rep, n, req.Model, created))
+		return
+	}
+	s.writeSSE(w, n, chatEvents(rep, n, req.Model, created))
+}
+
+// decideChat applies the package rules: a last message with role "tool"
+// is rule 1; rule 2 reads the content of the last "user" message and
+// needs a function tool named ChatToolName.
+func decideChat(req chatRequest) reply {
+	msgs := req.Messages
+	if len(msgs) > 0 && msgs[len(msgs)-1].Role == "tool" {
+		return reply{kind: KindToolResult}
+	}
+	var text string
+	for i := len(msgs) - 1; i >= 0; i-- {
+		if msgs[i].Role == "user" {
+			text = contentText(msgs[i].Content)
+			break
+		}
+	}
+	allowed := false
+	for _, t := range req.Tools {
+		allowed = allowed || ((t.Type == "function" || t.Type == "") && t.Function.Name == ChatToolName)
+	}
+	return decideText(text).textOnly(allowed)
+}
+
+// chatFinish is the finish_reason of a reply.
+func chatFinish(rep reply) string {
+	if rep.kind == KindFunctionCall {
+		return "tool_calls"
+	}
+	return "stop"
+}
+
+// chatToolCall is the tool_calls entry of a tool-call reply.
+func chatToolCall(rep reply, n int) map[string]any {
+	return map[string]any{
+		"index": 0, "id": fmt.Sprintf("call_%d", n), "type": "function",
+		"function": map[string]any{"name": ChatToolName, "arguments": string(mustJSON(commandArgs(rep.cmd)))},
+	}
+}
+
+func chatUsage() map[string]any {
+	return map[string]any{"prompt_tokens": UsageInput, "completion_tokens": UsageOutput, "total_tokens": UsageTotal}
+}
+
+// chatEvents builds the stream for a reply; n numbers the ids
+// (chatcmpl-n, call_n).
+func chatEvents(rep reply, n int, model string, created int64) []sseEvent {
+	var out []sseEvent
+	add := func(choices []any, usage map[string]any) {
+		chunk := map[string]any{
+			"id": fmt.Sprintf("chatcmpl-%d", n), "object": "chat.completion.chunk",
+			"created": created, "model": model, "choices": choices,
+		}
+		if usage != nil {
+			chunk["usage"] = usage
+		}
+		out = append(out, sseEvent{data: mustJSON(chunk)})
+	}
+	delta := func(d map[string]any, finish any) {
+		add([]any{map[string]any{"index": 0, "delta": d, "finish_reason": finish}}, nil)
+	}
+	delta(map[string]any{"role": "assistant", "content": ""}, nil)
+	if rep.kind == KindFunctionCall {
+		delta(map[string]any{"tool_calls": []any{chatToolCall(rep, n)}}, nil)
+	} else {
+		for _, d := range rep.deltas() {
+			delta(map[string]any{"content": d}, nil)
+		}
+	}
+	delta(map[string]any{}, chatFinish(rep))
+	add([]any{}, chatUsage())
+	return append(out, sseEvent{data: []byte("[DONE]")})
+}
+
+// chatCompletion is the chat.completion body of a reply, for requests
+// without "stream":true.
+func chatCompletion(rep reply, n int, model string, created int64) map[string]any {
+	msg := map[string]any{"role": "assistant", "content": strings.Join(rep.deltas(), "")}
+	if rep.kind == KindFunctionCall {
+		call := chatToolCall(rep, n)
+		delete(call, "index")
+		msg = map[string]any{"role": "assistant", "content": nil, "tool_calls": []any{call}}
+	}
+	return map[string]any{
+		"id": fmt.Sprintf("chatcmpl-%d", n), "object": "chat.completion", "created": created, "model": model,
+		"choices": []any{map[string]any{"index": 0, "message": msg, "finish_reason": chatFinish(rep)}},
+		"usage":   chatUsage(),
+	}
+}

@@ -1,0 +1,126 @@
+package modelstub
+
+// The OpenAI Responses API (codex): `POST /v1/responses`, always answered
+// as server-sent events (CODEX-OFFLINE.md, "Pointing Codex at a loopback
+// model").
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+)
+
+func (s *Stub) serveResponses(w http.ResponseWriter, r *http.Request, n int) {
+	rep, ok := s.turn(w, r, n, APIResponses, decideResponses)
+	if !ok {
+		return
+	}
+	s.writeSSE(w, n, responsesEvents(rep, n))
+}
+
+// inputItem is the part of a Responses-API `input` item the stub reads.
+type inputItem struct {
+	Type    string          `json:"type"`
+	Role    string          `json:"role"`
+	Content json.RawMessage `json:"content"`
+}
+
+// decideResponses picks the reply for a Responses request body (rules in
+// the package doc); `input` is a string (one user message) or a list of
+// items.
+func decideResponses(body []byte) (reply, error) {
+	var req struct {
+		Input json.RawMessage `json:"input"`
+	}
+	if err := json.Unmarshal(body, &req); err != nil {
+		return reply{}, fmt.Errorf("body is not a JSON object: %w", err)
+	}
+	var items []inputItem
+	if len(req.Input) > 0 && req.Input[0] == '"' {
+		// `input` may be a bare string: one user message.
+		var text string
+		if err := json.Unmarshal(req.Input, &text); err != nil {
+			return reply{}, fmt.Errorf("input: %w", err)
+		}
+		return decideText(text), nil
+	}
+	if len(req.Input) > 0 && !bytes.Equal(req.Input, []byte("null")) {
+		if err := json.Unmarshal(req.Input, &items); err != nil {
+			return reply{}, fmt.Errorf("input is not a list of items: %w", err)
+		}
+	}
+	lastUser, lastOutput := -1, -1
+	for i, it := range items {
+		switch {
+		case it.Type == "function_call_output":
+			lastOutput = i
+		case it.Role == "user" && (it.Type == "" || it.Type == "message"):
+			lastUser = i
+		}
+	}
+	if lastOutput > lastUser {
+		return reply{kind: KindToolResult}, nil
+	}
+	if lastUser < 0 {
+		return reply{kind: KindText}, nil
+	}
+	return decideText(contentText(items[lastUser].Content)), nil
+}
+
+// responsesEvents builds the stream for a reply; n numbers the ids
+// (resp_n, msg_n, fc_n, call_n) so they are unique per stub and
+// deterministic.
+func responsesEvents(rep reply, n int) []sseEvent {
+	respID := fmt.Sprintf("resp_%d", n)
+	var out []sseEvent
+	add := func(typ string, v map[string]any) {
+		v["type"] = typ
+		out = append(out, sseEvent{typ: typ, data: mustJSON(v)})
+	}
+	add("response.created", map[string]any{"response": map[string]any{"id": respID}})
+
+	switch rep.kind {
+	case KindFunctionCall:
+		args := mustJSON(map[string]string{
+			"cmd":                 rep.cmd,
+			"sandbox_permissions": "require_escalated",
+			"justification":       Justification,
+		})
+		item := func(arguments string, status string) map[string]any {
+			return map[string]any{
+				"type":      "function_call",
+				"id":        fmt.Sprintf("fc_%d", n),
+				"call_id":   fmt.Sprintf("call_%d", n),
+				"name":      ToolName,
+				"arguments": arguments,
+				"status":    status,
+			}
+		}
+		add("response.output_item.added", map[string]any{"output_index": 0, "item": item("", "in_progress")})
+		add("response.output_item.done", map[string]any{"output_index": 0, "item": item(string(args), "completed")})
+	default:
+		deltas := rep.deltas()
+		msgID := fmt.Sprintf("msg_%d", n)
+		add("response.output_item.added", map[string]any{"output_index": 0, "item": map[string]any{
+			"type": "message", "id": msgID, "role": "assistant", "status": "in_progress", "content": []any{},
+		}})
+		for _, d := range deltas {
+			add("response.output_text.delta", map[string]any{
+				"item_id": msgID, "output_index": 0, "content_index": 0, "delta": d,
+			})
+		}
+		add("response.output_item.done", map[string]any{"output_index": 0, "item": map[string]any{
+			"type": "message", "id": msgID, "role": "assistant", "status": "completed",
+			"content": []any{map[string]any{"type": "output_text", "text": strings.Join(deltas, ""), "annotations": []any{}}},
+		}})
+	}
+	add("response.completed", map[string]any{"response": map[string]any{
+		"id": respID,
+		"usage": map[string]any{
+			"input_tokens": UsageInput, "output_tokens": UsageOutput, "total_tokens": UsageTotal,
+		},
+	}})
+	return out
+}
