@@ -1,5 +1,5 @@
 # acpx-sidecar — everything a fresh machine needs comes from here:
-# Go modules via the module proxy, the pinned codex-acp via npm ci.
+# Go modules via the module proxy, the pinned ACP agents via npm (the lock).
 SHELL := /bin/bash
 GO    ?= go
 BIN   := bin
@@ -9,13 +9,21 @@ CMDS  := acpx-sidecar faultagent modelstub demohost
 
 all: build
 
-# Installs exactly package-lock.json (codex-acp 0.16.0, acpx 0.19.1;
-# package.json pins exact versions). Not `npm ci`: npm 11 leaves other
-# platforms' optional packages out of the lock and then refuses its own lock
-# in `npm ci`; `npm install --no-save` installs from the lock unchanged.
+# Installs exactly package-lock.json (the agents of internal/agentenv:
+# @agentclientprotocol/codex-acp 2.6.0, @zed-industries/codex-acp 0.16.0,
+# claude-agent-acp 0.101.0, gemini-cli 0.61.0, opencode-ai 1.18.33; and
+# acpx 0.19.1; package.json pins exact versions). Not `npm ci`: npm 11
+# leaves other platforms' optional packages out of the lock and then refuses
+# its own lock in `npm ci`; `npm install --no-save` installs from the lock
+# unchanged. The version check below fails the stamp if the install did not
+# produce the pinned agents.
+PINNED_AGENTS := @agentclientprotocol/codex-acp@2.6.0 @zed-industries/codex-acp@0.16.0 \
+	@agentclientprotocol/claude-agent-acp@0.101.0 @google/gemini-cli@0.61.0 opencode-ai@1.18.33
 node_modules/.package-lock.json: package.json package-lock.json
 	npm install --no-save --no-audit --no-fund --loglevel=error
-	@test "$$(node -p 'require("./node_modules/@zed-industries/codex-acp/package.json").version')" = 0.16.0
+	@for pv in $(PINNED_AGENTS); do p=$${pv%@*}; v=$${pv##*@}; \
+		got=$$(node -p "require('./node_modules/$$p/package.json').version" 2>/dev/null); \
+		if [ "$$got" != "$$v" ]; then echo "node_modules: $$p is '$$got', want $$v"; exit 1; fi; done
 	@touch $@
 
 deps: node_modules/.package-lock.json
@@ -25,9 +33,13 @@ build: deps
 	@mkdir -p $(BIN)
 	$(GO) build -o $(BIN)/ $(addprefix ./cmd/,$(CMDS))
 
-# The main job end to end on the real Codex agent (loopback model).
+# The main job end to end on a real agent against the loopback model:
+# `make demo` runs Codex (@agentclientprotocol/codex-acp 2.6.0);
+# `make demo AGENT=claude|gemini|opencode|codex-legacy` runs the same job on
+# another agent (internal/agentenv).
+AGENT ?= codex
 demo: build
-	$(BIN)/demohost --sidecar $(BIN)/acpx-sidecar --modelstub $(BIN)/modelstub --codex node_modules/.bin/codex-acp
+	$(BIN)/demohost --agent $(AGENT) --repo-root . --sidecar $(BIN)/acpx-sidecar --modelstub $(BIN)/modelstub
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './node_modules/*')); \

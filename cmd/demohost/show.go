@@ -68,11 +68,11 @@ type acpUpdate struct {
 	Title         string          `json:"title"`
 	Kind          string          `json:"kind"`
 	Status        string          `json:"status"`
-	RawOutput     struct {
-		ExitCode *int `json:"exit_code"`
-	} `json:"rawOutput"`
-	Used *int64 `json:"used"`
-	Size *int64 `json:"size"`
+	// RawOutput is agent-specific: codex sends {"exit_code": N, …},
+	// claude a string.
+	RawOutput json.RawMessage `json:"rawOutput"`
+	Used      *int64          `json:"used"`
+	Size      *int64          `json:"size"`
 }
 
 // describeUpdate turns one ACP SessionUpdate into what the demo prints:
@@ -99,8 +99,11 @@ func describeUpdate(raw json.RawMessage) (text, line string) {
 		if u.Status != "" {
 			s += " status=" + u.Status
 		}
-		if u.RawOutput.ExitCode != nil {
-			s += fmt.Sprintf(" exit code=%d", *u.RawOutput.ExitCode)
+		var out struct {
+			ExitCode *int `json:"exit_code"`
+		}
+		if json.Unmarshal(u.RawOutput, &out) == nil && out.ExitCode != nil {
+			s += fmt.Sprintf(" exit code=%d", *out.ExitCode)
 		}
 		return "", s
 	case "usage_update":

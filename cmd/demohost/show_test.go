@@ -17,6 +17,8 @@ func TestDescribeUpdate(t *testing.T) {
 			"", `tool call    "echo hi"  kind=execute status=in_progress id=call_1`},
 		{`{"sessionUpdate":"tool_call_update","toolCallId":"call_1","status":"completed","rawOutput":{"exit_code":0}}`,
 			"", "tool update  id=call_1 status=completed exit code=0"},
+		{`{"sessionUpdate":"tool_call_update","toolCallId":"toolu_1","status":"completed","rawOutput":"hello\n"}`,
+			"", "tool update  id=toolu_1 status=completed"},
 		{`{"sessionUpdate":"usage_update","used":15,"size":258400}`, "", "usage        15 of 258400 tokens of context used"},
 		{`{"sessionUpdate":"available_commands_update","availableCommands":[]}`, "", "update       available_commands_update"},
 	} {
