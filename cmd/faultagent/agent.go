@@ -212,7 +212,13 @@ func (a *agent) request(m message) {
 		}
 		a.newSession(m)
 	case "session/load":
-		a.loadSession(m)
+		a.loadSession(m, true)
+	case "session/resume":
+		if !a.cfg.resume {
+			a.fail(m.ID, codeMethodNotFound, "method not found: session/resume")
+			return
+		}
+		a.loadSession(m, false)
 	case "session/prompt":
 		a.prompt(m)
 	case "session/close":
@@ -238,11 +244,14 @@ func (a *agent) initialize(m message) {
 	}
 	_ = json.Unmarshal(m.Params, &p)
 	caps := map[string]any{"loadSession": true}
+	sc := map[string]any{}
 	if !a.cfg.closeUnsupported {
-		caps["sessionCapabilities"] = map[string]any{"close": map[string]any{}}
-	} else {
-		caps["sessionCapabilities"] = map[string]any{}
+		sc["close"] = map[string]any{}
 	}
+	if a.cfg.resume {
+		sc["resume"] = map[string]any{}
+	}
+	caps["sessionCapabilities"] = sc
 	a.reply(m.ID, map[string]any{
 		"protocolVersion":   1,
 		"agentInfo":         map[string]any{"name": agentName, "version": agentVersion},
@@ -366,7 +375,9 @@ func (a *agent) persist(s *session) {
 	}
 }
 
-func (a *agent) loadSession(m message) {
+// loadSession answers session/load (replay true: the recorded updates are
+// sent first) and session/resume (replay false).
+func (a *agent) loadSession(m message, replay bool) {
 	s, ok := a.lookup(m.Params)
 	if !ok {
 		a.fail(m.ID, codeNotFound, "session not found")
@@ -379,11 +390,16 @@ func (a *agent) loadSession(m message) {
 	}
 	a.mu.Unlock()
 	for _, u := range history {
-		a.sendUpdate(s.ID, u)
+		if replay {
+			a.sendUpdate(s.ID, u)
+		}
 	}
 	a.mu.Lock()
 	res := a.sessionState(s)
 	a.mu.Unlock()
+	if a.cfg.loadWithoutModes {
+		delete(res, "modes")
+	}
 	a.reply(m.ID, res)
 }
 

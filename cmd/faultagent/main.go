@@ -56,6 +56,10 @@
 //	                   amount times the number of turns the session has run
 //	load-resets-controls  session/load reports the default model and mode
 //	                   (an agent that does not persist them)
+//	load-without-modes  session/load and session/resume answers carry no
+//	                   modes
+//	resume             advertise sessionCapabilities.resume; session/resume
+//	                   answers the session's state and replays nothing
 //	auth=<id>[:<ENV>][;...]  advertise those authMethods (env_var type with
 //	                   ENV); session/new fails -32000 "Authentication
 //	                   required" until one was authenticated
@@ -177,6 +181,10 @@ func parseModes(list string) (config, error) {
 			err = c.parseAuth(val, hasVal)
 		case "load-resets-controls":
 			c.loadResetsControls = true
+		case "load-without-modes":
+			c.loadWithoutModes = true
+		case "resume":
+			c.resume = true
 		case "slow-turn":
 			n, err = num()
 			c.slowTurn = time.Duration(n) * time.Millisecond

@@ -14,6 +14,12 @@ type authModes struct {
 	// loadResetsControls (mode load-resets-controls): session/load reports
 	// the default model and mode, as an agent that does not persist them.
 	loadResetsControls bool
+	// loadWithoutModes (mode load-without-modes): session/load and
+	// session/resume answers carry no modes (as some agents' do).
+	loadWithoutModes bool
+	// resume (mode resume): advertise sessionCapabilities.resume and answer
+	// session/resume with the session's state, replaying nothing.
+	resume bool
 
 	authMethods []authMethod
 	authed      string // the methodId authenticated (guarded by agent.mu)

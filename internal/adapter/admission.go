@@ -36,6 +36,7 @@ type admitted struct {
 	caps     agentCaps
 	modelCtl string
 	record   *store.Record
+	pins     pins
 }
 
 func (s *session) startAdmission(ctx context.Context, reply rpc.Reply) {
@@ -151,14 +152,20 @@ func (s *session) launchEnv() []string {
 	env := make([]string, 0, len(s.m.cfg.BaseEnv)+len(s.open.Env))
 	for _, kv := range s.m.cfg.BaseEnv {
 		k, _, _ := strings.Cut(kv, "=")
-		if _, over := s.open.Env[k]; !over && k != SessionMarkerEnv {
+		_, bound := s.prof.Binding.Env[k]
+		if _, over := s.open.Env[k]; !over && !bound && k != SessionMarkerEnv {
 			env = append(env, kv)
 		}
 	}
+	bind := s.prof.Binding.Env
 	for k, v := range s.open.Env {
-		if k != SessionMarkerEnv {
+		if _, bound := bind[k]; !bound && k != SessionMarkerEnv {
 			env = append(env, k+"="+v)
 		}
+	}
+	// The profile's binding settings win over the host's (docs/agents.md).
+	for k, v := range bind {
+		env = append(env, k+"="+v)
 	}
 	return append(env, s.marker())
 }
@@ -301,6 +308,7 @@ func (s *session) admitted(a *admitted, reply rpc.Reply) {
 	s.agentCaps = a.caps
 	s.models, s.modes, s.configOpts = a.result.Models, a.result.Modes, a.result.ConfigOptions
 	s.modelCtl = a.modelCtl
+	s.pins = a.pins
 	s.resumed = a.result.Resumed
 	s.replaying = false
 	if a.record != nil {

@@ -8,7 +8,6 @@ import (
 	acp "github.com/coder/acp-go-sdk"
 	"github.com/sourcegraph/jsonrpc2"
 
-	"github.com/acpx-sidecar/acpx-sidecar/internal/profiles"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/protocol"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/rpc"
 )
@@ -38,7 +37,6 @@ type controls struct {
 	models     *protocol.Models
 	modes      *protocol.Modes
 	configOpts []json.RawMessage
-	style      string // profile's preferred style
 	usedStyle  string // style actually used last
 	red        *redactor
 }
@@ -96,52 +94,10 @@ func (c *controls) setOption(ctx context.Context, id string, value json.RawMessa
 func (c *controls) set(ctx context.Context, kind controlKind, name string, raw json.RawMessage) *protocol.Error {
 	switch kind {
 	case controlModel:
-		unavailable := protocol.Domain(protocol.ErrModelUnavailable, "the agent does not offer model "+quoteShort(name), false)
-		if c.models != nil && !contains(c.models.AvailableModelIDs, name) {
-			return unavailable
-		}
-		value, _ := json.Marshal(name)
-		opt := c.findOption(func(o configOption) bool { return o.ID == "model" || o.Category == "model" })
-		if opt != nil && c.style == profiles.ModelControlConfigOption {
-			if err := c.setOption(ctx, opt.ID, value); err != nil {
-				return c.controlError(unavailable, err)
-			}
-			c.usedStyle = profiles.ModelControlConfigOption
-			now := c.findOption(func(o configOption) bool { return o.ID == opt.ID })
-			if now == nil || string(now.CurrentValue) != string(value) {
-				return unavailable
-			}
-		} else {
-			if err := c.conn.call(ctx, "session/set_model", map[string]any{"sessionId": c.sessionID, "modelId": name}, nil); err != nil {
-				return c.controlError(unavailable, err)
-			}
-			c.usedStyle = profiles.ModelControlLegacy
-		}
-		if c.models == nil {
-			c.models = &protocol.Models{AvailableModelIDs: []string{}}
-		}
-		m := *c.models
-		m.CurrentModelID = name
-		c.models = &m
-		return nil
+		return c.setModel(ctx, name)
 	case controlMode:
-		unavailable := protocol.Domain(protocol.ErrModeUnavailable, "the agent does not offer mode "+quoteShort(name), false)
-		if c.modes == nil {
-			return protocol.Domain(protocol.ErrUnsupportedControl, "the agent reports no modes", false)
-		}
-		if !contains(c.modes.AvailableModeIDs, name) {
-			return unavailable
-		}
-		if err := c.conn.call(ctx, acp.AgentMethodSessionSetMode, acp.SetSessionModeRequest{SessionId: acp.SessionId(c.sessionID), ModeId: acp.SessionModeId(name)}, nil); err != nil {
-			return c.controlError(unavailable, err)
-		}
-		m := *c.modes
-		m.CurrentModeID = name
-		c.modes = &m
-		if opt := c.findOption(func(o configOption) bool { return o.ID == "mode" || o.Category == "mode" }); opt != nil {
-			c.patchOption(opt.ID, name)
-		}
-		return nil
+		_, e := c.setMode(ctx, name)
+		return e
 	default:
 		opt := c.findOption(func(o configOption) bool { return o.ID == name })
 		if opt == nil {
@@ -154,31 +110,67 @@ func (c *controls) set(ctx context.Context, kind controlKind, name string, raw j
 		if now == nil || !jsonEqual(now.CurrentValue, raw) {
 			return protocol.Domain(protocol.ErrUnsupportedControl, "the agent did not apply config option "+quoteShort(name), false)
 		}
-		if opt.ID == "model" || opt.Category == "model" {
-			var v string
-			if json.Unmarshal(raw, &v) == nil && c.models != nil {
+		var v string
+		switch {
+		case json.Unmarshal(raw, &v) != nil:
+		case opt.ID == "model" || opt.Category == "model":
+			if c.models != nil {
 				m := *c.models
 				m.CurrentModelID = v
 				c.models = &m
+			}
+		case isModeOption(*opt):
+			if c.modes != nil {
+				m := *c.modes
+				m.CurrentModeID = v
+				c.modes = &m
 			}
 		}
 		return nil
 	}
 }
 
-// patchOption sets currentValue of option id in our copy.
-func (c *controls) patchOption(id, value string) {
-	out := make([]json.RawMessage, 0, len(c.configOpts))
-	for _, raw := range c.configOpts {
-		var m map[string]json.RawMessage
-		var o configOption
-		if json.Unmarshal(raw, &o) == nil && o.ID == id && json.Unmarshal(raw, &m) == nil {
-			m["currentValue"], _ = json.Marshal(value)
-			raw, _ = json.Marshal(m)
-		}
-		out = append(out, raw)
+func isModeOption(o configOption) bool { return o.ID == "mode" || o.Category == "mode" }
+
+// setMode selects mode name and verifies it: through the config option of
+// category "mode" where the agent has one (verified against the options it
+// returns), else ACP session/set_mode. It returns the ACP method used.
+// Errors: UNSUPPORTED_CONTROL (no modes at all), MODE_UNAVAILABLE (not
+// offered, refused or not applied), ACPX_SESSION_ENSURE_FAILED.
+func (c *controls) setMode(ctx context.Context, name string) (string, *protocol.Error) {
+	unavailable := protocol.Domain(protocol.ErrModeUnavailable, "the agent does not offer mode "+quoteShort(name), false)
+	opt := c.findOption(isModeOption)
+	if c.modes == nil && opt == nil {
+		return "", protocol.Domain(protocol.ErrUnsupportedControl, "the agent reports no modes", false)
 	}
-	c.configOpts = out
+	if c.modes != nil && !contains(c.modes.AvailableModeIDs, name) {
+		return "", unavailable
+	}
+	via := acp.AgentMethodSessionSetConfigOption
+	if opt != nil {
+		value, _ := json.Marshal(name)
+		if err := c.setOption(ctx, opt.ID, value); err != nil {
+			return "", c.controlError(unavailable, err)
+		}
+		now := c.findOption(func(o configOption) bool { return o.ID == opt.ID })
+		if now == nil || string(now.CurrentValue) != string(value) {
+			return "", unavailable
+		}
+	} else {
+		via = acp.AgentMethodSessionSetMode
+		if err := c.conn.call(ctx, acp.AgentMethodSessionSetMode, acp.SetSessionModeRequest{SessionId: acp.SessionId(c.sessionID), ModeId: acp.SessionModeId(name)}, nil); err != nil {
+			return "", c.controlError(unavailable, err)
+		}
+	}
+	if m := modesFromConfig(c.configOpts); m != nil && c.modes == nil {
+		c.modes = m
+	}
+	if c.modes != nil {
+		m := *c.modes
+		m.CurrentModeID = name
+		c.modes = &m
+	}
+	return via, nil
 }
 
 func jsonEqual(a, b json.RawMessage) bool {
@@ -210,8 +202,16 @@ func (s *session) control(kind controlKind, name string, raw json.RawMessage, re
 		reply(nil, e)
 		return
 	}
+	if mode, ok := s.modeNamed(kind, name, raw); ok {
+		// A mode in which the agent decides alone would leave the policy
+		// unenforced (docs/agents.md).
+		if e := checkHostMode(s.prof, s.open, mode); e != nil {
+			reply(nil, e)
+			return
+		}
+	}
 	ctl := &controls{conn: s.conn, sessionID: s.identity.BackendSessionID, models: s.models, modes: s.modes,
-		configOpts: s.configOpts, style: s.prof.ModelControl, usedStyle: s.modelCtl, red: s.red}
+		configOpts: s.configOpts, usedStyle: s.modelCtl, red: s.red}
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), s.m.cfg.HandshakeTimeout)
 		defer cancel()
@@ -222,6 +222,13 @@ func (s *session) control(kind controlKind, name string, raw json.RawMessage, re
 				return
 			}
 			s.models, s.modes, s.configOpts, s.modelCtl = ctl.models, ctl.modes, ctl.configOpts, ctl.usedStyle
+			// What the host selects is pinned: re-applied on resume.
+			if ctl.models != nil && (kind == controlModel || s.isOption(name, "model")) {
+				s.pins.model = ctl.models.CurrentModelID
+			}
+			if mode, ok := s.modeNamed(kind, name, raw); ok {
+				s.pins.mode = mode
+			}
 			s.persist(nil)
 			switch kind {
 			case controlModel:
@@ -233,6 +240,27 @@ func (s *session) control(kind controlKind, name string, raw json.RawMessage, re
 			}
 		})
 	}()
+}
+
+// modeNamed returns the mode a control request selects: the name of a
+// setMode, or the value of a setConfigOption whose option is the mode.
+func (s *session) modeNamed(kind controlKind, name string, raw json.RawMessage) (string, bool) {
+	switch kind {
+	case controlMode:
+		return name, true
+	case controlOption:
+		var v string
+		if s.isOption(name, "mode") && json.Unmarshal(raw, &v) == nil {
+			return v, true
+		}
+	}
+	return "", false
+}
+
+// isOption reports whether config option id is the one of category cat.
+func (s *session) isOption(id, cat string) bool {
+	o := (&controls{configOpts: s.configOpts}).findOption(func(o configOption) bool { return o.ID == id })
+	return o != nil && (o.ID == cat || o.Category == cat)
 }
 
 // usable returns the error for a request that needs a live session.

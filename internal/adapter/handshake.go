@@ -64,9 +64,11 @@ func (st *sessionState) models() *protocol.Models {
 	return m
 }
 
+// modes reports the agent's mode state: ACP `modes`, or else the config
+// option of category "mode" (OpenCode sends only the latter).
 func (st *sessionState) modes() *protocol.Modes {
 	if st.Modes == nil {
-		return nil
+		return modesFromConfig(st.ConfigOptions)
 	}
 	m := &protocol.Modes{CurrentModeID: st.Modes.CurrentModeID, AvailableModeIDs: []string{}}
 	for _, am := range st.Modes.AvailableModes {
@@ -118,15 +120,18 @@ func (s *session) handshake(ctx context.Context, conn *acpConn, tree *reaper.Tre
 	var st sessionState
 	resumed := false
 	if prior != nil && (caps.LoadSession || caps.SessionCapabilities.Resume != nil) {
-		method := acp.AgentMethodSessionLoad
-		var params any = acp.LoadSessionRequest{SessionId: acp.SessionId(prior.AcpSessionID), Cwd: p.Cwd, McpServers: mcp}
-		if !caps.LoadSession {
-			method = acp.AgentMethodSessionResume
-			params = acp.ResumeSessionRequest{SessionId: acp.SessionId(prior.AcpSessionID), Cwd: p.Cwd, McpServers: mcp}
+		// ACP session/resume where the agent offers it (it restores the
+		// session without replaying history), else session/load (acpx#332).
+		method := acp.AgentMethodSessionResume
+		var params any = acp.ResumeSessionRequest{SessionId: acp.SessionId(prior.AcpSessionID), Cwd: p.Cwd, McpServers: mcp}
+		if caps.SessionCapabilities.Resume == nil {
+			method = acp.AgentMethodSessionLoad
+			params = acp.LoadSessionRequest{SessionId: acp.SessionId(prior.AcpSessionID), Cwd: p.Cwd, McpServers: mcp}
+			// Replayed history is not live output (docs/protocol.md,
+			// resume): the flag is posted before the request, so it
+			// precedes every replayed update.
+			s.post(func() { s.replaying = true })
 		}
-		// Replayed history is not live output (PROTOCOL §4 resume): the flag
-		// is posted before the request, so it precedes every replayed update.
-		s.post(func() { s.replaying = true })
 		err = late.call(ctx, conn, method, params, &st)
 		if err != nil {
 			// SEED-BEHAVIOR 10: close the recovered session, save nothing.
@@ -162,18 +167,23 @@ func (s *session) handshake(ctx context.Context, conn *acpConn, tree *reaper.Tre
 		res.ConfigOptions = []json.RawMessage{}
 	}
 	ctl := &controls{conn: conn, sessionID: st.SessionID, models: res.Models, modes: res.Modes,
-		configOpts: res.ConfigOptions, style: s.prof.ModelControl, red: s.red}
+		configOpts: res.ConfigOptions, red: s.red}
 	// The model and mode to run with: the open's, else, on resume, the ones
-	// the record pinned (an agent that forgot them must not silently run
-	// another model: issue 5).
+	// the host pinned earlier (an agent that forgot them must not silently
+	// run another model: issue 5). What the record merely remembers of the
+	// agent's last report is never re-applied (issue 8: a load answer
+	// without modes must not fail a resume the host asked no mode of).
 	wantModel, wantMode := p.Model, p.Mode
 	if resumed {
 		if wantModel == "" {
-			wantModel = prior.Acpx.CurrentModelID
+			wantModel = prior.Acpx.PinnedModelID
 		}
 		if wantMode == "" {
-			wantMode = prior.Acpx.CurrentModeID
+			wantMode = prior.Acpx.PinnedModeID
 		}
+	}
+	if e := checkHostMode(s.prof, p, wantMode); e != nil {
+		return nil, st.SessionID, e
 	}
 	if wantModel != "" && (ctl.models == nil || ctl.models.CurrentModelID != wantModel) {
 		if e := ctl.set(ctx, controlModel, wantModel, nil); e != nil {
@@ -185,14 +195,25 @@ func (s *session) handshake(ctx context.Context, conn *acpConn, tree *reaper.Tre
 			return nil, st.SessionID, e
 		}
 	}
+	binding, e := ctl.bind(ctx, s.prof, p, wantMode)
+	if e != nil {
+		return nil, st.SessionID, e
+	}
+	res.PermissionBinding = binding
+	pins := pins{model: wantModel, mode: wantMode}
 	res.Models, res.Modes, res.ConfigOptions = ctl.models, ctl.modes, ctl.configOpts
-	rec, err := s.saveAdmitted(prior, &res, init, tree, ctl.usedStyle)
+	rec, err := s.saveAdmitted(prior, &res, init, tree, ctl.usedStyle, pins)
 	if err != nil {
 		// SEED-BEHAVIOR 9: close the created session, fail with the store error.
 		return nil, st.SessionID, protocol.Domain(protocol.ErrStoreUnavailable, "the session record could not be saved: "+errText(err), true)
 	}
-	return &admitted{result: res, caps: caps, modelCtl: ctl.usedStyle, record: rec}, st.SessionID, nil
+	return &admitted{result: res, caps: caps, modelCtl: ctl.usedStyle, record: rec, pins: pins}, st.SessionID, nil
 }
+
+// pins are the model and mode the host asked for (open, setModel,
+// setMode, or pinned in the record by an earlier sidecar): the only ones
+// re-applied on resume.
+type pins struct{ model, mode string }
 
 // authMethod picks the profile's authenticate method: the first rule whose
 // env var the launch env holds and whose method the agent advertises.
@@ -213,7 +234,7 @@ func nowStamp() string { return time.Now().UTC().Format("2006-01-02T15:04:05.000
 
 // saveAdmitted writes the record of an admitted session (no env, ever:
 // SEED-BEHAVIOR 3).
-func (s *session) saveAdmitted(prior *store.Record, res *protocol.OpenResult, init initializeResult, tree *reaper.Tree, style string) (*store.Record, error) {
+func (s *session) saveAdmitted(prior *store.Record, res *protocol.OpenResult, init initializeResult, tree *reaper.Tree, style string, pin pins) (*store.Record, error) {
 	p := s.open
 	rec := prior
 	now := nowStamp()
@@ -237,6 +258,7 @@ func (s *session) saveAdmitted(prior *store.Record, res *protocol.OpenResult, in
 	rec.Acpx.AgentProfile = p.Agent
 	rec.AgentSessionID = res.Identity.AgentSessionID
 	rec.Acpx.ModelControl = style
+	rec.Acpx.PinnedModelID, rec.Acpx.PinnedModeID = pin.model, pin.mode
 	applyControlsToRecord(rec, res.Models, res.Modes)
 	if err := s.st.Save(rec); err != nil {
 		return nil, err
@@ -279,24 +301,42 @@ type selectOption struct {
 	} `json:"options"`
 }
 
-func modelsFromConfig(opts []json.RawMessage) *protocol.Models {
+// selectValues finds the select option whose id or category is name and
+// returns its current value and every value it offers (flat or grouped).
+func selectValues(opts []json.RawMessage, name string) (current string, values []string, ok bool) {
 	for _, raw := range opts {
 		var o selectOption
-		if json.Unmarshal(raw, &o) != nil || (o.Category != "model" && o.ID != "model") {
+		if json.Unmarshal(raw, &o) != nil || (o.Category != name && o.ID != name) {
 			continue
 		}
-		m := &protocol.Models{CurrentModelID: o.CurrentValue, AvailableModelIDs: []string{}}
+		values = []string{}
 		for _, v := range o.Options {
 			if v.Value != "" {
-				m.AvailableModelIDs = append(m.AvailableModelIDs, v.Value)
+				values = append(values, v.Value)
 			}
 			for _, g := range v.Options {
-				m.AvailableModelIDs = append(m.AvailableModelIDs, g.Value)
+				values = append(values, g.Value)
 			}
 		}
-		return m
+		return o.CurrentValue, values, true
 	}
-	return nil
+	return "", nil, false
+}
+
+func modelsFromConfig(opts []json.RawMessage) *protocol.Models {
+	cur, vals, ok := selectValues(opts, "model")
+	if !ok {
+		return nil
+	}
+	return &protocol.Models{CurrentModelID: cur, AvailableModelIDs: vals}
+}
+
+func modesFromConfig(opts []json.RawMessage) *protocol.Modes {
+	cur, vals, ok := selectValues(opts, "mode")
+	if !ok {
+		return nil
+	}
+	return &protocol.Modes{CurrentModeID: cur, AvailableModeIDs: vals}
 }
 
 // lateHandshake remembers the session-creating request (session/new, load

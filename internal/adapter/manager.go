@@ -175,6 +175,12 @@ func (m *Manager) Open(ctx context.Context, p protocol.OpenParams, reply rpc.Rep
 		reply(nil, protocol.Domain(protocol.ErrUnknownAgent, "unknown agent profile "+quoteShort(p.Agent), false))
 		return
 	}
+	// An autonomous host mode with a policy that needs asking is refused
+	// before anything is launched (docs/agents.md).
+	if e := checkHostMode(prof, p, p.Mode); e != nil {
+		reply(nil, e)
+		return
+	}
 	if runtime.GOOS != "linux" || m.cfg.Supervisor == nil {
 		reply(nil, protocol.Domain(protocol.ErrPlatformUnsupported, "this platform cannot contain a provider tree", false))
 		return

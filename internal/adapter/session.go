@@ -65,6 +65,7 @@ type session struct {
 	modes      *protocol.Modes
 	configOpts []json.RawMessage
 	modelCtl   string
+	pins       pins // the host's model and mode, re-applied on resume
 	resumed    bool
 	seq        uint64
 	replaying  bool              // drop updates (session/load replay)

@@ -262,6 +262,7 @@ func (s *session) persist(fn func(r *store.Record)) {
 		r.LastSeq = int64(s.seq)
 		applyControlsToRecord(r, s.models, s.modes)
 		r.Acpx.ModelControl = s.modelCtl
+		r.Acpx.PinnedModelID, r.Acpx.PinnedModeID = s.pins.model, s.pins.mode
 		cu := usageToRecord(s.usage)
 		r.CumulativeTokenUsage = &cu
 		if r.RequestTokenUsage == nil {

@@ -474,3 +474,16 @@ func grepSecret(t testing.TB, secret string, dir string, data []byte) {
 		return nil
 	})
 }
+
+// proofOf is the cleanup proof in an error's data.cleanup; a missing one
+// fails the test.
+func proofOf(t testing.TB, e *rpcError) proof {
+	t.Helper()
+	var d struct {
+		Cleanup *proof `json:"cleanup"`
+	}
+	if e == nil || json.Unmarshal(e.Data, &d) != nil || d.Cleanup == nil {
+		t.Fatalf("error without data.cleanup: %+v", e)
+	}
+	return *d.Cleanup
+}

@@ -34,6 +34,7 @@ func TestProfiles_AuthenticateByProfileRule(t *testing.T) {
 				// ...and one that needs none opens.
 				plain := e.openParams("plain", "normal")
 				plain["agent"] = name
+				plain["permissionMode"] = "approve-all"
 				s.mustCall("session/open", plain, nil)
 				_, _ = s.shutdownAndExit()
 				waitNoMarked(t, e.mark, e.work, 5*time.Second)
@@ -44,6 +45,9 @@ func TestProfiles_AuthenticateByProfileRule(t *testing.T) {
 			rec := filepath.Join(e.work, "agent.jsonl")
 			p := e.openParams("authed", "auth="+rule.MethodID+":"+rule.EnvVar+",record="+rec)
 			p["agent"] = name
+			// The fault agent offers none of the profiles' asking modes: a
+			// plain approve-all needs no binding (TestBinding_* cover it).
+			p["permissionMode"] = "approve-all"
 			p["env"].(map[string]string)[rule.EnvVar] = secret
 			s.mustCall("session/open", p, nil)
 			got, err := os.ReadFile(rec)
@@ -60,6 +64,7 @@ func TestProfiles_AuthenticateByProfileRule(t *testing.T) {
 			// Without the env var: refused by the agent, cleaned up.
 			p2 := e.openParams("unauthed", "auth="+rule.MethodID+":"+rule.EnvVar)
 			p2["agent"] = name
+			p2["permissionMode"] = "approve-all"
 			d := wantError(t, "open without credentials", s.call("session/open", p2), -32000, "ACPX_SESSION_ENSURE_FAILED")
 			if d.Cleanup == nil || !d.Cleanup.Complete {
 				t.Errorf("failed open without a complete cleanup proof: %+v", d)

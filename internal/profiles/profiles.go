@@ -31,6 +31,46 @@ type Quirk struct {
 	Source string
 }
 
+// Binding says how the sidecar holds an agent to the host's permission
+// policy: it starts the agent in a configuration where every tool use the
+// agent would otherwise decide alone reaches ACP
+// session/request_permission, so permissionMode and permissionPolicy
+// decide it (docs/agents.md has the per-agent table).
+type Binding struct {
+	// AskModes are ACP session mode ids (from `modes`, or the values of the
+	// config option of category "mode") in which the agent asks before
+	// every tool use it does not keep inside its own read-only bounds,
+	// preferred first. With no host `mode`, the sidecar selects the first
+	// one the agent offers (unless its current mode is one already) and
+	// verifies it. A host `mode` outside this list is autonomous: the agent
+	// decides alone there. Empty: modes do not bind this agent.
+	AskModes []string
+	// Env is set in the launch environment over the host's env: settings
+	// that make the agent ask whatever its mode (OpenCode's permission
+	// rules). Values are JSON or plain strings, never secrets.
+	Env map[string]string
+	// Source is where the binding's behaviour was observed or documented.
+	Source string
+}
+
+// Bound reports whether the profile has any binding (modes or env).
+func (b Binding) Bound() bool { return len(b.AskModes) > 0 || len(b.Env) > 0 }
+
+// Autonomous reports whether mode, named by a host, is one where the agent
+// decides tool use alone: any mode outside AskModes of a profile bound by
+// modes. A profile bound by Env alone has no autonomous mode.
+func (b Binding) Autonomous(mode string) bool {
+	if mode == "" || len(b.AskModes) == 0 {
+		return false
+	}
+	for _, m := range b.AskModes {
+		if m == mode {
+			return false
+		}
+	}
+	return true
+}
+
 // Profile describes one agent family.
 type Profile struct {
 	// Name is the profile name hosts pass as `agent` (PROTOCOL §4).
@@ -42,46 +82,73 @@ type Profile struct {
 	Auth []AuthRule
 	// ModelControl is ModelControlConfigOption or ModelControlLegacy.
 	ModelControl string
+	// Binding holds the agent to the host's permission policy; the zero
+	// Binding (generic) binds nothing and is reported as unbound.
+	Binding Binding
 	// Quirks are known behaviours, with sources.
 	Quirks []Quirk
 }
 
+// OpenCodePermission is the OPENCODE_PERMISSION value of the opencode
+// binding: every permission OpenCode knows is "ask" ("*" covers the ones
+// added later). OpenCode merges this variable over every config file it
+// reads (opencode-ai 1.18.33, config loader; docs/agents.md).
+const OpenCodePermission = `{"*":"ask","bash":"ask","edit":"ask","read":"ask","glob":"ask","grep":"ask","list":"ask",` +
+	`"webfetch":"ask","websearch":"ask","codesearch":"ask","task":"ask","skill":"ask","lsp":"ask","todowrite":"ask",` +
+	`"external_directory":"ask","doom_loop":"ask"}`
+
 var all = map[string]Profile{
 	"codex": {
-		Name: "codex", Title: "Codex (codex-acp)",
+		Name: "codex", Title: "Codex (@agentclientprotocol/codex-acp 2.x; @zed-industries/codex-acp 0.16 as legacy)",
 		Auth: []AuthRule{{MethodID: "openai-api-key", EnvVar: "OPENAI_API_KEY"},
 			{MethodID: "codex-api-key", EnvVar: "CODEX_API_KEY"}},
 		ModelControl: ModelControlConfigOption,
+		Binding: Binding{AskModes: []string{"read-only"},
+			Source: "codex-acp 2.6.0 AgentMode: read-only = approval on-request to the user, read-only sandbox; " +
+				"workspace-write edits the workspace unasked, agent sends approvals to Codex's automatic reviewer, " +
+				"agent-full-access never asks; 0.16.0 offers read-only, auto, full-access (docs/agents.md)"},
 		Quirks: []Quirk{
-			{Text: "session/new fails with -32000 Authentication required until authenticate is sent", Source: "CODEX-OFFLINE.md Handshake"},
-			{Text: "node_modules/.bin/codex-acp is a node launcher that spawns the Rust binary: two processes", Source: "CODEX-OFFLINE.md Install"},
-			{Text: "tool commands run under setsid (own session and process group): group kill leaks them", Source: "CODEX-OFFLINE.md The process tree"},
-			{Text: "advertises sessionCapabilities list, resume and close; loadSession true", Source: "CODEX-OFFLINE.md Handshake"},
+			{Text: "0.16.0: session/new fails with -32000 Authentication required until authenticate is sent", Source: "docs/agents.md (codex-legacy)"},
+			{Text: "2.x: the default mode agent sends approvals to Codex's own model-backed reviewer, never to the client", Source: "docs/agents.md (codex)"},
+			{Text: "2.x: model ids carry the reasoning effort, e.g. gpt-5.5[medium]", Source: "docs/agents.md (codex)"},
+			{Text: "tool commands run under setsid (own session and process group): group kill leaks them", Source: "docs/agents.md (process trees)"},
+			{Text: "advertises loadSession and sessionCapabilities resume and close", Source: "docs/agents.md"},
 		},
 	},
 	"claude": {
-		Name: "claude", Title: "Claude (claude-agent-acp)",
+		Name: "claude", Title: "Claude (@agentclientprotocol/claude-agent-acp)",
 		Auth:         []AuthRule{{MethodID: "anthropic-api-key", EnvVar: "ANTHROPIC_API_KEY"}},
 		ModelControl: ModelControlConfigOption,
+		Binding: Binding{AskModes: []string{"default"},
+			Source: "claude-agent-acp 0.101.0 session modes: default = always ask before changes; auto (its default) " +
+				"decides with a model-backed classifier; acceptEdits edits unasked; bypassPermissions never asks (docs/agents.md)"},
 		Quirks: []Quirk{
-			{Text: "model selection through the unstable session/set_model in older releases", Source: "ACP schema (unstable session/set_model)"},
-			{Text: "reads ANTHROPIC_API_KEY from its environment; the auth method id above is not verified here and is used only when the agent advertises it", Source: "not observed on this machine (no network model for Claude)"},
+			{Text: "sends no models field: the model is the config option of category model", Source: "docs/agents.md (claude)"},
+			{Text: "advertises no auth methods; reads ANTHROPIC_API_KEY from its environment", Source: "docs/agents.md (claude)"},
+			{Text: "a resumed session restores the permission mode of its transcript: the binding is re-applied after load/resume", Source: "claude-agent-acp 0.101.0 session-mode.js"},
 		},
 	},
 	"gemini": {
-		Name: "gemini", Title: "Gemini CLI (gemini --experimental-acp)",
+		Name: "gemini", Title: "Gemini CLI (gemini --acp)",
 		Auth:         []AuthRule{{MethodID: "gemini-api-key", EnvVar: "GEMINI_API_KEY"}},
 		ModelControl: ModelControlLegacy,
+		Binding: Binding{AskModes: []string{"default"},
+			Source: "gemini-cli 0.61.0 modes: default asks before tools that change anything; autoEdit edits unasked; yolo never asks (docs/agents.md)"},
 		Quirks: []Quirk{
-			{Text: "ACP mode is behind the --experimental-acp flag; the host passes it in command.args", Source: "gemini-cli README"},
-			{Text: "the auth method id above is not verified here and is used only when the agent advertises it", Source: "not observed on this machine"},
+			{Text: "ACP mode is the --acp flag; the host passes it in command.args", Source: "docs/agents.md (gemini)"},
+			{Text: "offers models but no config options: the model is set with session/set_model", Source: "docs/agents.md (gemini)"},
+			{Text: "sends no tool_call before its permission request", Source: "docs/agents.md (gemini)"},
 		},
 	},
 	"opencode": {
 		Name: "opencode", Title: "OpenCode (opencode acp)",
 		ModelControl: ModelControlConfigOption,
+		Binding: Binding{Env: map[string]string{"OPENCODE_PERMISSION": OpenCodePermission},
+			Source: "opencode-ai 1.18.33 runs bash and edits without asking unless its permission rules say ask; " +
+				"OPENCODE_PERMISSION is merged over its config files (docs/agents.md)"},
 		Quirks: []Quirk{
-			{Text: "ACP is served by the `acp` subcommand; the host passes it in command.args", Source: "opencode docs"},
+			{Text: "ACP is served by the `acp` subcommand; the host passes it in command.args", Source: "docs/agents.md (opencode)"},
+			{Text: "sends neither models nor modes: model and mode are config options (categories model, mode)", Source: "docs/agents.md (opencode)"},
 		},
 	},
 	"generic": {

@@ -25,22 +25,27 @@ const (
 // Stable data.code strings (PROTOCOL §3). Hosts switch on these, never on
 // messages.
 const (
-	ErrSessionNotFound          = "SESSION_NOT_FOUND"
-	ErrTurnActive               = "TURN_ACTIVE"
-	ErrDuplicateRequestID       = "DUPLICATE_REQUEST_ID"
-	ErrSessionClosing           = "SESSION_CLOSING"
-	ErrShuttingDown             = "SHUTTING_DOWN"
-	ErrUnknownAgent             = "UNKNOWN_AGENT"
-	ErrPlatformUnsupported      = "PLATFORM_UNSUPPORTED"
-	ErrCommandNotExecutable     = "COMMAND_NOT_EXECUTABLE"
-	ErrCommandDigestMismatch    = "COMMAND_DIGEST_MISMATCH"
-	ErrAdmissionAborted         = "ADMISSION_ABORTED"
-	ErrHandshakeTimeout         = "ACPX_SESSION_HANDSHAKE_TIMEOUT"
-	ErrEnsureFailed             = "ACPX_SESSION_ENSURE_FAILED"
-	ErrIdentityInvalid          = "ACPX_IDENTITY_INVALID"
-	ErrModelUnavailable         = "MODEL_UNAVAILABLE"
-	ErrModeUnavailable          = "MODE_UNAVAILABLE"
-	ErrUnsupportedControl       = "UNSUPPORTED_CONTROL"
+	ErrSessionNotFound       = "SESSION_NOT_FOUND"
+	ErrTurnActive            = "TURN_ACTIVE"
+	ErrDuplicateRequestID    = "DUPLICATE_REQUEST_ID"
+	ErrSessionClosing        = "SESSION_CLOSING"
+	ErrShuttingDown          = "SHUTTING_DOWN"
+	ErrUnknownAgent          = "UNKNOWN_AGENT"
+	ErrPlatformUnsupported   = "PLATFORM_UNSUPPORTED"
+	ErrCommandNotExecutable  = "COMMAND_NOT_EXECUTABLE"
+	ErrCommandDigestMismatch = "COMMAND_DIGEST_MISMATCH"
+	ErrAdmissionAborted      = "ADMISSION_ABORTED"
+	ErrHandshakeTimeout      = "ACPX_SESSION_HANDSHAKE_TIMEOUT"
+	ErrEnsureFailed          = "ACPX_SESSION_ENSURE_FAILED"
+	ErrIdentityInvalid       = "ACPX_IDENTITY_INVALID"
+	ErrModelUnavailable      = "MODEL_UNAVAILABLE"
+	ErrModeUnavailable       = "MODE_UNAVAILABLE"
+	ErrUnsupportedControl    = "UNSUPPORTED_CONTROL"
+	// ErrPolicyUnenforceable: the permission policy needs the agent to ask
+	// (anything but a plain approve-all), but the agent cannot be bound to
+	// ask: the host named an autonomous mode, or the agent offers no asking
+	// mode (docs/agents.md).
+	ErrPolicyUnenforceable      = "PERMISSION_POLICY_UNENFORCEABLE"
 	ErrProviderProcessLost      = "PROVIDER_PROCESS_LOST"
 	ErrStoreUnavailable         = "STORE_UNAVAILABLE"
 	ErrPersistedSessionMissing  = "ACPX_PERSISTED_SESSION_MISSING"

@@ -161,6 +161,23 @@ type ProcessInfo struct {
 	Containment string `json:"containment"`
 }
 
+// PermissionBinding says how the sidecar held the agent to the host's
+// permission policy at open (docs/agents.md): Bound is true when the agent
+// runs in a configuration where every tool use it would otherwise decide
+// alone reaches ACP session/request_permission; Mode is the mode it runs
+// in ("" when the agent reports none); Via is how: "agent default" (it
+// already ran in an asking mode), "session/set_mode" or
+// "session/set_config_option" (the sidecar selected Mode), "env
+// OPENCODE_PERMISSION" (launch settings), "host mode" (the host named an
+// asking mode), or "none"; Autonomous is true when the host named a mode
+// in which the agent decides alone (allowed with approve-all only).
+type PermissionBinding struct {
+	Bound      bool   `json:"bound"`
+	Mode       string `json:"mode,omitempty"`
+	Via        string `json:"via"`
+	Autonomous bool   `json:"autonomous"`
+}
+
 // OpenResult is the result of `session/open`.
 type OpenResult struct {
 	Session       string            `json:"session"`
@@ -172,6 +189,8 @@ type OpenResult struct {
 	Modes         *Modes            `json:"modes,omitempty"`
 	ConfigOptions []json.RawMessage `json:"configOptions"`
 	Process       ProcessInfo       `json:"process"`
+	// PermissionBinding: how the agent is held to the permission policy.
+	PermissionBinding PermissionBinding `json:"permissionBinding"`
 }
 
 // PromptParams are the params of `session/prompt`. Prompt is a string or

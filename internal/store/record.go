@@ -62,6 +62,12 @@ type AcpxState struct {
 	AvailableModes []string `json:"available_modes,omitempty"`
 	// AgentProfile is our profile name (codex, generic, …).
 	AgentProfile string `json:"agent_profile,omitempty"`
+	// PinnedModelID and PinnedModeID are the model and mode the host asked
+	// for (session/open model/mode, session/setModel, session/setMode):
+	// only these are re-applied and verified on resume. CurrentModelID and
+	// CurrentModeID merely remember what the agent last reported.
+	PinnedModelID string `json:"pinned_model_id,omitempty"`
+	PinnedModeID  string `json:"pinned_mode_id,omitempty"`
 	// AgentSessionID duplicates Record.AgentSessionID for our own use; acpx
 	// reads only the top-level key. Prefer Record.AgentSessionID.
 	AgentSessionID string `json:"agent_session_id,omitempty"`
@@ -77,7 +83,7 @@ type AcpxState struct {
 func (a AcpxState) isEmpty() bool {
 	return a.CurrentModelID == "" && len(a.AvailableModels) == 0 && len(a.AvailableModelNames) == 0 &&
 		a.ModelControl == "" && a.CurrentModeID == "" && len(a.AvailableModes) == 0 &&
-		a.AgentProfile == "" && a.AgentSessionID == "" && a.CumulativeCost == nil &&
+		a.AgentProfile == "" && a.PinnedModelID == "" && a.PinnedModeID == "" && a.AgentSessionID == "" && a.CumulativeCost == nil &&
 		len(a.RequestCost) == 0 && len(a.Extra) == 0
 }
 
