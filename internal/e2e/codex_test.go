@@ -17,7 +17,7 @@ import (
 // (CODEX-OFFLINE.md): it returns the agent path, a CODEX_HOME and the stub.
 func codexEnv(t *testing.T) (agent, codexHome string, stub *modelstub.Stub) {
 	t.Helper()
-	agent = filepath.Join(repoRoot, "node_modules", ".bin", "codex-acp")
+	agent = filepath.Join(repoRoot, "node_modules", "@zed-industries", "codex-acp", "bin", "codex-acp.js")
 	if _, err := os.Stat(agent); err != nil {
 		if os.Getenv("CI") != "" {
 			t.Fatalf("codex-acp is not installed (make deps runs npm ci): %v", err)
