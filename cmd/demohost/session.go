@@ -45,6 +45,12 @@ func (d *demo) openSession() error {
 			Pid, Pgid   int
 			Containment string
 		} `json:"process"`
+		Binding struct {
+			Bound      bool   `json:"bound"`
+			Mode       string `json:"mode"`
+			Via        string `json:"via"`
+			Autonomous bool   `json:"autonomous"`
+		} `json:"permissionBinding"`
 	}
 	if err := d.rpc.call("session/open", params, &res); err != nil {
 		// A failed open that launched anything carries its cleanup proof
@@ -73,6 +79,9 @@ func (d *demo) openSession() error {
 		mode = res.Modes.CurrentModeID
 	}
 	d.out.line("   model:    %s; mode: %s", model, mode)
+	// How the sidecar holds the agent to the permission policy
+	// (docs/agents.md): every tool use the agent would decide alone asks.
+	d.out.line("   policy:   bound=%v mode=%q via %s (autonomous=%v)", res.Binding.Bound, res.Binding.Mode, res.Binding.Via, res.Binding.Autonomous)
 	if res.Session == "" {
 		return errors.New("session/open returned no session handle")
 	}
