@@ -1,8 +1,11 @@
 // Package profiles holds the per-agent rules of acpx-sidecar as data: how
-// each ACP agent authenticates, how its model is controlled, and the quirks
-// we know about, each with its source. A profile never changes what is
-// launched (the host's command is the only executable, SEED-BEHAVIOR 4); it
-// changes how the sidecar talks to it.
+// each ACP agent authenticates, how it is bound to the host's permission
+// policy (its asking modes, or launch settings such as OpenCode's
+// OPENCODE_PERMISSION), how its model is controlled, and the quirks we know
+// about, each with its source (docs/agents.md). A profile never changes
+// which executable is launched (the host's command is the only one,
+// SEED-BEHAVIOR 4); it changes how the sidecar talks to it and, for a
+// binding, adds settings to its environment.
 package profiles
 
 import "sort"
@@ -80,7 +83,11 @@ type Profile struct {
 	// Auth rules, tried in order; the first whose EnvVar is set and whose
 	// MethodID the agent advertises is used.
 	Auth []AuthRule
-	// ModelControl is ModelControlConfigOption or ModelControlLegacy.
+	// ModelControl is ModelControlConfigOption or ModelControlLegacy: the
+	// style this agent needs in practice, as documented in docs/agents.md.
+	// It is descriptive: the sidecar chooses per request by what the agent
+	// offers (its model config option first, session/set_model only
+	// without one; internal/adapter/models.go) and records the style used.
 	ModelControl string
 	// Binding holds the agent to the host's permission policy; the zero
 	// Binding (generic) binds nothing and is reported as unbound.

@@ -1,6 +1,9 @@
 package profiles
 
-import "testing"
+import (
+	"encoding/json"
+	"testing"
+)
 
 // TestProfiles_AreCompleteData: every profile named in initialize has a
 // known model-control style, auth rules with both halves, and quirks with
@@ -34,5 +37,37 @@ func TestProfiles_AreCompleteData(t *testing.T) {
 	}
 	if c, _ := Lookup("codex"); len(c.Auth) == 0 || c.Auth[0].MethodID != "openai-api-key" {
 		t.Errorf("codex authenticates with openai-api-key first (CODEX-OFFLINE.md): %+v", c.Auth)
+	}
+}
+
+// TestProfiles_BindingsOfTodaysAgents: the agents that decide tool use
+// alone by default are bound (docs/agents.md): codex to read-only, claude
+// and gemini to default, opencode by OPENCODE_PERMISSION asking for every
+// permission; generic binds nothing.
+func TestProfiles_BindingsOfTodaysAgents(t *testing.T) {
+	for name, ask := range map[string]string{"codex": "read-only", "claude": "default", "gemini": "default"} {
+		p, _ := Lookup(name)
+		if len(p.Binding.AskModes) == 0 || p.Binding.AskModes[0] != ask || p.Binding.Source == "" {
+			t.Errorf("%s binding %+v, want asking mode %q with a source", name, p.Binding, ask)
+		}
+		if p.Binding.Autonomous(ask) || !p.Binding.Autonomous("some-autonomous-mode") || p.Binding.Autonomous("") {
+			t.Errorf("%s: Autonomous misclassifies modes", name)
+		}
+	}
+	oc, _ := Lookup("opencode")
+	var perms map[string]string
+	if err := json.Unmarshal([]byte(oc.Binding.Env["OPENCODE_PERMISSION"]), &perms); err != nil || perms["*"] != "ask" || perms["bash"] != "ask" {
+		t.Errorf("opencode OPENCODE_PERMISSION %q: want JSON asking for * and bash (%v)", oc.Binding.Env["OPENCODE_PERMISSION"], err)
+	}
+	for k, v := range perms {
+		if v != "ask" {
+			t.Errorf("opencode permission %s = %q, want ask", k, v)
+		}
+	}
+	if oc.Binding.Autonomous("build") || !oc.Binding.Bound() {
+		t.Errorf("opencode is bound by env in every mode")
+	}
+	if g, _ := Lookup("generic"); g.Binding.Bound() {
+		t.Errorf("generic must bind nothing")
 	}
 }
