@@ -9,7 +9,7 @@ import (
 	"github.com/sourcegraph/jsonrpc2"
 	"go.uber.org/zap"
 
-	"github.com/acpx-sidecar/acpx-sidecar/internal/rpc"
+	"github.com/acpx-sidecar/acpx-sidecar/internal/jsonl"
 )
 
 // DefaultMaxProviderLineBytes bounds one line read from a provider's
@@ -58,12 +58,10 @@ func (s stdio) Close() error {
 // newACPConn starts the connection. post delivers events to the actor; it
 // may block (backpressure) and must return false once the actor is gone.
 func newACPConn(stdin io.WriteCloser, stdout io.ReadCloser, maxLine int, log *zap.Logger, post func(providerEvent) bool) *acpConn {
-	st := rpc.NewFrameStream(stdout, stdin, stdio{w: stdin, r: stdout}, rpc.FramingNDJSON, maxLine)
-	st.Quiet = true
-	st.OnBadFrame = func(code int, reason string) {
+	st := newLineStream(stdout, stdin, stdio{w: stdin, r: stdout}, maxLine, func(fe *jsonl.FrameError) {
 		// Never log the line itself: provider output may carry secrets.
-		log.Debug("provider stdout line discarded", zap.Int("code", code), zap.String("reason", reason))
-	}
+		log.Debug("provider stdout line discarded", zap.Stringer("kind", fe.Kind), zap.String("reason", fe.Reason))
+	})
 	h := &acpHandler{post: post, log: log}
 	c := jsonrpc2.NewConn(context.Background(), st, h, jsonrpc2.SetLogger(quietLogger{log}))
 	return &acpConn{conn: c}

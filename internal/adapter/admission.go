@@ -17,7 +17,6 @@ import (
 
 	"github.com/acpx-sidecar/acpx-sidecar/internal/protocol"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/reaper"
-	"github.com/acpx-sidecar/acpx-sidecar/internal/rpc"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/store"
 )
 
@@ -39,7 +38,7 @@ type admitted struct {
 	pins     pins
 }
 
-func (s *session) startAdmission(ctx context.Context, reply rpc.Reply) {
+func (s *session) startAdmission(ctx context.Context, reply Reply) {
 	p := s.open
 	st, err := s.m.storeFor(p.StateDir)
 	if err != nil {
@@ -70,7 +69,7 @@ func abortedError() *protocol.Error {
 
 // failBeforeLaunch ends an admission that launched nothing: its proof is
 // complete by construction (SEED-BEHAVIOR 1).
-func (s *session) failBeforeLaunch(reply rpc.Reply, e *protocol.Error) {
+func (s *session) failBeforeLaunch(reply Reply, e *protocol.Error) {
 	now := time.Now()
 	proof := &protocol.Proof{CleanupID: newID("c-"), Session: s.id, SessionKey: s.key, Reason: "admission failed before launch",
 		Origin: "admission", ProtocolClose: protocol.ProtocolClose{Outcome: "skipped"}, Signals: []protocol.ProofSignal{},
@@ -88,7 +87,7 @@ func (s *session) failBeforeLaunch(reply rpc.Reply, e *protocol.Error) {
 // admissionFailed answers a failed open (and any close that shutdown sent
 // meanwhile), forgets the session and stops its actor. A retained cleanup
 // keeps the sessionKey held until it is proven.
-func (s *session) admissionFailed(proof *protocol.Proof, e *protocol.Error, reply rpc.Reply) {
+func (s *session) admissionFailed(proof *protocol.Proof, e *protocol.Error, reply Reply) {
 	s.m.forget(s, !proof.Complete)
 	if proof.Complete && s.hasTree.Load() {
 		if err := s.st.RemoveOwned(s.id); err != nil {
@@ -184,7 +183,7 @@ func (s *session) envHas(name string) bool {
 
 // admit runs off the actor: launch, handshake, identity, record. It hands
 // results to the actor with post.
-func (s *session) admit(ctx context.Context, exe *os.File, reply rpc.Reply) {
+func (s *session) admit(ctx context.Context, exe *os.File, reply Reply) {
 	p := s.open
 	timeout := s.m.cfg.HandshakeTimeout
 	if p.HandshakeTimeoutMs != nil {
@@ -302,7 +301,7 @@ func (s *session) admit(ctx context.Context, exe *os.File, reply rpc.Reply) {
 }
 
 // admitted installs a successful admission on the actor and answers the open.
-func (s *session) admitted(a *admitted, reply rpc.Reply) {
+func (s *session) admitted(a *admitted, reply Reply) {
 	s.identity = a.result.Identity
 	s.agentInfo = a.result.Agent
 	s.agentCaps = a.caps

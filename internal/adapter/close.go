@@ -11,20 +11,19 @@ import (
 
 	"github.com/acpx-sidecar/acpx-sidecar/internal/protocol"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/reaper"
-	"github.com/acpx-sidecar/acpx-sidecar/internal/rpc"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/store"
 )
 
 // closeAttempt is the one close in flight for a session; concurrent closes
 // wait on it (PROTOCOL §4: concurrent closes share one attempt).
 type closeAttempt struct {
-	waiters []rpc.Reply
+	waiters []Reply
 	discard bool
 }
 
 // close handles session/close and shutdown on the actor. Idempotent: after
 // a proof exists it is returned again.
-func (s *session) close(reason, origin string, discard bool, reply rpc.Reply) {
+func (s *session) close(reason, origin string, discard bool, reply Reply) {
 	switch {
 	case s.proof != nil && s.closeReq == nil && s.state != stateDead:
 		s.replyProof(reply, s.proof)
@@ -36,7 +35,7 @@ func (s *session) close(reason, origin string, discard bool, reply rpc.Reply) {
 	case s.state == stateAdmitting:
 		// Shutdown during admission: the admission ends (aborted) and its
 		// proof answers this close too.
-		s.closeReq = &closeAttempt{waiters: []rpc.Reply{reply}, discard: discard}
+		s.closeReq = &closeAttempt{waiters: []Reply{reply}, discard: discard}
 		if origin == "shutdown" {
 			s.abortAdmission(errShutdownAbort)
 		}
@@ -53,7 +52,7 @@ func (s *session) close(reason, origin string, discard bool, reply rpc.Reply) {
 }
 
 // startCleanup runs protocol close + tree termination off the actor.
-func (s *session) startCleanup(reason, origin string, discard bool, reply rpc.Reply) {
+func (s *session) startCleanup(reason, origin string, discard bool, reply Reply) {
 	if s.closeReq == nil {
 		s.closeReq = &closeAttempt{}
 	}
@@ -117,7 +116,7 @@ func (s *session) release() {
 	s.m.noteFinished(s)
 }
 
-func (s *session) replyProof(reply rpc.Reply, proof *protocol.Proof) {
+func (s *session) replyProof(reply Reply, proof *protocol.Proof) {
 	if proof.Complete {
 		reply(protocol.CloseResult{Proof: proof}, nil)
 		return

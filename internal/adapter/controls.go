@@ -9,7 +9,6 @@ import (
 	"github.com/sourcegraph/jsonrpc2"
 
 	"github.com/acpx-sidecar/acpx-sidecar/internal/protocol"
-	"github.com/acpx-sidecar/acpx-sidecar/internal/rpc"
 )
 
 type controlKind int
@@ -197,7 +196,7 @@ func (c *controls) controlError(unavailable *protocol.Error, err error) *protoco
 
 // control handles setModel/setMode/setConfigOption on the actor: the
 // request runs off the actor, the result is adopted on it.
-func (s *session) control(kind controlKind, name string, raw json.RawMessage, reply rpc.Reply) {
+func (s *session) control(kind controlKind, name string, raw json.RawMessage, reply Reply) {
 	if e := s.usable(); e != nil {
 		reply(nil, e)
 		return

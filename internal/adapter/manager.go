@@ -22,9 +22,16 @@ import (
 	"github.com/acpx-sidecar/acpx-sidecar/internal/profiles"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/protocol"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/reaper"
-	"github.com/acpx-sidecar/acpx-sidecar/internal/rpc"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/store"
 )
+
+// Reply delivers the outcome of one host request: a result (marshalled as
+// the JSON-RPC result; nil means {}), or an error (an *protocol.Error; any
+// other error is answered as -32603). The host side (internal/rpc) passes
+// one with every request that takes a Reply; the session calls it exactly
+// once. It is an alias of the plain func type, as rpc.Reply is, so Manager
+// implements rpc.Backend while this package does not import internal/rpc.
+type Reply = func(result any, err error)
 
 // Host is the host connection as the sessions see it (implemented by
 // *rpc.Server).
@@ -169,7 +176,7 @@ func (m *Manager) storeFor(dir string) (*store.Store, error) {
 // refused before anything is constructed (SEED-BEHAVIOR 13); a platform
 // without containment is refused before launch (SEED-BEHAVIOR 2); an open
 // cancelled before it starts launches nothing (SEED-BEHAVIOR 1).
-func (m *Manager) Open(ctx context.Context, p protocol.OpenParams, reply rpc.Reply) {
+func (m *Manager) Open(ctx context.Context, p protocol.OpenParams, reply Reply) {
 	prof, ok := profiles.Lookup(p.Agent)
 	if !ok {
 		reply(nil, protocol.Domain(protocol.ErrUnknownAgent, "unknown agent profile "+quoteShort(p.Agent), false))
@@ -273,7 +280,7 @@ func (m *Manager) releaseKey(s *session) {
 	m.mu.Unlock()
 }
 
-func (m *Manager) lookup(id string, reply rpc.Reply) *session {
+func (m *Manager) lookup(id string, reply Reply) *session {
 	m.mu.Lock()
 	s := m.sessions[id]
 	m.mu.Unlock()
@@ -285,49 +292,49 @@ func (m *Manager) lookup(id string, reply rpc.Reply) *session {
 
 // Prompt runs one turn (PROTOCOL §4 session/prompt). ctx is cancelled by
 // $/cancelRequest, which cancels the turn like session/cancel.
-func (m *Manager) Prompt(ctx context.Context, p protocol.PromptParams, reply rpc.Reply) {
+func (m *Manager) Prompt(ctx context.Context, p protocol.PromptParams, reply Reply) {
 	if s := m.lookup(p.Session, reply); s != nil {
 		s.send(reply, func() { s.startTurn(ctx, p, reply) })
 	}
 }
 
 // Cancel cancels the active turn (ACP session/cancel).
-func (m *Manager) Cancel(p protocol.CancelParams, reply rpc.Reply) {
+func (m *Manager) Cancel(p protocol.CancelParams, reply Reply) {
 	if s := m.lookup(p.Session, reply); s != nil {
 		s.send(reply, func() { reply(map[string]bool{"cancelled": s.cancelTurn(p.RequestID, "host cancel")}, nil) })
 	}
 }
 
 // Status reports a session's state from its persisted record (SEED-BEHAVIOR 23).
-func (m *Manager) Status(p protocol.SessionRef, reply rpc.Reply) {
+func (m *Manager) Status(p protocol.SessionRef, reply Reply) {
 	if s := m.lookup(p.Session, reply); s != nil {
 		s.send(reply, func() { reply(s.status()) })
 	}
 }
 
 // Close closes a session and proves its tree gone (PROTOCOL §4 session/close).
-func (m *Manager) Close(p protocol.CloseParams, reply rpc.Reply) {
+func (m *Manager) Close(p protocol.CloseParams, reply Reply) {
 	if s := m.lookup(p.Session, reply); s != nil {
 		s.send(reply, func() { s.close(p.Reason, "close", p.DiscardPersistentState, reply) })
 	}
 }
 
 // SetModel selects and verifies a model (SEED-BEHAVIOR 24).
-func (m *Manager) SetModel(p protocol.SetModelParams, reply rpc.Reply) {
+func (m *Manager) SetModel(p protocol.SetModelParams, reply Reply) {
 	if s := m.lookup(p.Session, reply); s != nil {
 		s.send(reply, func() { s.control(controlModel, p.Model, nil, reply) })
 	}
 }
 
 // SetMode selects and verifies a mode.
-func (m *Manager) SetMode(p protocol.SetModeParams, reply rpc.Reply) {
+func (m *Manager) SetMode(p protocol.SetModeParams, reply Reply) {
 	if s := m.lookup(p.Session, reply); s != nil {
 		s.send(reply, func() { s.control(controlMode, p.Mode, nil, reply) })
 	}
 }
 
 // SetConfigOption sets an ACP session config option and verifies it.
-func (m *Manager) SetConfigOption(p protocol.SetConfigOptionParams, reply rpc.Reply) {
+func (m *Manager) SetConfigOption(p protocol.SetConfigOptionParams, reply Reply) {
 	if s := m.lookup(p.Session, reply); s != nil {
 		s.send(reply, func() { s.control(controlOption, p.Key, p.Value, reply) })
 	}

@@ -12,7 +12,6 @@ import (
 	"github.com/acpx-sidecar/acpx-sidecar/internal/profiles"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/protocol"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/reaper"
-	"github.com/acpx-sidecar/acpx-sidecar/internal/rpc"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/store"
 )
 
@@ -94,7 +93,7 @@ func newSession(m *Manager, id string, p protocol.OpenParams, prof profiles.Prof
 
 // send runs fn on the actor; if the actor has stopped, reply gets
 // SESSION_NOT_FOUND.
-func (s *session) send(reply rpc.Reply, fn func()) {
+func (s *session) send(reply Reply, fn func()) {
 	select {
 	case s.cmds <- fn:
 	case <-s.quit:
@@ -117,7 +116,7 @@ func (s *session) launched() bool { return s.hasTree.Load() }
 
 // run is the actor loop. It starts admission and serves until the manager
 // stops.
-func (s *session) run(ctx context.Context, reply rpc.Reply) {
+func (s *session) run(ctx context.Context, reply Reply) {
 	defer s.m.actors.Done()
 	defer close(s.quit)
 	s.startAdmission(ctx, reply)

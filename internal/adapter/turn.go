@@ -11,7 +11,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/acpx-sidecar/acpx-sidecar/internal/protocol"
-	"github.com/acpx-sidecar/acpx-sidecar/internal/rpc"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/store"
 )
 
@@ -19,7 +18,7 @@ import (
 // authority of its lifetime (SEED-BEHAVIOR 27).
 type turn struct {
 	requestID string
-	reply     rpc.Reply
+	reply     Reply
 	ctx       context.Context // cancelled when the turn ends: host permission asks die with it
 	end       context.CancelFunc
 	stopHost  func() bool // stops the $/cancelRequest hook
@@ -53,7 +52,7 @@ func usageToRecord(u protocol.Usage) store.TokenUsage {
 // startTurn begins one turn (PROTOCOL §4 session/prompt): one active turn
 // per session (TURN_ACTIVE), request ids unique within the session
 // (DUPLICATE_REQUEST_ID).
-func (s *session) startTurn(ctx context.Context, p protocol.PromptParams, reply rpc.Reply) {
+func (s *session) startTurn(ctx context.Context, p protocol.PromptParams, reply Reply) {
 	if e := s.usable(); e != nil {
 		reply(nil, e)
 		return

@@ -17,7 +17,10 @@ import (
 
 // Reply delivers the outcome of one host request: a result, or an error
 // (an *protocol.Error; any other error becomes -32603). Called exactly once.
-type Reply func(result any, err error)
+// It is an alias of adapter.Reply's type (both name the plain func type), so
+// the adapter's Manager implements Backend without either package importing
+// the other.
+type Reply = func(result any, err error)
 
 // Backend is what the server dispatches validated requests to (the session
 // manager in internal/adapter). Methods taking a Reply must return quickly
@@ -421,8 +424,8 @@ func (s *Server) dispatch(req *jsonrpc2.Request, reply Reply) {
 		s.mu.Unlock()
 		res := b.Initialize(p)
 		res.Pid = os.Getpid()
-		res.Capabilities.Framing = string(s.stream.framing)
-		res.Capabilities.MaxFrameBytes = s.stream.maxBytes
+		res.Capabilities.Framing = string(s.stream.Framing())
+		res.Capabilities.MaxFrameBytes = s.stream.MaxFrameBytes()
 		reply(res, nil)
 		b.Initialized()
 	case protocol.MethodShutdown:

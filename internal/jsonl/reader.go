@@ -1,0 +1,167 @@
+package jsonl
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"strconv"
+	"strings"
+)
+
+// Reader reads frames from a byte stream. It is not safe for concurrent
+// use (one read loop owns it).
+type Reader struct {
+	r        *bufio.Reader
+	framing  Framing
+	maxBytes int
+	skip     int64 // LSP body bytes still to discard (an oversized frame's)
+}
+
+// NewReader returns a Reader of r in the given framing (anything but LSP
+// reads NDJSON). maxBytes bounds one frame, in bytes, without its line
+// terminator or LSP header; ≤ 0 means DefaultMaxFrameBytes.
+func NewReader(r io.Reader, framing Framing, maxBytes int) *Reader {
+	if maxBytes <= 0 {
+		maxBytes = DefaultMaxFrameBytes
+	}
+	return &Reader{r: bufio.NewReaderSize(r, 64<<10), framing: framing, maxBytes: maxBytes}
+}
+
+// Framing returns the Reader's framing.
+func (r *Reader) Framing() Framing { return r.framing }
+
+// MaxBytes returns the Reader's frame limit in bytes.
+func (r *Reader) MaxBytes() int { return r.maxBytes }
+
+// ReadMessage reads the next frame, checks that it is one JSON-RPC 2.0
+// message and unmarshals it into v. A bad frame is consumed and reported as
+// a *FrameError (v is then unspecified, and the caller may read on); any
+// other error (io.EOF when the input ends cleanly) ends the stream.
+func (r *Reader) ReadMessage(v any) error {
+	frame, err := r.ReadFrame()
+	if err != nil {
+		return err
+	}
+	if err := CheckMessage(frame); err != nil {
+		return err
+	}
+	if err := json.Unmarshal(frame, v); err != nil {
+		return &FrameError{Kind: Invalid, Reason: "invalid JSON-RPC message"}
+	}
+	return nil
+}
+
+// ReadFrame returns the next non-empty frame with surrounding white space
+// trimmed; empty frames (blank lines, LSP bodies of white space) are
+// skipped. An oversized frame or an LSP header block without a valid
+// Content-Length is reported as a *FrameError after which reading may go
+// on; any other error ends the stream: io.EOF at a clean end of input
+// (including a final oversized line that has no terminator), else the read
+// error (io.ErrUnexpectedEOF or io.EOF for a truncated LSP body). The
+// returned slice is the caller's.
+func (r *Reader) ReadFrame() ([]byte, error) {
+	for {
+		var frame []byte
+		var err error
+		if r.framing == LSP {
+			frame, err = r.readLSP()
+		} else {
+			frame, err = r.readLine()
+		}
+		if err != nil {
+			return nil, err
+		}
+		if frame = bytes.TrimSpace(frame); len(frame) > 0 {
+			return frame, nil
+		}
+	}
+}
+
+func (r *Reader) oversized(length int) *FrameError {
+	reason := "frame exceeds " + strconv.Itoa(r.maxBytes) + " bytes"
+	if length > 0 {
+		reason += " (Content-Length " + strconv.Itoa(length) + "); its body is being discarded"
+	}
+	return &FrameError{Kind: Oversized, Reason: reason, Limit: r.maxBytes, Length: length}
+}
+
+func (r *Reader) readLine() ([]byte, error) {
+	var buf []byte
+	tooLarge := false // once set, the rest of the line is skipped unstored
+	for {
+		chunk, err := r.r.ReadSlice('\n')
+		if !tooLarge {
+			buf = append(buf, chunk...)
+			// +2 leaves room for the "\r\n" terminator, checked below.
+			if len(buf) > r.maxBytes+2 {
+				tooLarge, buf = true, nil
+			}
+		}
+		switch {
+		case errors.Is(err, bufio.ErrBufferFull):
+			continue
+		case err != nil && (!errors.Is(err, io.EOF) || len(buf) == 0 || tooLarge):
+			return nil, err
+		}
+		if tooLarge || len(bytes.TrimRight(buf, "\r\n")) > r.maxBytes {
+			return nil, r.oversized(0)
+		}
+		return buf, nil
+	}
+}
+
+func (r *Reader) readLSP() ([]byte, error) {
+	if r.skip > 0 {
+		// The body of the oversized frame reported by the previous read.
+		n := r.skip
+		r.skip = 0
+		if _, err := io.CopyN(io.Discard, r.r, n); err != nil {
+			return nil, err
+		}
+	}
+	length := -1
+	sawHeader := false
+	for {
+		line, err := r.r.ReadString('\n')
+		if err != nil {
+			return nil, err
+		}
+		line = strings.TrimRight(line, "\r\n")
+		// Resync after a frame we could not delimit: its body may be glued
+		// to the next header ("{…}Content-Length: 40").
+		if i := strings.Index(line, "Content-Length:"); i > 0 {
+			line = line[i:]
+		}
+		if line == "" {
+			if length < 0 && !sawHeader {
+				continue // stray blank line between frames
+			}
+			break
+		}
+		sawHeader = true
+		name, value, ok := strings.Cut(line, ":")
+		if ok && strings.EqualFold(strings.TrimSpace(name), "Content-Length") {
+			n, err := strconv.Atoi(strings.TrimSpace(value))
+			if err == nil && n >= 0 {
+				length = n
+			}
+		}
+	}
+	if length < 0 {
+		return nil, &FrameError{Kind: NoLength, Reason: "frame header without a valid Content-Length"}
+	}
+	if length > r.maxBytes {
+		// Report first, discard on the next read: a peer that declared
+		// more bytes than it sends would otherwise never hear why its next
+		// frames are swallowed.
+		r.skip = int64(length)
+		return nil, r.oversized(length)
+	}
+	body := make([]byte, length)
+	if _, err := io.ReadFull(r.r, body); err != nil {
+		return nil, err
+	}
+	return body, nil
+}
