@@ -28,8 +28,11 @@ import (
 const version = "0.1.0"
 
 func main() {
-	if len(os.Args) > 1 && os.Args[1] == reaper.GuardianArg {
-		os.Exit(reaper.GuardianMain(os.Args[2:]))
+	// First, before any flag parsing: a Supervisor re-executes this binary
+	// as each provider's guardian (`acpx-sidecar __guardian`); such a
+	// process runs as the guardian and exits inside MaybeRunGuardian.
+	if reaper.MaybeRunGuardian() {
+		return
 	}
 	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }
@@ -156,13 +159,13 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if o.containment != "auto" {
 		mode = reaper.Mode(o.containment)
 	}
-	sup, err := reaper.NewSupervisor(reaper.Options{Mode: mode, CgroupParent: o.cgroupParent, Logger: log.Named("reaper")})
+	sup, err := newSupervisor(reaper.Options{Mode: mode, CgroupParent: o.cgroupParent, Logger: log.Named("reaper")})
 	if err != nil && mode == "" {
 		// auto: the strongest mode failed to start (e.g. an unusable
 		// --cgroup-parent); fall back to the next ones.
 		for _, m := range []reaper.Mode{reaper.ModeSubreaper, reaper.ModeProcessGroup} {
 			log.Warn("containment unavailable; trying the next mode", zap.Error(err), zap.String("next", string(m)))
-			if sup, err = reaper.NewSupervisor(reaper.Options{Mode: m, Logger: log.Named("reaper")}); err == nil {
+			if sup, err = newSupervisor(reaper.Options{Mode: m, Logger: log.Named("reaper")}); err == nil {
 				break
 			}
 		}
@@ -246,6 +249,17 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	log.Info("acpx-sidecar exiting", zap.Int("status", code))
 	return code
+}
+
+// newSupervisor makes this process a child subreaper, so that the tree of a
+// guardian that gets killed re-parents to the sidecar, which reaps it and
+// keeps containing it (reaper.BecomeSubreaper), then makes the Supervisor.
+// A failure of either is a containment that is unavailable.
+func newSupervisor(opts reaper.Options) (*reaper.Supervisor, error) {
+	if err := reaper.BecomeSubreaper(); err != nil {
+		return nil, err
+	}
+	return reaper.NewSupervisor(opts)
 }
 
 // doctor prints which containment mechanisms this machine offers and why.

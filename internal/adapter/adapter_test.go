@@ -23,6 +23,11 @@ import (
 var faultAgent string
 
 func TestMain(m *testing.M) {
+	// A Supervisor re-executes this test binary (os.Executable()) as each
+	// provider's guardian; such a process runs as the guardian and exits here.
+	if reaper.MaybeRunGuardian() {
+		return
+	}
 	_, file, _, _ := runtime.Caller(0)
 	root := filepath.Join(filepath.Dir(file), "..", "..")
 	dir, err := os.MkdirTemp("", "adapter-test-")
@@ -97,6 +102,9 @@ func await(t *testing.T, call func(reply func(any, error))) any {
 // (issue 3: goleak after each test; "every goroutine has an owner").
 func TestManager_SessionActorsLeaveNoGoroutine(t *testing.T) {
 	defer goleak.VerifyNone(t)
+	if err := reaper.BecomeSubreaper(); err != nil { // as cmd/acpx-sidecar does
+		t.Fatal(err)
+	}
 	sup, err := reaper.NewSupervisor(reaper.Options{Logger: zap.NewNop()})
 	if err != nil {
 		t.Fatal(err)

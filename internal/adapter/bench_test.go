@@ -24,6 +24,9 @@ func (h *discardHost) PermissionRequests() bool { return false }
 
 func benchManager(b *testing.B, mode reaper.Mode) (*Manager, *reaper.Supervisor) {
 	b.Helper()
+	if err := reaper.BecomeSubreaper(); err != nil { // as cmd/acpx-sidecar does
+		b.Skip("containment unavailable:", err)
+	}
 	sup, err := reaper.NewSupervisor(reaper.Options{Mode: mode, Logger: zap.NewNop()})
 	if err != nil {
 		b.Skip("containment unavailable:", err)

@@ -3,7 +3,9 @@
 package reaper
 
 // The guardian: a tiny re-execution of the sidecar binary that sits between
-// the sidecar and ONE provider, in every mode.
+// the sidecar and ONE provider, in every mode. The Supervisor starts it as
+// [Options.GuardianPath, GuardianArg]; that binary's main hands it over to
+// GuardianMain by calling MaybeRunGuardian first thing (reexec.go).
 //
 // What catches what (the lead copies this into docs/operations.md):
 //
@@ -66,12 +68,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// GuardianArg is the os.Args[1] that makes the sidecar binary run as a
-// guardian: main must call GuardianMain(os.Args[2:]) when it sees it. (Any
-// binary that links this package also dispatches it from an init function,
-// so test binaries work as guardians without a hook of their own.)
-const GuardianArg = "__guardian"
-
 // Guardian timing (not configurable; the sidecar is gone when they apply).
 const (
 	// guardianOrphanGrace is the TERM grace the guardian gives the tree
@@ -86,15 +82,6 @@ const (
 	gfdCtl    = 3
 	gfdStatus = 4
 )
-
-func init() {
-	if len(os.Args) > 1 && os.Args[1] == GuardianArg {
-		// syscall.Exit, not os.Exit: nothing to flush, and a -race build
-		// would otherwise sleep 1 s at exit (GORACE atexit_sleep_ms)
-		// before the sidecar sees the guardian gone.
-		syscall.Exit(GuardianMain(os.Args[2:]))
-	}
-}
 
 // guardianSpec is the first control line.
 type guardianSpec struct {
@@ -131,7 +118,9 @@ type guardianEvent struct {
 // comment above) and returns its exit code: 0 once the whole tree was reaped,
 // 1 if it gave up or could not start the provider, 2 if it was not started
 // by a Supervisor (fds 3 and 4 are not pipes). args (os.Args[2:]) are
-// ignored; everything comes over fd 3.
+// ignored; everything comes over fd 3. Binaries reach it through
+// MaybeRunGuardian, which then exits with that code. A guardian is a child
+// subreaper too; GuardianMain makes it one itself.
 func GuardianMain(args []string) int {
 	_ = args
 	for _, fd := range []int{gfdCtl, gfdStatus} {

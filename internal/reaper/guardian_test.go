@@ -37,7 +37,7 @@ const treeScript = `setsid sh -c 'trap "" TERM; echo $$; exec sleep 1000' & trap
 // Supervisor with one provider tree; it prints the pids as one JSON line and
 // waits for stdin EOF (or its own SIGKILL).
 func miniSidecar(mode Mode) int {
-	s, err := NewSupervisor(Options{Mode: mode, CgroupParent: os.Getenv(miniCgEnv)})
+	s, err := newSupervisor(Options{Mode: mode, CgroupParent: os.Getenv(miniCgEnv)})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "mini sidecar:", err)
 		return 1

@@ -15,11 +15,11 @@ func Detect() []Mechanism {
 	return []Mechanism{{Mode: ModeCgroup, Reason: r}, {Mode: ModeSubreaper, Reason: r}, {Mode: ModeProcessGroup, Reason: r}}
 }
 
-// GuardianArg is the os.Args[1] of a guardian process (Linux only).
-const GuardianArg = "__guardian"
-
 // GuardianMain returns 2 at once: there is no guardian on this platform.
 func GuardianMain([]string) int { return 2 }
+
+// BecomeSubreaper always fails with ErrUnsupported on this platform.
+func BecomeSubreaper() error { return ErrUnsupported }
 
 // Supervisor is unavailable on this platform.
 type Supervisor struct{}

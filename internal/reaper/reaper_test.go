@@ -14,23 +14,10 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
 	"golang.org/x/sys/unix"
 
 	"github.com/acpx-sidecar/acpx-sidecar/internal/testmark"
 )
-
-// TestMain runs the package tests, or, when ACPX_REAPER_MINI_SIDECAR names a
-// mode, acts as the "mini sidecar" of TestSidecarKilled_GuardianKillsTree.
-func TestMain(m *testing.M) {
-	if mode := os.Getenv(miniSidecarEnv); mode != "" {
-		os.Exit(miniSidecar(Mode(mode)))
-	}
-	if dl := os.Getenv(forkChainEnv); dl != "" {
-		os.Exit(forkChainMain(dl))
-	}
-	goleak.VerifyTestMain(m)
-}
 
 const (
 	termGrace = 200 * time.Millisecond
@@ -84,7 +71,7 @@ func requireNoneAlive(t *testing.T, mark string) {
 // that kills (via pidfd) anything a failed test left with its marker.
 func newSup(t *testing.T, mode Mode, mark string) *Supervisor {
 	t.Helper()
-	s, err := NewSupervisor(Options{Mode: mode})
+	s, err := newSupervisor(Options{Mode: mode})
 	if err != nil {
 		t.Skipf("mode %s unavailable: %v", mode, err)
 	}
@@ -475,7 +462,7 @@ func TestStart_CgroupHoldsProviderFromFirstInstruction(t *testing.T) {
 func BenchmarkStartTerminate(b *testing.B) {
 	for _, mode := range []Mode{ModeCgroup, ModeProcessGroup} {
 		b.Run(string(mode), func(b *testing.B) {
-			s, err := NewSupervisor(Options{Mode: mode})
+			s, err := newSupervisor(Options{Mode: mode})
 			if err != nil {
 				b.Skip(err)
 			}

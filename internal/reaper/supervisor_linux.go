@@ -17,7 +17,6 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
-	"unsafe"
 
 	"go.uber.org/zap"
 	"golang.org/x/sys/unix"
@@ -65,77 +64,13 @@ const (
 	methodCgroupFallback = "cgroup.events populated 0; guardian died: two consecutive passes, a reap cycle apart, found no live child of the sidecar attributable to the tree and no live tracked process (/proc scan)"
 )
 
-// Detect probes the containment mechanisms, strongest first:
-//   - cgroup: a writable cgroup2 mount where a child cgroup can be created
-//     and removed and has cgroup.kill and cgroup.events (kernel >= 5.14);
-//   - subreaper: PR_GET_CHILD_SUBREAPER and pidfd_open work and this
-//     executable can be found (os.Executable) to be re-executed as the
-//     guardian;
-//   - process-group: pidfd_open works (kernel >= 5.3).
-//
-// Detect creates and removes one probe cgroup; it changes nothing else.
-func Detect() []Mechanism {
-	var out []Mechanism
-	if mount, err := probeCgroup(); err != nil {
-		out = append(out, Mechanism{Mode: ModeCgroup, Reason: err.Error()})
-	} else {
-		out = append(out, Mechanism{Mode: ModeCgroup, Available: true,
-			Reason: "cgroup2 at " + mount + " is writable; child cgroups with cgroup.kill and cgroup.events"})
-	}
-	pidfdErr := error(nil)
-	if fd, err := unix.PidfdOpen(os.Getpid(), 0); err != nil {
-		pidfdErr = err
-	} else {
-		unix.Close(fd)
-	}
-	var v int
-	exe, exeErr := os.Executable()
-	switch err := unix.Prctl(unix.PR_GET_CHILD_SUBREAPER, uintptr(unsafe.Pointer(&v)), 0, 0, 0); {
-	case err != nil:
-		out = append(out, Mechanism{Mode: ModeSubreaper, Reason: "prctl(PR_GET_CHILD_SUBREAPER): " + err.Error()})
-	case pidfdErr != nil:
-		out = append(out, Mechanism{Mode: ModeSubreaper, Reason: "pidfd_open: " + pidfdErr.Error()})
-	case exeErr != nil:
-		out = append(out, Mechanism{Mode: ModeSubreaper, Reason: "cannot find this executable to re-execute as guardian: " + exeErr.Error()})
-	default:
-		out = append(out, Mechanism{Mode: ModeSubreaper, Available: true,
-			Reason: "per-provider guardian (" + exe + " " + GuardianArg + ", a child subreaper) reaps and reports every descendant, setsid or not, and kills the tree if the sidecar dies"})
-	}
-	if pidfdErr != nil {
-		out = append(out, Mechanism{Mode: ModeProcessGroup, Reason: "pidfd_open: " + pidfdErr.Error()})
-	} else {
-		out = append(out, Mechanism{Mode: ModeProcessGroup, Available: true,
-			Reason: "process group signalled only while its leader is unreaped, descendants via pidfd; runs behind the same guardian as subreaper mode (weaker than cgroup)"})
-	}
-	return out
-}
-
-func probeCgroup() (string, error) {
-	mount, err := cgroup2Mount()
-	if err != nil {
-		return "", err
-	}
-	dir := filepath.Join(mount, fmt.Sprintf("acpx-probe-%d-%d", os.Getpid(), time.Now().UnixNano()))
-	if err := os.Mkdir(dir, 0o755); err != nil {
-		return "", fmt.Errorf("cannot create a child cgroup under %s: %w", mount, err)
-	}
-	defer os.Remove(dir)
-	for _, f := range []string{"cgroup.kill", "cgroup.events", "cgroup.procs"} {
-		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
-			return "", fmt.Errorf("child cgroup has no %s (kernel too old?)", f)
-		}
-	}
-	if err := os.Remove(dir); err != nil {
-		return "", fmt.Errorf("cannot remove probe cgroup: %w", err)
-	}
-	return mount, nil
-}
-
-// NewSupervisor makes this process a child subreaper
-// (PR_SET_CHILD_SUBREAPER, so orphaned descendants re-parent to it) and
-// starts (or joins) the single process-wide reaping goroutine.
+// NewSupervisor starts (or joins) the single process-wide reaping
+// goroutine. This process must already be a child subreaper (call
+// BecomeSubreaper first; cmd/acpx-sidecar does): NewSupervisor changes no
+// process attribute itself, and without that the tree of a killed guardian
+// would re-parent past the sidecar, out of sight of its fallback checks.
 // Errors: ErrUnsupported (wrapped) if the requested or any mode is
-// unavailable; prctl or cgroup directory errors.
+// unavailable; ErrNotSubreaper; prctl or cgroup directory errors.
 func NewSupervisor(opts Options) (*Supervisor, error) {
 	log := opts.Logger
 	if log == nil {
@@ -169,8 +104,11 @@ func NewSupervisor(opts Options) (*Supervisor, error) {
 	default:
 		return nil, fmt.Errorf("%w: unknown mode %q", ErrUnsupported, mode)
 	}
-	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
-		return nil, fmt.Errorf("reaper: prctl(PR_SET_CHILD_SUBREAPER): %w", err)
+	switch sub, err := isSubreaper(); {
+	case err != nil:
+		return nil, err
+	case !sub:
+		return nil, ErrNotSubreaper
 	}
 	gpath := opts.GuardianPath
 	if gpath == "" {

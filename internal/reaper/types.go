@@ -30,6 +30,11 @@
 // whole tree (cgroup.kill in ModeCgroup; it stays outside the provider's
 // cgroup) and exits. See guardian_linux.go for what catches what.
 //
+// Linking this package changes nothing in the process. Its two
+// process-wide steps are explicit calls a sidecar's main makes (reexec.go):
+// MaybeRunGuardian first thing, to run a guardian re-execution of the
+// binary, and BecomeSubreaper before NewSupervisor.
+//
 // The Supervisor owns ALL waiting for children of this process: one
 // process-wide goroutine reacts to SIGCHLD and reaps with waitid/wait4(-1).
 // Do not use exec.Cmd.Wait or os.Process.Wait anywhere in a process that has
@@ -91,6 +96,10 @@ var ErrClosed = errors.New("reaper: supervisor is closed")
 // is available (or the requested one is not), e.g. on non-Linux builds
 // (SEED-BEHAVIOR 2: the caller maps it to PLATFORM_UNSUPPORTED).
 var ErrUnsupported = errors.New("reaper: containment mechanism unavailable on this platform")
+
+// ErrNotSubreaper is returned by NewSupervisor when this process is not a
+// child subreaper: call BecomeSubreaper first.
+var ErrNotSubreaper = errors.New("reaper: this process is not a child subreaper (call BecomeSubreaper before NewSupervisor)")
 
 // Mechanism is one line of `acpx-sidecar doctor`: whether a containment mode
 // is usable here and why (or why not).
@@ -210,9 +219,9 @@ type Options struct {
 	// Logger receives diagnostics (never launch env). nil = zap.NewNop().
 	Logger *zap.Logger
 	// GuardianPath is the absolute path of the executable started as each
-	// provider's guardian with argv [GuardianPath, GuardianArg]; it must
-	// call GuardianMain (every binary linking this package does, from an
-	// init function; cmd/acpx-sidecar also does at the top of main).
+	// provider's guardian with argv [GuardianPath, GuardianArg]; its main
+	// must call MaybeRunGuardian first thing (cmd/acpx-sidecar does; a test
+	// binary, re-executed by the default, must from its TestMain).
 	// "" = os.Executable(). NewSupervisor fails with ErrUnsupported if it
 	// cannot be found or is not executable.
 	GuardianPath string
