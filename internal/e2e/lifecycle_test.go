@@ -182,3 +182,31 @@ func TestShutdown_HostThatStopsReadingCannotPinTheSidecar(t *testing.T) {
 	}
 	waitNoMarked(t, e.mark, e.work, 5*time.Second)
 }
+
+// TestShutdown_ExitRightBehindShutdownWaitsForIt: `exit` sent in the same
+// write as `shutdown` (as a host piping frames does) does not cut the
+// shutdown short: the shutdown answer with a complete proof is written and
+// the exit status is 0 (docs/protocol.md, lifecycle).
+func TestShutdown_ExitRightBehindShutdownWaitsForIt(t *testing.T) {
+	e := newFaultEnv(t)
+	s := startSidecar(t, "--state-dir", e.stateDir)
+	s.initialize(false)
+	e.open(s, "busy", "normal")
+	s.sendRaw([]byte(`{"jsonrpc":"2.0","id":"bye","method":"shutdown"}` + "\n" + `{"jsonrpc":"2.0","method":"exit"}` + "\n"))
+	select {
+	case <-s.exited:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("sidecar did not exit")
+	}
+	f := s.replies[`"bye"`]
+	var res struct {
+		Proofs []proof `json:"proofs"`
+	}
+	if f == nil || f.Error != nil || json.Unmarshal(f.Result, &res) != nil || len(res.Proofs) != 1 || !res.Proofs[0].Complete {
+		t.Fatalf("shutdown answer before exit: %+v", f)
+	}
+	if s.exitErr != nil {
+		t.Fatalf("exit status after a complete shutdown: %v, want 0", s.exitErr)
+	}
+	waitNoMarked(t, e.mark, e.work, 5*time.Second)
+}

@@ -2,11 +2,8 @@ package rpc
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
-	"os"
 	"sync"
 
 	"github.com/sourcegraph/jsonrpc2"
@@ -46,30 +43,21 @@ type Backend interface {
 	Shutdown() []*protocol.Proof
 }
 
-type lifecycle int
-
-const (
-	stateNew lifecycle = iota
-	stateReady
-	stateShutdown
-)
-
 // Server is the host connection: it owns the jsonrpc2.Conn over
 // stdin/stdout, the lifecycle state and the table of pending requests for
 // $/cancelRequest. It also implements the adapter's Host interface
-// (Notify, RequestPermission, PermissionRequests).
+// (Notify, RequestPermission, PermissionRequests). Requests go through the
+// method table (methods.go); the state they share lives in one connState
+// (state.go), changed only through update.
 type Server struct {
 	log     *zap.Logger
 	stream  *FrameStream
 	conn    *jsonrpc2.Conn
 	backend Backend
 
-	mu          sync.Mutex
-	state       lifecycle
-	hostPerms   bool
-	pending     map[string]context.CancelFunc
-	inflight    map[string]bool // ids of requests not yet answered
-	shutdownOK  bool            // shutdown finished with every proof complete
+	mu sync.Mutex // guards st
+	st connState
+
 	exitOnce    sync.Once
 	exitCode    int
 	done        chan struct{}
@@ -96,7 +84,7 @@ type Options struct {
 
 // NewServer returns a Server that is not yet serving; call Serve.
 func NewServer(o Options) *Server {
-	s := &Server{log: o.Logger, onShutdown: o.OnShutdown, pending: map[string]context.CancelFunc{}, inflight: map[string]bool{}, done: make(chan struct{}),
+	s := &Server{log: o.Logger, onShutdown: o.OnShutdown, st: newConnState(), done: make(chan struct{}),
 		shutdownRes: make(chan []*protocol.Proof, 1), ready: make(chan struct{}), eof: make(chan struct{})}
 	if s.log == nil {
 		s.log = zap.NewNop()
@@ -150,12 +138,13 @@ func (s *Server) Stop() {
 }
 
 func (s *Server) exitStatus() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.shutdownOK {
-		return 0
-	}
-	return 1
+	code := 1
+	s.update(func(st *connState) {
+		if st.shutdownOK {
+			code = 0
+		}
+	})
+	return code
 }
 
 func (s *Server) finish(code int) {
@@ -172,17 +161,13 @@ func (s *Server) runShutdown() []*protocol.Proof {
 		if s.onShutdown != nil {
 			s.onShutdown()
 		}
-		s.mu.Lock()
-		s.state = stateShutdown
-		s.mu.Unlock()
+		s.update(func(st *connState) { st.advance(phaseShutdown) })
 		proofs := s.backend.Shutdown()
 		ok := true
 		for _, p := range proofs {
 			ok = ok && p.Complete
 		}
-		s.mu.Lock()
-		s.shutdownOK = ok
-		s.mu.Unlock()
+		s.update(func(st *connState) { st.shutdownOK = ok })
 		s.shutdownRes <- proofs
 	})
 	proofs := <-s.shutdownRes
@@ -199,9 +184,9 @@ func (s *Server) Notify(method string, params any) error {
 // PermissionRequests reports whether the host declared
 // capabilities.permissionRequests at initialize.
 func (s *Server) PermissionRequests() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.hostPerms
+	var perms bool
+	s.update(func(st *connState) { perms = st.hostPerms })
+	return perms
 }
 
 // RequestPermission sends `session/requestPermission` to the host and
@@ -210,313 +195,6 @@ func (s *Server) RequestPermission(ctx context.Context, p protocol.PermissionReq
 	var res protocol.PermissionRequestResult
 	err := s.conn.Call(ctx, protocol.RequestPermission, p, &res)
 	return res, err
-}
-
-// Handle implements jsonrpc2.Handler. It runs in the read loop: it
-// validates and enqueues, never waits for a session.
-func (s *Server) Handle(ctx context.Context, conn *jsonrpc2.Conn, req *jsonrpc2.Request) {
-	<-s.ready
-	if req.Notif {
-		s.handleNotification(req)
-		return
-	}
-	key := idKey(req.ID)
-	s.mu.Lock()
-	state := s.state
-	dup := s.inflight[key]
-	if !dup {
-		s.inflight[key] = true
-	}
-	s.mu.Unlock()
-	if dup {
-		// Two answers with one id could not be told apart by the host.
-		je := &jsonrpc2.Error{Code: protocol.CodeInvalidRequest, Message: "request id " + key + " is already in use by a pending request"}
-		je.SetError(protocol.ErrorData{Code: protocol.ErrInvalidRequest})
-		_ = conn.ReplyWithError(context.Background(), req.ID, je)
-		return
-	}
-	reply := s.replier(req.ID)
-	switch {
-	case state == stateNew && req.Method != protocol.MethodInitialize:
-		reply(nil, &protocol.Error{RPCCode: protocol.CodeNotInitialized, Message: "server not initialized",
-			Data: protocol.ErrorData{Code: protocol.ErrNotInitialized}})
-		return
-	case state == stateShutdown:
-		reply(nil, &protocol.Error{RPCCode: protocol.CodeInvalidRequest, Message: "the server is shut down",
-			Data: protocol.ErrorData{Code: protocol.ErrShuttingDown}})
-		return
-	}
-	s.dispatch(req, reply)
-}
-
-func (s *Server) handleNotification(req *jsonrpc2.Request) {
-	s.mu.Lock()
-	state := s.state
-	s.mu.Unlock()
-	if state == stateNew {
-		return // PROTOCOL §2.1: notifications before initialize are dropped
-	}
-	switch req.Method {
-	case protocol.MethodExit:
-		if state != stateShutdown {
-			// exit without shutdown: clean up anyway, then exit 1.
-			go func() {
-				s.runShutdown()
-				s.finish(1)
-			}()
-			return
-		}
-		s.finish(s.exitStatus())
-	case protocol.MethodCancelRequest:
-		var p struct {
-			ID json.RawMessage `json:"id"`
-		}
-		if req.Params == nil || json.Unmarshal(*req.Params, &p) != nil {
-			return
-		}
-		s.mu.Lock()
-		cancel := s.pending[idKeyRaw(p.ID)]
-		s.mu.Unlock()
-		if cancel != nil {
-			cancel()
-		}
-	default:
-		// Unknown notifications (and any before initialize) are dropped.
-	}
-}
-
-func idKey(id jsonrpc2.ID) string {
-	b, _ := json.Marshal(id)
-	return string(b)
-}
-
-func idKeyRaw(raw json.RawMessage) string {
-	var id jsonrpc2.ID
-	if json.Unmarshal(raw, &id) != nil {
-		return ""
-	}
-	return idKey(id)
-}
-
-// replier returns the Reply for one request id; it logs nothing of the
-// result.
-func (s *Server) replier(id jsonrpc2.ID) Reply {
-	var once sync.Once
-	key := idKey(id)
-	return func(result any, err error) {
-		once.Do(func() {
-			s.mu.Lock()
-			delete(s.inflight, key)
-			s.mu.Unlock()
-			if err != nil {
-				pe := protocol.AsError(err)
-				if pe.RPCCode == protocol.CodeInternal {
-					s.log.Error("internal error", zap.Error(err))
-				}
-				je := &jsonrpc2.Error{Code: int64(pe.RPCCode), Message: pe.Message}
-				je.SetError(pe.Data)
-				if werr := s.conn.ReplyWithError(context.Background(), id, je); werr != nil {
-					s.log.Debug("reply not sent", zap.Error(werr))
-				}
-				return
-			}
-			if result == nil {
-				result = struct{}{}
-			}
-			if werr := s.conn.Reply(context.Background(), id, result); werr != nil {
-				s.log.Debug("reply not sent", zap.Error(werr))
-			}
-		})
-	}
-}
-
-// decode unmarshals params into v; a type mismatch names its field.
-func decode(raw *json.RawMessage, v any) *protocol.Error {
-	if raw == nil || string(*raw) == "null" {
-		return nil
-	}
-	if len(*raw) > 0 && (*raw)[0] != '{' {
-		return protocol.InvalidParams("params", "params must be an object")
-	}
-	if err := json.Unmarshal(*raw, v); err != nil {
-		var te *json.UnmarshalTypeError
-		if errors.As(err, &te) {
-			field := te.Field
-			if field == "" {
-				field = "params"
-			}
-			return protocol.InvalidParams(field, fmt.Sprintf("%s must be %s", field, jsonKind(te.Type.Kind().String())))
-		}
-		return protocol.InvalidParams("params", "params do not match the method's schema")
-	}
-	return nil
-}
-
-func jsonKind(goKind string) string {
-	switch goKind {
-	case "string":
-		return "a string"
-	case "bool":
-		return "a boolean"
-	case "int", "int64", "int32", "uint64", "float64":
-		return "a number"
-	case "slice":
-		return "an array"
-	case "map", "struct", "ptr":
-		return "an object"
-	}
-	return "of another type"
-}
-
-type validator interface{ Validate() *protocol.Error }
-
-// parse decodes and validates params into v.
-func parse[T any, PT interface {
-	*T
-	validator
-}](req *jsonrpc2.Request) (T, *protocol.Error) {
-	var v T
-	if e := decode(req.Params, &v); e != nil {
-		return v, e
-	}
-	return v, PT(&v).Validate()
-}
-
-func (s *Server) track(id jsonrpc2.ID, reply Reply) (context.Context, Reply) {
-	ctx, cancel := context.WithCancel(context.Background())
-	key := idKey(id)
-	s.mu.Lock()
-	s.pending[key] = cancel
-	s.mu.Unlock()
-	return ctx, func(result any, err error) {
-		s.mu.Lock()
-		delete(s.pending, key)
-		s.mu.Unlock()
-		cancel()
-		reply(result, err)
-	}
-}
-
-func (s *Server) dispatch(req *jsonrpc2.Request, reply Reply) {
-	b := s.backend
-	if req.Params != nil && len(*req.Params) > 0 && (*req.Params)[0] != '{' && string(*req.Params) != "null" {
-		reply(nil, protocol.InvalidParams("params", "params must be an object"))
-		return
-	}
-	switch req.Method {
-	case protocol.MethodInitialize:
-		s.mu.Lock()
-		again := s.state != stateNew
-		s.mu.Unlock()
-		if again {
-			reply(nil, &protocol.Error{RPCCode: protocol.CodeInvalidRequest, Message: "already initialized",
-				Data: protocol.ErrorData{Code: protocol.ErrInvalidRequest}})
-			return
-		}
-		p, e := parse[protocol.InitializeParams](req)
-		if e != nil {
-			reply(nil, e)
-			return
-		}
-		s.mu.Lock()
-		s.state = stateReady
-		s.hostPerms = p.Capabilities.PermissionRequests
-		s.mu.Unlock()
-		res := b.Initialize(p)
-		res.Pid = os.Getpid()
-		res.Capabilities.Framing = string(s.stream.Framing())
-		res.Capabilities.MaxFrameBytes = s.stream.MaxFrameBytes()
-		reply(res, nil)
-		b.Initialized()
-	case protocol.MethodShutdown:
-		s.mu.Lock()
-		s.state = stateShutdown
-		s.mu.Unlock()
-		s.wg.Add(1)
-		go func() {
-			defer s.wg.Done()
-			reply(protocol.ShutdownResult{Proofs: nonNil(s.runShutdown())}, nil)
-		}()
-	case protocol.MethodSessionOpen:
-		p, e := parse[protocol.OpenParams](req)
-		if e != nil {
-			reply(nil, e)
-			return
-		}
-		ctx, r := s.track(req.ID, reply)
-		b.Open(ctx, p, r)
-	case protocol.MethodSessionPrompt:
-		p, e := parse[protocol.PromptParams](req)
-		if e != nil {
-			reply(nil, e)
-			return
-		}
-		ctx, r := s.track(req.ID, reply)
-		b.Prompt(ctx, p, r)
-	case protocol.MethodSessionCancel:
-		if p, e := parse[protocol.CancelParams](req); e != nil {
-			reply(nil, e)
-		} else {
-			b.Cancel(p, reply)
-		}
-	case protocol.MethodSessionStatus:
-		if p, e := parse[protocol.SessionRef](req); e != nil {
-			reply(nil, e)
-		} else {
-			b.Status(p, reply)
-		}
-	case protocol.MethodSessionClose:
-		if p, e := parse[protocol.CloseParams](req); e != nil {
-			reply(nil, e)
-		} else {
-			b.Close(p, reply)
-		}
-	case protocol.MethodSessionSetModel:
-		if p, e := parse[protocol.SetModelParams](req); e != nil {
-			reply(nil, e)
-		} else {
-			b.SetModel(p, reply)
-		}
-	case protocol.MethodSessionSetMode:
-		if p, e := parse[protocol.SetModeParams](req); e != nil {
-			reply(nil, e)
-		} else {
-			b.SetMode(p, reply)
-		}
-	case protocol.MethodSessionSetConfig:
-		if p, e := parse[protocol.SetConfigOptionParams](req); e != nil {
-			reply(nil, e)
-		} else {
-			b.SetConfigOption(p, reply)
-		}
-	case protocol.MethodSessionList:
-		reply(map[string]any{"sessions": nonNilList(b.List())}, nil)
-	default:
-		reply(nil, &protocol.Error{RPCCode: protocol.CodeMethodNotFound, Message: "unknown method " + quote(req.Method),
-			Data: protocol.ErrorData{Code: protocol.ErrMethodNotFound}})
-	}
-}
-
-func quote(s string) string {
-	if len(s) > 100 {
-		s = s[:100] + "…"
-	}
-	b, _ := json.Marshal(s)
-	return string(b)
-}
-
-func nonNil(p []*protocol.Proof) []*protocol.Proof {
-	if p == nil {
-		return []*protocol.Proof{}
-	}
-	return p
-}
-
-func nonNilList(l []protocol.ListEntry) []protocol.ListEntry {
-	if l == nil {
-		return []protocol.ListEntry{}
-	}
-	return l
 }
 
 // zapPrintf adapts zap to jsonrpc2's Logger.

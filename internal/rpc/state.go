@@ -1,0 +1,58 @@
+package rpc
+
+import "context"
+
+// phase is where the connection is in the lifecycle (PROTOCOL §2). It only
+// moves forward: new → ready (initialize) → shutdown (shutdown, exit, stdin
+// EOF, Stop).
+type phase int
+
+const (
+	phaseNew phase = iota
+	phaseReady
+	phaseShutdown
+)
+
+// connState is everything about the connection that goroutines other than
+// the read loop also read or change (replies, request goroutines, Stop,
+// the adapter asking PermissionRequests). It is touched only inside
+// Server.update, the one mutator, as jsonrpc2_v2's Conn keeps its
+// inFlightState behind updateInFlight.
+type connState struct {
+	phase     phase
+	hostPerms bool // capabilities.permissionRequests of initialize
+	// inflight holds the ids (idKey) of requests not yet answered.
+	inflight map[string]bool
+	// pending holds the cancel funcs of answerable-later requests whose
+	// backend call takes a ctx, by id, for $/cancelRequest.
+	pending map[string]context.CancelFunc
+	// shutdownOK: shutdown finished with every proof complete.
+	shutdownOK bool
+}
+
+func newConnState() connState {
+	return connState{inflight: map[string]bool{}, pending: map[string]context.CancelFunc{}}
+}
+
+// update runs f with the connection state locked. f must not block or call
+// back into the Server.
+func (s *Server) update(f func(st *connState)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	f(&s.st)
+}
+
+// currentPhase returns the lifecycle phase now.
+func (s *Server) currentPhase() phase {
+	var p phase
+	s.update(func(st *connState) { p = st.phase })
+	return p
+}
+
+// advance moves the phase forward to p; it never moves it back (an
+// initialize racing Stop does not reopen a connection shutting down).
+func (st *connState) advance(p phase) {
+	if p > st.phase {
+		st.phase = p
+	}
+}
