@@ -1,6 +1,7 @@
 package adapter
 
 import (
+	"encoding/json"
 	"testing"
 
 	"github.com/acpx-sidecar/acpx-sidecar/internal/profiles"
@@ -83,5 +84,25 @@ func TestModels_SplitEffort(t *testing.T) {
 		if b != want[0] || e != want[1] || (ok && want[2] != "true") || (!ok && want[2] != "false") {
 			t.Errorf("splitEffort(%q) = %q %q %v, want %v", id, b, e, ok, want)
 		}
+	}
+}
+
+// TestModels_ListedModelIDFromOptions: a config_option_update that says
+// model "gpt-5.5" and effort "high" is the listed "gpt-5.5[high]"
+// (codex-acp 2.x), so status never reports an id the agent does not list.
+func TestModels_ListedModelIDFromOptions(t *testing.T) {
+	opts := []json.RawMessage{
+		json.RawMessage(`{"id":"model","category":"model","type":"select","currentValue":"gpt-5.5","options":[{"value":"gpt-5.5"}]}`),
+		json.RawMessage(`{"id":"reasoning_effort","category":"thought_level","type":"select","currentValue":"high","options":[{"value":"low"},{"value":"high"}]}`),
+	}
+	listed := []string{"gpt-5.5[low]", "gpt-5.5[high]"}
+	if got := listedModelID(opts, "gpt-5.5", listed); got != "gpt-5.5[high]" {
+		t.Errorf("listedModelID = %q, want gpt-5.5[high]", got)
+	}
+	if got := listedModelID(opts, "other", listed); got != "other" {
+		t.Errorf("unlisted value: %q", got)
+	}
+	if got := listedModelID(nil, "fa-model", []string{"fa-model"}); got != "fa-model" {
+		t.Errorf("listed value: %q", got)
 	}
 }

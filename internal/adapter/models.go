@@ -87,3 +87,39 @@ func splitEffort(id string) (base, effort string, ok bool) {
 	}
 	return id[:i], id[i+1 : len(id)-1], true
 }
+
+// listedModelID maps the model option's current value to the id the agent
+// lists in `models`: value itself when listed, else "value[effort]" with the
+// current value of the option of category "thought_level" when that is
+// listed (codex-acp 2.x lists "gpt-5.5[medium]" while its model option
+// says "gpt-5.5"), else value.
+func listedModelID(opts []json.RawMessage, value string, listed []string) string {
+	if contains(listed, value) {
+		return value
+	}
+	if effort, _, ok := selectValues(opts, "thought_level"); ok && effort != "" {
+		if id := value + "[" + effort + "]"; contains(listed, id) {
+			return id
+		}
+	}
+	return value
+}
+
+// cloneModels copies m for a worker (the actor updates CurrentModelID in
+// place); nil stays nil.
+func cloneModels(m *protocol.Models) *protocol.Models {
+	if m == nil {
+		return nil
+	}
+	c := *m
+	return &c
+}
+
+// cloneModes copies m for a worker; nil stays nil.
+func cloneModes(m *protocol.Modes) *protocol.Modes {
+	if m == nil {
+		return nil
+	}
+	c := *m
+	return &c
+}
