@@ -212,7 +212,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	cfg.RetainedRetryMax = time.Duration(o.retryMaxMs) * time.Millisecond
 	cfg.LateCloseReconcileAttempts = o.reconcile
 	if sup != nil {
-		cfg.Supervisor = sup
+		cfg.Launcher = adapter.ReaperLauncher(sup)
 	}
 	cfg.Logger = log.Named("session")
 	cfg.Version = version

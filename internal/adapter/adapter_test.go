@@ -111,7 +111,7 @@ func TestManager_SessionActorsLeaveNoGoroutine(t *testing.T) {
 	}
 	cfg := DefaultConfig()
 	cfg.StateDir = t.TempDir()
-	cfg.Supervisor = sup
+	cfg.Launcher = ReaperLauncher(sup)
 	cfg.TermGrace, cfg.KillGrace = 300*time.Millisecond, 300*time.Millisecond
 	host := &fakeHost{}
 	m := NewManager(cfg, host)

@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap"
 	"golang.org/x/sys/unix"
 
+	"github.com/acpx-sidecar/acpx-sidecar/internal/profiles"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/protocol"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/reaper"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/store"
@@ -38,6 +39,47 @@ type admitted struct {
 	pins     pins
 }
 
+// admissionInput is the immutable input of the admission worker, made on
+// the actor before the worker starts. The worker reads only this and the
+// session's immutable fields (id, key, log, red, m.cfg).
+type admissionInput struct {
+	open    protocol.OpenParams
+	prof    profiles.Profile
+	st      *store.Store
+	exe     *os.File // the verified executable (sha256 given), else nil; the worker closes it
+	env     []string // the launch environment (secret values: the child only)
+	baseEnv []string // Config.BaseEnv, for the profile's auth rules
+	timeout time.Duration
+}
+
+// envHas reports whether the launch environment gives name a non-empty
+// value (the open's env over the base env).
+func (in *admissionInput) envHas(name string) bool {
+	if v, ok := in.open.Env[name]; ok {
+		return v != ""
+	}
+	for _, kv := range in.baseEnv {
+		if k, v, _ := strings.Cut(kv, "="); k == name {
+			return v != ""
+		}
+	}
+	return false
+}
+
+// admissionResult is what the admission worker returns for the actor to
+// adopt (finishAdmission). Exactly one of adm and err is set; proof is
+// the failed admission's cleanup, nil when nothing was launched.
+type admissionResult struct {
+	adm   *admitted
+	err   *protocol.Error
+	proof *protocol.Proof
+	// lateClose is the protocol close of a session the agent created
+	// after admission gave up (SEED-BEHAVIOR 6), nil if none appeared.
+	lateClose *protocol.ProtocolClose
+	// closeSupported: the agent advertised sessionCapabilities.close.
+	closeSupported bool
+}
+
 func (s *session) startAdmission(ctx context.Context, reply Reply) {
 	p := s.open
 	st, err := s.m.storeFor(p.StateDir)
@@ -59,7 +101,40 @@ func (s *session) startAdmission(ctx context.Context, reply Reply) {
 		s.failBeforeLaunch(reply, perr)
 		return
 	}
-	go s.admit(ctx, exe, reply)
+	in := admissionInput{open: p, prof: s.prof, st: st, exe: exe, env: s.launchEnv(), baseEnv: s.m.cfg.BaseEnv,
+		timeout: s.m.cfg.HandshakeTimeout}
+	if p.HandshakeTimeoutMs != nil {
+		in.timeout = time.Duration(*p.HandshakeTimeoutMs) * time.Millisecond
+	}
+	go func() {
+		r := s.admit(ctx, in)
+		s.post(func() { s.finishAdmission(r, reply) })
+	}()
+}
+
+// finishAdmission adopts the admission worker's result on the actor and
+// answers the open.
+func (s *session) finishAdmission(r admissionResult, reply Reply) {
+	s.closeSupported = r.closeSupported
+	switch {
+	case r.adm != nil:
+		s.admitted(r.adm, reply)
+	case r.proof == nil:
+		s.failBeforeLaunch(reply, r.err)
+	default:
+		s.moveTo(protocol.StateClosed)
+		s.proof = r.proof
+		s.admissionFailed(r.proof, r.err, reply)
+		if r.lateClose != nil {
+			// The late session's own cleanup, after the open's answer
+			// (PROTOCOL §5 cleanup/proof; SEED-BEHAVIOR 6).
+			lp := *r.proof
+			lp.CleanupID = newID("c-")
+			lp.Reason = "admission aborted"
+			lp.ProtocolClose = *r.lateClose
+			s.notify(protocol.NotifyCleanupProof, protocol.ProofNotice{Proof: &lp})
+		}
+	}
 }
 
 func abortedError() *protocol.Error {
@@ -72,11 +147,11 @@ func abortedError() *protocol.Error {
 func (s *session) failBeforeLaunch(reply Reply, e *protocol.Error) {
 	now := time.Now()
 	proof := &protocol.Proof{CleanupID: newID("c-"), Session: s.id, SessionKey: s.key, Reason: "admission failed before launch",
-		Origin: "admission", ProtocolClose: protocol.ProtocolClose{Outcome: "skipped"}, Signals: []protocol.ProofSignal{},
-		Processes: []protocol.ProofProcess{}, Containment: string(s.m.cfg.Supervisor.Mode()),
+		Origin: protocol.OriginAdmission, ProtocolClose: protocol.ProtocolClose{Outcome: protocol.CloseSkipped}, Signals: []protocol.ProofSignal{},
+		Processes: []protocol.ProofProcess{}, Containment: string(s.m.cfg.Launcher.Mode()),
 		Verified: protocol.ProofVerified{TreeEmpty: true, Method: "nothing was launched"}, Complete: true,
 		StartedAt: protocol.At(now), FinishedAt: protocol.At(now), Errors: []protocol.ProofError{}}
-	s.state = stateClosed
+	s.moveTo(protocol.StateClosed)
 	s.proof = proof
 	if e.Data.Field == "" {
 		e.Data.Cleanup = proof
@@ -146,7 +221,8 @@ func verifyCommand(c *protocol.Command) (*os.File, *protocol.Error) {
 	return f, nil
 }
 
-// launchEnv is the base environment plus the open's env (secret values).
+// launchEnv is the base environment plus the open's env (secret values);
+// the actor computes it for the admission worker.
 func (s *session) launchEnv() []string {
 	env := make([]string, 0, len(s.m.cfg.BaseEnv)+len(s.open.Env))
 	for _, kv := range s.m.cfg.BaseEnv {
@@ -169,30 +245,16 @@ func (s *session) launchEnv() []string {
 	return append(env, s.marker())
 }
 
-func (s *session) envHas(name string) bool {
-	if v, ok := s.open.Env[name]; ok {
-		return v != ""
-	}
-	for _, kv := range s.m.cfg.BaseEnv {
-		if k, v, _ := strings.Cut(kv, "="); k == name {
-			return v != ""
-		}
-	}
-	return false
-}
-
-// admit runs off the actor: launch, handshake, identity, record. It hands
-// results to the actor with post.
-func (s *session) admit(ctx context.Context, exe *os.File, reply Reply) {
-	p := s.open
-	timeout := s.m.cfg.HandshakeTimeout
-	if p.HandshakeTimeoutMs != nil {
-		timeout = time.Duration(*p.HandshakeTimeoutMs) * time.Millisecond
-	}
+// admit runs off the actor: launch, handshake, identity, record. It reads
+// only in and the session's immutable fields; it posts the tree and the
+// connection to the actor as soon as they exist (provider events need
+// them), and returns its result for the actor to adopt.
+func (s *session) admit(ctx context.Context, in admissionInput) admissionResult {
+	p, timeout := in.open, in.timeout
 	// Load the record before launching, so a resume knows what to load.
 	var prior *store.Record
 	if p.Resume == nil || *p.Resume {
-		rec, err := s.st.Load(p.SessionKey)
+		rec, err := in.st.Load(p.SessionKey)
 		switch {
 		case err == nil:
 			if rec.Acpx.AgentProfile == p.Agent && rec.Cwd == p.Cwd && rec.AcpSessionID != "" {
@@ -205,23 +267,22 @@ func (s *session) admit(ctx context.Context, exe *os.File, reply Reply) {
 	name := "acpx-" + s.id
 	// The ledger entry is written before the fork, so a sidecar killed at
 	// any moment after it leaves something the next one can find.
-	s.writeLedger(nil)
-	tree, err := s.m.cfg.Supervisor.Start(reaper.Spec{Path: p.Command.Path, Args: p.Command.Args,
-		Env: s.launchEnv(), Dir: p.Cwd, ExecFile: exe, Name: name})
-	if exe != nil {
-		exe.Close()
+	s.writeLedger(in.st, nil)
+	tree, err := s.m.cfg.Launcher.Start(reaper.Spec{Path: p.Command.Path, Args: p.Command.Args,
+		Env: in.env, Dir: p.Cwd, ExecFile: in.exe, Name: name})
+	if in.exe != nil {
+		in.exe.Close()
 	}
 	if err != nil {
 		e := protocol.Domain(protocol.ErrCommandNotExecutable, "the provider could not be started: "+s.red.clean(err.Error()), false)
 		if errors.Is(err, reaper.ErrSealed) {
 			e = protocol.Domain(protocol.ErrShuttingDown, "the sidecar is shutting down", false)
 		}
-		_ = s.st.RemoveOwned(s.id)
-		s.post(func() { s.failBeforeLaunch(reply, e) })
-		return
+		_ = in.st.RemoveOwned(s.id)
+		return admissionResult{err: e} // nothing was launched
 	}
 	s.hasTree.Store(true)
-	s.writeLedger(tree)
+	s.writeLedger(in.st, tree)
 	go s.drainStderr(tree.Stderr())
 	var conn *acpConn
 	conn = newACPConn(tree.Stdin(), tree.Stdout(), s.m.cfg.MaxProviderLineBytes, s.log, func(ev providerEvent) bool {
@@ -245,7 +306,7 @@ func (s *session) admit(ctx context.Context, exe *os.File, reply Reply) {
 	hctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	late := &lateHandshake{}
-	adm, sessionID, herr := s.handshake(hctx, conn, tree, prior, late)
+	adm, sessionID, herr := s.handshake(hctx, &in, conn, tree, prior, late)
 	if late.waiter != nil {
 		sessionID = "" // the late watcher owns that close (SEED-BEHAVIOR 16)
 	}
@@ -272,7 +333,8 @@ func (s *session) admit(ctx context.Context, exe *os.File, reply Reply) {
 		// tree is terminated; the connection stays open until then.
 		lateDone := make(chan *protocol.ProtocolClose, 1)
 		go func() { lateDone <- late.watch(s, conn) }()
-		proof := s.cleanupKeepingConn(conn, tree, sessionID, reason, "admission", late.waiter != nil)
+		proof := s.cleanup(cleanupInput{conn: conn, tree: tree, sessionID: sessionID, reason: reason,
+			origin: protocol.OriginAdmission, closeSupported: late.closeSupported, keepConn: late.waiter != nil})
 		lateClose := <-lateDone
 		herr.Data.Cleanup = proof
 		// SEED-BEHAVIOR 11, 12: the handshake error first, then each cleanup
@@ -281,23 +343,9 @@ func (s *session) admit(ctx context.Context, exe *os.File, reply Reply) {
 			herr.Data.Causes = append([]protocol.ProofError{{Code: herr.Data.Code, Message: herr.Message}}, proof.Errors...)
 			herr.Message = "handshake and provider cleanup failed: " + herr.Message
 		}
-		s.post(func() {
-			s.state = stateClosed
-			s.proof = proof
-			s.admissionFailed(proof, herr, reply)
-			if lateClose != nil {
-				// The late session's own cleanup, after the open's answer
-				// (PROTOCOL §5 cleanup/proof; SEED-BEHAVIOR 6).
-				lp := *proof
-				lp.CleanupID = newID("c-")
-				lp.Reason = "admission aborted"
-				lp.ProtocolClose = *lateClose
-				s.notify(protocol.NotifyCleanupProof, protocol.ProofNotice{Proof: &lp})
-			}
-		})
-		return
+		return admissionResult{err: herr, proof: proof, lateClose: lateClose, closeSupported: late.closeSupported}
 	}
-	s.post(func() { s.admitted(adm, reply) })
+	return admissionResult{adm: adm, closeSupported: late.closeSupported}
 }
 
 // admitted installs a successful admission on the actor and answers the open.
@@ -315,13 +363,13 @@ func (s *session) admitted(a *admitted, reply Reply) {
 	}
 	if s.exitSeen {
 		// Died between the handshake and now: report as idle death.
-		s.state = stateOpen
+		s.moveTo(protocol.StateOpen)
 		s.exitSeen = false
 		reply(a.result, nil)
 		s.onExit()
 		return
 	}
-	s.state = stateOpen
+	s.moveTo(protocol.StateOpen)
 	reply(a.result, nil)
 	for _, u := range s.buffered {
 		s.trackUpdate(u)
@@ -330,7 +378,7 @@ func (s *session) admitted(a *admitted, reply Reply) {
 	s.buffered = nil
 	if ca := s.closeReq; ca != nil {
 		// Shutdown asked to close while the handshake was finishing.
-		s.startCleanup("sidecar shutdown", "shutdown", ca.discard, nil)
+		s.startCleanup("sidecar shutdown", protocol.OriginShutdown, ca.discard, nil)
 	}
 }
 
@@ -350,17 +398,17 @@ const SessionMarkerEnv = "ACPX_SIDECAR_SESSION"
 // marker is this session's SessionMarkerEnv entry.
 func (s *session) marker() string { return SessionMarkerEnv + "=" + s.id }
 
-// writeLedger writes the ownership-ledger entry: before the launch (tree
-// nil: pid 0, the marker and the cgroup parent), then with the tree's
-// identity.
-func (s *session) writeLedger(tree *reaper.Tree) {
+// writeLedger writes the ownership-ledger entry into st: before the launch
+// (tree nil: pid 0, the marker and the cgroup parent), then with the
+// tree's identity. The admission worker calls it.
+func (s *session) writeLedger(st *store.Store, tree Tree) {
 	o := store.Owned{ID: s.id, SidecarPid: os.Getpid(), SidecarStartTime: selfStart, Session: s.id, SessionKey: s.key,
-		Marker: s.marker(), CgroupParent: s.m.cfg.Supervisor.CgroupParent(),
-		Containment: string(s.m.cfg.Supervisor.Mode()), CreatedAt: time.Now().UTC().Format(time.RFC3339Nano)}
+		Marker: s.marker(), CgroupParent: s.m.cfg.Launcher.CgroupParent(),
+		Containment: string(s.m.cfg.Launcher.Mode()), CreatedAt: time.Now().UTC().Format(time.RFC3339Nano)}
 	if tree != nil {
 		o.Pid, o.StartTime, o.Pgid, o.Cgroup, o.Containment = tree.Pid(), tree.StartTicks(), tree.Pgid(), tree.CgroupPath(), string(tree.Containment())
 	}
-	if err := s.st.WriteOwned(o); err != nil {
+	if err := st.WriteOwned(o); err != nil {
 		s.log.Warn("ownership ledger entry not written", zap.Error(err))
 	}
 }

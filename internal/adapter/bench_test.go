@@ -33,7 +33,7 @@ func benchManager(b *testing.B, mode reaper.Mode) (*Manager, *reaper.Supervisor)
 	}
 	cfg := DefaultConfig()
 	cfg.StateDir = b.TempDir()
-	cfg.Supervisor = sup
+	cfg.Launcher = ReaperLauncher(sup)
 	return NewManager(cfg, &discardHost{}), sup
 }
 

@@ -23,27 +23,27 @@ type closeAttempt struct {
 
 // close handles session/close and shutdown on the actor. Idempotent: after
 // a proof exists it is returned again.
-func (s *session) close(reason, origin string, discard bool, reply Reply) {
+func (s *session) close(reason string, origin protocol.ProofOrigin, discard bool, reply Reply) {
 	switch {
-	case s.proof != nil && s.closeReq == nil && s.state != stateDead:
+	case s.proof != nil && s.closeReq == nil && !s.state.is(protocol.StateDead):
 		s.replyProof(reply, s.proof)
 		return
 	case s.closeReq != nil:
 		s.closeReq.waiters = append(s.closeReq.waiters, reply)
 		s.closeReq.discard = s.closeReq.discard || discard
 		return
-	case s.state == stateAdmitting:
+	case s.state.is(protocol.StateAdmitting):
 		// Shutdown during admission: the admission ends (aborted) and its
 		// proof answers this close too.
 		s.closeReq = &closeAttempt{waiters: []Reply{reply}, discard: discard}
-		if origin == "shutdown" {
+		if origin == protocol.OriginShutdown {
 			s.abortAdmission(errShutdownAbort)
 		}
 		return
-	case s.state == stateDead && s.proof != nil:
+	case s.state.is(protocol.StateDead) && s.proof != nil:
 		// The provider died and its cleanup finished: this close only
 		// marks the record.
-		s.state = stateClosed
+		s.moveTo(protocol.StateClosed)
 		s.markClosed(discard)
 		s.replyProof(reply, s.proof)
 		return
@@ -52,7 +52,7 @@ func (s *session) close(reason, origin string, discard bool, reply Reply) {
 }
 
 // startCleanup runs protocol close + tree termination off the actor.
-func (s *session) startCleanup(reason, origin string, discard bool, reply Reply) {
+func (s *session) startCleanup(reason string, origin protocol.ProofOrigin, discard bool, reply Reply) {
 	if s.closeReq == nil {
 		s.closeReq = &closeAttempt{}
 	}
@@ -60,20 +60,21 @@ func (s *session) startCleanup(reason, origin string, discard bool, reply Reply)
 		s.closeReq.waiters = append(s.closeReq.waiters, reply)
 	}
 	s.closeReq.discard = s.closeReq.discard || discard
-	if s.state != stateDead {
-		s.state = stateClosing
+	dead := s.state.is(protocol.StateDead)
+	if !dead {
+		s.moveTo(protocol.StateClosing)
 	}
 	if s.turn != nil {
 		s.cancelTurn(nil, "session closing")
 		s.finishTurn(protocol.PromptResult{Status: "cancelled", StopReason: "cancelled"})
 	}
-	sid := s.identity.BackendSessionID
-	if s.state == stateDead {
-		sid = "" // nothing to close at protocol level
+	in := cleanupInput{conn: s.conn, tree: s.tree, sessionID: s.identity.BackendSessionID, reason: reason,
+		origin: origin, closeSupported: s.closeSupported}
+	if dead {
+		in.sessionID = "" // nothing to close at protocol level
 	}
-	conn, tree := s.conn, s.tree
 	go func() {
-		proof := s.cleanup(conn, tree, sid, reason, origin)
+		proof := s.cleanup(in)
 		s.post(func() { s.finishCleanup(proof) })
 	}()
 }
@@ -84,8 +85,8 @@ func (s *session) finishCleanup(proof *protocol.Proof) {
 	s.closeReq = nil
 	s.proof = proof
 	explicit := ca != nil && len(ca.waiters) > 0
-	if s.state != stateDead || explicit {
-		s.state = stateClosed
+	if !s.state.is(protocol.StateDead) || explicit {
+		s.moveTo(protocol.StateClosed)
 		s.markClosed(ca != nil && ca.discard)
 	}
 	if proof.Complete {
@@ -145,20 +146,33 @@ func (s *session) markClosed(discard bool) {
 	})
 }
 
-// cleanup closes the ACP session where the agent offers it (bounded by
-// CloseTimeout; skipped when no session exists, SEED-BEHAVIOR 5), then
-// terminates the tree and builds the proof. It blocks; it runs off the actor.
-func (s *session) cleanup(conn *acpConn, tree *reaper.Tree, sessionID, reason, origin string) *protocol.Proof {
-	return s.cleanupKeepingConn(conn, tree, sessionID, reason, origin, false)
+// cleanupInput is the immutable input of one cleanup worker, copied on the
+// actor (or, for a failed admission, made by the admission worker from
+// what it owns).
+type cleanupInput struct {
+	conn *acpConn // nil: no connection
+	tree Tree     // nil: nothing was launched
+	// sessionID is the ACP session to close; "" skips the protocol close.
+	sessionID string
+	reason    string
+	origin    protocol.ProofOrigin
+	// closeSupported: the agent advertised sessionCapabilities.close.
+	closeSupported bool
+	// keepConn closes the provider connection only after the tree is gone
+	// (a late handshake may still answer).
+	keepConn bool
 }
 
-// cleanupKeepingConn is cleanup; with keepConn the provider connection is
-// closed only after the tree is gone (a late handshake may still answer).
-func (s *session) cleanupKeepingConn(conn *acpConn, tree *reaper.Tree, sessionID, reason, origin string, keepConn bool) *protocol.Proof {
+// cleanup closes the ACP session where the agent offers it (bounded by
+// CloseTimeout; skipped when no session exists, SEED-BEHAVIOR 5), then
+// terminates the tree and builds the proof. It blocks; it runs off the
+// actor and reads only in and the session's immutable fields.
+func (s *session) cleanup(in cleanupInput) *protocol.Proof {
+	conn, tree, sessionID := in.conn, in.tree, in.sessionID
 	started := time.Now()
-	proof := &protocol.Proof{CleanupID: newID("c-"), Session: s.id, SessionKey: s.key, Reason: reason, Origin: origin,
-		ProtocolClose: protocol.ProtocolClose{Outcome: "skipped"}, Signals: []protocol.ProofSignal{},
-		Processes: []protocol.ProofProcess{}, Containment: string(s.m.cfg.Supervisor.Mode()), StartedAt: protocol.At(started),
+	proof := &protocol.Proof{CleanupID: newID("c-"), Session: s.id, SessionKey: s.key, Reason: in.reason, Origin: in.origin,
+		ProtocolClose: protocol.ProtocolClose{Outcome: protocol.CloseSkipped}, Signals: []protocol.ProofSignal{},
+		Processes: []protocol.ProofProcess{}, Containment: string(s.m.cfg.Launcher.Mode()), StartedAt: protocol.At(started),
 		Errors: []protocol.ProofError{}}
 	alive := tree != nil
 	if alive {
@@ -170,8 +184,8 @@ func (s *session) cleanupKeepingConn(conn *acpConn, tree *reaper.Tree, sessionID
 	}
 	switch {
 	case sessionID == "" || conn == nil || !alive:
-	case !s.closeSupported.Load():
-		proof.ProtocolClose.Outcome = "unsupported"
+	case !in.closeSupported:
+		proof.ProtocolClose.Outcome = protocol.CloseUnsupported
 	default:
 		// One bounded budget for every attempt; an error answer is retried
 		// with backoff up to ProtocolCloseAttempts, a timed-out attempt never
@@ -195,24 +209,24 @@ func (s *session) cleanupKeepingConn(conn *acpConn, tree *reaper.Tree, sessionID
 		cancel()
 		switch {
 		case err == nil:
-			proof.ProtocolClose.Outcome = "ok"
+			proof.ProtocolClose.Outcome = protocol.CloseOK
 		case errors.Is(err, context.DeadlineExceeded):
-			proof.ProtocolClose = protocol.ProtocolClose{Outcome: "timeout", Error: "session/close did not answer within " + s.m.cfg.CloseTimeout.String()}
-			proof.Errors = append(proof.Errors, protocol.ProofError{Code: "PROTOCOL_CLOSE_TIMEOUT", Message: proof.ProtocolClose.Error})
+			proof.ProtocolClose = protocol.ProtocolClose{Outcome: protocol.CloseTimeout, Error: "session/close did not answer within " + s.m.cfg.CloseTimeout.String()}
+			proof.Errors = append(proof.Errors, protocol.ProofError{Code: protocol.ErrProtocolCloseTimeout, Message: proof.ProtocolClose.Error})
 		default:
 			msg := s.acpError("session/close", err).Message
-			proof.ProtocolClose = protocol.ProtocolClose{Outcome: "error", Error: msg}
-			proof.Errors = append(proof.Errors, protocol.ProofError{Code: "PROTOCOL_CLOSE_FAILED", Message: msg})
+			proof.ProtocolClose = protocol.ProtocolClose{Outcome: protocol.CloseError, Error: msg}
+			proof.Errors = append(proof.Errors, protocol.ProofError{Code: protocol.ErrProtocolCloseFailed, Message: msg})
 		}
 	}
-	if conn != nil && !keepConn {
+	if conn != nil && !in.keepConn {
 		conn.close()
 	}
 	if tree != nil {
 		proof.Containment = string(tree.Containment())
 		s.applyTermination(proof, tree.Terminate(context.Background(), s.m.cfg.TermGrace, s.m.cfg.KillGrace))
 	}
-	if conn != nil && keepConn {
+	if conn != nil && in.keepConn {
 		conn.close()
 	}
 	if tree == nil {
@@ -254,7 +268,7 @@ func applyTerminationTo(proof *protocol.Proof, t reaper.Termination, clean func(
 // process termination with backoff until the tree is proven gone
 // (SEED-BEHAVIOR 15, 20), then sends the final proof as cleanup/proof.
 func (s *session) retain(first *protocol.Proof) {
-	tree := s.tree
+	tree, st := s.tree, s.st // the worker gets copies, never the fields
 	if tree == nil {
 		return
 	}
@@ -280,7 +294,7 @@ func (s *session) retain(first *protocol.Proof) {
 		}
 		proof.FinishedAt = protocol.At(time.Now())
 		proof.DurationMs = proof.FinishedAt.Sub(proof.StartedAt.Time).Milliseconds()
-		_ = s.st.RemoveOwned(s.id)
+		_ = st.RemoveOwned(s.id)
 		s.m.releaseKey(s)
 		s.post(func() { s.proof = &proof })
 		s.notify(protocol.NotifyCleanupProof, protocol.ProofNotice{Proof: &proof})

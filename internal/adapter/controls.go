@@ -209,7 +209,11 @@ func (s *session) control(kind controlKind, name string, raw json.RawMessage, re
 			return
 		}
 	}
-	ctl := &controls{conn: s.conn, sessionID: s.identity.BackendSessionID, models: s.models, modes: s.modes,
+	// The worker's input: copies, since the actor keeps updating its own
+	// models and modes in place (trackUpdate) while the request runs. The
+	// worker replaces what it changes, so only a replaced value is adopted.
+	models, modes := cloneModels(s.models), cloneModes(s.modes)
+	ctl := &controls{conn: s.conn, sessionID: s.identity.BackendSessionID, models: models, modes: modes,
 		configOpts: s.configOpts, usedStyle: s.modelCtl, red: s.red}
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), s.m.cfg.HandshakeTimeout)
@@ -220,10 +224,16 @@ func (s *session) control(kind controlKind, name string, raw json.RawMessage, re
 				reply(nil, e)
 				return
 			}
-			s.models, s.modes, s.configOpts, s.modelCtl = ctl.models, ctl.modes, ctl.configOpts, ctl.usedStyle
+			if ctl.models != models {
+				s.models = ctl.models
+			}
+			if ctl.modes != modes {
+				s.modes = ctl.modes
+			}
+			s.configOpts, s.modelCtl = ctl.configOpts, ctl.usedStyle
 			// What the host selects is pinned: re-applied on resume.
-			if ctl.models != nil && (kind == controlModel || s.isOption(name, "model")) {
-				s.pins.model = ctl.models.CurrentModelID
+			if s.models != nil && (kind == controlModel || s.isOption(name, "model")) {
+				s.pins.model = s.models.CurrentModelID
 			}
 			if mode, ok := s.modeNamed(kind, name, raw); ok {
 				s.pins.mode = mode
@@ -264,12 +274,12 @@ func (s *session) isOption(id, cat string) bool {
 
 // usable returns the error for a request that needs a live session.
 func (s *session) usable() *protocol.Error {
-	switch s.state {
-	case stateAdmitting:
+	switch s.state.current() {
+	case protocol.StateAdmitting:
 		return protocol.Domain(protocol.ErrSessionNotFound, "the session is still being admitted", true)
-	case stateClosing, stateClosed:
+	case protocol.StateClosing, protocol.StateClosed:
 		return protocol.Domain(protocol.ErrSessionClosing, "the session is closing or closed", false)
-	case stateDead:
+	case protocol.StateDead:
 		return protocol.Domain(protocol.ErrProviderProcessLost, "the provider process is gone", false)
 	}
 	return nil

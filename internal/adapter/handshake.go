@@ -10,7 +10,6 @@ import (
 	"github.com/sourcegraph/jsonrpc2"
 
 	"github.com/acpx-sidecar/acpx-sidecar/internal/protocol"
-	"github.com/acpx-sidecar/acpx-sidecar/internal/reaper"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/store"
 )
 
@@ -81,8 +80,10 @@ func (st *sessionState) modes() *protocol.Modes {
 // or session/load|resume → identity check → model/mode → record save. It
 // returns the backend session id as soon as one is known, so a failed
 // admission can close that session (SEED-BEHAVIOR 5, 8, 9, 10).
-func (s *session) handshake(ctx context.Context, conn *acpConn, tree *reaper.Tree, prior *store.Record, late *lateHandshake) (*admitted, string, *protocol.Error) {
-	p := s.open
+// It runs in the admission worker and reads only in and the session's
+// immutable fields; what the agent advertises about close is kept in late.
+func (s *session) handshake(ctx context.Context, in *admissionInput, conn *acpConn, tree Tree, prior *store.Record, late *lateHandshake) (*admitted, string, *protocol.Error) {
+	p := in.open
 	var init initializeResult
 	// No fs/terminal capabilities: the agent uses its own (PROTOCOL §7).
 	err := conn.call(ctx, acp.AgentMethodInitialize, acp.InitializeRequest{
@@ -99,12 +100,12 @@ func (s *session) handshake(ctx context.Context, conn *acpConn, tree *reaper.Tre
 	} else {
 		init.AgentCapabilities = json.RawMessage("{}")
 	}
-	s.closeSupported.Store(caps.SessionCapabilities.Close != nil)
+	late.closeSupported = caps.SessionCapabilities.Close != nil
 	info := protocol.AgentInfo{ProtocolVersion: init.ProtocolVersion, Capabilities: init.AgentCapabilities}
 	if init.AgentInfo != nil {
 		info.Name, info.Title, info.Version = init.AgentInfo.Name, init.AgentInfo.Title, init.AgentInfo.Version
 	}
-	if m := s.authMethod(init); m != "" {
+	if m := authMethod(in, init); m != "" {
 		if err := conn.call(ctx, acp.AgentMethodAuthenticate, acp.AuthenticateRequest{MethodId: m}, nil); err != nil {
 			return nil, "", s.acpError("authenticate", err)
 		}
@@ -182,7 +183,7 @@ func (s *session) handshake(ctx context.Context, conn *acpConn, tree *reaper.Tre
 			wantMode = prior.Acpx.PinnedModeID
 		}
 	}
-	if e := checkHostMode(s.prof, p, wantMode); e != nil {
+	if e := checkHostMode(in.prof, p, wantMode); e != nil {
 		return nil, st.SessionID, e
 	}
 	if wantModel != "" && (ctl.models == nil || ctl.models.CurrentModelID != wantModel) {
@@ -195,14 +196,14 @@ func (s *session) handshake(ctx context.Context, conn *acpConn, tree *reaper.Tre
 			return nil, st.SessionID, e
 		}
 	}
-	binding, e := ctl.bind(ctx, s.prof, p, wantMode)
+	binding, e := ctl.bind(ctx, in.prof, p, wantMode)
 	if e != nil {
 		return nil, st.SessionID, e
 	}
 	res.PermissionBinding = binding
 	pins := pins{model: wantModel, mode: wantMode}
 	res.Models, res.Modes, res.ConfigOptions = ctl.models, ctl.modes, ctl.configOpts
-	rec, err := s.saveAdmitted(prior, &res, init, tree, ctl.usedStyle, pins)
+	rec, err := saveAdmitted(in, prior, &res, init, tree, ctl.usedStyle, pins)
 	if err != nil {
 		// SEED-BEHAVIOR 9: close the created session, fail with the store error.
 		return nil, st.SessionID, protocol.Domain(protocol.ErrStoreUnavailable, "the session record could not be saved: "+errText(err), true)
@@ -217,13 +218,13 @@ type pins struct{ model, mode string }
 
 // authMethod picks the profile's authenticate method: the first rule whose
 // env var the launch env holds and whose method the agent advertises.
-func (s *session) authMethod(init initializeResult) string {
+func authMethod(in *admissionInput, init initializeResult) string {
 	offered := map[string]bool{}
 	for _, m := range init.AuthMethods {
 		offered[m.ID] = true
 	}
-	for _, r := range s.prof.Auth {
-		if offered[r.MethodID] && s.envHas(r.EnvVar) {
+	for _, r := range in.prof.Auth {
+		if offered[r.MethodID] && in.envHas(r.EnvVar) {
 			return r.MethodID
 		}
 	}
@@ -234,8 +235,8 @@ func nowStamp() string { return time.Now().UTC().Format("2006-01-02T15:04:05.000
 
 // saveAdmitted writes the record of an admitted session (no env, ever:
 // SEED-BEHAVIOR 3).
-func (s *session) saveAdmitted(prior *store.Record, res *protocol.OpenResult, init initializeResult, tree *reaper.Tree, style string, pin pins) (*store.Record, error) {
-	p := s.open
+func saveAdmitted(in *admissionInput, prior *store.Record, res *protocol.OpenResult, init initializeResult, tree Tree, style string, pin pins) (*store.Record, error) {
+	p := in.open
 	rec := prior
 	now := nowStamp()
 	if rec == nil {
@@ -260,7 +261,7 @@ func (s *session) saveAdmitted(prior *store.Record, res *protocol.OpenResult, in
 	rec.Acpx.ModelControl = style
 	rec.Acpx.PinnedModelID, rec.Acpx.PinnedModeID = pin.model, pin.mode
 	applyControlsToRecord(rec, res.Models, res.Modes)
-	if err := s.st.Save(rec); err != nil {
+	if err := in.st.Save(rec); err != nil {
 		return nil, err
 	}
 	return rec, nil
@@ -342,9 +343,14 @@ func modesFromConfig(opts []json.RawMessage) *protocol.Modes {
 // lateHandshake remembers the session-creating request (session/new, load
 // or resume) that admission gave up on, so that a session the agent
 // creates after a cancel or timeout is still closed (SEED-BEHAVIOR 6, 7).
+// It is local to the admission worker (watch runs in a goroutine the
+// worker starts and waits for).
 type lateHandshake struct {
 	waiter  *jsonrpc2.Waiter
 	resumed string // the session id a load/resume names
+	// closeSupported: initialize advertised sessionCapabilities.close
+	// (set by handshake; the late close and the admission's cleanup need it).
+	closeSupported bool
 }
 
 // call sends method and waits for its answer or ctx; when ctx ends first,
@@ -384,8 +390,8 @@ func (l *lateHandshake) watch(s *session, conn *acpConn) *protocol.ProtocolClose
 	if id == "" {
 		return nil
 	}
-	if !s.closeSupported.Load() {
-		return &protocol.ProtocolClose{Outcome: "unsupported"}
+	if !l.closeSupported {
+		return &protocol.ProtocolClose{Outcome: protocol.CloseUnsupported}
 	}
 	// A close the agent answers with an error is reconciled: tried again,
 	// at most LateCloseReconcileAttempts times in all (SEED-BEHAVIOR 29);
@@ -402,10 +408,10 @@ func (l *lateHandshake) watch(s *session, conn *acpConn) *protocol.ProtocolClose
 	}
 	switch {
 	case err == nil:
-		return &protocol.ProtocolClose{Outcome: "ok"}
+		return &protocol.ProtocolClose{Outcome: protocol.CloseOK}
 	case ctx.Err() != nil:
-		return &protocol.ProtocolClose{Outcome: "timeout", Error: "session/close did not answer within " + s.m.cfg.CloseTimeout.String()}
+		return &protocol.ProtocolClose{Outcome: protocol.CloseTimeout, Error: "session/close did not answer within " + s.m.cfg.CloseTimeout.String()}
 	default:
-		return &protocol.ProtocolClose{Outcome: "error", Error: s.acpError("session/close", err).Message}
+		return &protocol.ProtocolClose{Outcome: protocol.CloseError, Error: s.acpError("session/close", err).Message}
 	}
 }

@@ -21,7 +21,6 @@ import (
 
 	"github.com/acpx-sidecar/acpx-sidecar/internal/profiles"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/protocol"
-	"github.com/acpx-sidecar/acpx-sidecar/internal/reaper"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/store"
 )
 
@@ -72,8 +71,10 @@ type Config struct {
 	BaseEnv []string
 	// MaxProviderLineBytes bounds one provider stdout line (bytes).
 	MaxProviderLineBytes int
-	// Supervisor launches and contains provider trees.
-	Supervisor *reaper.Supervisor
+	// Launcher launches and contains provider trees: ReaperLauncher of the
+	// sidecar's *reaper.Supervisor, or a fake in tests. nil means no
+	// containment: every open is refused with PLATFORM_UNSUPPORTED.
+	Launcher Launcher
 	// Logger receives structured logs; never given a secret.
 	Logger *zap.Logger
 	// Version is the sidecar version reported at initialize.
@@ -140,8 +141,8 @@ func (m *Manager) Bounds() protocol.Bounds {
 // Initialize answers `initialize` (PROTOCOL §2); Pid is filled by rpc.
 func (m *Manager) Initialize(p protocol.InitializeParams) protocol.InitializeResult {
 	containment := "none" // every open is refused with PLATFORM_UNSUPPORTED
-	if m.cfg.Supervisor != nil {
-		containment = string(m.cfg.Supervisor.Mode())
+	if m.cfg.Launcher != nil {
+		containment = string(m.cfg.Launcher.Mode())
 	}
 	return protocol.InitializeResult{ProtocolVersion: protocol.Version,
 		ServerInfo:   protocol.Implementation{Name: "acpx-sidecar", Version: m.cfg.Version},
@@ -188,7 +189,7 @@ func (m *Manager) Open(ctx context.Context, p protocol.OpenParams, reply Reply) 
 		reply(nil, e)
 		return
 	}
-	if runtime.GOOS != "linux" || m.cfg.Supervisor == nil {
+	if runtime.GOOS != "linux" || m.cfg.Launcher == nil {
 		reply(nil, protocol.Domain(protocol.ErrPlatformUnsupported, "this platform cannot contain a provider tree", false))
 		return
 	}
@@ -315,7 +316,7 @@ func (m *Manager) Status(p protocol.SessionRef, reply Reply) {
 // Close closes a session and proves its tree gone (PROTOCOL §4 session/close).
 func (m *Manager) Close(p protocol.CloseParams, reply Reply) {
 	if s := m.lookup(p.Session, reply); s != nil {
-		s.send(reply, func() { s.close(p.Reason, "close", p.DiscardPersistentState, reply) })
+		s.send(reply, func() { s.close(p.Reason, protocol.OriginClose, p.DiscardPersistentState, reply) })
 	}
 }
 
@@ -369,8 +370,8 @@ func (m *Manager) List() []protocol.ListEntry {
 func (m *Manager) Shutdown() []*protocol.Proof {
 	m.mu.Lock()
 	m.closing = true
-	if m.cfg.Supervisor != nil {
-		m.cfg.Supervisor.Seal() // SEED-BEHAVIOR 21: nothing launches after this
+	if m.cfg.Launcher != nil {
+		m.cfg.Launcher.Seal() // SEED-BEHAVIOR 21: nothing launches after this
 	}
 	all := make([]*session, 0, len(m.sessions))
 	for _, s := range m.sessions {
@@ -387,12 +388,12 @@ func (m *Manager) Shutdown() []*protocol.Proof {
 	for i, s := range all {
 		i, s := i, s
 		s.send(func(any, error) { results <- res{i, nil} }, func() {
-			if s.state == stateClosed && s.proof != nil && s.proof.Complete {
+			if s.state.is(protocol.StateClosed) && s.proof != nil && s.proof.Complete {
 				s.provenBeforeShutdown.Store(true)
 				results <- res{i, nil} // closed and proven before shutdown
 				return
 			}
-			s.close("sidecar shutdown", "shutdown", false, func(r any, err error) {
+			s.close("sidecar shutdown", protocol.OriginShutdown, false, func(r any, err error) {
 				var p *protocol.Proof
 				if cr, ok := r.(protocol.CloseResult); ok {
 					p = cr.Proof

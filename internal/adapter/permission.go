@@ -116,7 +116,7 @@ func (s *session) onPermission(ask *permissionAsk) {
 	}
 	pa := &pendingAsk{toolCallID: head.ToolCallID, kind: kind, options: opts}
 	t := s.turn
-	if t == nil || t.cancelled || s.state != stateTurn {
+	if t == nil || t.cancelled || !s.state.is(protocol.StateTurn) {
 		// The authority belongs to a live turn (SEED-BEHAVIOR 27).
 		pa.rule = "no active turn"
 		s.answerPermission(ask, pa, nil, "cancelled", "no active turn")

@@ -132,8 +132,8 @@ func (m *Manager) recoverOne(o store.Owned) *protocol.Proof {
 	t := reaper.Recover(reaper.Leftover{Pid: o.Pid, StartTicks: o.StartTime, Pgid: o.Pgid, Cgroup: o.Cgroup,
 		CgroupGlob: cgroupGlob(o), Marker: o.Marker}, m.cfg.KillGrace)
 	proof := &protocol.Proof{CleanupID: newID("c-"), Session: o.Session, SessionKey: o.SessionKey,
-		Reason: "leftover of sidecar pid " + strconv.Itoa(o.SidecarPid), Origin: "recovered",
-		ProtocolClose: protocol.ProtocolClose{Outcome: "skipped"}, Signals: []protocol.ProofSignal{},
+		Reason: "leftover of sidecar pid " + strconv.Itoa(o.SidecarPid), Origin: protocol.OriginRecovered,
+		ProtocolClose: protocol.ProtocolClose{Outcome: protocol.CloseSkipped}, Signals: []protocol.ProofSignal{},
 		Processes: []protocol.ProofProcess{}, StartedAt: started, Errors: []protocol.ProofError{}, Attempts: 1}
 	applyTerminationTo(proof, t, func(s string) string { return s })
 	proof.Containment = string(t.Containment)

@@ -11,24 +11,17 @@ import (
 
 	"github.com/acpx-sidecar/acpx-sidecar/internal/profiles"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/protocol"
-	"github.com/acpx-sidecar/acpx-sidecar/internal/reaper"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/store"
-)
-
-// Session states reported in status and list (PROTOCOL §4).
-const (
-	stateAdmitting = "admitting"
-	stateOpen      = "open"
-	stateTurn      = "turn"
-	stateClosing   = "closing"
-	stateClosed    = "closed"
-	stateDead      = "dead"
 )
 
 // session is one session actor. Fields below "actor-owned" are touched only
 // by the goroutine running run(); everything else reaches it by sending a
 // closure on cmds (host requests) or inbox (provider events and worker
-// results, in provider order).
+// results, in provider order). The fields above it are set before the
+// actor starts and never change (but for the atomics, which are shared on
+// purpose), so workers may read them; a worker gets everything else as an
+// input value copied on the actor (admissionInput, cleanupInput, controls)
+// and hands its result back with post.
 type session struct {
 	m       *Manager
 	id      string
@@ -45,50 +38,50 @@ type session struct {
 	// abortAdmission cancels the admission (set before the actor starts).
 	abortAdmission context.CancelCauseFunc
 	hasTree        atomic.Bool
-	closeSupported atomic.Bool // the agent advertised sessionCapabilities.close
 	// provenBeforeShutdown: closed with a complete proof before shutdown
 	// began, so shutdown does not repeat that proof.
 	provenBeforeShutdown atomic.Bool
 
 	// actor-owned
-	open       protocol.OpenParams
-	prof       profiles.Profile
-	state      string
-	st         *store.Store
-	tree       *reaper.Tree
-	conn       *acpConn
-	identity   protocol.Identity
-	agentInfo  protocol.AgentInfo
-	agentCaps  agentCaps
-	models     *protocol.Models
-	modes      *protocol.Modes
-	configOpts []json.RawMessage
-	modelCtl   string
-	pins       pins // the host's model and mode, re-applied on resume
-	resumed    bool
-	seq        uint64
-	replaying  bool              // drop updates (session/load replay)
-	buffered   []json.RawMessage // updates that arrived during a new-session admission
-	usedIDs    map[string]bool
-	turn       *turn
-	lastReqID  *string
-	usage      protocol.Usage
-	perRequest map[string]protocol.Usage
-	cost       *protocol.Cost
-	closeReq   *closeAttempt
-	proof      *protocol.Proof
-	exitSeen   bool
-	lostInTurn bool // the connection died during a turn
-	finished   bool // the open failed or the session was retired: the actor stops
-	pid        int  // the provider's pid, kept after the tree handle is released
-	discarded  bool // the record was deleted at close
+	open           protocol.OpenParams
+	prof           profiles.Profile
+	state          lifecycle // changed only by moveTo (state.go)
+	st             *store.Store
+	tree           Tree
+	conn           *acpConn
+	identity       protocol.Identity
+	agentInfo      protocol.AgentInfo
+	agentCaps      agentCaps
+	closeSupported bool // the agent advertised sessionCapabilities.close (from the handshake)
+	models         *protocol.Models
+	modes          *protocol.Modes
+	configOpts     []json.RawMessage
+	modelCtl       string
+	pins           pins // the host's model and mode, re-applied on resume
+	resumed        bool
+	seq            uint64
+	replaying      bool              // drop updates (session/load replay)
+	buffered       []json.RawMessage // updates that arrived during a new-session admission
+	usedIDs        map[string]bool
+	turn           *turn
+	lastReqID      *string
+	usage          protocol.Usage
+	perRequest     map[string]protocol.Usage
+	cost           *protocol.Cost
+	closeReq       *closeAttempt
+	proof          *protocol.Proof
+	exitSeen       bool
+	lostInTurn     bool // the connection died during a turn
+	finished       bool // the open failed or the session was retired: the actor stops
+	pid            int  // the provider's pid, kept after the tree handle is released
+	discarded      bool // the record was deleted at close
 }
 
 func newSession(m *Manager, id string, p protocol.OpenParams, prof profiles.Profile) *session {
 	return &session{m: m, id: id, key: p.SessionKey, agent: p.Agent, created: time.Now(),
 		log: m.log.With(zap.String("session", id)), red: newRedactor(p.Env),
 		cmds: make(chan func(), 64), inbox: make(chan func(), 256), quit: make(chan struct{}),
-		open: p, prof: prof, state: stateAdmitting, usedIDs: map[string]bool{}, perRequest: map[string]protocol.Usage{}}
+		open: p, prof: prof, state: lifecycle{protocol.StateAdmitting}, usedIDs: map[string]bool{}, perRequest: map[string]protocol.Usage{}}
 }
 
 // send runs fn on the actor; if the actor has stopped, reply gets
@@ -167,10 +160,10 @@ func (s *session) onUpdate(params json.RawMessage) {
 	switch {
 	case s.replaying:
 		return // PROTOCOL §4 resume: replay is not live output
-	case s.state == stateAdmitting:
+	case s.state.is(protocol.StateAdmitting):
 		s.buffered = append(s.buffered, n.Update)
 		return
-	case s.state == stateClosing || s.state == stateClosed || s.state == stateDead:
+	case s.state.is(protocol.StateClosing, protocol.StateClosed, protocol.StateDead):
 		return // the turn was ended by close; nothing more is live output
 	}
 	s.trackUpdate(n.Update)
@@ -235,8 +228,7 @@ func (s *session) onExit() {
 		return
 	}
 	s.exitSeen = true
-	switch s.state {
-	case stateClosing, stateClosed, stateAdmitting:
+	if s.state.is(protocol.StateClosing, protocol.StateClosed, protocol.StateAdmitting) {
 		return // the close or admission worker owns cleanup
 	}
 	st := s.tree.ExitStatus()
@@ -251,22 +243,22 @@ func (s *session) onExit() {
 		s.finishTurn(protocol.PromptResult{Status: "failed", Error: &protocol.TurnError{
 			Code: protocol.ErrProviderProcessLost, Message: "the provider process exited during the turn"}})
 	}
-	s.state = stateDead
-	s.startCleanup("provider exited", "provider-exit", false, nil)
+	s.moveTo(protocol.StateDead)
+	s.startCleanup("provider exited", protocol.OriginProviderExit, false, nil)
 }
 
 func (s *session) summary() string {
-	state := s.state
+	state := s.state.current()
 	return fmt.Sprintf("session=%s backendSessionId=%s agentSessionId=%s %s", s.key,
 		s.identity.BackendSessionID, s.identity.AgentSessionID, state)
 }
 
 func (s *session) listEntry() protocol.ListEntry {
 	ch := make(chan protocol.ListEntry, 1)
-	entry := protocol.ListEntry{Session: s.id, SessionKey: s.key, Agent: s.agent, State: stateClosed}
+	entry := protocol.ListEntry{Session: s.id, SessionKey: s.key, Agent: s.agent, State: protocol.StateClosed}
 	select {
 	case s.cmds <- func() {
-		e := protocol.ListEntry{Session: s.id, SessionKey: s.key, Agent: s.agent, State: s.state}
+		e := protocol.ListEntry{Session: s.id, SessionKey: s.key, Agent: s.agent, State: s.state.current()}
 		if s.identity.BackendSessionID != "" {
 			id := s.identity
 			e.Identity = &id
@@ -290,8 +282,8 @@ func (s *session) listEntry() protocol.ListEntry {
 // answer within the bound; it reads only immutable fields.
 func (s *session) incompleteProof(why string) *protocol.Proof {
 	now := time.Now()
-	return &protocol.Proof{CleanupID: newID("c-"), Session: s.id, SessionKey: s.key, Reason: why, Origin: "shutdown",
-		ProtocolClose: protocol.ProtocolClose{Outcome: "skipped"}, Signals: []protocol.ProofSignal{},
-		Processes: []protocol.ProofProcess{}, Containment: string(s.m.cfg.Supervisor.Mode()),
+	return &protocol.Proof{CleanupID: newID("c-"), Session: s.id, SessionKey: s.key, Reason: why, Origin: protocol.OriginShutdown,
+		ProtocolClose: protocol.ProtocolClose{Outcome: protocol.CloseSkipped}, Signals: []protocol.ProofSignal{},
+		Processes: []protocol.ProofProcess{}, Containment: string(s.m.cfg.Launcher.Mode()),
 		StartedAt: protocol.At(now), FinishedAt: protocol.At(now), Errors: []protocol.ProofError{{Code: protocol.ErrCleanupIncomplete, Message: why}}}
 }

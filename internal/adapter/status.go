@@ -23,7 +23,7 @@ func (s *session) applyConfigOptions(opts []json.RawMessage) {
 		}
 		switch {
 		case (o.ID == "model" || o.Category == "model") && s.models != nil:
-			s.models.CurrentModelID = v
+			s.models.CurrentModelID = listedModelID(opts, v, s.models.AvailableModelIDs)
 		case (o.ID == "mode" || o.Category == "mode") && s.modes != nil:
 			s.modes.CurrentModeID = v
 		}
@@ -33,11 +33,11 @@ func (s *session) applyConfigOptions(opts []json.RawMessage) {
 // status answers session/status from the persisted record, checked against
 // the identity admitted at open (SEED-BEHAVIOR 23).
 func (s *session) status() (any, error) {
-	if s.state == stateAdmitting {
+	if s.state.is(protocol.StateAdmitting) {
 		return nil, protocol.Domain(protocol.ErrSessionNotFound, "the session is still being admitted", true)
 	}
-	res := protocol.StatusResult{Session: s.id, SessionKey: s.key, Agent: s.agent, State: s.state, Identity: s.identity,
-		Closed: s.state == stateClosed, LastRequestID: s.lastReqID, Models: s.models, Modes: s.modes, ConfigOptions: s.configOpts,
+	res := protocol.StatusResult{Session: s.id, SessionKey: s.key, Agent: s.agent, State: s.state.current(), Identity: s.identity,
+		Closed: s.state.is(protocol.StateClosed), LastRequestID: s.lastReqID, Models: s.models, Modes: s.modes, ConfigOptions: s.configOpts,
 		Usage: protocol.UsageStatus{Cumulative: s.usage, PerRequest: s.perRequest}, Cost: s.cost}
 	res.Process.Pid = s.pid
 	if s.tree != nil {

@@ -84,7 +84,7 @@ func (s *session) startTurn(ctx context.Context, p protocol.PromptParams, reply 
 		t.timers = append(t.timers, time.AfterFunc(time.Duration(*p.TimeoutMs)*time.Millisecond, func() {
 			s.post(func() {
 				if s.turn == t {
-					t.failErr = &protocol.TurnError{Code: "TURN_TIMEOUT", Message: "the turn exceeded timeoutMs", Retryable: true}
+					t.failErr = &protocol.TurnError{Code: protocol.ErrTurnTimeout, Message: "the turn exceeded timeoutMs", Retryable: true}
 					s.cancelTurn(&t.requestID, "turn timeout")
 				}
 			})
@@ -94,7 +94,7 @@ func (s *session) startTurn(ctx context.Context, p protocol.PromptParams, reply 
 		t.costBase = s.cost.Amount
 	}
 	s.turn = t
-	s.state = stateTurn
+	s.moveTo(protocol.StateTurn)
 	rid := p.RequestID
 	s.lastReqID = &rid
 	conn, sid := s.conn, s.identity.BackendSessionID
@@ -146,8 +146,8 @@ func (s *session) finishTurn(res protocol.PromptResult) {
 		s.answerPermission(ask, pa, nil, "cancelled", "turn ended")
 	}
 	s.turn = nil
-	if s.state == stateTurn {
-		s.state = stateOpen
+	if s.state.is(protocol.StateTurn) {
+		s.moveTo(protocol.StateOpen)
 	}
 	t.end()
 	t.stopHost()

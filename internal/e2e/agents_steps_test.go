@@ -111,6 +111,29 @@ func (a *agentRun) setModel(o agentOpen) {
 	}
 }
 
+// wantListedModel checks that session/status reports a current model the
+// agent lists (codex-acp 2.x reports model and effort as two config
+// options after a turn; the listed id carries both).
+func (a *agentRun) wantListedModel(session string) {
+	a.t.Helper()
+	var st struct {
+		Models *struct {
+			Current   string   `json:"currentModelId"`
+			Available []string `json:"availableModelIds"`
+		} `json:"models"`
+	}
+	a.s.mustCall("session/status", map[string]any{"session": session}, &st)
+	if st.Models == nil {
+		return
+	}
+	for _, m := range st.Models.Available {
+		if m == st.Models.Current {
+			return
+		}
+	}
+	a.t.Errorf("status reports model %q, which the agent does not list: %v", st.Models.Current, st.Models.Available)
+}
+
 // close closes session; the proof must be complete and nothing of its
 // tree alive.
 func (a *agentRun) close(session string) proof {
@@ -162,7 +185,7 @@ func (a *agentRun) waitProof(session, origin string) proof {
 		var n struct {
 			Proof proof `json:"proof"`
 		}
-		if json.Unmarshal(raw, &n) != nil || n.Proof.Session != session || n.Proof.Origin != origin {
+		if json.Unmarshal(raw, &n) != nil || n.Proof.Session != session || string(n.Proof.Origin) != origin {
 			return false
 		}
 		got = n.Proof

@@ -63,6 +63,7 @@ func runAgentSuite(t *testing.T, name string) {
 	if !strings.Contains(text, modelstub.HelloText) {
 		t.Errorf("streamed text %q does not hold the stub's %q", text, modelstub.HelloText)
 	}
+	a.wantListedModel(main.Session)
 	a.prompt(main.Session, "t2", "make a file\nrun: echo approved > approved.txt")
 	a.wantFile("approved.txt", "approved")
 	a.setModel(main)

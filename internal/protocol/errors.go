@@ -52,6 +52,8 @@ const (
 	ErrPersistedSessionMismatch = "ACPX_PERSISTED_SESSION_IDENTITY_MISMATCH"
 	ErrPermissionRequired       = "PERMISSION_APPROVAL_REQUIRED"
 	ErrCleanupIncomplete        = "CLEANUP_INCOMPLETE"
+	// ErrTurnTimeout: error.code of a turn that exceeded its timeoutMs.
+	ErrTurnTimeout = "TURN_TIMEOUT"
 	// ErrSessionKeyInUse: session/open for a sessionKey that another live
 	// session of this sidecar already holds (an addition to PROTOCOL §3).
 	ErrSessionKeyInUse = "SESSION_KEY_IN_USE"

@@ -2,15 +2,63 @@ package protocol
 
 import "time"
 
+// ProofOrigin says what started a cleanup (Proof.Origin, PROTOCOL §6).
+type ProofOrigin string
+
+// Proof origins.
+const (
+	// OriginClose: the host's session/close.
+	OriginClose ProofOrigin = "close"
+	// OriginAdmission: a failed session/open ended what it had launched.
+	OriginAdmission ProofOrigin = "admission"
+	// OriginShutdown: `shutdown` closed the session.
+	OriginShutdown ProofOrigin = "shutdown"
+	// OriginProviderExit: the provider exited on its own.
+	OriginProviderExit ProofOrigin = "provider-exit"
+	// OriginRecovered: a leftover of a dead sidecar found in the ownership
+	// ledger.
+	OriginRecovered ProofOrigin = "recovered"
+)
+
+// CloseOutcome is the outcome of a cleanup's ACP session/close
+// (ProtocolClose.Outcome, PROTOCOL §6).
+type CloseOutcome string
+
+// Protocol-close outcomes.
+const (
+	// CloseOK: the agent answered session/close.
+	CloseOK CloseOutcome = "ok"
+	// CloseError: the agent answered session/close with an error.
+	CloseError CloseOutcome = "error"
+	// CloseTimeout: session/close did not answer within its bound.
+	CloseTimeout CloseOutcome = "timeout"
+	// CloseUnsupported: the agent does not advertise
+	// sessionCapabilities.close.
+	CloseUnsupported CloseOutcome = "unsupported"
+	// CloseSkipped: no session/close was sent (no ACP session, no live
+	// provider, or no connection).
+	CloseSkipped CloseOutcome = "skipped"
+)
+
+// Codes of ProofError.Code written by the session side; the reaper's
+// (SIGNAL_DELIVERY_FAILED, PROVIDER_KILL_TIMEOUT, CGROUP_REMOVE_FAILED) are
+// internal/reaper's, and a synthesized shutdown proof uses
+// ErrCleanupIncomplete.
+const (
+	// ErrProtocolCloseTimeout: session/close did not answer in time.
+	ErrProtocolCloseTimeout = "PROTOCOL_CLOSE_TIMEOUT"
+	// ErrProtocolCloseFailed: session/close was answered with an error.
+	ErrProtocolCloseFailed = "PROTOCOL_CLOSE_FAILED"
+)
+
 // Proof is a cleanup proof (PROTOCOL §6). Complete is true only when the
-// sidecar observed that no process of the provider tree is left. Origin is
-// "close", "admission", "shutdown", "provider-exit" or "recovered".
+// sidecar observed that no process of the provider tree is left.
 type Proof struct {
 	CleanupID     string         `json:"cleanupId"`
 	Session       string         `json:"session"`
 	SessionKey    string         `json:"sessionKey"`
 	Reason        string         `json:"reason"`
-	Origin        string         `json:"origin"`
+	Origin        ProofOrigin    `json:"origin"`
 	ProtocolClose ProtocolClose  `json:"protocolClose"`
 	Signals       []ProofSignal  `json:"signals"`
 	Processes     []ProofProcess `json:"processes"`
@@ -24,11 +72,10 @@ type Proof struct {
 	Errors        []ProofError   `json:"errors"`
 }
 
-// ProtocolClose is the outcome of the ACP session/close attempt: "ok",
-// "error", "timeout", "unsupported" or "skipped".
+// ProtocolClose is the outcome of the ACP session/close attempt.
 type ProtocolClose struct {
-	Outcome string `json:"outcome"`
-	Error   string `json:"error,omitempty"`
+	Outcome CloseOutcome `json:"outcome"`
+	Error   string       `json:"error,omitempty"`
 }
 
 // ProofSignal is one signal delivery; Target is "tree", "provider" or

@@ -292,7 +292,7 @@ type StatusResult struct {
 	Session       string            `json:"session"`
 	SessionKey    string            `json:"sessionKey"`
 	Agent         string            `json:"agent"`
-	State         string            `json:"state"`
+	State         SessionState      `json:"state"`
 	Identity      Identity          `json:"identity"`
 	Closed        bool              `json:"closed"`
 	LastRequestID *string           `json:"lastRequestId"`
@@ -307,12 +307,12 @@ type StatusResult struct {
 
 // ListEntry is one session in `session/list`.
 type ListEntry struct {
-	Session         string    `json:"session"`
-	SessionKey      string    `json:"sessionKey"`
-	Agent           string    `json:"agent"`
-	State           string    `json:"state"`
-	Identity        *Identity `json:"identity,omitempty"`
-	ActiveRequestID *string   `json:"activeRequestId,omitempty"`
+	Session         string       `json:"session"`
+	SessionKey      string       `json:"sessionKey"`
+	Agent           string       `json:"agent"`
+	State           SessionState `json:"state"`
+	Identity        *Identity    `json:"identity,omitempty"`
+	ActiveRequestID *string      `json:"activeRequestId,omitempty"`
 }
 
 // SessionUpdateNotice is the `session/update` notification. Update is the

@@ -1,0 +1,87 @@
+package adapter
+
+import (
+	"context"
+	"io"
+	"time"
+
+	"github.com/acpx-sidecar/acpx-sidecar/internal/reaper"
+)
+
+// The adapter's view of containment (internal/reaper), in the style of
+// hashicorp/go-plugin's runner.Runner: the two interfaces below list only
+// what the session actors and their workers call. Production passes
+// ReaperLauncher(sup); tests pass fakes that run no process. The data
+// types (reaper.Spec, reaper.Mode, reaper.Termination, reaper.ExitStatus)
+// are reaper's, so a fake reports the same facts a real tree does.
+
+// Launcher starts provider trees under containment (a *reaper.Supervisor
+// through ReaperLauncher).
+type Launcher interface {
+	// Start launches spec inside its own containment unit. It fails with
+	// reaper.ErrSealed after Seal (SEED-BEHAVIOR 21).
+	Start(spec reaper.Spec) (Tree, error)
+	// Mode is the containment in force; its string is a proof's and
+	// initialize's `containment`.
+	Mode() reaper.Mode
+	// Seal makes every later Start fail; shutdown calls it first.
+	Seal()
+	// CgroupParent is the cgroup directory provider cgroups are made in
+	// ("" outside cgroup mode); the ownership ledger records it.
+	CgroupParent() string
+}
+
+// Tree is one launched provider and everything it spawns (a *reaper.Tree).
+type Tree interface {
+	// Stdin is the provider's stdin (the ACP connection writes it).
+	Stdin() io.WriteCloser
+	// Stdout is the provider's stdout (the ACP connection reads it).
+	Stdout() io.ReadCloser
+	// Stderr is the provider's stderr (drained, never logged).
+	Stderr() io.ReadCloser
+	// Pid is the provider (leader) pid.
+	Pid() int
+	// Pgid is the provider's process group.
+	Pgid() int
+	// StartTicks is the leader's start time in clock ticks (/proc), kept
+	// in the ownership ledger against pid reuse.
+	StartTicks() uint64
+	// StartedAt is when the provider was started.
+	StartedAt() time.Time
+	// Containment is the tree's containment mode.
+	Containment() reaper.Mode
+	// CgroupPath is the tree's cgroup ("" outside cgroup mode).
+	CgroupPath() string
+	// Exited is closed once the leader has been reaped.
+	Exited() <-chan struct{}
+	// ExitStatus is the leader's wait status, valid after Exited.
+	ExitStatus() reaper.ExitStatus
+	// Terminate ends the whole tree (TERM, then KILL) and returns what was
+	// observed; it may be called again after an incomplete result (the
+	// retained cleanup, SEED-BEHAVIOR 20), and its facts are cumulative.
+	Terminate(ctx context.Context, termGrace, killGrace time.Duration) reaper.Termination
+}
+
+// The concrete reaper types satisfy the adapter's interfaces.
+var (
+	_ Tree     = (*reaper.Tree)(nil)
+	_ Launcher = reaperLauncher{}
+)
+
+// ReaperLauncher adapts a *reaper.Supervisor to Launcher (its Start
+// returns the concrete *reaper.Tree). sup must not be nil: a sidecar
+// without containment leaves Config.Launcher nil instead.
+func ReaperLauncher(sup *reaper.Supervisor) Launcher { return reaperLauncher{sup} }
+
+// reaperLauncher is a *reaper.Supervisor as a Launcher.
+type reaperLauncher struct{ *reaper.Supervisor }
+
+// Start launches spec; a failed launch is a nil Tree (not a nil
+// *reaper.Tree in an interface).
+func (l reaperLauncher) Start(spec reaper.Spec) (Tree, error) {
+	t, err := l.Supervisor.Start(spec)
+	if err != nil {
+		return nil, err
+	}
+	return t, nil
+}
