@@ -222,23 +222,32 @@ func verifyCommand(c *protocol.Command) (*os.File, *protocol.Error) {
 }
 
 // launchEnv is the base environment plus the open's env (secret values);
-// the actor computes it for the admission worker.
+// the actor computes it for the admission worker. The profile's binding
+// settings (Binding.Env, and Binding.IsolateEnv when the policy needs the
+// agent to ask) win over both (docs/agents.md).
 func (s *session) launchEnv() []string {
-	env := make([]string, 0, len(s.m.cfg.BaseEnv)+len(s.open.Env))
+	bind := map[string]string{}
+	for k, v := range s.prof.Binding.Env {
+		bind[k] = v
+	}
+	if needsAsking(s.open) {
+		for k, v := range s.prof.Binding.IsolateEnv {
+			bind[k] = v
+		}
+	}
+	env := make([]string, 0, len(s.m.cfg.BaseEnv)+len(s.open.Env)+len(bind)+1)
 	for _, kv := range s.m.cfg.BaseEnv {
 		k, _, _ := strings.Cut(kv, "=")
-		_, bound := s.prof.Binding.Env[k]
+		_, bound := bind[k]
 		if _, over := s.open.Env[k]; !over && !bound && k != SessionMarkerEnv {
 			env = append(env, kv)
 		}
 	}
-	bind := s.prof.Binding.Env
 	for k, v := range s.open.Env {
 		if _, bound := bind[k]; !bound && k != SessionMarkerEnv {
 			env = append(env, k+"="+v)
 		}
 	}
-	// The profile's binding settings win over the host's (docs/agents.md).
 	for k, v := range bind {
 		env = append(env, k+"="+v)
 	}

@@ -2,6 +2,9 @@ package adapter
 
 import (
 	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
 
 	"github.com/acpx-sidecar/acpx-sidecar/internal/profiles"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/protocol"
@@ -16,6 +19,7 @@ import (
 const (
 	viaAgentDefault = "agent default"
 	viaHostMode     = "host mode"
+	viaPinnedMode   = "pinned mode"
 	viaNone         = "none"
 )
 
@@ -42,14 +46,72 @@ func unenforceable(why string) *protocol.Error {
 			"; use permissionMode approve-all, or a mode in which the agent asks (docs/agents.md)", false)
 }
 
-// checkHostMode refuses, before anything is launched, an open or a mode
-// change that names an autonomous mode while the policy needs the agent
-// to ask. It returns nil when mode is allowed.
+// checkHostMode refuses, before anything is launched, an open that names
+// a mode known to let the agent decide alone while the policy needs the
+// agent to ask. It returns nil when mode is allowed here (a mode the
+// profile does not know is judged after the handshake, by bind).
 func checkHostMode(prof profiles.Profile, p protocol.OpenParams, mode string) *protocol.Error {
 	if prof.Binding.Autonomous(mode) && needsAsking(p) {
 		return unenforceable("in mode " + quoteShort(mode) + " " + prof.Name + " decides tool use alone")
 	}
 	return nil
+}
+
+// checkModeChange judges a session/setMode (or setConfigOption of the mode)
+// to mode on a live session offering modes: under a policy that needs
+// asking, a mode outside the profile's asking modes is refused
+// (MODE_UNAVAILABLE when the agent does not even offer it).
+func checkModeChange(prof profiles.Profile, p protocol.OpenParams, mode string, modes *protocol.Modes) *protocol.Error {
+	b := prof.Binding
+	if !needsAsking(p) || len(b.AskModes) == 0 || b.Asks(mode) {
+		return nil
+	}
+	if modes != nil && !contains(modes.AvailableModeIDs, mode) {
+		return protocol.Domain(protocol.ErrModeUnavailable, "the agent does not offer mode "+quoteShort(mode), false)
+	}
+	return unenforceable("in mode " + quoteShort(mode) + " " + prof.Name + " decides tool use alone")
+}
+
+// checkWorkspace refuses, before anything is launched, an open whose cwd
+// or a directory above it holds one of the profile's WorkspaceGrants while
+// the policy needs the agent to ask: the agent would read permission
+// grants from it that no setting turns off (codex-acp 2.x and .codex/).
+func checkWorkspace(prof profiles.Profile, p protocol.OpenParams) *protocol.Error {
+	if len(prof.Binding.WorkspaceGrants) == 0 || !needsAsking(p) {
+		return nil
+	}
+	for dir := filepath.Clean(p.Cwd); ; dir = filepath.Dir(dir) {
+		for _, name := range prof.Binding.WorkspaceGrants {
+			if _, err := os.Lstat(filepath.Join(dir, name)); err == nil {
+				return unenforceable(filepath.Join(dir, name) + " can grant " + prof.Name +
+					" permissions no setting turns off (move it away, or use approve-all)")
+			}
+		}
+		if dir == filepath.Dir(dir) {
+			return nil
+		}
+	}
+}
+
+// isolateMeta is the profile's IsolateMeta when the policy needs asking,
+// merged over meta (a copy; meta is not changed). A profile value that is
+// not a JSON object is ignored (profiles are data under test).
+func isolateMeta(prof profiles.Profile, p protocol.OpenParams, meta map[string]any) map[string]any {
+	if prof.Binding.IsolateMeta == "" || !needsAsking(p) {
+		return meta
+	}
+	var add map[string]any
+	if json.Unmarshal([]byte(prof.Binding.IsolateMeta), &add) != nil {
+		return meta
+	}
+	out := map[string]any{}
+	for k, v := range meta {
+		out[k] = v
+	}
+	for k, v := range add {
+		out[k] = v
+	}
+	return out
 }
 
 // bind runs after the session exists (new, load or resume) and after the
@@ -59,7 +121,10 @@ func checkHostMode(prof profiles.Profile, p protocol.OpenParams, mode string) *p
 // ACPX_SESSION_ENSURE_FAILED from the mode change, and
 // PERMISSION_POLICY_UNENFORCEABLE when the policy needs asking and the
 // agent offers no asking mode.
-func (c *controls) bind(ctx context.Context, prof profiles.Profile, p protocol.OpenParams, hostMode string) (protocol.PermissionBinding, *protocol.Error) {
+//
+// hostMode is the mode the host asked for (this open's, or pinned in the
+// record when pinned is true).
+func (c *controls) bind(ctx context.Context, prof profiles.Profile, p protocol.OpenParams, hostMode string, pinned bool) (protocol.PermissionBinding, *protocol.Error) {
 	b := prof.Binding
 	current := ""
 	if c.modes != nil {
@@ -75,11 +140,17 @@ func (c *controls) bind(ctx context.Context, prof profiles.Profile, p protocol.O
 		}
 	}
 	if hostMode != "" {
-		if b.Autonomous(hostMode) {
-			// checkHostMode let it through: the policy is a plain approve-all.
-			return protocol.PermissionBinding{Mode: current, Via: viaHostMode, Autonomous: true}, nil
+		via := viaHostMode
+		if pinned {
+			via = viaPinnedMode
 		}
-		return protocol.PermissionBinding{Bound: true, Mode: current, Via: viaHostMode}, nil
+		if !b.Asks(hostMode) {
+			if needsAsking(p) {
+				return protocol.PermissionBinding{}, unenforceable("in mode " + quoteShort(hostMode) + " " + prof.Name + " decides tool use alone")
+			}
+			return protocol.PermissionBinding{Mode: current, Via: via, Autonomous: true}, nil
+		}
+		return protocol.PermissionBinding{Bound: true, Mode: current, Via: via}, nil
 	}
 	if contains(b.AskModes, current) {
 		return protocol.PermissionBinding{Bound: true, Mode: current, Via: viaAgentDefault}, nil

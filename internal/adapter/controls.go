@@ -208,6 +208,10 @@ func (s *session) control(kind controlKind, name string, raw json.RawMessage, re
 			reply(nil, e)
 			return
 		}
+		if e := checkModeChange(s.prof, s.open, mode, s.modes); e != nil {
+			reply(nil, e)
+			return
+		}
 	}
 	// The worker's input: copies, since the actor keeps updating its own
 	// models and modes in place (trackUpdate) while the request runs. The

@@ -124,10 +124,11 @@ func (s *session) handshake(ctx context.Context, in *admissionInput, conn *acpCo
 		// ACP session/resume where the agent offers it (it restores the
 		// session without replaying history), else session/load (acpx#332).
 		method := acp.AgentMethodSessionResume
-		var params any = acp.ResumeSessionRequest{SessionId: acp.SessionId(prior.AcpSessionID), Cwd: p.Cwd, McpServers: mcp}
+		meta := isolateMeta(in.prof, p, nil)
+		var params any = acp.ResumeSessionRequest{SessionId: acp.SessionId(prior.AcpSessionID), Cwd: p.Cwd, McpServers: mcp, Meta: meta}
 		if caps.SessionCapabilities.Resume == nil {
 			method = acp.AgentMethodSessionLoad
-			params = acp.LoadSessionRequest{SessionId: acp.SessionId(prior.AcpSessionID), Cwd: p.Cwd, McpServers: mcp}
+			params = acp.LoadSessionRequest{SessionId: acp.SessionId(prior.AcpSessionID), Cwd: p.Cwd, McpServers: mcp, Meta: meta}
 			// Replayed history is not live output (docs/protocol.md,
 			// resume): the flag is posted before the request, so it
 			// precedes every replayed update.
@@ -147,6 +148,9 @@ func (s *session) handshake(ctx context.Context, in *admissionInput, conn *acpCo
 		if p.SystemPrompt != "" {
 			params.Meta = map[string]any{"systemPrompt": map[string]string{"append": p.SystemPrompt}}
 		}
+		// Settings that keep the workspace from granting permissions
+		// (docs/agents.md), when the policy needs the agent to ask.
+		params.Meta = isolateMeta(in.prof, p, params.Meta)
 		if err := late.call(ctx, conn, acp.AgentMethodSessionNew, params, &st); err != nil {
 			return nil, "", s.acpError("session/new", err)
 		}
@@ -175,12 +179,13 @@ func (s *session) handshake(ctx context.Context, in *admissionInput, conn *acpCo
 	// agent's last report is never re-applied (issue 8: a load answer
 	// without modes must not fail a resume the host asked no mode of).
 	wantModel, wantMode := p.Model, p.Mode
+	pinnedMode := false
 	if resumed {
 		if wantModel == "" {
 			wantModel = prior.Acpx.PinnedModelID
 		}
 		if wantMode == "" {
-			wantMode = prior.Acpx.PinnedModeID
+			wantMode, pinnedMode = prior.Acpx.PinnedModeID, prior.Acpx.PinnedModeID != ""
 		}
 	}
 	if e := checkHostMode(in.prof, p, wantMode); e != nil {
@@ -196,7 +201,7 @@ func (s *session) handshake(ctx context.Context, in *admissionInput, conn *acpCo
 			return nil, st.SessionID, e
 		}
 	}
-	binding, e := ctl.bind(ctx, in.prof, p, wantMode)
+	binding, e := ctl.bind(ctx, in.prof, p, wantMode, pinnedMode)
 	if e != nil {
 		return nil, st.SessionID, e
 	}

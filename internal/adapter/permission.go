@@ -29,9 +29,32 @@ type permissionParams struct {
 }
 
 type toolCallHead struct {
-	ToolCallID string `json:"toolCallId"`
-	Kind       string `json:"kind"`
-	Title      string `json:"title"`
+	ToolCallID string                     `json:"toolCallId"`
+	Kind       string                     `json:"kind"`
+	Title      string                     `json:"title"`
+	RawInput   map[string]json.RawMessage `json:"rawInput"`
+}
+
+// policyKind is the ToolKind the policy judges a permission request by:
+// the agent's kind, inferred from the title when missing, except that a
+// tool call carrying a shell command (rawInput "command" or "cmd") is
+// always "execute". An agent's label says what the command looks like,
+// not what it does: codex-acp 0.16 labels `find . -delete` "search" and
+// `cat a | tee b` "read" (docs/agents.md), which approve-reads would
+// approve.
+func policyKind(head toolCallHead) string {
+	kind := head.Kind
+	if !protocol.ToolKinds[kind] {
+		kind = inferKind(head.Title)
+	}
+	if readKinds[kind] || kind == "other" {
+		for _, k := range []string{"command", "cmd"} {
+			if v, ok := head.RawInput[k]; ok && len(v) > 0 && string(v) != "null" && string(v) != `""` {
+				return "execute"
+			}
+		}
+	}
+	return kind
 }
 
 // readKinds are the ToolKinds approve-reads approves.
@@ -110,10 +133,7 @@ func (s *session) onPermission(ask *permissionAsk) {
 	_ = json.Unmarshal(pp.ToolCall, &head)
 	var opts []permOption
 	_ = json.Unmarshal(pp.Options, &opts)
-	kind := head.Kind
-	if !protocol.ToolKinds[kind] {
-		kind = inferKind(head.Title)
-	}
+	kind := policyKind(head)
 	pa := &pendingAsk{toolCallID: head.ToolCallID, kind: kind, options: opts}
 	t := s.turn
 	if t == nil || t.cancelled || !s.state.is(protocol.StateTurn) {

@@ -78,6 +78,18 @@ func runAgentSuite(t *testing.T, name string) {
 		// reopening a minute later resumes; so does this test.
 		waitNextMinute(main.openedAt)
 	}
+	// The workspace holds files granting the shell without asking, as a
+	// repository under the agent's hands may: they must not count.
+	a.plantGrants()
+	if a.name == "codex" || a.name == "codex-legacy" {
+		// codex-acp 2.x trusts every session root, so nothing turns its
+		// .codex/ off: such a workspace cannot be held to deny-all.
+		f := a.s.call("session/open", a.openParams("main", map[string]any{"permissionMode": "deny-all"}))
+		wantError(t, "deny-all over a workspace with .codex/", f, -32000, "PERMISSION_POLICY_UNENFORCEABLE")
+		if err := os.RemoveAll(filepath.Join(a.work, ".codex")); err != nil {
+			t.Fatal(err)
+		}
+	}
 	denied := a.open("main", map[string]any{"permissionMode": "deny-all"})
 	if main.resumable() {
 		if !denied.Resumed || denied.Identity.BackendSessionID != main.Identity.BackendSessionID {
@@ -87,10 +99,11 @@ func runAgentSuite(t *testing.T, name string) {
 	} else {
 		t.Logf("%s offers neither session/load nor session/resume: no resume to check", name)
 	}
-	a.prompt(denied.Session, "d1", "make a file\nrun: echo denied > denied.txt")
+	a.prompt(denied.Session, "d1", "make a file\nrun: touch denied.txt")
 	a.wantNoFile("denied.txt")
 	a.wantDecision(denied.Session, "denied")
 	a.close(denied.Session)
+	a.removeGrants()
 
 	// 3. Escalated execute: the host's answer is obeyed; then close mid-tool.
 	esc := a.open("escalate", map[string]any{"permissionMode": "approve-all",
@@ -102,6 +115,10 @@ func runAgentSuite(t *testing.T, name string) {
 	a.answerWith(esc.Session, "reject_once")
 	a.prompt(esc.Session, "e2", "make a file\nrun: echo rejected > rejected.txt")
 	a.wantNoFile("rejected.txt")
+	// A command that looks like a search is still an execute to the policy
+	// (codex-acp 0.16 labels find "search"): escalated, rejected, not run.
+	a.prompt(esc.Session, "e2b", "find things\nrun: find . -maxdepth 0 -exec touch found.txt ;")
+	a.wantNoFile("found.txt")
 	a.answerWith(esc.Session, "allow_once")
 	turn := a.s.start("session/prompt", map[string]any{"session": esc.Session, "requestId": "e3", "prompt": "wait\nrun: " + sleepCmd})
 	sleeper := a.waitTool(esc.mark)
@@ -287,14 +304,18 @@ func (o agentOpen) resumable() bool {
 	return c.LoadSession || len(c.SessionCapabilities.Resume) > 0
 }
 
-// open opens key (its private HOME is reused when key is reopened) with a
-// fresh marker and the extra open params.
-func (a *agentRun) open(key string, extra map[string]any) agentOpen {
+// openParams are session/open params for key (its private HOME is reused
+// when key is reopened) with a fresh marker and the extra params.
+func (a *agentRun) openParams(key string, extra map[string]any) map[string]any {
 	a.t.Helper()
 	l, err := agentenv.Prepare(a.name, repoRoot, a.stubURL, filepath.Join(a.homes, key))
 	if err != nil {
 		a.t.Fatal(err)
 	}
+	return a.openParamsFor(l, key, extra)
+}
+
+func (a *agentRun) openParamsFor(l *agentenv.Launch, key string, extra map[string]any) map[string]any {
 	mark := testmark.New()
 	killMarkedOnCleanup(a.t, mark)
 	a.marks = append(a.marks, mark)
@@ -306,6 +327,18 @@ func (a *agentRun) open(key string, extra map[string]any) agentOpen {
 	for k, v := range extra {
 		p[k] = v
 	}
+	return p
+}
+
+// open opens key (see openParams) and fails the test on an error.
+func (a *agentRun) open(key string, extra map[string]any) agentOpen {
+	a.t.Helper()
+	l, err := agentenv.Prepare(a.name, repoRoot, a.stubURL, filepath.Join(a.homes, key))
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	p := a.openParamsFor(l, key, extra)
+	mark := p["env"].(map[string]string)["ACPX_TEST_MARK"]
 	var o agentOpen
 	start := time.Now()
 	a.s.mustCall("session/open", p, &o)

@@ -87,3 +87,32 @@ func TestBinding_SetModeToAutonomousModeRefused(t *testing.T) {
 	_, _ = s.shutdownAndExit()
 	waitNoMarked(t, e.mark, e.work, 5*time.Second)
 }
+
+// TestBinding_WorkspaceGrantsRefusedBeforeLaunch: a .codex/ in cwd or any
+// directory above it can grant codex permissions that no setting turns off
+// (codex-acp 2.x trusts every session root): under a policy that needs
+// asking the open is refused before anything runs; under approve-all it
+// opens.
+func TestBinding_WorkspaceGrantsRefusedBeforeLaunch(t *testing.T) {
+	e := newFaultEnv(t)
+	s := startSidecar(t, "--state-dir", e.stateDir)
+	s.initialize(false)
+	if err := os.MkdirAll(e.work+"/.codex/rules", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	sub := e.work + "/deep/er"
+	if err := os.MkdirAll(sub, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	rec := seedRecordFile(t)
+	p := seedOpenParams(e, "grants", rec, "")
+	p["agent"], p["cwd"], p["permissionMode"] = "codex", sub, "deny-all"
+	wantError(t, "deny-all below a .codex/", s.call("session/open", p), -32000, "PERMISSION_POLICY_UNENFORCEABLE")
+	if _, err := os.Stat(rec); err == nil {
+		t.Errorf("the agent was launched although the open was refused before launch")
+	}
+	p["permissionMode"] = "approve-all"
+	s.mustCall("session/open", p, nil)
+	_, _ = s.shutdownAndExit()
+	waitNoMarked(t, e.mark, e.work, 5*time.Second)
+}

@@ -45,13 +45,33 @@ type Binding struct {
 	// every tool use it does not keep inside its own read-only bounds,
 	// preferred first. With no host `mode`, the sidecar selects the first
 	// one the agent offers (unless its current mode is one already) and
-	// verifies it. A host `mode` outside this list is autonomous: the agent
-	// decides alone there. Empty: modes do not bind this agent.
+	// verifies it. A host `mode` outside this list is one where the agent
+	// decides alone. Empty: modes do not bind this agent.
 	AskModes []string
+	// AutonomousModes are the mode ids known to let the agent decide tool
+	// use alone: a host naming one under a policy that needs asking is
+	// refused before anything is launched. (A mode outside AskModes that is
+	// not listed here is refused after the handshake, once the agent shows
+	// it offers it.)
+	AutonomousModes []string
 	// Env is set in the launch environment over the host's env: settings
 	// that make the agent ask whatever its mode (OpenCode's permission
 	// rules). Values are JSON or plain strings, never secrets.
 	Env map[string]string
+	// IsolateEnv is set over the host's env when the policy needs asking:
+	// settings that stop the agent from reading permission grants out of
+	// the workspace (files in cwd that whoever wrote the repository
+	// controls), at the cost of the workspace's other agent settings.
+	IsolateEnv map[string]string
+	// IsolateMeta is merged into the `_meta` of ACP session/new,
+	// session/load and session/resume when the policy needs asking, for the
+	// same purpose (claude-agent-acp's `claudeCode.options`). JSON object.
+	IsolateMeta string
+	// WorkspaceGrants are names of files or directories the agent reads
+	// permission grants from, in cwd or any directory above it, that no
+	// setting can turn off: when one exists and the policy needs asking,
+	// the open is refused before launch.
+	WorkspaceGrants []string
 	// Source is where the binding's behaviour was observed or documented.
 	Source string
 }
@@ -59,19 +79,28 @@ type Binding struct {
 // Bound reports whether the profile has any binding (modes or env).
 func (b Binding) Bound() bool { return len(b.AskModes) > 0 || len(b.Env) > 0 }
 
-// Autonomous reports whether mode, named by a host, is one where the agent
-// decides tool use alone: any mode outside AskModes of a profile bound by
-// modes. A profile bound by Env alone has no autonomous mode.
+// Autonomous reports whether mode is one of AutonomousModes.
 func (b Binding) Autonomous(mode string) bool {
-	if mode == "" || len(b.AskModes) == 0 {
-		return false
+	for _, m := range b.AutonomousModes {
+		if m == mode {
+			return true
+		}
+	}
+	return false
+}
+
+// Asks reports whether the agent asks in mode: mode is one of AskModes,
+// or the profile is bound by Env alone (then every mode asks).
+func (b Binding) Asks(mode string) bool {
+	if len(b.AskModes) == 0 {
+		return len(b.Env) > 0
 	}
 	for _, m := range b.AskModes {
 		if m == mode {
-			return false
+			return true
 		}
 	}
-	return true
+	return false
 }
 
 // Profile describes one agent family.
@@ -111,6 +140,10 @@ var all = map[string]Profile{
 			{MethodID: "codex-api-key", EnvVar: "CODEX_API_KEY"}},
 		ModelControl: ModelControlConfigOption,
 		Binding: Binding{AskModes: []string{"read-only"},
+			AutonomousModes: []string{"workspace-write", "agent", "agent-full-access", "auto", "full-access"},
+			// codex-acp 2.x marks every session root trusted, so the
+			// workspace's .codex/ (rules, config) always applies.
+			WorkspaceGrants: []string{".codex"},
 			Source: "codex-acp 2.6.0 AgentMode: read-only = approval on-request to the user, read-only sandbox; " +
 				"workspace-write edits the workspace unasked, agent sends approvals to Codex's automatic reviewer, " +
 				"agent-full-access never asks; 0.16.0 offers read-only, auto, full-access (docs/agents.md)"},
@@ -127,6 +160,10 @@ var all = map[string]Profile{
 		Auth:         []AuthRule{{MethodID: "anthropic-api-key", EnvVar: "ANTHROPIC_API_KEY"}},
 		ModelControl: ModelControlConfigOption,
 		Binding: Binding{AskModes: []string{"default"},
+			AutonomousModes: []string{"acceptEdits", "plan", "auto", "bypassPermissions", "dontAsk"},
+			// Only the user's settings: the workspace's .claude/settings*.json
+			// can allow tools without asking.
+			IsolateMeta: `{"claudeCode":{"options":{"settingSources":["user"]}}}`,
 			Source: "claude-agent-acp 0.101.0 session modes: default = always ask before changes; auto (its default) " +
 				"decides with a model-backed classifier; acceptEdits edits unasked; bypassPermissions never asks (docs/agents.md)"},
 		Quirks: []Quirk{
@@ -140,6 +177,9 @@ var all = map[string]Profile{
 		Auth:         []AuthRule{{MethodID: "gemini-api-key", EnvVar: "GEMINI_API_KEY"}},
 		ModelControl: ModelControlLegacy,
 		Binding: Binding{AskModes: []string{"default"},
+			AutonomousModes: []string{"autoEdit", "yolo", "plan"},
+			// An untrusted workspace's .gemini/settings.json is ignored.
+			IsolateEnv: map[string]string{"GEMINI_CLI_TRUST_WORKSPACE": "false"},
 			Source: "gemini-cli 0.61.0 modes: default asks before tools that change anything; autoEdit edits unasked; yolo never asks (docs/agents.md)"},
 		Quirks: []Quirk{
 			{Text: "ACP mode is the --acp flag; the host passes it in command.args", Source: "docs/agents.md (gemini)"},
@@ -151,6 +191,9 @@ var all = map[string]Profile{
 		Name: "opencode", Title: "OpenCode (opencode acp)",
 		ModelControl: ModelControlConfigOption,
 		Binding: Binding{Env: map[string]string{"OPENCODE_PERMISSION": OpenCodePermission},
+			// Project opencode.json can grant agent-level permissions that
+			// OPENCODE_PERMISSION does not override.
+			IsolateEnv: map[string]string{"OPENCODE_DISABLE_PROJECT_CONFIG": "1"},
 			Source: "opencode-ai 1.18.33 runs bash and edits without asking unless its permission rules say ask; " +
 				"OPENCODE_PERMISSION is merged over its config files (docs/agents.md)"},
 		Quirks: []Quirk{

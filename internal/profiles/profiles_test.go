@@ -50,8 +50,13 @@ func TestProfiles_BindingsOfTodaysAgents(t *testing.T) {
 		if len(p.Binding.AskModes) == 0 || p.Binding.AskModes[0] != ask || p.Binding.Source == "" {
 			t.Errorf("%s binding %+v, want asking mode %q with a source", name, p.Binding, ask)
 		}
-		if p.Binding.Autonomous(ask) || !p.Binding.Autonomous("some-autonomous-mode") || p.Binding.Autonomous("") {
-			t.Errorf("%s: Autonomous misclassifies modes", name)
+		if p.Binding.Autonomous(ask) || !p.Binding.Asks(ask) || p.Binding.Asks("some-other-mode") || p.Binding.Autonomous("") {
+			t.Errorf("%s: Autonomous/Asks misclassify modes", name)
+		}
+		for _, m := range p.Binding.AutonomousModes {
+			if p.Binding.Asks(m) {
+				t.Errorf("%s: mode %q is both autonomous and asking", name, m)
+			}
 		}
 	}
 	oc, _ := Lookup("opencode")
@@ -64,7 +69,7 @@ func TestProfiles_BindingsOfTodaysAgents(t *testing.T) {
 			t.Errorf("opencode permission %s = %q, want ask", k, v)
 		}
 	}
-	if oc.Binding.Autonomous("build") || !oc.Binding.Bound() {
+	if oc.Binding.Autonomous("build") || !oc.Binding.Asks("build") || !oc.Binding.Bound() {
 		t.Errorf("opencode is bound by env in every mode")
 	}
 	if g, _ := Lookup("generic"); g.Binding.Bound() {
