@@ -180,7 +180,7 @@ var all = map[string]Profile{
 			AutonomousModes: []string{"autoEdit", "yolo", "plan"},
 			// An untrusted workspace's .gemini/settings.json is ignored.
 			IsolateEnv: map[string]string{"GEMINI_CLI_TRUST_WORKSPACE": "false"},
-			Source: "gemini-cli 0.61.0 modes: default asks before tools that change anything; autoEdit edits unasked; yolo never asks (docs/agents.md)"},
+			Source:     "gemini-cli 0.61.0 modes: default asks before tools that change anything; autoEdit edits unasked; yolo never asks (docs/agents.md)"},
 		Quirks: []Quirk{
 			{Text: "ACP mode is the --acp flag; the host passes it in command.args", Source: "docs/agents.md (gemini)"},
 			{Text: "offers models but no config options: the model is set with session/set_model", Source: "docs/agents.md (gemini)"},
