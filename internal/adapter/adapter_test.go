@@ -35,7 +35,7 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	faultAgent = filepath.Join(dir, "faultagent")
-	build := exec.Command("go", "build", "-o", faultAgent, "./cmd/faultagent")
+	build := exec.Command("go", "build", "-o", faultAgent, "./internal/faultagent")
 	build.Dir = root
 	build.Stderr = os.Stderr
 	if err := build.Run(); err != nil {

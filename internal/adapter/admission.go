@@ -365,6 +365,7 @@ func (s *session) admitted(a *admitted, reply Reply) {
 	s.models, s.modes, s.configOpts = a.result.Models, a.result.Modes, a.result.ConfigOptions
 	s.modelCtl = a.modelCtl
 	s.pins = a.pins
+	s.binding = a.result.PermissionBinding
 	s.resumed = a.result.Resumed
 	s.replaying = false
 	if a.record != nil {
@@ -381,8 +382,7 @@ func (s *session) admitted(a *admitted, reply Reply) {
 	s.moveTo(protocol.StateOpen)
 	reply(a.result, nil)
 	for _, u := range s.buffered {
-		s.trackUpdate(u)
-		s.forward(u)
+		s.forward(u, s.trackUpdate(u))
 	}
 	s.buffered = nil
 	if ca := s.closeReq; ca != nil {

@@ -100,14 +100,14 @@ func (c *controls) set(ctx context.Context, kind controlKind, name string, raw j
 	default:
 		opt := c.findOption(func(o configOption) bool { return o.ID == name })
 		if opt == nil {
-			return protocol.Domain(protocol.ErrUnsupportedControl, "the agent has no config option "+quoteShort(name), false)
+			return protocol.Domain(protocol.ErrUnsupportedControl, "the agent has no config option "+c.red.clean(quoteShort(name)), false)
 		}
 		if err := c.setOption(ctx, name, raw); err != nil {
-			return c.controlError(protocol.Domain(protocol.ErrUnsupportedControl, "the agent refused config option "+quoteShort(name), false), err)
+			return c.controlError(protocol.Domain(protocol.ErrUnsupportedControl, "the agent refused config option "+c.red.clean(quoteShort(name)), false), err)
 		}
 		now := c.findOption(func(o configOption) bool { return o.ID == name })
 		if now == nil || !jsonEqual(now.CurrentValue, raw) {
-			return protocol.Domain(protocol.ErrUnsupportedControl, "the agent did not apply config option "+quoteShort(name), false)
+			return protocol.Domain(protocol.ErrUnsupportedControl, "the agent did not apply config option "+c.red.clean(quoteShort(name)), false)
 		}
 		var v string
 		switch {
@@ -137,7 +137,7 @@ func isModeOption(o configOption) bool { return o.ID == "mode" || o.Category == 
 // Errors: UNSUPPORTED_CONTROL (no modes at all), MODE_UNAVAILABLE (not
 // offered, refused or not applied), ACPX_SESSION_ENSURE_FAILED.
 func (c *controls) setMode(ctx context.Context, name string) (string, *protocol.Error) {
-	unavailable := protocol.Domain(protocol.ErrModeUnavailable, "the agent does not offer mode "+quoteShort(name), false)
+	unavailable := protocol.Domain(protocol.ErrModeUnavailable, "the agent does not offer mode "+c.red.clean(quoteShort(name)), false)
 	opt := c.findOption(isModeOption)
 	if c.modes == nil && opt == nil {
 		return "", protocol.Domain(protocol.ErrUnsupportedControl, "the agent reports no modes", false)
@@ -241,6 +241,14 @@ func (s *session) control(kind controlKind, name string, raw json.RawMessage, re
 			}
 			if mode, ok := s.modeNamed(kind, name, raw); ok {
 				s.pins.mode = mode
+				// The host chose the mode: the binding now says so
+				// (checkModeChange let an autonomous one through only
+				// under a plain approve-all).
+				if b := s.prof.Binding; len(b.AskModes) > 0 {
+					s.binding = protocol.PermissionBinding{Bound: b.Asks(mode), Mode: mode, Via: viaHostMode, Autonomous: !b.Asks(mode)}
+				} else {
+					s.binding.Mode = mode // bound by launch settings, or not at all
+				}
 			}
 			s.persist(nil)
 			switch kind {

@@ -120,7 +120,9 @@ func (s *session) handshake(ctx context.Context, in *admissionInput, conn *acpCo
 	}
 	var st sessionState
 	resumed := false
-	if prior != nil && (caps.LoadSession || caps.SessionCapabilities.Resume != nil) {
+	// A record whose session never ran a turn is not resumed: there is no
+	// history, and some agents cannot resume such a session (codex-acp 2.x).
+	if prior != nil && ranATurn(prior) && (caps.LoadSession || caps.SessionCapabilities.Resume != nil) {
 		// ACP session/resume where the agent offers it (it restores the
 		// session without replaying history), else session/load (acpx#332).
 		method := acp.AgentMethodSessionResume

@@ -28,6 +28,9 @@ func newRedactor(env map[string]string) *redactor {
 // clean returns text with every secret replaced by "[redacted]", cut to
 // 500 bytes.
 func (r *redactor) clean(text string) string {
+	if r == nil {
+		return text
+	}
 	for _, v := range r.values {
 		text = strings.ReplaceAll(text, v, "[redacted]")
 	}

@@ -67,6 +67,8 @@ type session struct {
 	lastReqID      *string
 	usage          protocol.Usage
 	perRequest     map[string]protocol.Usage
+	toolTurns      map[string]string // toolCallId -> requestId of the turn it started in
+	binding        protocol.PermissionBinding
 	cost           *protocol.Cost
 	closeReq       *closeAttempt
 	proof          *protocol.Proof
@@ -81,7 +83,8 @@ func newSession(m *Manager, id string, p protocol.OpenParams, prof profiles.Prof
 	return &session{m: m, id: id, key: p.SessionKey, agent: p.Agent, created: time.Now(),
 		log: m.log.With(zap.String("session", id)), red: newRedactor(p.Env),
 		cmds: make(chan func(), 64), inbox: make(chan func(), 256), quit: make(chan struct{}),
-		open: p, prof: prof, state: lifecycle{protocol.StateAdmitting}, usedIDs: map[string]bool{}, perRequest: map[string]protocol.Usage{}}
+		open: p, prof: prof, state: lifecycle{protocol.StateAdmitting}, usedIDs: map[string]bool{}, perRequest: map[string]protocol.Usage{},
+		toolTurns: map[string]string{}}
 }
 
 // send runs fn on the actor; if the actor has stopped, reply gets
@@ -166,25 +169,34 @@ func (s *session) onUpdate(params json.RawMessage) {
 	case s.state.is(protocol.StateClosing, protocol.StateClosed, protocol.StateDead):
 		return // the turn was ended by close; nothing more is live output
 	}
-	s.trackUpdate(n.Update)
-	s.forward(n.Update)
+	s.forward(n.Update, s.trackUpdate(n.Update))
 }
 
 // forward sends one update to the host with the next seq.
-func (s *session) forward(update json.RawMessage) {
+//
+// origin, when not nil, is the requestId the update belongs to although it
+// arrives outside that turn (a tool call of a cancelled turn reporting
+// later; trackUpdate).
+func (s *session) forward(update json.RawMessage, origin *string) {
 	s.seq++
-	var rid *string
-	if s.turn != nil {
+	rid := origin
+	if rid == nil && s.turn != nil {
 		id := s.turn.requestID
 		rid = &id
 	}
 	s.notify(protocol.NotifySessionUpdate, protocol.SessionUpdateNotice{Session: s.id, RequestID: rid, Seq: s.seq, Update: update})
 }
 
-// trackUpdate keeps the model/mode/config state the agent reports.
-func (s *session) trackUpdate(update json.RawMessage) {
+// trackUpdate keeps the model/mode/config state the agent reports, and the
+// turn each tool call started in: it returns that turn's requestId for a
+// tool_call_update arriving in another turn or between turns (codex-acp
+// 2.x keeps running a cancelled turn's command and reports it later;
+// docs/agents.md), else nil.
+func (s *session) trackUpdate(update json.RawMessage) *string {
 	var u struct {
 		Kind          string            `json:"sessionUpdate"`
+		ToolCallID    string            `json:"toolCallId"`
+		Status        string            `json:"status"`
 		CurrentModeID string            `json:"currentModeId"`
 		ConfigOptions []json.RawMessage `json:"configOptions"`
 		Cost          *struct {
@@ -193,9 +205,24 @@ func (s *session) trackUpdate(update json.RawMessage) {
 		} `json:"cost"`
 	}
 	if json.Unmarshal(update, &u) != nil {
-		return
+		return nil
 	}
 	switch u.Kind {
+	case "tool_call":
+		if s.turn != nil && u.ToolCallID != "" {
+			if len(s.toolTurns) >= maxToolTurns {
+				s.toolTurns = map[string]string{} // bounded: forget old calls
+			}
+			s.toolTurns[u.ToolCallID] = s.turn.requestID
+		}
+	case "tool_call_update":
+		rid, known := s.toolTurns[u.ToolCallID]
+		if u.Status == "completed" || u.Status == "failed" {
+			delete(s.toolTurns, u.ToolCallID)
+		}
+		if known && (s.turn == nil || s.turn.requestID != rid) {
+			return &rid
+		}
 	case "current_mode_update":
 		if s.modes != nil && u.CurrentModeID != "" {
 			s.modes.CurrentModeID = u.CurrentModeID
@@ -220,7 +247,13 @@ func (s *session) trackUpdate(update json.RawMessage) {
 			}
 		}
 	}
+	return nil
 }
+
+// maxToolTurns bounds the tool-call → turn map of a session (entries leave
+// it when the call completes or fails; a session whose agent never says so
+// starts the map afresh past this many).
+const maxToolTurns = 1024
 
 // onExit handles the provider leader's exit seen by the reaper.
 func (s *session) onExit() {

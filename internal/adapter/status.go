@@ -38,7 +38,8 @@ func (s *session) status() (any, error) {
 	}
 	res := protocol.StatusResult{Session: s.id, SessionKey: s.key, Agent: s.agent, State: s.state.current(), Identity: s.identity,
 		Closed: s.state.is(protocol.StateClosed), LastRequestID: s.lastReqID, Models: s.models, Modes: s.modes, ConfigOptions: s.configOpts,
-		Usage: protocol.UsageStatus{Cumulative: s.usage, PerRequest: s.perRequest}, Cost: s.cost}
+		Usage: protocol.UsageStatus{Cumulative: s.usage, PerRequest: s.perRequest}, Cost: s.cost,
+		PermissionBinding: s.binding}
 	res.Process.Pid = s.pid
 	if s.tree != nil {
 		res.Process.Pid = s.tree.Pid()

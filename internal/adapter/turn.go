@@ -95,6 +95,9 @@ func (s *session) startTurn(ctx context.Context, p protocol.PromptParams, reply 
 	}
 	s.turn = t
 	s.moveTo(protocol.StateTurn)
+	// The id is on disk before the agent sees the prompt: a sidecar killed
+	// mid-turn leaves it used, and the record shows the session ran a turn.
+	s.persist(func(r *store.Record) { recordRequestID(r, p.RequestID) })
 	rid := p.RequestID
 	s.lastReqID = &rid
 	conn, sid := s.conn, s.identity.BackendSessionID
@@ -168,14 +171,7 @@ func (s *session) finishTurn(res protocol.PromptResult) {
 		s.usage.TotalTokens += res.Usage.TotalTokens
 	}
 	s.persist(func(r *store.Record) {
-		var ids []string
-		if raw, ok := r.Acpx.Extra[requestIDsKey]; ok {
-			_ = json.Unmarshal(raw, &ids)
-		}
-		if r.Acpx.Extra == nil {
-			r.Acpx.Extra = map[string]json.RawMessage{}
-		}
-		r.Acpx.Extra[requestIDsKey], _ = json.Marshal(append(ids, t.requestID))
+		recordRequestID(r, t.requestID)
 		r.LastRequestID = &t.requestID
 		now := nowStamp()
 		r.LastPromptAt = &now
@@ -250,6 +246,33 @@ func (s *session) restoreUsage(r *store.Record) {
 // requestIDsKey is the record's acpx key listing every request id used in
 // the session ("acpx.request_ids"), so ids stay unique across resume.
 const requestIDsKey = "request_ids"
+
+// recordRequestID adds id to the record's acpx.request_ids (once).
+func recordRequestID(r *store.Record, id string) {
+	var ids []string
+	if raw, ok := r.Acpx.Extra[requestIDsKey]; ok {
+		_ = json.Unmarshal(raw, &ids)
+	}
+	if contains(ids, id) {
+		return
+	}
+	if r.Acpx.Extra == nil {
+		r.Acpx.Extra = map[string]json.RawMessage{}
+	}
+	r.Acpx.Extra[requestIDsKey], _ = json.Marshal(append(ids, id))
+}
+
+// ranATurn reports whether the record's session ever started a turn: a
+// session that never did has nothing to resume (and codex-acp 2.x cannot
+// resume one: it keeps no rollout for it; docs/agents.md).
+func ranATurn(r *store.Record) bool {
+	if r.LastRequestID != nil || len(r.RequestTokenUsage) > 0 {
+		return true
+	}
+	var ids []string
+	raw, ok := r.Acpx.Extra[requestIDsKey]
+	return ok && json.Unmarshal(raw, &ids) == nil && len(ids) > 0
+}
 
 // persist writes the actor's view into the record; fn may add to it.
 func (s *session) persist(fn func(r *store.Record)) {

@@ -303,6 +303,8 @@ type StatusResult struct {
 	Cost          *Cost             `json:"cost,omitempty"`
 	Process       ProcessStatus     `json:"process"`
 	Summary       string            `json:"summary"`
+	// PermissionBinding is the open's, updated by mode changes since.
+	PermissionBinding PermissionBinding `json:"permissionBinding"`
 }
 
 // ListEntry is one session in `session/list`.
