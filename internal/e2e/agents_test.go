@@ -60,6 +60,7 @@ func runAgentSuite(t *testing.T, name string) {
 	}
 	t.Logf("%s bound: %+v; modes %+v", name, main.Binding, main.Modes)
 	text := a.turnText(main.Session, "t1", "say hello")
+	firstTurnDone := time.Now() // gemini's chat file exists by now
 	if !strings.Contains(text, modelstub.HelloText) {
 		t.Errorf("streamed text %q does not hold the stub's %q", text, modelstub.HelloText)
 	}
@@ -71,12 +72,13 @@ func runAgentSuite(t *testing.T, name string) {
 
 	// 2. Reopen (resume) under deny-all: the command never runs.
 	if name == "gemini" {
-		// gemini-cli 0.61.0 names its chat file by the minute the session
-		// started; a session/load in that same minute starts a recording
+		// gemini-cli 0.61.0 names its chat file by the minute it starts
+		// recording (by the first turn); a session/load in that same minute
+		// starts a recording
 		// under the same name first, which empties it, and the load then
 		// fails "Invalid session identifier" (docs/agents.md). A host
 		// reopening a minute later resumes; so does this test.
-		waitNextMinute(main.openedAt)
+		waitNextMinute(firstTurnDone)
 	}
 	// The workspace holds files granting the shell without asking, as a
 	// repository under the agent's hands may: they must not count.
@@ -288,8 +290,7 @@ type agentOpen struct {
 			} `json:"sessionCapabilities"`
 		} `json:"capabilities"`
 	} `json:"agent"`
-	mark     string
-	openedAt time.Time
+	mark string
 }
 
 // waitNextMinute returns once the wall clock is in a later minute than t
@@ -340,9 +341,8 @@ func (a *agentRun) open(key string, extra map[string]any) agentOpen {
 	p := a.openParamsFor(l, key, extra)
 	mark := p["env"].(map[string]string)["ACPX_TEST_MARK"]
 	var o agentOpen
-	start := time.Now()
 	a.s.mustCall("session/open", p, &o)
-	o.mark, o.openedAt = mark, start
+	o.mark = mark
 	return o
 }
 

@@ -38,6 +38,8 @@ func TestResume_LoadAnswerWithoutModesStillResumes(t *testing.T) {
 	if open.Modes == nil || open.Modes.Current == "" {
 		t.Fatalf("session/new reported no mode: the record would remember none and the test prove nothing")
 	}
+	// A session that never ran a turn is not resumed (nothing to resume).
+	s.mustCall("session/prompt", map[string]any{"session": open.Session, "requestId": "t1", "prompt": "hi"}, nil)
 	s.mustCall("session/close", map[string]any{"session": open.Session, "reason": "pause"}, nil)
 	var again struct {
 		Session  string `json:"session"`
@@ -58,6 +60,7 @@ func TestResume_LoadAnswerWithoutModesStillResumes(t *testing.T) {
 	}
 	s.mustCall("session/open", pinned, &po)
 	s.mustCall("session/setMode", map[string]any{"session": po.Session, "mode": "plan"}, nil)
+	s.mustCall("session/prompt", map[string]any{"session": po.Session, "requestId": "t1", "prompt": "hi"}, nil)
 	s.mustCall("session/close", map[string]any{"session": po.Session, "reason": "pause"}, nil)
 	f := s.call("session/open", pinned)
 	if f.Error == nil || f.Error.dataCode() != "UNSUPPORTED_CONTROL" {
@@ -65,6 +68,32 @@ func TestResume_LoadAnswerWithoutModesStillResumes(t *testing.T) {
 	}
 	if pr := proofOf(t, f.Error); !pr.Complete {
 		t.Errorf("the failed resume's proof is not complete: %+v", pr)
+	}
+	_, _ = s.shutdownAndExit()
+	waitNoMarked(t, e.mark, e.work, 5*time.Second)
+}
+
+// TestResume_SessionWithoutATurnOpensANewSession: a record whose session
+// never ran a turn is not resumed: the reopen creates a new ACP session
+// (resumed false), since there is no history and some agents cannot resume
+// such a session (codex-acp 2.x; docs/agents.md).
+func TestResume_SessionWithoutATurnOpensANewSession(t *testing.T) {
+	e := newFaultEnv(t)
+	agentState := t.TempDir()
+	rec := seedRecordFile(t)
+	s := startSidecar(t, "--state-dir", e.stateDir)
+	s.initialize(false)
+	p := resumeParams(e, "empty", agentState, "record="+rec)
+	first := seedMustOpen(s, p)
+	s.mustCall("session/close", map[string]any{"session": first.Session, "reason": "pause"}, nil)
+	second := seedMustOpen(s, p)
+	if second.Resumed || second.Identity.BackendSessionID == first.Identity.BackendSessionID {
+		t.Fatalf("reopen of a turn-less session: %+v, want a new session", second)
+	}
+	for _, m := range seedReadAgent(t, rec) {
+		if m.Dir == "recv" && (m.Msg.Method == "session/load" || m.Msg.Method == "session/resume") {
+			t.Fatalf("the agent was asked to %s a session that never ran a turn", m.Msg.Method)
+		}
 	}
 	_, _ = s.shutdownAndExit()
 	waitNoMarked(t, e.mark, e.work, 5*time.Second)
