@@ -3,7 +3,11 @@
 SHELL := /bin/bash
 GO    ?= go
 BIN   := bin
-CMDS  := acpx-sidecar faultagent modelstub demohost
+# What `make build` puts in bin/: the product (cmd/acpx-sidecar), and the
+# loopback model stub and demo host that `make demo` runs. The test-only
+# fault agent (internal/faultagent) is not among them: the tests that need
+# it build it into their own temp dirs.
+BUILD_PKGS := ./cmd/acpx-sidecar ./internal/modelstub/cmd/modelstub ./examples/demohost
 
 .PHONY: all deps build demo test vet unit e2e bench leakcheck clean fmt-check
 
@@ -31,7 +35,7 @@ deps: node_modules/.package-lock.json
 
 build: deps
 	@mkdir -p $(BIN)
-	$(GO) build -o $(BIN)/ $(addprefix ./cmd/,$(CMDS))
+	$(GO) build -o $(BIN)/ $(BUILD_PKGS)
 
 # The main job end to end on a real agent against the loopback model:
 # `make demo` runs Codex (@agentclientprotocol/codex-acp 2.6.0);

@@ -12,7 +12,8 @@ import (
 	"time"
 )
 
-// wireMsg is one JSON-RPC 2.0 message as it crosses the pipe (PROTOCOL §1):
+// wireMsg is one JSON-RPC 2.0 message as it crosses the pipe
+// (docs/protocol.md §3):
 // a request (method + id), a notification (method, no id) or a response
 // (id + result or error).
 type wireMsg struct {
@@ -25,7 +26,7 @@ type wireMsg struct {
 }
 
 // rpcError is a JSON-RPC error object; data carries the sidecar's stable
-// string code (PROTOCOL §3).
+// string code (docs/protocol.md §5).
 type rpcError struct {
 	Code    int    `json:"code"`
 	Message string `json:"message"`
@@ -109,7 +110,7 @@ func (c *client) dispatch(line []byte) {
 	hasID := len(m.ID) > 0 && string(m.ID) != "null"
 	switch {
 	case m.Method != "" && hasID:
-		// A request from the sidecar (PROTOCOL §5). We did not declare
+		// A request from the sidecar (docs/protocol.md §9). We did not declare
 		// capabilities.permissionRequests, so none is expected; answer it
 		// anyway so the sidecar never waits on us.
 		c.onRequest(m.Method)

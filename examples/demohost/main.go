@@ -12,9 +12,9 @@
 //
 //	make deps
 //	go build -o bin/acpx-sidecar ./cmd/acpx-sidecar
-//	go build -o bin/modelstub ./cmd/modelstub
-//	go run ./cmd/demohost [--agent NAME] [--repo-root DIR] [--sidecar PATH]
-//	                      [--modelstub PATH] [--command PATH]
+//	go build -o bin/modelstub ./internal/modelstub/cmd/modelstub
+//	go run ./examples/demohost [--agent NAME] [--repo-root DIR] [--sidecar PATH]
+//	                           [--modelstub PATH] [--command PATH]
 //
 // --repo-root is the directory whose node_modules holds the pinned agents;
 // --command replaces the agent's launcher (the agent's own arguments, such
@@ -203,7 +203,7 @@ func (d *demo) prepare() error {
 	for _, p := range bins {
 		st, err := os.Stat(p.path)
 		if err != nil || st.IsDir() || st.Mode()&0o111 == 0 {
-			return fmt.Errorf("%s binary %s is missing or not executable (build it first, see `go doc ./cmd/demohost`)", p.name, p.path)
+			return fmt.Errorf("%s binary %s is missing or not executable (build it first, see `go doc ./examples/demohost`)", p.name, p.path)
 		}
 		d.out.line("%-10s %s", p.name, p.path)
 	}

@@ -106,8 +106,8 @@ func (d *demo) startSidecar() error {
 	return nil
 }
 
-// onNotify prints one notification from the sidecar (PROTOCOL §5). It runs
-// on the client's reader goroutine, in wire order.
+// onNotify prints one notification from the sidecar (docs/protocol.md §9). It
+// runs on the client's reader goroutine, in wire order.
 func (d *demo) onNotify(method string, params json.RawMessage) {
 	switch method {
 	case "session/update":

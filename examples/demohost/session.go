@@ -54,7 +54,7 @@ func (d *demo) openSession() error {
 	}
 	if err := d.rpc.call("session/open", params, &res); err != nil {
 		// A failed open that launched anything carries its cleanup proof
-		// (PROTOCOL §3).
+		// (docs/protocol.md §5, `data.cleanup`).
 		var rerr *rpcError
 		var p proof
 		if errors.As(err, &rerr) && json.Unmarshal(rerr.Data.Cleanup, &p) == nil {

@@ -120,8 +120,8 @@ func optInt(p *int64) string {
 	return fmt.Sprint(*p)
 }
 
-// proof is the cleanup proof of PROTOCOL §6, decoded with the protocol's
-// own type.
+// proof is the cleanup proof of docs/protocol.md §12, decoded with the
+// protocol's own type.
 type proof = protocol.Proof
 
 // describeProof renders a proof as readable lines.

@@ -29,8 +29,8 @@ func TestDescribeUpdate(t *testing.T) {
 	}
 }
 
-// TestDescribeProof: every signal and process of a PROTOCOL §6 proof gets
-// its own line, with how the process exited.
+// TestDescribeProof: every signal and process of a docs/protocol.md §12 proof
+// gets its own line, with how the process exited.
 func TestDescribeProof(t *testing.T) {
 	var p proof
 	in := `{"cleanupId":"c-1","origin":"close","reason":"r","protocolClose":{"outcome":"ok"},

@@ -117,7 +117,8 @@ func (d *demo) cleanup() {
 	d.out.header("10. clean up")
 	if d.sidecar != nil {
 		if _, ok := d.waitSidecar(0); !ok {
-			// Closing stdin is the same as shutdown then exit (PROTOCOL §2.4).
+			// Closing stdin is the same as shutdown then exit (docs/protocol.md
+			// §4 Lifecycle, item 5).
 			d.out.line("closing the sidecar's stdin (it shuts down on EOF)")
 			_ = d.sidecarStdin.Close()
 			if werr, ok := d.waitSidecar(30 * time.Second); ok {

@@ -1,13 +1,13 @@
 // Package agentenv prepares everything a host needs to run one of today's
 // real ACP agents offline against the loopback model stub
-// (internal/modelstub, cmd/modelstub): the command to launch, the
-// environment to pass and the private per-session directory holding the
-// agent's HOME, TMPDIR, XDG dirs and config files. The result is plain data
-// for the `command` and `env` fields of a sidecar `session/open`
-// (docs/protocol.md §8); nothing here starts a process.
+// (internal/modelstub, internal/modelstub/cmd/modelstub): the command to
+// launch, the environment to pass and the private per-session directory
+// holding the agent's HOME, TMPDIR, XDG dirs and config files. The result
+// is plain data for the `command` and `env` fields of a sidecar
+// `session/open` (docs/protocol.md §8); nothing here starts a process.
 //
-// The facts behind every setting are in shared/design/AGENTS-OFFLINE.md and
-// CODEX-OFFLINE.md. In short, per agent (Names):
+// The facts behind every setting are in docs/agents.md ("Per agent"). In
+// short, per agent (Names):
 //
 //   - codex (@agentclientprotocol/codex-acp 2.6.0) and codex-legacy
 //     (@zed-industries/codex-acp 0.16.0): CODEX_HOME/config.toml with a

@@ -3,6 +3,13 @@
 // length. Each received message is logged to stderr as
 // `faultagent: recv <method|response> id=<id>`.
 //
+// It is a test program, not a product: it lives under internal/ and
+// `make build` does not build it. The tests that launch it (internal/e2e,
+// internal/adapter, this package) build it into a temporary directory;
+// to run it by hand, build it explicitly:
+//
+//	go build -o /tmp/faultagent ./internal/faultagent
+//
 // Usage:
 //
 //	faultagent [--mode m1,m2=v,...] [--state-dir DIR]

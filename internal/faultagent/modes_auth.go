@@ -9,7 +9,7 @@ import (
 // authModes holds the mode auth=<id>[:<ENV>][;<id>...]: initialize
 // advertises those ACP authMethods (type env_var when ENV is given), and
 // session/new fails with -32000 "Authentication required" until an
-// advertised method was authenticated (as codex-acp does, CODEX-OFFLINE.md).
+// advertised method was authenticated (as codex-acp 0.16 does; docs/agents.md, Codex legacy).
 type authModes struct {
 	// loadResetsControls (mode load-resets-controls): session/load reports
 	// the default model and mode, as an agent that does not persist them.

@@ -9,7 +9,7 @@ import (
 	"sync"
 )
 
-// seedModes holds the modes the SEED-BEHAVIOR e2e tests use (see package
+// seedModes holds the modes the e2e tests of docs/rules.md use (see package
 // doc): record, error-new, agent-session-id, hog, groupchild, new-on-term,
 // close-error-on-term, error-close, stale-config, no-config-options, cost.
 type seedModes struct {

@@ -229,7 +229,7 @@ func repoRoot(t *testing.T) string {
 
 // markedPIDs lists live (non-zombie) processes whose environment holds
 // marker (an exact "KEY=VALUE" entry) or whose cwd is under workspace
-// (TESTING.md, "Find leaks by marker, not by name").
+// (leaks are found by marker, not by name).
 func markedPIDs(marker, workspace string) []int {
 	ents, _ := os.ReadDir("/proc")
 	self := os.Getpid()
@@ -300,7 +300,7 @@ func reapOrphans(skip int) {
 // codex-acp (node launcher + Rust binary) against the in-process stub over
 // raw ACP JSON-RPC: handshake, a text turn, a tool turn with a permission
 // request, then kills its process group and proves by env marker that no
-// process survives (CODEX-OFFLINE.md; TESTING.md "The real agent").
+// process survives (docs/agents.md, Codex legacy).
 func TestCodexACP_RealAgentAgainstLoopbackModel(t *testing.T) {
 	if runtime.GOOS != "linux" {
 		t.Skip("linux only (/proc scan)")
@@ -575,7 +575,7 @@ func TestCodexACP_RealAgentAgainstLoopbackModel(t *testing.T) {
 	}
 
 	// The launcher and the Rust binary both carry the marker: two processes
-	// to kill (CODEX-OFFLINE.md, "Install").
+	// to kill (docs/agents.md, Codex legacy).
 	sawRust := false
 	live := markedPIDs(marker, "")
 	for _, pid := range live {

@@ -11,8 +11,8 @@ import (
 
 // WriteCodexHome writes dir/config.toml so that codex uses the loopback
 // model at baseURL over the Responses wire API, keyed by the
-// OPENAI_API_KEY env variable (CODEX-OFFLINE.md, "Pointing Codex at a
-// loopback model"; OPENAI_BASE_URL alone is ignored by codex).
+// OPENAI_API_KEY env variable (docs/agents.md, Codex legacy;
+// OPENAI_BASE_URL alone is ignored by codex).
 //
 // baseURL is the stub's root such as "http://127.0.0.1:PORT"; "/v1" is
 // appended unless the path already ends in "/v1". dir is created (0700) if
@@ -34,7 +34,7 @@ func WriteCodexHome(dir, baseURL string) error {
 	if !strings.HasSuffix(u.Path, "/v1") && !strings.HasSuffix(u.Path, "/v1/") {
 		base += "/v1"
 	}
-	cfg := fmt.Sprintf(`# Written by modelstub.WriteCodexHome (CODEX-OFFLINE.md).
+	cfg := fmt.Sprintf(`# Written by modelstub.WriteCodexHome (docs/agents.md).
 model_provider = "local"
 
 [model_providers.local]

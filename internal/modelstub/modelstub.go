@@ -1,6 +1,6 @@
 // Package modelstub is a deterministic loopback stand-in for four model
 // APIs, good enough to drive real AI coding agents offline
-// (shared/design/CODEX-OFFLINE.md, "Pointing Codex at a loopback model"):
+// (docs/agents.md):
 //
 //   - the OpenAI Responses API (codex; responses.go),
 //   - the Anthropic Messages API (Claude Code; anthropic.go),
@@ -70,7 +70,7 @@ const (
 	DoneText = "Done: the command ran."
 	// ToolName is the function the stub calls for `run:` lines on the
 	// Responses API (rule 2); codex refuses `shell` as unsupported
-	// (CODEX-OFFLINE.md).
+	// (docs/agents.md, Codex).
 	ToolName = "exec_command"
 	// AnthropicToolName is the tool the stub calls on the Messages API:
 	// Claude Code's shell tool.

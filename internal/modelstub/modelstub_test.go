@@ -91,7 +91,7 @@ func assertCompletedUsage(t *testing.T, evs []sse) {
 }
 
 // TestResponses_PlainTextStreamsHelloInDeltas: rule 3 of the package doc,
-// event order per CODEX-OFFLINE.md "Pointing Codex at a loopback model".
+// event order codex-acp 0.16 reads (testdata/codex-transcript.md).
 func TestResponses_PlainTextStreamsHelloInDeltas(t *testing.T) {
 	srv := httptest.NewServer(New(t.Logf))
 	defer srv.Close()
@@ -116,8 +116,8 @@ func TestResponses_PlainTextStreamsHelloInDeltas(t *testing.T) {
 	assertCompletedUsage(t, evs)
 }
 
-// TestResponses_RunLineBecomesEscalatedExecCommand: rule 2 (CODEX-OFFLINE.md,
-// "A tool call with a permission request").
+// TestResponses_RunLineBecomesEscalatedExecCommand: rule 2 (see
+// testdata/codex-transcript.md for the shapes codex-acp 0.16 sends).
 func TestResponses_RunLineBecomesEscalatedExecCommand(t *testing.T) {
 	stub := New(nil)
 	srv := httptest.NewServer(stub)
@@ -208,7 +208,7 @@ func TestStub_StatsAnd404(t *testing.T) {
 }
 
 // TestWriteCodexHome_WritesLoopbackProvider: the config.toml of
-// CODEX-OFFLINE.md, with /v1 appended once.
+// docs/agents.md, with /v1 appended once.
 func TestWriteCodexHome_WritesLoopbackProvider(t *testing.T) {
 	for _, base := range []string{"http://127.0.0.1:4242", "http://127.0.0.1:4242/", "http://127.0.0.1:4242/v1"} {
 		dir := filepath.Join(t.TempDir(), "home")

@@ -1,8 +1,7 @@
 package modelstub
 
 // The OpenAI Responses API (codex): `POST /v1/responses`, always answered
-// as server-sent events (CODEX-OFFLINE.md, "Pointing Codex at a loopback
-// model").
+// as server-sent events (docs/agents.md, Codex).
 
 import (
 	"bytes"

@@ -1,9 +1,15 @@
 // Command modelstub serves the deterministic loopback model of package
 // internal/modelstub so real coding agents run offline: one listener
 // answers all four APIs the package serves, the OpenAI Responses API
-// (codex-acp, CODEX-OFFLINE.md), the Anthropic Messages API (Claude Code),
+// (codex-acp; docs/agents.md), the Anthropic Messages API (Claude Code),
 // the Gemini API (Gemini CLI) and OpenAI chat completions (OpenCode), with
 // the same reply rules and one `GET /stats`.
+//
+// It is test and demo infrastructure, not a product, so it lives under
+// internal/. `make build` builds it into bin/modelstub because `make demo`
+// (examples/demohost) runs it; by hand:
+//
+//	go build -o bin/modelstub ./internal/modelstub/cmd/modelstub
 //
 // Usage:
 //

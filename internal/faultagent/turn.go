@@ -1,0 +1,148 @@
+package main
+
+// A prompt turn: its updates (per the modes), the permission requests it
+// makes, and its answer.
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+)
+
+// sendUpdate writes one session/update notification; update is the
+// `update` object.
+func (a *agent) sendUpdate(sessionID string, update json.RawMessage) {
+	p, _ := json.Marshal(map[string]any{"sessionId": sessionID, "update": update})
+	a.write(message{Method: "session/update", Params: p})
+}
+
+func chunk(kind, text string) json.RawMessage {
+	b, _ := json.Marshal(map[string]any{
+		"sessionUpdate": kind,
+		"content":       map[string]any{"type": "text", "text": text},
+	})
+	return b
+}
+
+func (a *agent) prompt(m message) {
+	s, ok := a.lookup(m.Params)
+	if !ok {
+		a.fail(m.ID, codeNotFound, "session not found")
+		return
+	}
+	var p struct {
+		Prompt []struct {
+			Type string `json:"type"`
+			Text string `json:"text"`
+		} `json:"prompt"`
+	}
+	_ = json.Unmarshal(m.Params, &p)
+	var userText strings.Builder
+	for _, b := range p.Prompt {
+		userText.WriteString(b.Text)
+	}
+	cancel := make(chan struct{})
+	a.mu.Lock()
+	if s.cancel != nil {
+		a.mu.Unlock()
+		a.fail(m.ID, codeInvalidParams, "a turn is already running")
+		return
+	}
+	s.cancel = cancel
+	s.Turns++
+	turns := s.Turns
+	s.History = append(s.History, chunk("user_message_chunk", userText.String()))
+	a.mu.Unlock()
+
+	first := true
+	emit := func(u json.RawMessage) {
+		a.mu.Lock()
+		s.History = append(s.History, u)
+		a.mu.Unlock()
+		a.sendUpdate(s.ID, u)
+		if first && a.cfg.crashMidTurn {
+			logf("crash-mid-turn: exit 3")
+			os.Exit(3)
+		}
+		first = false
+	}
+	cancelled := func() bool {
+		select {
+		case <-cancel:
+			return true
+		default:
+			return false
+		}
+	}
+
+	emit(chunk("agent_message_chunk", helloText))
+	if a.cfg.permissionKind != "" && !cancelled() {
+		emit(chunk("agent_message_chunk", a.askPermission(s.ID)))
+	}
+	if a.cfg.permissionTitle != "" && !cancelled() {
+		emit(chunk("agent_message_chunk", a.askTitledPermission(s.ID)))
+	}
+	for i := 0; i < a.cfg.flood && !cancelled(); i++ {
+		emit(chunk("agent_message_chunk", fmt.Sprintf("flood %d;", i)))
+	}
+	if a.cfg.longLine > 0 && !cancelled() {
+		emit(chunk("agent_message_chunk", strings.Repeat("x", a.cfg.longLine)))
+	}
+	if a.cfg.slowTurn > 0 {
+		t := time.NewTimer(a.cfg.slowTurn)
+		select {
+		case <-t.C:
+		case <-cancel:
+			t.Stop()
+		}
+	}
+	emit(a.withSeedCost(a.usageUpdate(), turns))
+
+	stop := "end_turn"
+	if cancelled() {
+		stop = "cancelled"
+	}
+	a.mu.Lock()
+	s.cancel = nil
+	a.mu.Unlock()
+	a.persist(s)
+	a.reply(m.ID, map[string]any{
+		"stopReason": stop,
+		"usage":      map[string]any{"inputTokens": 10, "outputTokens": 5, "totalTokens": 15},
+	})
+}
+
+// askPermission sends session/request_permission and returns the chunk
+// text "permission: <outcome> <optionId>" (optionId empty unless selected).
+func (a *agent) askPermission(sessionID string) string {
+	toolCall := map[string]any{"toolCallId": "fa-call-1", "title": "faultagent tool (" + a.cfg.permissionKind + ")",
+		"kind": a.cfg.permissionKind, "status": "pending"}
+	return a.requestPermission(sessionID, toolCall, "allow_once", "allow_always", "reject_once", "reject_always")
+}
+
+// requestPermission sends session/request_permission for toolCall with one
+// option per ACP option kind (optionId = the kind with '-' for '_') and
+// returns the chunk text "permission: <outcome> <optionId>".
+func (a *agent) requestPermission(sessionID string, toolCall map[string]any, kinds ...string) string {
+	names := map[string]string{"allow_once": "Allow once", "allow_always": "Allow always",
+		"reject_once": "Reject once", "reject_always": "Reject always"}
+	options := []any{}
+	for _, k := range kinds {
+		options = append(options, map[string]any{"optionId": strings.ReplaceAll(k, "_", "-"), "name": names[k], "kind": k})
+	}
+	params := map[string]any{"sessionId": sessionID, "toolCall": toolCall, "options": options}
+	resp := a.call("session/request_permission", params)
+	if resp.Error != nil {
+		return fmt.Sprintf("permission: error %d", resp.Error.Code)
+	}
+	var r struct {
+		Outcome struct {
+			Outcome  string `json:"outcome"`
+			OptionID string `json:"optionId"`
+		} `json:"outcome"`
+	}
+	_ = json.Unmarshal(resp.Result, &r)
+	return strings.TrimSpace(fmt.Sprintf("permission: %s %s", r.Outcome.Outcome, r.Outcome.OptionID))
+}
