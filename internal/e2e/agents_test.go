@@ -18,7 +18,7 @@ import (
 )
 
 // The real agents of today (docs/agents.md), each driven through the built
-// binary against the loopback model stub (issue 8). One test per agent, so
+// binary against the loopback model stub (docs/agents.md). One test per agent, so
 // a failure names it; every step of one agent shares one sidecar.
 
 // TestAgent_Codex is @agentclientprotocol/codex-acp 2.6.0.
@@ -36,7 +36,7 @@ func TestAgent_OpenCode(t *testing.T) { runAgentSuite(t, "opencode") }
 // TestAgent_CodexLegacy is @zed-industries/codex-acp 0.16.0.
 func TestAgent_CodexLegacy(t *testing.T) { runAgentSuite(t, "codex-legacy") }
 
-// runAgentSuite holds one agent to every promise of issue 8, in order:
+// runAgentSuite holds one agent to every promise of docs/agents.md, in order:
 //   - a text turn streams the stub's text; the open reports the agent bound
 //     to the policy (permissionBinding.bound);
 //   - under approve-all a tool turn runs the command (the file exists);

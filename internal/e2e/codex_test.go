@@ -1,8 +1,9 @@
 package e2e
 
+// The real codex-acp end to end, against the loopback model stub.
+
 import (
 	"encoding/json"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,68 +14,11 @@ import (
 	"github.com/acpx-sidecar/acpx-sidecar/internal/testmark"
 )
 
-// codexEnv prepares the real codex-acp against a loopback model stub
-// (CODEX-OFFLINE.md): it returns the agent path, a CODEX_HOME and the stub.
-func codexEnv(t *testing.T) (agent, codexHome string, stub *modelstub.Stub) {
-	t.Helper()
-	agent = filepath.Join(repoRoot, "node_modules", "@zed-industries", "codex-acp", "bin", "codex-acp.js")
-	if _, err := os.Stat(agent); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("codex-acp is not installed (make deps runs npm ci): %v", err)
-		}
-		t.Skip("codex-acp not installed; run `make deps`")
-	}
-	stub = modelstub.New(t.Logf)
-	srv := httptest.NewServer(stub)
-	t.Cleanup(srv.Close)
-	codexHome = t.TempDir()
-	if err := modelstub.WriteCodexHome(codexHome, srv.URL); err != nil {
-		t.Fatal(err)
-	}
-	return agent, codexHome, stub
-}
-
-type openResult struct {
-	Session  string `json:"session"`
-	Identity struct {
-		AcpxRecordID     string `json:"acpxRecordId"`
-		BackendSessionID string `json:"backendSessionId"`
-		AgentSessionID   string `json:"agentSessionId"`
-	} `json:"identity"`
-	Resumed bool `json:"resumed"`
-	Agent   struct {
-		Name    string `json:"name"`
-		Version string `json:"version"`
-	} `json:"agent"`
-	Process struct {
-		Pid         int    `json:"pid"`
-		Containment string `json:"containment"`
-	} `json:"process"`
-}
-
-type updateNote struct {
-	Session   string          `json:"session"`
-	RequestID *string         `json:"requestId"`
-	Seq       uint64          `json:"seq"`
-	Update    json.RawMessage `json:"update"`
-}
-
-func updatesOf(s *sidecar, session string) []updateNote {
-	var out []updateNote
-	for _, f := range s.notesOf("session/update") {
-		var u updateNote
-		if json.Unmarshal(f.Params, &u) == nil && u.Session == session {
-			out = append(out, u)
-		}
-	}
-	return out
-}
-
-// TestE2E_CodexSessionLifecycle is issue 2's main job: the built binary over
-// stdio with the real codex-acp: open → prompt → verbatim updates with
+// TestE2E_CodexSessionLifecycle is the main end-to-end run: the built binary
+// over stdio with the real codex-acp: open → prompt → verbatim updates with
 // gap-free seq → end_turn → status → close with a complete proof → nothing
 // alive in /proc → reopen resumes the same ACP session → shutdown exits 0;
-// and the launch secret appears nowhere (SEED-BEHAVIOR 3).
+// and the launch secret appears nowhere (docs/rules.md#r3).
 func TestE2E_CodexSessionLifecycle(t *testing.T) {
 	agent, codexHome, _ := codexEnv(t)
 	stateDir, work := t.TempDir(), t.TempDir()
@@ -199,9 +143,9 @@ func TestE2E_CodexSessionLifecycle(t *testing.T) {
 }
 
 // TestE2E_CodexToolCallApprovedByPolicy: a model reply with an exec_command
-// tool call is approved by permissionMode approve-all; the command runs
-// (the file exists), the permission decision is audited, and close leaves
-// nothing alive.
+// tool call is approved by permissionMode approve-all; the command runs (the
+// file exists), the permission decision is audited, and close leaves nothing
+// alive.
 func TestE2E_CodexToolCallApprovedByPolicy(t *testing.T) {
 	agent, codexHome, _ := codexEnv(t)
 	stateDir, work := t.TempDir(), t.TempDir()

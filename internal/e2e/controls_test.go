@@ -1,98 +1,22 @@
 package e2e
 
-// Control and accounting tests (issue 5; PROTOCOL §4 session/open model,
-// session/setModel, setMode, setConfigOption, session/status usage/cost,
-// §4 session/prompt usage/cost). The fault agent offers models fa-model
-// (current) and fa-large, modes default (current) and plan, and one config
-// option `model`; the real codex-acp offers its models only as the config
-// option `model` (internal/modelstub/testdata/codex-transcript.md).
+// Controls (docs/protocol.md, session/open model, session/setModel,
+// session/setMode, session/setConfigOption; docs/rules.md#r24). The fault
+// agent offers models fa-model (current) and fa-large, modes default
+// (current) and plan, and one config option `model`; the real codex-acp
+// offers its models only as the config option `model`
+// (internal/modelstub/testdata/codex-transcript.md).
 
 import (
 	"encoding/json"
-	"math"
+	"strings"
 	"testing"
 	"time"
 )
 
-// controlModels / controlModes are the {models} / {modes} shapes
-// (PROTOCOL §4).
-type controlModels struct {
-	CurrentModelID    string   `json:"currentModelId"`
-	AvailableModelIDs []string `json:"availableModelIds"`
-}
-
-type controlModes struct {
-	CurrentModeID    string   `json:"currentModeId"`
-	AvailableModeIDs []string `json:"availableModeIds"`
-}
-
-type usageJSON struct {
-	InputTokens  int64 `json:"inputTokens"`
-	OutputTokens int64 `json:"outputTokens"`
-	TotalTokens  int64 `json:"totalTokens"`
-}
-
-type costJSON struct {
-	Amount   float64 `json:"amount"`
-	Currency string  `json:"currency"`
-	Basis    string  `json:"basis"`
-}
-
-// statusJSON is the part of session/status these tests read.
-type statusJSON struct {
-	State         string            `json:"state"`
-	Models        *controlModels    `json:"models"`
-	Modes         *controlModes     `json:"modes"`
-	ConfigOptions []json.RawMessage `json:"configOptions"`
-	Usage         struct {
-		Cumulative usageJSON            `json:"cumulative"`
-		PerRequest map[string]usageJSON `json:"perRequest"`
-	} `json:"usage"`
-	Cost *costJSON `json:"cost"`
-}
-
-// promptUsage is a session/prompt result with usage and cost.
-type promptUsage struct {
-	Status string     `json:"status"`
-	Usage  *usageJSON `json:"usage"`
-	Cost   *costJSON  `json:"cost"`
-}
-
-func statusOf(s *sidecar, session string) statusJSON {
-	s.t.Helper()
-	var st statusJSON
-	s.mustCall("session/status", map[string]any{"session": session}, &st)
-	return st
-}
-
-// optionValue returns the currentValue of config option id, or "".
-func optionValue(opts []json.RawMessage, id string) string {
-	for _, raw := range opts {
-		var o struct {
-			ID           string `json:"id"`
-			CurrentValue string `json:"currentValue"`
-		}
-		if json.Unmarshal(raw, &o) == nil && o.ID == id {
-			return o.CurrentValue
-		}
-	}
-	return ""
-}
-
-// runTurn runs one turn and requires status completed.
-func runTurn(t *testing.T, s *sidecar, session, requestID, prompt string) promptUsage {
-	t.Helper()
-	res := decodeResult[promptUsage](t, "turn "+requestID,
-		s.call("session/prompt", map[string]any{"session": session, "requestId": requestID, "prompt": prompt}))
-	if res.Status != "completed" {
-		t.Fatalf("turn %s: %+v, want completed", requestID, res)
-	}
-	return res
-}
-
 // TestControls_SetModelVerifiedAndPersisted: session/setModel to an offered
-// model answers {models} with it current, and session/status (read from
-// the persisted record) shows it (PROTOCOL §4 setModel; issue 5).
+// model answers {models} with it current, and session/status (read from the
+// persisted record) shows it (docs/protocol.md, session/setModel).
 func TestControls_SetModelVerifiedAndPersisted(t *testing.T) {
 	e := newFaultEnv(t)
 	s := startSidecar(t, "--state-dir", e.stateDir)
@@ -115,9 +39,10 @@ func TestControls_SetModelVerifiedAndPersisted(t *testing.T) {
 	closeClean(t, s, o.Session, e.mark, e.work)
 }
 
-// TestControls_SetModelUnavailableKeepsSessionUsable: a model the agent
-// does not offer is -32000 MODEL_UNAVAILABLE, the current model is kept
-// and the session still runs a turn (PROTOCOL §3, §4 setModel; issue 5).
+// TestControls_SetModelUnavailableKeepsSessionUsable: a model the agent does
+// not offer is -32000 MODEL_UNAVAILABLE, the current model is kept and the
+// session still runs a turn (docs/protocol.md, Error model and
+// session/setModel).
 func TestControls_SetModelUnavailableKeepsSessionUsable(t *testing.T) {
 	e := newFaultEnv(t)
 	s := startSidecar(t, "--state-dir", e.stateDir)
@@ -133,7 +58,7 @@ func TestControls_SetModelUnavailableKeepsSessionUsable(t *testing.T) {
 
 // TestControls_SetModeOfferedAndUnknown: setMode to an offered mode answers
 // {modes} with it current (status shows it); an unknown mode is -32000
-// MODE_UNAVAILABLE (PROTOCOL §4 setMode; issue 5).
+// MODE_UNAVAILABLE (docs/protocol.md, session/setMode).
 func TestControls_SetModeOfferedAndUnknown(t *testing.T) {
 	e := newFaultEnv(t)
 	s := startSidecar(t, "--state-dir", e.stateDir)
@@ -156,7 +81,7 @@ func TestControls_SetModeOfferedAndUnknown(t *testing.T) {
 
 // TestControls_SetConfigOption: an offered option is set and verified
 // ({configOptions} shows the value); an unknown key is -32000
-// UNSUPPORTED_CONTROL (PROTOCOL §4 setConfigOption; issue 5).
+// UNSUPPORTED_CONTROL (docs/protocol.md, session/setConfigOption).
 func TestControls_SetConfigOption(t *testing.T) {
 	e := newFaultEnv(t)
 	s := startSidecar(t, "--state-dir", e.stateDir)
@@ -176,8 +101,8 @@ func TestControls_SetConfigOption(t *testing.T) {
 }
 
 // TestControls_OpenWithModelSelectsIt: session/open with model selects it
-// after the handshake and reports it current (PROTOCOL §4 session/open
-// model; issue 5).
+// after the handshake and reports it current (docs/protocol.md, session/open
+// model).
 func TestControls_OpenWithModelSelectsIt(t *testing.T) {
 	e := newFaultEnv(t)
 	s := startSidecar(t, "--state-dir", e.stateDir)
@@ -201,8 +126,8 @@ func TestControls_OpenWithModelSelectsIt(t *testing.T) {
 // TestControls_OpenWithUnavailableModelCleansUp: session/open with a model
 // the agent does not offer fails -32000 MODEL_UNAVAILABLE; the launched
 // provider is cleaned up (data.cleanup complete) and nothing of it lives
-// (PROTOCOL §3 "a failure that launched anything carries data.cleanup",
-// §4 session/open model; issue 5).
+// (docs/protocol.md, Error model: a failure that launched anything carries
+// data.cleanup; session/open model).
 func TestControls_OpenWithUnavailableModelCleansUp(t *testing.T) {
 	e := newFaultEnv(t)
 	s := startSidecar(t, "--state-dir", e.stateDir)
@@ -219,8 +144,8 @@ func TestControls_OpenWithUnavailableModelCleansUp(t *testing.T) {
 // TestControls_CodexSetModelFromConfigOption: with the real codex-acp,
 // setModel to a model its `model` config option lists is verified (result,
 // status and the agent's option agree); a model it does not list is
-// MODEL_UNAVAILABLE and the session still runs a turn (PROTOCOL §4
-// setModel; issue 5).
+// MODEL_UNAVAILABLE and the session still runs a turn (docs/protocol.md,
+// session/setModel).
 func TestControls_CodexSetModelFromConfigOption(t *testing.T) {
 	agent, codexHome, _ := codexEnv(t)
 	e := newFaultEnv(t)
@@ -259,74 +184,67 @@ func TestControls_CodexSetModelFromConfigOption(t *testing.T) {
 	closeClean(t, s, o.Session, e.mark, e.work)
 }
 
-func contains(list []string, v string) bool {
-	for _, x := range list {
-		if x == v {
-			return true
-		}
-	}
-	return false
-}
-
-func near(a, b float64) bool { return math.Abs(a-b) < 1e-9 }
-
-// TestUsage_PerTurnCumulativeAndCostSurviveResume: a turn's result carries
-// the agent's usage and the usage_update cost with basis "turn"; status
-// carries the cumulative usage, per-request usage and the cost with basis
-// "session-cumulative"; after close and a resumed reopen of the same key,
-// status reports the persisted cumulative usage and cost and the next turn
-// adds to them (PROTOCOL §4 session/prompt, session/status; issue 5).
-func TestUsage_PerTurnCumulativeAndCostSurviveResume(t *testing.T) {
+// TestRunning_SetModelThroughConfigOptionThenVerified (docs/rules.md#r24):
+// setModel goes through the agent's `model` config option
+// (session/set_config_option, never session/set_model, when the option
+// exists) and is verified against the option the agent reports back: an
+// agent that says yes but keeps the old value gets MODEL_UNAVAILABLE and the
+// recorded model is unchanged; without a model option the legacy
+// session/set_model is used; an unknown model is refused without asking the
+// agent.
+func TestRunning_SetModelThroughConfigOptionThenVerified(t *testing.T) {
 	e := newFaultEnv(t)
-	agentState := t.TempDir()
-	s := startSidecar(t, "--state-dir", e.stateDir)
+	s := startSidecar(t, seedArgs(e)...)
 	s.initialize(false)
-	const cost = 0.0125
-	p := e.openParams("usage", "")
-	p["command"] = map[string]any{"path": faultBin, "args": []string{"--mode", "cost=0.0125", "--state-dir", agentState}}
-	var open openResult
-	s.mustCall("session/open", p, &open)
+	type models struct {
+		Models struct {
+			CurrentModelID string `json:"currentModelId"`
+		} `json:"models"`
+	}
+	current := func(session string) string {
+		var st models
+		s.mustCall("session/status", map[string]any{"session": session}, &st)
+		return st.Models.CurrentModelID
+	}
 
-	for _, id := range []string{"t1", "t2"} {
-		res := runTurn(t, s, open.Session, id, "count me")
-		if res.Usage == nil || *res.Usage != (usageJSON{10, 5, 15}) {
-			t.Errorf("turn %s usage %+v, want {10 5 15}", id, res.Usage)
-		}
-		if res.Cost == nil || !near(res.Cost.Amount, cost) || res.Cost.Currency != "USD" || res.Cost.Basis != "turn" {
-			t.Errorf("turn %s cost %+v, want %v USD basis turn", id, res.Cost, cost)
-		}
+	rec := seedRecordFile(t)
+	o := seedMustOpen(s, seedOpenParams(e, "set-model", rec, ""))
+	var m models
+	s.mustCall("session/setModel", map[string]any{"session": o.Session, "model": "fa-large"}, &m)
+	if m.Models.CurrentModelID != "fa-large" || current(o.Session) != "fa-large" {
+		t.Errorf("setModel fa-large: result %q status %q", m.Models.CurrentModelID, current(o.Session))
 	}
-	st := statusOf(s, open.Session)
-	if st.Usage.Cumulative != (usageJSON{20, 10, 30}) || st.Usage.PerRequest["t1"].TotalTokens != 15 || st.Usage.PerRequest["t2"].TotalTokens != 15 {
-		t.Errorf("status usage %+v, want cumulative {20 10 30} and 15 per request", st.Usage)
+	msgs := seedReadAgent(t, rec)
+	if sets := seedRecv(msgs, "session/set_config_option"); len(sets) != 1 || !strings.Contains(string(sets[0].Msg.Params), `"configId":"model"`) {
+		t.Errorf("set_config_option requests %v, want one for configId model", sets)
 	}
-	if st.Cost == nil || !near(st.Cost.Amount, 2*cost) || st.Cost.Currency != "USD" || st.Cost.Basis != "session-cumulative" {
-		t.Errorf("status cost %+v, want %v USD session-cumulative", st.Cost, 2*cost)
+	if n := len(seedRecv(msgs, "session/set_model")); n != 0 {
+		t.Errorf("legacy session/set_model used %d times although the model option exists", n)
 	}
-	closeClean(t, s, open.Session, e.mark, e.work)
+	seedWantError(t, "setModel to an unknown model", s.call("session/setModel", map[string]any{"session": o.Session, "model": "nope"}),
+		-32000, "MODEL_UNAVAILABLE")
+	if n := len(seedRecv(seedReadAgent(t, rec), "session/set_config_option")); n != 1 {
+		t.Errorf("an unknown model was sent to the agent (%d set_config_option)", n)
+	}
 
-	var again openResult
-	s.mustCall("session/open", p, &again)
-	if !again.Resumed || again.Identity.BackendSessionID != open.Identity.BackendSessionID {
-		t.Fatalf("reopen did not resume: %+v", again)
+	stale := seedMustOpen(s, e.openParams("stale-model", "stale-config"))
+	seedWantError(t, "setModel the agent does not apply", s.call("session/setModel", map[string]any{"session": stale.Session, "model": "fa-large"}),
+		-32000, "MODEL_UNAVAILABLE")
+	if c := current(stale.Session); c != "fa-model" {
+		t.Errorf("unverified model selection recorded: status model %q, want fa-model", c)
 	}
-	st = statusOf(s, again.Session)
-	if st.Usage.Cumulative != (usageJSON{20, 10, 30}) || st.Usage.PerRequest["t2"].TotalTokens != 15 {
-		t.Errorf("resumed status usage %+v, want the persisted cumulative {20 10 30}", st.Usage)
+
+	rec = seedRecordFile(t)
+	legacy := seedMustOpen(s, seedOpenParams(e, "legacy-model", rec, "no-config-options"))
+	s.mustCall("session/setModel", map[string]any{"session": legacy.Session, "model": "fa-large"}, &m)
+	if sets := seedRecv(seedReadAgent(t, rec), "session/set_model"); len(sets) != 1 || !strings.Contains(string(sets[0].Msg.Params), `"modelId":"fa-large"`) {
+		t.Errorf("legacy set_model requests %v, want one for fa-large", sets)
 	}
-	if st.Cost == nil || !near(st.Cost.Amount, 2*cost) || st.Cost.Basis != "session-cumulative" {
-		t.Errorf("resumed status cost %+v, want %v session-cumulative", st.Cost, 2*cost)
+	if m.Models.CurrentModelID != "fa-large" {
+		t.Errorf("legacy setModel result %q", m.Models.CurrentModelID)
 	}
-	res := runTurn(t, s, again.Session, "t3", "count me too")
-	if res.Cost == nil || !near(res.Cost.Amount, cost) || res.Cost.Basis != "turn" {
-		t.Errorf("resumed turn cost %+v, want %v basis turn", res.Cost, cost)
+	for _, id := range []string{o.Session, stale.Session, legacy.Session} {
+		seedCloseProof(t, s, id, nil)
 	}
-	st = statusOf(s, again.Session)
-	if st.Usage.Cumulative != (usageJSON{30, 15, 45}) {
-		t.Errorf("status usage after the resumed turn %+v, want {30 15 45}", st.Usage.Cumulative)
-	}
-	if st.Cost == nil || !near(st.Cost.Amount, 3*cost) {
-		t.Errorf("status cost after the resumed turn %+v, want %v", st.Cost, 3*cost)
-	}
-	closeClean(t, s, again.Session, e.mark, e.work)
+	waitNoMarked(t, e.mark, e.work, 10*time.Second)
 }

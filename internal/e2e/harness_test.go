@@ -1,7 +1,12 @@
 // Package e2e drives the built acpx-sidecar binary over its stdio, the way
-// a host does (TESTING.md): TestMain builds the binaries once, each test
-// spawns a sidecar with pipes, speaks PROTOCOL.md, and checks real
-// outcomes — frames on the wire, files on disk, the process table.
+// a host does: TestMain builds the binaries once, each test spawns a
+// sidecar with pipes, speaks docs/protocol.md, and checks real outcomes —
+// frames on the wire, files on disk, the process table.
+//
+// The tests are grouped by feature (admission, handshake, cleanup, close,
+// containment, lifecycle, framing, turns, permissions, controls, status,
+// recovery, agents); shared steps live in harness_test.go and the
+// *_steps_test.go files.
 package e2e
 
 import (
@@ -43,7 +48,7 @@ func TestMain(m *testing.M) {
 	binDir = dir
 	sidecarBin = filepath.Join(dir, "acpx-sidecar")
 	faultBin = filepath.Join(dir, "faultagent")
-	build := exec.Command("go", "build", "-o", dir+"/", "./cmd/acpx-sidecar", "./cmd/faultagent")
+	build := exec.Command("go", "build", "-o", dir+"/", "./cmd/acpx-sidecar", "./internal/faultagent")
 	build.Dir = repoRoot
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
@@ -54,7 +59,7 @@ func TestMain(m *testing.M) {
 	stopOrphanReaper()
 	os.RemoveAll(dir)
 	if code == 0 {
-		// Every harness goroutine ends with its sidecar (TESTING.md: goleak).
+		// Every harness goroutine ends with its sidecar (checked by goleak).
 		if err := goleak.Find(); err != nil {
 			fmt.Fprintln(os.Stderr, "goleak:", err)
 			code = 1
@@ -357,7 +362,8 @@ func (s *sidecar) allOutput() []byte {
 	return out
 }
 
-// proof is the cleanup proof (PROTOCOL §6) as tests read it.
+// proof is the cleanup proof (docs/protocol.md, Cleanup proof) as tests
+// read it.
 type proof struct {
 	CleanupID     string `json:"cleanupId"`
 	Session       string `json:"session"`
@@ -404,7 +410,7 @@ func truncate(s string, n int) string {
 }
 
 // markedPids returns live (non-zombie) processes whose environment holds
-// ACPX_TEST_MARK=mark or whose cwd is under dir (TESTING.md).
+// ACPX_TEST_MARK=mark or whose cwd is under dir.
 func markedPids(mark, dir string) []int {
 	ents, _ := os.ReadDir("/proc")
 	needle := []byte("ACPX_TEST_MARK=" + mark + "\x00")

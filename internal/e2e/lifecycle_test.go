@@ -1,10 +1,17 @@
 package e2e
 
+// Lifecycle: initialize, shutdown, exit and stdin EOF (docs/protocol.md,
+// Lifecycle and Lifecycle methods; docs/rules.md#r21).
+
 import (
 	"bufio"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
+	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"syscall"
 	"testing"
 	"time"
@@ -12,9 +19,101 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// TestShutdown_StdinEOFMidTurnAnswersTheTurn: PROTOCOL §2.4 — stdin EOF is
-// shutdown then exit, so a turn still running gets its answer (cancelled)
-// on stdout before the sidecar exits, and the tree is gone.
+// TestProtocol_RequestBeforeInitializeIsNotInitialized: any request before
+// initialize gets -32002; a notification before it is dropped
+// (docs/protocol.md, Lifecycle).
+func TestProtocol_RequestBeforeInitializeIsNotInitialized(t *testing.T) {
+	s := startSidecar(t, "--state-dir", t.TempDir())
+	s.send(map[string]any{"jsonrpc": "2.0", "method": "$/cancelRequest", "params": map[string]any{"id": 1}})
+	wantError(t, "session/list before initialize", s.call("session/list", map[string]any{}), -32002, "")
+	wantError(t, "session/open before initialize", s.call("session/open", map[string]any{}), -32002, "")
+	s.initialize(false)
+	listSessions(s)
+}
+
+// TestProtocol_SecondInitializeIsInvalidRequest: a second initialize gets
+// -32600 (docs/protocol.md, Lifecycle).
+func TestProtocol_SecondInitializeIsInvalidRequest(t *testing.T) {
+	s := startSidecar(t, "--state-dir", t.TempDir())
+	res := s.initialize(false)
+	if v, _ := res["protocolVersion"].(float64); v != 1 {
+		t.Errorf("initialize protocolVersion %v, want 1", res["protocolVersion"])
+	}
+	f := s.call("initialize", map[string]any{"protocolVersion": 1, "clientInfo": map[string]string{"name": "e2e", "version": "0"}})
+	wantError(t, "second initialize", f, -32600, "")
+	listSessions(s)
+}
+
+// TestProtocol_UnsupportedProtocolVersion: initialize with a version other
+// than 1 gets -32602 with data.supported [1] (docs/protocol.md, initialize);
+// the connection stays uninitialized, so a correct initialize then succeeds.
+func TestProtocol_UnsupportedProtocolVersion(t *testing.T) {
+	s := startSidecar(t, "--state-dir", t.TempDir())
+	f := s.call("initialize", map[string]any{"protocolVersion": 2, "clientInfo": map[string]string{"name": "e2e", "version": "0"}})
+	d := wantError(t, "initialize v2", f, -32602, "")
+	if len(d.Supported) != 1 || d.Supported[0] != 1 {
+		t.Errorf("data.supported %v, want [1] (data %s)", d.Supported, f.Error.Data)
+	}
+	s.initialize(false)
+	listSessions(s)
+}
+
+// TestProtocol_UnknownMethod: an unknown method gets -32601
+// (docs/protocol.md, Error model).
+func TestProtocol_UnknownMethod(t *testing.T) {
+	s := startSidecar(t, "--state-dir", t.TempDir())
+	s.initialize(false)
+	wantError(t, "session/frobnicate", s.call("session/frobnicate", map[string]any{}), -32601, "")
+	listSessions(s)
+}
+
+// TestShutdown_ClosesLiveSessionsAndExitsZero: shutdown closes every live
+// session and returns their complete proofs; exit then ends the process with
+// status 0 (docs/protocol.md, shutdown and exit).
+func TestShutdown_ClosesLiveSessionsAndExitsZero(t *testing.T) {
+	e := newFaultEnv(t)
+	s := startSidecar(t, "--state-dir", e.stateDir)
+	s.initialize(false)
+	a := e.open(s, "shut-a", "")
+	b := e.open(s, "shut-b", "")
+	proofs, status := s.shutdownAndExit()
+	if status != 0 {
+		t.Errorf("exit status %d, want 0", status)
+	}
+	seen := map[string]bool{}
+	for _, p := range proofs {
+		if !p.Complete || p.Origin != "shutdown" {
+			t.Errorf("shutdown proof for %s: complete %v origin %q, want complete shutdown", p.Session, p.Complete, p.Origin)
+		}
+		seen[p.Session] = true
+	}
+	if len(proofs) != 2 || !seen[a.Session] || !seen[b.Session] {
+		t.Errorf("shutdown returned %d proofs for %v, want one each for %s and %s", len(proofs), seen, a.Session, b.Session)
+	}
+	waitNoMarked(t, e.mark, e.work, 10*time.Second)
+}
+
+// TestShutdown_StdinEOFCleansUp: stdin EOF with a live session is shutdown
+// then exit: the process exits (status 0, the proof being complete) and
+// nothing it launched survives (docs/protocol.md, Lifecycle).
+func TestShutdown_StdinEOFCleansUp(t *testing.T) {
+	e := newFaultEnv(t)
+	s := startSidecar(t, "--state-dir", e.stateDir)
+	s.initialize(false)
+	e.open(s, "eof", "")
+	if err := s.stdin.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if status := s.exitStatus(30 * time.Second); status != 0 {
+		t.Errorf("exit status %d after stdin EOF, want 0\nstderr:\n%s", status, s.stderrText())
+	}
+	waitNoMarked(t, e.mark, e.work, 10*time.Second)
+}
+
+// TestShutdown_StdinEOFMidTurnAnswersTheTurn: stdin EOF is shutdown then
+// exit (docs/protocol.md, Lifecycle), so a turn still running gets its
+// answer (cancelled) on stdout before the sidecar exits, and the tree is
+// gone.
 func TestShutdown_StdinEOFMidTurnAnswersTheTurn(t *testing.T) {
 	e := newFaultEnv(t)
 	s := startSidecar(t, "--state-dir", e.stateDir)
@@ -43,65 +142,6 @@ func TestShutdown_StdinEOFMidTurnAnswersTheTurn(t *testing.T) {
 		t.Fatalf("turn answer after stdin EOF: %+v %s", f.Error, f.Result)
 	}
 	<-s.exited
-	waitNoMarked(t, e.mark, e.work, 5*time.Second)
-}
-
-// TestResume_PinnedModelAndModeReappliedWhenTheAgentForgetsThem: issue 5 —
-// setModel/setMode are persisted in the record's acpx state; an agent whose
-// session/load reports its defaults again gets the pinned model and mode
-// re-applied and verified, so a resumed session never silently runs
-// another model.
-func TestResume_PinnedModelAndModeReappliedWhenTheAgentForgetsThem(t *testing.T) {
-	e := newFaultEnv(t)
-	agentState := t.TempDir()
-	s := startSidecar(t, "--state-dir", e.stateDir)
-	s.initialize(false)
-	p := e.openParams("pinned", "load-resets-controls")
-	p["command"] = map[string]any{"path": faultBin, "args": []string{"--mode", "load-resets-controls", "--state-dir", agentState}}
-	var open struct {
-		Session string `json:"session"`
-		Modes   struct {
-			Available []string `json:"availableModeIds"`
-		} `json:"modes"`
-	}
-	s.mustCall("session/open", p, &open)
-	s.mustCall("session/setModel", map[string]any{"session": open.Session, "model": "fa-large"}, nil)
-	var mode string
-	for _, m := range open.Modes.Available {
-		if m != "default" {
-			mode = m
-		}
-	}
-	if mode == "" {
-		t.Fatalf("the fault agent offers no second mode: %v", open.Modes.Available)
-	}
-	s.mustCall("session/setMode", map[string]any{"session": open.Session, "mode": mode}, nil)
-	s.mustCall("session/close", map[string]any{"session": open.Session, "reason": "pause"}, nil)
-
-	var again struct {
-		Session string `json:"session"`
-		Resumed bool   `json:"resumed"`
-		Models  struct {
-			Current string `json:"currentModelId"`
-		} `json:"models"`
-		Modes struct {
-			Current string `json:"currentModeId"`
-		} `json:"modes"`
-	}
-	s.mustCall("session/open", p, &again)
-	if !again.Resumed || again.Models.Current != "fa-large" || again.Modes.Current != mode {
-		t.Fatalf("resumed open: %+v (want fa-large / %s)", again, mode)
-	}
-	var st struct {
-		Models struct {
-			Current string `json:"currentModelId"`
-		} `json:"models"`
-	}
-	s.mustCall("session/status", map[string]any{"session": again.Session}, &st)
-	if st.Models.Current != "fa-large" {
-		t.Errorf("status after resume: model %q", st.Models.Current)
-	}
-	_, _ = s.shutdownAndExit()
 	waitNoMarked(t, e.mark, e.work, 5*time.Second)
 }
 
@@ -186,7 +226,7 @@ func TestShutdown_HostThatStopsReadingCannotPinTheSidecar(t *testing.T) {
 // TestShutdown_ExitRightBehindShutdownWaitsForIt: `exit` sent in the same
 // write as `shutdown` (as a host piping frames does) does not cut the
 // shutdown short: the shutdown answer with a complete proof is written and
-// the exit status is 0 (docs/protocol.md, lifecycle).
+// the exit status is 0 (docs/protocol.md, Lifecycle).
 func TestShutdown_ExitRightBehindShutdownWaitsForIt(t *testing.T) {
 	e := newFaultEnv(t)
 	s := startSidecar(t, "--state-dir", e.stateDir)
@@ -209,4 +249,55 @@ func TestShutdown_ExitRightBehindShutdownWaitsForIt(t *testing.T) {
 		t.Fatalf("exit status after a complete shutdown: %v, want 0", s.exitErr)
 	}
 	waitNoMarked(t, e.mark, e.work, 5*time.Second)
+}
+
+// TestCleanup_SealedSupervisorLaunchesNothing (docs/rules.md#r21): shutdown
+// seals the supervisor; an open still verifying its command (sha256 of a 128
+// MiB sparse-padded copy of the agent, which takes the sidecar a while) when
+// shutdown arrives reaches the spawn only after the seal, and that spawn
+// fails: SHUTTING_DOWN with a complete "nothing was launched" proof, the
+// agent never ran, and the sidecar exits 0.
+func TestCleanup_SealedSupervisorLaunchesNothing(t *testing.T) {
+	e := newFaultEnv(t)
+	s := startSidecar(t, seedArgs(e)...)
+	s.initialize(false)
+	big := filepath.Join(t.TempDir(), "faultagent-padded")
+	bin, err := os.ReadFile(faultBin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(big, bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(big, 128<<20); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(big)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := sha256.New()
+	_, err = io.Copy(h, f)
+	f.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := seedRecordFile(t)
+	p := e.openParams("after-seal", "")
+	p["command"] = map[string]any{"path": big, "args": []string{"--mode", "record=" + rec}, "sha256": hex.EncodeToString(h.Sum(nil))}
+	openID := s.start("session/open", p)
+	shutID := s.start("shutdown", map[string]any{})
+	d := seedWantError(t, "open racing shutdown", s.await(openID, 30*time.Second), -32000, "SHUTTING_DOWN")
+	if d.Cleanup == nil || !d.Cleanup.Complete || d.Cleanup.Verified.Method != "nothing was launched" {
+		t.Errorf("data.cleanup %+v: want complete, nothing launched", d.Cleanup)
+	}
+	decodeResult[map[string]any](t, "shutdown", s.await(shutID, 30*time.Second))
+	s.send(map[string]any{"jsonrpc": "2.0", "method": "exit"})
+	if st := s.exitStatus(30 * time.Second); st != 0 {
+		t.Errorf("exit status %d, want 0", st)
+	}
+	if msgs := seedReadAgent(t, rec); len(msgs) != 0 {
+		t.Errorf("the agent ran after the supervisor was sealed")
+	}
+	waitNoMarked(t, e.mark, e.work, 10*time.Second)
 }

@@ -10,15 +10,14 @@ import (
 	"github.com/acpx-sidecar/acpx-sidecar/internal/profiles"
 )
 
-// TestProfiles_AuthenticateByProfileRule: issue 5 — every profile passes
-// the handshake with the fault agent configured like its agent: the agent
-// advertises the profile's auth method and refuses session/new until
-// authenticated (as codex-acp does, CODEX-OFFLINE.md); with the method's
-// env var in the launch env the sidecar authenticates with exactly that
-// method id and the secret never appears in what the agent received
-// (SEED-BEHAVIOR 3); without it the open fails ACPX_SESSION_ENSURE_FAILED
-// with a complete cleanup and nothing alive. `generic` authenticates with
-// nothing and `opencode` has no rule.
+// TestProfiles_AuthenticateByProfileRule: every profile passes the handshake
+// with the fault agent configured like its agent: the agent advertises the
+// profile's auth method and refuses session/new until authenticated (as
+// codex-acp does); with the method's env var in the launch env the sidecar
+// authenticates with exactly that method id and the secret never appears in
+// what the agent received (docs/rules.md#r3); without it the open fails
+// ACPX_SESSION_ENSURE_FAILED with a complete cleanup and nothing alive.
+// `generic` authenticates with nothing and `opencode` has no rule.
 func TestProfiles_AuthenticateByProfileRule(t *testing.T) {
 	for _, name := range profiles.Names() {
 		prof, _ := profiles.Lookup(name)
@@ -78,9 +77,10 @@ func TestProfiles_AuthenticateByProfileRule(t *testing.T) {
 	}
 }
 
-// TestProfiles_HandshakeTimeoutReapsProviderForEveryProfile: SEED-BEHAVIOR
-// 7 under each profile — a provider that never answers session/new is
-// timed out with ACPX_SESSION_HANDSHAKE_TIMEOUT and proven gone.
+// TestProfiles_HandshakeTimeoutReapsProviderForEveryProfile:
+// docs/rules.md#r7 under each profile — a provider that never answers
+// session/new is timed out with ACPX_SESSION_HANDSHAKE_TIMEOUT and proven
+// gone.
 func TestProfiles_HandshakeTimeoutReapsProviderForEveryProfile(t *testing.T) {
 	e := newFaultEnv(t)
 	s := startSidecar(t, "--state-dir", e.stateDir, "--term-grace-ms", "300", "--kill-grace-ms", "300")

@@ -13,7 +13,7 @@ func resumeParams(e *faultEnv, key, agentState, modes string) map[string]any {
 	return p
 }
 
-// TestResume_LoadAnswerWithoutModesStillResumes: issue 8 — an agent whose
+// TestResume_LoadAnswerWithoutModesStillResumes (docs/rules.md#p3): an agent whose
 // session/load answer carries no modes still resumes when the host never
 // pinned a mode: what the record merely remembers of the agent's last mode
 // is not re-applied. A mode the host did pin is verified, so the same
@@ -99,7 +99,7 @@ func TestResume_SessionWithoutATurnOpensANewSession(t *testing.T) {
 	waitNoMarked(t, e.mark, e.work, 5*time.Second)
 }
 
-// TestResume_PrefersSessionResumeOverLoad: issue 8 (acpx#332) — where the
+// TestResume_PrefersSessionResumeOverLoad (docs/protocol.md §11; acpx#332): where the
 // agent advertises sessionCapabilities.resume, a reopen sends ACP
 // session/resume, never session/load, and resumes the same session.
 func TestResume_PrefersSessionResumeOverLoad(t *testing.T) {

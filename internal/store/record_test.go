@@ -11,17 +11,14 @@ import (
 	"github.com/google/go-cmp/cmp"
 )
 
-// fixturePath is the record written by npm acpx@0.19.1 (ARCHITECTURE "The
-// acpx record on disk").
+// fixturePath is the record written by npm acpx@0.19.1, kept in the
+// repository's top-level testdata/ (testdata/README.md).
 func fixturePath(t *testing.T) string {
 	t.Helper()
 	_, file, _, _ := runtime.Caller(0)
-	p := filepath.Join(filepath.Dir(file), "..", "..", "..", "shared", "design", "fixtures", "acpx-0.19.1-record.json")
+	p := filepath.Join(filepath.Dir(file), "..", "..", "testdata", "acpx-0.19.1-record.json")
 	if _, err := os.Stat(p); err != nil {
-		p = "/work/shared/design/fixtures/acpx-0.19.1-record.json"
-	}
-	if _, err := os.Stat(p); err != nil {
-		t.Skipf("fixture not found: %v", err)
+		t.Fatalf("fixture not found: %v", err)
 	}
 	return p
 }

@@ -1,14 +1,17 @@
 package e2e
 
+// Recovery: a sidecar killed with live sessions leaves nothing alive (its
+// guardians end the trees) and the next sidecar recovers what is left from
+// the ownership ledger; a resumed session gets back what the host pinned
+// (docs/protocol.md, Resume semantics).
+
 import (
 	"bytes"
 	"encoding/json"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -18,148 +21,12 @@ import (
 	"github.com/acpx-sidecar/acpx-sidecar/internal/testmark"
 )
 
-// orphans reaps processes re-parented to the test process: the test makes
-// itself a child subreaper (PID 1 here never reaps, TESTING.md), so the
-// guardians and providers of a SIGKILLed sidecar come to it and do not stay
-// zombies forever. Processes started through exec.Cmd are left to their
-// Wait.
-var orphans struct {
-	once    sync.Once
-	mu      sync.Mutex
-	tracked map[int]bool
-	stop    chan struct{}
-	done    chan struct{}
-}
-
-func trackChild(pid int) {
-	orphans.mu.Lock()
-	if orphans.tracked == nil {
-		orphans.tracked = map[int]bool{}
-	}
-	orphans.tracked[pid] = true
-	orphans.mu.Unlock()
-}
-
-// startOrphanReaper starts the reaping loop once; stopOrphanReaper (from
-// TestMain) ends it.
-func startOrphanReaper(t *testing.T) {
-	orphans.once.Do(func() {
-		if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
-			t.Fatalf("PR_SET_CHILD_SUBREAPER: %v", err)
-		}
-		orphans.stop, orphans.done = make(chan struct{}), make(chan struct{})
-		go func() {
-			defer close(orphans.done)
-			tick := time.NewTicker(20 * time.Millisecond)
-			defer tick.Stop()
-			for {
-				reapUntracked()
-				select {
-				case <-orphans.stop:
-					return
-				case <-tick.C:
-				}
-			}
-		}()
-	})
-}
-
-func stopOrphanReaper() {
-	if orphans.stop != nil {
-		close(orphans.stop)
-		<-orphans.done
-	}
-}
-
-// reapUntracked reaps zombie children of this process not started by
-// exec.Cmd.
-func reapUntracked() {
-	me := os.Getpid()
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		stat, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		i := bytes.LastIndexByte(stat, ')')
-		if i < 0 || i+2 >= len(stat) || stat[i+2] != 'Z' {
-			continue
-		}
-		var st byte
-		var ppid int
-		if _, err := fmtSscan(string(stat[i+2:]), &st, &ppid); err != nil || ppid != me {
-			continue
-		}
-		orphans.mu.Lock()
-		mine := orphans.tracked[pid]
-		orphans.mu.Unlock()
-		if !mine {
-			var ws unix.WaitStatus
-			_, _ = unix.Wait4(pid, &ws, unix.WNOHANG, nil)
-		}
-	}
-}
-
-// guardiansOf lists the guardian processes (children of pid running the
-// sidecar binary with the __guardian argument).
-func guardiansOf(pid int) []int {
-	var out []int
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		p, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		cmd, _ := os.ReadFile("/proc/" + e.Name() + "/cmdline")
-		stat, _ := os.ReadFile("/proc/" + e.Name() + "/stat")
-		i := bytes.LastIndexByte(stat, ')')
-		if i < 0 || !bytes.Contains(cmd, []byte("__guardian")) {
-			continue
-		}
-		var st byte
-		var ppid int
-		if _, err := fmtSscan(string(stat[i+2:]), &st, &ppid); err == nil && ppid == pid {
-			out = append(out, p)
-		}
-	}
-	return out
-}
-
-type recoveredProof struct {
-	Proof proof `json:"proof"`
-}
-
-// killMarkedOnCleanup SIGKILLs, by pid, whatever still carries mark when
-// the test ends, so a failing test cannot leak (PID 1 here never reaps).
-func killMarkedOnCleanup(t *testing.T, mark string) {
-	t.Cleanup(func() {
-		for _, pid := range markedPids(mark, "") {
-			t.Logf("killing leftover marked pid %d", pid)
-			_ = unix.Kill(pid, unix.SIGKILL)
-		}
-	})
-}
-
-// openFault opens a fault-agent session with the given modes and marker.
-func openFault(t *testing.T, s *sidecar, key, cwd, mark string, modes string) openResult {
-	t.Helper()
-	var open openResult
-	s.mustCall("session/open", map[string]any{"sessionKey": key, "agent": "generic",
-		"command": map[string]any{"path": faultBin, "args": []string{"--mode", modes}}, "cwd": cwd,
-		"env": map[string]string{"ACPX_TEST_MARK": mark}}, &open)
-	return open
-}
-
-// TestSidecarKilled_GuardiansLeaveNothingAlive: issue 4 — the sidecar is
-// SIGKILLed with live sessions (one with a setsid'd grandchild that ignores
-// SIGTERM); every guardian sees its owner pipe close and kills its tree:
-// nothing of any session stays alive (checked in /proc). The next sidecar
-// on the same stateDir reports each ledger entry as a recovered proof and
-// clears the ledger. Both containment modes.
+// TestSidecarKilled_GuardiansLeaveNothingAlive: the sidecar is SIGKILLed
+// with live sessions (one with a setsid'd grandchild that ignores SIGTERM);
+// every guardian sees its owner pipe close and kills its tree: nothing of
+// any session stays alive (checked in /proc). The next sidecar on the same
+// stateDir reports each ledger entry as a recovered proof and clears the
+// ledger. Both containment modes.
 func TestSidecarKilled_GuardiansLeaveNothingAlive(t *testing.T) {
 	startOrphanReaper(t)
 	for _, mode := range []string{"cgroup", "subreaper", "process-group"} {
@@ -206,8 +73,8 @@ func TestSidecarKilled_GuardiansLeaveNothingAlive(t *testing.T) {
 	}
 }
 
-// TestSidecarKilled_LedgerRecoversWhatTheGuardianMissed: issue 4's second
-// line — the sidecar and its guardian are both SIGKILLed, so the provider
+// TestSidecarKilled_LedgerRecoversWhatTheGuardianMissed: the second line of
+// defence — the sidecar and its guardian are both SIGKILLed, so the provider
 // tree survives (asserted, or the test proves nothing): in its cgroup, or,
 // in process-group mode, as a setsid'd grandchild outside the provider's
 // group found by the tree's environment marker (ACPX_SIDECAR_SESSION); the
@@ -349,12 +216,63 @@ func TestSidecarKilled_LedgerEntryWrittenBeforeLaunchIsRecovered(t *testing.T) {
 	_, _ = s.shutdownAndExit()
 }
 
-// fmtSscan reads the state and ppid fields that follow "comm) ".
-func fmtSscan(s string, st *byte, ppid *int) (int, error) {
-	var state string
-	n, err := fmt.Sscanf(s, "%s %d", &state, ppid)
-	if len(state) > 0 {
-		*st = state[0]
+// TestResume_PinnedModelAndModeReappliedWhenTheAgentForgetsThem:
+// setModel/setMode are persisted in the record's acpx state; an agent whose
+// session/load reports its defaults again gets the pinned model and mode
+// re-applied and verified, so a resumed session never silently runs another
+// model.
+func TestResume_PinnedModelAndModeReappliedWhenTheAgentForgetsThem(t *testing.T) {
+	e := newFaultEnv(t)
+	agentState := t.TempDir()
+	s := startSidecar(t, "--state-dir", e.stateDir)
+	s.initialize(false)
+	p := e.openParams("pinned", "load-resets-controls")
+	p["command"] = map[string]any{"path": faultBin, "args": []string{"--mode", "load-resets-controls", "--state-dir", agentState}}
+	var open struct {
+		Session string `json:"session"`
+		Modes   struct {
+			Available []string `json:"availableModeIds"`
+		} `json:"modes"`
 	}
-	return n, err
+	s.mustCall("session/open", p, &open)
+	s.mustCall("session/setModel", map[string]any{"session": open.Session, "model": "fa-large"}, nil)
+	var mode string
+	for _, m := range open.Modes.Available {
+		if m != "default" {
+			mode = m
+		}
+	}
+	if mode == "" {
+		t.Fatalf("the fault agent offers no second mode: %v", open.Modes.Available)
+	}
+	s.mustCall("session/setMode", map[string]any{"session": open.Session, "mode": mode}, nil)
+	// A session that never ran a turn is not resumed (nothing to resume).
+	s.mustCall("session/prompt", map[string]any{"session": open.Session, "requestId": "t1", "prompt": "hi"}, nil)
+	s.mustCall("session/close", map[string]any{"session": open.Session, "reason": "pause"}, nil)
+
+	var again struct {
+		Session string `json:"session"`
+		Resumed bool   `json:"resumed"`
+		Models  struct {
+			Current string `json:"currentModelId"`
+		} `json:"models"`
+		Modes struct {
+			Current string `json:"currentModeId"`
+		} `json:"modes"`
+	}
+	s.mustCall("session/open", p, &again)
+	if !again.Resumed || again.Models.Current != "fa-large" || again.Modes.Current != mode {
+		t.Fatalf("resumed open: %+v (want fa-large / %s)", again, mode)
+	}
+	var st struct {
+		Models struct {
+			Current string `json:"currentModelId"`
+		} `json:"models"`
+	}
+	s.mustCall("session/status", map[string]any{"session": again.Session}, &st)
+	if st.Models.Current != "fa-large" {
+		t.Errorf("status after resume: model %q", st.Models.Current)
+	}
+	_, _ = s.shutdownAndExit()
+	waitNoMarked(t, e.mark, e.work, 5*time.Second)
 }

@@ -1,0 +1,194 @@
+package e2e
+
+// Steps that look at and tidy the process table: the orphan reaper (the
+// test process is a child subreaper), guardians, and leftovers of a test.
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// orphans reaps processes re-parented to the test process: the test makes
+// itself a child subreaper (PID 1 here never reaps), so the guardians and
+// providers of a SIGKILLed sidecar come to it and do not stay zombies
+// forever. Processes started through exec.Cmd are left to their Wait.
+var orphans struct {
+	once    sync.Once
+	mu      sync.Mutex
+	tracked map[int]bool
+	stop    chan struct{}
+	done    chan struct{}
+}
+
+func trackChild(pid int) {
+	orphans.mu.Lock()
+	if orphans.tracked == nil {
+		orphans.tracked = map[int]bool{}
+	}
+	orphans.tracked[pid] = true
+	orphans.mu.Unlock()
+}
+
+// startOrphanReaper starts the reaping loop once; stopOrphanReaper (from
+// TestMain) ends it.
+func startOrphanReaper(t *testing.T) {
+	orphans.once.Do(func() {
+		if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+			t.Fatalf("PR_SET_CHILD_SUBREAPER: %v", err)
+		}
+		orphans.stop, orphans.done = make(chan struct{}), make(chan struct{})
+		go func() {
+			defer close(orphans.done)
+			tick := time.NewTicker(20 * time.Millisecond)
+			defer tick.Stop()
+			for {
+				reapUntracked()
+				select {
+				case <-orphans.stop:
+					return
+				case <-tick.C:
+				}
+			}
+		}()
+	})
+}
+
+func stopOrphanReaper() {
+	if orphans.stop != nil {
+		close(orphans.stop)
+		<-orphans.done
+	}
+}
+
+// reapUntracked reaps zombie children of this process not started by
+// exec.Cmd.
+func reapUntracked() {
+	me := os.Getpid()
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		i := bytes.LastIndexByte(stat, ')')
+		if i < 0 || i+2 >= len(stat) || stat[i+2] != 'Z' {
+			continue
+		}
+		var st byte
+		var ppid int
+		if _, err := fmtSscan(string(stat[i+2:]), &st, &ppid); err != nil || ppid != me {
+			continue
+		}
+		orphans.mu.Lock()
+		mine := orphans.tracked[pid]
+		orphans.mu.Unlock()
+		if !mine {
+			var ws unix.WaitStatus
+			_, _ = unix.Wait4(pid, &ws, unix.WNOHANG, nil)
+		}
+	}
+}
+
+// fmtSscan reads the state and ppid fields that follow "comm) ".
+func fmtSscan(s string, st *byte, ppid *int) (int, error) {
+	var state string
+	n, err := fmt.Sscanf(s, "%s %d", &state, ppid)
+	if len(state) > 0 {
+		*st = state[0]
+	}
+	return n, err
+}
+
+// guardiansOf lists the guardian processes (children of pid running the
+// sidecar binary with the __guardian argument).
+func guardiansOf(pid int) []int {
+	var out []int
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		p, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		cmd, _ := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		stat, _ := os.ReadFile("/proc/" + e.Name() + "/stat")
+		i := bytes.LastIndexByte(stat, ')')
+		if i < 0 || !bytes.Contains(cmd, []byte("__guardian")) {
+			continue
+		}
+		var st byte
+		var ppid int
+		if _, err := fmtSscan(string(stat[i+2:]), &st, &ppid); err == nil && ppid == pid {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// isGuardian reports whether pid runs the sidecar's guardian.
+func isGuardian(pid int) bool {
+	cmd, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+	return bytes.Contains(cmd, []byte("__guardian"))
+}
+
+// sleepersIn returns live `sleep 303`/`sleep 304` processes whose cwd is dir.
+func sleepersIn(dir string) []int {
+	var out []int
+	for _, pid := range markedPids("no-such-mark", dir) {
+		cmd, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+		if bytes.HasPrefix(cmd, []byte("sleep\x00303")) || bytes.HasPrefix(cmd, []byte("sleep\x00304")) {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+// waitMarked waits until at least one live process carries mark.
+func waitMarked(t testing.TB, mark string, d time.Duration) []int {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		if pids := markedPids(mark, ""); len(pids) > 0 {
+			return pids
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no process carries the marker after %v", d)
+		}
+		time.Sleep(20 * time.Millisecond) // polling the process table, bounded by d
+	}
+}
+
+// killMarkedOnCleanup SIGKILLs, by pid, whatever still carries mark when
+// the test ends, so a failing test cannot leak (PID 1 here never reaps).
+func killMarkedOnCleanup(t *testing.T, mark string) {
+	t.Cleanup(func() {
+		for _, pid := range markedPids(mark, "") {
+			t.Logf("killing leftover marked pid %d", pid)
+			_ = unix.Kill(pid, unix.SIGKILL)
+		}
+	})
+}
+
+// openFault opens a fault-agent session with the given modes and marker.
+func openFault(t *testing.T, s *sidecar, key, cwd, mark string, modes string) openResult {
+	t.Helper()
+	var open openResult
+	s.mustCall("session/open", map[string]any{"sessionKey": key, "agent": "generic",
+		"command": map[string]any{"path": faultBin, "args": []string{"--mode", modes}}, "cwd": cwd,
+		"env": map[string]string{"ACPX_TEST_MARK": mark}}, &open)
+	return open
+}
+
+type recoveredProof struct {
+	Proof proof `json:"proof"`
+}
