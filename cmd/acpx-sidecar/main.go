@@ -1,7 +1,7 @@
 // Command acpx-sidecar is the sidecar daemon: a host spawns it and speaks
-// JSON-RPC 2.0 over its stdin/stdout (PROTOCOL.md); it launches ACP agents,
-// runs their turns and proves each closed provider tree gone. Logs go to
-// stderr as JSON lines. `acpx-sidecar doctor` prints the containment
+// JSON-RPC 2.0 over its stdin/stdout (docs/protocol.md); it launches ACP
+// agents, runs their turns and proves each closed provider tree gone. Logs go
+// to stderr as JSON lines. `acpx-sidecar doctor` prints the containment
 // mechanisms this machine offers.
 package main
 
@@ -66,7 +66,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.IntVar(&o.maxFrame, "max-frame-bytes", rpc.DefaultMaxFrameBytes, "largest inbound host frame, bytes")
 	fs.StringVar(&o.stateDir, "state-dir", defaultStateDir(), "default stateDir for session records (absolute)")
 	fs.BoolVar(&o.inheritEnv, "inherit-env", true, "providers inherit the sidecar's environment before the open's env is added")
-	fs.Int64Var(&o.handshakeMs, "handshake-timeout-ms", 30000, "default handshake bound, ms (SEED-BEHAVIOR constants)")
+	fs.Int64Var(&o.handshakeMs, "handshake-timeout-ms", 30000, "default handshake bound, ms (docs/rules.md#bounds)")
 	fs.Int64Var(&o.closeMs, "close-timeout-ms", 2000, "ACP session/close bound, ms")
 	fs.Int64Var(&o.termMs, "term-grace-ms", 2000, "wait after SIGTERM, ms")
 	fs.Int64Var(&o.killMs, "kill-grace-ms", 2000, "wait after SIGKILL, ms")
@@ -177,7 +177,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return 2
 	case err != nil:
 		// Serve anyway: every open is refused before launch with
-		// PLATFORM_UNSUPPORTED (SEED-BEHAVIOR 2).
+		// PLATFORM_UNSUPPORTED (docs/rules.md#r2).
 		log.Error("no containment available; opens will be refused", zap.Error(err))
 		sup = nil
 	}

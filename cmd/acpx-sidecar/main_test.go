@@ -7,8 +7,9 @@ import (
 	"testing"
 )
 
-// TestRun_BadFlagsExitTwo: PROTOCOL §2.5 — bad command-line flags exit 2
-// and write nothing to stdout (stdout carries frames only).
+// TestRun_BadFlagsExitTwo: docs/protocol.md §2 Command line — bad
+// command-line flags exit 2 and write nothing to stdout (stdout carries
+// frames only).
 func TestRun_BadFlagsExitTwo(t *testing.T) {
 	for _, args := range [][]string{
 		{"--framing=xml"}, {"--max-frame-bytes=10"}, {"--state-dir=relative"}, {"--handshake-timeout-ms=0"},

@@ -14,8 +14,8 @@ import (
 
 // DefaultMaxProviderLineBytes bounds one line read from a provider's
 // stdout: 256 MiB. Longer lines are discarded (the connection survives),
-// unlike acp-go-sdk's 10 MiB scanner cap that kills it (ARCHITECTURE.md
-// hazards).
+// unlike acp-go-sdk's 10 MiB scanner cap that kills it (docs/architecture.md,
+// ACP client side).
 const DefaultMaxProviderLineBytes = 256 << 20
 
 // providerEvent is what the provider connection posts to its session's

@@ -99,7 +99,8 @@ func await(t *testing.T, call func(reply func(any, error))) any {
 // TestManager_SessionActorsLeaveNoGoroutine runs a whole session in
 // process — open, turn, close, shutdown — and checks with goleak that every
 // goroutine the manager, its actors and the reaper started has stopped
-// (issue 3: goleak after each test; "every goroutine has an owner").
+// (goleak after each test; docs/architecture.md: "every goroutine has an
+// owner").
 func TestManager_SessionActorsLeaveNoGoroutine(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	if err := reaper.BecomeSubreaper(); err != nil { // as cmd/acpx-sidecar does
@@ -145,7 +146,7 @@ func TestManager_SessionActorsLeaveNoGoroutine(t *testing.T) {
 	}
 }
 
-// TestAdmission_UncontainablePlatformRefusedBeforeLaunch: SEED-BEHAVIOR 2 —
+// TestAdmission_UncontainablePlatformRefusedBeforeLaunch: docs/rules.md#r2 —
 // with no containment in force (no Supervisor: what main runs with when no
 // mechanism works), an open is refused with PLATFORM_UNSUPPORTED before
 // anything is constructed or launched, and initialize says "none".

@@ -74,7 +74,7 @@ type admissionResult struct {
 	err   *protocol.Error
 	proof *protocol.Proof
 	// lateClose is the protocol close of a session the agent created
-	// after admission gave up (SEED-BEHAVIOR 6), nil if none appeared.
+	// after admission gave up (docs/rules.md#r6), nil if none appeared.
 	lateClose *protocol.ProtocolClose
 	// closeSupported: the agent advertised sessionCapabilities.close.
 	closeSupported bool
@@ -88,7 +88,7 @@ func (s *session) startAdmission(ctx context.Context, reply Reply) {
 		return
 	}
 	s.st = st
-	if ctx.Err() != nil { // SEED-BEHAVIOR 1
+	if ctx.Err() != nil { // docs/rules.md#r1
 		s.failBeforeLaunch(reply, abortedError())
 		return
 	}
@@ -127,7 +127,7 @@ func (s *session) finishAdmission(r admissionResult, reply Reply) {
 		s.admissionFailed(r.proof, r.err, reply)
 		if r.lateClose != nil {
 			// The late session's own cleanup, after the open's answer
-			// (PROTOCOL §5 cleanup/proof; SEED-BEHAVIOR 6).
+			// (docs/protocol.md §9 cleanup/proof; docs/rules.md#r6).
 			lp := *r.proof
 			lp.CleanupID = newID("c-")
 			lp.Reason = "admission aborted"
@@ -143,7 +143,7 @@ func abortedError() *protocol.Error {
 }
 
 // failBeforeLaunch ends an admission that launched nothing: its proof is
-// complete by construction (SEED-BEHAVIOR 1).
+// complete by construction (docs/rules.md#r1).
 func (s *session) failBeforeLaunch(reply Reply, e *protocol.Error) {
 	now := time.Now()
 	proof := &protocol.Proof{CleanupID: newID("c-"), Session: s.id, SessionKey: s.key, Reason: "admission failed before launch",
@@ -184,7 +184,7 @@ func (s *session) admissionFailed(proof *protocol.Proof, e *protocol.Error, repl
 
 // verifyCommand checks the command is a regular executable file and, with
 // sha256, opens it without following symlinks, hashes it and returns that
-// open file to be executed (SEED-BEHAVIOR 4).
+// open file to be executed (docs/rules.md#r4).
 func verifyCommand(c *protocol.Command) (*os.File, *protocol.Error) {
 	notExec := func(why string) *protocol.Error {
 		return protocol.Domain(protocol.ErrCommandNotExecutable, "command.path "+why, false)
@@ -317,7 +317,7 @@ func (s *session) admit(ctx context.Context, in admissionInput) admissionResult 
 	late := &lateHandshake{}
 	adm, sessionID, herr := s.handshake(hctx, &in, conn, tree, prior, late)
 	if late.waiter != nil {
-		sessionID = "" // the late watcher owns that close (SEED-BEHAVIOR 16)
+		sessionID = "" // the late watcher owns that close (docs/rules.md#r16)
 	}
 	if herr == nil && ctx.Err() != nil {
 		herr = abortedError()
@@ -346,7 +346,7 @@ func (s *session) admit(ctx context.Context, in admissionInput) admissionResult 
 			origin: protocol.OriginAdmission, closeSupported: late.closeSupported, keepConn: late.waiter != nil})
 		lateClose := <-lateDone
 		herr.Data.Cleanup = proof
-		// SEED-BEHAVIOR 11, 12: the handshake error first, then each cleanup
+		// docs/rules.md#r11, #r12: the handshake error first, then each cleanup
 		// error in order (signal deliveries, then "did not exit after SIGKILL").
 		if len(proof.Errors) > 0 {
 			herr.Data.Causes = append([]protocol.ProofError{{Code: herr.Data.Code, Message: herr.Message}}, proof.Errors...)
@@ -401,7 +401,8 @@ func (s *session) drainStderr(r io.ReadCloser) {
 // SessionMarkerEnv names the environment entry every provider process
 // (and every descendant that keeps its environment) carries:
 // ACPX_SIDECAR_SESSION=<session id>. The next sidecar finds a dead one's
-// leftovers by it when there is no cgroup (issue 4, ledger).
+// leftovers by it when there is no cgroup (docs/operations.md, "The
+// ownership ledger").
 const SessionMarkerEnv = "ACPX_SIDECAR_SESSION"
 
 // marker is this session's SessionMarkerEnv entry.
@@ -423,7 +424,7 @@ func (s *session) writeLedger(st *store.Store, tree Tree) {
 }
 
 // acpError turns a provider call error into a redacted
-// ACPX_SESSION_ENSURE_FAILED (SEED-BEHAVIOR 14).
+// ACPX_SESSION_ENSURE_FAILED (docs/rules.md#r14).
 func (s *session) acpError(step string, err error) *protocol.Error {
 	var je *jsonrpc2.Error
 	msg := "the agent failed " + step

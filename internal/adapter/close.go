@@ -15,7 +15,8 @@ import (
 )
 
 // closeAttempt is the one close in flight for a session; concurrent closes
-// wait on it (PROTOCOL §4: concurrent closes share one attempt).
+// wait on it (docs/protocol.md §8 session/close: concurrent closes share one
+// attempt).
 type closeAttempt struct {
 	waiters []Reply
 	discard bool
@@ -127,7 +128,7 @@ func (s *session) replyProof(reply Reply, proof *protocol.Proof) {
 	reply(nil, e)
 }
 
-// markClosed marks the record closed (SEED-BEHAVIOR 25) or deletes it.
+// markClosed marks the record closed (docs/rules.md#r25) or deletes it.
 func (s *session) markClosed(discard bool) {
 	if s.st == nil || s.identity.BackendSessionID == "" {
 		return
@@ -164,7 +165,7 @@ type cleanupInput struct {
 }
 
 // cleanup closes the ACP session where the agent offers it (bounded by
-// CloseTimeout; skipped when no session exists, SEED-BEHAVIOR 5), then
+// CloseTimeout; skipped when no session exists, docs/rules.md#r5), then
 // terminates the tree and builds the proof. It blocks; it runs off the
 // actor and reads only in and the session's immutable fields.
 func (s *session) cleanup(in cleanupInput) *protocol.Proof {
@@ -189,7 +190,7 @@ func (s *session) cleanup(in cleanupInput) *protocol.Proof {
 	default:
 		// One bounded budget for every attempt; an error answer is retried
 		// with backoff up to ProtocolCloseAttempts, a timed-out attempt never
-		// is: it stays the target's only close (SEED-BEHAVIOR 16, 20).
+		// is: it stays the target's only close (docs/rules.md#r16, #r20).
 		ctx, cancel := context.WithTimeout(context.Background(), s.m.cfg.CloseTimeout)
 		var err error
 		backoff := s.m.cfg.RetainedRetryMin
@@ -266,7 +267,7 @@ func applyTerminationTo(proof *protocol.Proof, t reaper.Termination, clean func(
 
 // retain hands an incomplete cleanup to a retained owner that retries
 // process termination with backoff until the tree is proven gone
-// (SEED-BEHAVIOR 15, 20), then sends the final proof as cleanup/proof.
+// (docs/rules.md#r15, #r20), then sends the final proof as cleanup/proof.
 func (s *session) retain(first *protocol.Proof) {
 	tree, st := s.tree, s.st // the worker gets copies, never the fields
 	if tree == nil {

@@ -28,7 +28,7 @@ type configOption struct {
 }
 
 // controls selects a model, mode or config option and verifies it against
-// what the agent then reports (SEED-BEHAVIOR 24). It works on copies and
+// what the agent then reports (docs/rules.md#r24). It works on copies and
 // runs off the actor; the actor adopts models/modes/configOpts after.
 type controls struct {
 	conn       *acpConn

@@ -79,13 +79,14 @@ func (st *sessionState) modes() *protocol.Modes {
 // handshake runs ACP initialize → authenticate (profile rule) → session/new
 // or session/load|resume → identity check → model/mode → record save. It
 // returns the backend session id as soon as one is known, so a failed
-// admission can close that session (SEED-BEHAVIOR 5, 8, 9, 10).
+// admission can close that session (docs/rules.md#r5, #r8, #r9, #r10).
 // It runs in the admission worker and reads only in and the session's
 // immutable fields; what the agent advertises about close is kept in late.
 func (s *session) handshake(ctx context.Context, in *admissionInput, conn *acpConn, tree Tree, prior *store.Record, late *lateHandshake) (*admitted, string, *protocol.Error) {
 	p := in.open
 	var init initializeResult
-	// No fs/terminal capabilities: the agent uses its own (PROTOCOL §7).
+	// No fs/terminal capabilities: the agent uses its own (docs/protocol.md
+	// §14).
 	err := conn.call(ctx, acp.AgentMethodInitialize, acp.InitializeRequest{
 		ProtocolVersion:    acp.ProtocolVersionNumber,
 		ClientCapabilities: acp.ClientCapabilities{},
@@ -138,7 +139,7 @@ func (s *session) handshake(ctx context.Context, in *admissionInput, conn *acpCo
 		}
 		err = late.call(ctx, conn, method, params, &st)
 		if err != nil {
-			// SEED-BEHAVIOR 10: close the recovered session, save nothing.
+			// docs/rules.md#r10: close the recovered session, save nothing.
 			e := s.acpError(method, err)
 			e.Message += " (the record's session could not be resumed; open with resume:false for a new session)"
 			return nil, prior.AcpSessionID, e
@@ -157,7 +158,7 @@ func (s *session) handshake(ctx context.Context, in *admissionInput, conn *acpCo
 			return nil, "", s.acpError("session/new", err)
 		}
 	}
-	// SEED-BEHAVIOR 8: identity before admission.
+	// docs/rules.md#r8: identity before admission.
 	if st.SessionID == "" {
 		return nil, "", protocol.Domain(protocol.ErrIdentityInvalid, "the agent returned no session id", false)
 	}
@@ -177,8 +178,8 @@ func (s *session) handshake(ctx context.Context, in *admissionInput, conn *acpCo
 		configOpts: res.ConfigOptions, red: s.red}
 	// The model and mode to run with: the open's, else, on resume, the ones
 	// the host pinned earlier (an agent that forgot them must not silently
-	// run another model: issue 5). What the record merely remembers of the
-	// agent's last report is never re-applied (issue 8: a load answer
+	// run another model: docs/rules.md#p3). What the record merely remembers
+	// of the agent's last report is never re-applied (a load answer
 	// without modes must not fail a resume the host asked no mode of).
 	wantModel, wantMode := p.Model, p.Mode
 	pinnedMode := false
@@ -212,7 +213,7 @@ func (s *session) handshake(ctx context.Context, in *admissionInput, conn *acpCo
 	res.Models, res.Modes, res.ConfigOptions = ctl.models, ctl.modes, ctl.configOpts
 	rec, err := saveAdmitted(in, prior, &res, init, tree, ctl.usedStyle, pins)
 	if err != nil {
-		// SEED-BEHAVIOR 9: close the created session, fail with the store error.
+		// docs/rules.md#r9: close the created session, fail with the store error.
 		return nil, st.SessionID, protocol.Domain(protocol.ErrStoreUnavailable, "the session record could not be saved: "+errText(err), true)
 	}
 	return &admitted{result: res, caps: caps, modelCtl: ctl.usedStyle, record: rec, pins: pins}, st.SessionID, nil
@@ -241,7 +242,7 @@ func authMethod(in *admissionInput, init initializeResult) string {
 func nowStamp() string { return time.Now().UTC().Format("2006-01-02T15:04:05.000Z") }
 
 // saveAdmitted writes the record of an admitted session (no env, ever:
-// SEED-BEHAVIOR 3).
+// docs/rules.md#r3).
 func saveAdmitted(in *admissionInput, prior *store.Record, res *protocol.OpenResult, init initializeResult, tree Tree, style string, pin pins) (*store.Record, error) {
 	p := in.open
 	rec := prior
@@ -349,7 +350,7 @@ func modesFromConfig(opts []json.RawMessage) *protocol.Modes {
 
 // lateHandshake remembers the session-creating request (session/new, load
 // or resume) that admission gave up on, so that a session the agent
-// creates after a cancel or timeout is still closed (SEED-BEHAVIOR 6, 7).
+// creates after a cancel or timeout is still closed (docs/rules.md#r6, #r7).
 // It is local to the admission worker (watch runs in a goroutine the
 // worker starts and waits for).
 type lateHandshake struct {
@@ -401,8 +402,8 @@ func (l *lateHandshake) watch(s *session, conn *acpConn) *protocol.ProtocolClose
 		return &protocol.ProtocolClose{Outcome: protocol.CloseUnsupported}
 	}
 	// A close the agent answers with an error is reconciled: tried again,
-	// at most LateCloseReconcileAttempts times in all (SEED-BEHAVIOR 29);
-	// a timeout is never retried (SEED-BEHAVIOR 16).
+	// at most LateCloseReconcileAttempts times in all (docs/rules.md#r29);
+	// a timeout is never retried (docs/rules.md#r16).
 	ctx, cancel := context.WithTimeout(context.Background(), s.m.cfg.CloseTimeout)
 	defer cancel()
 	var err error

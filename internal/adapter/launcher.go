@@ -19,7 +19,7 @@ import (
 // through ReaperLauncher).
 type Launcher interface {
 	// Start launches spec inside its own containment unit. It fails with
-	// reaper.ErrSealed after Seal (SEED-BEHAVIOR 21).
+	// reaper.ErrSealed after Seal (docs/rules.md#r21).
 	Start(spec reaper.Spec) (Tree, error)
 	// Mode is the containment in force; its string is a proof's and
 	// initialize's `containment`.
@@ -58,7 +58,7 @@ type Tree interface {
 	ExitStatus() reaper.ExitStatus
 	// Terminate ends the whole tree (TERM, then KILL) and returns what was
 	// observed; it may be called again after an incomplete result (the
-	// retained cleanup, SEED-BEHAVIOR 20), and its facts are cumulative.
+	// retained cleanup, docs/rules.md#r20), and its facts are cumulative.
 	Terminate(ctx context.Context, termGrace, killGrace time.Duration) reaper.Termination
 }
 

@@ -37,13 +37,14 @@ type Reply = func(result any, err error)
 type Host interface {
 	// Notify sends a notification; it blocks while the host is not reading.
 	Notify(method string, params any) error
-	// RequestPermission asks the host (PROTOCOL §5); ctx is the turn's.
+	// RequestPermission asks the host (docs/protocol.md §9); ctx is the turn's.
 	RequestPermission(ctx context.Context, p protocol.PermissionRequestParams) (protocol.PermissionRequestResult, error)
 	// PermissionRequests: the host declared capabilities.permissionRequests.
 	PermissionRequests() bool
 }
 
-// Config configures a Manager. Durations are the SEED-BEHAVIOR constants.
+// Config configures a Manager. Durations are the bounds of
+// docs/rules.md#bounds.
 type Config struct {
 	// StateDir is the default stateDir (absolute) for opens without one.
 	StateDir string
@@ -81,7 +82,7 @@ type Config struct {
 	Version string
 }
 
-// DefaultConfig returns the SEED-BEHAVIOR constants.
+// DefaultConfig returns the defaults of docs/rules.md#bounds.
 func DefaultConfig() Config {
 	return Config{HandshakeTimeout: 30 * time.Second, CloseTimeout: 2 * time.Second,
 		TermGrace: 2 * time.Second, KillGrace: 2 * time.Second, Shutdown: 7 * time.Second,
@@ -138,7 +139,7 @@ func (m *Manager) Bounds() protocol.Bounds {
 		RetainedRetryMaxMs: m.cfg.RetainedRetryMax.Milliseconds(), LateCloseReconcileAttempts: m.cfg.LateCloseReconcileAttempts}
 }
 
-// Initialize answers `initialize` (PROTOCOL §2); Pid is filled by rpc.
+// Initialize answers `initialize` (docs/protocol.md §7); Pid is filled by rpc.
 func (m *Manager) Initialize(p protocol.InitializeParams) protocol.InitializeResult {
 	containment := "none" // every open is refused with PLATFORM_UNSUPPORTED
 	if m.cfg.Launcher != nil {
@@ -173,10 +174,10 @@ func (m *Manager) storeFor(dir string) (*store.Store, error) {
 	return st, nil
 }
 
-// Open admits a session (PROTOCOL §4 session/open). Unknown agents are
-// refused before anything is constructed (SEED-BEHAVIOR 13); a platform
-// without containment is refused before launch (SEED-BEHAVIOR 2); an open
-// cancelled before it starts launches nothing (SEED-BEHAVIOR 1).
+// Open admits a session (docs/protocol.md §8 session/open). Unknown agents are
+// refused before anything is constructed (docs/rules.md#r13); a platform
+// without containment is refused before launch (docs/rules.md#r2); an open
+// cancelled before it starts launches nothing (docs/rules.md#r1).
 func (m *Manager) Open(ctx context.Context, p protocol.OpenParams, reply Reply) {
 	prof, ok := profiles.Lookup(p.Agent)
 	if !ok {
@@ -295,8 +296,8 @@ func (m *Manager) lookup(id string, reply Reply) *session {
 	return s
 }
 
-// Prompt runs one turn (PROTOCOL §4 session/prompt). ctx is cancelled by
-// $/cancelRequest, which cancels the turn like session/cancel.
+// Prompt runs one turn (docs/protocol.md §8 session/prompt). ctx is cancelled
+// by $/cancelRequest, which cancels the turn like session/cancel.
 func (m *Manager) Prompt(ctx context.Context, p protocol.PromptParams, reply Reply) {
 	if s := m.lookup(p.Session, reply); s != nil {
 		s.send(reply, func() { s.startTurn(ctx, p, reply) })
@@ -310,21 +311,23 @@ func (m *Manager) Cancel(p protocol.CancelParams, reply Reply) {
 	}
 }
 
-// Status reports a session's state from its persisted record (SEED-BEHAVIOR 23).
+// Status reports a session's state from its persisted record
+// (docs/rules.md#r23).
 func (m *Manager) Status(p protocol.SessionRef, reply Reply) {
 	if s := m.lookup(p.Session, reply); s != nil {
 		s.send(reply, func() { reply(s.status()) })
 	}
 }
 
-// Close closes a session and proves its tree gone (PROTOCOL §4 session/close).
+// Close closes a session and proves its tree gone (docs/protocol.md §8
+// session/close).
 func (m *Manager) Close(p protocol.CloseParams, reply Reply) {
 	if s := m.lookup(p.Session, reply); s != nil {
 		s.send(reply, func() { s.close(p.Reason, protocol.OriginClose, p.DiscardPersistentState, reply) })
 	}
 }
 
-// SetModel selects and verifies a model (SEED-BEHAVIOR 24).
+// SetModel selects and verifies a model (docs/rules.md#r24).
 func (m *Manager) SetModel(p protocol.SetModelParams, reply Reply) {
 	if s := m.lookup(p.Session, reply); s != nil {
 		s.send(reply, func() { s.control(controlModel, p.Model, nil, reply) })
@@ -375,7 +378,7 @@ func (m *Manager) Shutdown() []*protocol.Proof {
 	m.mu.Lock()
 	m.closing = true
 	if m.cfg.Launcher != nil {
-		m.cfg.Launcher.Seal() // SEED-BEHAVIOR 21: nothing launches after this
+		m.cfg.Launcher.Seal() // docs/rules.md#r21: nothing launches after this
 	}
 	all := make([]*session, 0, len(m.sessions))
 	for _, s := range m.sessions {

@@ -61,7 +61,7 @@ func policyKind(head toolCallHead) string {
 var readKinds = map[string]bool{"read": true, "search": true, "think": true}
 
 // inferKind guesses a ToolKind from a tool call title when the agent sent
-// none (issue 5: "inferred from the title when missing").
+// none (docs/protocol.md §10: "inferred from the title when missing").
 func inferKind(title string) string {
 	t := strings.ToLower(title)
 	switch {
@@ -137,7 +137,7 @@ func (s *session) onPermission(ask *permissionAsk) {
 	pa := &pendingAsk{toolCallID: head.ToolCallID, kind: kind, options: opts}
 	t := s.turn
 	if t == nil || t.cancelled || !s.state.is(protocol.StateTurn) {
-		// The authority belongs to a live turn (SEED-BEHAVIOR 27).
+		// The authority belongs to a live turn (docs/rules.md#r27).
 		pa.rule = "no active turn"
 		s.answerPermission(ask, pa, nil, "cancelled", "no active turn")
 		return
@@ -181,7 +181,7 @@ func (s *session) answerPermission(ask *permissionAsk, pa *pendingAsk, approved 
 }
 
 // escalate sends the ask to the host when it declared permissionRequests,
-// else applies nonInteractivePermissions (PROTOCOL §4, §5).
+// else applies nonInteractivePermissions (docs/protocol.md §10).
 func (s *session) escalate(t *turn, ask *permissionAsk, pa *pendingAsk, pp permissionParams) {
 	if !s.m.host.PermissionRequests() {
 		if s.open.NonInteractivePermissions == "fail" {

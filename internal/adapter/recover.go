@@ -59,9 +59,10 @@ func ownerAlive(o store.Owned) bool {
 }
 
 // sweep kills the leftovers of dead sidecars found in st's ledger and
-// reports each as a cleanup/proof with origin "recovered" (ARCHITECTURE
-// "Durability"; issue 4). It runs in a goroutine owned by the manager's
-// retained group. Caller holds m.mu or is the only user of st.
+// reports each as a cleanup/proof with origin "recovered"
+// (docs/operations.md, "The ownership ledger"). It runs in a goroutine owned
+// by the manager's retained group. Caller holds m.mu or is the only user of
+// st.
 func (m *Manager) sweep(st *store.Store) {
 	m.retained.Add(1)
 	go func() {

@@ -9,7 +9,7 @@ import (
 // text, since they would match ordinary words.
 const minSecretLen = 4
 
-// redactor removes launch-env values (secrets, SEED-BEHAVIOR 3) from text
+// redactor removes launch-env values (secrets, docs/rules.md#r3) from text
 // that came from a provider before it reaches an error, log or proof.
 type redactor struct{ values []string }
 

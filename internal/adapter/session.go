@@ -162,7 +162,7 @@ func (s *session) onUpdate(params json.RawMessage) {
 	}
 	switch {
 	case s.replaying:
-		return // PROTOCOL §4 resume: replay is not live output
+		return // docs/protocol.md §11: replay is not live output
 	case s.state.is(protocol.StateAdmitting):
 		s.buffered = append(s.buffered, n.Update)
 		return
@@ -233,7 +233,7 @@ func (s *session) trackUpdate(update json.RawMessage) *string {
 		}
 	case "usage_update":
 		// ACP UsageUpdate.cost is the session's cumulative cost: the turn's
-		// cost is its growth since the turn began (SEED-BEHAVIOR 30).
+		// cost is its growth since the turn began (docs/rules.md#r30).
 		if u.Cost != nil {
 			s.cost = &protocol.Cost{Amount: u.Cost.Amount, Currency: u.Cost.Currency, Basis: "session-cumulative"}
 		}

@@ -31,7 +31,7 @@ func (s *session) applyConfigOptions(opts []json.RawMessage) {
 }
 
 // status answers session/status from the persisted record, checked against
-// the identity admitted at open (SEED-BEHAVIOR 23).
+// the identity admitted at open (docs/rules.md#r23).
 func (s *session) status() (any, error) {
 	if s.state.is(protocol.StateAdmitting) {
 		return nil, protocol.Domain(protocol.ErrSessionNotFound, "the session is still being admitted", true)

@@ -15,7 +15,7 @@ import (
 )
 
 // turn is the active prompt turn of a session; it owns the permission
-// authority of its lifetime (SEED-BEHAVIOR 27).
+// authority of its lifetime (docs/rules.md#r27).
 type turn struct {
 	requestID string
 	reply     Reply
@@ -49,9 +49,9 @@ func usageToRecord(u protocol.Usage) store.TokenUsage {
 		CachedReadTokens: u.CachedReadTokens, CachedWriteTokens: u.CachedWriteTokens, ThoughtTokens: u.ThoughtTokens}
 }
 
-// startTurn begins one turn (PROTOCOL §4 session/prompt): one active turn
-// per session (TURN_ACTIVE), request ids unique within the session
-// (DUPLICATE_REQUEST_ID).
+// startTurn begins one turn (docs/protocol.md §8 session/prompt): one
+// active turn per session (TURN_ACTIVE), request ids unique within the
+// session (DUPLICATE_REQUEST_ID).
 func (s *session) startTurn(ctx context.Context, p protocol.PromptParams, reply Reply) {
 	if e := s.usable(); e != nil {
 		reply(nil, e)
@@ -228,7 +228,8 @@ func (s *session) restoreUsage(r *store.Record) {
 		s.cost = &protocol.Cost{Amount: c.Amount, Currency: c.Currency, Basis: "session-cumulative"}
 	}
 	s.lastReqID = r.LastRequestID
-	// Request ids stay unique across resume (PROTOCOL §4 session/prompt).
+	// Request ids stay unique across resume (docs/protocol.md §8
+	// session/prompt).
 	for id := range r.RequestTokenUsage {
 		s.usedIDs[id] = true
 	}

@@ -9,16 +9,16 @@ import (
 
 // CodexModel is the model codex 2.x is configured with: a slug of its
 // built-in catalog, so no "model metadata not found" warning reaches the
-// session as an extra agent chunk (AGENTS-OFFLINE.md).
+// session as an extra agent chunk.
 const CodexModel = "gpt-5.5"
 
 // codexConfig is CODEX_HOME/config.toml for codex 2.x: the loopback
-// Responses provider of CODEX-OFFLINE.md, the catalog model and the quiet
-// settings that stop every lookup of chatgpt.com or github.com
-// (AGENTS-OFFLINE.md, Codex). Top-level keys must precede the tables. The
-// one %s is the provider's base URL (checked by checkStubURL, so it needs
-// no TOML escaping). No approval or sandbox setting: that is the sidecar's.
-const codexConfig = `# Written by agentenv (AGENTS-OFFLINE.md, CODEX-OFFLINE.md).
+// Responses provider, the catalog model and the quiet settings that stop
+// every lookup of chatgpt.com or github.com (docs/agents.md, Codex).
+// Top-level keys must precede the tables. The one %s is the provider's base
+// URL (checked by checkStubURL, so it needs no TOML escaping). No approval
+// or sandbox setting: that is the sidecar's.
+const codexConfig = `# Written by agentenv (docs/agents.md, Codex).
 model_provider = "local"
 model = "` + CodexModel + `"
 check_for_update_on_startup = false
@@ -93,7 +93,7 @@ func prepareClaude(l *Launch, dir, base string) error {
 }
 
 // geminiSettings is $GEMINI_CLI_HOME/.gemini/settings.json: without it the
-// CLI contacts update and usage-statistics hosts (AGENTS-OFFLINE.md).
+// CLI contacts update and usage-statistics hosts (docs/agents.md, Gemini).
 var geminiSettings = map[string]any{
 	"general":   map[string]any{"enableAutoUpdate": false, "enableAutoUpdateNotification": false},
 	"privacy":   map[string]any{"usageStatisticsEnabled": false},

@@ -4,13 +4,13 @@
 // OPENCODE_PERMISSION), how its model is controlled, and the quirks we know
 // about, each with its source (docs/agents.md). A profile never changes
 // which executable is launched (the host's command is the only one,
-// SEED-BEHAVIOR 4); it changes how the sidecar talks to it and, for a
+// docs/rules.md#r4); it changes how the sidecar talks to it and, for a
 // binding, adds settings to its environment.
 package profiles
 
 import "sort"
 
-// Model-control styles (SEED-BEHAVIOR 24).
+// Model-control styles (docs/rules.md#r24).
 const (
 	// ModelControlConfigOption: ACP session/set_config_option with the
 	// option whose category/id is "model", falling back to the legacy
@@ -105,7 +105,8 @@ func (b Binding) Asks(mode string) bool {
 
 // Profile describes one agent family.
 type Profile struct {
-	// Name is the profile name hosts pass as `agent` (PROTOCOL §4).
+	// Name is the profile name hosts pass as `agent` (docs/protocol.md §8
+	// session/open).
 	Name string
 	// Title is a human name.
 	Title string
@@ -208,7 +209,7 @@ var all = map[string]Profile{
 }
 
 // Lookup returns the profile named name; ok is false for unknown names
-// (the sidecar then refuses the open with UNKNOWN_AGENT, SEED-BEHAVIOR 13).
+// (the sidecar then refuses the open with UNKNOWN_AGENT, docs/rules.md#r13).
 func Lookup(name string) (Profile, bool) {
 	p, ok := all[name]
 	return p, ok

@@ -7,7 +7,7 @@ import (
 
 // TestProfiles_AreCompleteData: every profile named in initialize has a
 // known model-control style, auth rules with both halves, and quirks with
-// sources; unknown names are refused (SEED-BEHAVIOR 13); "generic" is last.
+// sources; unknown names are refused (docs/rules.md#r13); "generic" is last.
 func TestProfiles_AreCompleteData(t *testing.T) {
 	names := Names()
 	if len(names) == 0 || names[len(names)-1] != "generic" {
@@ -36,7 +36,7 @@ func TestProfiles_AreCompleteData(t *testing.T) {
 		t.Errorf("profile names are exact")
 	}
 	if c, _ := Lookup("codex"); len(c.Auth) == 0 || c.Auth[0].MethodID != "openai-api-key" {
-		t.Errorf("codex authenticates with openai-api-key first (CODEX-OFFLINE.md): %+v", c.Auth)
+		t.Errorf("codex authenticates with openai-api-key first (docs/agents.md, Codex legacy): %+v", c.Auth)
 	}
 }
 

@@ -1,6 +1,6 @@
 // Package protocol holds the wire types of the acpx-sidecar host protocol
-// version 1 (PROTOCOL.md): request params, results, notifications, the
-// cleanup proof (PROTOCOL §6) and the error model (PROTOCOL §3). It has no
+// version 1 (docs/protocol.md): request params, results, notifications, the
+// cleanup proof (docs/protocol.md §12) and the error model (§5). It has no
 // behaviour beyond validation, so both the JSON-RPC layer (internal/rpc) and
 // the session actors (internal/adapter) can share it.
 package protocol
@@ -10,7 +10,8 @@ import (
 	"fmt"
 )
 
-// JSON-RPC numeric error codes used on the host connection (PROTOCOL §3).
+// JSON-RPC numeric error codes used on the host connection (docs/protocol.md
+// §5).
 const (
 	CodeParseError     = -32700 // malformed JSON
 	CodeInvalidRequest = -32600 // invalid request, batch, oversized frame, request after shutdown
@@ -22,8 +23,8 @@ const (
 	CodeDomain         = -32000 // a domain failure; Data.Code says which
 )
 
-// Stable data.code strings (PROTOCOL §3). Hosts switch on these, never on
-// messages.
+// Stable data.code strings (docs/protocol.md §5). Hosts switch on these,
+// never on messages.
 const (
 	ErrSessionNotFound       = "SESSION_NOT_FOUND"
 	ErrTurnActive            = "TURN_ACTIVE"
@@ -55,7 +56,8 @@ const (
 	// ErrTurnTimeout: error.code of a turn that exceeded its timeoutMs.
 	ErrTurnTimeout = "TURN_TIMEOUT"
 	// ErrSessionKeyInUse: session/open for a sessionKey that another live
-	// session of this sidecar already holds (an addition to PROTOCOL §3).
+	// session of this sidecar already holds (an addition to the protocol's
+	// first specification; docs/protocol.md §15).
 	ErrSessionKeyInUse = "SESSION_KEY_IN_USE"
 	// ErrInvalidParams is data.code of every -32602 error.
 	ErrInvalidParams = "INVALID_PARAMS"
@@ -72,8 +74,8 @@ const (
 )
 
 // ErrorData is the `data` member of every error the sidecar sends
-// (PROTOCOL §3). Code is the stable string; Field is the dot path of the
-// first bad parameter for -32602; Cleanup is the proof of whatever the
+// (docs/protocol.md §5). Code is the stable string; Field is the dot path of
+// the first bad parameter for -32602; Cleanup is the proof of whatever the
 // failed request had launched; Supported lists protocol versions for an
 // unsupported initialize.
 type ErrorData struct {
@@ -83,7 +85,7 @@ type ErrorData struct {
 	Cleanup   *Proof `json:"cleanup,omitempty"`
 	Proof     *Proof `json:"proof,omitempty"`
 	Supported []int  `json:"supported,omitempty"`
-	// Causes lists aggregated underlying failures in order (SEED-BEHAVIOR 12).
+	// Causes lists aggregated underlying failures in order (docs/rules.md#r12).
 	Causes []ProofError `json:"causes,omitempty"`
 }
 

@@ -2,7 +2,8 @@ package protocol
 
 import "time"
 
-// ProofOrigin says what started a cleanup (Proof.Origin, PROTOCOL §6).
+// ProofOrigin says what started a cleanup (Proof.Origin, docs/protocol.md
+// §12).
 type ProofOrigin string
 
 // Proof origins.
@@ -21,7 +22,7 @@ const (
 )
 
 // CloseOutcome is the outcome of a cleanup's ACP session/close
-// (ProtocolClose.Outcome, PROTOCOL §6).
+// (ProtocolClose.Outcome, docs/protocol.md §12).
 type CloseOutcome string
 
 // Protocol-close outcomes.
@@ -51,8 +52,8 @@ const (
 	ErrProtocolCloseFailed = "PROTOCOL_CLOSE_FAILED"
 )
 
-// Proof is a cleanup proof (PROTOCOL §6). Complete is true only when the
-// sidecar observed that no process of the provider tree is left.
+// Proof is a cleanup proof (docs/protocol.md §12). Complete is true only when
+// the sidecar observed that no process of the provider tree is left.
 type Proof struct {
 	CleanupID     string         `json:"cleanupId"`
 	Session       string         `json:"session"`
@@ -105,15 +106,15 @@ type ProofVerified struct {
 }
 
 // ProofError is one error of a cleanup, in the order they happened
-// (SEED-BEHAVIOR 12).
+// (docs/rules.md#r12).
 type ProofError struct {
 	Code    string `json:"code"`
 	Message string `json:"message"`
 }
 
 // Time is a timestamp on the wire: RFC 3339 in UTC with exactly nine
-// fractional digits ("2026-11-29T17:18:24.946000000Z"), as PROTOCOL.md
-// asks ("RFC 3339 strings with nanoseconds").
+// fractional digits ("2026-11-29T17:18:24.946000000Z"), as docs/protocol.md
+// §1 Conventions asks.
 type Time struct{ time.Time }
 
 // TimeLayout is the wire layout of Time.

@@ -7,8 +7,9 @@ import (
 	"time"
 )
 
-// TestTime_NineFractionalDigits: PROTOCOL.md "RFC 3339 strings with
-// nanoseconds" — trailing zeros are kept, the zone is UTC.
+// TestTime_NineFractionalDigits: docs/protocol.md §1 Conventions, "RFC 3339
+// strings in UTC with exactly nine fractional digits" — trailing zeros are
+// kept, the zone is UTC.
 func TestTime_NineFractionalDigits(t *testing.T) {
 	loc := time.FixedZone("x", 3600)
 	b, err := json.Marshal(At(time.Date(2026, 11, 29, 18, 18, 24, 946000000, loc)))
@@ -21,8 +22,8 @@ func TestTime_NineFractionalDigits(t *testing.T) {
 	}
 }
 
-// TestValidate_FirstBadFieldNamed: PROTOCOL §3 — -32602 names the first
-// bad field as a dot path; defaults are filled.
+// TestValidate_FirstBadFieldNamed: docs/protocol.md §5 — -32602 names the
+// first bad field as a dot path; defaults are filled.
 func TestValidate_FirstBadFieldNamed(t *testing.T) {
 	ok := func() OpenParams {
 		return OpenParams{SessionKey: "k", Agent: "codex", Command: &Command{Path: "/bin/true"}, Cwd: "/tmp"}
@@ -57,7 +58,7 @@ func TestValidate_FirstBadFieldNamed(t *testing.T) {
 	}
 }
 
-// TestValidate_EnvValuesNeverInMessages: SEED-BEHAVIOR 3 — validation
+// TestValidate_EnvValuesNeverInMessages: docs/rules.md#r3 — validation
 // errors never echo an env value.
 func TestValidate_EnvValuesNeverInMessages(t *testing.T) {
 	p := OpenParams{SessionKey: "k", Agent: "codex", Command: &Command{Path: "/bin/true"}, Cwd: "/tmp",

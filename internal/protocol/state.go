@@ -1,8 +1,9 @@
 package protocol
 
 // SessionState is a session's state as session/status and session/list
-// report it (PROTOCOL §4). The session actor (internal/adapter) moves
-// between them only along the moves its state table allows.
+// report it (docs/protocol.md §6, States). The session actor
+// (internal/adapter) moves between them only along the moves its state
+// table allows.
 type SessionState string
 
 // Session states.

@@ -4,10 +4,11 @@ import (
 	"encoding/json"
 )
 
-// Version is the host protocol version this sidecar speaks (PROTOCOL §2).
+// Version is the host protocol version this sidecar speaks (docs/protocol.md
+// §7 initialize).
 const Version = 1
 
-// Method names of the host protocol (PROTOCOL §2, §4, §5).
+// Method names of the host protocol (docs/protocol.md §7, §8, §9).
 const (
 	MethodInitialize        = "initialize"
 	MethodShutdown          = "shutdown"
@@ -29,7 +30,7 @@ const (
 	RequestPermission       = "session/requestPermission"
 )
 
-// InitializeParams are the params of `initialize` (PROTOCOL §2).
+// InitializeParams are the params of `initialize` (docs/protocol.md §7).
 type InitializeParams struct {
 	ProtocolVersion *int            `json:"protocolVersion"`
 	ClientInfo      *Implementation `json:"clientInfo,omitempty"`
@@ -43,7 +44,7 @@ type Implementation struct {
 }
 
 // HostCaps are what the host declares it can do. PermissionRequests: the
-// host answers `session/requestPermission` (PROTOCOL §5).
+// host answers `session/requestPermission` (docs/protocol.md §9).
 type HostCaps struct {
 	PermissionRequests bool `json:"permissionRequests"`
 }
@@ -67,8 +68,8 @@ type ServerCaps struct {
 	MaxFrameBytes int      `json:"maxFrameBytes"`
 }
 
-// Bounds are the time bounds in force, in milliseconds (SEED-BEHAVIOR
-// constants).
+// Bounds are the time bounds in force, in milliseconds
+// (docs/rules.md#bounds).
 type Bounds struct {
 	HandshakeTimeoutMs int64 `json:"handshakeTimeoutMs"`
 	CloseTimeoutMs     int64 `json:"closeTimeoutMs"`
@@ -76,14 +77,14 @@ type Bounds struct {
 	KillGraceMs        int64 `json:"killGraceMs"`
 	ShutdownMs         int64 `json:"shutdownMs"`
 	// ProtocolCloseAttempts bounds ACP session/close attempts per target
-	// (1 + 3 retries; a timed-out close is never retried: SEED-BEHAVIOR 16).
+	// (1 + 3 retries; a timed-out close is never retried: docs/rules.md#r16).
 	ProtocolCloseAttempts int `json:"protocolCloseAttempts"`
 	// RetainedRetryMinMs and RetainedRetryMaxMs are the retained cleanup
-	// backoff: 10 ms doubling to 100 ms (SEED-BEHAVIOR 20).
+	// backoff: 10 ms doubling to 100 ms (docs/rules.md#r20).
 	RetainedRetryMinMs int64 `json:"retainedRetryMinMs"`
 	RetainedRetryMaxMs int64 `json:"retainedRetryMaxMs"`
 	// LateCloseReconcileAttempts bounds re-verifications after a late
-	// protocol-close failure, per failure generation (SEED-BEHAVIOR 29).
+	// protocol-close failure, per failure generation (docs/rules.md#r29).
 	LateCloseReconcileAttempts int `json:"lateCloseReconcileAttempts"`
 }
 
@@ -104,7 +105,7 @@ type PermissionPolicy struct {
 	DefaultAction string   `json:"defaultAction,omitempty"`
 }
 
-// OpenParams are the params of `session/open` (PROTOCOL §4). Env is
+// OpenParams are the params of `session/open` (docs/protocol.md §8). Env is
 // secret: it must never be logged, persisted or echoed.
 type OpenParams struct {
 	SessionKey                string            `json:"sessionKey"`
@@ -124,7 +125,7 @@ type OpenParams struct {
 	Resume                    *bool             `json:"resume,omitempty"`
 }
 
-// Identity is the admitted identity of a session (SEED-BEHAVIOR 8).
+// Identity is the admitted identity of a session (docs/rules.md#r8).
 type Identity struct {
 	AcpxRecordID     string `json:"acpxRecordId"`
 	BackendSessionID string `json:"backendSessionId"`
@@ -213,7 +214,7 @@ type Usage struct {
 }
 
 // Cost is a money amount with its basis: "turn" in a prompt result,
-// "session-cumulative" in status (SEED-BEHAVIOR 30).
+// "session-cumulative" in status (docs/rules.md#r30).
 type Cost struct {
 	Amount   float64 `json:"amount"`
 	Currency string  `json:"currency"`
@@ -287,7 +288,7 @@ type ProcessStatus struct {
 	Alive bool `json:"alive"`
 }
 
-// StatusResult is the result of `session/status` (SEED-BEHAVIOR 23).
+// StatusResult is the result of `session/status` (docs/rules.md#r23).
 type StatusResult struct {
 	Session       string            `json:"session"`
 	SessionKey    string            `json:"sessionKey"`
@@ -319,7 +320,7 @@ type ListEntry struct {
 
 // SessionUpdateNotice is the `session/update` notification. Update is the
 // ACP SessionUpdate verbatim; Seq starts at 1 per session with no gaps;
-// RequestID is nil outside a turn (PROTOCOL §5).
+// RequestID is nil outside a turn (docs/protocol.md §9 session/update).
 type SessionUpdateNotice struct {
 	Session   string          `json:"session"`
 	RequestID *string         `json:"requestId"`

@@ -9,7 +9,8 @@ import (
 	"unicode/utf8"
 )
 
-// Limits on host-chosen identifiers (PROTOCOL §4), in bytes.
+// Limits on host-chosen identifiers (docs/protocol.md §8 session/open,
+// session/prompt), in bytes.
 const (
 	MaxSessionKeyBytes    = 512
 	MaxRequestIDBytes     = 256
@@ -51,7 +52,7 @@ func checkSession(v string) *Error {
 }
 
 // Validate checks InitializeParams; an unsupported protocolVersion gets
-// -32602 with data.supported (PROTOCOL §2).
+// -32602 with data.supported (docs/protocol.md §7 initialize).
 func (p *InitializeParams) Validate() *Error {
 	if p.ProtocolVersion == nil {
 		return InvalidParams("protocolVersion", "protocolVersion is required")

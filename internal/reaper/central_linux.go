@@ -28,7 +28,7 @@ type central struct {
 	log *zap.Logger
 
 	// reapMu serializes reaping with signals that rely on an unreaped
-	// leader pinning its process-group id (SEED-BEHAVIOR 22).
+	// leader pinning its process-group id (docs/rules.md#r22).
 	reapMu sync.Mutex
 
 	mu      sync.Mutex // registry; lock order: c.mu before t.mu

@@ -7,7 +7,8 @@ package reaper
 // [Options.GuardianPath, GuardianArg]; that binary's main hands it over to
 // GuardianMain by calling MaybeRunGuardian first thing (reexec.go).
 //
-// What catches what (the lead copies this into docs/operations.md):
+// What catches what (docs/operations.md, "When the sidecar dies", has the
+// same for operators):
 //
 //	event                         cgroup               subreaper / process-group
 //	----------------------------  -------------------  -----------------------------------
@@ -357,7 +358,7 @@ func (g *guardian) reap() bool {
 // signalTree sends sig to the whole tree: cgroup.kill for SIGKILL in cgroup
 // mode; the provider's process group while the leader is unreaped (we are
 // its only reaper and reap on this goroutine, so the id is pinned,
-// SEED-BEHAVIOR 22); every live process with this guardian as ancestor,
+// docs/rules.md#r22); every live process with this guardian as ancestor,
 // inside the provider cgroup or not (a provider running as root can move
 // a process out of it), through a pidfd whose start time was re-checked;
 // and, in cgroup mode, every other live member of the provider cgroup or

@@ -9,7 +9,7 @@ import (
 )
 
 // Detect reports every mode unavailable: containment needs Linux
-// (SEED-BEHAVIOR 2).
+// (docs/rules.md#r2).
 func Detect() []Mechanism {
 	const r = "requires Linux (cgroup v2, prctl, pidfd)"
 	return []Mechanism{{Mode: ModeCgroup, Reason: r}, {Mode: ModeSubreaper, Reason: r}, {Mode: ModeProcessGroup, Reason: r}}
@@ -25,7 +25,7 @@ func BecomeSubreaper() error { return ErrUnsupported }
 type Supervisor struct{}
 
 // NewSupervisor always fails with ErrUnsupported on this platform
-// (SEED-BEHAVIOR 2: the caller reports PLATFORM_UNSUPPORTED).
+// (docs/rules.md#r2: the caller reports PLATFORM_UNSUPPORTED).
 func NewSupervisor(Options) (*Supervisor, error) { return nil, ErrUnsupported }
 
 // Mode is "" on this platform.

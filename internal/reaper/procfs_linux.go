@@ -23,7 +23,7 @@ type procInfo struct {
 }
 
 // procKey identifies one process: a pid plus its start time, so a recycled
-// pid never matches (SEED-BEHAVIOR 22).
+// pid never matches (docs/rules.md#r22).
 type procKey struct {
 	pid   int
 	start uint64

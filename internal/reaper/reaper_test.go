@@ -59,7 +59,8 @@ func markedAlive(mark string) []int {
 	return out
 }
 
-// requireNoneAlive is the end-of-test marker scan (TESTING.md).
+// requireNoneAlive is the end-of-test marker scan (leaks are found by
+// marker, not by name).
 func requireNoneAlive(t *testing.T, mark string) {
 	t.Helper()
 	if pids := markedAlive(mark); len(pids) > 0 {
@@ -174,7 +175,8 @@ func sigNames(term Termination) []string {
 	return out
 }
 
-// TestDetect_ListsModesStrongestFirst: doctor lines in PROTOCOL order.
+// TestDetect_ListsModesStrongestFirst: doctor lines in the order of
+// docs/protocol.md §2 (cgroup, then subreaper, then process-group).
 func TestDetect_ListsModesStrongestFirst(t *testing.T) {
 	ms := Detect()
 	if len(ms) != 3 || ms[0].Mode != ModeCgroup || ms[1].Mode != ModeSubreaper || ms[2].Mode != ModeProcessGroup {
@@ -226,7 +228,7 @@ func TestStart_LeaderExitClosesExitedWithCode(t *testing.T) {
 }
 
 // TestTerminate_IgnoredTermGetsKilled: a provider ignoring SIGTERM is
-// killed and the proof says SIGKILL (PROTOCOL §6).
+// killed and the proof says SIGKILL (docs/protocol.md §12).
 func TestTerminate_IgnoredTermGetsKilled(t *testing.T) {
 	for _, mode := range allModes {
 		t.Run(string(mode), func(t *testing.T) {
@@ -255,7 +257,7 @@ func TestTerminate_IgnoredTermGetsKilled(t *testing.T) {
 }
 
 // TestTerminate_SetsidGrandchildKilledAndListed: a descendant that left the
-// process group (setsid, as Codex tool commands do; CODEX-OFFLINE.md) and
+// process group (setsid, as Codex tool commands do; docs/agents.md, Codex) and
 // ignores SIGTERM is killed and listed as a descendant.
 func TestTerminate_SetsidGrandchildKilledAndListed(t *testing.T) {
 	for _, mode := range allModes {
@@ -292,7 +294,7 @@ func TestTerminate_SetsidGrandchildKilledAndListed(t *testing.T) {
 
 // TestTerminate_DeadLeaderStillKillsLingeringDescendants: the provider
 // exited on its own; its orphaned descendants are still ended and proven
-// gone (SEED-BEHAVIOR 22: no group signal after the leader is reaped).
+// gone (docs/rules.md#r22: no group signal after the leader is reaped).
 func TestTerminate_DeadLeaderStillKillsLingeringDescendants(t *testing.T) {
 	cases := []struct {
 		mode   Mode
@@ -387,7 +389,7 @@ func TestTerminate_CancelledContextEscalatesToKill(t *testing.T) {
 	requireNoneAlive(t, mark)
 }
 
-// TestSeal_BlocksStart: after Seal nothing is launched (SEED-BEHAVIOR 21).
+// TestSeal_BlocksStart: after Seal nothing is launched (docs/rules.md#r21).
 func TestSeal_BlocksStart(t *testing.T) {
 	mark, env := newMark(t)
 	s := newSup(t, "", mark)
@@ -400,7 +402,7 @@ func TestSeal_BlocksStart(t *testing.T) {
 }
 
 // TestStart_ExecFileIsExecutedNotPath: the opened verified file runs, Path
-// is only argv[0] (SEED-BEHAVIOR 4); for a binary and for a "#!" script.
+// is only argv[0] (docs/rules.md#r4); for a binary and for a "#!" script.
 func TestStart_ExecFileIsExecutedNotPath(t *testing.T) {
 	mark, env := newMark(t)
 	s := newSup(t, "", mark)

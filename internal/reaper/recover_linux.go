@@ -35,7 +35,8 @@ type Leftover struct {
 
 // Recover kills whatever is left of a tree whose sidecar died and whose
 // guardian did not finish the job (the ledger's second line of defence,
-// issue 4), within grace, and reports what it did:
+// docs/operations.md, "The ownership ledger"), within grace, and reports
+// what it did:
 //   - each cgroup of the tree is killed with cgroup.kill, waited for
 //     (populated 0) and removed, nested cgroups first;
 //   - every live process still in the leader's process group or carrying
@@ -171,7 +172,7 @@ func recoverByIdentity(res *Termination, l Leftover, deadline time.Time) bool {
 //
 // The group is used only while its leader (pid and start time) is alive:
 // that pins the group id, which could otherwise have been recycled by an
-// unrelated group (SEED-BEHAVIOR 22). Without the leader, only the marker
+// unrelated group (docs/rules.md#r22). Without the leader, only the marker
 // identifies the tree.
 func leftoverMembers(l Leftover) []procKey {
 	if l.Pid > 0 {

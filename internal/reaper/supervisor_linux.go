@@ -45,7 +45,7 @@ var cgSeq atomic.Uint64
 
 var nameRE = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
 
-// Verified.Method texts of complete proofs (PROTOCOL §6 `verified`).
+// Verified.Method texts of complete proofs (docs/protocol.md §12 `verified`).
 const (
 	// methodCgroup: guardian alive until the end, cgroup mode. The guardian
 	// is a child subreaper, so "no child left" means no descendant left,
@@ -152,7 +152,7 @@ func NewSupervisor(opts Options) (*Supervisor, error) {
 func (s *Supervisor) Mode() Mode { return s.mode }
 
 // Seal makes every later Start fail with ErrSealed, launching nothing
-// (SEED-BEHAVIOR 21). A Start in progress when Seal is called completes
+// (docs/rules.md#r21). A Start in progress when Seal is called completes
 // first (Seal waits for it), so the caller sees every tree it must terminate.
 func (s *Supervisor) Seal() {
 	s.mu.Lock()

@@ -1,8 +1,8 @@
 // Package reaper launches ACP provider processes, contains their whole
 // process trees, terminates them, and reports what it observed as the facts
-// of a cleanup proof (PROTOCOL §6).
+// of a cleanup proof (docs/protocol.md §12).
 //
-// Containment, strongest first (ARCHITECTURE "Containment"):
+// Containment, strongest first (docs/operations.md, "Containment modes"):
 //
 //   - ModeCgroup: each provider starts inside its own cgroup v2 child
 //     (clone3 CLONE_INTO_CGROUP via SysProcAttr.UseCgroupFD, so there is no
@@ -20,7 +20,7 @@
 //     having no child left.
 //   - ModeProcessGroup: the provider gets its own process group; the group is
 //     signalled only while the leader is unreaped (its id pinned,
-//     SEED-BEHAVIOR 22), and descendants that left the group (setsid) are
+//     docs/rules.md#r22), and descendants that left the group (setsid) are
 //     signalled through pidfds after re-checking their start time. In this
 //     build it runs behind the same guardian as ModeSubreaper (that is what
 //     covers the sidecar's death), so it catches the same processes.
@@ -51,7 +51,7 @@ import (
 )
 
 // Mode names a containment mechanism. Its string is the value of
-// `containment` in cleanup proofs (PROTOCOL §6) and in
+// `containment` in cleanup proofs (docs/protocol.md §12) and in
 // `initialize.capabilities.containment`.
 type Mode string
 
@@ -66,7 +66,7 @@ const (
 	ModeProcessGroup Mode = "process-group"
 )
 
-// Roles of processes in ProcessRecord.Role (PROTOCOL §6).
+// Roles of processes in ProcessRecord.Role (docs/protocol.md §12).
 const (
 	RoleProvider   = "provider"
 	RoleDescendant = "descendant"
@@ -78,7 +78,7 @@ const (
 	// such process", which only means the process already exited).
 	CodeSignalFailed = "SIGNAL_DELIVERY_FAILED"
 	// CodeKillTimeout: the tree was not observed empty within killGrace after
-	// SIGKILL (SEED-BEHAVIOR 12; message "provider did not exit after SIGKILL").
+	// SIGKILL (docs/rules.md#r12; message "provider did not exit after SIGKILL").
 	CodeKillTimeout = "PROVIDER_KILL_TIMEOUT"
 	// CodeCgroupRemove: the tree is empty but its cgroup directory could not
 	// be removed (the proof is still complete).
@@ -86,7 +86,7 @@ const (
 )
 
 // ErrSealed is returned by Supervisor.Start after Supervisor.Seal; nothing is
-// launched (SEED-BEHAVIOR 21).
+// launched (docs/rules.md#r21).
 var ErrSealed = errors.New("reaper: supervisor is sealed; no provider may be started")
 
 // ErrClosed is returned by Supervisor.Start after Supervisor.Close.
@@ -94,7 +94,7 @@ var ErrClosed = errors.New("reaper: supervisor is closed")
 
 // ErrUnsupported is returned by NewSupervisor when no containment mechanism
 // is available (or the requested one is not), e.g. on non-Linux builds
-// (SEED-BEHAVIOR 2: the caller maps it to PLATFORM_UNSUPPORTED).
+// (docs/rules.md#r2: the caller maps it to PLATFORM_UNSUPPORTED).
 var ErrUnsupported = errors.New("reaper: containment mechanism unavailable on this platform")
 
 // ErrNotSubreaper is returned by NewSupervisor when this process is not a
@@ -110,7 +110,7 @@ type Mechanism struct {
 }
 
 // Spec describes one provider launch. Env is passed only to the child; it is
-// never logged nor included in errors (SEED-BEHAVIOR 3).
+// never logged nor included in errors (docs/rules.md#r3).
 type Spec struct {
 	// Path is the absolute path of the executable; it is also argv[0].
 	Path string
@@ -122,7 +122,7 @@ type Spec struct {
 	Dir string
 	// ExecFile, if set, is an already opened (O_PATH or O_RDONLY) verified
 	// executable; the child executes THAT file through /proc/self/fd and Path
-	// is never re-resolved (SEED-BEHAVIOR 4). For "#!" scripts the file is
+	// is never re-resolved (docs/rules.md#r4). For "#!" scripts the file is
 	// inherited by the child as fd 3 so the interpreter can open it; for
 	// binaries it is not inherited. The caller keeps ownership of the file.
 	ExecFile *os.File
@@ -139,9 +139,9 @@ type ExitStatus struct {
 	At     time.Time `json:"at"`               // when it was reaped
 }
 
-// SignalRecord is one signal step sent to a tree (PROTOCOL §6 `signals`).
-// Target is "tree" (every member: cgroup members, or group + tracked
-// descendants). Error is set when delivery to some member failed.
+// SignalRecord is one signal step sent to a tree (docs/protocol.md §12
+// `signals`). Target is "tree" (every member: cgroup members, or group +
+// tracked descendants). Error is set when delivery to some member failed.
 type SignalRecord struct {
 	Signal string    `json:"signal"`
 	Target string    `json:"target"`
@@ -150,8 +150,9 @@ type SignalRecord struct {
 }
 
 // ProcessRecord is one process of the tree that was reaped by the sidecar
-// or observed gone (PROTOCOL §6 `processes`). ExitCode and Signal are both
-// empty for a process that was reaped by its own parent (observed gone).
+// or observed gone (docs/protocol.md §12 `processes`). ExitCode and Signal
+// are both empty for a process that was reaped by its own parent (observed
+// gone).
 type ProcessRecord struct {
 	Pid      int       `json:"pid"`
 	Role     string    `json:"role"` // RoleProvider or RoleDescendant
@@ -162,7 +163,8 @@ type ProcessRecord struct {
 	Reaped bool `json:"-"`
 }
 
-// Verification says how the tree was observed empty (PROTOCOL §6 `verified`).
+// Verification says how the tree was observed empty (docs/protocol.md §12
+// `verified`).
 // Method, when TreeEmpty:
 //   - cgroup, guardian alive to the end: "cgroup.events populated 0;
 //     guardian reaped every descendant (no live process with the guardian
@@ -187,7 +189,7 @@ type Verification struct {
 	Method    string `json:"method"`
 }
 
-// ErrorRecord is one error of a termination, in order (SEED-BEHAVIOR 12).
+// ErrorRecord is one error of a termination, in order (docs/rules.md#r12).
 type ErrorRecord struct {
 	Code    string `json:"code"`
 	Message string `json:"message"`
@@ -195,13 +197,14 @@ type ErrorRecord struct {
 
 // Termination is the result of Tree.Terminate. Signals, Processes and Errors
 // are cumulative over every Terminate call on the same Tree (the retries of
-// SEED-BEHAVIOR 20), so the last Termination is the whole proof.
+// docs/rules.md#r20), so the last Termination is the whole proof.
 type Termination struct {
 	Signals     []SignalRecord  `json:"signals"`
 	Processes   []ProcessRecord `json:"processes"`
 	Containment Mode            `json:"containment"`
 	Verified    Verification    `json:"verified"`
-	// Complete is true ONLY if the tree was observed empty (PROTOCOL §6).
+	// Complete is true ONLY if the tree was observed empty (docs/protocol.md
+	// §12).
 	Complete bool          `json:"complete"`
 	Errors   []ErrorRecord `json:"errors,omitempty"`
 }

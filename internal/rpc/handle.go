@@ -28,8 +28,8 @@ func (s *Server) Handle(ctx context.Context, conn *jsonrpc2.Conn, req *jsonrpc2.
 		if known && m.admits(ph) {
 			m.run(s, &call{params: req.Params, phase: ph})
 		}
-		// PROTOCOL §2.1: notifications before initialize, and unknown
-		// ones, are dropped.
+		// docs/protocol.md §4 Lifecycle, item 1: notifications before
+		// initialize, and unknown ones (§3), are dropped.
 		return
 	}
 	key := idKey(req.ID)

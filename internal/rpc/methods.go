@@ -32,7 +32,7 @@ type method struct {
 	run func(s *Server, c *call)
 }
 
-// methods is the method table of the host protocol (PROTOCOL §2, §4):
+// methods is the method table of the host protocol (docs/protocol.md §7, §8):
 // adding a method is one row. Rows built by backendCall and backendCallCtx
 // decode and validate params into the backend method's params type; a
 // backend method taking a ctx gets one cancelled by $/cancelRequest.

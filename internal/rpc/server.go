@@ -103,7 +103,7 @@ func NewServer(o Options) *Server {
 
 // Serve runs the connection with backend until `exit`, stdin EOF or Stop,
 // and returns the process exit status: 0 when shutdown completed with every
-// proof complete, else 1 (PROTOCOL §2).
+// proof complete, else 1 (docs/protocol.md §4 Lifecycle).
 func (s *Server) Serve(backend Backend) int {
 	s.backend = backend
 	// jsonrpc2 calls Handle synchronously from its read loop, which is what
@@ -129,7 +129,8 @@ func (s *Server) Serve(backend Backend) int {
 }
 
 // Stop performs shutdown then exit, as for SIGTERM/SIGINT/SIGHUP
-// (PROTOCOL §2.4). Safe to call from any goroutine, more than once.
+// (docs/protocol.md §4 Lifecycle, item 5). Safe to call from any goroutine,
+// more than once.
 func (s *Server) Stop() {
 	go func() {
 		s.runShutdown()
@@ -190,7 +191,7 @@ func (s *Server) PermissionRequests() bool {
 }
 
 // RequestPermission sends `session/requestPermission` to the host and
-// waits for its answer or ctx (PROTOCOL §5).
+// waits for its answer or ctx (docs/protocol.md §9).
 func (s *Server) RequestPermission(ctx context.Context, p protocol.PermissionRequestParams) (protocol.PermissionRequestResult, error) {
 	var res protocol.PermissionRequestResult
 	err := s.conn.Call(ctx, protocol.RequestPermission, p, &res)

@@ -2,9 +2,9 @@ package rpc
 
 import "context"
 
-// phase is where the connection is in the lifecycle (PROTOCOL §2). It only
-// moves forward: new → ready (initialize) → shutdown (shutdown, exit, stdin
-// EOF, Stop).
+// phase is where the connection is in the lifecycle (docs/protocol.md §4). It
+// only moves forward: new → ready (initialize) → shutdown (shutdown, exit,
+// stdin EOF, Stop).
 type phase int
 
 const (

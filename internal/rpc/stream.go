@@ -2,8 +2,9 @@
 // connection (sourcegraph/jsonrpc2) over frames read and written by
 // internal/jsonl (NDJSON and LSP Content-Length), the answers to bad frames,
 // the method table with parameter validation and error mapping, the
-// lifecycle (initialize → shutdown → exit, PROTOCOL §2), notifications, host
-// requests (session/requestPermission) and $/cancelRequest.
+// lifecycle (initialize → shutdown → exit, docs/protocol.md §4),
+// notifications, host requests (session/requestPermission) and
+// $/cancelRequest.
 package rpc
 
 import (
@@ -20,13 +21,13 @@ import (
 // (Content-Length headers). It is jsonl.Framing.
 type Framing = jsonl.Framing
 
-// Supported framings (PROTOCOL §1).
+// Supported framings (docs/protocol.md §3).
 const (
 	FramingNDJSON Framing = jsonl.NDJSON
 	FramingLSP    Framing = jsonl.LSP
 )
 
-// DefaultMaxFrameBytes bounds one inbound frame: 16 MiB (PROTOCOL §1).
+// DefaultMaxFrameBytes bounds one inbound frame: 16 MiB (docs/protocol.md §3).
 const DefaultMaxFrameBytes = 16 << 20
 
 // codeDrop is the code OnBadFrame reports for a frame discarded without an
@@ -37,8 +38,9 @@ const codeDrop = 1
 // ends the connection because of one bad frame: a malformed, oversized,
 // batched or otherwise invalid frame (a *jsonl.FrameError) is answered with
 // a JSON-RPC error with id null, written through the same serialized
-// writer, discarded, and reading goes on (PROTOCOL §1; the hazard of
-// jsonrpc2's plain codec in ARCHITECTURE.md).
+// writer, discarded, and reading goes on (docs/protocol.md §3, "Bad
+// frames"; the hazard of jsonrpc2's plain codec: docs/architecture.md,
+// Host side).
 type FrameStream struct {
 	in     *jsonl.Reader
 	out    *jsonl.Writer
@@ -50,7 +52,8 @@ type FrameStream struct {
 	OnBadFrame func(code int, reason string)
 	// OnEOF, if set, is called once when the input ends; ReadObject then
 	// holds the end back until Release (or Close), so the connection can
-	// still write replies while the owner shuts down (PROTOCOL §2.4).
+	// still write replies while the owner shuts down (docs/protocol.md §4
+	// Lifecycle, item 5).
 	OnEOF func()
 
 	releaseOnce sync.Once
@@ -113,8 +116,8 @@ func (s *FrameStream) ReadObject(v interface{}) error {
 	}
 }
 
-// reject answers a discarded frame with id null (PROTOCOL §1), except a
-// response with id null, which is never answered.
+// reject answers a discarded frame with id null (docs/protocol.md §3),
+// except a response with id null, which is never answered.
 func (s *FrameStream) reject(fe *jsonl.FrameError) {
 	code, dataCode := protocol.CodeInvalidRequest, protocol.ErrInvalidRequest
 	switch fe.Kind {

@@ -69,9 +69,9 @@ func errCode(a map[string]any) float64 {
 	return c
 }
 
-// TestFrameStream_BadFramesAreAnsweredAndSkipped: PROTOCOL §1 — a malformed,
-// batched, invalid or oversized frame gets an error with id null and the
-// stream keeps delivering the valid frames around it.
+// TestFrameStream_BadFramesAreAnsweredAndSkipped: docs/protocol.md §3 — a
+// malformed, batched, invalid or oversized frame gets an error with id null
+// and the stream keeps delivering the valid frames around it.
 func TestFrameStream_BadFramesAreAnsweredAndSkipped(t *testing.T) {
 	long := `{"jsonrpc":"2.0","id":9,"method":"` + strings.Repeat("x", 5000) + `"}`
 	input := strings.Join([]string{
@@ -138,9 +138,9 @@ func TestFrameStream_LSPBadFramesAreAnswered(t *testing.T) {
 	}
 }
 
-// TestFrameStream_LSPOversizedAnsweredBeforeBody: PROTOCOL §1 — the answer
-// to an oversized Content-Length is written as soon as the header block is
-// read, before any body byte arrives.
+// TestFrameStream_LSPOversizedAnsweredBeforeBody: docs/protocol.md §3 — the
+// answer to an oversized Content-Length is written as soon as the header
+// block is read, before any body byte arrives.
 func TestFrameStream_LSPOversizedAnsweredBeforeBody(t *testing.T) {
 	pr, pw := io.Pipe()
 	answered := make(chan string, 1)

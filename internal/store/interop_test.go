@@ -62,9 +62,9 @@ func runAcpx(t *testing.T, stateDir, key string) map[string]any {
 }
 
 // TestInterop_AcpxReadsOurRecordAndWeReadItsRewrite measures compatibility
-// with the npm acpx@0.19.1 file store (ARCHITECTURE "Durability"): acpx loads
-// a record we saved under a key needing encoding, saves it back with its own
-// serializer, and we load that.
+// with the npm acpx@0.19.1 file store (docs/architecture.md, Durability):
+// acpx loads a record we saved under a key needing encoding, saves it back
+// with its own serializer, and we load that.
 func TestInterop_AcpxReadsOurRecordAndWeReadItsRewrite(t *testing.T) {
 	acpxRuntime(t)
 	s := openTemp(t)

@@ -7,15 +7,16 @@ import (
 	"unicode/utf8"
 )
 
-// MaxKeyBytes is the largest session key accepted, in bytes (PROTOCOL
-// `session/open` `sessionKey`: 1–512 bytes, no NUL).
+// MaxKeyBytes is the largest session key accepted, in bytes
+// (docs/protocol.md §8 session/open `sessionKey`: 1–512 bytes, no NUL).
 const MaxKeyBytes = 512
 
 // MaxEncodedKeyLen is the longest EncodeKey(key) the store accepts, in bytes.
 // The record file is "<enc>.json" and its lock file ".<enc>.lock"; both must
 // fit the Linux NAME_MAX of 255 bytes, so enc may be at most 249 bytes. Keys
-// that pass the PROTOCOL length rule can still exceed this (every byte outside
-// the unreserved set costs 3), e.g. 250 ASCII letters or 84 CJK characters.
+// that pass the protocol's length rule can still exceed this (every byte
+// outside the unreserved set costs 3), e.g. 250 ASCII letters or 84 CJK
+// characters.
 const MaxEncodedKeyLen = 255 - len(".") - len(".lock")
 
 // ErrInvalidKey is wrapped by every Store method given a key that fails
@@ -26,11 +27,11 @@ var ErrInvalidKey = errors.New("store: invalid session key")
 // EncodeKey returns key encoded exactly like JavaScript's
 // encodeURIComponent: every UTF-8 byte outside the unreserved set
 // A-Z a-z 0-9 - _ . ! ~ * ' ( ) becomes %XX (upper-case hex). This is the
-// file name stem the npm acpx runtime uses for a record id (ARCHITECTURE
-// "Durability"). The encoding is injective, so keys differing only in
-// whitespace map to different files (SEED-BEHAVIOR 19). For a string that is
-// not valid UTF-8 (where JS would throw URIError) the raw bytes are
-// percent-encoded one by one; ValidateKey rejects such keys.
+// file name stem the npm acpx runtime uses for a record id
+// (docs/protocol.md §6, Records). The encoding is injective, so keys
+// differing only in whitespace map to different files (docs/rules.md#r19).
+// For a string that is not valid UTF-8 (where JS would throw URIError) the
+// raw bytes are percent-encoded one by one; ValidateKey rejects such keys.
 func EncodeKey(key string) string {
 	const hex = "0123456789ABCDEF"
 	var b strings.Builder
@@ -61,10 +62,11 @@ func unreserved(c byte) bool {
 }
 
 // ValidateKey reports whether key can name a record: 1–MaxKeyBytes bytes, no
-// NUL, valid UTF-8 (PROTOCOL `session/open` `sessionKey`), and EncodeKey(key)
-// at most MaxEncodedKeyLen bytes (file-name limit). Keys are compared exactly;
-// no trimming or normalisation is applied (SEED-BEHAVIOR 19). The error wraps
-// ErrInvalidKey and does not echo the key.
+// NUL, valid UTF-8 (docs/protocol.md §8 session/open `sessionKey`), and
+// EncodeKey(key) at most MaxEncodedKeyLen bytes (file-name limit). Keys are
+// compared exactly; no trimming or normalisation is applied
+// (docs/rules.md#r19). The error wraps ErrInvalidKey and does not echo the
+// key.
 func ValidateKey(key string) error {
 	switch {
 	case key == "":

@@ -28,7 +28,7 @@ var encodeKeyCases = []struct{ in, want string }{
 }
 
 // TestEncodeKey_MatchesEncodeURIComponent checks the table against the
-// definition of JS encodeURIComponent (PROTOCOL `session/open` stateDir).
+// definition of JS encodeURIComponent (docs/protocol.md §6, Records).
 func TestEncodeKey_MatchesEncodeURIComponent(t *testing.T) {
 	for _, c := range encodeKeyCases {
 		if got := EncodeKey(c.in); got != c.want {
@@ -72,7 +72,8 @@ func TestEncodeKey_AgreesWithNode(t *testing.T) {
 	}
 }
 
-// TestValidateKey covers PROTOCOL sessionKey limits and the file-name limit.
+// TestValidateKey covers the sessionKey limits (docs/protocol.md §8
+// session/open) and the file-name limit.
 func TestValidateKey(t *testing.T) {
 	ok := []string{"a", " a ", strings.Repeat("x", MaxEncodedKeyLen), strings.Repeat("é", MaxEncodedKeyLen/6)}
 	for _, k := range ok {
@@ -89,7 +90,7 @@ func TestValidateKey(t *testing.T) {
 }
 
 // TestStore_WhitespaceDistinctKeysAreDistinctFiles: "a", " a ", "a " are
-// three records (SEED-BEHAVIOR 19).
+// three records (docs/rules.md#r19).
 func TestStore_WhitespaceDistinctKeysAreDistinctFiles(t *testing.T) {
 	s := openTemp(t)
 	keys := []string{"a", " a ", "a ", "\ta"}

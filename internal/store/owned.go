@@ -17,11 +17,12 @@ import (
 // Owned is one entry of the ownership ledger, <stateDir>/owned/<ID>.json:
 // a live provider this sidecar launched, written before the provider is
 // admitted so that a later sidecar on the same stateDir can recognise and
-// kill it if this one dies (ARCHITECTURE "Durability"). Pid and StartTime
-// (clock ticks since boot, /proc/<pid>/stat field 22) together pin the
-// process identity; Pgid is its process group; Cgroup the cgroup v2 path
-// when contained there; Containment the PROTOCOL containment name; CreatedAt
-// a TimeLayout timestamp.
+// kill it if this one dies (docs/operations.md, "The ownership ledger").
+// Pid and StartTime (clock ticks since boot, /proc/<pid>/stat field 22)
+// together pin the process identity; Pgid is its process group; Cgroup the
+// cgroup v2 path when contained there; Containment the protocol's
+// containment name (docs/protocol.md §12 `containment`); CreatedAt a
+// TimeLayout timestamp.
 type Owned struct {
 	ID         string `json:"id"`
 	SidecarPid int    `json:"sidecarPid"`
@@ -169,7 +170,7 @@ func ProcStartTime(pid int) (uint64, error) {
 
 // IdentityMatches reports whether pid still names the process that had
 // startTime (zombies included): false with nil error when the pid is gone or
-// has been recycled (SEED-BEHAVIOR 22).
+// has been recycled (docs/rules.md#r22).
 func IdentityMatches(pid int, startTime uint64) (bool, error) {
 	st, err := ReadProcStat(pid)
 	if errors.Is(err, fs.ErrNotExist) {

@@ -13,7 +13,8 @@ import (
 )
 
 // TestOwned_WriteListRemove: the ledger round-trips, files are 0600, bad
-// entries are skipped and reported (ARCHITECTURE "Durability").
+// entries are skipped and reported (docs/operations.md, "The ownership
+// ledger").
 func TestOwned_WriteListRemove(t *testing.T) {
 	s := openTemp(t)
 	st, err := ProcStartTime(os.Getpid())

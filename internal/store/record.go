@@ -11,7 +11,7 @@ import (
 )
 
 // Schema is the value of a record's "schema" key, shared with the npm acpx
-// runtime's file store (ARCHITECTURE "Durability").
+// runtime's file store (docs/architecture.md, Durability).
 const Schema = "acpx.session.v1"
 
 // TimeLayout is the on-disk timestamp format: RFC 3339, UTC, millisecond
@@ -36,7 +36,7 @@ type TokenUsage struct {
 }
 
 // Cost is an amount of money: Amount ≥ 0 and finite, Currency an ISO code
-// such as "USD" (SEED-BEHAVIOR 30).
+// such as "USD" (docs/rules.md#r30).
 type Cost struct {
 	Amount   float64 `json:"amount"`
 	Currency string  `json:"currency"`
@@ -50,13 +50,13 @@ type Cost struct {
 // acpx itself rewrites loses them (its parser keeps only its own acpx keys).
 // Extra holds unknown keys verbatim across Load/Save; this can include acpx's
 // own "session_options" (which acpx may use for its launch env) — the sidecar
-// never adds launch env there (SEED-BEHAVIOR 3).
+// never adds launch env there (docs/rules.md#r3).
 type AcpxState struct {
 	CurrentModelID      string            `json:"current_model_id,omitempty"`
 	AvailableModels     []string          `json:"available_models,omitempty"`
 	AvailableModelNames map[string]string `json:"available_model_names,omitempty"`
 	// ModelControl is "config_option" or "legacy_set_model" (acpx values;
-	// SEED-BEHAVIOR 24).
+	// docs/rules.md#r24).
 	ModelControl   string   `json:"model_control,omitempty"`
 	CurrentModeID  string   `json:"current_mode_id,omitempty"`
 	AvailableModes []string `json:"available_modes,omitempty"`
@@ -72,7 +72,7 @@ type AcpxState struct {
 	// reads only the top-level key. Prefer Record.AgentSessionID.
 	AgentSessionID string `json:"agent_session_id,omitempty"`
 	// CumulativeCost is the session's cost so far; RequestCost the cost per
-	// request id (SEED-BEHAVIOR 30). acpx keeps only Record.CumulativeCost.
+	// request id (docs/rules.md#r30). acpx keeps only Record.CumulativeCost.
 	CumulativeCost *Cost                      `json:"cumulative_cost,omitempty"`
 	RequestCost    map[string]Cost            `json:"request_cost,omitempty"`
 	Extra          map[string]json.RawMessage `json:"-"`
@@ -102,12 +102,12 @@ func (a *AcpxState) UnmarshalJSON(data []byte) error {
 
 // Record is one session record, `<stateDir>/sessions/<EncodeKey(key)>.json`,
 // in the on-disk shape of the npm acpx@0.19.1 file store (snake_case keys;
-// ARCHITECTURE "The acpx record on disk"). AcpxRecordID is the session key.
+// docs/architecture.md, Durability). AcpxRecordID is the session key.
 // Timestamps are TimeLayout strings. Unknown top-level keys (e.g. acpx's
 // last_agent_exit_code, imported_from) are kept in Extra and written back;
 // keys loaded as null stay null; an Extra key equal to a field's key is
 // ignored on write (the field wins). There is deliberately no env field: launch
-// env is never persisted (SEED-BEHAVIOR 3).
+// env is never persisted (docs/rules.md#r3).
 //
 // Compare Records with go-cmp using cmpopts.IgnoreUnexported(Record{},
 // AcpxState{}); the unexported part only remembers the loaded key shape.
@@ -116,7 +116,8 @@ type Record struct {
 	AcpxRecordID string `json:"acpx_record_id"`
 	AcpSessionID string `json:"acp_session_id"`
 	// AgentSessionID is the agent's own session id where it differs from
-	// AcpSessionID (acpx top-level key; PROTOCOL `session/open` identity).
+	// AcpSessionID (acpx top-level key; docs/protocol.md §8 session/open
+	// `identity`).
 	AgentSessionID string   `json:"agent_session_id,omitempty"`
 	AgentCommand   string   `json:"agent_command"`
 	AgentArgv      []string `json:"agent_argv,omitempty"`

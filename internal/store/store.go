@@ -1,7 +1,8 @@
 // Package store persists one acpx session record per session key under
 // <stateDir>/sessions and the ownership ledger of live providers under
-// <stateDir>/owned (ARCHITECTURE "Durability"). Records are byte-compatible
-// with the npm acpx@0.19.1 runtime's file store: same paths, same schema
+// <stateDir>/owned (docs/architecture.md, Durability; docs/operations.md,
+// "The ownership ledger"). Records are byte-compatible with the npm
+// acpx@0.19.1 runtime's file store: same paths, same schema
 // (acpx.session.v1), same snake_case keys, 0600 files in 0700 directories.
 //
 // Writes are atomic (temp file in the same directory, fsync, rename, fsync of
@@ -235,7 +236,7 @@ func (s *Store) Update(key string, fn func(r *Record) error) error {
 
 // Delete removes the record for key and its lock file, under the key's
 // flock. A missing record is not an error. Use only when the host asked to
-// discard persistent state (SEED-BEHAVIOR 25).
+// discard persistent state (docs/rules.md#r25).
 func (s *Store) Delete(key string) error {
 	if err := ValidateKey(key); err != nil {
 		return err

@@ -47,7 +47,7 @@ func assertMode(t *testing.T, p string, want fs.FileMode) {
 }
 
 // TestOpen_CreatesPrivateDirs: sessions/ and owned/ are 0700, records and
-// lock files 0600 (ARCHITECTURE "Durability"), even under a permissive umask.
+// lock files 0600, even under a permissive umask.
 func TestOpen_CreatesPrivateDirs(t *testing.T) {
 	s := openTemp(t)
 	for _, d := range []string{s.Dir(), s.SessionsDir(), s.OwnedDir()} {
@@ -67,8 +67,8 @@ func TestOpen_CreatesPrivateDirs(t *testing.T) {
 	assertMode(t, filepath.Join(s.OwnedDir(), "o1.json"), 0o600)
 }
 
-// TestOpen_RejectsRelativeStateDir (PROTOCOL `session/open` stateDir is an
-// absolute path).
+// TestOpen_RejectsRelativeStateDir (docs/protocol.md §8 session/open:
+// stateDir is an absolute path).
 func TestOpen_RejectsRelativeStateDir(t *testing.T) {
 	if _, err := Open("state"); err == nil {
 		t.Fatal("Open(relative) succeeded")
@@ -188,7 +188,7 @@ func TestSave_RejectsRecordAcpxCannotRead(t *testing.T) {
 
 // TestSave_InterruptedBeforeRenameKeepsOldRecord simulates a crash between
 // writing the temp file and renaming it: the old record stays intact and no
-// temp file is left behind (ARCHITECTURE "Durability").
+// temp file is left behind (docs/architecture.md, Durability).
 func TestSave_InterruptedBeforeRenameKeepsOldRecord(t *testing.T) {
 	s := openTemp(t)
 	r := newRecord("k")

@@ -1,5 +1,5 @@
 // Package testmark makes the environment markers tests give the processes
-// they start (TESTING.md: find leaks by marker, not by name). Every marker
+// they start (leaks are found by marker, not by name). Every marker
 // starts with the run prefix from ACPX_TEST_RUN (set by `make test`), so the
 // Makefile's leak check looks only at this run's processes, not at another
 // run's on the same machine.
