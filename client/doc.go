@@ -1,0 +1,41 @@
+// Package client is a Go host library for acpx-sidecar: it spawns the
+// sidecar, speaks its JSON-RPC 2.0 protocol (docs/protocol.md) over the
+// sidecar's stdin/stdout with NDJSON framing (github.com/sourcegraph/jsonrpc2
+// with a line codec), and answers the sidecar's permission requests.
+//
+//	c, err := client.Start(ctx, client.Options{Binary: "/usr/bin/acpx-sidecar", StateDir: dir})
+//	s, err := c.Open(ctx, client.OpenParams{SessionKey: "run-42", Agent: "codex",
+//		Command: client.Command{Path: codexACP}, Cwd: workspace})
+//	res, err := s.Prompt(ctx, client.PromptParams{RequestID: "t1", Prompt: "hello"},
+//		func(u client.Update) { fmt.Println(u.Seq, u.Kind()) })
+//	proof, err := s.Close(ctx, client.CloseParams{Reason: "done"})
+//	proofs, err := c.Shutdown(ctx) // shutdown, exit, wait; c.ExitCode() is then 0
+//
+// # Types
+//
+// Every type of the API is defined in this package, with the JSON names of
+// docs/protocol.md, so a host outside this module can name all of them
+// (none is an alias of the module's internal wire types). Members the
+// protocol passes through verbatim (ACP updates, tool calls, config
+// options, agent capabilities, MCP servers) are json.RawMessage. Times are
+// time.Time.
+//
+// # Errors
+//
+// Every error returned is a *Error. Errors the sidecar answered carry its
+// JSON-RPC Code, Message, data.code as DataCode and data verbatim as Data
+// (docs/protocol.md §5): switch on DataCode. Errors made here have Code 0
+// and DataCode DataCodeTransport (pipes closed, sidecar gone),
+// DataCodeCancelled (the context ended; Unwrap gives the context error),
+// DataCodeBadResult, DataCodeStart or DataCodeExitStatus.
+//
+// # Notifications and callbacks
+//
+// session/update notifications of a turn go to the Prompt call running it,
+// on its goroutine, in seq order and before Prompt returns. Every other
+// notification goes to the Options callbacks (OnUpdate, OnProof, OnExited,
+// OnDecision), run one at a time in wire order on a goroutine of this
+// package; session/requestPermission goes to OnPermission, each request on
+// its own goroutine. Callbacks may call the Client. Done is closed only
+// after every callback has returned.
+package client

@@ -1,0 +1,247 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+
+	"github.com/sourcegraph/jsonrpc2"
+)
+
+// Session is one admitted sidecar session. Its methods are safe for
+// concurrent use, but the sidecar runs one turn per session at a time
+// (TURN_ACTIVE).
+type Session struct {
+	c   *Client
+	id  string
+	res OpenResult
+}
+
+// ID is the sidecar session id ("s-" and 16 hex digits).
+func (s *Session) ID() string { return s.id }
+
+// Result is the session/open result (identity, agent, models, modes,
+// process, permissionBinding); nil for a handle made by Client.Attach.
+func (s *Session) Result() *OpenResult {
+	if s.res.Session == "" {
+		return nil
+	}
+	r := s.res
+	return &r
+}
+
+// Prompt runs one turn (session/prompt). onUpdate (may be nil) receives
+// the session/update notifications whose requestId is p.RequestID, in seq
+// order, on the calling goroutine, all of them before Prompt returns
+// (docs/protocol.md §6: the response follows the turn's updates). A turn
+// that fails, is cancelled or times out is still a result (Status); an
+// error means the request itself was refused (SESSION_NOT_FOUND,
+// TURN_ACTIVE, DUPLICATE_REQUEST_ID, SESSION_CLOSING,
+// PROVIDER_PROCESS_LOST, -32602) or the transport failed. If ctx ends
+// first, the turn is cancelled with $/cancelRequest, Prompt returns
+// DataCodeCancelled, and the turn's later updates go to Options.OnUpdate.
+func (s *Session) Prompt(ctx context.Context, p PromptParams, onUpdate func(Update)) (*PromptResult, error) {
+	const method = "session/prompt"
+	c := s.c
+	key := turnKey{s.id, p.RequestID}
+	sink := &turnSink{wake: make(chan struct{}, 1)}
+	c.mu.Lock()
+	// A second Prompt with the same id is refused by the sidecar
+	// (TURN_ACTIVE or DUPLICATE_REQUEST_ID); it must not steal the sink.
+	if _, busy := c.turns[key]; !busy {
+		c.turns[key] = sink
+		defer func() {
+			c.mu.Lock()
+			delete(c.turns, key)
+			c.mu.Unlock()
+		}()
+	}
+	c.mu.Unlock()
+	deliver := func() {
+		for _, u := range sink.take() {
+			if onUpdate != nil {
+				onUpdate(u)
+			}
+		}
+	}
+
+	params := struct {
+		Session string `json:"session"`
+		PromptParams
+	}{s.id, p}
+	w, id, err := c.dispatch(ctx, method, params)
+	if err != nil {
+		return nil, err
+	}
+	waitCtx, stopWait := context.WithCancel(context.Background())
+	defer stopWait()
+	var raw json.RawMessage
+	answered := make(chan error, 1)
+	go func() { answered <- w.Wait(waitCtx, &raw) }()
+	for {
+		select {
+		case <-sink.wake:
+			deliver()
+		case err := <-answered:
+			// The read loop hands every update to the sink before it reads
+			// the response, so what the sink holds now is the rest.
+			deliver()
+			if err != nil {
+				return nil, convert(method, err)
+			}
+			var res PromptResult
+			if err := decode(method, raw, &res); err != nil {
+				return nil, err
+			}
+			return &res, nil
+		case <-ctx.Done():
+			c.cancelRequest(id)
+			deliver()
+			return nil, convert(method, ctx.Err())
+		}
+	}
+}
+
+// Cancel runs session/cancel for the active turn: true when a turn was
+// cancelled (its Prompt then returns Status "cancelled").
+func (s *Session) Cancel(ctx context.Context) (bool, error) {
+	var res struct {
+		Cancelled bool `json:"cancelled"`
+	}
+	err := s.c.call(ctx, "session/cancel", map[string]string{"session": s.id}, &res)
+	return res.Cancelled, err
+}
+
+// SetModel runs session/setModel and returns the verified model state
+// (MODEL_UNAVAILABLE, UNSUPPORTED_CONTROL, …).
+func (s *Session) SetModel(ctx context.Context, model string) (*Models, error) {
+	var res struct {
+		Models *Models `json:"models"`
+	}
+	err := s.c.call(ctx, "session/setModel", map[string]string{"session": s.id, "model": model}, &res)
+	return res.Models, err
+}
+
+// SetMode runs session/setMode and returns the verified mode state
+// (MODE_UNAVAILABLE, UNSUPPORTED_CONTROL, PERMISSION_POLICY_UNENFORCEABLE).
+func (s *Session) SetMode(ctx context.Context, mode string) (*Modes, error) {
+	var res struct {
+		Modes *Modes `json:"modes"`
+	}
+	err := s.c.call(ctx, "session/setMode", map[string]string{"session": s.id, "mode": mode}, &res)
+	return res.Modes, err
+}
+
+// SetConfigOption runs session/setConfigOption; value must be a string or
+// a bool (else -32602, field "value"). It returns the agent's ACP
+// SessionConfigOption objects verbatim.
+func (s *Session) SetConfigOption(ctx context.Context, key string, value any) ([]json.RawMessage, error) {
+	var res struct {
+		ConfigOptions []json.RawMessage `json:"configOptions"`
+	}
+	err := s.c.call(ctx, "session/setConfigOption", map[string]any{"session": s.id, "key": key, "value": value}, &res)
+	return res.ConfigOptions, err
+}
+
+// Status runs session/status (from the persisted record, checked against
+// the admitted identity).
+func (s *Session) Status(ctx context.Context) (*StatusResult, error) {
+	var res StatusResult
+	if err := s.c.call(ctx, "session/status", map[string]string{"session": s.id}, &res); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
+// Close runs session/close and returns the complete cleanup proof. A tree
+// that could not be proven gone is the error CLEANUP_INCOMPLETE (its
+// Proof() is the incomplete proof; the final one comes through
+// Options.OnProof). Closing again returns the same proof.
+func (s *Session) Close(ctx context.Context, p CloseParams) (*Proof, error) {
+	params := struct {
+		Session string `json:"session"`
+		CloseParams
+	}{s.id, p}
+	var res struct {
+		Proof *Proof `json:"proof"`
+	}
+	if err := s.c.call(ctx, "session/close", params, &res); err != nil {
+		return nil, err
+	}
+	return res.Proof, nil
+}
+
+// handler serves what the sidecar sends on the connection's read loop.
+// Notifications are queued (never run there), so the order of the wire is
+// kept and a callback can call the Client.
+type handler struct{ c *Client }
+
+// Handle implements jsonrpc2.Handler.
+func (h handler) Handle(ctx context.Context, conn *jsonrpc2.Conn, req *jsonrpc2.Request) {
+	c := h.c
+	var params json.RawMessage
+	if req.Params != nil {
+		params = *req.Params
+	}
+	if !req.Notif {
+		c.handlers.Add(1)
+		go func() {
+			defer c.handlers.Done()
+			c.answer(ctx, conn, req.ID, req.Method, params)
+		}()
+		return
+	}
+	switch req.Method {
+	case "session/update":
+		var u Update
+		if json.Unmarshal(params, &u) != nil {
+			return
+		}
+		if u.RequestID != nil {
+			c.mu.Lock()
+			sink := c.turns[turnKey{u.Session, *u.RequestID}]
+			c.mu.Unlock()
+			if sink != nil {
+				sink.push(u)
+				return
+			}
+		}
+		if f := c.opts.OnUpdate; f != nil {
+			c.events.push(func() { f(u) })
+		}
+	case "cleanup/proof":
+		var n struct {
+			Proof *Proof `json:"proof"`
+		}
+		if f := c.opts.OnProof; f != nil && json.Unmarshal(params, &n) == nil && n.Proof != nil {
+			c.events.push(func() { f(*n.Proof) })
+		}
+	case "session/exited":
+		var e Exited
+		if f := c.opts.OnExited; f != nil && json.Unmarshal(params, &e) == nil {
+			c.events.push(func() { f(e) })
+		}
+	case "session/permission":
+		var d PermissionDecision
+		if f := c.opts.OnDecision; f != nil && json.Unmarshal(params, &d) == nil {
+			c.events.push(func() { f(d) })
+		}
+	}
+}
+
+// answer answers one sidecar request: session/requestPermission through
+// Options.OnPermission (Cancelled() without it), anything else -32601.
+func (c *Client) answer(ctx context.Context, conn *jsonrpc2.Conn, id jsonrpc2.ID, method string, params json.RawMessage) {
+	if method != "session/requestPermission" {
+		_ = conn.ReplyWithError(ctx, id, &jsonrpc2.Error{Code: jsonrpc2.CodeMethodNotFound, Message: "unknown method " + method})
+		return
+	}
+	out := Cancelled()
+	var req PermissionRequest
+	if c.opts.OnPermission != nil && json.Unmarshal(params, &req) == nil {
+		out = c.opts.OnPermission(ctx, req)
+	}
+	if out.Outcome == "" {
+		out = Cancelled()
+	}
+	_ = conn.Reply(ctx, id, out)
+}
