@@ -1,6 +1,7 @@
 // Command demohost is a small, readable demo host for acpx-sidecar. It
 // starts the loopback model stub, spawns the sidecar and drives one real
-// ACP agent session over the host protocol (docs/protocol.md):
+// ACP agent session over the host protocol (docs/protocol.md) through the
+// public Go client package (github.com/acpx-sidecar/acpx-sidecar/client):
 // initialize, session/open, session/prompt (a turn in which the agent runs
 // a shell command through a tool call), session/status, session/close
 // (printing the cleanup proof), shutdown and exit. The job is the same for
@@ -30,9 +31,9 @@
 package main
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -44,11 +45,17 @@ import (
 	"strings"
 	"time"
 
+	"github.com/acpx-sidecar/acpx-sidecar/client"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/agentenv"
 )
 
 // stepTimeout bounds every step that waits on another process.
 const stepTimeout = 120 * time.Second
+
+// stepContext bounds one step's requests to the sidecar.
+func stepContext() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), stepTimeout)
+}
 
 const (
 	sessionKey = "demo-1"
@@ -155,14 +162,9 @@ type demo struct {
 	stubStdin io.WriteCloser
 	stubDone  chan error
 
-	sidecar      *exec.Cmd
-	sidecarStdin io.WriteCloser
-	sidecarDone  chan error // receives cmd.Wait's result once
-	sidecarExit  *error     // set once the exit was collected
-	rpc          *client
-
-	session string
-	proof   json.RawMessage
+	c       *client.Client  // the sidecar, through the public client package
+	session *client.Session // the session of step 3
+	proof   *client.Proof   // the cleanup proof of step 7
 }
 
 func (d *demo) steps() error {

@@ -9,6 +9,8 @@ import (
 	"os/exec"
 	"strings"
 	"time"
+
+	"github.com/acpx-sidecar/acpx-sidecar/client"
 )
 
 func (d *demo) startModel() error {
@@ -60,93 +62,62 @@ func (d *demo) startSidecar() error {
 	if err != nil {
 		return err
 	}
-	defer logf.Close()
-	cmd := exec.Command(d.sidecarPath, "--state-dir", d.stateDir, "--log-level", "warn")
-	cmd.Env = append(os.Environ(), d.markEnv())
-	cmd.Stderr = logf
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		return err
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		return err
-	}
-	if err := cmd.Start(); err != nil {
-		return err
-	}
-	d.sidecar, d.sidecarStdin, d.sidecarDone = cmd, stdin, make(chan error, 1)
-	go func() { d.sidecarDone <- cmd.Wait() }()
-	d.rpc = newClient(stdout, stdin, stepTimeout, d.onNotify, func(method string) {
-		d.out.line("  <- sidecar asked us %s; answered method-not-found", method)
+	defer logf.Close() // the sidecar holds its own copy
+	ctx, cancel := stepContext()
+	defer cancel()
+	// Start spawns the sidecar and runs initialize. The callbacks get every
+	// notification that is not an update of a running turn (those go to
+	// Prompt), one at a time and in wire order.
+	c, err := client.Start(ctx, client.Options{
+		Binary:     d.sidecarPath,
+		StateDir:   d.stateDir,
+		Args:       []string{"--log-level", "warn"},
+		Env:        append(os.Environ(), d.markEnv()),
+		Stderr:     logf,
+		OnUpdate:   d.showUpdate,
+		OnDecision: d.showDecision,
+		OnExited:   d.showExited,
+		OnProof:    d.showLateProof,
 	})
-	d.out.line("sidecar pid %d, logs (JSON lines) go to %s", cmd.Process.Pid, d.sidecarLog)
-
-	var res struct {
-		ProtocolVersion int `json:"protocolVersion"`
-		ServerInfo      struct {
-			Name, Version string
-		} `json:"serverInfo"`
-		Pid          int `json:"pid"`
-		Capabilities struct {
-			Containment string   `json:"containment"`
-			Agents      []string `json:"agents"`
-		} `json:"capabilities"`
-	}
-	d.out.line("-> initialize {protocolVersion: 1}")
-	if err := d.rpc.call("initialize", map[string]any{
-		"protocolVersion": 1,
-		"clientInfo":      map[string]string{"name": "demohost", "version": "0.1.0"},
-		"capabilities":    map[string]bool{"permissionRequests": false},
-	}, &res); err != nil {
+	if err != nil {
 		return err
 	}
-	d.out.line("<- %s %s, protocol %d, pid %d", res.ServerInfo.Name, res.ServerInfo.Version, res.ProtocolVersion, res.Pid)
-	d.out.line("   containment: %s; agents: %s", res.Capabilities.Containment, strings.Join(res.Capabilities.Agents, ", "))
+	d.c = c
+	info := c.Info()
+	d.out.line("sidecar pid %d, logs (JSON lines) go to %s", info.Pid, d.sidecarLog)
+	d.out.line("-> initialize {protocolVersion: 1}")
+	d.out.line("<- %s %s, protocol %d, pid %d", info.ServerInfo.Name, info.ServerInfo.Version, info.ProtocolVersion, info.Pid)
+	d.out.line("   containment: %s; agents: %s", info.Capabilities.Containment, strings.Join(info.Capabilities.Agents, ", "))
 	return nil
 }
 
-// onNotify prints one notification from the sidecar (docs/protocol.md §9). It
-// runs on the client's reader goroutine, in wire order.
-func (d *demo) onNotify(method string, params json.RawMessage) {
-	switch method {
-	case "session/update":
-		var n struct {
-			Seq    int64           `json:"seq"`
-			Update json.RawMessage `json:"update"`
-		}
-		_ = json.Unmarshal(params, &n)
-		if text, line := describeUpdate(n.Update); line != "" {
-			d.out.line("  [%2d] %s", n.Seq, line)
-		} else {
-			d.out.stream(fmt.Sprintf("  [%2d] agent says: ", n.Seq), text)
-		}
-	case "session/permission":
-		var n struct {
-			ToolCallID, Kind, Decision, Rule, OptionID string
-		}
-		_ = json.Unmarshal(params, &n)
-		s := fmt.Sprintf("  permission   %s for %s (kind %s) by rule %q", n.Decision, n.ToolCallID, n.Kind, n.Rule)
-		if n.OptionID != "" {
-			s += ", option " + n.OptionID
-		}
-		d.out.line("%s", s)
-	case "session/exited":
-		var n struct {
-			Pid      int    `json:"pid"`
-			ExitCode *int   `json:"exitCode"`
-			Signal   string `json:"signal"`
-			During   string `json:"during"`
-		}
-		_ = json.Unmarshal(params, &n)
-		d.out.line("  !! the agent (pid %d) exited on its own during %s: %s", n.Pid, n.During, howExited(n.ExitCode, n.Signal))
-	case "cleanup/proof":
-		var n struct {
-			Proof proof `json:"proof"`
-		}
-		_ = json.Unmarshal(params, &n)
-		d.out.line("  late cleanup proof %s: complete=%v", n.Proof.CleanupID, n.Proof.Complete)
-	default:
-		d.out.line("  notification %s", method)
+// showUpdate prints one session/update (docs/protocol.md §9): agent text
+// streams inline, anything else gets its own line.
+func (d *demo) showUpdate(u client.Update) {
+	if text, line := describeUpdate(u.Update); line != "" {
+		d.out.line("  [%2d] %s", u.Seq, line)
+	} else {
+		d.out.stream(fmt.Sprintf("  [%2d] agent says: ", u.Seq), text)
 	}
+}
+
+// showDecision prints a session/permission audit notification: how the
+// sidecar answered the agent's permission ask.
+func (d *demo) showDecision(p client.PermissionDecision) {
+	s := fmt.Sprintf("  permission   %s for %s (kind %s) by rule %q", p.Decision, p.ToolCallID, p.Kind, p.Rule)
+	if p.OptionID != "" {
+		s += ", option " + p.OptionID
+	}
+	d.out.line("%s", s)
+}
+
+// showExited prints session/exited: the agent died on its own.
+func (d *demo) showExited(e client.Exited) {
+	d.out.line("  !! the agent (pid %d) exited on its own during %s: %s", e.Pid, e.During, howExited(e.ExitCode, e.Signal))
+}
+
+// showLateProof prints a cleanup/proof notification (a cleanup finished
+// outside any request, e.g. after the agent exited).
+func (d *demo) showLateProof(p client.Proof) {
+	d.out.line("  late cleanup proof %s: complete=%v", p.CleanupID, p.Complete)
 }

@@ -1,13 +1,14 @@
 package main
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/acpx-sidecar/acpx-sidecar/client"
 )
 
 func (d *demo) openSession() error {
@@ -17,55 +18,31 @@ func (d *demo) openSession() error {
 	env := maps.Clone(d.launch.Env)
 	env[d.launch.KeyEnv] = d.apiKey
 	env["DEMOHOST_MARK"] = d.mark
-	params := map[string]any{
-		"sessionKey":     sessionKey,
-		"agent":          d.launch.Agent,
-		"command":        d.launch.Command,
-		"cwd":            d.workspace,
-		"env":            env,
-		"permissionMode": "approve-all",
-	}
 	d.out.line("-> session/open key=%s agent=%s permissionMode=approve-all (env holds the key, not shown)", sessionKey, d.launch.Agent)
-	var res struct {
-		Session  string `json:"session"`
-		Resumed  bool   `json:"resumed"`
-		Identity struct {
-			AcpxRecordID, BackendSessionID, AgentSessionID string
-		} `json:"identity"`
-		Agent struct {
-			Name, Title, Version string
-		} `json:"agent"`
-		Models *struct {
-			CurrentModelID string `json:"currentModelId"`
-		} `json:"models"`
-		Modes *struct {
-			CurrentModeID string `json:"currentModeId"`
-		} `json:"modes"`
-		Process struct {
-			Pid, Pgid   int
-			Containment string
-		} `json:"process"`
-		Binding struct {
-			Bound      bool   `json:"bound"`
-			Mode       string `json:"mode"`
-			Via        string `json:"via"`
-			Autonomous bool   `json:"autonomous"`
-		} `json:"permissionBinding"`
-	}
-	if err := d.rpc.call("session/open", params, &res); err != nil {
+	ctx, cancel := stepContext()
+	defer cancel()
+	s, err := d.c.Open(ctx, client.OpenParams{
+		SessionKey:     sessionKey,
+		Agent:          d.launch.Agent,
+		Command:        client.Command{Path: d.launch.Command.Path, Args: d.launch.Command.Args},
+		Cwd:            d.workspace,
+		Env:            env,
+		PermissionMode: "approve-all",
+	})
+	if err != nil {
 		// A failed open that launched anything carries its cleanup proof
 		// (docs/protocol.md §5, `data.cleanup`).
-		var rerr *rpcError
-		var p proof
-		if errors.As(err, &rerr) && json.Unmarshal(rerr.Data.Cleanup, &p) == nil {
+		var cerr *client.Error
+		if errors.As(err, &cerr) && cerr.Proof() != nil {
 			d.out.line("<- the open failed; the sidecar cleaned up what it had launched:")
-			for _, l := range describeProof(p) {
+			for _, l := range describeProof(*cerr.Proof()) {
 				d.out.line("   %s", l)
 			}
 		}
 		return err
 	}
-	d.session = res.Session
+	d.session = s
+	res := s.Result()
 	d.out.line("<- session %s (resumed=%v)", res.Session, res.Resumed)
 	d.out.line("   agent:    %s %q version %s", res.Agent.Name, res.Agent.Title, res.Agent.Version)
 	d.out.line("   identity: record %s, backend session %s, agent session %s",
@@ -81,10 +58,8 @@ func (d *demo) openSession() error {
 	d.out.line("   model:    %s; mode: %s", model, mode)
 	// How the sidecar holds the agent to the permission policy
 	// (docs/agents.md): every tool use the agent would decide alone asks.
-	d.out.line("   policy:   bound=%v mode=%q via %s (autonomous=%v)", res.Binding.Bound, res.Binding.Mode, res.Binding.Via, res.Binding.Autonomous)
-	if res.Session == "" {
-		return errors.New("session/open returned no session handle")
-	}
+	b := res.PermissionBinding
+	d.out.line("   policy:   bound=%v mode=%q via %s (autonomous=%v)", b.Bound, b.Mode, b.Via, b.Autonomous)
 	return nil
 }
 
@@ -94,20 +69,12 @@ func (d *demo) prompt() error {
 	for _, l := range strings.Split(promptText, "\n") {
 		d.out.line("     | %s", l)
 	}
-	var res struct {
-		RequestID  string `json:"requestId"`
-		Status     string `json:"status"`
-		StopReason string `json:"stopReason"`
-		Usage      *struct {
-			InputTokens, OutputTokens, TotalTokens int64
-		} `json:"usage"`
-		Error *struct {
-			Code, Message string
-		} `json:"error"`
-	}
-	if err := d.rpc.call("session/prompt", map[string]any{
-		"session": d.session, "requestId": requestID, "prompt": promptText,
-	}, &res); err != nil {
+	ctx, cancel := stepContext()
+	defer cancel()
+	// The turn's session/update notifications reach showUpdate on this
+	// goroutine, all of them before Prompt returns.
+	res, err := d.session.Prompt(ctx, client.PromptParams{RequestID: requestID, Prompt: promptText}, d.showUpdate)
+	if err != nil {
 		return err
 	}
 	s := fmt.Sprintf("<- turn %s: status=%s stopReason=%s", res.RequestID, res.Status, res.StopReason)
@@ -137,16 +104,11 @@ func (d *demo) checkFile() error {
 }
 
 func (d *demo) status() error {
-	var res struct {
-		State         string  `json:"state"`
-		LastRequestID *string `json:"lastRequestId"`
-		Models        *struct {
-			CurrentModelID string `json:"currentModelId"`
-		} `json:"models"`
-		Summary string `json:"summary"`
-	}
 	d.out.line("-> session/status")
-	if err := d.rpc.call("session/status", map[string]string{"session": d.session}, &res); err != nil {
+	ctx, cancel := stepContext()
+	defer cancel()
+	res, err := d.session.Status(ctx)
+	if err != nil {
 		return err
 	}
 	last, model := "(none)", "(not reported)"
@@ -163,22 +125,20 @@ func (d *demo) status() error {
 
 func (d *demo) closeSession() error {
 	d.out.line("-> session/close reason=%q", "demo finished")
-	var res struct {
-		Proof json.RawMessage `json:"proof"`
-	}
-	err := d.rpc.call("session/close", map[string]string{"session": d.session, "reason": "demo finished"}, &res)
-	var rerr *rpcError
-	if errors.As(err, &rerr) && len(rerr.Data.Proof) > 0 {
-		res.Proof = rerr.Data.Proof // CLEANUP_INCOMPLETE carries the proof so far
+	ctx, cancel := stepContext()
+	defer cancel()
+	p, err := d.session.Close(ctx, client.CloseParams{Reason: "demo finished"})
+	var cerr *client.Error
+	if errors.As(err, &cerr) && cerr.Proof() != nil {
+		p = cerr.Proof() // CLEANUP_INCOMPLETE carries the proof so far
 	} else if err != nil {
 		return err
 	}
-	d.proof = res.Proof
-	var p proof
-	if e := json.Unmarshal(res.Proof, &p); e != nil {
-		return fmt.Errorf("unreadable proof: %v", e)
+	if p == nil {
+		return errors.New("session/close returned no proof")
 	}
-	for _, l := range describeProof(p) {
+	d.proof = p
+	for _, l := range describeProof(*p) {
 		d.out.line("   %s", l)
 	}
 	if err != nil {

@@ -7,11 +7,11 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/acpx-sidecar/acpx-sidecar/internal/protocol"
+	"github.com/acpx-sidecar/acpx-sidecar/client"
 )
 
 // printer writes the demo's output. It is shared by the main goroutine and
-// the client's reader goroutine, so every write takes mu. Agent text is
+// the client package's callback goroutine, so every write takes mu. Agent text is
 // streamed inline (stream); any other line first ends a half-written
 // stream line. Every string is scrubbed of the secret before it is written
 // and the fact is remembered in leaked.
@@ -120,16 +120,16 @@ func optInt(p *int64) string {
 	return fmt.Sprint(*p)
 }
 
-// proof is the cleanup proof of docs/protocol.md §12, decoded with the
-// protocol's own type.
-type proof = protocol.Proof
+// timeLayout is the sidecar's wire layout of times (nanoseconds, UTC).
+const timeLayout = "2006-01-02T15:04:05.000000000Z07:00"
 
-// describeProof renders a proof as readable lines.
-func describeProof(p proof) []string {
+// describeProof renders a cleanup proof (docs/protocol.md §12) as readable
+// lines.
+func describeProof(p client.Proof) []string {
 	out := []string{
 		fmt.Sprintf("cleanup %s  origin=%s reason=%q containment=%s", p.CleanupID, p.Origin, p.Reason, p.Containment),
 	}
-	pc := "protocol close: " + string(p.ProtocolClose.Outcome)
+	pc := "protocol close: " + p.ProtocolClose.Outcome
 	if p.ProtocolClose.Error != "" {
 		pc += " (" + p.ProtocolClose.Error + ")"
 	}
@@ -138,7 +138,7 @@ func describeProof(p proof) []string {
 		out = append(out, "signals: none sent")
 	}
 	for _, s := range p.Signals {
-		l := fmt.Sprintf("signal: %s to %s at %s", s.Signal, s.Target, s.At.UTC().Format(protocol.TimeLayout))
+		l := fmt.Sprintf("signal: %s to %s at %s", s.Signal, s.Target, s.At.UTC().Format(timeLayout))
 		if s.Error != "" {
 			l += " (error: " + s.Error + ")"
 		}

@@ -5,7 +5,12 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+
+	"github.com/acpx-sidecar/acpx-sidecar/client"
+	"go.uber.org/goleak"
 )
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // TestDescribeUpdate: the line (or streamed text) printed for each ACP
 // SessionUpdate shape codex-acp 0.16.0 sends
@@ -32,7 +37,7 @@ func TestDescribeUpdate(t *testing.T) {
 // TestDescribeProof: every signal and process of a docs/protocol.md §12 proof
 // gets its own line, with how the process exited.
 func TestDescribeProof(t *testing.T) {
-	var p proof
+	var p client.Proof
 	in := `{"cleanupId":"c-1","origin":"close","reason":"r","protocolClose":{"outcome":"ok"},
 	 "signals":[{"signal":"SIGTERM","target":"tree","at":"2026-11-29T18:38:40.354764495Z"}],
 	 "processes":[{"pid":5,"role":"provider","exitCode":null,"signal":"SIGTERM"},{"pid":6,"role":"descendant","exitCode":3}],
@@ -61,5 +66,30 @@ func TestPrinter_StreamsAndScrubs(t *testing.T) {
 	want := "says: Hello world\nkey is [REDACTED]\n"
 	if buf.String() != want || !p.leaked {
 		t.Fatalf("output %q leaked=%v, want %q leaked=true", buf.String(), p.leaked, want)
+	}
+}
+
+// TestShowEvents: how the demo prints what the client package hands it: a
+// turn's updates (streamed text continues its line, other updates get
+// their own), the permission audit, an agent's exit and a late proof.
+func TestShowEvents(t *testing.T) {
+	var buf bytes.Buffer
+	code := 3
+	d := &demo{out: &printer{w: &buf}}
+	d.showUpdate(client.Update{Seq: 5, Update: json.RawMessage(`{"sessionUpdate":"tool_call","toolCallId":"call_1","title":"echo hi","kind":"execute","status":"in_progress"}`)})
+	d.showDecision(client.PermissionDecision{ToolCallID: "call_1", Kind: "execute", Decision: "approved",
+		Rule: "permissionMode:approve-all", OptionID: "allow_once"})
+	d.showUpdate(client.Update{Seq: 9, Update: json.RawMessage(`{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"Done: "}}`)})
+	d.showUpdate(client.Update{Seq: 10, Update: json.RawMessage(`{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"ran."}}`)})
+	d.showExited(client.Exited{Pid: 7, ExitCode: &code, During: "idle"})
+	d.showLateProof(client.Proof{CleanupID: "c-1", Complete: true})
+	want := `  [ 5] tool call    "echo hi"  kind=execute status=in_progress id=call_1
+  permission   approved for call_1 (kind execute) by rule "permissionMode:approve-all", option allow_once
+  [ 9] agent says: Done: ran.
+  !! the agent (pid 7) exited on its own during idle: exited with code 3
+  late cleanup proof c-1: complete=true
+`
+	if buf.String() != want {
+		t.Errorf("output:\n%s\nwant:\n%s", buf.String(), want)
 	}
 }

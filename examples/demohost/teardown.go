@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,57 +11,41 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/acpx-sidecar/acpx-sidecar/client"
 )
 
 func (d *demo) shutdown() error {
-	var res struct {
-		Proofs []proof `json:"proofs"`
-	}
 	d.out.line("-> shutdown")
-	if err := d.rpc.call("shutdown", map[string]any{}, &res); err != nil {
-		return err
+	ctx, cancel := stepContext()
+	defer cancel()
+	// Shutdown sends shutdown, then exit, and waits for the sidecar to end:
+	// an error with proofs means the exit status was not 0.
+	proofs, err := d.c.Shutdown(ctx)
+	if err != nil && proofs == nil {
+		return err // the shutdown request itself failed
 	}
-	var closed proof
-	_ = json.Unmarshal(d.proof, &closed)
-	d.out.line("<- %d proof(s)", len(res.Proofs))
-	for _, p := range res.Proofs {
+	d.out.line("<- %d proof(s)", len(proofs))
+	var incomplete error
+	for _, p := range proofs {
 		note := ""
-		if p.CleanupID == closed.CleanupID {
+		if d.proof != nil && p.CleanupID == d.proof.CleanupID {
 			note = " (the proof of step 7: our session was already closed)"
 		}
 		d.out.line("   %s complete=%v%s", p.CleanupID, p.Complete, note)
-		if !p.Complete {
-			return fmt.Errorf("shutdown proof %s is not complete", p.CleanupID)
+		if !p.Complete && incomplete == nil {
+			incomplete = fmt.Errorf("shutdown proof %s is not complete", p.CleanupID)
 		}
 	}
 	d.out.line("-> exit (notification)")
-	if err := d.rpc.notify("exit", nil); err != nil {
+	if err != nil {
 		return err
 	}
-	werr, ok := d.waitSidecar(stepTimeout)
-	if !ok {
-		return fmt.Errorf("TIMEOUT: the sidecar did not exit within %v of exit", stepTimeout)
-	}
-	if werr != nil {
-		return fmt.Errorf("sidecar exited with %v, want status 0", werr)
+	if incomplete != nil {
+		return incomplete
 	}
 	d.out.line("sidecar exited with status 0")
 	return nil
-}
-
-// waitSidecar waits up to limit for the sidecar to exit; ok is false on
-// timeout. Calling it again after an exit returns the same result.
-func (d *demo) waitSidecar(limit time.Duration) (err error, ok bool) {
-	if d.sidecarExit != nil {
-		return *d.sidecarExit, true
-	}
-	select {
-	case err = <-d.sidecarDone:
-		d.sidecarExit = &err
-		return err, true
-	case <-time.After(limit):
-		return nil, false
-	}
 }
 
 // checkNoLeftovers scans /proc for a live process carrying our marker in
@@ -115,18 +100,21 @@ func markedProcesses(mark []byte, except int) []int {
 // runs after success and after failure.
 func (d *demo) cleanup() {
 	d.out.header("10. clean up")
-	if d.sidecar != nil {
-		if _, ok := d.waitSidecar(0); !ok {
+	if d.c != nil {
+		select {
+		case <-d.c.Done(): // it exited (after shutdown, or on its own)
+		default:
 			// Closing stdin is the same as shutdown then exit (docs/protocol.md
-			// §4 Lifecycle, item 5).
+			// §4 Lifecycle, item 5); past the deadline Close kills it.
 			d.out.line("closing the sidecar's stdin (it shuts down on EOF)")
-			_ = d.sidecarStdin.Close()
-			if werr, ok := d.waitSidecar(30 * time.Second); ok {
-				d.out.line("sidecar exited: %v", exitText(werr))
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			err := d.c.Close(ctx)
+			cancel()
+			var cerr *client.Error
+			if errors.As(err, &cerr) && cerr.DataCode == client.DataCodeCancelled {
+				d.out.line("WARNING: sidecar still running after 30s; killed it (its agents may survive)")
 			} else {
-				d.out.line("WARNING: sidecar still running after 30s; killing it (its agents may survive)")
-				_ = d.sidecar.Process.Kill()
-				d.waitSidecar(5 * time.Second)
+				d.out.line("sidecar exited: status %d", d.c.ExitCode())
 			}
 		}
 	}
@@ -148,11 +136,10 @@ func (d *demo) cleanup() {
 		}
 	}
 	if d.proof != nil {
-		var buf bytes.Buffer
-		if json.Compact(&buf, d.proof) == nil {
+		if b, err := json.Marshal(d.proof); err == nil {
 			d.out.line("")
 			d.out.line("the cleanup proof as JSON:")
-			d.out.line("%s", buf.String())
+			d.out.line("%s", b)
 		}
 	}
 }
