@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"sort"
+	"strings"
 
 	"github.com/acpx-sidecar/acpx-sidecar/internal/profiles"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/protocol"
@@ -135,9 +137,12 @@ func (c *controls) bind(ctx context.Context, prof profiles.Profile, p protocol.O
 	}
 	if len(b.AskModes) == 0 {
 		// Bound by launch settings whatever the mode (OpenCode).
+		keys := make([]string, 0, len(b.Env))
 		for k := range b.Env {
-			return protocol.PermissionBinding{Bound: true, Mode: current, Via: "env " + k}, nil
+			keys = append(keys, k)
 		}
+		sort.Strings(keys)
+		return protocol.PermissionBinding{Bound: true, Mode: current, Via: "env " + strings.Join(keys, " ")}, nil
 	}
 	if hostMode != "" {
 		via := viaHostMode

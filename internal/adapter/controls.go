@@ -41,7 +41,13 @@ type controls struct {
 }
 
 func (c *controls) findOption(pred func(configOption) bool) *configOption {
-	for _, raw := range c.configOpts {
+	return findOption(c.configOpts, pred)
+}
+
+// findOption returns the first of opts that pred accepts, decoded; nil if
+// none does.
+func findOption(opts []json.RawMessage, pred func(configOption) bool) *configOption {
+	for _, raw := range opts {
 		var o configOption
 		if json.Unmarshal(raw, &o) == nil && pred(o) {
 			return &o
@@ -147,22 +153,14 @@ func (c *controls) setMode(ctx context.Context, name string) (string, *protocol.
 	}
 	via := acp.AgentMethodSessionSetConfigOption
 	if opt != nil {
-		value, _ := json.Marshal(name)
-		if err := c.setOption(ctx, opt.ID, value); err != nil {
-			return "", c.controlError(unavailable, err)
-		}
-		now := c.findOption(func(o configOption) bool { return o.ID == opt.ID })
-		if now == nil || string(now.CurrentValue) != string(value) {
-			return "", unavailable
+		if e := c.setVerified(ctx, "mode", name, unavailable); e != nil {
+			return "", e
 		}
 	} else {
 		via = acp.AgentMethodSessionSetMode
 		if err := c.conn.call(ctx, acp.AgentMethodSessionSetMode, acp.SetSessionModeRequest{SessionId: acp.SessionId(c.sessionID), ModeId: acp.SessionModeId(name)}, nil); err != nil {
 			return "", c.controlError(unavailable, err)
 		}
-	}
-	if m := modesFromConfig(c.configOpts); m != nil && c.modes == nil {
-		c.modes = m
 	}
 	if c.modes != nil {
 		m := *c.modes
@@ -204,10 +202,6 @@ func (s *session) control(kind controlKind, name string, raw json.RawMessage, re
 	if mode, ok := s.modeNamed(kind, name, raw); ok {
 		// A mode in which the agent decides alone would leave the policy
 		// unenforced (docs/agents.md).
-		if e := checkHostMode(s.prof, s.open, mode); e != nil {
-			reply(nil, e)
-			return
-		}
 		if e := checkModeChange(s.prof, s.open, mode, s.modes); e != nil {
 			reply(nil, e)
 			return
@@ -280,7 +274,7 @@ func (s *session) modeNamed(kind controlKind, name string, raw json.RawMessage) 
 
 // isOption reports whether config option id is the one of category cat.
 func (s *session) isOption(id, cat string) bool {
-	o := (&controls{configOpts: s.configOpts}).findOption(func(o configOption) bool { return o.ID == id })
+	o := findOption(s.configOpts, func(o configOption) bool { return o.ID == id })
 	return o != nil && (o.ID == cat || o.Category == cat)
 }
 
