@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/acpx-sidecar/acpx-sidecar/client"
-	"github.com/acpx-sidecar/acpx-sidecar/internal/protocol"
+	"github.com/acpx-sidecar/acpx-sidecar/protocol"
 )
 
 // jsonNames lists the JSON member names of struct type t, with their
@@ -34,7 +34,7 @@ func jsonNames(t reflect.Type) []string {
 }
 
 // TestWireNamesMatchProtocol checks that the public types carry the member
-// names of the sidecar's own wire types (internal/protocol), so the two
+// names of the sidecar's own wire types (protocol), so the two
 // cannot drift apart.
 func TestWireNamesMatchProtocol(t *testing.T) {
 	pairs := []struct {

@@ -16,7 +16,7 @@ import (
 	"go.uber.org/goleak"
 	"go.uber.org/zap"
 
-	"github.com/acpx-sidecar/acpx-sidecar/internal/protocol"
+	"github.com/acpx-sidecar/acpx-sidecar/protocol"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/reaper"
 )
 

@@ -16,7 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/acpx-sidecar/acpx-sidecar/internal/profiles"
-	"github.com/acpx-sidecar/acpx-sidecar/internal/protocol"
+	"github.com/acpx-sidecar/acpx-sidecar/protocol"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/reaper"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/store"
 )

@@ -9,7 +9,7 @@ import (
 	"strings"
 
 	"github.com/acpx-sidecar/acpx-sidecar/internal/profiles"
-	"github.com/acpx-sidecar/acpx-sidecar/internal/protocol"
+	"github.com/acpx-sidecar/acpx-sidecar/protocol"
 )
 
 // Binding the agent to the host's permission policy (docs/agents.md,

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/acpx-sidecar/acpx-sidecar/internal/profiles"
-	"github.com/acpx-sidecar/acpx-sidecar/internal/protocol"
+	"github.com/acpx-sidecar/acpx-sidecar/protocol"
 )
 
 // TestBinding_NeedsAskingUnlessPlainApproveAll: only approve-all without a

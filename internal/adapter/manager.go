@@ -20,7 +20,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/acpx-sidecar/acpx-sidecar/internal/profiles"
-	"github.com/acpx-sidecar/acpx-sidecar/internal/protocol"
+	"github.com/acpx-sidecar/acpx-sidecar/protocol"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/store"
 )
 

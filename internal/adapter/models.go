@@ -6,7 +6,7 @@ import (
 	"strings"
 
 	"github.com/acpx-sidecar/acpx-sidecar/internal/profiles"
-	"github.com/acpx-sidecar/acpx-sidecar/internal/protocol"
+	"github.com/acpx-sidecar/acpx-sidecar/protocol"
 )
 
 // setModel selects model name and verifies it, by the agent's own

@@ -4,7 +4,7 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/acpx-sidecar/acpx-sidecar/internal/protocol"
+	"github.com/acpx-sidecar/acpx-sidecar/protocol"
 )
 
 // Every test of this package runs with strict transitions: an illegal

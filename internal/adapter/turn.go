@@ -10,7 +10,7 @@ import (
 	"github.com/sourcegraph/jsonrpc2"
 	"go.uber.org/zap"
 
-	"github.com/acpx-sidecar/acpx-sidecar/internal/protocol"
+	"github.com/acpx-sidecar/acpx-sidecar/protocol"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/store"
 )
 

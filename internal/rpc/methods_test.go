@@ -3,7 +3,7 @@ package rpc
 import (
 	"testing"
 
-	"github.com/acpx-sidecar/acpx-sidecar/internal/protocol"
+	"github.com/acpx-sidecar/acpx-sidecar/protocol"
 )
 
 // TestMethods_TableAdmission pins each row's lifecycle flags: only

@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/acpx-sidecar/acpx-sidecar/internal/protocol"
+	"github.com/acpx-sidecar/acpx-sidecar/protocol"
 )
 
 // objectOrAbsent reports whether request params are absent, null or an

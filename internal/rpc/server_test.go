@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/acpx-sidecar/acpx-sidecar/internal/protocol"
+	"github.com/acpx-sidecar/acpx-sidecar/protocol"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/*.golden from the current behaviour")

@@ -14,7 +14,7 @@ import (
 	"sync"
 
 	"github.com/acpx-sidecar/acpx-sidecar/internal/jsonl"
-	"github.com/acpx-sidecar/acpx-sidecar/internal/protocol"
+	"github.com/acpx-sidecar/acpx-sidecar/protocol"
 )
 
 // Framing names a wire framing: "ndjson" (one message per line) or "lsp"
