@@ -8,9 +8,9 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/acpx-sidecar/acpx-sidecar/protocol"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/reaper"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/store"
+	"github.com/acpx-sidecar/acpx-sidecar/protocol"
 )
 
 // selfStart is this sidecar's start time (clock ticks), recorded in every

@@ -10,8 +10,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/acpx-sidecar/acpx-sidecar/internal/profiles"
-	"github.com/acpx-sidecar/acpx-sidecar/protocol"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/store"
+	"github.com/acpx-sidecar/acpx-sidecar/protocol"
 )
 
 // session is one session actor. Fields below "actor-owned" are touched only
