@@ -28,6 +28,8 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/acpx-sidecar/acpx-sidecar/internal/wirecheck"
 )
 
 var (
@@ -111,6 +113,13 @@ type sidecar struct {
 
 	// onRequest answers sidecar → host requests (session/requestPermission).
 	onRequest func(f *frame) any
+
+	// wire validates every frame, both directions, against
+	// docs/protocol.schema.json; a violation fails the test.
+	wire *wirecheck.Conn
+	// wmu serializes writes to stdin (and their checks, in wire order).
+	wmu     sync.Mutex
+	partial []byte
 }
 
 type lockedBuf struct {
@@ -129,9 +138,13 @@ func startSidecar(t testing.TB, args ...string) *sidecar {
 	t.Helper()
 	s := &sidecar{t: t, replies: map[string]*frame{}, stderr: &bytes.Buffer{}, exited: make(chan struct{})}
 	s.cond = sync.NewCond(&s.mu)
+	schema, err := wirecheck.Default()
+	if err != nil {
+		t.Fatalf("protocol schema: %v", err)
+	}
+	s.wire = schema.NewConn()
 	s.cmd = exec.Command(sidecarBin, args...)
 	s.cmd.Stderr = lockedBuf{&s.errMu, s.stderr}
-	var err error
 	s.stdin, err = s.cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -170,6 +183,8 @@ func (s *sidecar) read(out io.Reader) {
 			f := &frame{}
 			if jerr := json.Unmarshal(line, f); jerr != nil {
 				s.t.Errorf("sidecar wrote a non-JSON stdout line: %q", truncate(string(line), 200))
+			} else if verr := s.wire.Check(wirecheck.FromSidecar, line); verr != nil {
+				s.t.Error(verr)
 			}
 			s.mu.Lock()
 			s.raw = append(s.raw, append([]byte(nil), line...))
@@ -216,6 +231,23 @@ func (s *sidecar) send(msg any) {
 }
 
 func (s *sidecar) sendRaw(b []byte) {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	// Check each complete ndjson line in write order (tests may split a
+	// frame over writes).
+	s.partial = append(s.partial, b...)
+	for {
+		i := bytes.IndexByte(s.partial, '\n')
+		if i < 0 {
+			break
+		}
+		if line := bytes.TrimSpace(s.partial[:i]); len(line) > 0 {
+			if verr := s.wire.Check(wirecheck.FromHost, line); verr != nil {
+				s.t.Error(verr)
+			}
+		}
+		s.partial = s.partial[i+1:]
+	}
 	if _, err := s.stdin.Write(b); err != nil {
 		s.t.Errorf("write to sidecar: %v", err)
 	}
