@@ -48,6 +48,21 @@ type Options struct {
 	OnUpdate func(Update)
 	// OnDecision receives session/permission audit notifications.
 	OnDecision func(PermissionDecision)
+	// OnRequest, when set, answers every sidecar → host request instead of
+	// OnPermission, at the JSON-RPC level: it gets the request's id, method
+	// and params verbatim and returns the result (marshalled as JSON) or an
+	// error (an *Error is sent with its Code, Message and Data; any other
+	// error as -32603). Each request runs on its own goroutine; ctx ends
+	// when the connection closes, and OnRequest must then return. It is
+	// for hosts (and tests) that need methods or answers this package does
+	// not model.
+	OnRequest func(ctx context.Context, req Request) (any, error)
+	// OnFrame, when set, taps the connection: it is called with every
+	// frame this Client writes (before the bytes are written, under the
+	// write lock, so in wire order) and every line it reads from the
+	// sidecar's stdout (on the read loop, before the frame is handled).
+	// It must not block or call the Client. Frame.Data is its own copy.
+	OnFrame func(Frame)
 	// Stderr receives the sidecar's JSON log lines; nil discards them.
 	Stderr io.Writer
 }
@@ -59,6 +74,8 @@ type Client struct {
 	opts   Options
 	cmd    *exec.Cmd
 	conn   *jsonrpc2.Conn
+	stream jsonrpc2.ObjectStream // conn's stream, for WriteRaw
+	pipes  *pipes
 	stop   context.CancelFunc // ends the connection's context
 	events *queue
 	nextID atomic.Uint64
@@ -83,6 +100,26 @@ type turnKey struct{ session, requestID string }
 // is DataCodeStart, the sidecar's error, DataCodeTransport or
 // DataCodeCancelled.
 func Start(ctx context.Context, opts Options) (*Client, error) {
+	c, err := Spawn(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.Initialize(ctx); err != nil {
+		c.kill()
+		<-c.done
+		return nil, err
+	}
+	return c, nil
+}
+
+// Spawn launches the sidecar as Start does but sends nothing: the caller
+// runs Initialize (or its own initialize through Call). It is for hosts
+// and tests that drive the lifecycle themselves (docs/protocol.md §4).
+// Errors: DataCodeStart.
+func Spawn(ctx context.Context, opts Options) (*Client, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, convert("start", err)
+	}
 	if opts.Binary == "" {
 		return nil, newError("start", DataCodeStart, nil, "Options.Binary is empty")
 	}
@@ -119,22 +156,26 @@ func Start(ctx context.Context, opts Options) (*Client, error) {
 	c := &Client{opts: opts, cmd: cmd, events: newQueue(), turns: map[turnKey]*turnSink{}, done: make(chan struct{})}
 	connCtx, stop := context.WithCancel(context.Background())
 	c.stop = stop
-	stream := jsonrpc2.NewBufferedStream(&pipes{r: outR, w: inW}, ndjsonCodec{})
-	c.conn = jsonrpc2.NewConn(connCtx, stream, handler{c},
+	c.pipes = &pipes{r: outR, w: inW}
+	c.stream = jsonrpc2.NewBufferedStream(c.pipes, ndjsonCodec{tap: opts.OnFrame})
+	c.conn = jsonrpc2.NewConn(connCtx, c.stream, handler{c},
 		jsonrpc2.SetLogger(log.New(io.Discard, "", 0)))
 	go c.reap()
+	return c, nil
+}
 
+// Initialize runs initialize (protocol version 1, clientInfo
+// "acpx-sidecar-go-client", capabilities.permissionRequests when
+// OnPermission or OnRequest is set) and keeps the result for Info. Errors:
+// the sidecar's (-32602 with data.supported, -32600 when already
+// initialized), DataCodeTransport, DataCodeCancelled.
+func (c *Client) Initialize(ctx context.Context) error {
 	params := map[string]any{
 		"protocolVersion": 1,
 		"clientInfo":      map[string]string{"name": "acpx-sidecar-go-client", "version": "0.1.0"},
-		"capabilities":    map[string]bool{"permissionRequests": opts.OnPermission != nil},
+		"capabilities":    map[string]bool{"permissionRequests": c.opts.OnPermission != nil || c.opts.OnRequest != nil},
 	}
-	if err := c.call(ctx, "initialize", params, &c.info); err != nil {
-		c.kill()
-		<-c.done
-		return nil, err
-	}
-	return c, nil
+	return c.call(ctx, "initialize", params, &c.info)
 }
 
 // reap waits for the process, lets the read loop drain its stdout, then

@@ -18,7 +18,34 @@ import (
 
 	"github.com/acpx-sidecar/acpx-sidecar/client"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/testmark"
+	"github.com/acpx-sidecar/acpx-sidecar/internal/wirecheck"
 )
+
+// schemaTap returns an Options.OnFrame that validates every frame against
+// docs/protocol.schema.json (a violation fails t) and then calls next.
+func schemaTap(t *testing.T, next func(client.Frame)) func(client.Frame) {
+	t.Helper()
+	schema, err := wirecheck.Default()
+	if err != nil {
+		t.Fatalf("protocol schema: %v", err)
+	}
+	conn := schema.NewConn()
+	return func(f client.Frame) {
+		from, data := wirecheck.FromSidecar, f.Data
+		if f.Sent {
+			from = wirecheck.FromHost
+		}
+		if !f.Raw {
+			data = append(data, '\n')
+		}
+		for _, err := range conn.Feed(from, data) {
+			t.Error(err)
+		}
+		if next != nil {
+			next(f)
+		}
+	}
+}
 
 var sidecarBin, faultagentBin string
 
@@ -73,6 +100,7 @@ func start(t *testing.T, opts client.Options) *client.Client {
 	defer cancel()
 	logs := &syncBuffer{}
 	opts.Binary, opts.StateDir, opts.Stderr = sidecarBin, t.TempDir(), logs
+	opts.OnFrame = schemaTap(t, opts.OnFrame)
 	opts.Args = append(opts.Args, "--log-level", "debug")
 	c, err := client.Start(ctx, opts)
 	if err != nil {
@@ -338,4 +366,76 @@ func hasDecision(ds []client.PermissionDecision, decision string) bool {
 		}
 	}
 	return false
+}
+
+// TestFrameTap: OnFrame sees every frame both ways in wire order, raw
+// writes included; a malformed raw frame is answered (id null) without
+// ending the connection; CloseInput makes the sidecar shut down and exit
+// while the Client still reads.
+func TestFrameTap(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var mu sync.Mutex
+	var frames []client.Frame
+	c := start(t, client.Options{OnFrame: func(f client.Frame) {
+		mu.Lock()
+		frames = append(frames, f)
+		mu.Unlock()
+	}})
+	if err := c.WriteRaw([]byte("{not json\n")); err != nil {
+		t.Fatalf("WriteRaw: %v", err)
+	}
+	var raw json.RawMessage
+	if err := c.Call(ctx, "session/list", map[string]any{}, &raw); err != nil || !strings.Contains(string(raw), `"sessions"`) {
+		t.Fatalf("session/list after a malformed frame: %s, %v", raw, err)
+	}
+	if err := c.CloseInput(); err != nil {
+		t.Fatalf("CloseInput: %v", err)
+	}
+	select {
+	case <-c.Done():
+	case <-ctx.Done():
+		t.Fatal("the sidecar did not exit after stdin EOF")
+	}
+	if code := c.ExitCode(); code != 0 {
+		t.Errorf("exit status after stdin EOF: %d, want 0", code)
+	}
+	if ps := c.ProcessState(); ps == nil || !ps.Exited() {
+		t.Errorf("ProcessState = %v", ps)
+	}
+
+	mu.Lock()
+	defer mu.Unlock()
+	var sent, got []string
+	for _, f := range frames {
+		var m struct {
+			ID     json.RawMessage `json:"id"`
+			Method string          `json:"method"`
+			Error  *struct {
+				Code int `json:"code"`
+			} `json:"error"`
+		}
+		_ = json.Unmarshal(f.Data, &m)
+		dir, list := "<-", &got
+		if f.Sent {
+			dir, list = "->", &sent
+		}
+		switch {
+		case f.Raw:
+			*list = append(*list, dir+" raw")
+		case m.Method != "":
+			*list = append(*list, dir+" "+m.Method)
+		case m.Error != nil:
+			*list = append(*list, fmt.Sprintf("%s error %s %d", dir, m.ID, m.Error.Code))
+		default:
+			*list = append(*list, dir+" result "+string(m.ID))
+		}
+	}
+	// Each direction in wire order (the two interleave freely).
+	if want := []string{"-> initialize", "-> raw", "-> session/list"}; strings.Join(sent, "; ") != strings.Join(want, "; ") {
+		t.Errorf("frames sent: %q\nwant %q", sent, want)
+	}
+	if want := []string{"<- result 1", "<- error null -32700", "<- result 2"}; strings.Join(got, "; ") != strings.Join(want, "; ") {
+		t.Errorf("frames read: %q\nwant %q", got, want)
+	}
 }

@@ -7,34 +7,61 @@ import (
 	"errors"
 	"io"
 	"os"
+	"reflect"
 	"sync"
 )
 
 // ndjsonCodec is the sidecar's default framing (docs/protocol.md §3): one
 // JSON-RPC message per line, ended by "\n". Blank lines, and lines that are
-// not JSON at all, are skipped (the sidecar writes neither).
+// not a JSON-RPC message at all, are skipped (the sidecar writes neither).
 // jsonrpc2.VSCodeObjectCodec would be LSP framing; jsonrpc2.PlainObjectCodec
 // writes newline-ended JSON too but reads a bare JSON value stream, so one
-// bad line would end the connection.
-type ndjsonCodec struct{}
+// bad line would end the connection. tap (may be nil) is Options.OnFrame.
+type ndjsonCodec struct{ tap func(Frame) }
 
-// WriteObject implements jsonrpc2.ObjectCodec: one line per message.
-func (ndjsonCodec) WriteObject(w io.Writer, obj any) error {
+// rawFrame is written verbatim (WriteRaw), without a line end added.
+type rawFrame []byte
+
+// WriteObject implements jsonrpc2.ObjectCodec: one line per message. The
+// stream calls it under its write lock, so taps see the wire order.
+func (c ndjsonCodec) WriteObject(w io.Writer, obj any) error {
+	if raw, ok := obj.(rawFrame); ok {
+		if c.tap != nil {
+			c.tap(Frame{Sent: true, Raw: true, Data: bytes.Clone(raw)})
+		}
+		_, err := w.Write(raw)
+		return err
+	}
 	b, err := json.Marshal(obj)
 	if err != nil {
 		return err
+	}
+	if c.tap != nil {
+		c.tap(Frame{Sent: true, Data: bytes.Clone(b)})
 	}
 	_, err = w.Write(append(b, '\n'))
 	return err
 }
 
-// ReadObject implements jsonrpc2.ObjectCodec: the next non-blank JSON line.
-func (ndjsonCodec) ReadObject(r *bufio.Reader, v any) error {
+// ReadObject implements jsonrpc2.ObjectCodec: the next non-blank line that
+// decodes as a JSON-RPC message. A line that does not (for example an
+// error response with id null, which jsonrpc2 cannot represent) is tapped
+// and skipped, so it never ends the connection.
+func (c ndjsonCodec) ReadObject(r *bufio.Reader, v any) error {
 	for {
 		line, err := r.ReadBytes('\n')
 		line = bytes.TrimSpace(line)
-		if len(line) > 0 && json.Valid(line) {
-			return json.Unmarshal(line, v)
+		if len(line) > 0 {
+			if c.tap != nil {
+				c.tap(Frame{Data: bytes.Clone(line)})
+			}
+			// Decode into a fresh value so that a failed decode leaves v
+			// untouched.
+			fresh := reflect.New(reflect.TypeOf(v).Elem())
+			if json.Valid(line) && json.Unmarshal(line, fresh.Interface()) == nil {
+				reflect.ValueOf(v).Elem().Set(fresh.Elem())
+				return nil
+			}
 		}
 		if err != nil {
 			if errors.Is(err, io.EOF) && len(line) > 0 {
@@ -48,9 +75,10 @@ func (ndjsonCodec) ReadObject(r *bufio.Reader, v any) error {
 // pipes is the host end of the sidecar's stdio: reads come from its
 // stdout, writes go to its stdin. Close closes both, once.
 type pipes struct {
-	r    *os.File
-	w    *os.File
-	once sync.Once
+	r      *os.File
+	w      *os.File
+	once   sync.Once
+	inOnce sync.Once
 }
 
 func (p *pipes) Read(b []byte) (int, error)  { return p.r.Read(b) }
@@ -58,8 +86,15 @@ func (p *pipes) Write(b []byte) (int, error) { return p.w.Write(b) }
 
 // Close implements io.Closer.
 func (p *pipes) Close() error {
-	p.once.Do(func() { _ = p.w.Close(); _ = p.r.Close() })
+	p.once.Do(func() { _ = p.closeInput(); _ = p.r.Close() })
 	return nil
+}
+
+// closeInput closes the sidecar's stdin only, once.
+func (p *pipes) closeInput() error {
+	var err error
+	p.inOnce.Do(func() { err = p.w.Close() })
+	return err
 }
 
 // queue runs funcs one at a time, in the order they were pushed, on its own

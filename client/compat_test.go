@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/acpx-sidecar/acpx-sidecar/client"
-	"github.com/acpx-sidecar/acpx-sidecar/protocol"
+	"github.com/acpx-sidecar/acpx-sidecar/internal/wirecheck"
 )
 
 // jsonNames lists the JSON member names of struct type t, with their
@@ -33,55 +33,37 @@ func jsonNames(t reflect.Type) []string {
 	return names
 }
 
-// TestWireNamesMatchProtocol checks that the public types carry the member
-// names of the sidecar's own wire types (protocol), so the two
-// cannot drift apart.
-func TestWireNamesMatchProtocol(t *testing.T) {
+// TestWireNamesMatchSchema checks that the client's own types (those that
+// are not aliases of package protocol's) carry the member names of their
+// definitions in docs/protocol.schema.json, so the two cannot drift apart.
+func TestWireNamesMatchSchema(t *testing.T) {
+	schema, err := wirecheck.Default()
+	if err != nil {
+		t.Fatal(err)
+	}
 	pairs := []struct {
-		public, wire any
-		without      string // a member only the wire type has
+		public  any
+		def     string
+		without string // a member only the wire form has (the implied session)
 	}{
-		{client.OpenParams{}, protocol.OpenParams{}, ""},
-		{client.Command{}, protocol.Command{}, ""},
-		{client.PermissionPolicy{}, protocol.PermissionPolicy{}, ""},
-		{client.OpenResult{}, protocol.OpenResult{}, ""},
-		{client.Identity{}, protocol.Identity{}, ""},
-		{client.AgentInfo{}, protocol.AgentInfo{}, ""},
-		{client.Models{}, protocol.Models{}, ""},
-		{client.Modes{}, protocol.Modes{}, ""},
-		{client.ProcessInfo{}, protocol.ProcessInfo{}, ""},
-		{client.PermissionBinding{}, protocol.PermissionBinding{}, ""},
-		{client.PromptParams{}, protocol.PromptParams{}, "session"},
-		{client.PromptResult{}, protocol.PromptResult{}, ""},
-		{client.Usage{}, protocol.Usage{}, ""},
-		{client.Cost{}, protocol.Cost{}, ""},
-		{client.TurnError{}, protocol.TurnError{}, ""},
-		{client.CloseParams{}, protocol.CloseParams{}, "session"},
-		{client.StatusResult{}, protocol.StatusResult{}, ""},
-		{client.UsageStatus{}, protocol.UsageStatus{}, ""},
-		{client.ProcessStatus{}, protocol.ProcessStatus{}, ""},
-		{client.ListEntry{}, protocol.ListEntry{}, ""},
-		{client.Update{}, protocol.SessionUpdateNotice{}, ""},
-		{client.Exited{}, protocol.ExitedNotice{}, ""},
-		{client.PermissionDecision{}, protocol.PermissionNotice{}, ""},
-		{client.PermissionRequest{}, protocol.PermissionRequestParams{}, ""},
-		{client.PermissionOutcome{}, protocol.PermissionRequestResult{}, ""},
-		{client.Proof{}, protocol.Proof{}, ""},
-		{client.ProtocolClose{}, protocol.ProtocolClose{}, ""},
-		{client.ProofSignal{}, protocol.ProofSignal{}, ""},
-		{client.ProofProcess{}, protocol.ProofProcess{}, ""},
-		{client.ProofVerified{}, protocol.ProofVerified{}, ""},
-		{client.ProofError{}, protocol.ProofError{}, ""},
-		{client.InitializeResult{}, protocol.InitializeResult{}, ""},
-		{client.Implementation{}, protocol.Implementation{}, ""},
-		{client.ServerCaps{}, protocol.ServerCaps{}, ""},
-		{client.Bounds{}, protocol.Bounds{}, ""},
+		{client.OpenParams{}, "OpenParams", ""},
+		{client.Command{}, "Command", ""},
+		{client.Limits{}, "Limits", ""},
+		{client.PromptParams{}, "PromptParams", "session"},
+		{client.CloseParams{}, "CloseParams", "session"},
+		{client.Update{}, "UpdateNotification", ""},
+		{client.PermissionRequest{}, "RequestPermissionParams", ""},
+		{client.PermissionOption{}, "PermissionOption", ""},
 	}
 	for _, p := range pairs {
-		pub, wire := reflect.TypeOf(p.public), reflect.TypeOf(p.wire)
-		want := slices.DeleteFunc(jsonNames(wire), func(n string) bool { return n == p.without })
+		pub := reflect.TypeOf(p.public)
+		want := slices.DeleteFunc(schema.Properties(p.def), func(n string) bool { return n == p.without })
 		if got := jsonNames(pub); !slices.Equal(got, want) {
-			t.Errorf("client.%s members %v, protocol.%s has %v", pub.Name(), got, wire.Name(), want)
+			t.Errorf("client.%s members %v, schema $defs/%s has %v", pub.Name(), got, p.def, want)
 		}
+	}
+	// PermissionOutcome is one of the two shapes of RequestPermissionResult.
+	if got := jsonNames(reflect.TypeOf(client.PermissionOutcome{})); !slices.Equal(got, []string{"optionId", "outcome"}) {
+		t.Errorf("client.PermissionOutcome members %v, want [optionId outcome]", got)
 	}
 }

@@ -13,12 +13,25 @@
 //
 // # Types
 //
-// Every type of the API is defined in this package, with the JSON names of
-// docs/protocol.md, so a host outside this module can name all of them
-// (none is an alias of the module's internal wire types). Members the
-// protocol passes through verbatim (ACP updates, tool calls, config
-// options, agent capabilities, MCP servers) are json.RawMessage. Times are
-// time.Time.
+// The wire types a host reads (OpenResult, PromptResult, StatusResult,
+// Proof, Exited, …) are aliases of the public package protocol's, which
+// the sidecar itself uses, with the JSON names of docs/protocol.md and of
+// the JSON Schema docs/protocol.schema.json. The types a host fills in
+// (OpenParams, Command, Limits, PromptParams, CloseParams) and the decoded
+// notifications and permission requests (Update, PermissionRequest,
+// PermissionOutcome) are this package's own, shaped for Go callers: the
+// session is implied by the *Session, unset values are zero values.
+// Members the protocol passes through verbatim (ACP updates, tool calls,
+// config options, agent capabilities, MCP servers) are json.RawMessage.
+// Times are protocol.Time, which embeds time.Time.
+//
+// # Lower level
+//
+// Call, Send and Notify speak any method, including ones this package has
+// no wrapper for; Spawn and Initialize split Start; OnRequest answers
+// sidecar requests at the JSON-RPC level; OnFrame taps every frame both
+// ways (raw bytes in wire order), and WriteRaw and CloseInput write
+// malformed input and end stdin, for tests of a sidecar.
 //
 // # Errors
 //

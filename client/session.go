@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"encoding/json"
+	"errors"
 
 	"github.com/sourcegraph/jsonrpc2"
 )
@@ -228,9 +229,29 @@ func (h handler) Handle(ctx context.Context, conn *jsonrpc2.Conn, req *jsonrpc2.
 	}
 }
 
-// answer answers one sidecar request: session/requestPermission through
-// Options.OnPermission (Cancelled() without it), anything else -32601.
+// answer answers one sidecar request: through Options.OnRequest when set;
+// else session/requestPermission through Options.OnPermission (Cancelled()
+// without it), anything else -32601.
 func (c *Client) answer(ctx context.Context, conn *jsonrpc2.Conn, id jsonrpc2.ID, method string, params json.RawMessage) {
+	if f := c.opts.OnRequest; f != nil {
+		rawID, _ := json.Marshal(id)
+		res, err := f(ctx, Request{ID: rawID, Method: method, Params: params})
+		if err == nil {
+			_ = conn.Reply(ctx, id, res)
+			return
+		}
+		re := &jsonrpc2.Error{Code: jsonrpc2.CodeInternalError, Message: err.Error()}
+		var ce *Error
+		if errors.As(err, &ce) {
+			re = &jsonrpc2.Error{Code: int64(ce.Code), Message: ce.Message}
+			if len(ce.Data) > 0 {
+				data := json.RawMessage(append([]byte(nil), ce.Data...))
+				re.Data = &data
+			}
+		}
+		_ = conn.ReplyWithError(ctx, id, re)
+		return
+	}
 	if method != "session/requestPermission" {
 		_ = conn.ReplyWithError(ctx, id, &jsonrpc2.Error{Code: jsonrpc2.CodeMethodNotFound, Message: "unknown method " + method})
 		return

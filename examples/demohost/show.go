@@ -129,7 +129,7 @@ func describeProof(p client.Proof) []string {
 	out := []string{
 		fmt.Sprintf("cleanup %s  origin=%s reason=%q containment=%s", p.CleanupID, p.Origin, p.Reason, p.Containment),
 	}
-	pc := "protocol close: " + p.ProtocolClose.Outcome
+	pc := "protocol close: " + string(p.ProtocolClose.Outcome)
 	if p.ProtocolClose.Error != "" {
 		pc += " (" + p.ProtocolClose.Error + ")"
 	}

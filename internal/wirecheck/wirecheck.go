@@ -201,6 +201,34 @@ type Conn struct {
 	pending [2]map[string]string
 	// rejected holds ids of host requests the schema rejects, with why.
 	rejected map[string]string
+	// partial holds the bytes after the last line end Feed saw, per
+	// direction.
+	feedMu  sync.Mutex
+	partial [2][]byte
+}
+
+// Feed checks the complete ndjson lines of b, a chunk of what from wrote
+// (bytes after the last line end wait for the next chunk). It returns the
+// violations in order. Use it where writes are not whole frames.
+func (c *Conn) Feed(from From, b []byte) []error {
+	c.feedMu.Lock()
+	defer c.feedMu.Unlock()
+	var errs []error
+	buf := append(c.partial[from], b...)
+	for {
+		i := bytes.IndexByte(buf, '\n')
+		if i < 0 {
+			break
+		}
+		if line := bytes.TrimSpace(buf[:i]); len(line) > 0 {
+			if err := c.Check(from, line); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		buf = buf[i+1:]
+	}
+	c.partial[from] = append([]byte(nil), buf...)
+	return errs
 }
 
 // NewConn starts checking one connection.
@@ -371,4 +399,21 @@ func truncate(b []byte) string {
 		return string(b[:max]) + "…"
 	}
 	return string(b)
+}
+
+// Properties returns the member names $defs/name declares (following a
+// top-level $ref), sorted; nil when it declares none.
+func (s *Schema) Properties(name string) []string {
+	defs, _ := s.doc["$defs"].(map[string]any)
+	d, _ := defs[name].(map[string]any)
+	props, _ := d["properties"].(map[string]any)
+	if ref, ok := d["$ref"].(string); ok && len(props) == 0 {
+		return s.Properties(strings.TrimPrefix(ref, "#/$defs/"))
+	}
+	var out []string
+	for k := range props {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
 }
