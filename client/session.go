@@ -112,6 +112,18 @@ func (s *Session) Cancel(ctx context.Context) (bool, error) {
 	return res.Cancelled, err
 }
 
+// CancelTurn runs session/cancel for the turn requestID: the active turn
+// if it is that one, or that queued turn (PROTOCOL.md §7 Queued turns; its
+// Prompt then returns Status "cancelled"). False when no such turn runs or
+// waits.
+func (s *Session) CancelTurn(ctx context.Context, requestID string) (bool, error) {
+	var res struct {
+		Cancelled bool `json:"cancelled"`
+	}
+	err := s.c.call(ctx, "session/cancel", map[string]string{"session": s.id, "requestId": requestID}, &res)
+	return res.Cancelled, err
+}
+
 // SetModel runs session/setModel and returns the verified model state
 // (MODEL_UNAVAILABLE, UNSUPPORTED_CONTROL, …).
 func (s *Session) SetModel(ctx context.Context, model string) (*Models, error) {

@@ -10,8 +10,8 @@
 package e2e
 
 import (
-	"bufio"
 	"bytes"
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
@@ -29,6 +29,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/acpx-sidecar/acpx-sidecar/client"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/wirecheck"
 )
 
@@ -93,17 +94,22 @@ func (e *rpcError) dataCode() string {
 	return d.Code
 }
 
-// sidecar is one running acpx-sidecar under test.
+// sidecar is one running acpx-sidecar under test, driven through the
+// public client package (spawn, framing, ids, answering sidecar requests);
+// the harness keeps every frame it sees through the client's frame tap
+// (Options.OnFrame), validates each against docs/protocol.schema.json, and
+// serves the tests' raw-frame assertions from them.
 type sidecar struct {
 	t      testing.TB
-	cmd    *exec.Cmd
-	stdin  io.WriteCloser
+	c      *client.Client
+	cmd    procHandle     // cmd.Process: the sidecar process
+	stdin  io.WriteCloser // Write: raw bytes to stdin; Close: stdin EOF
 	stderr *bytes.Buffer
 	errMu  sync.Mutex
 
 	mu      sync.Mutex
 	cond    *sync.Cond
-	nextID  int
+	nextID  int // ids tests pick for raw requests (from rawIDBase up)
 	replies map[string]*frame
 	notes   []*frame
 	raw     [][]byte
@@ -111,16 +117,36 @@ type sidecar struct {
 	exited  chan struct{}
 	exitErr error
 
-	// onRequest answers sidecar → host requests (session/requestPermission).
+	// onRequest answers sidecar → host requests (session/requestPermission):
+	// it returns the result, or nil when the test answers later itself with
+	// send({"id": f.ID, "result"|"error": …}).
 	onRequest func(f *frame) any
+	// later holds the sidecar requests the test answers itself, by id.
+	later map[string]chan map[string]json.RawMessage
 
 	// wire validates every frame, both directions, against
 	// docs/protocol.schema.json; a violation fails the test.
 	wire *wirecheck.Conn
-	// wmu serializes writes to stdin (and their checks, in wire order).
-	wmu     sync.Mutex
-	partial []byte
 }
+
+// rawIDBase is where ids that tests choose for raw requests start, far
+// from the client's own (1, 2, …), so the two never collide.
+const rawIDBase = 1 << 20
+
+// procHandle is what tests use of the sidecar process.
+type procHandle struct{ Process *os.Process }
+
+// stdinPipe is the sidecar's stdin as tests see it, through the client.
+type stdinPipe struct{ c *client.Client }
+
+func (p stdinPipe) Write(b []byte) (int, error) {
+	if err := p.c.WriteRaw(b); err != nil {
+		return 0, err
+	}
+	return len(b), nil
+}
+
+func (p stdinPipe) Close() error { return p.c.CloseInput() }
 
 type lockedBuf struct {
 	mu *sync.Mutex
@@ -133,31 +159,31 @@ func (l lockedBuf) Write(p []byte) (int, error) {
 	return l.b.Write(p)
 }
 
-// startSidecar spawns the built sidecar with args.
+// startSidecar spawns the built sidecar with args (no initialize sent).
 func startSidecar(t testing.TB, args ...string) *sidecar {
 	t.Helper()
-	s := &sidecar{t: t, replies: map[string]*frame{}, stderr: &bytes.Buffer{}, exited: make(chan struct{})}
+	s := &sidecar{t: t, replies: map[string]*frame{}, stderr: &bytes.Buffer{}, exited: make(chan struct{}),
+		nextID: rawIDBase, later: map[string]chan map[string]json.RawMessage{}}
 	s.cond = sync.NewCond(&s.mu)
 	schema, err := wirecheck.Default()
 	if err != nil {
 		t.Fatalf("protocol schema: %v", err)
 	}
 	s.wire = schema.NewConn()
-	s.cmd = exec.Command(sidecarBin, args...)
-	s.cmd.Stderr = lockedBuf{&s.errMu, s.stderr}
-	s.stdin, err = s.cmd.StdinPipe()
+	s.c, err = client.Spawn(context.Background(), client.Options{
+		Binary:    sidecarBin,
+		Args:      args,
+		Stderr:    lockedBuf{&s.errMu, s.stderr},
+		OnFrame:   s.tap,
+		OnRequest: s.serve,
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, err := s.cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	trackChild(s.cmd.Process.Pid) // its Wait is ours, not the orphan reaper's
-	go s.read(out)
+	trackChild(s.c.Process().Pid) // its Wait is the client's, not the orphan reaper's
+	s.cmd = procHandle{s.c.Process()}
+	s.stdin = stdinPipe{s.c}
+	go s.watch()
 	t.Cleanup(func() {
 		select {
 		case <-s.exited:
@@ -175,80 +201,132 @@ func startSidecar(t testing.TB, args ...string) *sidecar {
 	return s
 }
 
-func (s *sidecar) read(out io.Reader) {
-	r := bufio.NewReaderSize(out, 1<<20)
-	for {
-		line, err := r.ReadBytes('\n')
-		if len(bytes.TrimSpace(line)) > 0 {
-			f := &frame{}
-			if jerr := json.Unmarshal(line, f); jerr != nil {
-				s.t.Errorf("sidecar wrote a non-JSON stdout line: %q", truncate(string(line), 200))
-			} else if verr := s.wire.Check(wirecheck.FromSidecar, line); verr != nil {
-				s.t.Error(verr)
-			}
-			s.mu.Lock()
-			s.raw = append(s.raw, append([]byte(nil), line...))
-			switch {
-			case f.Method != "" && len(f.ID) > 0:
-				go s.answer(f)
-			case f.Method != "":
-				s.notes = append(s.notes, f)
-			default:
-				s.replies[string(f.ID)] = f
-			}
-			s.cond.Broadcast()
-			s.mu.Unlock()
-		}
-		if err != nil {
-			break
-		}
+// watch records the exit once the client has read everything.
+func (s *sidecar) watch() {
+	<-s.c.Done()
+	var err error
+	if ps := s.c.ProcessState(); ps != nil && !ps.Success() {
+		err = &exec.ExitError{ProcessState: ps}
 	}
-	s.exitErr = s.cmd.Wait()
 	s.mu.Lock()
+	s.exitErr = err
 	s.eof = true
 	s.cond.Broadcast()
 	s.mu.Unlock()
 	close(s.exited)
 }
 
-func (s *sidecar) answer(f *frame) {
+// tap is the client's frame tap: it validates each frame and records what
+// the sidecar wrote.
+func (s *sidecar) tap(f client.Frame) {
+	if f.Sent {
+		data := f.Data
+		if !f.Raw {
+			data = append(data, '\n')
+		}
+		for _, err := range s.wire.Feed(wirecheck.FromHost, data) {
+			s.t.Error(err)
+		}
+		return
+	}
+	line := f.Data
+	fr := &frame{}
+	if err := json.Unmarshal(line, fr); err != nil {
+		s.t.Errorf("sidecar wrote a non-JSON stdout line: %q", truncate(string(line), 200))
+	} else if verr := s.wire.Check(wirecheck.FromSidecar, line); verr != nil {
+		s.t.Error(verr)
+	}
+	s.mu.Lock()
+	s.raw = append(s.raw, append(line, '\n'))
+	switch {
+	case fr.Method != "" && len(fr.ID) > 0:
+		// A sidecar request: the client hands it to serve.
+	case fr.Method != "":
+		s.notes = append(s.notes, fr)
+	default:
+		s.replies[string(fr.ID)] = fr
+	}
+	s.cond.Broadcast()
+	s.mu.Unlock()
+}
+
+// serve answers a sidecar request (Options.OnRequest): through onRequest,
+// else cancelled; when onRequest returns nil, with what the test sends.
+func (s *sidecar) serve(ctx context.Context, req client.Request) (any, error) {
+	f := &frame{ID: req.ID, Method: req.Method, Params: req.Params}
+	key := string(req.ID)
+	ch := make(chan map[string]json.RawMessage, 1)
+	s.mu.Lock()
+	s.later[key] = ch
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.later, key)
+		s.mu.Unlock()
+	}()
 	var result any = map[string]string{"outcome": "cancelled"}
 	if s.onRequest != nil {
 		result = s.onRequest(f)
 	}
-	if result == nil {
-		return // the test answers later itself
+	if result != nil {
+		return result, nil
 	}
-	s.send(map[string]any{"jsonrpc": "2.0", "id": f.ID, "result": result})
+	select {
+	case msg := <-ch:
+		if raw, ok := msg["error"]; ok {
+			var e struct {
+				Code    int             `json:"code"`
+				Message string          `json:"message"`
+				Data    json.RawMessage `json:"data"`
+			}
+			_ = json.Unmarshal(raw, &e)
+			return nil, &client.Error{Code: e.Code, Message: e.Message, Data: e.Data}
+		}
+		return msg["result"], nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
 }
 
+// send writes one message: a notification through the client; an answer
+// to a sidecar request the test holds, as the client's answer; anything
+// else (requests with test-chosen ids, stray answers) verbatim.
 func (s *sidecar) send(msg any) {
 	b, err := json.Marshal(msg)
 	if err != nil {
 		s.t.Fatal(err)
 	}
+	var m map[string]json.RawMessage
+	_ = json.Unmarshal(b, &m)
+	id, hasID := m["id"]
+	method, hasMethod := m["method"]
+	switch {
+	case hasMethod && !hasID:
+		var name string
+		_ = json.Unmarshal(method, &name)
+		var params any
+		if p, ok := m["params"]; ok {
+			params = p
+		}
+		if err := s.c.Notify(context.Background(), name, params); err != nil {
+			s.t.Errorf("notify %s: %v", name, err)
+		}
+		return
+	case hasID && !hasMethod:
+		s.mu.Lock()
+		ch := s.later[string(id)]
+		delete(s.later, string(id))
+		s.mu.Unlock()
+		if ch != nil {
+			ch <- m
+			return
+		}
+	}
 	s.sendRaw(append(b, '\n'))
 }
 
 func (s *sidecar) sendRaw(b []byte) {
-	s.wmu.Lock()
-	defer s.wmu.Unlock()
-	// Check each complete ndjson line in write order (tests may split a
-	// frame over writes).
-	s.partial = append(s.partial, b...)
-	for {
-		i := bytes.IndexByte(s.partial, '\n')
-		if i < 0 {
-			break
-		}
-		if line := bytes.TrimSpace(s.partial[:i]); len(line) > 0 {
-			if verr := s.wire.Check(wirecheck.FromHost, line); verr != nil {
-				s.t.Error(verr)
-			}
-		}
-		s.partial = s.partial[i+1:]
-	}
-	if _, err := s.stdin.Write(b); err != nil {
+	if err := s.c.WriteRaw(b); err != nil {
 		s.t.Errorf("write to sidecar: %v", err)
 	}
 }
@@ -282,18 +360,14 @@ func (s *sidecar) stderrText() string {
 	return truncate(s.stderr.String(), 4000)
 }
 
-// start sends a request and returns its id key.
+// start sends a request through the client and returns its id key.
 func (s *sidecar) start(method string, params any) string {
-	s.mu.Lock()
-	s.nextID++
-	id := s.nextID
-	s.mu.Unlock()
-	msg := map[string]any{"jsonrpc": "2.0", "id": id, "method": method}
-	if params != nil {
-		msg["params"] = params
+	call, err := s.c.Send(context.Background(), method, params)
+	if err != nil {
+		s.t.Errorf("send %s to sidecar: %v", method, err)
+		return "unsent"
 	}
-	s.send(msg)
-	return strconv.Itoa(id)
+	return strconv.FormatUint(call.ID(), 10)
 }
 
 // await waits for the reply to id.

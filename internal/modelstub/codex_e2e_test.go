@@ -1,12 +1,14 @@
 package modelstub
 
 import (
-	"bufio"
 	"bytes"
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
+	"log/slog"
 	"net/http/httptest"
 	"os"
 	"os/exec"
@@ -19,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	acp "github.com/coder/acp-go-sdk"
 	"golang.org/x/sys/unix"
 
 	"github.com/acpx-sidecar/acpx-sidecar/internal/testmark"
@@ -28,178 +31,6 @@ import (
 // an event, not a timed assertion: a healthy codex answers in well under a
 // second; the bound only keeps a broken run from hanging the suite.
 const e2eStep = 60 * time.Second
-
-// rpcMsg is one newline-delimited JSON-RPC 2.0 message in either direction.
-type rpcMsg struct {
-	JSONRPC string          `json:"jsonrpc"`
-	ID      json.RawMessage `json:"id,omitempty"`
-	Method  string          `json:"method,omitempty"`
-	Params  json.RawMessage `json:"params,omitempty"`
-	Result  json.RawMessage `json:"result,omitempty"`
-	Error   *rpcError       `json:"error,omitempty"`
-}
-
-type rpcError struct {
-	Code    int             `json:"code"`
-	Message string          `json:"message"`
-	Data    json.RawMessage `json:"data,omitempty"`
-}
-
-func (e *rpcError) Error() string { return fmt.Sprintf("rpc error %d: %s", e.Code, e.Message) }
-
-// acpClient is a minimal single-threaded ACP client over a child's stdio:
-// a reader goroutine turns stdout lines into messages, and call() consumes
-// them in order until its own response arrives, answering agent requests
-// through onRequest and keeping notifications for the test to inspect.
-type acpClient struct {
-	t      *testing.T
-	stdin  interface{ Write([]byte) (int, error) }
-	in     chan rpcMsg
-	readMu sync.Mutex
-	// readErr is set once the reader goroutine stops.
-	readErr error
-	nextID  int
-
-	// notes holds every notification seen, in order.
-	notes []rpcMsg
-	// transcript holds every message both ways, "->" client to agent.
-	transcript []string
-	// onRequest answers an agent->client request: result or error.
-	onRequest func(m rpcMsg) (any, *rpcError)
-}
-
-func newACPClient(t *testing.T, stdin interface{ Write([]byte) (int, error) }, stdout *bufio.Reader) (*acpClient, chan struct{}) {
-	c := &acpClient{t: t, stdin: stdin, in: make(chan rpcMsg, 1024)}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		defer close(c.in)
-		for {
-			line, err := stdout.ReadBytes('\n')
-			if len(bytes.TrimSpace(line)) > 0 {
-				var m rpcMsg
-				if jerr := json.Unmarshal(line, &m); jerr != nil {
-					c.readMu.Lock()
-					c.transcript = append(c.transcript, "<- (not JSON) "+strings.TrimSpace(string(line)))
-					c.readMu.Unlock()
-				} else {
-					c.readMu.Lock()
-					c.transcript = append(c.transcript, "<- "+strings.TrimSpace(string(line)))
-					c.readMu.Unlock()
-					c.in <- m
-				}
-			}
-			if err != nil {
-				c.readMu.Lock()
-				c.readErr = err
-				c.readMu.Unlock()
-				return
-			}
-		}
-	}()
-	return c, done
-}
-
-func (c *acpClient) send(m rpcMsg) {
-	m.JSONRPC = "2.0"
-	b, err := json.Marshal(m)
-	if err != nil {
-		c.t.Fatalf("marshal: %v", err)
-	}
-	c.readMu.Lock()
-	c.transcript = append(c.transcript, "-> "+string(b))
-	c.readMu.Unlock()
-	if _, err := c.stdin.Write(append(b, '\n')); err != nil {
-		c.t.Fatalf("write to agent: %v", err)
-	}
-}
-
-// call sends a request and waits (up to e2eStep) for its response.
-func (c *acpClient) call(method string, params any) (json.RawMessage, error) {
-	c.nextID++
-	id := json.RawMessage(strconv.Itoa(c.nextID))
-	p, err := json.Marshal(params)
-	if err != nil {
-		c.t.Fatalf("marshal params: %v", err)
-	}
-	c.send(rpcMsg{ID: id, Method: method, Params: p})
-	deadline := time.NewTimer(e2eStep)
-	defer deadline.Stop()
-	for {
-		select {
-		case m, ok := <-c.in:
-			if !ok {
-				c.readMu.Lock()
-				rerr := c.readErr
-				c.readMu.Unlock()
-				return nil, fmt.Errorf("agent stdout closed while waiting for %s: %v", method, rerr)
-			}
-			switch {
-			case m.Method != "" && len(m.ID) > 0:
-				res, rerr := c.onRequestOrRefuse(m)
-				out := rpcMsg{ID: m.ID}
-				if rerr != nil {
-					out.Error = rerr
-				} else {
-					b, err := json.Marshal(res)
-					if err != nil {
-						c.t.Fatalf("marshal result: %v", err)
-					}
-					out.Result = b
-				}
-				c.send(out)
-			case m.Method != "":
-				c.notes = append(c.notes, m)
-			case bytes.Equal(m.ID, id):
-				if m.Error != nil {
-					return nil, m.Error
-				}
-				return m.Result, nil
-			default:
-				c.t.Logf("unexpected response id %s", m.ID)
-			}
-		case <-deadline.C:
-			return nil, fmt.Errorf("no response to %s within %v", method, e2eStep)
-		}
-	}
-}
-
-func (c *acpClient) onRequestOrRefuse(m rpcMsg) (any, *rpcError) {
-	if c.onRequest != nil {
-		return c.onRequest(m)
-	}
-	return nil, &rpcError{Code: -32601, Message: "method not found"}
-}
-
-// sessionUpdate is the part of a session/update notification we inspect.
-type sessionUpdate struct {
-	SessionID string `json:"sessionId"`
-	Update    struct {
-		SessionUpdate string `json:"sessionUpdate"`
-		Content       struct {
-			Type string `json:"type"`
-			Text string `json:"text"`
-		} `json:"content"`
-		Used   *int   `json:"used"`
-		Status string `json:"status"`
-	} `json:"update"`
-}
-
-// updatesSince decodes the session/update notifications from index i on.
-func (c *acpClient) updatesSince(i int) []sessionUpdate {
-	var out []sessionUpdate
-	for _, n := range c.notes[i:] {
-		if n.Method != "session/update" {
-			continue
-		}
-		var u sessionUpdate
-		if err := json.Unmarshal(n.Params, &u); err != nil {
-			c.t.Fatalf("session/update params: %v", err)
-		}
-		out = append(out, u)
-	}
-	return out
-}
 
 func randHex(t *testing.T, n int) string {
 	b := make([]byte, n)
@@ -364,7 +195,11 @@ func TestCodexACP_RealAgentAgainstLoopbackModel(t *testing.T) {
 	waited := make(chan error, 1)
 	go func() { waited <- cmd.Wait() }()
 
-	c, readerDone := newACPClient(t, stdin, bufio.NewReaderSize(stdout, 1<<16))
+	h := &acpHost{}
+	conn := acp.NewClientSideConnection(h, recorder{h, "-> ", stdin}, io.TeeReader(stdout, recorder{h: h, prefix: "<- "}))
+	conn.SetLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))
+	ctx, cancelCtx := context.WithCancel(context.Background())
+	defer cancelCtx()
 	cleanedUp := false
 	cleanup := func() {
 		if cleanedUp {
@@ -379,7 +214,11 @@ func TestCodexACP_RealAgentAgainstLoopbackModel(t *testing.T) {
 			_ = syscall.Kill(-pgid, syscall.SIGKILL)
 			<-waited
 		}
-		<-readerDone
+		select {
+		case <-conn.Done():
+		case <-time.After(e2eStep):
+			t.Errorf("the ACP connection did not end after the agent exited")
+		}
 		// Descendants in other sessions/groups are found by marker only.
 		deadline := time.Now().Add(10 * time.Second)
 		var left []int
@@ -399,16 +238,16 @@ func TestCodexACP_RealAgentAgainstLoopbackModel(t *testing.T) {
 			t.Errorf("processes survived the kill (marker %s): %v", marker, left)
 		}
 		if out := os.Getenv("MODELSTUB_TRANSCRIPT_OUT"); out != "" {
-			c.readMu.Lock()
-			data := strings.Join(c.transcript, "\n") + "\n"
-			c.readMu.Unlock()
+			h.mu.Lock()
+			data := strings.Join(h.transcript, "\n") + "\n"
+			h.mu.Unlock()
 			if err := os.WriteFile(out, []byte(data), 0o644); err != nil {
 				t.Errorf("transcript: %v", err)
 			}
 		}
-		c.readMu.Lock()
-		all := strings.Join(c.transcript, "\n")
-		c.readMu.Unlock()
+		h.mu.Lock()
+		all := strings.Join(h.transcript, "\n")
+		h.mu.Unlock()
 		if strings.Contains(all, apiKey) || strings.Contains(stderr.String(), apiKey) {
 			t.Errorf("the API key appeared in the ACP transcript or agent stderr")
 		}
@@ -418,17 +257,20 @@ func TestCodexACP_RealAgentAgainstLoopbackModel(t *testing.T) {
 	}
 	defer cleanup()
 
-	mustCall := func(method string, params any) json.RawMessage {
+	step := func() (context.Context, context.CancelFunc) { return context.WithTimeout(ctx, e2eStep) }
+	must := func(what string, v any, err error) json.RawMessage {
 		t.Helper()
-		res, err := c.call(method, params)
 		if err != nil {
-			t.Fatalf("%s: %v", method, err)
+			t.Fatalf("%s: %v", what, err)
 		}
-		return res
+		return asJSON(t, v)
 	}
 
 	// Handshake.
-	initRes := mustCall("initialize", map[string]any{"protocolVersion": 1, "clientCapabilities": map[string]any{}})
+	sctx, done := step()
+	initResp, err := conn.Initialize(sctx, acp.InitializeRequest{ProtocolVersion: acp.ProtocolVersionNumber})
+	done()
+	initRes := must("initialize", initResp, err)
 	var init struct {
 		ProtocolVersion int `json:"protocolVersion"`
 		AgentInfo       struct {
@@ -452,8 +294,14 @@ func TestCodexACP_RealAgentAgainstLoopbackModel(t *testing.T) {
 	if !hasKeyAuth {
 		t.Fatalf("no openai-api-key auth method: %s", initRes)
 	}
-	mustCall("authenticate", map[string]any{"methodId": "openai-api-key"})
-	newRes := mustCall("session/new", map[string]any{"cwd": work, "mcpServers": []any{}})
+	sctx, done = step()
+	_, err = conn.Authenticate(sctx, acp.AuthenticateRequest{MethodId: "openai-api-key"})
+	done()
+	must("authenticate", nil, err)
+	sctx, done = step()
+	newResp, err := conn.NewSession(sctx, acp.NewSessionRequest{Cwd: work, McpServers: []acp.McpServer{}})
+	done()
+	newRes := must("session/new", newResp, err)
 	var sess struct {
 		SessionID string `json:"sessionId"`
 		Models    struct {
@@ -484,15 +332,19 @@ func TestCodexACP_RealAgentAgainstLoopbackModel(t *testing.T) {
 	}
 
 	// Turn 1: plain text.
-	mark := len(c.notes)
-	res := mustCall("session/prompt", map[string]any{
-		"sessionId": sess.SessionID,
-		"prompt":    []any{map[string]any{"type": "text", "text": "say hello"}},
-	})
+	prompt := func(text string) json.RawMessage {
+		t.Helper()
+		sctx, done := step()
+		defer done()
+		resp, err := conn.Prompt(sctx, acp.PromptRequest{SessionId: acp.SessionId(sess.SessionID), Prompt: []acp.ContentBlock{acp.TextBlock(text)}})
+		return must("session/prompt", resp, err)
+	}
+	mark := h.noteCount()
+	res := prompt("say hello")
 	assertStop(t, res, "end_turn")
 	var text strings.Builder
 	sawUsage := false
-	for _, u := range c.updatesSince(mark) {
+	for _, u := range h.updatesSince(t, mark) {
 		switch u.Update.SessionUpdate {
 		case "agent_message_chunk":
 			text.WriteString(u.Update.Content.Text)
@@ -509,38 +361,35 @@ func TestCodexACP_RealAgentAgainstLoopbackModel(t *testing.T) {
 
 	// Turn 2: a tool call that needs permission.
 	var permReq json.RawMessage
-	c.onRequest = func(m rpcMsg) (any, *rpcError) {
-		if m.Method != "session/request_permission" {
-			return nil, &rpcError{Code: -32601, Message: "method not found"}
-		}
-		permReq = m.Params
+	var permMu sync.Mutex
+	h.mu.Lock()
+	h.onPermission = func(params json.RawMessage) acp.RequestPermissionOutcome {
+		permMu.Lock()
+		permReq = params
+		permMu.Unlock()
 		var p struct {
-			ToolCall struct {
-				Kind string `json:"kind"`
-			} `json:"toolCall"`
 			Options []struct {
 				OptionID string `json:"optionId"`
 				Kind     string `json:"kind"`
 			} `json:"options"`
 		}
-		if err := json.Unmarshal(m.Params, &p); err != nil {
-			return nil, &rpcError{Code: -32602, Message: err.Error()}
-		}
+		_ = json.Unmarshal(params, &p)
 		for _, o := range p.Options {
 			if o.Kind == "allow_once" {
-				return map[string]any{"outcome": map[string]any{"outcome": "selected", "optionId": o.OptionID}}, nil
+				return acp.NewRequestPermissionOutcomeSelected(acp.PermissionOptionId(o.OptionID))
 			}
 		}
-		t.Errorf("permission request without allow_once: %s", m.Params)
-		return map[string]any{"outcome": map[string]any{"outcome": "cancelled"}}, nil
+		t.Errorf("permission request without allow_once: %s", params)
+		return acp.NewRequestPermissionOutcomeCancelled()
 	}
-	mark = len(c.notes)
-	res = mustCall("session/prompt", map[string]any{
-		"sessionId": sess.SessionID,
-		"prompt":    []any{map[string]any{"type": "text", "text": "run: echo hi > made.txt"}},
-	})
+	h.mu.Unlock()
+	mark = h.noteCount()
+	res = prompt("run: echo hi > made.txt")
 	assertStop(t, res, "end_turn")
-	if permReq == nil {
+	permMu.Lock()
+	asked := permReq != nil
+	permMu.Unlock()
+	if !asked {
 		t.Fatalf("no session/request_permission during the tool turn")
 	}
 	made, err := os.ReadFile(filepath.Join(work, "made.txt"))
@@ -552,7 +401,7 @@ func TestCodexACP_RealAgentAgainstLoopbackModel(t *testing.T) {
 	}
 	text.Reset()
 	var statuses []string
-	for _, u := range c.updatesSince(mark) {
+	for _, u := range h.updatesSince(t, mark) {
 		switch u.Update.SessionUpdate {
 		case "agent_message_chunk":
 			text.WriteString(u.Update.Content.Text)
