@@ -14,6 +14,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/acpx-sidecar/acpx-sidecar/internal/wirecheck"
 )
 
 // TestFraming_MalformedFrameKeepsConnection: malformed JSON (-32700), a
@@ -73,14 +75,20 @@ type lspPeer struct {
 	frames chan []byte
 	stderr bytes.Buffer
 	done   chan struct{}
+	// wire validates every frame, both ways, against the schema.
+	wire *wirecheck.Conn
 }
 
 func startLSPSidecar(t *testing.T, args ...string) *lspPeer {
 	t.Helper()
 	p := &lspPeer{t: t, frames: make(chan []byte, 64), done: make(chan struct{})}
+	schema, err := wirecheck.Default()
+	if err != nil {
+		t.Fatalf("protocol schema: %v", err)
+	}
+	p.wire = schema.NewConn()
 	p.cmd = exec.Command(sidecarBin, append([]string{"--framing=lsp"}, args...)...)
 	p.cmd.Stderr = &p.stderr
-	var err error
 	if p.stdin, err = p.cmd.StdinPipe(); err != nil {
 		t.Fatal(err)
 	}
@@ -100,6 +108,9 @@ func startLSPSidecar(t *testing.T, args ...string) *lspPeer {
 					p.frames <- []byte("READ ERROR: " + err.Error())
 				}
 				break
+			}
+			if verr := p.wire.Check(wirecheck.FromSidecar, body); verr != nil {
+				t.Error(verr)
 			}
 			p.frames <- body
 		}
@@ -165,6 +176,9 @@ func readLSPFrame(r *bufio.Reader) ([]byte, error) {
 
 func (p *lspPeer) write(body string, extraHeader string) {
 	p.t.Helper()
+	if verr := p.wire.Check(wirecheck.FromHost, []byte(body)); verr != nil {
+		p.t.Error(verr)
+	}
 	if _, err := fmt.Fprintf(p.stdin, "Content-Length: %d\r\n%s\r\n%s", len(body), extraHeader, body); err != nil {
 		p.t.Fatalf("write: %v", err)
 	}
