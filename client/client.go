@@ -16,8 +16,8 @@ import (
 )
 
 // Options say how Start runs the sidecar and where its notifications go.
-// Every callback runs on a goroutine of this package, never on the
-// connection's read loop, so a callback may call the Client; OnProof,
+// Every callback but OnFrame runs on a goroutine of this package, never on
+// the connection's read loop, so it may call the Client; OnProof,
 // OnExited, OnUpdate and OnDecision run one at a time, in wire order.
 type Options struct {
 	// Binary is the path of the acpx-sidecar executable (required).
@@ -28,7 +28,8 @@ type Options struct {
 	// --state-dir. Only ndjson framing is supported: no --framing lsp.
 	Args []string
 	// Env is the sidecar's environment ("K=V"); nil inherits this
-	// process's. Providers inherit it unless --inherit-env=false.
+	// process's. Providers get of it what the sidecar's --inherit-env
+	// policy passes on (PROTOCOL.md §7 Environment; OpenParams.InheritEnv).
 	Env []string
 	// OnPermission answers session/requestPermission. When it is set, Start
 	// declares capabilities.permissionRequests, and each request is
