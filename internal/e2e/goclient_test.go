@@ -46,8 +46,10 @@ func clientSchemaTap(t testing.TB) func(client.Frame) {
 // a complete proof → shutdown, against the built binary and the real
 // @agentclientprotocol/codex-acp 2.6.0 (internal/agentenv) talking to the
 // loopback model stub. Every frame is validated against the schema.
+//
+// Not parallel: it runs before the parallel agent suites, so it adds no
+// load to their handshake bounds.
 func TestGoClient_CodexHost(t *testing.T) {
-	t.Parallel()
 	stub := modelstub.New(t.Logf)
 	srv := httptest.NewServer(stub)
 	t.Cleanup(srv.Close)
