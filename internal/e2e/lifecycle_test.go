@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/acpx-sidecar/acpx-sidecar/internal/wirecheck"
 )
 
 // TestProtocol_RequestBeforeInitializeIsNotInitialized: any request before
@@ -167,8 +169,16 @@ func TestShutdown_HostThatStopsReadingCannotPinTheSidecar(t *testing.T) {
 	trackChild(cmd.Process.Pid)
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
+	schema, err := wirecheck.Default()
+	if err != nil {
+		t.Fatal(err)
+	}
+	wire := schema.NewConn() // this host's frames are checked like the harness's
 	send := func(m map[string]any) {
 		b, _ := json.Marshal(m)
+		if verr := wire.Check(wirecheck.FromHost, b); verr != nil {
+			t.Error(verr)
+		}
 		if _, err := stdin.Write(append(b, '\n')); err != nil {
 			t.Fatal(err)
 		}
@@ -182,6 +192,9 @@ func TestShutdown_HostThatStopsReadingCannotPinTheSidecar(t *testing.T) {
 		line, err := r.ReadBytes('\n')
 		if err != nil {
 			t.Fatalf("reading the open's answer: %v", err)
+		}
+		if verr := wire.Check(wirecheck.FromSidecar, line); verr != nil {
+			t.Error(verr)
 		}
 		var f struct {
 			ID     int `json:"id"`
