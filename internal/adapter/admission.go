@@ -132,7 +132,7 @@ func (s *session) finishAdmission(r admissionResult, reply Reply) {
 			lp.CleanupID = newID("c-")
 			lp.Reason = "admission aborted"
 			lp.ProtocolClose = *r.lateClose
-			s.notify(protocol.NotifyCleanupProof, protocol.ProofNotice{Proof: &lp})
+			s.notifyValue(protocol.NotifyCleanupProof, protocol.ProofNotice{Proof: &lp})
 		}
 	}
 }
@@ -297,7 +297,7 @@ func (s *session) admit(ctx context.Context, in admissionInput) admissionResult 
 	conn = newACPConn(tree.Stdin(), tree.Stdout(), s.m.cfg.MaxProviderLineBytes, s.log, func(ev providerEvent) bool {
 		switch {
 		case ev.update != nil:
-			return s.post(func() { s.onUpdate(*ev.update) })
+			return s.post(func() { s.onUpdate(ev.sessionID, ev.update) })
 		case ev.permission != nil:
 			return s.post(func() { s.onPermission(ev.permission) })
 		}

@@ -12,11 +12,24 @@ import (
 // line on stdout, a line over the limit, anything that is not one JSON-RPC
 // 2.0 message) is dropped: never answered, never fatal, and reported to
 // onDrop only by its *jsonl.FrameError, which carries no line content.
+//
+// ACP session/update notifications, the bulk of a turn, never reach
+// jsonrpc2: ReadObject hands each one to onUpdate straight from the line
+// (one jsonl.Scan pass validates the line and finds `update`; its bytes are
+// a subslice of the line, never decoded), in wire order, on the read loop
+// (docs/architecture.md, "Update path"). Anything the scan cannot take
+// exactly (an escaped key, a missing or non-object update) goes the
+// ordinary way.
 type lineStream struct {
 	in     *jsonl.Reader
 	out    *jsonl.Writer
 	closer io.Closer
 	onDrop func(*jsonl.FrameError) // may be nil
+	// onUpdate receives a session/update's params.sessionId (the string's
+	// raw contents; nil if absent) and params.update (raw JSON object);
+	// both are the caller's to keep. nil = no fast path.
+	onUpdate func(sessionID, update []byte)
+	env      jsonl.Envelope
 }
 
 // newLineStream reads r and writes w as NDJSON; maxLine bounds one inbound
@@ -27,12 +40,19 @@ func newLineStream(r io.Reader, w io.Writer, closer io.Closer, maxLine int, onDr
 		closer: closer, onDrop: onDrop}
 }
 
-// ReadObject reads lines until one is a JSON-RPC 2.0 message and unmarshals
-// it into v, dropping bad lines. It returns the read error (io.EOF) when
-// the provider's stdout ends.
+// ReadObject reads lines until one is a JSON-RPC 2.0 message other than a
+// session/update taken by onUpdate, and unmarshals it into v, dropping bad
+// lines. It returns the read error (io.EOF) when the provider's stdout
+// ends.
 func (s *lineStream) ReadObject(v interface{}) error {
 	for {
-		err := s.in.ReadMessage(v)
+		frame, err := s.in.ReadFrame()
+		if err == nil {
+			if s.onUpdate != nil && s.takeUpdate(frame) {
+				continue
+			}
+			err = jsonl.DecodeMessage(frame, v)
+		}
 		if err == nil {
 			return nil
 		}
@@ -44,6 +64,29 @@ func (s *lineStream) ReadObject(v interface{}) error {
 			s.onDrop(fe)
 		}
 	}
+}
+
+// takeUpdate passes frame to onUpdate if it is a well-formed ACP
+// session/update notification that the scan read exactly.
+func (s *lineStream) takeUpdate(frame []byte) bool {
+	e := &s.env
+	if !jsonl.Scan(frame, e) || !e.Plain() || e.ID != nil || e.Result != nil || e.Error != nil ||
+		string(e.JSONRPC) != `"2.0"` || string(e.Method) != `"session/update"` {
+		return false
+	}
+	up := e.Param("update")
+	if len(up) == 0 || up[0] != '{' {
+		return false
+	}
+	var sid []byte
+	if raw := e.Param("sessionId"); raw != nil {
+		var ok bool
+		if sid, ok = jsonl.StringValue(raw); !ok {
+			return false
+		}
+	}
+	s.onUpdate(sid, up)
+	return true
 }
 
 // WriteObject writes v as one line; writes are serialized.

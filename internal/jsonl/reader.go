@@ -44,6 +44,13 @@ func (r *Reader) ReadMessage(v any) error {
 	if err != nil {
 		return err
 	}
+	return DecodeMessage(frame, v)
+}
+
+// DecodeMessage checks that frame (as ReadFrame returns it) is one JSON-RPC
+// 2.0 message (CheckMessage) and unmarshals it into v; a bad frame is
+// reported as a *FrameError.
+func DecodeMessage(frame []byte, v any) error {
 	if err := CheckMessage(frame); err != nil {
 		return err
 	}
