@@ -39,17 +39,20 @@ type scaleReport struct {
 	Helpers                         int
 	OpenAll, PromptAll, BurstClose  time.Duration
 	// CloseP50 is the median close → proof time of sessions closed one at
-	// a time (cooperative: the agent exits on stdin EOF).
-	CloseP50 time.Duration
+	// a time (cooperative: the agent exits on stdin EOF); ProtocolP50 the
+	// median of its ACP session/close part (proof startedAt to the first
+	// signal, or to finishedAt when none was needed).
+	CloseP50, ProtocolP50 time.Duration
 	// Incomplete counts close answers whose proof was not complete.
 	Incomplete int
 }
 
 func (r scaleReport) String() string {
 	return fmt.Sprintf("%d sessions: %.0f kB and %.2f threads per idle session outside the agents (%d helper processes); "+
-		"open all %v, prompt all %v, burst close of all %v; close→proof p50 %v; %d incomplete proofs",
+		"open all %v, prompt all %v, burst close of all %v; close→proof p50 %v (ACP session/close part %v); %d incomplete proofs",
 		r.Sessions, r.KBPerSession, r.ThreadsPerSession, r.Helpers, r.OpenAll.Round(time.Millisecond),
-		r.PromptAll.Round(time.Millisecond), r.BurstClose.Round(time.Millisecond), r.CloseP50.Round(10*time.Microsecond), r.Incomplete)
+		r.PromptAll.Round(time.Millisecond), r.BurstClose.Round(time.Millisecond), r.CloseP50.Round(10*time.Microsecond),
+		r.ProtocolP50.Round(10*time.Microsecond), r.Incomplete)
 }
 
 // procStatus reads "Key: value kB" / "Key: n" fields of /proc/<pid>/status.
@@ -167,10 +170,18 @@ func runScale(tb testing.TB, n, closeOneByOne int) scaleReport {
 	rep.ThreadsPerSession = float64(procStatus("self", "Threads")-thr0+hthr) / float64(n)
 
 	var incompleteMu sync.Mutex
+	var protoLat []time.Duration
 	closeOne := func(i int) error {
 		v, err := wait(func(r func(any, error)) { m.Close(protocol.CloseParams{Session: sessions[i], Reason: "scale"}, r) })
 		if err != nil {
 			return err
+		}
+		if p := v.(protocol.CloseResult).Proof; p != nil && i < closeOneByOne {
+			end := p.FinishedAt.Time
+			if len(p.Signals) > 0 {
+				end = p.Signals[0].At.Time
+			}
+			protoLat = append(protoLat, end.Sub(p.StartedAt.Time))
 		}
 		if p := v.(protocol.CloseResult).Proof; p == nil || !p.Complete {
 			incompleteMu.Lock()
@@ -194,6 +205,8 @@ func runScale(tb testing.TB, n, closeOneByOne int) scaleReport {
 	if len(lat) > 0 {
 		sort.Slice(lat, func(a, b int) bool { return lat[a] < lat[b] })
 		rep.CloseP50 = lat[len(lat)/2]
+		sort.Slice(protoLat, func(a, b int) bool { return protoLat[a] < protoLat[b] })
+		rep.ProtocolP50 = protoLat[len(protoLat)/2]
 	}
 	rep.BurstClose = all("close", closeOneByOne, closeOne)
 	return rep
@@ -234,6 +247,7 @@ func BenchmarkScale(b *testing.B) {
 	b.ReportMetric(float64(rep.Helpers), "helpers")
 	b.ReportMetric(rep.BurstClose.Seconds(), "s/burst-close")
 	b.ReportMetric(float64(rep.CloseP50.Microseconds())/1000, "ms/close-p50")
+	b.ReportMetric(float64(rep.ProtocolP50.Microseconds())/1000, "ms/acp-close-p50")
 	b.ReportMetric(float64(rep.Incomplete), "incomplete")
 	b.Log(rep)
 }

@@ -40,6 +40,8 @@ type central struct {
 	// when it is reaped; it is never part of a tree.
 	helpers map[int]func(unix.WaitStatus)
 
+	// fork is the one thread that forks children (forker_linux.go).
+	fork *forker
 	// watch is the process's one inotify instance for cgroup.events (nil
 	// if inotify is unavailable: waits then re-read every 5 ms).
 	watch *cgWatcher
@@ -71,6 +73,7 @@ func acquireCentral(log *zap.Logger) *central {
 			stop:      make(chan struct{}),
 			done:      make(chan struct{}),
 		}
+		c.fork = newForker()
 		if w, err := newCgWatcher(); err == nil {
 			c.watch = w
 		} else {
@@ -100,6 +103,7 @@ func releaseCentral() {
 	if c.watch != nil {
 		c.watch.close()
 	}
+	c.fork.stop()
 }
 
 func (c *central) run() {
@@ -329,7 +333,8 @@ func (c *central) adoptOrphans(snap snapshot) {
 // so the pidfd is pinned to exactly that process. Guardians and children
 // attributed only to other trees are never touched.
 //
-// The list of children is re-read until a read shows no child that was
+// The list of children (central.children: the forking thread's and the
+// main thread's lists) is re-read until a read shows no child that was
 // not examined yet: a child listed alive that exits hands its own
 // children to us, possibly after the list was read, and it shows as a
 // zombie by the time its state is read. Since nothing is reaped meanwhile,
@@ -348,7 +353,7 @@ func (c *central) sweepChildren(t *Tree, sig unix.Signal) (int, []string) {
 	examined := map[int]bool{}
 	for i := 0; ; i++ {
 		fresh := false
-		for _, pid := range selfChildren(c.self) {
+		for _, pid := range c.children() {
 			if examined[pid] {
 				continue
 			}

@@ -309,10 +309,13 @@ const cgroupSafetyReread = 100 * time.Millisecond
 
 // waitCgroupEmpty waits until <dir>/cgroup.events says "populated 0", at
 // most d, woken by w (nil: re-read every 5 ms, for processes without a
-// watcher: the watchdog, Recover). tick runs on every wake-up (used to
-// record new members). A closed done stops the wait early. It reports
-// whether the cgroup was observed empty.
-func waitCgroupEmpty(w *cgWatcher, done <-chan struct{}, dir string, d time.Duration, tick func()) bool {
+// watcher: the watchdog, Recover) and once by exited closing (the leader
+// was reaped: for a one-process tree populated is 0 by then, and the
+// kernel may defer the inotify event by its ~10 ms rate limit when the
+// cgroup changed just before). tick runs on every wake-up (used to record
+// new members). A closed done stops the wait early. It reports whether
+// the cgroup was observed empty.
+func waitCgroupEmpty(w *cgWatcher, done, exited <-chan struct{}, dir string, d time.Duration, tick func()) bool {
 	deadline := time.Now().Add(d)
 	var wake <-chan struct{}
 	period := 5 * time.Millisecond
@@ -340,6 +343,8 @@ func waitCgroupEmpty(w *cgWatcher, done <-chan struct{}, dir string, d time.Dura
 		select {
 		case <-wake:
 		case <-done:
+		case <-exited:
+			exited = nil // once
 		case <-tm.C:
 		}
 	}

@@ -287,7 +287,7 @@ func (s *Supervisor) startGuardian(spec Spec) (*Tree, error) {
 	// The registry lock is held across fork so the reaper cannot see the
 	// guardian exit before it is registered.
 	s.c.mu.Lock()
-	gpid, err := syscall.ForkExec(s.guardianPath, []string{s.guardianPath, GuardianArg}, attr)
+	gpid, err := s.c.fork.forkExec(s.guardianPath, []string{s.guardianPath, GuardianArg}, attr)
 	if err != nil {
 		s.c.mu.Unlock()
 		closeAll(childEnds)

@@ -233,7 +233,7 @@ func (t *Tree) waitEmpty(done <-chan struct{}, d time.Duration, sig unix.Signal)
 	}
 	for {
 		if t.cgPath != "" && !t.cgroupEmpty() {
-			waitCgroupEmpty(t.c.watch, done, t.cgPath, time.Until(deadline), tick)
+			waitCgroupEmpty(t.c.watch, done, t.exited, t.cgPath, time.Until(deadline), tick)
 		}
 		if t.sidecarEmpty(sig) {
 			return true

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -483,4 +484,37 @@ func BenchmarkStartTerminate(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkCooperativeClose measures close → proof in cgroup mode for a
+// provider that exits on stdin EOF (as an ACP agent does): stdin is
+// closed, then Terminate runs; reported as the median (ms/close-p50) and
+// mean (ns/op) of Terminate's time.
+func BenchmarkCooperativeClose(b *testing.B) {
+	s, err := newSupervisor(Options{Mode: ModeCgroup})
+	if err != nil {
+		b.Skip(err)
+	}
+	defer s.Close()
+	var lat []time.Duration
+	for b.Loop() {
+		b.StopTimer()
+		tr, err := s.Start(Spec{Path: "/bin/cat", Env: []string{"PATH=/usr/bin:/bin"}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+		start := time.Now()
+		tr.Stdin().Close()
+		if r := tr.Terminate(context.Background(), 2*time.Second, 2*time.Second); !r.Complete {
+			b.Fatalf("incomplete: %+v", r)
+		}
+		lat = append(lat, time.Since(start))
+		b.StopTimer()
+		tr.Stdout().Close()
+		tr.Stderr().Close()
+		b.StartTimer()
+	}
+	slices.Sort(lat)
+	b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "ms/close-p50")
 }

@@ -116,7 +116,7 @@ func recoverCgroup(res *Termination, dir string, leader int, deadline time.Time)
 		}
 		res.Signals = append(res.Signals, rec)
 	}
-	empty = waitCgroupEmpty(nil, nil, dir, time.Until(deadline), nil)
+	empty = waitCgroupEmpty(nil, nil, nil, dir, time.Until(deadline), nil)
 	for _, pid := range members {
 		role := RoleDescendant
 		if pid == leader {

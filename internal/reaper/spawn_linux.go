@@ -136,7 +136,7 @@ func (s *Supervisor) startDirect(spec Spec, name string) (*Tree, error) {
 	// The registry lock is held across fork so the reaper cannot see the
 	// provider exit before it is registered.
 	s.c.mu.Lock()
-	pid, err := syscall.ForkExec(path, argv, attr)
+	pid, err := s.c.fork.forkExec(path, argv, attr)
 	if err != nil {
 		s.c.mu.Unlock()
 		closeFiles(childEnds)

@@ -87,7 +87,7 @@ func killCgroups(dirs map[string]bool, d time.Duration) int {
 	deadline := time.Now().Add(d)
 	code := 0
 	for dir := range dirs {
-		if !waitCgroupEmpty(nil, nil, dir, time.Until(deadline), nil) {
+		if !waitCgroupEmpty(nil, nil, nil, dir, time.Until(deadline), nil) {
 			code = 1
 			continue
 		}
@@ -133,7 +133,7 @@ func startWatchdog(path string, c *central, onReaped func(*watchdogConn, unix.Wa
 		Sys: &syscall.SysProcAttr{Setpgid: true}}
 	w := &watchdogConn{fd: p[1], reaped: make(chan struct{})}
 	c.mu.Lock()
-	pid, err := syscall.ForkExec(path, []string{path, GuardianArg, watchdogArg}, attr)
+	pid, err := c.fork.forkExec(path, []string{path, GuardianArg, watchdogArg}, attr)
 	if err == nil {
 		w.pid = pid
 		c.helpers[pid] = func(ws unix.WaitStatus) { onReaped(w, ws) }
