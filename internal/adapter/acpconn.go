@@ -19,11 +19,10 @@ import (
 const DefaultMaxProviderLineBytes = 256 << 20
 
 // providerEvent is what the provider connection posts to its session's
-// actor: an ACP session/update (update set, sessionID its params.sessionId,
-// nil if absent) or an ACP session/request_permission (permission set).
+// actor: ACP session/updates, in wire order (updates set), or an ACP
+// session/request_permission (permission set).
 type providerEvent struct {
-	update     json.RawMessage // params.update, verbatim (a JSON object)
-	sessionID  []byte          // params.sessionId's contents
+	updates    []providerUpdate
 	permission *permissionAsk
 }
 
@@ -65,7 +64,7 @@ func newACPConn(stdin io.WriteCloser, stdout io.ReadCloser, maxLine int, log *za
 		log.Debug("provider stdout line discarded", zap.Stringer("kind", fe.Kind), zap.String("reason", fe.Reason))
 	})
 	// The fast path: session/update lines go from the line to the actor.
-	st.onUpdate = func(sid, update []byte) { post(providerEvent{update: update, sessionID: sid}) }
+	st.onUpdates = func(us []providerUpdate) { post(providerEvent{updates: us}) }
 	h := &acpHandler{post: post, log: log}
 	c := jsonrpc2.NewConn(context.Background(), st, h, jsonrpc2.SetLogger(quietLogger{log}))
 	return &acpConn{conn: c}
@@ -111,11 +110,11 @@ func (h *acpHandler) Handle(ctx context.Context, conn *jsonrpc2.Conn, req *jsonr
 			h.log.Debug("malformed session/update discarded")
 			return
 		}
-		ev := providerEvent{update: n.Update}
+		u := providerUpdate{update: n.Update}
 		if n.SessionID != nil {
-			ev.sessionID = []byte(*n.SessionID)
+			u.sessionID = []byte(*n.SessionID)
 		}
-		h.post(ev)
+		h.post(providerEvent{updates: []providerUpdate{u}})
 	case req.Method == acp.ClientMethodSessionRequestPermission && !req.Notif:
 		id := req.ID
 		ask := &permissionAsk{params: params, answer: func(outcome acp.RequestPermissionOutcome) {

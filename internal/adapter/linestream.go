@@ -1,6 +1,7 @@
 package adapter
 
 import (
+	"encoding/json"
 	"errors"
 	"io"
 
@@ -14,22 +15,39 @@ import (
 // onDrop only by its *jsonl.FrameError, which carries no line content.
 //
 // ACP session/update notifications, the bulk of a turn, never reach
-// jsonrpc2: ReadObject hands each one to onUpdate straight from the line
-// (one jsonl.Scan pass validates the line and finds `update`; its bytes are
-// a subslice of the line, never decoded), in wire order, on the read loop
-// (docs/architecture.md, "Update path"). Anything the scan cannot take
-// exactly (an escaped key, a missing or non-object update) goes the
+// jsonrpc2: ReadObject hands them to onUpdates straight from the line (one
+// jsonl.Scan pass validates the line and finds `update`; its bytes are a
+// subslice of the line, never decoded), in wire order, on the read loop
+// (docs/architecture.md, "Update path"). Updates that arrived together
+// (their lines already buffered) go as one batch, at most maxBatch updates
+// or maxBatchBytes; a batch is handed over before the read loop would wait
+// for the provider and before any other message. Anything the scan cannot
+// take exactly (an escaped key, a missing or non-object update) goes the
 // ordinary way.
 type lineStream struct {
 	in     *jsonl.Reader
 	out    *jsonl.Writer
 	closer io.Closer
 	onDrop func(*jsonl.FrameError) // may be nil
-	// onUpdate receives a session/update's params.sessionId (the string's
-	// raw contents; nil if absent) and params.update (raw JSON object);
-	// both are the caller's to keep. nil = no fast path.
-	onUpdate func(sessionID, update []byte)
-	env      jsonl.Envelope
+	// onUpdates receives session/updates in wire order (the slice and its
+	// bytes are the callee's to keep). nil = no fast path.
+	onUpdates func([]providerUpdate)
+	env       jsonl.Envelope
+	batch     []providerUpdate
+	batchSize int // bytes of the updates in batch
+}
+
+// Batch bounds of lineStream.
+const (
+	maxBatch      = 128
+	maxBatchBytes = 1 << 20
+)
+
+// providerUpdate is one ACP session/update: params.sessionId's contents
+// (nil if absent) and params.update, verbatim (a JSON object).
+type providerUpdate struct {
+	sessionID []byte
+	update    json.RawMessage
 }
 
 // newLineStream reads r and writes w as NDJSON; maxLine bounds one inbound
@@ -48,10 +66,16 @@ func (s *lineStream) ReadObject(v interface{}) error {
 	for {
 		frame, err := s.in.ReadFrame()
 		if err == nil {
-			if s.onUpdate != nil && s.takeUpdate(frame) {
+			if s.onUpdates != nil && s.takeUpdate(frame) {
+				if len(s.batch) >= maxBatch || s.batchSize >= maxBatchBytes || !s.in.LineReady() {
+					s.flush()
+				}
 				continue
 			}
+			s.flush()
 			err = jsonl.DecodeMessage(frame, v)
+		} else {
+			s.flush()
 		}
 		if err == nil {
 			return nil
@@ -66,7 +90,16 @@ func (s *lineStream) ReadObject(v interface{}) error {
 	}
 }
 
-// takeUpdate passes frame to onUpdate if it is a well-formed ACP
+// flush hands the batch to onUpdates.
+func (s *lineStream) flush() {
+	if len(s.batch) > 0 {
+		b := s.batch
+		s.batch, s.batchSize = nil, 0
+		s.onUpdates(b)
+	}
+}
+
+// takeUpdate adds frame to the batch if it is a well-formed ACP
 // session/update notification that the scan read exactly.
 func (s *lineStream) takeUpdate(frame []byte) bool {
 	e := &s.env
@@ -85,7 +118,11 @@ func (s *lineStream) takeUpdate(frame []byte) bool {
 			return false
 		}
 	}
-	s.onUpdate(sid, up)
+	if s.batch == nil {
+		s.batch = make([]providerUpdate, 0, 8)
+	}
+	s.batch = append(s.batch, providerUpdate{sessionID: sid, update: up})
+	s.batchSize += len(up)
 	return true
 }
 

@@ -90,7 +90,11 @@ func TestLineStream_UpdatesTakenVerbatimInOrder(t *testing.T) {
 	var out bytes.Buffer
 	st := newLineStream(strings.NewReader(strings.Join(lines, "\n")+"\n"), &out, nil, 1<<20, nil)
 	var got []string
-	st.onUpdate = func(sid, update []byte) { got = append(got, "update "+string(sid)+" "+string(update)) }
+	st.onUpdates = func(us []providerUpdate) {
+		for _, u := range us {
+			got = append(got, "update "+string(u.sessionID)+" "+string(u.update))
+		}
+	}
 	for {
 		var m lineMsg
 		if err := st.ReadObject(&m); err != nil {

@@ -32,6 +32,17 @@ func NewReader(r io.Reader, framing Framing, maxBytes int) *Reader {
 // Framing returns the Reader's framing.
 func (r *Reader) Framing() Framing { return r.framing }
 
+// LineReady reports whether a whole NDJSON line is already buffered, so
+// the next ReadFrame returns without reading from the stream (false for
+// LSP framing). A forwarder uses it to batch what arrived together.
+func (r *Reader) LineReady() bool {
+	if r.framing == LSP {
+		return false
+	}
+	b, _ := r.r.Peek(r.r.Buffered())
+	return bytes.IndexByte(b, '\n') >= 0
+}
+
 // MaxBytes returns the Reader's frame limit in bytes.
 func (r *Reader) MaxBytes() int { return r.maxBytes }
 
