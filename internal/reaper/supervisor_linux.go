@@ -242,7 +242,7 @@ func (s *Supervisor) forget(t *Tree) {
 
 // sweepStaleParents removes the empty default cgroup parents
 // (<mount>/acpx-sidecar-<pid>) of sidecars that are gone, e.g. SIGKILLed:
-// their guardians removed the provider cgroups but nobody removed the
+// their watchdog removed the provider cgroups but nobody removed the
 // parent. A populated one is left alone (the ownership ledger's recovery
 // kills what is in it, then the next sweep removes it). A pid that is alive
 // again (recycled) keeps its directory until a later sweep.
