@@ -9,7 +9,7 @@ BIN   := bin
 # it build it into their own temp dirs.
 BUILD_PKGS := ./cmd/acpx-sidecar ./internal/modelstub/cmd/modelstub ./examples/demohost
 
-.PHONY: all deps build demo test vet unit e2e bench leakcheck clean fmt-check
+.PHONY: all deps build demo test vet unit e2e bench scale leakcheck clean fmt-check
 
 all: build
 
@@ -73,8 +73,22 @@ leakcheck:
 	if [ -n "$$left" ]; then echo "leaked test processes:"; ps -o pid,ppid,stat,args -p $$(echo $$left | tr ' ' ,); exit 1; \
 	else echo "leakcheck: no test process left alive"; fi
 
+# Every benchmark (docs/architecture.md, "Performance"), without -race:
+# among them BenchmarkTurnUpdates (cpu-ns/update, allocs/update, B/update
+# of the update path), BenchmarkCooperativeClose (close -> proof p50,
+# cgroup mode) and BenchmarkScale (ACPX_SCALE_SESSIONS, default 1000,
+# concurrent sessions of the fault agent: kB and threads per idle session
+# outside the agents, helper processes, burst-close time, close -> proof
+# p50, incomplete proofs). The scale run alone: `make scale`.
 bench: deps
-	$(GO) test -run '^$$' -bench . -benchmem ./...
+	$(GO) test -run '^$$' -bench . -benchmem -timeout 30m ./...
+
+# The scale run alone, with its summary line: SCALE_SESSIONS sessions in
+# one sidecar, cgroup containment (needs a writable cgroup2 mount and
+# about 8 MB of memory per fault-agent session).
+SCALE_SESSIONS ?= 1000
+scale: deps
+	ACPX_SCALE_SESSIONS=$(SCALE_SESSIONS) $(GO) test -run '^$$' -bench '^BenchmarkScale$$' -benchtime 1x -timeout 30m -v ./internal/adapter/
 
 clean:
 	rm -rf $(BIN)

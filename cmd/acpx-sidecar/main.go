@@ -71,7 +71,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.Int64Var(&o.termMs, "term-grace-ms", 2000, "wait after SIGTERM, ms")
 	fs.Int64Var(&o.killMs, "kill-grace-ms", 2000, "wait after SIGKILL, ms")
 	fs.Int64Var(&o.shutdownMs, "shutdown-ms", 0, "shutdown bound, ms (default close+term+kill+1000)")
-	fs.StringVar(&o.containment, "containment", "auto", "auto, cgroup, subreaper or process-group")
+	fs.StringVar(&o.containment, "containment", "auto", "auto, cgroup, subreaper or process-group (an alias of subreaper)")
 	fs.StringVar(&o.cgroupParent, "cgroup-parent", "", "cgroup v2 directory under which provider cgroups are made (default: auto)")
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.IntVar(&o.maxProvLine, "max-provider-line-bytes", adapter.DefaultMaxProviderLineBytes, "largest provider stdout line, bytes")
@@ -160,6 +160,9 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		mode = reaper.Mode(o.containment)
 	}
 	sup, err := newSupervisor(reaper.Options{Mode: mode, CgroupParent: o.cgroupParent, Logger: log.Named("reaper")})
+	if err == nil && mode == reaper.ModeProcessGroup {
+		log.Info("containment process-group is an alias of subreaper: the same per-provider guardian")
+	}
 	if err != nil && mode == "" {
 		// auto: the strongest mode failed to start (e.g. an unusable
 		// --cgroup-parent); fall back to the next ones.

@@ -19,10 +19,11 @@ import (
 const DefaultMaxProviderLineBytes = 256 << 20
 
 // providerEvent is what the provider connection posts to its session's
-// actor. Exactly one field is set.
+// actor: ACP session/updates, in wire order (updates set), or an ACP
+// session/request_permission (permission set).
 type providerEvent struct {
-	update     *json.RawMessage // ACP session/update params
-	permission *permissionAsk   // ACP session/request_permission
+	updates    []providerUpdate
+	permission *permissionAsk
 }
 
 // permissionAsk is one ACP session/request_permission waiting for its
@@ -62,6 +63,8 @@ func newACPConn(stdin io.WriteCloser, stdout io.ReadCloser, maxLine int, log *za
 		// Never log the line itself: provider output may carry secrets.
 		log.Debug("provider stdout line discarded", zap.Stringer("kind", fe.Kind), zap.String("reason", fe.Reason))
 	})
+	// The fast path: session/update lines go from the line to the actor.
+	st.onUpdates = func(us []providerUpdate) { post(providerEvent{updates: us}) }
 	h := &acpHandler{post: post, log: log}
 	c := jsonrpc2.NewConn(context.Background(), st, h, jsonrpc2.SetLogger(quietLogger{log}))
 	return &acpConn{conn: c}
@@ -98,7 +101,20 @@ func (h *acpHandler) Handle(ctx context.Context, conn *jsonrpc2.Conn, req *jsonr
 	}
 	switch {
 	case req.Method == acp.ClientMethodSessionUpdate && req.Notif:
-		h.post(providerEvent{update: &params})
+		// What lineStream's fast path did not take (an escaped key, ...).
+		var n struct {
+			SessionID *string         `json:"sessionId"`
+			Update    json.RawMessage `json:"update"`
+		}
+		if json.Unmarshal(params, &n) != nil || len(n.Update) == 0 || string(n.Update) == "null" {
+			h.log.Debug("malformed session/update discarded")
+			return
+		}
+		u := providerUpdate{update: n.Update}
+		if n.SessionID != nil {
+			u.sessionID = []byte(*n.SessionID)
+		}
+		h.post(providerEvent{updates: []providerUpdate{u}})
 	case req.Method == acp.ClientMethodSessionRequestPermission && !req.Notif:
 		id := req.ID
 		ask := &permissionAsk{params: params, answer: func(outcome acp.RequestPermissionOutcome) {

@@ -60,7 +60,7 @@ type fakeHost struct {
 	perms bool
 }
 
-func (h *fakeHost) Notify(method string, params any) error {
+func (h *fakeHost) Notify(method string, params json.RawMessage) error {
 	b, _ := json.Marshal(params)
 	h.mu.Lock()
 	h.notes = append(h.notes, method+" "+string(b))

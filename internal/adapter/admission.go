@@ -132,7 +132,7 @@ func (s *session) finishAdmission(r admissionResult, reply Reply) {
 			lp.CleanupID = newID("c-")
 			lp.Reason = "admission aborted"
 			lp.ProtocolClose = *r.lateClose
-			s.notify(protocol.NotifyCleanupProof, protocol.ProofNotice{Proof: &lp})
+			s.notifyValue(protocol.NotifyCleanupProof, protocol.ProofNotice{Proof: &lp})
 		}
 	}
 }
@@ -296,8 +296,12 @@ func (s *session) admit(ctx context.Context, in admissionInput) admissionResult 
 	var conn *acpConn
 	conn = newACPConn(tree.Stdin(), tree.Stdout(), s.m.cfg.MaxProviderLineBytes, s.log, func(ev providerEvent) bool {
 		switch {
-		case ev.update != nil:
-			return s.post(func() { s.onUpdate(*ev.update) })
+		case ev.updates != nil:
+			return s.post(func() {
+				for _, u := range ev.updates {
+					s.onUpdate(u.sessionID, u.update)
+				}
+			})
 		case ev.permission != nil:
 			return s.post(func() { s.onPermission(ev.permission) })
 		}

@@ -3,20 +3,34 @@ package adapter
 import (
 	"context"
 	"encoding/json"
+	"io"
+	"runtime"
 	"strconv"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
 	"go.uber.org/zap"
 
+	"github.com/acpx-sidecar/acpx-sidecar/internal/jsonl"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/reaper"
 	"github.com/acpx-sidecar/acpx-sidecar/protocol"
 )
 
-// discardHost drops notifications; it counts them.
-type discardHost struct{ n int }
+// discardHost frames every notification as the host connection does
+// (jsonl.Writer.WriteNotification, NDJSON) into io.Discard; it counts them.
+type discardHost struct {
+	n atomic.Int64
+	w *jsonl.Writer
+}
 
-func (h *discardHost) Notify(string, any) error { h.n++; return nil }
+func newDiscardHost() *discardHost { return &discardHost{w: jsonl.NewWriter(io.Discard, jsonl.NDJSON)} }
+
+func (h *discardHost) Notify(method string, params json.RawMessage) error {
+	h.n.Add(1)
+	return h.w.WriteNotification(method, params)
+}
 func (h *discardHost) RequestPermission(ctx context.Context, _ protocol.PermissionRequestParams) (protocol.PermissionRequestResult, error) {
 	return protocol.PermissionRequestResult{Outcome: "cancelled"}, nil
 }
@@ -34,7 +48,7 @@ func benchManager(b *testing.B, mode reaper.Mode) (*Manager, *reaper.Supervisor)
 	cfg := DefaultConfig()
 	cfg.StateDir = b.TempDir()
 	cfg.Launcher = ReaperLauncher(sup)
-	return NewManager(cfg, &discardHost{}), sup
+	return NewManager(cfg, newDiscardHost()), sup
 }
 
 func call(b *testing.B, fn func(reply func(any, error))) any {
@@ -83,8 +97,12 @@ func BenchmarkSessionLifecycle(b *testing.B) {
 }
 
 // BenchmarkTurnUpdates measures the update path: one turn streaming 10,000
-// agent_message_chunk updates through the session actor to the host
-// (ns per update, allocations per update).
+// agent_message_chunk updates from the fault agent's stdout through the
+// session actor to host frames (written to io.Discard). Reported per
+// update: wall time (ns/update, the agent's time included), this
+// process's CPU time (cpu-ns/update: getrusage, user + system, every
+// goroutine of the sidecar side), heap allocations and bytes
+// (allocs/update, B/update: runtime.MemStats over the whole run).
 func BenchmarkTurnUpdates(b *testing.B) {
 	m, sup := benchManager(b, "")
 	const perTurn = 10000
@@ -94,6 +112,9 @@ func BenchmarkTurnUpdates(b *testing.B) {
 			PermissionMode: "approve-reads", NonInteractivePermissions: "deny"}, r)
 	}).(protocol.OpenResult)
 	b.ReportAllocs()
+	var ms0, ms1 runtime.MemStats
+	runtime.ReadMemStats(&ms0)
+	cpu0 := cpuTime()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		call(b, func(r func(any, error)) {
@@ -101,10 +122,25 @@ func BenchmarkTurnUpdates(b *testing.B) {
 		})
 	}
 	b.StopTimer()
-	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*perTurn), "ns/update")
+	cpu := cpuTime() - cpu0
+	runtime.ReadMemStats(&ms1)
+	n := float64(b.N * perTurn)
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/n, "ns/update")
+	b.ReportMetric(float64(cpu.Nanoseconds())/n, "cpu-ns/update")
+	b.ReportMetric(float64(ms1.Mallocs-ms0.Mallocs)/n, "allocs/update")
+	b.ReportMetric(float64(ms1.TotalAlloc-ms0.TotalAlloc)/n, "B/update")
 	call(b, func(r func(any, error)) { m.Close(protocol.CloseParams{Session: open.Session, Reason: "bench"}, r) })
 	m.Shutdown()
 	m.Wait()
 	sup.Seal()
 	_ = sup.Close()
+}
+
+// cpuTime is this process's CPU time so far (user + system).
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

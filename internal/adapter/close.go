@@ -98,7 +98,7 @@ func (s *session) finishCleanup(proof *protocol.Proof) {
 	}
 	defer s.release()
 	if !explicit {
-		s.notify(protocol.NotifyCleanupProof, protocol.ProofNotice{Proof: proof})
+		s.notifyValue(protocol.NotifyCleanupProof, protocol.ProofNotice{Proof: proof})
 		return
 	}
 	for _, w := range ca.waiters {
@@ -298,6 +298,6 @@ func (s *session) retain(first *protocol.Proof) {
 		_ = st.RemoveOwned(s.id)
 		s.m.releaseKey(s)
 		s.post(func() { s.proof = &proof })
-		s.notify(protocol.NotifyCleanupProof, protocol.ProofNotice{Proof: &proof})
+		s.notifyValue(protocol.NotifyCleanupProof, protocol.ProofNotice{Proof: &proof})
 	}()
 }

@@ -239,7 +239,7 @@ func newRecHost() *recHost {
 	return &recHost{asks: make(chan hostAsk, 8), added: make(chan struct{}, 1)}
 }
 
-func (h *recHost) Notify(method string, params any) error {
+func (h *recHost) Notify(method string, params json.RawMessage) error {
 	b, _ := json.Marshal(params)
 	h.mu.Lock()
 	h.notes = append(h.notes, hostNote{method, b})

@@ -1,6 +1,7 @@
 package adapter
 
 import (
+	"encoding/json"
 	"errors"
 	"io"
 
@@ -12,11 +13,41 @@ import (
 // line on stdout, a line over the limit, anything that is not one JSON-RPC
 // 2.0 message) is dropped: never answered, never fatal, and reported to
 // onDrop only by its *jsonl.FrameError, which carries no line content.
+//
+// ACP session/update notifications, the bulk of a turn, never reach
+// jsonrpc2: ReadObject hands them to onUpdates straight from the line (one
+// jsonl.Scan pass validates the line and finds `update`; its bytes are a
+// subslice of the line, never decoded), in wire order, on the read loop
+// (docs/architecture.md, "Update path"). Updates that arrived together
+// (their lines already buffered) go as one batch, at most maxBatch updates
+// or maxBatchBytes; a batch is handed over before the read loop would wait
+// for the provider and before any other message. Anything the scan cannot
+// take exactly (an escaped key, a missing or non-object update) goes the
+// ordinary way.
 type lineStream struct {
 	in     *jsonl.Reader
 	out    *jsonl.Writer
 	closer io.Closer
 	onDrop func(*jsonl.FrameError) // may be nil
+	// onUpdates receives session/updates in wire order (the slice and its
+	// bytes are the callee's to keep). nil = no fast path.
+	onUpdates func([]providerUpdate)
+	env       jsonl.Envelope
+	batch     []providerUpdate
+	batchSize int // bytes of the updates in batch
+}
+
+// Batch bounds of lineStream.
+const (
+	maxBatch      = 128
+	maxBatchBytes = 1 << 20
+)
+
+// providerUpdate is one ACP session/update: params.sessionId's contents
+// (nil if absent) and params.update, verbatim (a JSON object).
+type providerUpdate struct {
+	sessionID []byte
+	update    json.RawMessage
 }
 
 // newLineStream reads r and writes w as NDJSON; maxLine bounds one inbound
@@ -27,12 +58,25 @@ func newLineStream(r io.Reader, w io.Writer, closer io.Closer, maxLine int, onDr
 		closer: closer, onDrop: onDrop}
 }
 
-// ReadObject reads lines until one is a JSON-RPC 2.0 message and unmarshals
-// it into v, dropping bad lines. It returns the read error (io.EOF) when
-// the provider's stdout ends.
+// ReadObject reads lines until one is a JSON-RPC 2.0 message other than a
+// session/update taken by onUpdate, and unmarshals it into v, dropping bad
+// lines. It returns the read error (io.EOF) when the provider's stdout
+// ends.
 func (s *lineStream) ReadObject(v interface{}) error {
 	for {
-		err := s.in.ReadMessage(v)
+		frame, err := s.in.ReadFrame()
+		if err == nil {
+			if s.onUpdates != nil && s.takeUpdate(frame) {
+				if len(s.batch) >= maxBatch || s.batchSize >= maxBatchBytes || !s.in.LineReady() {
+					s.flush()
+				}
+				continue
+			}
+			s.flush()
+			err = jsonl.DecodeMessage(frame, v)
+		} else {
+			s.flush()
+		}
 		if err == nil {
 			return nil
 		}
@@ -44,6 +88,42 @@ func (s *lineStream) ReadObject(v interface{}) error {
 			s.onDrop(fe)
 		}
 	}
+}
+
+// flush hands the batch to onUpdates.
+func (s *lineStream) flush() {
+	if len(s.batch) > 0 {
+		b := s.batch
+		s.batch, s.batchSize = nil, 0
+		s.onUpdates(b)
+	}
+}
+
+// takeUpdate adds frame to the batch if it is a well-formed ACP
+// session/update notification that the scan read exactly.
+func (s *lineStream) takeUpdate(frame []byte) bool {
+	e := &s.env
+	if !jsonl.Scan(frame, e) || !e.Plain() || e.ID != nil || e.Result != nil || e.Error != nil ||
+		string(e.JSONRPC) != `"2.0"` || string(e.Method) != `"session/update"` {
+		return false
+	}
+	up := e.Param("update")
+	if len(up) == 0 || up[0] != '{' {
+		return false
+	}
+	var sid []byte
+	if raw := e.Param("sessionId"); raw != nil {
+		var ok bool
+		if sid, ok = jsonl.StringValue(raw); !ok {
+			return false
+		}
+	}
+	if s.batch == nil {
+		s.batch = make([]providerUpdate, 0, 8)
+	}
+	s.batch = append(s.batch, providerUpdate{sessionID: sid, update: up})
+	s.batchSize += len(up)
+	return true
 }
 
 // WriteObject writes v as one line; writes are serialized.

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/acpx-sidecar/acpx-sidecar/internal/jsonl"
+	"github.com/acpx-sidecar/acpx-sidecar/protocol"
 )
 
 type lineMsg struct {
@@ -67,5 +68,72 @@ func TestLineStream_DropsBadLines(t *testing.T) {
 	}
 	if out.Len() != 0 {
 		t.Fatalf("provider stream answered: %q", out.String())
+	}
+}
+
+// TestLineStream_UpdatesTakenVerbatimInOrder: session/update lines go to
+// onUpdate with the update's bytes exactly as the agent wrote them (white
+// space, key order, escapes, "<"), in wire order with the other messages;
+// updates the scan cannot take exactly (an escaped key, an update that is
+// not an object, a request with an id) go through jsonrpc2's path.
+func TestLineStream_UpdatesTakenVerbatimInOrder(t *testing.T) {
+	up1 := `{ "sessionUpdate":"agent_message_chunk", "content":{"type":"text","text":"a\"<b>\u00e9"} }`
+	lines := []string{
+		`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":` + up1 + `}}`,
+		`{"jsonrpc":"2.0","method":"x"}`,
+		`{"params":{"update":{"sessionUpdate":"plan"}},"method":"session/update","jsonrpc":"2.0"}`,
+		`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","upd\u0061te":{}}}`,
+		`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":null}}`,
+		`{"jsonrpc":"2.0","id":3,"method":"session/update","params":{"update":{}}}`,
+		`{"jsonrpc":"2.0","method":"session/update","params":{"update":{"a":1},"sessionId":"s1"} , "x":[1`,
+	}
+	var out bytes.Buffer
+	st := newLineStream(strings.NewReader(strings.Join(lines, "\n")+"\n"), &out, nil, 1<<20, nil)
+	var got []string
+	st.onUpdates = func(us []providerUpdate) {
+		for _, u := range us {
+			got = append(got, "update "+string(u.sessionID)+" "+string(u.update))
+		}
+	}
+	for {
+		var m lineMsg
+		if err := st.ReadObject(&m); err != nil {
+			break
+		}
+		got = append(got, "rpc "+m.Method+string(m.ID))
+	}
+	want := []string{
+		"update s1 " + up1,
+		"rpc x",
+		`update  {"sessionUpdate":"plan"}`,
+		"rpc session/update", // escaped key: decoded by the slow path
+		"rpc session/update", // update null: the slow path discards it
+		"rpc session/update3",
+		// the last line is malformed JSON: dropped
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// TestUpdateNotice_IsTheNoticeJSON: the hand-built session/update params
+// decode to the same protocol.SessionUpdateNotice json.Marshal would give,
+// with update byte for byte as the agent sent it.
+func TestUpdateNotice_IsTheNoticeJSON(t *testing.T) {
+	up := `{"sessionUpdate":"agent_message_chunk", "content":{"text":"<x>"}}`
+	rid := "t\"1\n"
+	b := updateNotice(jsonString("s-1"), jsonString(rid), 42, []byte(up))
+	var n protocol.SessionUpdateNotice
+	if err := json.Unmarshal(b, &n); err != nil {
+		t.Fatalf("%s: %v", b, err)
+	}
+	if n.Session != "s-1" || n.RequestID == nil || *n.RequestID != rid || n.Seq != 42 || string(n.Update) != up {
+		t.Fatalf("decoded %+v from %s", n, b)
+	}
+	if !bytes.HasSuffix(b, []byte(`"update":`+up+`}`)) {
+		t.Fatalf("update not verbatim: %s", b)
+	}
+	if b := updateNotice(jsonString("s-1"), jsonNull, 1, []byte(`{}`)); string(b) != `{"session":"s-1","requestId":null,"seq":1,"update":{}}` {
+		t.Fatalf("outside a turn: %s", b)
 	}
 }

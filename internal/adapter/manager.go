@@ -10,6 +10,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"runtime"
 	"sort"
@@ -35,8 +36,10 @@ type Reply = func(result any, err error)
 // Host is the host connection as the sessions see it (implemented by
 // *rpc.Server).
 type Host interface {
-	// Notify sends a notification; it blocks while the host is not reading.
-	Notify(method string, params any) error
+	// Notify sends a notification whose params are the JSON bytes given,
+	// written verbatim into the frame (docs/architecture.md, "Update
+	// path"); it blocks while the host is not reading.
+	Notify(method string, params json.RawMessage) error
 	// RequestPermission asks the host (docs/protocol.md §9); ctx is the turn's.
 	RequestPermission(ctx context.Context, p protocol.PermissionRequestParams) (protocol.PermissionRequestResult, error)
 	// PermissionRequests: the host declared capabilities.permissionRequests.

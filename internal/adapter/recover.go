@@ -1,6 +1,7 @@
 package adapter
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -144,7 +145,11 @@ func (m *Manager) recoverOne(o store.Owned) *protocol.Proof {
 }
 
 func (m *Manager) notifyProof(p *protocol.Proof) {
-	if err := m.host.Notify(protocol.NotifyCleanupProof, protocol.ProofNotice{Proof: p}); err != nil {
+	b, err := json.Marshal(protocol.ProofNotice{Proof: p})
+	if err == nil {
+		err = m.host.Notify(protocol.NotifyCleanupProof, b)
+	}
+	if err != nil {
 		m.log.Debug("cleanup proof not delivered", zap.Error(err))
 	}
 }

@@ -4,11 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
 
+	"github.com/acpx-sidecar/acpx-sidecar/internal/jsonl"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/profiles"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/store"
 	"github.com/acpx-sidecar/acpx-sidecar/protocol"
@@ -62,6 +64,7 @@ type session struct {
 	seq            uint64
 	replaying      bool              // drop updates (session/load replay)
 	buffered       []json.RawMessage // updates that arrived during a new-session admission
+	idJSON         []byte            // id as a JSON string (session.forward)
 	usedIDs        map[string]bool
 	turn           *turn
 	lastReqID      *string
@@ -140,23 +143,31 @@ func (s *session) stop() {
 	}
 }
 
-func (s *session) notify(method string, params any) {
+// notify is the session's ONE notification point: every notification of
+// this session to the host passes here, on the actor, with params as the
+// exact JSON bytes the host's frame carries (Host.Notify writes them
+// verbatim). params is the callee's: it is not changed afterwards.
+func (s *session) notify(method string, params json.RawMessage) {
 	if err := s.m.host.Notify(method, params); err != nil {
 		s.log.Debug("notification not delivered", zap.String("method", method), zap.Error(err))
 	}
 }
 
-// onUpdate handles one ACP session/update from the provider.
-func (s *session) onUpdate(params json.RawMessage) {
-	var n struct {
-		SessionID string          `json:"sessionId"`
-		Update    json.RawMessage `json:"update"`
-	}
-	if json.Unmarshal(params, &n) != nil || len(n.Update) == 0 {
-		s.log.Debug("malformed session/update discarded")
+// notifyValue marshals params (a protocol notice) and passes it to notify.
+func (s *session) notifyValue(method string, params any) {
+	b, err := json.Marshal(params)
+	if err != nil {
+		s.log.Error("notification not encodable", zap.String("method", method), zap.Error(err))
 		return
 	}
-	if s.identity.BackendSessionID != "" && n.SessionID != "" && n.SessionID != s.identity.BackendSessionID {
+	s.notify(method, b)
+}
+
+// onUpdate handles one ACP session/update from the provider: sessionID is
+// params.sessionId's contents (nil or empty: not given), update the raw
+// params.update object, forwarded verbatim.
+func (s *session) onUpdate(sessionID []byte, update json.RawMessage) {
+	if s.identity.BackendSessionID != "" && len(sessionID) > 0 && string(sessionID) != s.identity.BackendSessionID {
 		s.log.Debug("session/update for another ACP session discarded")
 		return
 	}
@@ -164,12 +175,12 @@ func (s *session) onUpdate(params json.RawMessage) {
 	case s.replaying:
 		return // docs/protocol.md §11: replay is not live output
 	case s.state.is(protocol.StateAdmitting):
-		s.buffered = append(s.buffered, n.Update)
+		s.buffered = append(s.buffered, update)
 		return
 	case s.state.is(protocol.StateClosing, protocol.StateClosed, protocol.StateDead):
 		return // the turn was ended by close; nothing more is live output
 	}
-	s.forward(n.Update, s.trackUpdate(n.Update))
+	s.forward(update, s.trackUpdate(update))
 }
 
 // forward sends one update to the host with the next seq.
@@ -179,12 +190,47 @@ func (s *session) onUpdate(params json.RawMessage) {
 // later; trackUpdate).
 func (s *session) forward(update json.RawMessage, origin *string) {
 	s.seq++
-	rid := origin
-	if rid == nil && s.turn != nil {
-		id := s.turn.requestID
-		rid = &id
+	var rid []byte
+	switch {
+	case origin != nil:
+		rid = jsonString(*origin)
+	case s.turn != nil:
+		if s.turn.requestIDJSON == nil {
+			s.turn.requestIDJSON = jsonString(s.turn.requestID)
+		}
+		rid = s.turn.requestIDJSON
+	default:
+		rid = jsonNull
 	}
-	s.notify(protocol.NotifySessionUpdate, protocol.SessionUpdateNotice{Session: s.id, RequestID: rid, Seq: s.seq, Update: update})
+	if s.idJSON == nil {
+		s.idJSON = jsonString(s.id)
+	}
+	s.notify(protocol.NotifySessionUpdate, updateNotice(s.idJSON, rid, s.seq, update))
+}
+
+var jsonNull = []byte("null")
+
+// jsonString is s as a JSON string, as encoding/json writes it.
+func jsonString(s string) []byte {
+	b, _ := json.Marshal(s)
+	return b
+}
+
+// updateNotice is protocol.SessionUpdateNotice's JSON, built in one
+// buffer with update copied verbatim (never decoded or re-encoded):
+// {"session":<session>,"requestId":<requestID>,"seq":<seq>,"update":<update>}.
+// session and requestID are JSON values (a string; requestID may be null).
+func updateNotice(session, requestID []byte, seq uint64, update []byte) json.RawMessage {
+	b := make([]byte, 0, len(session)+len(requestID)+len(update)+64)
+	b = append(b, `{"session":`...)
+	b = append(b, session...)
+	b = append(b, `,"requestId":`...)
+	b = append(b, requestID...)
+	b = append(b, `,"seq":`...)
+	b = strconv.AppendUint(b, seq, 10)
+	b = append(b, `,"update":`...)
+	b = append(b, update...)
+	return append(b, '}')
 }
 
 // trackUpdate keeps the model/mode/config state the agent reports, and the
@@ -193,6 +239,13 @@ func (s *session) forward(update json.RawMessage, origin *string) {
 // 2.x keeps running a cancelled turn's command and reports it later;
 // docs/agents.md), else nil.
 func (s *session) trackUpdate(update json.RawMessage) *string {
+	switch kind, _ := jsonl.TopString(update, "sessionUpdate"); string(kind) {
+	case "tool_call", "tool_call_update", "current_mode_update", "config_option_update", "usage_update":
+	default:
+		// Message and thought chunks, plans, commands: nothing to keep,
+		// and no decoding on the path of the bulk of a turn.
+		return nil
+	}
 	var u struct {
 		Kind          string            `json:"sessionUpdate"`
 		ToolCallID    string            `json:"toolCallId"`
@@ -270,7 +323,7 @@ func (s *session) onExit() {
 		during = "turn"
 	}
 	s.log.Warn("provider exited on its own", zap.String("during", during))
-	s.notify(protocol.NotifySessionExited, protocol.ExitedNotice{Session: s.id, SessionKey: s.key,
+	s.notifyValue(protocol.NotifySessionExited, protocol.ExitedNotice{Session: s.id, SessionKey: s.key,
 		Pid: s.tree.Pid(), ExitCode: st.Code, Signal: st.Signal, During: during})
 	if s.turn != nil {
 		s.finishTurn(protocol.PromptResult{Status: "failed", Error: &protocol.TurnError{

@@ -18,16 +18,19 @@ import (
 // authority of its lifetime (docs/rules.md#r27).
 type turn struct {
 	requestID string
-	reply     Reply
-	ctx       context.Context // cancelled when the turn ends: host permission asks die with it
-	end       context.CancelFunc
-	stopHost  func() bool // stops the $/cancelRequest hook
-	cancelled bool
-	failErr   *protocol.TurnError
-	cost      *protocol.Cost // this turn's cost (basis "turn")
-	costBase  float64        // the session's cumulative cost when the turn began
-	pending   map[*permissionAsk]*pendingAsk
-	timers    []*time.Timer
+	// requestIDJSON is requestID as a JSON string, made at the turn's
+	// first update (session.forward).
+	requestIDJSON []byte
+	reply         Reply
+	ctx           context.Context // cancelled when the turn ends: host permission asks die with it
+	end           context.CancelFunc
+	stopHost      func() bool // stops the $/cancelRequest hook
+	cancelled     bool
+	failErr       *protocol.TurnError
+	cost          *protocol.Cost // this turn's cost (basis "turn")
+	costBase      float64        // the session's cumulative cost when the turn began
+	pending       map[*permissionAsk]*pendingAsk
+	timers        []*time.Timer
 }
 
 // promptResponse is ACP session/prompt's result; ACP's Usage has the host

@@ -32,6 +32,17 @@ func NewReader(r io.Reader, framing Framing, maxBytes int) *Reader {
 // Framing returns the Reader's framing.
 func (r *Reader) Framing() Framing { return r.framing }
 
+// LineReady reports whether a whole NDJSON line is already buffered, so
+// the next ReadFrame returns without reading from the stream (false for
+// LSP framing). A forwarder uses it to batch what arrived together.
+func (r *Reader) LineReady() bool {
+	if r.framing == LSP {
+		return false
+	}
+	b, _ := r.r.Peek(r.r.Buffered())
+	return bytes.IndexByte(b, '\n') >= 0
+}
+
 // MaxBytes returns the Reader's frame limit in bytes.
 func (r *Reader) MaxBytes() int { return r.maxBytes }
 
@@ -44,6 +55,13 @@ func (r *Reader) ReadMessage(v any) error {
 	if err != nil {
 		return err
 	}
+	return DecodeMessage(frame, v)
+}
+
+// DecodeMessage checks that frame (as ReadFrame returns it) is one JSON-RPC
+// 2.0 message (CheckMessage) and unmarshals it into v; a bad frame is
+// reported as a *FrameError.
+func DecodeMessage(frame []byte, v any) error {
 	if err := CheckMessage(frame); err != nil {
 		return err
 	}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strconv"
 	"sync"
 )
 
@@ -13,7 +14,11 @@ type Writer struct {
 	mu      sync.Mutex
 	w       io.Writer
 	framing Framing
+	buf     []byte // reused frame buffer (mu held)
 }
+
+// maxKeptBuf bounds the frame buffer a Writer keeps between writes.
+const maxKeptBuf = 1 << 20
 
 // NewWriter returns a Writer to w in the given framing (anything but LSP
 // writes NDJSON).
@@ -46,8 +51,79 @@ func (w *Writer) WriteFrame(b []byte) error {
 		_, err := w.w.Write(b)
 		return err
 	}
-	buf := make([]byte, 0, len(b)+1)
-	buf = append(append(buf, b...), '\n')
+	buf := append(append(w.buf[:0], b...), '\n')
 	_, err := w.w.Write(buf)
+	w.keep(buf)
 	return err
+}
+
+// WriteNotification writes the JSON-RPC 2.0 notification
+// {"jsonrpc":"2.0","method":<method>,"params":<params>} as one frame in
+// one write, params verbatim: it must be one JSON value (an object or
+// array), without a line break under NDJSON. method is a plain method name
+// (quoted as a JSON string). It returns the underlying writer's error.
+func (w *Writer) WriteNotification(method string, params []byte) error {
+	const head, mid = `{"jsonrpc":"2.0","method":`, `,"params":`
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	b := w.buf[:0]
+	if w.framing == LSP {
+		n := len(head) + jsonStringLen(method) + len(mid) + len(params) + 1
+		b = append(b, "Content-Length: "...)
+		b = strconv.AppendInt(b, int64(n), 10)
+		b = append(b, "\r\n\r\n"...)
+	}
+	b = append(b, head...)
+	b = appendJSONString(b, method)
+	b = append(b, mid...)
+	b = append(b, params...)
+	b = append(b, '}')
+	if w.framing != LSP {
+		b = append(b, '\n')
+	}
+	_, err := w.w.Write(b)
+	w.keep(b)
+	return err
+}
+
+func (w *Writer) keep(b []byte) {
+	if cap(b) <= maxKeptBuf {
+		w.buf = b[:0]
+	} else {
+		w.buf = nil
+	}
+}
+
+// appendJSONString appends s as a JSON string: '"', '\\' and control
+// characters escaped, everything else as it is.
+func appendJSONString(b []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	b = append(b, '"')
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == '"' || c == '\\':
+			b = append(b, '\\', c)
+		case c < 0x20:
+			b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+		default:
+			b = append(b, c)
+		}
+	}
+	return append(b, '"')
+}
+
+// jsonStringLen is len(appendJSONString(nil, s)).
+func jsonStringLen(s string) int {
+	n := 2
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == '"' || c == '\\':
+			n += 2
+		case c < 0x20:
+			n += 6
+		default:
+			n++
+		}
+	}
+	return n
 }

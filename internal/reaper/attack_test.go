@@ -118,8 +118,9 @@ func killGuardian(t *testing.T, tr *Tree) {
 	}
 }
 
-// TestGuardianKilled_FastForkChainIsKilled: the guardian is SIGKILLed, then
-// the provider becomes a fork chain (fork, setsid, parent exits; SIGTERM
+// TestGuardianKilled_FastForkChainIsKilled: the guardian is SIGKILLed (in
+// ModeCgroup there is none: the sidecar is the chain's reaper from the
+// start), then the provider becomes a fork chain (fork, setsid, parent exits; SIGTERM
 // has no effect; each link lives well under 1 ms) whose links re-parent to
 // this process one by one. A /proc snapshot sees none of them alive; the
 // proof must still not be complete while the chain runs: Terminate finds
@@ -154,7 +155,9 @@ func TestGuardianKilled_FastForkChainIsKilled(t *testing.T) {
 				<-eof
 			})
 			waitCount(t, n, int64(len("ready\n")), "provider ready")
-			killGuardian(t, tr)
+			if tr.g != nil { // ModeCgroup has no guardian: the sidecar contains the chain itself
+				killGuardian(t, tr)
+			}
 			if _, err := tr.Stdin().Write([]byte("g")); err != nil {
 				t.Fatal(err)
 			}
@@ -167,7 +170,7 @@ func TestGuardianKilled_FastForkChainIsKilled(t *testing.T) {
 			}
 			want := methodProc
 			if mode == ModeCgroup {
-				want = methodCgroupFallback
+				want = methodCgroup
 			}
 			if term.Verified.Method != want {
 				t.Fatalf("method %q, want %q", term.Verified.Method, want)
@@ -225,61 +228,47 @@ func escapeScript(mount string) string {
 }
 
 // TestCgroup_ProcessThatLeftTheCgroupIsKilledAndListed: populated 0 is not
-// enough. The escaped process (a descendant of the guardian, outside the
-// cgroup) is ended by the guardian (guardian alive) or found among this
-// process's children (guardian SIGKILLed); the proof is complete only
-// once it is gone, lists it, and says so.
+// enough. The escaped process (outside the cgroup, re-parented to this
+// process once its parent exited) is found among this process's children;
+// the proof is complete only once it is gone, lists it, and says so.
 func TestCgroup_ProcessThatLeftTheCgroupIsKilledAndListed(t *testing.T) {
 	mount, err := cgroup2Mount()
 	if err != nil {
 		t.Skip(err)
 	}
-	for _, guardianKilled := range []bool{false, true} {
-		t.Run(fmt.Sprintf("guardianKilled=%v", guardianKilled), func(t *testing.T) {
-			mark, env := newMark(t)
-			s := newSup(t, ModeCgroup, mark)
-			tr := startSh(t, s, env, escapeScript(mount))
-			esc := 0
-			for _, l := range readLines(t, tr, 2) {
-				if n, err := strconv.Atoi(l); err == nil {
-					esc = n
-				} else if l != "leader" {
-					t.Fatalf("provider said %q", l)
-				}
-			}
-			if cg, _ := readCgroupV2(esc); cg != "/" {
-				t.Fatalf("escaped process %d in cgroup %q, want /", esc, cg)
-			}
-			if p, _ := readStat(esc); p.ppid != tr.g.pid {
-				t.Fatalf("escaped process %d has parent %d, want the guardian %d", esc, p.ppid, tr.g.pid)
-			}
-			if guardianKilled {
-				killGuardian(t, tr)
-			}
-			term := tr.Terminate(context.Background(), termGrace, killGrace)
-			if !term.Complete || !term.Verified.TreeEmpty || term.Containment != ModeCgroup {
-				t.Fatalf("incomplete: %+v", term)
-			}
-			if guardianKilled {
-				if term.Verified.Method != methodCgroupFallback {
-					t.Fatalf("method %q", term.Verified.Method)
-				}
-			} else {
-				want := methodCgroup + fmt.Sprintf("; 1 of them had left the cgroup: pid %d (in /)", esc)
-				if term.Verified.Method != want {
-					t.Fatalf("method %q, want %q", term.Verified.Method, want)
-				}
-			}
-			rec, ok := findProc(term, esc)
-			if !ok || rec.Role != RoleDescendant || rec.Signal != "SIGKILL" || !rec.Reaped {
-				t.Fatalf("escaped process record %+v in %+v", rec, term.Processes)
-			}
-			if len(term.Errors) != 0 {
-				t.Fatalf("errors %+v", term.Errors)
-			}
-			requireNoneAlive(t, mark)
-		})
+	mark, env := newMark(t)
+	s := newSup(t, ModeCgroup, mark)
+	tr := startSh(t, s, env, escapeScript(mount))
+	esc := 0
+	for _, l := range readLines(t, tr, 2) {
+		if n, err := strconv.Atoi(l); err == nil {
+			esc = n
+		} else if l != "leader" {
+			t.Fatalf("provider said %q", l)
+		}
 	}
+	if cg, _ := readCgroupV2(esc); cg != "/" {
+		t.Fatalf("escaped process %d in cgroup %q, want /", esc, cg)
+	}
+	if p, _ := readStat(esc); p.ppid != os.Getpid() {
+		t.Fatalf("escaped process %d has parent %d, want this process %d", esc, p.ppid, os.Getpid())
+	}
+	term := tr.Terminate(context.Background(), termGrace, killGrace)
+	if !term.Complete || !term.Verified.TreeEmpty || term.Containment != ModeCgroup {
+		t.Fatalf("incomplete: %+v", term)
+	}
+	want := methodCgroup + fmt.Sprintf("; 1 of them had left the cgroup: pid %d (in /)", esc)
+	if term.Verified.Method != want {
+		t.Fatalf("method %q, want %q", term.Verified.Method, want)
+	}
+	rec, ok := findProc(term, esc)
+	if !ok || rec.Role != RoleDescendant || rec.Signal != "SIGKILL" || !rec.Reaped {
+		t.Fatalf("escaped process record %+v in %+v", rec, term.Processes)
+	}
+	if len(term.Errors) != 0 {
+		t.Fatalf("errors %+v", term.Errors)
+	}
+	requireNoneAlive(t, mark)
 }
 
 // TestCgroup_NestedCgroupsRemovedDepthFirst: a provider (running as root)

@@ -4,7 +4,6 @@ package reaper
 
 import (
 	"errors"
-	"fmt"
 	"os"
 	"os/signal"
 	"slices"
@@ -37,6 +36,15 @@ type central struct {
 	// guardians maps a live guardian's pid to its tree; removed when the
 	// guardian is reaped (not when the tree is unregistered).
 	guardians map[int]*Tree
+	// helpers maps a live helper process (a watchdog) to what to call
+	// when it is reaped; it is never part of a tree.
+	helpers map[int]func(unix.WaitStatus)
+
+	// fork is the one thread that forks children (forker_linux.go).
+	fork *forker
+	// watch is the process's one inotify instance for cgroup.events (nil
+	// if inotify is unavailable: waits then re-read every 5 ms).
+	watch *cgWatcher
 
 	self  int
 	sigch chan os.Signal
@@ -59,10 +67,17 @@ func acquireCentral(log *zap.Logger) *central {
 			leaders:   map[int]*Tree{},
 			trees:     map[*Tree]struct{}{},
 			guardians: map[int]*Tree{},
+			helpers:   map[int]func(unix.WaitStatus){},
 			self:      os.Getpid(),
 			sigch:     make(chan os.Signal, 1),
 			stop:      make(chan struct{}),
 			done:      make(chan struct{}),
+		}
+		c.fork = newForker()
+		if w, err := newCgWatcher(); err == nil {
+			c.watch = w
+		} else {
+			log.Warn("reaper: no inotify for cgroup.events; waits re-read the file", zap.Error(err))
 		}
 		signal.Notify(c.sigch, syscall.SIGCHLD)
 		go c.run()
@@ -85,6 +100,10 @@ func releaseCentral() {
 	<-c.done
 	signal.Stop(c.sigch)
 	c.reapPass() // final sweep: nothing this process started stays a zombie
+	if c.watch != nil {
+		c.watch.close()
+	}
+	c.fork.stop()
 }
 
 func (c *central) run() {
@@ -136,7 +155,26 @@ func (c *central) reapPass() {
 		}
 		c.mu.Lock()
 		gt := c.guardians[pid]
+		hf := c.helpers[pid]
 		c.mu.Unlock()
+		if hf != nil {
+			var ws unix.WaitStatus
+			var err error
+			for {
+				if _, err = unix.Wait4(pid, &ws, unix.WNOHANG, nil); !errors.Is(err, unix.EINTR) {
+					break
+				}
+			}
+			if err != nil {
+				c.log.Warn("reaper: wait4 of helper failed", zap.Int("pid", pid), zap.Error(err))
+				return
+			}
+			c.mu.Lock()
+			delete(c.helpers, pid)
+			c.mu.Unlock()
+			hf(ws)
+			continue
+		}
 		if gt != nil {
 			var ws unix.WaitStatus
 			var err error
@@ -209,7 +247,9 @@ func (c *central) attribute(pid int) ([]*Tree, procKey) {
 // while unreaped) belongs to its tree; a known member (pid + start time)
 // to the trees that know it; a process inside a tree's cgroup to that
 // tree; anything else to EVERY registered tree whose guardian died early
-// (ambiguous: each of them must see it gone). A tree whose guardian
+// (ambiguous: each of them must see it gone), and to every direct cgroup
+// tree (no guardian) being terminated: such a child is a process that
+// moved itself out of its cgroup, re-parented here. A tree whose guardian
 // reported "empty" before exiting left no orphan, so it is never a
 // candidate by that last rule.
 func (c *central) ownersLocked(pid int, info procInfo) []*Tree {
@@ -234,7 +274,7 @@ func (c *central) ownersLocked(pid int, info procInfo) []*Tree {
 		}
 	}
 	for t := range c.trees {
-		if t.guardianDiedEarly() {
+		if t.guardianDiedEarly() || t.g == nil && t.terminating.Load() {
 			out = append(out, t)
 		}
 	}
@@ -242,14 +282,15 @@ func (c *central) ownersLocked(pid int, info procInfo) []*Tree {
 }
 
 // trackPass walks /proc once for all trees whose guardian died before
-// reporting the tree empty, so that their descendants are known (pid +
+// reporting the tree empty (never for a direct cgroup tree: its cgroup
+// holds its processes), so that their descendants are known (pid +
 // start time) before they can be orphaned, and attributes live adopted
 // orphans. A tree whose guardian lives is tracked and reaped by it.
 func (c *central) trackPass() {
 	c.mu.Lock()
 	var ts []*Tree
 	for t := range c.trees {
-		if t.g == nil || t.guardianDiedEarly() {
+		if t.g != nil && t.guardianDiedEarly() {
 			ts = append(ts, t)
 		}
 	}
@@ -274,7 +315,7 @@ func (c *central) adoptOrphans(snap snapshot) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for pid, p := range snap.procs {
-		if p.ppid != c.self || p.state == 'Z' || c.guardians[pid] != nil {
+		if p.ppid != c.self || p.state == 'Z' || c.guardians[pid] != nil || c.helpers[pid] != nil {
 			continue
 		}
 		for _, t := range c.ownersLocked(pid, p) {
@@ -292,7 +333,8 @@ func (c *central) adoptOrphans(snap snapshot) {
 // so the pidfd is pinned to exactly that process. Guardians and children
 // attributed only to other trees are never touched.
 //
-// The list of children is re-read until a read shows no child that was
+// The list of children (central.children: the forking thread's and the
+// main thread's lists) is re-read until a read shows no child that was
 // not examined yet: a child listed alive that exits hands its own
 // children to us, possibly after the list was read, and it shows as a
 // zombie by the time its state is read. Since nothing is reaped meanwhile,
@@ -311,26 +353,39 @@ func (c *central) sweepChildren(t *Tree, sig unix.Signal) (int, []string) {
 	examined := map[int]bool{}
 	for i := 0; ; i++ {
 		fresh := false
-		for _, pid := range selfChildren(c.self) {
+		for _, pid := range c.children() {
 			if examined[pid] {
 				continue
 			}
 			examined[pid], fresh = true, true
+			c.mu.Lock()
+			// Another direct provider (our unreaped child: pid pinned), a
+			// guardian or a helper: not t's, no /proc read needed.
+			lt := c.leaders[pid]
+			skip := lt != nil && lt != t && lt.g == nil || c.guardians[pid] != nil || c.helpers[pid] != nil
+			c.mu.Unlock()
+			if skip {
+				continue
+			}
 			p, ok := readStat(pid)
 			if !ok || p.state == 'Z' || p.ppid != c.self {
 				continue
 			}
 			c.mu.Lock()
-			var owners []*Tree
-			if c.guardians[pid] == nil {
-				owners = c.ownersLocked(pid, p)
-			}
+			owners := c.ownersLocked(pid, p)
 			c.mu.Unlock()
 			if !slices.Contains(owners, t) {
 				continue
 			}
 			n++
-			if err := t.signalChild(procKey{pid: pid, start: p.start}, sig, now); err != nil {
+			k := procKey{pid: pid, start: p.start}
+			outside := ""
+			if t.cgRel != "" && !t.isLeader(k) {
+				if cg, ok := readCgroupV2(pid); ok && !cgroupWithin(cg, t.cgRel) {
+					outside = cg
+				}
+			}
+			if err := t.signalChild(k, sig, now, outside); err != nil {
 				errs = append(errs, err.Error())
 			}
 		}
@@ -347,31 +402,20 @@ func (c *central) sweepChildren(t *Tree, sig unix.Signal) (int, []string) {
 const sweepRereads = 64
 
 // signalChild records k (a live child of this process, pinned: reapMu
-// held) as a member of t and sends it sig (0 = none) through a pidfd,
-// SIGTERM and SIGKILL at most once each.
-func (t *Tree) signalChild(k procKey, sig unix.Signal, now time.Time) error {
+// held) as a member of t (outside: the cgroup it was found in, when it had
+// left t's) and sends it sig (0 = none), SIGTERM and SIGKILL at most once
+// each.
+func (t *Tree) signalChild(k procKey, sig unix.Signal, now time.Time, outside string) error {
 	t.mu.Lock()
 	m := t.addMemberLocked(k, RoleDescendant, now)
-	send := false
-	switch sig {
-	case unix.SIGTERM:
-		send, m.sentTerm = !m.sentTerm, true
-	case unix.SIGKILL:
-		send, m.sentKill = !m.sentKill, true
+	if outside != "" {
+		m.outside = outside
 	}
 	t.mu.Unlock()
-	if !send {
+	if sig == 0 || !t.claimSignal(k, sig, RoleDescendant) {
 		return nil
 	}
-	fd, err := unix.PidfdOpen(k.pid, 0)
-	if err == nil {
-		err = unix.PidfdSendSignal(fd, sig, nil, 0)
-		unix.Close(fd)
-	}
-	if err != nil && !errors.Is(err, unix.ESRCH) {
-		return fmt.Errorf("pid %d: %v", k.pid, err)
-	}
-	return nil
+	return t.signalMember(k, sig)
 }
 
 func (c *central) register(t *Tree) {

@@ -27,7 +27,7 @@ func Detect() []Mechanism {
 		out = append(out, Mechanism{Mode: ModeCgroup, Reason: err.Error()})
 	} else {
 		out = append(out, Mechanism{Mode: ModeCgroup, Available: true,
-			Reason: "cgroup2 at " + mount + " is writable; child cgroups with cgroup.kill and cgroup.events"})
+			Reason: "cgroup2 at " + mount + " is writable; child cgroups with cgroup.kill and cgroup.events; no per-provider helper process (one watchdog per sidecar covers its death)"})
 	}
 	pidfdErr := error(nil)
 	if fd, err := unix.PidfdOpen(os.Getpid(), 0); err != nil {
@@ -52,7 +52,7 @@ func Detect() []Mechanism {
 		out = append(out, Mechanism{Mode: ModeProcessGroup, Reason: "pidfd_open: " + pidfdErr.Error()})
 	} else {
 		out = append(out, Mechanism{Mode: ModeProcessGroup, Available: true,
-			Reason: "process group signalled only while its leader is unreaped, descendants via pidfd; runs behind the same guardian as subreaper mode (weaker than cgroup)"})
+			Reason: "alias of subreaper: the provider gets its own process group, but runs behind the same per-provider guardian, which catches the same processes (weaker than cgroup)"})
 	}
 	return out
 }

@@ -5,8 +5,12 @@ package reaper
 import (
 	"bufio"
 	"encoding/json"
+	"fmt"
 	"os"
+	"runtime"
+	"strconv"
 	"sync"
+	"syscall"
 	"time"
 
 	"go.uber.org/zap"
@@ -126,14 +130,8 @@ func (t *Tree) readStatus(g *guardianConn, st *os.File) {
 			t.recordExitInfo(procKey{pid: ev.Pid, start: ev.Start}, ev.Role, ev.Code, ev.Sig, time.Unix(0, ev.At))
 		case "seen":
 			// A process the guardian signalled; if its own parent reaps
-			// it, finalize records it as observed gone. Cg is set when it
-			// was found outside the provider's cgroup.
-			t.mu.Lock()
-			m := t.addMemberLocked(procKey{pid: ev.Pid, start: ev.Start}, RoleDescendant, time.Now())
-			if ev.Cg != "" {
-				m.outside = ev.Cg
-			}
-			t.mu.Unlock()
+			// it, finalize records it as observed gone.
+			t.addMember(procKey{pid: ev.Pid, start: ev.Start}, time.Now())
 		case "signal":
 			if ev.Msg != "" {
 				t.mu.Lock()
@@ -206,4 +204,140 @@ func waitAny(d time.Duration, chs ...<-chan struct{}) bool {
 		return false
 	}
 	return true
+}
+
+// startGuardian launches spec behind its own guardian (subreaper and
+// process-group modes; see guardian_linux.go): the sidecar starts the
+// guardian (Options.GuardianPath with argv[1] GuardianArg, in its own
+// process group, environment Spec.Env), which forks the provider in its
+// own process group. The guardian holds no copy of the provider's stdio.
+// It returns once the guardian reported the provider's pid, at most
+// guardianStartTimeout. s.mu is held.
+func (s *Supervisor) startGuardian(spec Spec) (*Tree, error) {
+	t := newTree(s)
+
+	fail := func(err error) (*Tree, error) { return nil, err }
+
+	inR, inW, err := os.Pipe()
+	if err != nil {
+		return fail(fmt.Errorf("reaper: pipe: %w", err))
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		inR.Close()
+		inW.Close()
+		return fail(fmt.Errorf("reaper: pipe: %w", err))
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		inR.Close()
+		inW.Close()
+		outR.Close()
+		outW.Close()
+		return fail(fmt.Errorf("reaper: pipe: %w", err))
+	}
+	childEnds := []*os.File{inR, outW, errW}
+	parentEnds := []*os.File{inW, outR, errR}
+	closeAll := func(fs []*os.File) {
+		for _, f := range fs {
+			f.Close()
+		}
+	}
+
+	ctlR, ctlW, err := os.Pipe()
+	if err != nil {
+		closeAll(childEnds)
+		closeAll(parentEnds)
+		return fail(fmt.Errorf("reaper: pipe: %w", err))
+	}
+	stR, stW, err := os.Pipe()
+	if err != nil {
+		closeAll(childEnds)
+		closeAll(parentEnds)
+		ctlR.Close()
+		ctlW.Close()
+		return fail(fmt.Errorf("reaper: pipe: %w", err))
+	}
+	childEnds = append(childEnds, ctlR, stW)
+
+	// Guardian fds: 0-2 provider stdio, 3 control, 4 status, then the
+	// ExecFile (see guardian_linux.go).
+	files := []uintptr{inR.Fd(), outW.Fd(), errW.Fd(), ctlR.Fd(), stW.Fd()}
+	gs := guardianSpec{Path: spec.Path, Argv: append([]string{spec.Path}, spec.Args...), Dir: spec.Dir,
+		Mode: s.mode, ExecFD: -1}
+	if spec.ExecFile != nil {
+		fd := int(spec.ExecFile.Fd())
+		gs.ExecFD = len(files)
+		files = append(files, uintptr(fd))
+		gs.ExecScript = isScript(fd)
+		if gs.ExecScript {
+			// The interpreter must be able to open the script by this name.
+			gs.Path = "/proc/self/fd/3"
+		} else {
+			// Close-on-exec in the provider: resolved by execve, then closed.
+			gs.Path = "/proc/self/fd/" + strconv.Itoa(gs.ExecFD)
+		}
+	}
+	gpidfd := -1
+	attr := &syscall.ProcAttr{Dir: "/", Env: spec.Env, Files: files,
+		Sys: &syscall.SysProcAttr{Setpgid: true, PidFD: &gpidfd}}
+	g := newGuardianConn(ctlW)
+	t.g = g
+
+	// The registry lock is held across fork so the reaper cannot see the
+	// guardian exit before it is registered.
+	s.c.mu.Lock()
+	gpid, err := s.c.fork.forkExec(s.guardianPath, []string{s.guardianPath, GuardianArg}, attr)
+	if err != nil {
+		s.c.mu.Unlock()
+		closeAll(childEnds)
+		closeAll(parentEnds)
+		ctlW.Close()
+		stR.Close()
+		return fail(fmt.Errorf("reaper: start guardian %s: %w", s.guardianPath, err))
+	}
+	g.pid = gpid
+	s.c.guardians[gpid] = t
+	s.c.mu.Unlock()
+	if gpidfd >= 0 {
+		unix.Close(gpidfd) // not needed: the guardian is reaped, never signalled
+	}
+	if spec.ExecFile != nil {
+		runtime.KeepAlive(spec.ExecFile)
+	}
+	closeAll(childEnds)
+	go t.readStatus(g, stR)
+	b, _ := json.Marshal(gs)
+	g.send(json.RawMessage(b))
+
+	var ev guardianEvent
+	select {
+	case ev = <-g.started:
+	case <-g.done:
+		select {
+		case ev = <-g.started:
+		default:
+			ev = guardianEvent{Ev: "fail", Msg: "guardian exited before starting the provider"}
+		}
+	case <-time.After(guardianStartTimeout):
+		ev = guardianEvent{Ev: "fail", Msg: "guardian did not start the provider within " + guardianStartTimeout.String()}
+	}
+	if ev.Ev != "started" {
+		g.closeCtl() // the guardian kills whatever it started, then exits
+		closeAll(parentEnds)
+		waitAny(guardianGiveUp+time.Second, g.done)
+		return fail(fmt.Errorf("reaper: start %s: %s", spec.Path, ev.Msg))
+	}
+	now := time.Now()
+	s.c.mu.Lock()
+	t.mu.Lock()
+	t.pid, t.pgid, t.start, t.startedAt = ev.Pid, ev.Pid, ev.Start, now
+	t.addMemberLocked(procKey{pid: ev.Pid, start: ev.Start}, RoleProvider, now)
+	t.mu.Unlock()
+	s.c.register(t)
+	s.c.mu.Unlock()
+	t.stdin, t.stdout, t.stderr = inW, outR, errR
+	s.log.Debug("reaper: provider started", zap.Int("pid", ev.Pid), zap.Int("guardian", gpid),
+		zap.String("path", spec.Path), zap.String("containment", string(s.mode)))
+	return t, nil
 }

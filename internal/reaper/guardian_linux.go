@@ -3,41 +3,40 @@
 package reaper
 
 // The guardian: a tiny re-execution of the sidecar binary that sits between
-// the sidecar and ONE provider, in every mode. The Supervisor starts it as
-// [Options.GuardianPath, GuardianArg]; that binary's main hands it over to
-// GuardianMain by calling MaybeRunGuardian first thing (reexec.go).
+// the sidecar and ONE provider, in ModeSubreaper and ModeProcessGroup (its
+// alias). ModeCgroup has no guardian (see watchdog_linux.go). The
+// Supervisor starts it as [Options.GuardianPath, GuardianArg]; that
+// binary's main hands it over to GuardianMain by calling MaybeRunGuardian
+// first thing (reexec.go).
 //
 // What catches what (docs/operations.md, "When the sidecar dies", has the
 // same for operators):
 //
-//	event                         cgroup               subreaper / process-group
-//	----------------------------  -------------------  -----------------------------------
+//	event                         subreaper / process-group
+//	----------------------------  ---------------------------------------------
 //	provider exits on its own     guardian reaps it, reports status; orphaned
-//	                              descendants re-parent to the guardian (it is a
-//	                              child subreaper) and are reaped + reported
-//	Terminate                     guardian (asked over its control pipe): TERM/KILL to the
-//	                              pinned group and, via pidfd, to every live process that
-//	                              has the guardian as ancestor (in cgroup mode also every
-//	                              cgroup member, and cgroup.kill, which the sidecar writes
-//	                              too); proof = guardian has no child left, AND populated 0
-//	                              in cgroup mode (a root provider can move a process out of
-//	                              its cgroup: it is still below the guardian)
-//	sidecar SIGKILLed / crashes   control pipe EOF -> guardian: TERM tree, 250 ms grace,
-//	                              KILL (cgroup.kill too in cgroup mode), reap all, remove
-//	                              the provider cgroup, exit. Measured by the
-//	                              TestSidecarKilled_* tests (all three modes).
-//	guardian SIGKILLed            its children re-parent to the sidecar (also a child
-//	(sidecar alive)               subreaper); the Tree falls back to sidecar-side
-//	                              containment: the cgroup, /proc tracking, and every
-//	                              live non-guardian child of the sidecar (attributed to
-//	                              the tree(s) whose guardian died), via pinned pidfds;
-//	                              empty = two clean passes a reap cycle apart.
-//	sidecar AND guardian killed   cgroup: the cgroup stays populated (nothing escapes it)
-//	together                      and the ownership ledger's recovery must kill it;
-//	                              other modes: the tree re-parents to init and only the
-//	                              ledger (leader pid + start time) can find it. NOT covered
-//	                              here. The guardian is in its own process group, so a
-//	                              group signal aimed at the sidecar does not reach it.
+//	                              descendants re-parent to the guardian (it is
+//	                              a child subreaper) and are reaped + reported
+//	Terminate                     guardian (asked over its control pipe):
+//	                              TERM/KILL to the pinned group and, via pidfd,
+//	                              to every live process that has the guardian
+//	                              as ancestor; proof = guardian has no child left
+//	sidecar SIGKILLed / crashes   control pipe EOF -> guardian: TERM tree,
+//	                              250 ms grace, KILL, reap all, exit. Measured
+//	                              by the TestSidecarKilled_* tests.
+//	guardian SIGKILLed            its children re-parent to the sidecar (also a
+//	(sidecar alive)               child subreaper); the Tree falls back to the
+//	                              sidecar-side kill algorithm (kill_linux.go):
+//	                              /proc tracking and every live non-guardian
+//	                              child of the sidecar attributed to the tree,
+//	                              via pinned pidfds; empty = two clean passes a
+//	                              reap cycle apart.
+//	sidecar AND guardian killed   the tree re-parents to init and only the
+//	together                      ownership ledger (leader pid + start time,
+//	                              marker) can find it. NOT covered here. The
+//	                              guardian is in its own process group, so a
+//	                              group signal aimed at the sidecar does not
+//	                              reach it.
 //
 // Why not PR_SET_PDEATHSIG: it fires when the forking OS thread exits
 // (golang/go#27505), and even done right it covers only the direct child,
@@ -50,7 +49,7 @@ package reaper
 //	fd 3      control pipe, sidecar -> guardian: one guardianSpec line, then
 //	          guardianCmd lines ("term", "kill"); EOF = sidecar gone
 //	fd 4      status pipe, guardian -> sidecar: guardianEvent lines
-//	fd 5..    the cgroup directory (cgroup mode), the ExecFile (if any)
+//	fd 5      the ExecFile (if any)
 //
 // The guardian's environment is the provider's (Spec.Env); it passes it on
 // unchanged and never writes it anywhere.
@@ -90,11 +89,8 @@ type guardianSpec struct {
 	Argv       []string `json:"argv"`
 	Dir        string   `json:"dir"`
 	Mode       Mode     `json:"mode"`
-	Cgroup     string   `json:"cgroup,omitempty"`    // absolute dir (cgroup mode)
-	CgroupRel  string   `json:"cgroupRel,omitempty"` // the same as in /proc/<pid>/cgroup
-	CgroupFD   int      `json:"cgroupFD"`            // -1 if none
-	ExecFD     int      `json:"execFD"`              // -1 if none
-	ExecScript bool     `json:"execScript"`          // pass ExecFD as the provider's fd 3
+	ExecFD     int      `json:"execFD"`     // -1 if none
+	ExecScript bool     `json:"execScript"` // pass ExecFD as the provider's fd 3
 }
 
 // guardianCmd is a later control line.
@@ -112,7 +108,6 @@ type guardianEvent struct {
 	Sig   string `json:"sig,omitempty"`
 	At    int64  `json:"at,omitempty"` // unix ns
 	Msg   string `json:"msg,omitempty"`
-	Cg    string `json:"cg,omitempty"` // seen: the cgroup, if outside the provider's
 }
 
 // GuardianMain runs this process as a provider guardian (see the block
@@ -123,7 +118,9 @@ type guardianEvent struct {
 // MaybeRunGuardian, which then exits with that code. A guardian is a child
 // subreaper too; GuardianMain makes it one itself.
 func GuardianMain(args []string) int {
-	_ = args
+	if len(args) > 0 && args[0] == watchdogArg {
+		return watchdogMain()
+	}
 	for _, fd := range []int{gfdCtl, gfdStatus} {
 		var st unix.Stat_t
 		if err := unix.Fstat(fd, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFIFO {
@@ -131,7 +128,7 @@ func GuardianMain(args []string) int {
 			return 2
 		}
 	}
-	g := &guardian{self: os.Getpid(), termed: map[procKey]bool{}, seen: map[procKey]bool{}, out: map[procKey]bool{}}
+	g := &guardian{self: os.Getpid(), termed: map[procKey]bool{}, seen: map[procKey]bool{}}
 	g.status = os.NewFile(gfdStatus, "status")
 	ctl := os.NewFile(gfdCtl, "control")
 	unix.CloseOnExec(gfdCtl)
@@ -154,10 +151,8 @@ func GuardianMain(args []string) int {
 		return 1
 	}
 	g.spec = spec
-	for _, fd := range []int{spec.CgroupFD, spec.ExecFD} {
-		if fd > gfdStatus {
-			unix.CloseOnExec(fd)
-		}
+	if spec.ExecFD > gfdStatus {
+		unix.CloseOnExec(spec.ExecFD)
 	}
 	if err := g.launch(); err != nil {
 		g.emit(guardianEvent{Ev: "fail", Msg: err.Error()})
@@ -202,7 +197,6 @@ type guardian struct {
 	leaderReaped bool
 	termed       map[procKey]bool // got SIGTERM in this phase
 	seen         map[procKey]bool // reported as "seen"
-	out          map[procKey]bool // reported as "seen" outside the provider cgroup
 
 	phase    int // 0 none, 1 TERM, 2 KILL
 	orphaned bool
@@ -226,10 +220,6 @@ func (g *guardian) launch() error {
 	}
 	pidfd := -1
 	sys := &syscall.SysProcAttr{Setpgid: true, PidFD: &pidfd}
-	if s.CgroupFD >= 0 {
-		sys.UseCgroupFD = true
-		sys.CgroupFD = s.CgroupFD
-	}
 	pid, err := syscall.ForkExec(s.Path, s.Argv, &syscall.ProcAttr{Dir: s.Dir, Env: os.Environ(), Files: files, Sys: sys})
 	if err != nil {
 		return err
@@ -265,9 +255,6 @@ func (g *guardian) loop(cmds <-chan string, sigch <-chan os.Signal) int {
 	}
 	for {
 		if g.reap() {
-			if g.orphaned && g.spec.Cgroup != "" {
-				_ = removeCgroupSubtree(g.spec.Cgroup) // sub-cgroups first
-			}
 			return 0
 		}
 		select {
@@ -355,29 +342,14 @@ func (g *guardian) reap() bool {
 	}
 }
 
-// signalTree sends sig to the whole tree: cgroup.kill for SIGKILL in cgroup
-// mode; the provider's process group while the leader is unreaped (we are
-// its only reaper and reap on this goroutine, so the id is pinned,
-// docs/rules.md#r22); every live process with this guardian as ancestor,
-// inside the provider cgroup or not (a provider running as root can move
-// a process out of it), through a pidfd whose start time was re-checked;
-// and, in cgroup mode, every other live member of the provider cgroup or
-// a cgroup below it, through a pidfd re-checked to be in it. SIGTERM goes
-// once per process. Each process signalled is reported ("seen", with its
-// cgroup if it was outside the provider's). It returns delivery errors
-// joined by "; " ("" if none).
+// signalTree sends sig to the whole tree: the provider's process group
+// while the leader is unreaped (we are its only reaper and reap on this
+// goroutine, so the id is pinned, docs/rules.md#r22), and every live
+// process with this guardian as ancestor, through signalPinned. SIGTERM
+// goes once per process. Each process signalled is reported ("seen"). It
+// returns delivery errors joined by "; " ("" if none).
 func (g *guardian) signalTree(sig unix.Signal) string {
 	var errs []string
-	if sig == unix.SIGKILL && g.spec.CgroupFD >= 0 {
-		fd, err := unix.Openat(g.spec.CgroupFD, "cgroup.kill", unix.O_WRONLY|unix.O_CLOEXEC, 0)
-		if err == nil {
-			_, err = unix.Write(fd, []byte("1"))
-			unix.Close(fd)
-		}
-		if err != nil {
-			errs = append(errs, "cgroup.kill: "+err.Error())
-		}
-	}
 	if !g.leaderReaped {
 		if err := unix.Kill(-g.leader.pid, sig); err != nil && !errors.Is(err, unix.ESRCH) {
 			errs = append(errs, fmt.Sprintf("process group %d: %v", g.leader.pid, err))
@@ -388,91 +360,30 @@ func (g *guardian) signalTree(sig unix.Signal) string {
 	for pid, p := range snap.procs {
 		children[p.ppid] = append(children[p.ppid], pid)
 	}
-	signal := func(k procKey, cg string) {
-		if (!g.seen[k] || cg != "" && !g.out[k]) && k != g.leader {
-			// Named in the proof even if its own parent reaps it.
-			g.seen[k] = true
-			if cg != "" {
-				g.out[k] = true
-			}
-			g.emit(guardianEvent{Ev: "seen", Pid: k.pid, Start: k.start, Cg: cg})
-		}
-		if sig == unix.SIGTERM {
-			if g.termed[k] {
-				return
-			}
-			g.termed[k] = true
-		}
-		if err := signalVerified(k, sig); err != nil {
-			errs = append(errs, err.Error())
-		}
-	}
-	below := map[int]bool{}
 	queue := append([]int(nil), children[g.self]...)
 	for len(queue) > 0 {
 		pid := queue[len(queue)-1]
 		queue = queue[:len(queue)-1]
 		queue = append(queue, children[pid]...)
 		p := snap.procs[pid]
-		below[pid] = true
 		if p.state == 'Z' {
 			continue
 		}
-		outside := ""
-		if g.spec.CgroupRel != "" {
-			if cg, ok := readCgroupV2(pid); ok && !cgroupWithin(cg, g.spec.CgroupRel) {
-				outside = cg
-			}
+		k := procKey{pid: pid, start: p.start}
+		if !g.seen[k] && k != g.leader {
+			// Named in the proof even if its own parent reaps it.
+			g.seen[k] = true
+			g.emit(guardianEvent{Ev: "seen", Pid: k.pid, Start: k.start})
 		}
-		signal(procKey{pid: pid, start: p.start}, outside)
-	}
-	if g.spec.Cgroup != "" {
-		// Members that are not our descendants (moved in from outside).
-		for _, pid := range cgroupTreeProcs(g.spec.Cgroup) {
-			if below[pid] {
+		if sig == unix.SIGTERM {
+			if g.termed[k] {
 				continue
 			}
-			fd, err := unix.PidfdOpen(pid, 0)
-			if err != nil {
-				continue // gone
-			}
-			p, ok := readStat(pid)
-			cg, cok := readCgroupV2(pid)
-			if ok && cok && p.state != 'Z' && cgroupWithin(cg, g.spec.CgroupRel) {
-				k := procKey{pid: pid, start: p.start}
-				if !g.seen[k] {
-					g.seen[k] = true
-					g.emit(guardianEvent{Ev: "seen", Pid: pid, Start: p.start})
-				}
-				if sig != unix.SIGTERM || !g.termed[k] {
-					g.termed[k] = true
-					if err := unix.PidfdSendSignal(fd, sig, nil, 0); err != nil && !errors.Is(err, unix.ESRCH) {
-						errs = append(errs, fmt.Sprintf("pid %d: %v", pid, err))
-					}
-				}
-			}
-			unix.Close(fd)
+			g.termed[k] = true
+		}
+		if _, err := signalPinned(k, sig, nil); err != nil {
+			errs = append(errs, err.Error())
 		}
 	}
 	return strings.Join(errs, "; ")
-}
-
-// signalVerified signals k through a pidfd opened on its pid, only if the
-// pidfd's process has k's start time (the pid was not recycled).
-func signalVerified(k procKey, sig unix.Signal) error {
-	fd, err := unix.PidfdOpen(k.pid, 0)
-	if err != nil {
-		if errors.Is(err, unix.ESRCH) {
-			return nil
-		}
-		return fmt.Errorf("pid %d: pidfd_open: %v", k.pid, err)
-	}
-	defer unix.Close(fd)
-	if p, ok := readStat(k.pid); !ok || p.start != k.start {
-		return nil
-	}
-	if err := unix.PidfdSendSignal(fd, sig, nil, 0); err != nil && !errors.Is(err, unix.ESRCH) {
-		return fmt.Errorf("pid %d: %v", k.pid, err)
-	}
-	return nil
 }

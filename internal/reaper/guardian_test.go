@@ -55,7 +55,11 @@ func miniSidecar(mode Mode) int {
 			out.Grandchild = n
 		}
 	}
-	out.Guardian = tr.g.pid
+	if tr.g != nil {
+		out.Guardian = tr.g.pid
+	} else {
+		out.Guardian = s.wd.pid // ModeCgroup: the one watchdog
+	}
 	b, _ := json.Marshal(out)
 	os.Stdout.Write(append(b, '\n'))
 	var buf [1]byte
@@ -134,16 +138,23 @@ func TestSidecarKilled_GuardianKillsTree(t *testing.T) {
 				t.Fatal("mini sidecar did not report its tree")
 			}
 			alive := markedAlive(mark)
-			for _, pid := range []int{pids.Guardian, pids.Provider, pids.Grandchild} {
+			for _, pid := range []int{pids.Provider, pids.Grandchild} {
 				if !containsInt(alive, pid) {
 					t.Fatalf("pid %d of %+v not alive before the kill (alive %v)", pid, pids, alive)
 				}
 			}
+			helpers := 1 // the guardian carries the provider's environment (marker)
+			if mode == ModeCgroup {
+				helpers = 0 // the watchdog carries the sidecar's
+			}
+			if p, ok := readStat(pids.Guardian); !ok || p.state == 'Z' || (helpers == 1) != containsInt(alive, pids.Guardian) {
+				t.Fatalf("guardian/watchdog %d of %+v not alive before the kill (alive %v)", pids.Guardian, pids, alive)
+			}
 			if p, _ := readStat(pids.Grandchild); p.sid != pids.Grandchild {
 				t.Fatalf("grandchild not in its own session: %+v", p)
 			}
-			if len(alive) < 4 {
-				t.Fatalf("want guardian, provider, group child, grandchild alive, got %v", alive)
+			if len(alive) < 3+helpers {
+				t.Fatalf("want provider, group child, grandchild (and guardian) alive, got %v", alive)
 			}
 
 			killed := time.Now()
@@ -159,8 +170,8 @@ func TestSidecarKilled_GuardianKillsTree(t *testing.T) {
 				t.Fatalf("alive %v after sidecar SIGKILL (tree %+v)", left, pids)
 			}
 			t.Logf("%s: whole tree gone %v after the sidecar's SIGKILL", mode, time.Since(killed).Round(time.Millisecond))
-			if !reapPid(pids.Guardian, 5*time.Second) {
-				t.Errorf("guardian %d not re-parented to / reaped by the test", pids.Guardian)
+			if !reapPid(pids.Guardian, 15*time.Second) {
+				t.Errorf("guardian/watchdog %d not re-parented to / reaped by the test", pids.Guardian)
 			}
 			if cgParent != "" {
 				ents, _ := os.ReadDir(cgParent)
@@ -273,9 +284,9 @@ func TestSubreaper_DeadLeaderOrphansReapedWithCodes(t *testing.T) {
 
 // TestGuardianKilled_SidecarFallsBack: if the guardian itself is
 // SIGKILLed, its children re-parent to this process and Terminate still
-// proves the tree gone (the guardian-less method), in every mode.
+// proves the tree gone (the guardian-less method), in both guardian modes.
 func TestGuardianKilled_SidecarFallsBack(t *testing.T) {
-	for _, mode := range allModes {
+	for _, mode := range []Mode{ModeSubreaper, ModeProcessGroup} {
 		t.Run(string(mode), func(t *testing.T) {
 			mark, env := newMark(t)
 			s := newSup(t, mode, mark)
@@ -300,9 +311,6 @@ func TestGuardianKilled_SidecarFallsBack(t *testing.T) {
 				t.Fatalf("incomplete: %+v", term)
 			}
 			want := methodProc
-			if mode == ModeCgroup {
-				want = methodCgroupFallback
-			}
 			if term.Verified.Method != want {
 				t.Fatalf("method %q, want %q", term.Verified.Method, want)
 			}

@@ -459,28 +459,3 @@ func TestStart_CgroupHoldsProviderFromFirstInstruction(t *testing.T) {
 	requireComplete(t, tr.Terminate(context.Background(), termGrace, killGrace), ModeCgroup)
 	requireNoneAlive(t, mark)
 }
-
-// BenchmarkStartTerminate measures one launch + cooperative termination.
-func BenchmarkStartTerminate(b *testing.B) {
-	for _, mode := range []Mode{ModeCgroup, ModeProcessGroup} {
-		b.Run(string(mode), func(b *testing.B) {
-			s, err := newSupervisor(Options{Mode: mode})
-			if err != nil {
-				b.Skip(err)
-			}
-			defer s.Close()
-			for b.Loop() {
-				tr, err := s.Start(Spec{Path: "/bin/sleep", Args: []string{"1000"}, Env: []string{"PATH=/usr/bin:/bin"}})
-				if err != nil {
-					b.Fatal(err)
-				}
-				if r := tr.Terminate(context.Background(), 2*time.Second, 2*time.Second); !r.Complete {
-					b.Fatalf("incomplete: %+v", r)
-				}
-				tr.Stdin().Close()
-				tr.Stdout().Close()
-				tr.Stderr().Close()
-			}
-		})
-	}
-}

@@ -110,13 +110,13 @@ func recoverCgroup(res *Termination, dir string, leader int, deadline time.Time)
 	if pop, _ := cgroupPopulated(dir); pop {
 		killed = true
 		rec := SignalRecord{Signal: "SIGKILL", Target: "tree", At: time.Now()}
-		if err := os.WriteFile(filepath.Join(dir, "cgroup.kill"), []byte("1"), 0); err != nil {
+		if err := writeCgroupKill(dir); err != nil {
 			rec.Error = err.Error()
-			res.Errors = append(res.Errors, ErrorRecord{Code: CodeSignalFailed, Message: "cgroup.kill: " + err.Error()})
+			res.Errors = append(res.Errors, ErrorRecord{Code: CodeSignalFailed, Message: err.Error()})
 		}
 		res.Signals = append(res.Signals, rec)
 	}
-	empty = waitCgroupEmpty(nil, dir, time.Until(deadline), nil)
+	empty = waitCgroupEmpty(nil, nil, nil, dir, time.Until(deadline), nil)
 	for _, pid := range members {
 		role := RoleDescendant
 		if pid == leader {
@@ -210,17 +210,14 @@ func belongs(pid int, info procInfo, l Leftover) bool {
 	return err == nil && bytes.Contains(append([]byte{0}, env...), []byte("\x00"+l.Marker+"\x00"))
 }
 
-// killPinned opens a pidfd for k, re-checks that it is still the same
-// process and still belongs to l, then sends SIGKILL through the pidfd.
+// killPinned sends SIGKILL to k through signalPinned, re-checking that it
+// still belongs to l; unix.ESRCH if it was gone or no longer belongs.
 func killPinned(k procKey, l Leftover) error {
-	fd, err := unix.PidfdOpen(k.pid, 0)
-	if err != nil {
-		return err
-	}
-	defer unix.Close(fd)
-	info, ok := readStat(k.pid)
-	if !ok || info.start != k.start || (!belongs(k.pid, info, l) && !belongs(k.pid, info, Leftover{Marker: l.Marker})) {
+	sent, err := signalPinned(k, unix.SIGKILL, func(pid int, info procInfo) bool {
+		return belongs(pid, info, l) || belongs(pid, info, Leftover{Marker: l.Marker})
+	})
+	if err == nil && !sent {
 		return unix.ESRCH
 	}
-	return unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0)
+	return err
 }

@@ -3,19 +3,15 @@
 package reaper
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"go.uber.org/zap"
@@ -30,6 +26,8 @@ type Supervisor struct {
 	cgParent string // absolute; "" unless ModeCgroup
 	cgMount  string
 	c        *central
+	wd       *watchdogConn // ModeCgroup only; replaced if it dies (watchdog_linux.go)
+	restarts sync.WaitGroup
 
 	guardianPath string // absolute
 
@@ -47,22 +45,33 @@ var nameRE = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
 
 // Verified.Method texts of complete proofs (docs/protocol.md §12 `verified`).
 const (
-	// methodCgroup: guardian alive until the end, cgroup mode. The guardian
-	// is a child subreaper, so "no child left" means no descendant left,
-	// whichever cgroup it had moved to; outsideNoteLocked may append the
-	// processes that had left the cgroup.
-	methodCgroup = "cgroup.events populated 0; guardian reaped every descendant (no live process with the guardian as ancestor, inside the cgroup or not)"
+	// methodCgroup: ModeCgroup (no guardian). After "populated 0" every
+	// process of the tree that was in the cgroup is gone, and one that had
+	// moved itself out of it is either a member we track or, once its
+	// parent died, a child of this process (a subreaper): two clean passes
+	// over both, a reap cycle apart, leave none. outsideNoteLocked may
+	// append the processes that had left the cgroup.
+	methodCgroup = "cgroup.events populated 0; two consecutive passes, a reap cycle apart, found no live process of the tree outside the cgroup (no live child of the sidecar attributable to the tree, no live tracked process)"
 	// methodGuardian: guardian alive until the end, subreaper and
 	// process-group modes.
 	methodGuardian = "guardian reaped every descendant; no live process with the guardian as ancestor"
-	// methodProc: the guardian died before the tree was empty (modes
-	// without a cgroup). Every live descendant of a dead guardian has a
-	// live ancestor chain ending at a child of the sidecar (a subreaper),
-	// so no attributable live child means no live descendant.
+	// methodProc: the guardian died before the tree was empty. Every live
+	// descendant of a dead guardian has a live ancestor chain ending at a
+	// child of the sidecar (a subreaper), so no attributable live child
+	// means no live descendant.
 	methodProc = "guardian died: two consecutive passes, a reap cycle apart, found no live child of the sidecar attributable to the tree and no live tracked process (/proc scan)"
-	// methodCgroupFallback: the same, cgroup mode.
-	methodCgroupFallback = "cgroup.events populated 0; guardian died: two consecutive passes, a reap cycle apart, found no live child of the sidecar attributable to the tree and no live tracked process (/proc scan)"
 )
+
+// unwatchCgroup tells the watchdog a provider cgroup was proven empty and
+// removed.
+func (s *Supervisor) unwatchCgroup(dir string) {
+	s.mu.Lock()
+	wd := s.wd
+	s.mu.Unlock()
+	if wd != nil {
+		wd.remove(dir)
+	}
+}
 
 // NewSupervisor starts (or joins) the single process-wide reaping
 // goroutine. This process must already be a child subreaper (call
@@ -145,6 +154,16 @@ func NewSupervisor(opts Options) (*Supervisor, error) {
 		}
 	}
 	s.c = acquireCentral(log)
+	if mode == ModeCgroup {
+		s.mu.Lock()
+		wd, err := startWatchdog(gpath, s.c, s.watchdogReaped)
+		s.wd = wd
+		s.mu.Unlock()
+		if err != nil {
+			releaseCentral()
+			return nil, err
+		}
+	}
 	return s, nil
 }
 
@@ -163,10 +182,12 @@ func (s *Supervisor) Seal() {
 // Close stops this Supervisor's use of the reaping goroutine (the goroutine
 // ends when the last Supervisor of the process closes, after a final reap
 // sweep) and removes the cgroup parent if it is empty. Terminate trees
-// first: Close closes the control pipe of every tree still registered, so
-// its guardian kills that tree exactly as if the sidecar had died (TERM,
-// 250 ms, KILL), and waits (up to about 11 s) for those guardians to exit
-// and be reaped; such trees get no proof. Idempotent.
+// first: every tree still registered is killed exactly as if the sidecar
+// had died, and gets no proof. In ModeCgroup Close closes the watchdog's
+// pipe (it cgroup.kills every cgroup still registered) and waits for the
+// watchdog; in the other modes it closes each guardian's control pipe
+// (TERM, 250 ms, KILL) and waits for those guardians; up to about 11 s in
+// all. Idempotent.
 func (s *Supervisor) Close() error {
 	s.mu.Lock()
 	if s.closed {
@@ -176,7 +197,9 @@ func (s *Supervisor) Close() error {
 	s.closed = true
 	trees := s.trees
 	s.trees = nil
+	wd := s.wd
 	s.mu.Unlock()
+	s.restarts.Wait()
 	for t := range trees {
 		s.c.unregister(t)
 		t.closeFDs()
@@ -184,7 +207,16 @@ func (s *Supervisor) Close() error {
 			t.g.closeCtl()
 		}
 	}
+	if wd != nil {
+		s.mu.Lock()
+		wd = s.wd // a restart may have replaced it
+		s.mu.Unlock()
+		wd.close()
+	}
 	deadline := time.Now().Add(guardianGiveUp + time.Second)
+	if wd != nil && !waitAny(time.Until(deadline), wd.reaped) {
+		s.log.Warn("reaper: watchdog not reaped at Close", zap.Int("watchdog", wd.pid))
+	}
 	for t := range trees {
 		if t.g != nil && !waitAny(time.Until(deadline), t.g.reaped) {
 			s.log.Warn("reaper: guardian not reaped at Close", zap.Int("guardian", t.g.pid))
@@ -208,230 +240,9 @@ func (s *Supervisor) forget(t *Tree) {
 	s.mu.Unlock()
 }
 
-// Start launches spec as a new provider tree behind its own guardian (see
-// guardian_linux.go): the sidecar starts the guardian (Options.GuardianPath
-// with argv[1] GuardianArg, in its own process group, environment
-// Spec.Env), which forks the provider in its own process group, inside its
-// own cgroup in ModeCgroup (no window outside it; the guardian itself stays
-// outside). Stdin/Stdout/Stderr are pipes owned by the caller, connected
-// directly to the provider (the guardian holds no copy). Start returns once
-// the guardian reported the provider's pid, at most 10 s.
-// Errors: ErrSealed, ErrClosed, invalid spec, cgroup, guardian or
-// fork/exec errors (which name Path, never Env).
-func (s *Supervisor) Start(spec Spec) (*Tree, error) {
-	if !filepath.IsAbs(spec.Path) {
-		return nil, fmt.Errorf("reaper: Path %q is not absolute", spec.Path)
-	}
-	name := spec.Name
-	if name == "" {
-		name = "provider"
-	}
-	if !nameRE.MatchString(name) {
-		return nil, fmt.Errorf("reaper: Name %q must match [A-Za-z0-9._-]{1,64}", spec.Name)
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.sealed {
-		return nil, ErrSealed
-	}
-	if s.closed {
-		return nil, ErrClosed
-	}
-
-	t := &Tree{s: s, c: s.c, mode: s.mode, pidfd: -1, exited: make(chan struct{}),
-		members: map[procKey]*member{}}
-
-	cgfd := -1
-	if s.mode == ModeCgroup {
-		if err := os.MkdirAll(s.cgParent, 0o755); err != nil {
-			return nil, fmt.Errorf("reaper: create cgroup parent: %w", err)
-		}
-		dir := filepath.Join(s.cgParent, fmt.Sprintf("%s-%d", name, cgSeq.Add(1)))
-		if err := os.Mkdir(dir, 0o755); err != nil {
-			return nil, fmt.Errorf("reaper: create cgroup: %w", err)
-		}
-		fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-		if err != nil {
-			os.Remove(dir)
-			return nil, fmt.Errorf("reaper: open cgroup: %w", err)
-		}
-		defer unix.Close(fd)
-		cgfd = fd
-		t.cgPath = dir
-		t.cgRel = "/" + mustRel(s.cgMount, dir)
-	}
-	fail := func(err error) (*Tree, error) {
-		if t.cgPath != "" {
-			_ = removeCgroupSubtree(t.cgPath)
-		}
-		return nil, err
-	}
-
-	inR, inW, err := os.Pipe()
-	if err != nil {
-		return fail(fmt.Errorf("reaper: pipe: %w", err))
-	}
-	outR, outW, err := os.Pipe()
-	if err != nil {
-		inR.Close()
-		inW.Close()
-		return fail(fmt.Errorf("reaper: pipe: %w", err))
-	}
-	errR, errW, err := os.Pipe()
-	if err != nil {
-		inR.Close()
-		inW.Close()
-		outR.Close()
-		outW.Close()
-		return fail(fmt.Errorf("reaper: pipe: %w", err))
-	}
-	childEnds := []*os.File{inR, outW, errW}
-	parentEnds := []*os.File{inW, outR, errR}
-	closeAll := func(fs []*os.File) {
-		for _, f := range fs {
-			f.Close()
-		}
-	}
-
-	ctlR, ctlW, err := os.Pipe()
-	if err != nil {
-		closeAll(childEnds)
-		closeAll(parentEnds)
-		return fail(fmt.Errorf("reaper: pipe: %w", err))
-	}
-	stR, stW, err := os.Pipe()
-	if err != nil {
-		closeAll(childEnds)
-		closeAll(parentEnds)
-		ctlR.Close()
-		ctlW.Close()
-		return fail(fmt.Errorf("reaper: pipe: %w", err))
-	}
-	childEnds = append(childEnds, ctlR, stW)
-
-	// Guardian fds: 0-2 provider stdio, 3 control, 4 status, then the
-	// cgroup dir and the ExecFile (see guardian_linux.go).
-	files := []uintptr{inR.Fd(), outW.Fd(), errW.Fd(), ctlR.Fd(), stW.Fd()}
-	gs := guardianSpec{Path: spec.Path, Argv: append([]string{spec.Path}, spec.Args...), Dir: spec.Dir,
-		Mode: s.mode, Cgroup: t.cgPath, CgroupRel: t.cgRel, CgroupFD: -1, ExecFD: -1}
-	if cgfd >= 0 {
-		gs.CgroupFD = len(files)
-		files = append(files, uintptr(cgfd))
-	}
-	if spec.ExecFile != nil {
-		fd := int(spec.ExecFile.Fd())
-		gs.ExecFD = len(files)
-		files = append(files, uintptr(fd))
-		gs.ExecScript = isScript(fd)
-		if gs.ExecScript {
-			// The interpreter must be able to open the script by this name.
-			gs.Path = "/proc/self/fd/3"
-		} else {
-			// Close-on-exec in the provider: resolved by execve, then closed.
-			gs.Path = "/proc/self/fd/" + strconv.Itoa(gs.ExecFD)
-		}
-	}
-	gpidfd := -1
-	attr := &syscall.ProcAttr{Dir: "/", Env: spec.Env, Files: files,
-		Sys: &syscall.SysProcAttr{Setpgid: true, PidFD: &gpidfd}}
-	g := newGuardianConn(ctlW)
-	t.g = g
-
-	// The registry lock is held across fork so the reaper cannot see the
-	// guardian exit before it is registered.
-	s.c.mu.Lock()
-	gpid, err := syscall.ForkExec(s.guardianPath, []string{s.guardianPath, GuardianArg}, attr)
-	if err != nil {
-		s.c.mu.Unlock()
-		closeAll(childEnds)
-		closeAll(parentEnds)
-		ctlW.Close()
-		stR.Close()
-		return fail(fmt.Errorf("reaper: start guardian %s: %w", s.guardianPath, err))
-	}
-	g.pid = gpid
-	s.c.guardians[gpid] = t
-	s.c.mu.Unlock()
-	if gpidfd >= 0 {
-		unix.Close(gpidfd) // not needed: the guardian is reaped, never signalled
-	}
-	if spec.ExecFile != nil {
-		runtime.KeepAlive(spec.ExecFile)
-	}
-	closeAll(childEnds)
-	go t.readStatus(g, stR)
-	b, _ := json.Marshal(gs)
-	g.send(json.RawMessage(b))
-
-	var ev guardianEvent
-	select {
-	case ev = <-g.started:
-	case <-g.done:
-		select {
-		case ev = <-g.started:
-		default:
-			ev = guardianEvent{Ev: "fail", Msg: "guardian exited before starting the provider"}
-		}
-	case <-time.After(guardianStartTimeout):
-		ev = guardianEvent{Ev: "fail", Msg: "guardian did not start the provider within " + guardianStartTimeout.String()}
-	}
-	if ev.Ev != "started" {
-		g.closeCtl() // the guardian kills whatever it started, then exits
-		closeAll(parentEnds)
-		waitAny(guardianGiveUp+time.Second, g.done)
-		if t.cgPath != "" {
-			waitCgroupEmpty(nil, t.cgPath, time.Second, nil)
-		}
-		return fail(fmt.Errorf("reaper: start %s: %s", spec.Path, ev.Msg))
-	}
-	now := time.Now()
-	s.c.mu.Lock()
-	t.mu.Lock()
-	t.pid, t.pgid, t.start, t.startedAt = ev.Pid, ev.Pid, ev.Start, now
-	t.addMemberLocked(procKey{pid: ev.Pid, start: ev.Start}, RoleProvider, now)
-	t.mu.Unlock()
-	s.c.register(t)
-	s.c.mu.Unlock()
-	t.stdin, t.stdout, t.stderr = inW, outR, errR
-	s.trees[t] = struct{}{}
-	s.log.Debug("reaper: provider started", zap.Int("pid", ev.Pid), zap.Int("guardian", gpid),
-		zap.String("path", spec.Path), zap.String("containment", string(s.mode)), zap.String("cgroup", t.cgPath))
-	return t, nil
-}
-
-// isScript reports whether the open file starts with "#!". Unreadable
-// files are treated as scripts (the choice that works for both kinds).
-func isScript(fd int) bool {
-	rfd, err := unix.Open("/proc/self/fd/"+strconv.Itoa(fd), unix.O_RDONLY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return true
-	}
-	defer unix.Close(rfd)
-	var b [2]byte
-	n, err := unix.Pread(rfd, b[:], 0)
-	if err != nil {
-		return true
-	}
-	return n == 2 && b[0] == '#' && b[1] == '!'
-}
-
-func mustRel(base, p string) string {
-	r, err := filepath.Rel(base, p)
-	if err != nil {
-		return p
-	}
-	return filepath.ToSlash(r)
-}
-
-// ioCloser types for Tree accessors.
-var (
-	_ io.WriteCloser = (*os.File)(nil)
-	_ io.ReadCloser  = (*os.File)(nil)
-)
-
 // sweepStaleParents removes the empty default cgroup parents
 // (<mount>/acpx-sidecar-<pid>) of sidecars that are gone, e.g. SIGKILLed:
-// their guardians removed the provider cgroups but nobody removed the
+// their watchdog removed the provider cgroups but nobody removed the
 // parent. A populated one is left alone (the ownership ledger's recovery
 // kills what is in it, then the next sweep removes it). A pid that is alive
 // again (recycled) keeps its directory until a later sweep.

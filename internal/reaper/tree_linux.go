@@ -5,6 +5,7 @@ package reaper
 import (
 	"io"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -30,6 +31,9 @@ type Tree struct {
 
 	exited chan struct{}
 	termMu sync.Mutex // serializes Terminate
+	// terminating: Terminate was called. A direct cgroup tree claims the
+	// unattributable children of this process (see ownersLocked) only then.
+	terminating atomic.Bool
 
 	mu           sync.Mutex
 	pidfd        int // leader pidfd from fork; -1 once closed
@@ -225,6 +229,27 @@ func (t *Tree) liveMembers(snap snapshot) []procKey {
 		}
 		p, ok := snap.procs[k.pid]
 		if ok && p.start == k.start && p.state != 'Z' || !ok && !m.seen.Before(snap.at) {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// liveMembersStat is liveMembers without a snapshot: each tracked member's
+// /proc stat is read (a direct cgroup tree tracks a few processes; a full
+// /proc scan per close would cost O(every process) at a burst of closes).
+func (t *Tree) liveMembersStat() []procKey {
+	t.mu.Lock()
+	var keys []procKey
+	for k, m := range t.members {
+		if !m.gone && !m.reaped {
+			keys = append(keys, k)
+		}
+	}
+	t.mu.Unlock()
+	var out []procKey
+	for _, k := range keys {
+		if p, ok := readStat(k.pid); ok && p.start == k.start && p.state != 'Z' {
 			out = append(out, k)
 		}
 	}

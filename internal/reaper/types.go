@@ -2,38 +2,46 @@
 // process trees, terminates them, and reports what it observed as the facts
 // of a cleanup proof (docs/protocol.md §12).
 //
-// Containment, strongest first (docs/operations.md, "Containment modes"):
+// Containment, strongest first (docs/operations.md, "Containment modes";
+// docs/architecture.md, "Containment at scale"):
 //
-//   - ModeCgroup: each provider starts inside its own cgroup v2 child
-//     (clone3 CLONE_INTO_CGROUP via SysProcAttr.UseCgroupFD, so there is no
-//     window outside it). Termination asks the guardian to TERM, then KILL
-//     (cgroup.kill plus pidfds), every cgroup member and every live
-//     descendant, since a provider running as root can move a process out
-//     of its cgroup; the proof is cgroup.events "populated 0" AND the
-//     guardian having no child left. The cgroup and any sub-cgroups the
-//     tree created are removed, deepest first.
+//   - ModeCgroup: the sidecar forks each provider itself, straight into its
+//     own cgroup v2 child (clone3 CLONE_INTO_CGROUP via
+//     SysProcAttr.UseCgroupFD, so there is no window outside it); there is
+//     no per-provider helper process. Orphaned descendants re-parent to the
+//     sidecar (a child subreaper) and are reaped and attributed here.
+//     Termination: SIGTERM to every cgroup member (pidfd), then cgroup.kill;
+//     the proof is cgroup.events "populated 0" (an inotify event on the
+//     process's one shared instance, no polling) plus two clean passes over
+//     the sidecar's children, where a process that moved itself out of the
+//     cgroup (a root provider can) ends up. The cgroup and any sub-cgroups
+//     are removed, deepest first. The sidecar's death is covered by ONE
+//     watchdog process per Supervisor (watchdog_linux.go), which
+//     cgroup.kills every registered provider cgroup when its pipe from the
+//     sidecar hits EOF.
 //   - ModeSubreaper: the per-provider guardian (a re-execution of this
 //     binary, a child subreaper, see guardian_linux.go) is the provider's
 //     parent; every orphaned descendant, setsid or not, re-parents to it.
 //     Termination asks the guardian to TERM, then KILL, the pinned group
 //     and every live descendant (via pidfds); the proof is the guardian
-//     having no child left.
-//   - ModeProcessGroup: the provider gets its own process group; the group is
-//     signalled only while the leader is unreaped (its id pinned,
-//     docs/rules.md#r22), and descendants that left the group (setsid) are
-//     signalled through pidfds after re-checking their start time. In this
-//     build it runs behind the same guardian as ModeSubreaper (that is what
-//     covers the sidecar's death), so it catches the same processes.
+//     having no child left. The guardian holds a pipe from the sidecar and
+//     kills the tree if the sidecar dies. Cost: one process per session.
+//   - ModeProcessGroup: an ALIAS of ModeSubreaper (Detect says so): the
+//     provider gets its own process group and runs behind the same
+//     guardian, which is what covers setsid'd descendants and the
+//     sidecar's death; the name is kept because hosts may ask for it
+//     (docs/protocol.md), and proofs report the mode asked for.
 //
-// EVERY mode starts the provider behind a guardian, which holds a pipe from
-// the sidecar: if the sidecar dies (even SIGKILL) the guardian kills the
-// whole tree (cgroup.kill in ModeCgroup; it stays outside the provider's
-// cgroup) and exits. See guardian_linux.go for what catches what.
+// The one kill algorithm the sidecar runs itself (ModeCgroup, and a tree
+// whose guardian died) is kill_linux.go; signalPinned (pidfd_linux.go) is
+// the one "pin, re-check, signal" step; writeCgroupKill and
+// newProviderCgroup (cgroupfs_linux.go) the one cgroup.kill writer and
+// the one place a provider cgroup is made.
 //
 // Linking this package changes nothing in the process. Its two
 // process-wide steps are explicit calls a sidecar's main makes (reexec.go):
-// MaybeRunGuardian first thing, to run a guardian re-execution of the
-// binary, and BecomeSubreaper before NewSupervisor.
+// MaybeRunGuardian first thing, to run a guardian or watchdog
+// re-execution of the binary, and BecomeSubreaper before NewSupervisor.
 //
 // The Supervisor owns ALL waiting for children of this process: one
 // process-wide goroutine reacts to SIGCHLD and reaps with waitid/wait4(-1).
@@ -222,7 +230,9 @@ type Options struct {
 	// Logger receives diagnostics (never launch env). nil = zap.NewNop().
 	Logger *zap.Logger
 	// GuardianPath is the absolute path of the executable started as each
-	// provider's guardian with argv [GuardianPath, GuardianArg]; its main
+	// provider's guardian with argv [GuardianPath, GuardianArg] (subreaper,
+	// process-group), or as the Supervisor's watchdog with argv
+	// [GuardianPath, GuardianArg, "watchdog"] (cgroup); its main
 	// must call MaybeRunGuardian first thing (cmd/acpx-sidecar does; a test
 	// binary, re-executed by the default, must from its TestMain).
 	// "" = os.Executable(). NewSupervisor fails with ErrUnsupported if it

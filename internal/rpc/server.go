@@ -2,6 +2,7 @@ package rpc
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"sync"
@@ -176,10 +177,19 @@ func (s *Server) runShutdown() []*protocol.Proof {
 	return proofs
 }
 
-// Notify sends a notification to the host through the serialized writer.
-// It blocks while the host is not reading (backpressure).
-func (s *Server) Notify(method string, params any) error {
-	return s.conn.Notify(context.Background(), method, params)
+// Notify sends a notification to the host through the serialized writer,
+// params verbatim (one JSON object, the session's notify point built it;
+// docs/architecture.md, "Update path"): one write, no re-encoding. It
+// blocks while the host is not reading (backpressure); after the
+// connection ended it returns jsonrpc2.ErrClosed.
+func (s *Server) Notify(method string, params json.RawMessage) error {
+	<-s.ready
+	select {
+	case <-s.conn.DisconnectNotify():
+		return jsonrpc2.ErrClosed
+	default:
+	}
+	return s.stream.WriteNotification(method, params)
 }
 
 // PermissionRequests reports whether the host declared

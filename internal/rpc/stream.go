@@ -81,6 +81,13 @@ func (s *FrameStream) MaxFrameBytes() int { return s.in.MaxBytes() }
 // serialized; a frame is never interleaved with another.
 func (s *FrameStream) WriteObject(obj interface{}) error { return s.out.WriteObject(obj) }
 
+// WriteNotification writes the notification method with params verbatim
+// as one frame (jsonl.Writer.WriteNotification), serialized with every
+// other write of the stream.
+func (s *FrameStream) WriteNotification(method string, params []byte) error {
+	return s.out.WriteNotification(method, params)
+}
+
 // Release lets a ReadObject held at end of input return.
 func (s *FrameStream) Release() { s.releaseOnce.Do(func() { close(s.release) }) }
 

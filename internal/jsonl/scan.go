@@ -1,0 +1,415 @@
+package jsonl
+
+// One-pass envelope scan: Scan validates a frame as JSON and, in the same
+// pass, records where the top-level members of the JSON-RPC envelope and
+// the members of its params object are, so a forwarder can take a value
+// (an ACP session/update's `update`) as bytes without decoding it
+// (docs/architecture.md, "Update path").
+
+// maxParams bounds the params members an Envelope records.
+const maxParams = 8
+
+// Envelope is a JSON-RPC message as Scan saw it: each field is the raw
+// bytes of that top-level member's value (a subslice of the frame; nil when
+// absent). The last occurrence of a duplicated member wins, as in
+// encoding/json.
+type Envelope struct {
+	JSONRPC, ID, Method, Params, Result, Error []byte
+
+	params  [maxParams]rawMember
+	nParams int
+	// complex: a key had an escape, or params had more than maxParams
+	// members: member lookup is not exact, use a decoder.
+	complex bool
+}
+
+type rawMember struct{ key, val []byte } // key without quotes
+
+// Plain reports whether every member was recorded exactly (no key with an
+// escape sequence, at most 8 params members): only then do Param's nil
+// results mean "absent".
+func (e *Envelope) Plain() bool { return !e.complex }
+
+// Param returns the raw value of params.name (params an object), nil if
+// absent (see Plain).
+func (e *Envelope) Param(name string) []byte {
+	var v []byte
+	for i := 0; i < e.nParams; i++ {
+		if string(e.params[i].key) == name {
+			v = e.params[i].val
+		}
+	}
+	return v
+}
+
+// StringValue returns the contents of a raw JSON string without its
+// quotes, and false if raw is not a string or has escape sequences (then
+// decode it instead).
+func StringValue(raw []byte) ([]byte, bool) {
+	if len(raw) < 2 || raw[0] != '"' || raw[len(raw)-1] != '"' {
+		return nil, false
+	}
+	s := raw[1 : len(raw)-1]
+	for _, c := range s {
+		if c == '\\' {
+			return nil, false
+		}
+	}
+	return s, true
+}
+
+// Scan validates frame (one JSON value, surrounding white space allowed)
+// and fills e when it is an object. It returns false if frame is not valid
+// JSON or not an object; e is then unspecified. It allocates nothing.
+func Scan(frame []byte, e *Envelope) bool {
+	*e = Envelope{}
+	s := scanner{b: frame}
+	s.ws()
+	if s.i >= len(s.b) || s.b[s.i] != '{' {
+		return false
+	}
+	if !s.object(1, e) {
+		return false
+	}
+	s.ws()
+	return s.i == len(s.b)
+}
+
+type scanner struct {
+	b []byte
+	i int
+}
+
+// maxDepth bounds nesting (encoding/json allows 10000).
+const maxDepth = 10000
+
+func (s *scanner) ws() {
+	for s.i < len(s.b) {
+		switch s.b[s.i] {
+		case ' ', '\t', '\n', '\r':
+			s.i++
+		default:
+			return
+		}
+	}
+}
+
+// value scans one value at s.i (white space skipped before it).
+func (s *scanner) value(depth int) bool {
+	s.ws()
+	if s.i >= len(s.b) || depth > maxDepth {
+		return false
+	}
+	switch c := s.b[s.i]; {
+	case c == '{':
+		return s.object(depth+1, nil)
+	case c == '[':
+		return s.array(depth + 1)
+	case c == '"':
+		_, ok := s.str()
+		return ok
+	case c == 't':
+		return s.lit("true")
+	case c == 'f':
+		return s.lit("false")
+	case c == 'n':
+		return s.lit("null")
+	case c == '-' || c >= '0' && c <= '9':
+		return s.num()
+	}
+	return false
+}
+
+// object scans an object at s.i ('{'). At depth 1 with e set it records
+// the envelope members; a "params" object's members go to e.params.
+func (s *scanner) object(depth int, e *Envelope) bool {
+	s.i++ // '{'
+	s.ws()
+	if s.i < len(s.b) && s.b[s.i] == '}' {
+		s.i++
+		return true
+	}
+	for {
+		s.ws()
+		if s.i >= len(s.b) || s.b[s.i] != '"' {
+			return false
+		}
+		kstart := s.i
+		escaped, ok := s.str()
+		if !ok {
+			return false
+		}
+		key := s.b[kstart+1 : s.i-1]
+		s.ws()
+		if s.i >= len(s.b) || s.b[s.i] != ':' {
+			return false
+		}
+		s.i++
+		s.ws()
+		vstart := s.i
+		var okv bool
+		if e != nil && !escaped && string(key) == "params" && s.i < len(s.b) && s.b[s.i] == '{' {
+			okv = s.paramsObject(depth+1, e)
+		} else {
+			okv = s.value(depth)
+		}
+		if !okv {
+			return false
+		}
+		if e != nil {
+			if escaped {
+				e.complex = true
+			} else {
+				e.set(key, s.b[vstart:s.i])
+			}
+		}
+		s.ws()
+		if s.i >= len(s.b) {
+			return false
+		}
+		switch s.b[s.i] {
+		case ',':
+			s.i++
+		case '}':
+			s.i++
+			return true
+		default:
+			return false
+		}
+	}
+}
+
+func (e *Envelope) set(key, val []byte) {
+	switch string(key) {
+	case "jsonrpc":
+		e.JSONRPC = val
+	case "id":
+		e.ID = val
+	case "method":
+		e.Method = val
+	case "params":
+		e.Params = val
+	case "result":
+		e.Result = val
+	case "error":
+		e.Error = val
+	}
+}
+
+// paramsObject scans the params object, recording its members in e.
+func (s *scanner) paramsObject(depth int, e *Envelope) bool {
+	e.nParams = 0
+	s.i++ // '{'
+	s.ws()
+	if s.i < len(s.b) && s.b[s.i] == '}' {
+		s.i++
+		return true
+	}
+	for {
+		s.ws()
+		if s.i >= len(s.b) || s.b[s.i] != '"' {
+			return false
+		}
+		kstart := s.i
+		escaped, ok := s.str()
+		if !ok {
+			return false
+		}
+		key := s.b[kstart+1 : s.i-1]
+		s.ws()
+		if s.i >= len(s.b) || s.b[s.i] != ':' {
+			return false
+		}
+		s.i++
+		s.ws()
+		vstart := s.i
+		if !s.value(depth) {
+			return false
+		}
+		switch {
+		case escaped || e.nParams == maxParams:
+			e.complex = true
+		default:
+			e.params[e.nParams] = rawMember{key: key, val: s.b[vstart:s.i]}
+			e.nParams++
+		}
+		s.ws()
+		if s.i >= len(s.b) {
+			return false
+		}
+		switch s.b[s.i] {
+		case ',':
+			s.i++
+		case '}':
+			s.i++
+			return true
+		default:
+			return false
+		}
+	}
+}
+
+func (s *scanner) array(depth int) bool {
+	s.i++ // '['
+	s.ws()
+	if s.i < len(s.b) && s.b[s.i] == ']' {
+		s.i++
+		return true
+	}
+	for {
+		if !s.value(depth) {
+			return false
+		}
+		s.ws()
+		if s.i >= len(s.b) {
+			return false
+		}
+		switch s.b[s.i] {
+		case ',':
+			s.i++
+		case ']':
+			s.i++
+			return true
+		default:
+			return false
+		}
+	}
+}
+
+// str scans a string at s.i ('"'); escaped reports an escape sequence.
+// Control characters are invalid; bytes ≥ 0x80 pass as they are (as
+// encoding/json.Valid accepts them).
+func (s *scanner) str() (escaped, ok bool) {
+	s.i++ // '"'
+	for s.i < len(s.b) {
+		c := s.b[s.i]
+		switch {
+		case c == '"':
+			s.i++
+			return escaped, true
+		case c == '\\':
+			escaped = true
+			s.i++
+			if s.i >= len(s.b) {
+				return escaped, false
+			}
+			switch s.b[s.i] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+				s.i++
+			case 'u':
+				if s.i+4 >= len(s.b) {
+					return escaped, false
+				}
+				for _, h := range s.b[s.i+1 : s.i+5] {
+					if !isHex(h) {
+						return escaped, false
+					}
+				}
+				s.i += 5
+			default:
+				return escaped, false
+			}
+		case c < 0x20:
+			return escaped, false
+		default:
+			s.i++
+		}
+	}
+	return escaped, false
+}
+
+func isHex(c byte) bool { return c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F' }
+
+func (s *scanner) lit(word string) bool {
+	if len(s.b)-s.i < len(word) || string(s.b[s.i:s.i+len(word)]) != word {
+		return false
+	}
+	s.i += len(word)
+	return true
+}
+
+// num scans a JSON number: -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?
+func (s *scanner) num() bool {
+	if s.b[s.i] == '-' {
+		s.i++
+	}
+	if s.i >= len(s.b) {
+		return false
+	}
+	switch c := s.b[s.i]; {
+	case c == '0':
+		s.i++
+	case c >= '1' && c <= '9':
+		for s.i < len(s.b) && s.b[s.i] >= '0' && s.b[s.i] <= '9' {
+			s.i++
+		}
+	default:
+		return false
+	}
+	if s.i < len(s.b) && s.b[s.i] == '.' {
+		s.i++
+		if !s.digits() {
+			return false
+		}
+	}
+	if s.i < len(s.b) && (s.b[s.i] == 'e' || s.b[s.i] == 'E') {
+		s.i++
+		if s.i < len(s.b) && (s.b[s.i] == '+' || s.b[s.i] == '-') {
+			s.i++
+		}
+		if !s.digits() {
+			return false
+		}
+	}
+	return true
+}
+
+func (s *scanner) digits() bool {
+	start := s.i
+	for s.i < len(s.b) && s.b[s.i] >= '0' && s.b[s.i] <= '9' {
+		s.i++
+	}
+	return s.i > start
+}
+
+// TopString returns the contents of the string member key of obj (a valid
+// JSON object, e.g. an Envelope value), scanning only until that member;
+// false if it is absent, not a string, or has escape sequences.
+func TopString(obj []byte, key string) ([]byte, bool) {
+	s := scanner{b: obj}
+	s.ws()
+	if s.i >= len(s.b) || s.b[s.i] != '{' {
+		return nil, false
+	}
+	s.i++
+	for {
+		s.ws()
+		if s.i >= len(s.b) || s.b[s.i] != '"' {
+			return nil, false
+		}
+		kstart := s.i
+		escaped, ok := s.str()
+		if !ok {
+			return nil, false
+		}
+		k := s.b[kstart+1 : s.i-1]
+		s.ws()
+		if s.i >= len(s.b) || s.b[s.i] != ':' {
+			return nil, false
+		}
+		s.i++
+		s.ws()
+		vstart := s.i
+		if !s.value(1) {
+			return nil, false
+		}
+		if !escaped && string(k) == key {
+			return StringValue(s.b[vstart:s.i])
+		}
+		s.ws()
+		if s.i >= len(s.b) || s.b[s.i] != ',' {
+			return nil, false
+		}
+		s.i++
+	}
+}

@@ -1,0 +1,184 @@
+//go:build linux
+
+package reaper
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"syscall"
+	"time"
+
+	"go.uber.org/zap"
+	"golang.org/x/sys/unix"
+)
+
+// Start launches spec as a new provider tree. Stdin/Stdout/Stderr of the
+// returned Tree are pipes owned by the caller, connected directly to the
+// provider.
+//
+// ModeCgroup: the sidecar forks the provider itself (no guardian) in its
+// own process group, straight into its own new cgroup (clone3
+// CLONE_INTO_CGROUP, so there is no window outside it), after registering
+// that cgroup with the Supervisor's watchdog (watchdog_linux.go); the
+// provider's orphaned descendants re-parent to the sidecar (a child
+// subreaper). ModeSubreaper and ModeProcessGroup: the provider runs behind
+// its own guardian (startGuardian).
+//
+// Errors: ErrSealed, ErrClosed, invalid spec, cgroup, watchdog, guardian or
+// fork/exec errors (which name Path, never Env).
+func (s *Supervisor) Start(spec Spec) (*Tree, error) {
+	if !filepath.IsAbs(spec.Path) {
+		return nil, fmt.Errorf("reaper: Path %q is not absolute", spec.Path)
+	}
+	name := spec.Name
+	if name == "" {
+		name = "provider"
+	}
+	if !nameRE.MatchString(name) {
+		return nil, fmt.Errorf("reaper: Name %q must match [A-Za-z0-9._-]{1,64}", spec.Name)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.sealed {
+		return nil, ErrSealed
+	}
+	if s.closed {
+		return nil, ErrClosed
+	}
+	var t *Tree
+	var err error
+	if s.mode == ModeCgroup {
+		t, err = s.startDirect(spec, name)
+	} else {
+		t, err = s.startGuardian(spec)
+	}
+	if err != nil {
+		return nil, err
+	}
+	s.trees[t] = struct{}{}
+	return t, nil
+}
+
+func newTree(s *Supervisor) *Tree {
+	return &Tree{s: s, c: s.c, mode: s.mode, pidfd: -1, exited: make(chan struct{}),
+		members: map[procKey]*member{}}
+}
+
+// stdioPipes makes the provider's three pipes: child ends (stdin read,
+// stdout write, stderr write) and parent ends (the opposite).
+func stdioPipes() (child, parent []*os.File, err error) {
+	for i := 0; i < 3; i++ {
+		r, w, perr := os.Pipe()
+		if perr != nil {
+			closeFiles(child)
+			closeFiles(parent)
+			return nil, nil, fmt.Errorf("reaper: pipe: %w", perr)
+		}
+		if i == 0 {
+			child, parent = append(child, r), append(parent, w)
+		} else {
+			child, parent = append(child, w), append(parent, r)
+		}
+	}
+	return child, parent, nil
+}
+
+func closeFiles(fs []*os.File) {
+	for _, f := range fs {
+		f.Close()
+	}
+}
+
+// startDirect is Start in ModeCgroup (s.mu held).
+func (s *Supervisor) startDirect(spec Spec, name string) (*Tree, error) {
+	t := newTree(s)
+	dir, rel, cgfd, err := newProviderCgroup(s.cgMount, s.cgParent, name)
+	if err != nil {
+		return nil, err
+	}
+	defer unix.Close(cgfd)
+	t.cgPath, t.cgRel = dir, rel
+	if err := s.wd.add(dir); err != nil {
+		_ = removeCgroupSubtree(dir)
+		return nil, err
+	}
+	fail := func(err error) (*Tree, error) {
+		_ = removeCgroupSubtree(dir)
+		s.wd.remove(dir)
+		return nil, err
+	}
+	childEnds, parentEnds, err := stdioPipes()
+	if err != nil {
+		return fail(err)
+	}
+	files := []uintptr{childEnds[0].Fd(), childEnds[1].Fd(), childEnds[2].Fd()}
+	path := spec.Path
+	if spec.ExecFile != nil {
+		fd := int(spec.ExecFile.Fd())
+		if isScript(fd) {
+			// The interpreter must be able to open the script by this name.
+			files = append(files, uintptr(fd))
+			path = "/proc/self/fd/3"
+		} else {
+			// Close-on-exec in the provider: resolved by execve, then closed.
+			path = "/proc/self/fd/" + strconv.Itoa(fd)
+		}
+	}
+	pidfd := -1
+	attr := &syscall.ProcAttr{Dir: spec.Dir, Env: spec.Env, Files: files,
+		Sys: &syscall.SysProcAttr{Setpgid: true, PidFD: &pidfd, UseCgroupFD: true, CgroupFD: cgfd}}
+	argv := append([]string{spec.Path}, spec.Args...)
+
+	// The registry lock is held across fork so the reaper cannot see the
+	// provider exit before it is registered.
+	s.c.mu.Lock()
+	pid, err := s.c.fork.forkExec(path, argv, attr)
+	if err != nil {
+		s.c.mu.Unlock()
+		closeFiles(childEnds)
+		closeFiles(parentEnds)
+		return fail(fmt.Errorf("reaper: start %s: %w", spec.Path, err))
+	}
+	p, _ := readStat(pid) // unreaped: readable even if it already exited
+	now := time.Now()
+	t.mu.Lock()
+	t.pid, t.pgid, t.start, t.startedAt, t.pidfd = pid, pid, p.start, now, pidfd
+	t.addMemberLocked(procKey{pid: pid, start: p.start}, RoleProvider, now)
+	t.mu.Unlock()
+	s.c.register(t)
+	s.c.mu.Unlock()
+	if spec.ExecFile != nil {
+		runtime.KeepAlive(spec.ExecFile)
+	}
+	closeFiles(childEnds)
+	t.stdin, t.stdout, t.stderr = parentEnds[0], parentEnds[1], parentEnds[2]
+	s.log.Debug("reaper: provider started", zap.Int("pid", pid), zap.String("path", spec.Path),
+		zap.String("containment", string(s.mode)), zap.String("cgroup", dir))
+	return t, nil
+}
+
+// isScript reports whether the open file starts with "#!". Unreadable
+// files are treated as scripts (the choice that works for both kinds).
+func isScript(fd int) bool {
+	rfd, err := unix.Open("/proc/self/fd/"+strconv.Itoa(fd), unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return true
+	}
+	defer unix.Close(rfd)
+	var b [2]byte
+	n, err := unix.Pread(rfd, b[:], 0)
+	if err != nil {
+		return true
+	}
+	return n == 2 && b[0] == '#' && b[1] == '!'
+}
+
+// ioCloser types for Tree accessors.
+var (
+	_ io.WriteCloser = (*os.File)(nil)
+	_ io.ReadCloser  = (*os.File)(nil)
+)
