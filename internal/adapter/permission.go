@@ -200,6 +200,7 @@ func (s *session) escalate(t *turn, ask *permissionAsk, pa *pendingAsk, pp permi
 		ToolCallID: pa.toolCallID, Kind: pa.kind, Decision: "escalated", Rule: pa.rule})
 	params := protocol.PermissionRequestParams{Session: s.id, RequestID: &rid, ToolCall: pp.ToolCall, Options: pp.Options,
 		Kind: pa.kind, Rule: pa.rule}
+	s.journalRequest(protocol.RequestPermission, params)
 	go func() {
 		res, err := s.m.host.RequestPermission(t.ctx, params)
 		s.post(func() {

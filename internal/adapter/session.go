@@ -9,6 +9,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/acpx-sidecar/acpx-sidecar/internal/journal"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/profiles"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/store"
 	"github.com/acpx-sidecar/acpx-sidecar/protocol"
@@ -73,10 +74,20 @@ type session struct {
 	closeReq       *closeAttempt
 	proof          *protocol.Proof
 	exitSeen       bool
-	lostInTurn     bool // the connection died during a turn
-	finished       bool // the open failed or the session was retired: the actor stops
-	pid            int  // the provider's pid, kept after the tree handle is released
-	discarded      bool // the record was deleted at close
+	lostInTurn     bool          // the connection died during a turn
+	finished       bool          // the open failed or the session was retired: the actor stops
+	pid            int           // the provider's pid, kept after the tree handle is released
+	discarded      bool          // the record was deleted at close
+	queue          []*queuedTurn // queue: true prompts waiting behind turn, in arrival order (queue.go)
+	contextUsage   *protocol.ContextUsage
+	closeAsked     time.Time // when the host's close arrived (closeToProofMs)
+	// the journal and the frames queued for the host (notify.go)
+	jn        *journal.Journal
+	jnRelease func()
+	jnFailed  bool // the journal could not be opened
+	jnWarned  bool // a journal write failure was logged
+	out       []outFrame
+	outBuf    []byte
 }
 
 func newSession(m *Manager, id string, p protocol.OpenParams, prof profiles.Profile) *session {
@@ -115,6 +126,7 @@ func (s *session) launched() bool { return s.hasTree.Load() }
 func (s *session) run(ctx context.Context, reply Reply) {
 	defer s.m.actors.Done()
 	defer close(s.quit)
+	defer s.closeJournal()
 	s.startAdmission(ctx, reply)
 	for !s.finished {
 		select {
@@ -126,23 +138,25 @@ func (s *session) run(ctx context.Context, reply Reply) {
 			s.stop()
 			return
 		}
+		// Queued frames go out once the inbox is drained (a burst of
+		// updates shares one journal write) or the batch is full.
+		if len(s.out) > 0 && (len(s.inbox) == 0 || len(s.out) >= maxOutBatch) {
+			s.flushOut()
+		}
 	}
 }
 
 // stop releases what the actor still holds when the manager stops it.
 func (s *session) stop() {
+	s.flushOut()
+	s.endQueued(protocol.PromptResult{Status: "failed", Error: &protocol.TurnError{
+		Code: protocol.ErrShuttingDown, Message: "the sidecar shut down before the turn started"}})
 	if s.turn != nil {
 		s.finishTurn(protocol.PromptResult{Status: "failed", Error: &protocol.TurnError{
 			Code: protocol.ErrShuttingDown, Message: "the sidecar shut down during the turn"}})
 	}
 	if s.conn != nil {
 		s.conn.close()
-	}
-}
-
-func (s *session) notify(method string, params any) {
-	if err := s.m.host.Notify(method, params); err != nil {
-		s.log.Debug("notification not delivered", zap.String("method", method), zap.Error(err))
 	}
 }
 
@@ -178,13 +192,16 @@ func (s *session) onUpdate(params json.RawMessage) {
 // arrives outside that turn (a tool call of a cancelled turn reporting
 // later; trackUpdate).
 func (s *session) forward(update json.RawMessage, origin *string) {
+	s.ensureJournal() // seq continues after the journal's last
 	s.seq++
-	rid := origin
-	if rid == nil && s.turn != nil {
-		id := s.turn.requestID
-		rid = &id
+	rid := []byte("null")
+	switch {
+	case origin != nil:
+		rid = jsonString(*origin)
+	case s.turn != nil:
+		rid = s.turn.ridJSON
 	}
-	s.notify(protocol.NotifySessionUpdate, protocol.SessionUpdateNotice{Session: s.id, RequestID: rid, Seq: s.seq, Update: update})
+	s.emit(protocol.NotifySessionUpdate, s.updateParams(rid, s.seq, update))
 }
 
 // trackUpdate keeps the model/mode/config state the agent reports, and the
@@ -199,6 +216,8 @@ func (s *session) trackUpdate(update json.RawMessage) *string {
 		Status        string            `json:"status"`
 		CurrentModeID string            `json:"currentModeId"`
 		ConfigOptions []json.RawMessage `json:"configOptions"`
+		Used          *int64            `json:"used"`
+		Size          *int64            `json:"size"`
 		Cost          *struct {
 			Amount   float64 `json:"amount"`
 			Currency string  `json:"currency"`
@@ -237,6 +256,12 @@ func (s *session) trackUpdate(update json.RawMessage) *string {
 		if u.Cost != nil {
 			s.cost = &protocol.Cost{Amount: u.Cost.Amount, Currency: u.Cost.Currency, Basis: "session-cumulative"}
 		}
+		if u.Used != nil && u.Size != nil && *u.Used >= 0 && *u.Size >= 0 {
+			s.contextUsage = &protocol.ContextUsage{Used: *u.Used, Size: *u.Size}
+		}
+		if s.turn == nil && (u.Cost != nil || u.Used != nil) {
+			s.persist(nil) // between turns: nothing else will persist it soon
+		}
 		if s.turn != nil {
 			if u.Cost != nil {
 				delta := u.Cost.Amount - s.turn.costBase
@@ -272,6 +297,8 @@ func (s *session) onExit() {
 	s.log.Warn("provider exited on its own", zap.String("during", during))
 	s.notify(protocol.NotifySessionExited, protocol.ExitedNotice{Session: s.id, SessionKey: s.key,
 		Pid: s.tree.Pid(), ExitCode: st.Code, Signal: st.Signal, During: during})
+	s.endQueued(protocol.PromptResult{Status: "failed", Error: &protocol.TurnError{
+		Code: protocol.ErrProviderProcessLost, Message: "the provider process exited before the turn started"}})
 	if s.turn != nil {
 		s.finishTurn(protocol.PromptResult{Status: "failed", Error: &protocol.TurnError{
 			Code: protocol.ErrProviderProcessLost, Message: "the provider process exited during the turn"}})
