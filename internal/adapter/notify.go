@@ -70,7 +70,15 @@ func (s *session) syncJournal() {
 // emit journals one notification — params are its params as they go on
 // the wire — and queues its frame for flushOut.
 func (s *session) emit(method string, params []byte) {
+	start := len(s.outBuf)
+	s.outBuf = append(s.outBuf, params...)
+	s.queueFrame(method, start)
+}
+
+// queueFrame journals outBuf[start:] as method's params and queues it.
+func (s *session) queueFrame(method string, start int) {
 	s.ensureJournal()
+	params := s.outBuf[start:]
 	if s.jn != nil {
 		if method == protocol.NotifySessionUpdate {
 			s.jn.AppendUpdate(s.seq, params)
@@ -78,8 +86,6 @@ func (s *session) emit(method string, params []byte) {
 			s.jn.AppendNotice(method, params)
 		}
 	}
-	start := len(s.outBuf)
-	s.outBuf = append(s.outBuf, params...)
 	s.out = append(s.out, outFrame{method: method, start: start, end: len(s.outBuf)})
 }
 
@@ -136,12 +142,13 @@ func (s *session) journalRequest(method string, params any) {
 	}
 }
 
-// updateParams renders session/update params as protocol.SessionUpdateNotice
-// marshals them, without re-encoding the agent's update: rid is the
-// requestId already JSON-encoded (a string or null).
-func (s *session) updateParams(rid []byte, seq uint64, update json.RawMessage) []byte {
-	b := make([]byte, 0, len(s.id)+len(rid)+len(update)+56)
-	b = append(b, `{"session":"`...)
+// emitUpdate queues one session/update, its params rendered as
+// protocol.SessionUpdateNotice marshals them straight into the frame
+// buffer, without re-encoding the agent's update: rid is the requestId
+// already JSON-encoded (a string or null).
+func (s *session) emitUpdate(rid []byte, seq uint64, update json.RawMessage) {
+	start := len(s.outBuf)
+	b := append(s.outBuf, `{"session":"`...)
 	b = append(b, s.id...) // "s-" + hex: nothing to escape
 	b = append(b, `","requestId":`...)
 	b = append(b, rid...)
@@ -149,7 +156,8 @@ func (s *session) updateParams(rid []byte, seq uint64, update json.RawMessage) [
 	b = strconv.AppendUint(b, seq, 10)
 	b = append(b, `,"update":`...)
 	b = append(b, update...)
-	return append(b, '}')
+	s.outBuf = append(b, '}')
+	s.queueFrame(protocol.NotifySessionUpdate, start)
 }
 
 // jsonString encodes a requestId as a JSON string.

@@ -201,7 +201,7 @@ func (s *session) forward(update json.RawMessage, origin *string) {
 	case s.turn != nil:
 		rid = s.turn.ridJSON
 	}
-	s.emit(protocol.NotifySessionUpdate, s.updateParams(rid, s.seq, update))
+	s.emitUpdate(rid, s.seq, update)
 }
 
 // trackUpdate keeps the model/mode/config state the agent reports, and the

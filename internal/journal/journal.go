@@ -220,11 +220,12 @@ func (j *Journal) appendTime(b []byte, t time.Time) []byte {
 
 // rotateLocked writes what is pending to the live segment, then renames
 // live → .1 → .2 → .3 (the old .3 is dropped) and starts a new live one.
+// The closed segment is not fsynced here (that would stall the session
+// on up to --journal-max-bytes of writeback); the kernel writes it back.
 // A failure leaves appending to whatever live file exists.
 func (j *Journal) rotateLocked() {
 	_ = j.flushLocked()
 	if j.f != nil {
-		_ = j.f.Sync()
 		_ = j.f.Close()
 		j.f = nil
 	}
