@@ -122,6 +122,9 @@ type PromptParams struct {
 	RequestID string `json:"requestId"`
 	Prompt    any    `json:"prompt"`
 	TimeoutMs int64  `json:"timeoutMs,omitempty"`
+	// Queue waits behind the session's active turn instead of failing
+	// TURN_ACTIVE (docs/protocol.md §8, Queued turns).
+	Queue bool `json:"queue,omitempty"`
 }
 
 // Update is one session/update notification: Update is the ACP
@@ -195,6 +198,14 @@ type CloseParams struct {
 type UsageStatus struct {
 	Cumulative Usage            `json:"cumulative"`
 	PerRequest map[string]Usage `json:"perRequest"`
+	// Context is the agent's last usage_update used/size, nil before one.
+	Context *ContextUsage `json:"context,omitempty"`
+}
+
+// ContextUsage is a context-window use in tokens (ACP usage_update).
+type ContextUsage struct {
+	Used int64 `json:"used"`
+	Size int64 `json:"size"`
 }
 
 // ProcessStatus is the provider leader's pid and liveness.
@@ -222,6 +233,9 @@ type StatusResult struct {
 	Process           ProcessStatus     `json:"process"`
 	Summary           string            `json:"summary"`
 	PermissionBinding PermissionBinding `json:"permissionBinding"`
+	// QueuedRequestIDs are the queued turns behind the active one, in the
+	// order they will run.
+	QueuedRequestIDs []string `json:"queuedRequestIds"`
 }
 
 // ListEntry is one session of session/list; Identity is nil while the
