@@ -85,6 +85,15 @@ func journalUpdates(t *testing.T, events []journalEvent) []updateNote {
 	return out
 }
 
+// waitSeq waits until the host has an update with seq ≥ n.
+func waitSeq(s *sidecar, n uint64) {
+	s.t.Helper()
+	s.waitNote("session/update", 20*time.Second, func(p json.RawMessage) bool {
+		var u updateNote
+		return json.Unmarshal(p, &u) == nil && u.Seq >= n
+	})
+}
+
 func maxSeq(ups []updateNote) uint64 {
 	var m uint64
 	for _, u := range ups {
@@ -140,9 +149,9 @@ func TestJournal_HostDiesMidTurn_NewHostCatchesUp(t *testing.T) {
 	s.initialize(false)
 	o := e.open(s, "host-dies", "stream=400:5")
 	s.start("session/prompt", map[string]any{"session": o.Session, "requestId": "t1", "prompt": "go"})
-	s.waitFor(20*time.Second, "20 updates", func() bool { return len(s.notes) >= 20 })
+	waitSeq(s, 20)
 	lastSeen := maxSeq(updatesOf(s, o.Session)) // what the host had processed when it died
-	s.waitFor(20*time.Second, "more updates", func() bool { return len(s.notes) >= 40 })
+	waitSeq(s, lastSeen+20)
 	_ = s.stdin.Close()
 	select {
 	case <-s.exited:
@@ -183,9 +192,9 @@ func TestJournal_SidecarKilledMidTurn_NewHostCatchesUp(t *testing.T) {
 	s.initialize(false)
 	o := openFault(t, s, "sidecar-killed", cwd, mark, "stream=400:5")
 	s.start("session/prompt", map[string]any{"session": o.Session, "requestId": "t1", "prompt": "go"})
-	s.waitFor(20*time.Second, "20 updates", func() bool { return len(s.notes) >= 20 })
+	waitSeq(s, 20)
 	lastSeen := maxSeq(updatesOf(s, o.Session))
-	s.waitFor(20*time.Second, "more updates", func() bool { return len(s.notes) >= 40 })
+	waitSeq(s, lastSeen+20)
 	if err := s.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
@@ -245,14 +254,12 @@ func TestJournal_LiveSessionAndSecrets(t *testing.T) {
 	})
 	events, _ := readEvents(t, s, "live", "", 0, 0)
 	var hostSaw []string // notifications and requests, in wire order
-	s.mu.Lock()
-	for _, raw := range s.raw {
-		var f frame
-		if json.Unmarshal(raw, &f) == nil && f.Method != "" {
+	seedFrameIndex(s, func(f *frame) bool {
+		if f.Method != "" {
 			hostSaw = append(hostSaw, f.Method)
 		}
-	}
-	s.mu.Unlock()
+		return false
+	})
 	var journaled []string
 	for _, ev := range events {
 		journaled = append(journaled, ev.Method)

@@ -25,20 +25,6 @@ func promptQueued(s *sidecar, session, rid string) string {
 	return s.start("session/prompt", map[string]any{"session": session, "requestId": rid, "prompt": "turn " + rid, "queue": true})
 }
 
-// frameIndex is the position in wire order of the first frame pred accepts
-// (-1 if none).
-func frameIndex(s *sidecar, pred func(f *frame) bool) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for i, raw := range s.raw {
-		var f frame
-		if json.Unmarshal(raw, &f) == nil && pred(&f) {
-			return i
-		}
-	}
-	return -1
-}
-
 func isReply(id string) func(f *frame) bool {
 	return func(f *frame) bool { return f.Method == "" && string(f.ID) == id }
 }
@@ -52,15 +38,14 @@ func isUpdateOf(rid string) func(f *frame) bool {
 
 // lastUpdateIndex is the wire position of the last update of turn rid.
 func lastUpdateIndex(s *sidecar, rid string) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	last := -1
-	for i, raw := range s.raw {
-		var f frame
-		if json.Unmarshal(raw, &f) == nil && isUpdateOf(rid)(&f) {
+	last, i := -1, 0
+	seedFrameIndex(s, func(f *frame) bool {
+		if isUpdateOf(rid)(f) {
 			last = i
 		}
-	}
+		i++
+		return false
+	})
 	return last
 }
 
@@ -111,12 +96,12 @@ func TestQueuedTurns_RunInOrderEachWithItsResult(t *testing.T) {
 	// Wire order: t1's updates, t1's result, t2's updates, t2's result, …
 	for i, id := range ids {
 		rid := fmt.Sprintf("t%d", i+1)
-		first, last, reply := frameIndex(s, isUpdateOf(rid)), lastUpdateIndex(s, rid), frameIndex(s, isReply(id))
+		first, last, reply := seedFrameIndex(s, isUpdateOf(rid)), lastUpdateIndex(s, rid), seedFrameIndex(s, isReply(id))
 		if first < 0 || last > reply {
 			t.Errorf("%s: updates at %d..%d, result at %d: an update after its result", rid, first, last, reply)
 		}
 		if i > 0 {
-			if prev := frameIndex(s, isReply(ids[i-1])); first < prev {
+			if prev := seedFrameIndex(s, isReply(ids[i-1])); first < prev {
 				t.Errorf("%s's first update (frame %d) came before t%d's result (frame %d)", rid, first, i, prev)
 			}
 		}
@@ -159,7 +144,7 @@ func TestQueuedTurns_CancelQueuedLeavesOthersUntouched(t *testing.T) {
 	if r2.RequestID != "t2" || r2.Status != "cancelled" || r2.StopReason != "cancelled" {
 		t.Errorf("t2 result %+v, want cancelled/cancelled", r2)
 	}
-	if frameIndex(s, isReply(id1)) >= 0 {
+	if seedFrameIndex(s, isReply(id1)) >= 0 {
 		t.Errorf("t1 was answered before t2's cancel, so t2 may not have been queued; the test proves nothing")
 	}
 	var st queueStatus
@@ -173,14 +158,14 @@ func TestQueuedTurns_CancelQueuedLeavesOthersUntouched(t *testing.T) {
 			t.Errorf("result %+v, want completed end_turn", res)
 		}
 	}
-	if frameIndex(s, isUpdateOf("t2")) >= 0 {
+	if seedFrameIndex(s, isUpdateOf("t2")) >= 0 {
 		t.Error("an update carries the cancelled queued turn's requestId")
 	}
 	if got := agentPrompts(t, rec); fmt.Sprint(got) != "[turn t1 turn t3]" {
 		t.Errorf("agent received prompts %q, want only turn t1 and turn t3", got)
 	}
 	for _, rid := range []string{"t1", "t3"} {
-		if frameIndex(s, isUpdateOf(rid)) < 0 {
+		if seedFrameIndex(s, isUpdateOf(rid)) < 0 {
 			t.Errorf("turn %s has no updates", rid)
 		}
 	}

@@ -172,8 +172,9 @@ func TestStats_CountersMatchWhatTheTestDid(t *testing.T) {
 	c := e.open(s, "c", "slow-turn=20000")
 	idC1 := promptQueued(s, c.Session, "c1")
 	promptQueued(s, c.Session, "c2")
-	s.waitFor(10*time.Second, "c1 running", func() bool {
-		return len(s.notes) > 0 && frameIndexLocked(s, isUpdateOf("c1")) >= 0
+	s.waitNote("session/update", 10*time.Second, func(p json.RawMessage) bool { // c1 is running
+		var u updateNote
+		return json.Unmarshal(p, &u) == nil && u.RequestID != nil && *u.RequestID == "c1"
 	})
 	s.mustCall("sidecar/stats", map[string]any{}, &st)
 	ss, tt, pp := st.Sessions, st.Turns, st.Proofs
@@ -195,15 +196,4 @@ func TestStats_CountersMatchWhatTheTestDid(t *testing.T) {
 	closeProof(s, c.Session, nil)
 	s.await(idC1, 10*time.Second)
 	waitNoMarked(t, e.mark, e.work, 10*time.Second)
-}
-
-// frameIndexLocked is frameIndex for use inside waitFor (s.mu held).
-func frameIndexLocked(s *sidecar, pred func(f *frame) bool) int {
-	for i, raw := range s.raw {
-		var f frame
-		if json.Unmarshal(raw, &f) == nil && pred(&f) {
-			return i
-		}
-	}
-	return -1
 }
