@@ -159,7 +159,8 @@ func (s *session) turnReturned(t *turn, resp *promptResponse, err error) {
 }
 
 // finishTurn ends the active turn with res: answers its pending permission
-// asks `cancelled`, accounts usage and cost, persists, replies.
+// asks `cancelled`, sends the queued frames, accounts usage and cost,
+// persists, fsyncs the journal, replies, and starts the next queued turn.
 func (s *session) finishTurn(res protocol.PromptResult) {
 	t := s.turn
 	if t == nil {
@@ -184,6 +185,7 @@ func (s *session) finishTurn(res protocol.PromptResult) {
 	if res.Cost == nil && t.cost != nil {
 		res.Cost = t.cost
 	}
+	s.flushOut() // the turn's updates go out before the record write
 	if res.Usage != nil {
 		s.perRequest[t.requestID] = *res.Usage
 		s.usage.InputTokens += res.Usage.InputTokens
@@ -203,7 +205,6 @@ func (s *session) finishTurn(res protocol.PromptResult) {
 		}
 	})
 	// Every update of the turn is sent, and durable, before its answer.
-	s.flushOut()
 	s.syncJournal()
 	s.m.stats.countTurn(res.Status)
 	t.reply(res, nil)
