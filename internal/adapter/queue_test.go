@@ -105,3 +105,62 @@ func TestJournal_ExitAndProofJournaled(t *testing.T) {
 	m.Shutdown()
 	m.Wait()
 }
+
+// TestQueue_CancelRequestOfQueuedTurn: $/cancelRequest of a queued
+// prompt (its ctx) answers it cancelled at once and it never reaches the
+// agent; the running turn is untouched and the next queued one runs after
+// it.
+func TestQueue_CancelRequestOfQueuedTurn(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	agent := newFakeAgent()
+	started, release := make(chan string, 4), make(chan struct{})
+	agent.set("session/prompt", func(_ context.Context, _ *jsonrpc2.Conn, raw json.RawMessage) (any, error) {
+		var p struct {
+			Prompt []struct {
+				Text string `json:"text"`
+			} `json:"prompt"`
+		}
+		_ = json.Unmarshal(raw, &p)
+		started <- p.Prompt[0].Text
+		<-release
+		return map[string]any{"stopReason": "end_turn"}, nil
+	})
+	l := &fakeLauncher{agent: agent}
+	m := fakeManager(t, l, newRecHost())
+	o := wait(t, start(func(r Reply) { m.Open(context.Background(), fakeOpen(t, "cr"), r) }))
+	if o.err != nil {
+		t.Fatal(o.err)
+	}
+	id := o.v.(protocol.OpenResult).Session
+	prompt := func(ctx context.Context, rid string) <-chan outcome {
+		return start(func(r Reply) {
+			m.Prompt(ctx, protocol.PromptParams{Session: id, RequestID: rid, Prompt: json.RawMessage(`"` + rid + `"`), Queue: true}, r)
+		})
+	}
+	t1 := prompt(context.Background(), "t1")
+	if got := <-started; got != "t1" {
+		t.Fatalf("agent started %q", got)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t2 := prompt(ctx, "t2")
+	t3 := prompt(context.Background(), "t3")
+	cancel()
+	if res := wait(t, t2).v.(protocol.PromptResult); res.Status != "cancelled" || res.StopReason != "cancelled" || res.RequestID != "t2" {
+		t.Fatalf("t2 %+v, want cancelled/cancelled", res)
+	}
+	close(release)
+	if res := wait(t, t1).v.(protocol.PromptResult); res.Status != "completed" {
+		t.Errorf("t1 %+v, want completed", res)
+	}
+	if got := <-started; got != "t3" {
+		t.Errorf("agent started %q after t1, want t3", got)
+	}
+	if res := wait(t, t3).v.(protocol.PromptResult); res.Status != "completed" {
+		t.Errorf("t3 %+v, want completed", res)
+	}
+	if n := agent.count("session/prompt"); n != 2 {
+		t.Errorf("agent received %d prompts, want 2", n)
+	}
+	m.Shutdown()
+	m.Wait()
+}
