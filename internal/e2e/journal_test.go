@@ -8,6 +8,7 @@ package e2e
 // never reach it.
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -339,4 +340,51 @@ func TestJournal_RotationKeepsFourSegments(t *testing.T) {
 	}
 	closeProof(s, o.Session, nil)
 	waitNoMarked(t, e.mark, e.work, 10*time.Second)
+}
+
+// TestJournal_EntryOnDiskBeforeItsFrame: each time the host has received
+// update n, the journal file already holds update n (the entry reached the
+// kernel before its frame reached the pipe), checked for every update of a
+// paced turn.
+func TestJournal_EntryOnDiskBeforeItsFrame(t *testing.T) {
+	e := newFaultEnv(t)
+	s := startSidecar(t, seedArgs(e)...)
+	s.initialize(false)
+	o := e.open(s, "ordered", "stream=40:3")
+	id := s.start("session/prompt", map[string]any{"session": o.Session, "requestId": "t1", "prompt": "go"})
+	path := filepath.Join(e.stateDir, "sessions", "ordered.journal.ndjson")
+	for n := uint64(1); n <= 40; n++ {
+		waitSeq(s, n)
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var last uint64
+		for _, line := range bytesLines(b) {
+			var ev journalEvent
+			if json.Unmarshal(line, &ev) == nil && ev.Method == "session/update" {
+				last = ev.Seq
+			}
+		}
+		if last < n {
+			t.Fatalf("the host has update %d, the journal on disk ends at %d", n, last)
+		}
+	}
+	s.await(id, 20*time.Second)
+	closeProof(s, o.Session, nil)
+	waitNoMarked(t, e.mark, e.work, 10*time.Second)
+}
+
+// bytesLines splits b into its complete lines.
+func bytesLines(b []byte) [][]byte {
+	var out [][]byte
+	for len(b) > 0 {
+		i := bytes.IndexByte(b, '\n')
+		if i < 0 {
+			break
+		}
+		out = append(out, b[:i])
+		b = b[i+1:]
+	}
+	return out
 }
