@@ -169,7 +169,9 @@ type PromptParams struct {
 	RequestID string `json:"requestId"`
 	Prompt    any    `json:"prompt"`
 	TimeoutMs int64  `json:"timeoutMs,omitempty"`
-	Queue     bool   `json:"queue,omitempty"`
+	// Queue waits behind the session's active turn instead of failing
+	// TURN_ACTIVE (docs/protocol.md §8, Queued turns).
+	Queue bool `json:"queue,omitempty"`
 }
 
 // Update is one session/update notification: Update is the ACP

@@ -87,6 +87,10 @@ type ErrorData struct {
 	Supported []int  `json:"supported,omitempty"`
 	// Causes lists aggregated underlying failures in order (docs/rules.md#r12).
 	Causes []ProofError `json:"causes,omitempty"`
+	// Queued is the number of turns already queued, on a TURN_ACTIVE for
+	// a `queue: true` prompt refused because the queue is full
+	// (docs/protocol.md §8, Queued turns).
+	Queued *int `json:"queued,omitempty"`
 }
 
 // Error is a host-protocol error: JSON-RPC code, message and data. Its

@@ -201,6 +201,9 @@ type PromptParams struct {
 	RequestID string          `json:"requestId"`
 	Prompt    json.RawMessage `json:"prompt"`
 	TimeoutMs *int64          `json:"timeoutMs,omitempty"`
+	// Queue: wait behind the active turn instead of TURN_ACTIVE
+	// (docs/protocol.md §8 session/prompt, Queued turns).
+	Queue bool `json:"queue,omitempty"`
 }
 
 // Usage is token usage in the host protocol's camelCase.
@@ -280,6 +283,9 @@ type SetConfigOptionParams struct {
 type UsageStatus struct {
 	Cumulative Usage            `json:"cumulative"`
 	PerRequest map[string]Usage `json:"perRequest"`
+	// Context is the last ACP usage_update's used/size (omitted before
+	// the agent sent one).
+	Context *ContextUsage `json:"context,omitempty"`
 }
 
 // ProcessStatus is the provider's liveness in `session/status`.
@@ -306,6 +312,9 @@ type StatusResult struct {
 	Summary       string            `json:"summary"`
 	// PermissionBinding is the open's, updated by mode changes since.
 	PermissionBinding PermissionBinding `json:"permissionBinding"`
+	// QueuedRequestIDs are the queued turns waiting behind the active one,
+	// in the order they will run (docs/protocol.md §8, Queued turns).
+	QueuedRequestIDs []string `json:"queuedRequestIds"`
 }
 
 // ListEntry is one session in `session/list`.

@@ -20,8 +20,10 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/acpx-sidecar/acpx-sidecar/internal/adapter"
+	"github.com/acpx-sidecar/acpx-sidecar/internal/journal"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/reaper"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/rpc"
+	"github.com/acpx-sidecar/acpx-sidecar/protocol"
 )
 
 // version is the sidecar version reported at initialize.
@@ -55,6 +57,8 @@ type options struct {
 	retryMinMs    int64
 	retryMaxMs    int64
 	reconcile     int
+	maxQueued     int
+	journalMax    int64
 	printVersion  bool
 }
 
@@ -79,6 +83,8 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.Int64Var(&o.retryMinMs, "retained-retry-min-ms", 10, "retained cleanup backoff start, ms")
 	fs.Int64Var(&o.retryMaxMs, "retained-retry-max-ms", 100, "retained cleanup backoff cap, ms")
 	fs.IntVar(&o.reconcile, "late-close-reconcile-attempts", 3, "ACP session/close attempts for a session created after its admission was given up (error answers retried; timeouts never)")
+	fs.IntVar(&o.maxQueued, "max-queued-turns", protocol.DefaultMaxQueuedTurns, "queue: true prompts that may wait behind a session's active turn (docs/protocol.md §8)")
+	fs.Int64Var(&o.journalMax, "journal-max-bytes", journal.DefaultMaxBytes, "size at which a session journal segment is rotated, bytes; 4 segments are kept (docs/protocol.md §16)")
 	fs.BoolVar(&o.printVersion, "version", false, "print the version and exit")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -103,6 +109,10 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		return nil, fmt.Errorf("--protocol-close-attempts must be at least 1 and --late-close-reconcile-attempts not negative")
 	case o.retryMinMs < 1 || o.retryMaxMs < o.retryMinMs:
 		return nil, fmt.Errorf("--retained-retry-min-ms must be positive and at most --retained-retry-max-ms")
+	case o.maxQueued < 0 || o.maxQueued > 10000:
+		return nil, fmt.Errorf("--max-queued-turns must be 0-10000")
+	case o.journalMax < 4096:
+		return nil, fmt.Errorf("--journal-max-bytes must be at least 4096")
 	}
 	if o.shutdownMs == 0 {
 		o.shutdownMs = o.closeMs + o.termMs + o.killMs + 1000
@@ -214,6 +224,11 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	cfg.RetainedRetryMin = time.Duration(o.retryMinMs) * time.Millisecond
 	cfg.RetainedRetryMax = time.Duration(o.retryMaxMs) * time.Millisecond
 	cfg.LateCloseReconcileAttempts = o.reconcile
+	cfg.MaxQueuedTurns = o.maxQueued
+	if o.maxQueued == 0 {
+		cfg.MaxQueuedTurns = -1 // no queue: every queue: true prompt behind a turn is TURN_ACTIVE
+	}
+	cfg.JournalMaxBytes = o.journalMax
 	if sup != nil {
 		cfg.Launcher = adapter.ReaperLauncher(sup)
 	}

@@ -124,6 +124,7 @@ func (s *session) finishAdmission(r admissionResult, reply Reply) {
 	default:
 		s.moveTo(protocol.StateClosed)
 		s.proof = r.proof
+		s.m.stats.countProof(r.proof)
 		s.admissionFailed(r.proof, r.err, reply)
 		if r.lateClose != nil {
 			// The late session's own cleanup, after the open's answer
@@ -132,7 +133,7 @@ func (s *session) finishAdmission(r admissionResult, reply Reply) {
 			lp.CleanupID = newID("c-")
 			lp.Reason = "admission aborted"
 			lp.ProtocolClose = *r.lateClose
-			s.notifyValue(protocol.NotifyCleanupProof, protocol.ProofNotice{Proof: &lp})
+			s.notify(protocol.NotifyCleanupProof, protocol.ProofNotice{Proof: &lp})
 		}
 	}
 }

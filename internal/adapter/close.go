@@ -9,6 +9,7 @@ import (
 	"github.com/sourcegraph/jsonrpc2"
 	"go.uber.org/zap"
 
+	"github.com/acpx-sidecar/acpx-sidecar/internal/journal"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/reaper"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/store"
 	"github.com/acpx-sidecar/acpx-sidecar/protocol"
@@ -25,6 +26,9 @@ type closeAttempt struct {
 // close handles session/close and shutdown on the actor. Idempotent: after
 // a proof exists it is returned again.
 func (s *session) close(reason string, origin protocol.ProofOrigin, discard bool, reply Reply) {
+	if origin == protocol.OriginClose && s.proof == nil && s.closeAsked.IsZero() {
+		s.closeAsked = time.Now() // sidecar/stats closeToProofMs
+	}
 	switch {
 	case s.proof != nil && s.closeReq == nil && !s.state.is(protocol.StateDead):
 		s.replyProof(reply, s.proof)
@@ -69,6 +73,7 @@ func (s *session) startCleanup(reason string, origin protocol.ProofOrigin, disca
 		s.cancelTurn(nil, "session closing")
 		s.finishTurn(protocol.PromptResult{Status: "cancelled", StopReason: "cancelled"})
 	}
+	s.endQueued(protocol.PromptResult{Status: "cancelled", StopReason: "cancelled"})
 	in := cleanupInput{conn: s.conn, tree: s.tree, sessionID: s.identity.BackendSessionID, reason: reason,
 		origin: origin, closeSupported: s.closeSupported}
 	if dead {
@@ -85,6 +90,11 @@ func (s *session) finishCleanup(proof *protocol.Proof) {
 	ca := s.closeReq
 	s.closeReq = nil
 	s.proof = proof
+	s.m.stats.countProof(proof)
+	if !s.closeAsked.IsZero() {
+		s.m.stats.sampleClose(time.Since(s.closeAsked))
+		s.closeAsked = time.Time{}
+	}
 	explicit := ca != nil && len(ca.waiters) > 0
 	if !s.state.is(protocol.StateDead) || explicit {
 		s.moveTo(protocol.StateClosed)
@@ -97,8 +107,9 @@ func (s *session) finishCleanup(proof *protocol.Proof) {
 		s.retain(proof)
 	}
 	defer s.release()
+	s.flushOut()
 	if !explicit {
-		s.notifyValue(protocol.NotifyCleanupProof, protocol.ProofNotice{Proof: proof})
+		s.notify(protocol.NotifyCleanupProof, protocol.ProofNotice{Proof: proof})
 		return
 	}
 	for _, w := range ca.waiters {
@@ -115,6 +126,7 @@ func (s *session) release() {
 		s.pid = s.tree.Pid()
 	}
 	s.conn, s.tree, s.buffered = nil, nil, nil
+	s.closeJournal()
 	s.m.noteFinished(s)
 }
 
@@ -138,6 +150,12 @@ func (s *session) markClosed(discard bool) {
 			s.log.Warn("session record not deleted", zap.Error(err))
 		}
 		s.discarded = true
+		// The journal goes with the record (docs/protocol.md §16).
+		s.closeJournal()
+		s.jnFailed = true // and is not started again by a later notification
+		if err := journal.Remove(s.st.SessionsDir(), s.key); err != nil {
+			s.log.Warn("session journal not deleted", zap.Error(err))
+		}
 		return
 	}
 	s.persist(func(r *store.Record) {
@@ -274,8 +292,11 @@ func (s *session) retain(first *protocol.Proof) {
 		return
 	}
 	s.m.retained.Add(1)
+	s.m.stats.retained.Add(1)
+	discarded := s.discarded
 	go func() {
 		defer s.m.retained.Done()
+		defer s.m.stats.retained.Add(-1)
 		proof := *first
 		proof.Signals = append([]protocol.ProofSignal(nil), first.Signals...)
 		proof.Processes = append([]protocol.ProofProcess(nil), first.Processes...)
@@ -298,6 +319,10 @@ func (s *session) retain(first *protocol.Proof) {
 		_ = st.RemoveOwned(s.id)
 		s.m.releaseKey(s)
 		s.post(func() { s.proof = &proof })
-		s.notifyValue(protocol.NotifyCleanupProof, protocol.ProofNotice{Proof: &proof})
+		dir := st.Dir()
+		if discarded {
+			dir = "" // the journal was deleted with the record
+		}
+		s.m.notifyJournaled(dir, s.key, protocol.NotifyCleanupProof, protocol.ProofNotice{Proof: &proof})
 	}()
 }

@@ -245,6 +245,7 @@ func (s *session) control(kind controlKind, name string, raw json.RawMessage, re
 				}
 			}
 			s.persist(nil)
+			s.flushOut() // the updates the agent sent before its answer go first
 			switch kind {
 			case controlModel:
 				reply(map[string]any{"models": s.models}, nil)

@@ -116,13 +116,21 @@ func TestLineStream_UpdatesTakenVerbatimInOrder(t *testing.T) {
 	}
 }
 
-// TestUpdateNotice_IsTheNoticeJSON: the hand-built session/update params
-// decode to the same protocol.SessionUpdateNotice json.Marshal would give,
-// with update byte for byte as the agent sent it.
+// TestUpdateNotice_IsTheNoticeJSON: the session/update params emitUpdate
+// builds in the frame buffer decode to the same protocol.SessionUpdateNotice
+// json.Marshal would give, with update byte for byte as the agent sent it.
 func TestUpdateNotice_IsTheNoticeJSON(t *testing.T) {
+	notice := func(rid []byte, seq uint64, up string) []byte {
+		s := &session{id: "s-1"}
+		s.emitUpdate(rid, seq, json.RawMessage(up))
+		if len(s.out) != 1 {
+			t.Fatalf("queued %d frames", len(s.out))
+		}
+		return s.outBuf[s.out[0].start:s.out[0].end]
+	}
 	up := `{"sessionUpdate":"agent_message_chunk", "content":{"text":"<x>"}}`
 	rid := "t\"1\n"
-	b := updateNotice(jsonString("s-1"), jsonString(rid), 42, []byte(up))
+	b := notice(jsonString(rid), 42, up)
 	var n protocol.SessionUpdateNotice
 	if err := json.Unmarshal(b, &n); err != nil {
 		t.Fatalf("%s: %v", b, err)
@@ -133,7 +141,7 @@ func TestUpdateNotice_IsTheNoticeJSON(t *testing.T) {
 	if !bytes.HasSuffix(b, []byte(`"update":`+up+`}`)) {
 		t.Fatalf("update not verbatim: %s", b)
 	}
-	if b := updateNotice(jsonString("s-1"), jsonNull, 1, []byte(`{}`)); string(b) != `{"session":"s-1","requestId":null,"seq":1,"update":{}}` {
+	if b := notice([]byte("null"), 1, `{}`); string(b) != `{"session":"s-1","requestId":null,"seq":1,"update":{}}` {
 		t.Fatalf("outside a turn: %s", b)
 	}
 }

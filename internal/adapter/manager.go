@@ -83,6 +83,14 @@ type Config struct {
 	Logger *zap.Logger
 	// Version is the sidecar version reported at initialize.
 	Version string
+	// MaxQueuedTurns bounds the `queue: true` prompts waiting per session
+	// (--max-queued-turns): 0 means protocol.DefaultMaxQueuedTurns, < 0
+	// none (a queue: true prompt behind a turn gets TURN_ACTIVE).
+	MaxQueuedTurns int
+	// JournalMaxBytes is the size at which a session journal's live
+	// segment is rotated (--journal-max-bytes; ≤ 0 means
+	// journal.DefaultMaxBytes).
+	JournalMaxBytes int64
 }
 
 // DefaultConfig returns the defaults of docs/rules.md#bounds.
@@ -114,9 +122,15 @@ type Manager struct {
 	// proofs can be sent.
 	initialized bool
 
+	// jmu guards journals: the session journals open now (notify.go).
+	jmu      sync.Mutex
+	journals map[string]*journalRef
+	stats    managerStats
+
 	actors   sync.WaitGroup
 	retained sync.WaitGroup
-	stopCh   chan struct{} // closed at the end of Shutdown: stops actors
+	readers  sync.WaitGroup // session/events reads
+	stopCh   chan struct{}  // closed at the end of Shutdown: stops actors
 	stopOnce sync.Once
 }
 
@@ -130,7 +144,7 @@ func NewManager(cfg Config, host Host) *Manager {
 	}
 	return &Manager{cfg: cfg, host: host, log: cfg.Logger, sessions: map[string]*session{},
 		keys: map[string]*session{}, stores: map[string]*store.Store{}, stopCh: make(chan struct{}),
-		pendingRecovered: map[string]*protocol.Proof{}}
+		pendingRecovered: map[string]*protocol.Proof{}, journals: map[string]*journalRef{}}
 }
 
 // Bounds reports the bounds in force (initialize.bounds), in ms.
@@ -307,10 +321,18 @@ func (m *Manager) Prompt(ctx context.Context, p protocol.PromptParams, reply Rep
 	}
 }
 
-// Cancel cancels the active turn (ACP session/cancel).
+// Cancel cancels the queued turn requestId names (it is answered
+// "cancelled" and never reaches the agent) or the active turn (ACP
+// session/cancel); without requestId, the active turn only.
 func (m *Manager) Cancel(p protocol.CancelParams, reply Reply) {
 	if s := m.lookup(p.Session, reply); s != nil {
-		s.send(reply, func() { reply(map[string]bool{"cancelled": s.cancelTurn(p.RequestID, "host cancel")}, nil) })
+		s.send(reply, func() {
+			if p.RequestID != nil && s.cancelQueued(*p.RequestID) {
+				reply(map[string]bool{"cancelled": true}, nil)
+				return
+			}
+			reply(map[string]bool{"cancelled": s.cancelTurn(p.RequestID, "host cancel")}, nil)
+		})
 	}
 }
 
@@ -457,6 +479,7 @@ func (m *Manager) Shutdown() []*protocol.Proof {
 func (m *Manager) Wait() {
 	m.actors.Wait()
 	m.retained.Wait()
+	m.readers.Wait()
 }
 
 func itoa(i int) string { return strconv.Itoa(i) }

@@ -176,7 +176,7 @@ func (s *session) answerPermission(ask *permissionAsk, pa *pendingAsk, approved 
 		r := s.turn.requestID
 		rid = &r
 	}
-	s.notifyValue(protocol.NotifySessionPermission, protocol.PermissionNotice{Session: s.id, RequestID: rid,
+	s.notify(protocol.NotifySessionPermission, protocol.PermissionNotice{Session: s.id, RequestID: rid,
 		ToolCallID: pa.toolCallID, Kind: pa.kind, Decision: decision, Rule: rule, OptionID: optionID})
 }
 
@@ -196,10 +196,11 @@ func (s *session) escalate(t *turn, ask *permissionAsk, pa *pendingAsk, pp permi
 	}
 	t.pending[ask] = pa
 	rid := t.requestID
-	s.notifyValue(protocol.NotifySessionPermission, protocol.PermissionNotice{Session: s.id, RequestID: &rid,
+	s.notify(protocol.NotifySessionPermission, protocol.PermissionNotice{Session: s.id, RequestID: &rid,
 		ToolCallID: pa.toolCallID, Kind: pa.kind, Decision: "escalated", Rule: pa.rule})
 	params := protocol.PermissionRequestParams{Session: s.id, RequestID: &rid, ToolCall: pp.ToolCall, Options: pp.Options,
 		Kind: pa.kind, Rule: pa.rule}
+	s.journalRequest(protocol.RequestPermission, params)
 	go func() {
 		res, err := s.m.host.RequestPermission(t.ctx, params)
 		s.post(func() {

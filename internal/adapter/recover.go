@@ -1,7 +1,6 @@
 package adapter
 
 import (
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -95,7 +94,7 @@ func (m *Manager) sweep(st *store.Store) {
 func (m *Manager) recoverEntry(st *store.Store, o store.Owned) {
 	proof := m.recoverOne(o)
 	for backoff := m.cfg.RetainedRetryMin; !proof.Complete; {
-		m.notifyProof(proof)
+		m.notifyProof(st, o.SessionKey, proof)
 		m.notePendingRecovery(o.ID, proof)
 		select {
 		case <-time.After(backoff):
@@ -125,7 +124,8 @@ func (m *Manager) recoverEntry(st *store.Store, o store.Owned) {
 		return nil
 	})
 	m.log.Info("recovered a leftover provider tree", zap.String("session", o.Session))
-	m.notifyProof(proof)
+	m.stats.recovered.Add(1)
+	m.notifyProof(st, o.SessionKey, proof)
 }
 
 // recoverOne kills what is left of one ledger entry and builds its proof.
@@ -144,14 +144,10 @@ func (m *Manager) recoverOne(o store.Owned) *protocol.Proof {
 	return proof
 }
 
-func (m *Manager) notifyProof(p *protocol.Proof) {
-	b, err := json.Marshal(protocol.ProofNotice{Proof: p})
-	if err == nil {
-		err = m.host.Notify(protocol.NotifyCleanupProof, b)
-	}
-	if err != nil {
-		m.log.Debug("cleanup proof not delivered", zap.Error(err))
-	}
+// notifyProof sends a recovered proof, journaled as the sessionKey's
+// (docs/protocol.md §16: a host catching up on that key reads it).
+func (m *Manager) notifyProof(st *store.Store, key string, p *protocol.Proof) {
+	m.notifyJournaled(st.Dir(), key, protocol.NotifyCleanupProof, protocol.ProofNotice{Proof: p})
 }
 
 // notePendingRecovery remembers (p non-nil) or forgets the latest

@@ -4,12 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"strconv"
 	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
 
+	"github.com/acpx-sidecar/acpx-sidecar/internal/journal"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/jsonl"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/profiles"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/store"
@@ -64,7 +64,6 @@ type session struct {
 	seq            uint64
 	replaying      bool              // drop updates (session/load replay)
 	buffered       []json.RawMessage // updates that arrived during a new-session admission
-	idJSON         []byte            // id as a JSON string (session.forward)
 	usedIDs        map[string]bool
 	turn           *turn
 	lastReqID      *string
@@ -76,10 +75,21 @@ type session struct {
 	closeReq       *closeAttempt
 	proof          *protocol.Proof
 	exitSeen       bool
-	lostInTurn     bool // the connection died during a turn
-	finished       bool // the open failed or the session was retired: the actor stops
-	pid            int  // the provider's pid, kept after the tree handle is released
-	discarded      bool // the record was deleted at close
+	lostInTurn     bool          // the connection died during a turn
+	finished       bool          // the open failed or the session was retired: the actor stops
+	pid            int           // the provider's pid, kept after the tree handle is released
+	discarded      bool          // the record was deleted at close
+	queue          []*queuedTurn // queue: true prompts waiting behind turn, in arrival order (queue.go)
+	contextUsage   *protocol.ContextUsage
+	closeAsked     time.Time // when the host's close arrived (closeToProofMs)
+	// the journal and the frames queued for the host (notify.go)
+	jn        *journal.Journal
+	jnRelease func()
+	jnFailed  bool // the journal could not be opened
+	jnStarted bool // the journal was started anew for this session
+	jnWarned  bool // a journal write failure was logged
+	out       []outFrame
+	outBuf    []byte
 }
 
 func newSession(m *Manager, id string, p protocol.OpenParams, prof profiles.Profile) *session {
@@ -118,6 +128,7 @@ func (s *session) launched() bool { return s.hasTree.Load() }
 func (s *session) run(ctx context.Context, reply Reply) {
 	defer s.m.actors.Done()
 	defer close(s.quit)
+	defer s.closeJournal()
 	s.startAdmission(ctx, reply)
 	for !s.finished {
 		select {
@@ -129,11 +140,19 @@ func (s *session) run(ctx context.Context, reply Reply) {
 			s.stop()
 			return
 		}
+		// Queued frames go out once the inbox is drained (a burst of
+		// updates shares one journal write) or the batch is full.
+		if len(s.out) > 0 && (len(s.inbox) == 0 || len(s.out) >= maxOutBatch) {
+			s.flushOut()
+		}
 	}
 }
 
 // stop releases what the actor still holds when the manager stops it.
 func (s *session) stop() {
+	s.flushOut()
+	s.endQueued(protocol.PromptResult{Status: "failed", Error: &protocol.TurnError{
+		Code: protocol.ErrShuttingDown, Message: "the sidecar shut down before the turn started"}})
 	if s.turn != nil {
 		s.finishTurn(protocol.PromptResult{Status: "failed", Error: &protocol.TurnError{
 			Code: protocol.ErrShuttingDown, Message: "the sidecar shut down during the turn"}})
@@ -141,26 +160,6 @@ func (s *session) stop() {
 	if s.conn != nil {
 		s.conn.close()
 	}
-}
-
-// notify is the session's ONE notification point: every notification of
-// this session to the host passes here, on the actor, with params as the
-// exact JSON bytes the host's frame carries (Host.Notify writes them
-// verbatim). params is the callee's: it is not changed afterwards.
-func (s *session) notify(method string, params json.RawMessage) {
-	if err := s.m.host.Notify(method, params); err != nil {
-		s.log.Debug("notification not delivered", zap.String("method", method), zap.Error(err))
-	}
-}
-
-// notifyValue marshals params (a protocol notice) and passes it to notify.
-func (s *session) notifyValue(method string, params any) {
-	b, err := json.Marshal(params)
-	if err != nil {
-		s.log.Error("notification not encodable", zap.String("method", method), zap.Error(err))
-		return
-	}
-	s.notify(method, b)
 }
 
 // onUpdate handles one ACP session/update from the provider: sessionID is
@@ -190,47 +189,14 @@ func (s *session) onUpdate(sessionID []byte, update json.RawMessage) {
 // later; trackUpdate).
 func (s *session) forward(update json.RawMessage, origin *string) {
 	s.seq++
-	var rid []byte
+	rid := []byte("null")
 	switch {
 	case origin != nil:
 		rid = jsonString(*origin)
 	case s.turn != nil:
-		if s.turn.requestIDJSON == nil {
-			s.turn.requestIDJSON = jsonString(s.turn.requestID)
-		}
-		rid = s.turn.requestIDJSON
-	default:
-		rid = jsonNull
+		rid = s.turn.ridJSON
 	}
-	if s.idJSON == nil {
-		s.idJSON = jsonString(s.id)
-	}
-	s.notify(protocol.NotifySessionUpdate, updateNotice(s.idJSON, rid, s.seq, update))
-}
-
-var jsonNull = []byte("null")
-
-// jsonString is s as a JSON string, as encoding/json writes it.
-func jsonString(s string) []byte {
-	b, _ := json.Marshal(s)
-	return b
-}
-
-// updateNotice is protocol.SessionUpdateNotice's JSON, built in one
-// buffer with update copied verbatim (never decoded or re-encoded):
-// {"session":<session>,"requestId":<requestID>,"seq":<seq>,"update":<update>}.
-// session and requestID are JSON values (a string; requestID may be null).
-func updateNotice(session, requestID []byte, seq uint64, update []byte) json.RawMessage {
-	b := make([]byte, 0, len(session)+len(requestID)+len(update)+64)
-	b = append(b, `{"session":`...)
-	b = append(b, session...)
-	b = append(b, `,"requestId":`...)
-	b = append(b, requestID...)
-	b = append(b, `,"seq":`...)
-	b = strconv.AppendUint(b, seq, 10)
-	b = append(b, `,"update":`...)
-	b = append(b, update...)
-	return append(b, '}')
+	s.emitUpdate(rid, s.seq, update)
 }
 
 // trackUpdate keeps the model/mode/config state the agent reports, and the
@@ -252,6 +218,8 @@ func (s *session) trackUpdate(update json.RawMessage) *string {
 		Status        string            `json:"status"`
 		CurrentModeID string            `json:"currentModeId"`
 		ConfigOptions []json.RawMessage `json:"configOptions"`
+		Used          *int64            `json:"used"`
+		Size          *int64            `json:"size"`
 		Cost          *struct {
 			Amount   float64 `json:"amount"`
 			Currency string  `json:"currency"`
@@ -290,6 +258,12 @@ func (s *session) trackUpdate(update json.RawMessage) *string {
 		if u.Cost != nil {
 			s.cost = &protocol.Cost{Amount: u.Cost.Amount, Currency: u.Cost.Currency, Basis: "session-cumulative"}
 		}
+		if u.Used != nil && u.Size != nil && *u.Used >= 0 && *u.Size >= 0 {
+			s.contextUsage = &protocol.ContextUsage{Used: *u.Used, Size: *u.Size}
+		}
+		if s.turn == nil && (u.Cost != nil || u.Used != nil) {
+			s.persist(nil) // between turns: nothing else will persist it soon
+		}
 		if s.turn != nil {
 			if u.Cost != nil {
 				delta := u.Cost.Amount - s.turn.costBase
@@ -323,8 +297,10 @@ func (s *session) onExit() {
 		during = "turn"
 	}
 	s.log.Warn("provider exited on its own", zap.String("during", during))
-	s.notifyValue(protocol.NotifySessionExited, protocol.ExitedNotice{Session: s.id, SessionKey: s.key,
+	s.notify(protocol.NotifySessionExited, protocol.ExitedNotice{Session: s.id, SessionKey: s.key,
 		Pid: s.tree.Pid(), ExitCode: st.Code, Signal: st.Signal, During: during})
+	s.endQueued(protocol.PromptResult{Status: "failed", Error: &protocol.TurnError{
+		Code: protocol.ErrProviderProcessLost, Message: "the provider process exited before the turn started"}})
 	if s.turn != nil {
 		s.finishTurn(protocol.PromptResult{Status: "failed", Error: &protocol.TurnError{
 			Code: protocol.ErrProviderProcessLost, Message: "the provider process exited during the turn"}})

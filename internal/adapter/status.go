@@ -38,8 +38,8 @@ func (s *session) status() (any, error) {
 	}
 	res := protocol.StatusResult{Session: s.id, SessionKey: s.key, Agent: s.agent, State: s.state.current(), Identity: s.identity,
 		Closed: s.state.is(protocol.StateClosed), LastRequestID: s.lastReqID, Models: s.models, Modes: s.modes, ConfigOptions: s.configOpts,
-		Usage: protocol.UsageStatus{Cumulative: s.usage, PerRequest: s.perRequest}, Cost: s.cost,
-		PermissionBinding: s.binding}
+		Usage: protocol.UsageStatus{Cumulative: s.usage, PerRequest: s.perRequest, Context: s.contextUsage}, Cost: s.cost,
+		PermissionBinding: s.binding, QueuedRequestIDs: s.queuedIDs()}
 	res.Process.Pid = s.pid
 	if s.tree != nil {
 		res.Process.Pid = s.tree.Pid()
@@ -81,6 +81,9 @@ func (s *session) status() (any, error) {
 	res.Usage.PerRequest = per
 	if c := rec.CumulativeCost; c != nil {
 		res.Cost = &protocol.Cost{Amount: c.Amount, Currency: c.Currency, Basis: "session-cumulative"}
+	}
+	if c := rec.Acpx.ContextUsage; c != nil {
+		res.Usage.Context = &protocol.ContextUsage{Used: c.Used, Size: c.Size}
 	}
 	return res, nil
 }

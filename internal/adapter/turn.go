@@ -18,19 +18,17 @@ import (
 // authority of its lifetime (docs/rules.md#r27).
 type turn struct {
 	requestID string
-	// requestIDJSON is requestID as a JSON string, made at the turn's
-	// first update (session.forward).
-	requestIDJSON []byte
-	reply         Reply
-	ctx           context.Context // cancelled when the turn ends: host permission asks die with it
-	end           context.CancelFunc
-	stopHost      func() bool // stops the $/cancelRequest hook
-	cancelled     bool
-	failErr       *protocol.TurnError
-	cost          *protocol.Cost // this turn's cost (basis "turn")
-	costBase      float64        // the session's cumulative cost when the turn began
-	pending       map[*permissionAsk]*pendingAsk
-	timers        []*time.Timer
+	ridJSON   []byte // requestID as a JSON string (session/update params)
+	reply     Reply
+	ctx       context.Context // cancelled when the turn ends: host permission asks die with it
+	end       context.CancelFunc
+	stopHost  func() bool // stops the $/cancelRequest hook
+	cancelled bool
+	failErr   *protocol.TurnError
+	cost      *protocol.Cost // this turn's cost (basis "turn")
+	costBase  float64        // the session's cumulative cost when the turn began
+	pending   map[*permissionAsk]*pendingAsk
+	timers    []*time.Timer
 }
 
 // promptResponse is ACP session/prompt's result; ACP's Usage has the host
@@ -52,16 +50,25 @@ func usageToRecord(u protocol.Usage) store.TokenUsage {
 		CachedReadTokens: u.CachedReadTokens, CachedWriteTokens: u.CachedWriteTokens, ThoughtTokens: u.ThoughtTokens}
 }
 
-// startTurn begins one turn (docs/protocol.md §8 session/prompt): one
-// active turn per session (TURN_ACTIVE), request ids unique within the
-// session (DUPLICATE_REQUEST_ID).
+// startTurn admits one session/prompt (docs/protocol.md §8
+// session/prompt): one active turn per session (TURN_ACTIVE) unless the
+// prompt asks to queue behind it (queue.go), request ids unique within
+// the session (DUPLICATE_REQUEST_ID).
 func (s *session) startTurn(ctx context.Context, p protocol.PromptParams, reply Reply) {
 	if e := s.usable(); e != nil {
 		reply(nil, e)
 		return
 	}
-	if s.turn != nil {
+	if s.turn != nil && !p.Queue {
 		reply(nil, protocol.Domain(protocol.ErrTurnActive, "turn "+quoteShort(s.turn.requestID)+" is still running", true))
+		return
+	}
+	if s.turn != nil && len(s.queue) >= s.m.maxQueuedTurns() {
+		e := protocol.Domain(protocol.ErrTurnActive, "turn "+quoteShort(s.turn.requestID)+" is still running and "+
+			itoa(len(s.queue))+" turns are queued (--max-queued-turns)", true)
+		n := len(s.queue)
+		e.Data.Queued = &n
+		reply(nil, e)
 		return
 	}
 	if s.usedIDs[p.RequestID] {
@@ -78,8 +85,18 @@ func (s *session) startTurn(ctx context.Context, p protocol.PromptParams, reply 
 		reply(nil, protocol.InvalidParams("prompt", "prompt is not an ACP ContentBlock[]"))
 		return
 	}
+	if s.turn != nil {
+		s.enqueue(ctx, p, prompt, reply)
+		return
+	}
+	s.beginTurn(ctx, p, prompt, reply)
+}
+
+// beginTurn makes p the active turn and sends it to the agent.
+func (s *session) beginTurn(ctx context.Context, p protocol.PromptParams, prompt []acp.ContentBlock, reply Reply) {
 	tctx, end := context.WithCancel(context.Background())
-	t := &turn{requestID: p.RequestID, reply: reply, ctx: tctx, end: end, pending: map[*permissionAsk]*pendingAsk{}}
+	t := &turn{requestID: p.RequestID, ridJSON: jsonString(p.RequestID), reply: reply, ctx: tctx, end: end,
+		pending: map[*permissionAsk]*pendingAsk{}}
 	t.stopHost = context.AfterFunc(ctx, func() {
 		s.post(func() { s.cancelTurn(&t.requestID, "request cancelled") })
 	})
@@ -142,7 +159,8 @@ func (s *session) turnReturned(t *turn, resp *promptResponse, err error) {
 }
 
 // finishTurn ends the active turn with res: answers its pending permission
-// asks `cancelled`, accounts usage and cost, persists, replies.
+// asks `cancelled`, sends the queued frames, accounts usage and cost,
+// persists, fsyncs the journal, replies, and starts the next queued turn.
 func (s *session) finishTurn(res protocol.PromptResult) {
 	t := s.turn
 	if t == nil {
@@ -167,6 +185,7 @@ func (s *session) finishTurn(res protocol.PromptResult) {
 	if res.Cost == nil && t.cost != nil {
 		res.Cost = t.cost
 	}
+	s.flushOut() // the turn's updates go out before the record write
 	if res.Usage != nil {
 		s.perRequest[t.requestID] = *res.Usage
 		s.usage.InputTokens += res.Usage.InputTokens
@@ -185,7 +204,11 @@ func (s *session) finishTurn(res protocol.PromptResult) {
 			r.Acpx.RequestCost[t.requestID] = store.Cost{Amount: res.Cost.Amount, Currency: res.Cost.Currency}
 		}
 	})
+	// Every update of the turn is sent, and durable, before its answer.
+	s.syncJournal()
+	s.m.stats.countTurn(res.Status)
 	t.reply(res, nil)
+	s.startQueued()
 }
 
 // cancelTurn cancels the active turn if requestID (nil = any) names it:
@@ -229,6 +252,9 @@ func (s *session) restoreUsage(r *store.Record) {
 	}
 	if c := r.CumulativeCost; c != nil {
 		s.cost = &protocol.Cost{Amount: c.Amount, Currency: c.Currency, Basis: "session-cumulative"}
+	}
+	if c := r.Acpx.ContextUsage; c != nil {
+		s.contextUsage = &protocol.ContextUsage{Used: c.Used, Size: c.Size}
 	}
 	s.lastReqID = r.LastRequestID
 	// Request ids stay unique across resume (docs/protocol.md §8
@@ -299,6 +325,9 @@ func (s *session) persist(fn func(r *store.Record)) {
 		}
 		if s.cost != nil {
 			r.CumulativeCost = &store.Cost{Amount: s.cost.Amount, Currency: s.cost.Currency}
+		}
+		if c := s.contextUsage; c != nil {
+			r.Acpx.ContextUsage = &store.ContextUsage{Used: c.Used, Size: c.Size}
 		}
 		if fn != nil {
 			fn(r)

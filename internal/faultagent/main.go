@@ -73,6 +73,10 @@
 //	permission-title=<title>  each turn asks session/request_permission with a
 //	                   toolCall that has this title and no kind (options
 //	                   allow_once/reject_once), reported like permission=
+//	stream=<N>:<ms>    N extra agent_message_chunk updates "stream <i>;" per
+//	                   turn, ms milliseconds apart (stops at session/cancel)
+//	usage-grow=<n>     the turn's usage_update says used = n × the number of
+//	                   turns the session has run
 //
 // Normal behaviour: initialize answers agentInfo {name:"faultagent",
 // version:"0.1.0"}, agentCapabilities {loadSession:true,
@@ -126,6 +130,7 @@ type config struct {
 	permCostModes    // permission-title (modes_permcost.go)
 	authModes        // auth (modes_auth.go)
 	seedModes        // record, error-new, hog, new-on-term, ... (modes_seed.go)
+	journalModes     // stream, usage-grow (modes_journal.go)
 	stateDir         string
 }
 
@@ -195,6 +200,8 @@ func parseModes(list string) (config, error) {
 		case "slow-turn":
 			n, err = num()
 			c.slowTurn = time.Duration(n) * time.Millisecond
+		case "stream", "usage-grow":
+			err = c.journalModes.parse(name, val, hasVal)
 		case "record", "error-new", "agent-session-id", "hog", "groupchild", "new-on-term",
 			"close-error-on-term", "error-close", "stale-config", "no-config-options", "cost":
 			err = c.seedModes.parse(name, val, hasVal)

@@ -87,6 +87,7 @@ func (a *agent) prompt(m message) {
 	for i := 0; i < a.cfg.flood && !cancelled(); i++ {
 		emit(chunk("agent_message_chunk", fmt.Sprintf("flood %d;", i)))
 	}
+	a.stream(emit, cancel)
 	if a.cfg.longLine > 0 && !cancelled() {
 		emit(chunk("agent_message_chunk", strings.Repeat("x", a.cfg.longLine)))
 	}
@@ -98,7 +99,7 @@ func (a *agent) prompt(m message) {
 			t.Stop()
 		}
 	}
-	emit(a.withSeedCost(a.usageUpdate(), turns))
+	emit(a.withUsageGrowth(a.withSeedCost(a.usageUpdate(), turns), turns))
 
 	stop := "end_turn"
 	if cancelled() {

@@ -50,6 +50,8 @@ var methods = map[string]method{
 	protocol.MethodSessionSetMode:   {run: backendCall(Backend.SetMode)},
 	protocol.MethodSessionSetConfig: {run: backendCall(Backend.SetConfigOption)},
 	protocol.MethodSessionList:      {run: (*Server).list},
+	protocol.MethodSessionEvents:    {run: backendCall(Backend.Events)},
+	protocol.MethodSidecarStats:     {run: (*Server).stats},
 }
 
 // lookup finds the row of a request (notif false) or notification method.
@@ -144,6 +146,16 @@ func (s *Server) shutdown(c *call) {
 // list answers session/list; it reads no params.
 func (s *Server) list(c *call) {
 	c.reply(map[string]any{"sessions": nonNilList(s.backend.List())}, nil)
+}
+
+// stats answers sidecar/stats; it reads no params. It runs off the read
+// loop: the backend asks every session actor.
+func (s *Server) stats(c *call) {
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		c.reply(s.backend.Stats(), nil)
+	}()
 }
 
 // exit ends Serve: after shutdown, once that shutdown has finished (an

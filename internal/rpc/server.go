@@ -36,6 +36,12 @@ type Backend interface {
 	SetMode(p protocol.SetModeParams, reply Reply)
 	SetConfigOption(p protocol.SetConfigOptionParams, reply Reply)
 	List() []protocol.ListEntry
+	// Events answers session/events from the session journal
+	// (docs/protocol.md §16).
+	Events(p protocol.EventsParams, reply Reply)
+	// Stats answers sidecar/stats (docs/protocol.md §17); it may block
+	// briefly (it asks every session actor its state).
+	Stats() protocol.StatsResult
 	// Initialized runs once, after the initialize result was sent (the
 	// sweep of an earlier sidecar's leftovers reports through it).
 	Initialized()

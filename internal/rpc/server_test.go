@@ -110,6 +110,13 @@ func (f *fakeBackend) SetConfigOption(p protocol.SetConfigOptionParams, reply Re
 	f.echo("SetConfigOption", p, reply)
 }
 
+func (f *fakeBackend) Events(p protocol.EventsParams, reply Reply) { f.echo("Events", p, reply) }
+
+func (f *fakeBackend) Stats() protocol.StatsResult {
+	f.record("Stats")
+	return protocol.StatsResult{UpdatesForwarded: 7}
+}
+
 func (f *fakeBackend) List() []protocol.ListEntry {
 	f.record("List")
 	return nil
@@ -226,6 +233,14 @@ var scenarios = []scenario{
 		req(`{"jsonrpc":"2.0","id":42,"method":"session/setConfigOption","params":{"session":"s","key":"k","value":1}}`),
 		req(`{"jsonrpc":"2.0","id":43,"method":"session/setConfigOption","params":{"session":"s","key":"k","value":true}}`),
 		req(`{"jsonrpc":"2.0","id":44,"method":"session/setConfigOption","params":{"session":"s","key":1}}`),
+		req(`{"jsonrpc":"2.0","id":46,"method":"session/events","params":{}}`),
+		req(`{"jsonrpc":"2.0","id":47,"method":"session/events","params":{"sessionKey":"k","stateDir":"rel"}}`),
+		req(`{"jsonrpc":"2.0","id":48,"method":"session/events","params":{"sessionKey":"k","afterSeq":-1}}`),
+		req(`{"jsonrpc":"2.0","id":49,"method":"session/events","params":{"sessionKey":"k","limit":0}}`),
+		req(`{"jsonrpc":"2.0","id":50,"method":"session/events","params":{"sessionKey":"k","afterSeq":3,"limit":10}}`),
+		req(`{"jsonrpc":"2.0","id":51,"method":"sidecar/stats"}`),
+		req(`{"jsonrpc":"2.0","id":52,"method":"session/prompt","params":{"session":"s","requestId":"q","prompt":"hi","queue":"yes"}}`),
+		req(`{"jsonrpc":"2.0","id":53,"method":"session/prompt","params":{"session":"s","requestId":"q","prompt":"hi","queue":true}}`),
 		notif(`{"jsonrpc":"2.0","method":"session/list"}`),
 		notif(`{"jsonrpc":"2.0","method":"session/status","params":{"session":"s"}}`),
 		notif(`{"jsonrpc":"2.0","method":"nope"}`),

@@ -80,7 +80,8 @@ func TestInterop_AcpxReadsOurRecordAndWeReadItsRewrite(t *testing.T) {
 	r.RequestTokenUsage = map[string]TokenUsage{"req-1": {InputTokens: 10, OutputTokens: 5, TotalTokens: 15}}
 	r.CumulativeCost = &Cost{Amount: 0.25, Currency: "USD"}
 	r.Acpx = AcpxState{CurrentModelID: "m1", AvailableModels: []string{"m1", "m2"}, ModelControl: "config_option",
-		CurrentModeID: "auto", AgentProfile: "codex", CumulativeCost: &Cost{Amount: 0.25, Currency: "USD"}}
+		CurrentModeID: "auto", AgentProfile: "codex", CumulativeCost: &Cost{Amount: 0.25, Currency: "USD"},
+		ContextUsage: &ContextUsage{Used: 15, Size: 1000}}
 	if err := s.Save(r); err != nil {
 		t.Fatal(err)
 	}

@@ -73,9 +73,12 @@ type AcpxState struct {
 	AgentSessionID string `json:"agent_session_id,omitempty"`
 	// CumulativeCost is the session's cost so far; RequestCost the cost per
 	// request id (docs/rules.md#r30). acpx keeps only Record.CumulativeCost.
-	CumulativeCost *Cost                      `json:"cumulative_cost,omitempty"`
-	RequestCost    map[string]Cost            `json:"request_cost,omitempty"`
-	Extra          map[string]json.RawMessage `json:"-"`
+	CumulativeCost *Cost           `json:"cumulative_cost,omitempty"`
+	RequestCost    map[string]Cost `json:"request_cost,omitempty"`
+	// ContextUsage is the agent's last ACP usage_update used/size (ours;
+	// docs/protocol.md §8 session/status usage.context).
+	ContextUsage *ContextUsage              `json:"context_usage,omitempty"`
+	Extra        map[string]json.RawMessage `json:"-"`
 
 	shape keyShape
 }
@@ -84,7 +87,14 @@ func (a AcpxState) isEmpty() bool {
 	return a.CurrentModelID == "" && len(a.AvailableModels) == 0 && len(a.AvailableModelNames) == 0 &&
 		a.ModelControl == "" && a.CurrentModeID == "" && len(a.AvailableModes) == 0 &&
 		a.AgentProfile == "" && a.PinnedModelID == "" && a.PinnedModeID == "" && a.AgentSessionID == "" && a.CumulativeCost == nil &&
-		len(a.RequestCost) == 0 && len(a.Extra) == 0
+		len(a.RequestCost) == 0 && a.ContextUsage == nil && len(a.Extra) == 0
+}
+
+// ContextUsage is a context-window use in tokens: Used of Size, both ≥ 0
+// (ACP usage_update used/size).
+type ContextUsage struct {
+	Used int64 `json:"used"`
+	Size int64 `json:"size"`
 }
 
 // MarshalJSON writes the known keys in declaration order, then Extra (sorted).
@@ -212,6 +222,9 @@ func (r *Record) Validate() error {
 		if !(c.Amount >= 0 && !math.IsInf(c.Amount, 0)) {
 			return bad("acpx.request_cost[%s] amount %v", id, c.Amount)
 		}
+	}
+	if c := r.Acpx.ContextUsage; c != nil && (c.Used < 0 || c.Size < 0) {
+		return bad("acpx.context_usage has a negative count")
 	}
 	for name, raw := range map[string]json.RawMessage{"event_log": r.EventLog, "agent_capabilities": r.AgentCapabilities} {
 		if len(raw) > 0 && !json.Valid(raw) {

@@ -135,7 +135,8 @@ func TestRecord_OurKeysAreSnakeCase(t *testing.T) {
 		CumulativeTokenUsage: &TokenUsage{CachedReadTokens: ptr(int64(1)), CachedWriteTokens: ptr(int64(1)), ThoughtTokens: ptr(int64(1))},
 		CumulativeCost:       &Cost{Amount: 1, Currency: "USD"},
 		Acpx: AcpxState{CurrentModeID: "m", AvailableModes: []string{"m"}, AgentProfile: "codex", AgentSessionID: "x",
-			CumulativeCost: &Cost{Amount: 1, Currency: "USD"}, RequestCost: map[string]Cost{"r": {1, "USD"}}},
+			CumulativeCost: &Cost{Amount: 1, Currency: "USD"}, RequestCost: map[string]Cost{"r": {1, "USD"}},
+			ContextUsage: &ContextUsage{Used: 1, Size: 2}},
 		Title: ptr("t"), ClosedAt: ptr("c"), Pid: ptr(1), AgentStartedAt: ptr("a"), LastPromptAt: ptr("l"),
 		LastRequestID: ptr("r"), Name: "n", ProtocolVersion: 1, AgentArgv: []string{"a"},
 	}
@@ -163,6 +164,14 @@ func TestRecord_OurKeysAreSnakeCase(t *testing.T) {
 		if _, ok := m[k]; !ok {
 			t.Errorf("key %s missing", k)
 		}
+	}
+	if cu, _ := m["acpx"].(map[string]any)["context_usage"].(map[string]any); cu["used"] != float64(1) || cu["size"] != float64(2) {
+		t.Errorf("acpx.context_usage = %v", m["acpx"].(map[string]any)["context_usage"])
+	}
+	r.Acpx.ContextUsage.Used = -1
+	r.Schema, r.AcpxRecordID = Schema, "k"
+	if err := r.Validate(); err == nil {
+		t.Error("a negative acpx.context_usage.used validates")
 	}
 	u := m["cumulative_token_usage"].(map[string]any)
 	for _, k := range []string{"cache_read_input_tokens", "cache_creation_input_tokens", "thought_tokens"} {

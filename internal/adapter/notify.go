@@ -1,0 +1,251 @@
+package adapter
+
+import (
+	"encoding/json"
+	"path/filepath"
+	"strconv"
+
+	"go.uber.org/zap"
+
+	"github.com/acpx-sidecar/acpx-sidecar/internal/journal"
+	"github.com/acpx-sidecar/acpx-sidecar/protocol"
+)
+
+// A session's host notifications all leave through this file: each is
+// appended to the session key's journal (internal/journal), queued, and
+// sent by flushOut, which first hands the journal's buffer to the kernel
+// in one write(2) — so an entry is in the kernel before its frame is in
+// the host's pipe, and a burst of updates costs one journal write
+// (docs/protocol.md §16, Session journal).
+
+// outFrame is one queued notification: its params are outBuf[start:end].
+type outFrame struct {
+	method     string
+	start, end int
+}
+
+// maxOutBatch bounds the frames queued before flushOut runs even though
+// the inbox is not drained.
+const maxOutBatch = 128
+
+// ensureJournal opens the session key's journal on first use (the store's
+// sessions directory exists once admission opened the store). At the
+// session's first use the journal is started anew: a key's journal holds
+// its latest session, whose seq starts at 1 (docs/protocol.md §6, §16). A
+// journal that cannot be opened is logged once; the notifications still
+// go out.
+func (s *session) ensureJournal() {
+	if s.jn != nil || s.jnFailed || s.st == nil {
+		return
+	}
+	j, release, err := s.m.acquireJournal(s.st.SessionsDir(), s.key)
+	if err != nil {
+		s.jnFailed = true
+		s.log.Warn("session journal unavailable", zap.Error(err))
+		return
+	}
+	if !s.jnStarted {
+		s.jnStarted = true
+		if err := j.Reset(); err != nil {
+			s.log.Warn("session journal not started anew", zap.Error(err))
+		}
+	}
+	s.jn, s.jnRelease = j, release
+}
+
+// closeJournal syncs and releases the session's journal.
+func (s *session) closeJournal() {
+	s.flushOut()
+	if s.jn != nil {
+		s.jnRelease()
+		s.jn, s.jnRelease = nil, nil
+	}
+}
+
+// syncJournal makes the journal durable (fsync): at turn end and close.
+func (s *session) syncJournal() {
+	if s.jn != nil {
+		if err := s.jn.Sync(); err != nil {
+			s.log.Warn("session journal not synced", zap.Error(err))
+		}
+	}
+}
+
+// emit journals one notification — params are its params as they go on
+// the wire — and queues its frame for flushOut.
+func (s *session) emit(method string, params []byte) {
+	start := len(s.outBuf)
+	s.outBuf = append(s.outBuf, params...)
+	s.queueFrame(method, start)
+}
+
+// queueFrame journals outBuf[start:] as method's params and queues it.
+func (s *session) queueFrame(method string, start int) {
+	s.ensureJournal()
+	params := s.outBuf[start:]
+	if s.jn != nil {
+		if method == protocol.NotifySessionUpdate {
+			s.jn.AppendUpdate(s.seq, params)
+		} else {
+			s.jn.AppendNotice(method, params)
+		}
+	}
+	s.out = append(s.out, outFrame{method: method, start: start, end: len(s.outBuf)})
+}
+
+// flushOut writes the journal's buffer, then sends every queued frame in
+// order.
+func (s *session) flushOut() {
+	if len(s.out) == 0 {
+		return
+	}
+	if s.jn != nil {
+		if err := s.jn.Flush(); err != nil && !s.jnWarned {
+			s.jnWarned = true
+			s.log.Warn("session journal write failed", zap.Error(err))
+		}
+	}
+	for _, f := range s.out {
+		if f.method == protocol.NotifySessionUpdate {
+			s.m.stats.updatesForwarded.Add(1)
+		}
+		if err := s.m.host.Notify(f.method, json.RawMessage(s.outBuf[f.start:f.end])); err != nil {
+			s.log.Debug("notification not delivered", zap.String("method", f.method), zap.Error(err))
+		}
+	}
+	s.out, s.outBuf = s.out[:0], s.outBuf[:0]
+	if cap(s.outBuf) > 1<<20 {
+		s.outBuf = nil // a burst of large updates: do not keep its buffer
+	}
+}
+
+// notify journals and sends one notification other than session/update,
+// after every frame queued before it.
+func (s *session) notify(method string, params any) {
+	raw, err := json.Marshal(params)
+	if err != nil {
+		s.log.Error("notification not encodable (a bug)", zap.String("method", method), zap.Error(err))
+		return
+	}
+	s.emit(method, raw)
+	s.flushOut()
+}
+
+// journalRequest journals a sidecar → host request as it is sent
+// (session/requestPermission), after the frames queued before it; the
+// caller then sends it.
+func (s *session) journalRequest(method string, params any) {
+	s.flushOut()
+	s.ensureJournal()
+	if s.jn == nil {
+		return
+	}
+	if raw, err := json.Marshal(params); err == nil {
+		s.jn.AppendNotice(method, raw)
+		_ = s.jn.Flush()
+	}
+}
+
+// emitUpdate queues one session/update, its params rendered as
+// protocol.SessionUpdateNotice marshals them straight into the frame
+// buffer, without re-encoding the agent's update: rid is the requestId
+// already JSON-encoded (a string or null).
+func (s *session) emitUpdate(rid []byte, seq uint64, update json.RawMessage) {
+	start := len(s.outBuf)
+	b := append(s.outBuf, `{"session":"`...)
+	b = append(b, s.id...) // "s-" + hex: nothing to escape
+	b = append(b, `","requestId":`...)
+	b = append(b, rid...)
+	b = append(b, `,"seq":`...)
+	b = strconv.AppendUint(b, seq, 10)
+	b = append(b, `,"update":`...)
+	b = append(b, update...)
+	s.outBuf = append(b, '}')
+	s.queueFrame(protocol.NotifySessionUpdate, start)
+}
+
+// jsonString encodes a requestId as a JSON string.
+func jsonString(v string) []byte {
+	b, _ := json.Marshal(v)
+	return b
+}
+
+// journalRef is one open journal shared by whoever writes or reads it
+// now: the session of its key, a retained cleanup's late proof, a
+// recovered proof, a session/events read.
+type journalRef struct {
+	j    *journal.Journal
+	refs int
+}
+
+// acquireJournal opens (or shares) the journal of key in sessionsDir; the
+// returned release closes it when its last user is done.
+func (m *Manager) acquireJournal(sessionsDir, key string) (*journal.Journal, func(), error) {
+	id := sessionsDir + "\x00" + key
+	m.jmu.Lock()
+	defer m.jmu.Unlock()
+	ref := m.journals[id]
+	if ref == nil {
+		j, err := journal.Open(sessionsDir, key, m.cfg.JournalMaxBytes)
+		if err != nil {
+			return nil, nil, err
+		}
+		ref = &journalRef{j: j}
+		m.journals[id] = ref
+	}
+	ref.refs++
+	released := false
+	return ref.j, func() {
+		m.jmu.Lock()
+		defer m.jmu.Unlock()
+		if released {
+			return
+		}
+		released = true
+		if ref.refs--; ref.refs == 0 {
+			delete(m.journals, id)
+			if err := ref.j.Close(); err != nil {
+				m.log.Warn("session journal not closed cleanly", zap.Error(err))
+			}
+		}
+	}, nil
+}
+
+// liveJournal returns the journal of key in sessionsDir if this sidecar
+// has it open, with a reference the caller releases.
+func (m *Manager) liveJournal(sessionsDir, key string) (*journal.Journal, func()) {
+	m.jmu.Lock()
+	ref := m.journals[sessionsDir+"\x00"+key]
+	m.jmu.Unlock()
+	if ref == nil {
+		return nil, nil
+	}
+	j, release, err := m.acquireJournal(sessionsDir, key)
+	if err != nil {
+		return nil, nil
+	}
+	return j, release
+}
+
+// notifyJournaled journals and sends a notification from outside a
+// session actor (a retained cleanup's final proof, a recovered proof):
+// into the journal of key in stateDir, synced, then to the host.
+func (m *Manager) notifyJournaled(stateDir, key, method string, params any) {
+	raw, err := json.Marshal(params)
+	if err != nil {
+		m.log.Error("notification not encodable (a bug)", zap.String("method", method), zap.Error(err))
+		return
+	}
+	if stateDir != "" && key != "" {
+		if j, release, err := m.acquireJournal(filepath.Join(stateDir, "sessions"), key); err == nil {
+			j.AppendNotice(method, raw)
+			_ = j.Sync()
+			release()
+		} else {
+			m.log.Debug("session journal unavailable", zap.Error(err))
+		}
+	}
+	if err := m.host.Notify(method, json.RawMessage(raw)); err != nil {
+		m.log.Debug("notification not delivered", zap.String("method", method), zap.Error(err))
+	}
+}

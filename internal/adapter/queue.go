@@ -1,0 +1,107 @@
+package adapter
+
+import (
+	"context"
+
+	acp "github.com/coder/acp-go-sdk"
+
+	"github.com/acpx-sidecar/acpx-sidecar/protocol"
+)
+
+// Queued turns (docs/protocol.md §8 session/prompt, Queued turns): a
+// prompt with `queue: true` that arrives while a turn runs waits in the
+// session actor's queue, in arrival order, at most Config.MaxQueuedTurns;
+// when the active turn is answered, the oldest queued one starts (its
+// timeoutMs counts from then). A queued turn never reaches the agent
+// unless it starts: cancelled (session/cancel naming it, or its
+// $/cancelRequest) it is answered status "cancelled", stopReason
+// "cancelled"; when the session closes (host close, shutdown) every
+// queued turn is answered the same; when the provider dies, status
+// "failed" with PROVIDER_PROCESS_LOST; when the sidecar stops, "failed"
+// with SHUTTING_DOWN.
+
+// queuedTurn is one prompt waiting behind the active turn.
+type queuedTurn struct {
+	ctx      context.Context
+	p        protocol.PromptParams
+	prompt   []acp.ContentBlock
+	reply    Reply
+	stopHost func() bool // stops the $/cancelRequest hook while queued
+}
+
+// maxQueuedTurns is the queue bound in force.
+func (m *Manager) maxQueuedTurns() int {
+	switch {
+	case m.cfg.MaxQueuedTurns > 0:
+		return m.cfg.MaxQueuedTurns
+	case m.cfg.MaxQueuedTurns < 0:
+		return 0
+	}
+	return protocol.DefaultMaxQueuedTurns
+}
+
+// enqueue puts an admitted prompt behind the active turn.
+func (s *session) enqueue(ctx context.Context, p protocol.PromptParams, prompt []acp.ContentBlock, reply Reply) {
+	q := &queuedTurn{ctx: ctx, p: p, prompt: prompt, reply: reply}
+	rid := p.RequestID
+	q.stopHost = context.AfterFunc(ctx, func() {
+		s.post(func() { s.cancelQueued(rid) })
+	})
+	s.queue = append(s.queue, q)
+	s.m.stats.turnsQueued.Add(1)
+}
+
+// cancelQueued answers the queued turn requestID names "cancelled" and
+// drops it; false if no queued turn has that id.
+func (s *session) cancelQueued(requestID string) bool {
+	for i, q := range s.queue {
+		if q.p.RequestID == requestID {
+			s.queue = append(s.queue[:i], s.queue[i+1:]...)
+			s.answerQueued(q, protocol.PromptResult{Status: "cancelled", StopReason: "cancelled"})
+			return true
+		}
+	}
+	return false
+}
+
+// answerQueued answers a queued turn that never started.
+func (s *session) answerQueued(q *queuedTurn, res protocol.PromptResult) {
+	q.stopHost()
+	s.m.stats.turnsQueued.Add(-1)
+	res.RequestID = q.p.RequestID
+	s.m.stats.countTurn(res.Status)
+	s.flushOut()
+	q.reply(res, nil)
+}
+
+// endQueued answers every queued turn with res, oldest first.
+func (s *session) endQueued(res protocol.PromptResult) {
+	queue := s.queue
+	s.queue = nil
+	for _, q := range queue {
+		s.answerQueued(q, res)
+	}
+}
+
+// startQueued starts the oldest queued turn when the session is open and
+// idle (the connection not lost: the provider's exit answers the queue).
+func (s *session) startQueued() {
+	if s.turn != nil || len(s.queue) == 0 || !s.state.is(protocol.StateOpen) || s.lostInTurn {
+		return
+	}
+	q := s.queue[0]
+	s.queue = s.queue[1:]
+	q.stopHost()
+	s.m.stats.turnsQueued.Add(-1)
+	s.beginTurn(q.ctx, q.p, q.prompt, q.reply)
+}
+
+// queuedIDs lists the queued turns' request ids in the order they will
+// run (session/status queuedRequestIds).
+func (s *session) queuedIDs() []string {
+	ids := make([]string, 0, len(s.queue))
+	for _, q := range s.queue {
+		ids = append(ids, q.p.RequestID)
+	}
+	return ids
+}

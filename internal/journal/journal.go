@@ -1,0 +1,371 @@
+// Package journal keeps a session key's journal: every notification the
+// sidecar sends the host for that session, one JSON object a line, in
+// `<stateDir>/sessions/<stem>.journal.ndjson` and up to three rotated
+// segments beside it (docs/protocol.md §16, Session journal). A host that
+// lost frames (it crashed, or the sidecar was killed) reads them back with
+// session/events, also from a later sidecar.
+//
+// One line is {"seq": n, "method": "…", "params": {…}, "at": "…"}: params
+// are the notification's params as sent (raw JSON bytes, never
+// re-encoded), seq the session/update's seq, or for any other method the
+// seq of the last update before it, at the time it was appended (RFC 3339,
+// UTC, nanoseconds).
+//
+// Durability: Append only buffers; Flush hands the buffer to the kernel in
+// one write(2). The caller flushes before it writes the frames of the
+// appended entries to the host (so a SIGKILL of the sidecar never loses
+// an entry the host could have seen), batching as many entries per write
+// as it has frames queued; Sync also fsyncs (turn end, close).
+package journal
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/acpx-sidecar/acpx-sidecar/internal/store"
+)
+
+// DefaultMaxBytes is the default size at which the live segment is rotated
+// (--journal-max-bytes): 64 MiB.
+const DefaultMaxBytes = 64 << 20
+
+// Segments is how many segment files a journal keeps at most: the live one
+// and three rotated ones; the oldest is dropped at a rotation.
+const Segments = 4
+
+// MethodUpdate is the method whose entries carry their own seq
+// (session/update); every other entry carries the last update's.
+const MethodUpdate = "session/update"
+
+// maxStem bounds a journal file-name stem so that the longest segment
+// name, "<stem>.journal.3.ndjson", fits NAME_MAX (255 bytes).
+const maxStem = 255 - len(".journal.3.ndjson")
+
+// Stem is the file-name stem of key's journal: store.EncodeKey(key) (the
+// record's stem, encodeURIComponent), or, for a key whose encoding is too
+// long for the segment names (over 238 bytes), its first 200 bytes, "%h"
+// and the hex SHA-256 of the key (128 bits). "%h" never occurs in
+// encodeURIComponent's output, so the long form cannot name another key's
+// journal.
+func Stem(key string) string {
+	enc := store.EncodeKey(key)
+	if len(enc) <= maxStem {
+		return enc
+	}
+	sum := sha256.Sum256([]byte(key))
+	return enc[:200] + "%h" + hex.EncodeToString(sum[:16])
+}
+
+// SegmentPath is the path of segment i (0 = live, 1…Segments-1 rotated,
+// higher = older) of the journal with stem in sessionsDir:
+// <stem>.journal.ndjson, <stem>.journal.1.ndjson, … .3.ndjson.
+func SegmentPath(sessionsDir, stem string, i int) string {
+	if i == 0 {
+		return filepath.Join(sessionsDir, stem+".journal.ndjson")
+	}
+	return filepath.Join(sessionsDir, stem+".journal."+strconv.Itoa(i)+".ndjson")
+}
+
+// Journal is one session key's open journal. It is safe for concurrent
+// use (a mutex; the session actor is its usual only writer).
+type Journal struct {
+	mu      sync.Mutex
+	dir     string
+	stem    string
+	max     int64
+	f       *os.File
+	size    int64  // bytes of the live segment, pending included
+	buf     []byte // appended, not yet written
+	lastSeq uint64
+	written bool // written since the last fsync
+	closed  bool
+	// secPrefix is "2006-01-02T15:04:05." of second sec (UTC): the clock
+	// is formatted once a second, not once an entry.
+	sec       int64
+	secPrefix []byte
+}
+
+// ErrClosed is returned by the methods of a closed Journal.
+var ErrClosed = errors.New("journal: closed")
+
+// Open opens (creating it, mode 0600) the journal of key in sessionsDir
+// (<stateDir>/sessions, which must exist) with segment size maxBytes (≤ 0
+// means DefaultMaxBytes). A torn last line left by a killed writer is
+// terminated, so readers skip it. Errors are the file system's.
+func Open(sessionsDir, key string, maxBytes int64) (*Journal, error) {
+	if maxBytes <= 0 {
+		maxBytes = DefaultMaxBytes
+	}
+	j := &Journal{dir: sessionsDir, stem: Stem(key), max: maxBytes}
+	if err := j.openLive(); err != nil {
+		return nil, err
+	}
+	for i := 0; i < Segments; i++ {
+		if seq, ok := lastSeqOf(SegmentPath(j.dir, j.stem, i)); ok {
+			j.lastSeq = seq
+			break
+		}
+	}
+	return j, nil
+}
+
+func (j *Journal) openLive() error {
+	f, err := os.OpenFile(SegmentPath(j.dir, j.stem, 0), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return err
+	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return err
+	}
+	j.f, j.size = f, st.Size()
+	if j.size > 0 && !endsInNewline(f.Name(), j.size) {
+		if _, err := f.Write([]byte{'\n'}); err != nil {
+			f.Close()
+			return err
+		}
+		j.size++
+	}
+	return nil
+}
+
+func endsInNewline(path string, size int64) bool {
+	f, err := os.Open(path)
+	if err != nil {
+		return true
+	}
+	defer f.Close()
+	b := make([]byte, 1)
+	_, err = f.ReadAt(b, size-1)
+	return err != nil || b[0] == '\n'
+}
+
+// LastSeq is the highest seq appended so far (0 if none).
+func (j *Journal) LastSeq() uint64 {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.lastSeq
+}
+
+// AppendUpdate buffers a session/update entry with the update's seq;
+// params are its params as sent (valid JSON without a line break).
+func (j *Journal) AppendUpdate(seq uint64, params []byte) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.appendLocked(seq, MethodUpdate, params)
+}
+
+// AppendNotice buffers an entry of any other method, with the seq of the
+// last update appended.
+func (j *Journal) AppendNotice(method string, params []byte) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.appendLocked(j.lastSeq, method, params)
+}
+
+func (j *Journal) appendLocked(seq uint64, method string, params []byte) {
+	if j.closed {
+		return
+	}
+	n := int64(len(`{"seq":,"method":"","params":,"at":""}`+"\n") + 20 + len(method) + len(params) + 35)
+	if j.size > 0 && j.size+n > j.max {
+		j.rotateLocked()
+	}
+	start := len(j.buf)
+	b := append(j.buf, `{"seq":`...)
+	b = strconv.AppendUint(b, seq, 10)
+	b = append(b, `,"method":"`...)
+	b = append(b, method...)
+	b = append(b, `","params":`...)
+	b = append(b, params...)
+	b = append(b, `,"at":"`...)
+	b = j.appendTime(b, time.Now())
+	b = append(b, "\"}\n"...)
+	j.buf = b
+	j.size += int64(len(b) - start)
+	if seq > j.lastSeq {
+		j.lastSeq = seq
+	}
+}
+
+// appendTime appends t as RFC 3339 UTC with nine fractional digits
+// (protocol.TimeLayout's shape, "Z" for UTC).
+func (j *Journal) appendTime(b []byte, t time.Time) []byte {
+	t = t.UTC()
+	if sec := t.Unix(); sec != j.sec || j.secPrefix == nil {
+		j.sec = sec
+		j.secPrefix = append(t.AppendFormat(j.secPrefix[:0], "2006-01-02T15:04:05"), '.')
+	}
+	b = append(b, j.secPrefix...)
+	ns := t.Nanosecond()
+	var d [9]byte
+	for i := 8; i >= 0; i-- {
+		d[i] = byte('0' + ns%10)
+		ns /= 10
+	}
+	b = append(b, d[:]...)
+	return append(b, 'Z')
+}
+
+// rotateLocked writes what is pending to the live segment, then renames
+// live → .1 → .2 → .3 (the old .3 is dropped) and starts a new live one.
+// The closed segment is not fsynced here (that would stall the session
+// on up to --journal-max-bytes of writeback); the kernel writes it back.
+// A failure leaves appending to whatever live file exists.
+func (j *Journal) rotateLocked() {
+	_ = j.flushLocked()
+	if j.f != nil {
+		_ = j.f.Close()
+		j.f = nil
+	}
+	for i := Segments - 2; i >= 0; i-- {
+		_ = os.Rename(SegmentPath(j.dir, j.stem, i), SegmentPath(j.dir, j.stem, i+1))
+	}
+	j.size = 0
+	_ = j.openLive()
+}
+
+// Flush writes every buffered entry to the live segment in one write(2).
+func (j *Journal) Flush() error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.flushLocked()
+}
+
+func (j *Journal) flushLocked() error {
+	if len(j.buf) == 0 {
+		return nil
+	}
+	if j.f == nil {
+		j.buf = j.buf[:0]
+		return ErrClosed
+	}
+	_, err := j.f.Write(j.buf)
+	j.buf = j.buf[:0]
+	j.written = true
+	return err
+}
+
+// Sync flushes and fsyncs the live segment (when anything was written
+// since the last Sync).
+func (j *Journal) Sync() error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	err := j.flushLocked()
+	if j.f != nil && j.written {
+		j.written = false
+		if serr := j.f.Sync(); err == nil {
+			err = serr
+		}
+	}
+	return err
+}
+
+// Close syncs and closes the journal; later appends are dropped.
+func (j *Journal) Close() error {
+	err := j.Sync()
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.closed = true
+	if j.f != nil {
+		if cerr := j.f.Close(); err == nil {
+			err = cerr
+		}
+		j.f = nil
+	}
+	return err
+}
+
+// Read reads entries of this journal as ReadDir does, after flushing what
+// is buffered.
+func (j *Journal) Read(afterSeq uint64, limit int) (Page, error) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	_ = j.flushLocked()
+	return read(j.dir, j.stem, afterSeq, limit)
+}
+
+// Reset starts the journal anew for a new session of its key: what is
+// buffered is dropped, every segment is removed and LastSeq is 0 again.
+// A key's journal holds its latest session, whose seq starts at 1
+// (docs/protocol.md §6, §16). Errors are the file system's; appending then
+// goes on to whatever live file exists.
+func (j *Journal) Reset() error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.closed {
+		return ErrClosed
+	}
+	j.buf = j.buf[:0]
+	if j.f != nil {
+		_ = j.f.Close()
+		j.f = nil
+	}
+	err := removeStem(j.dir, j.stem)
+	j.size, j.lastSeq, j.written = 0, 0, false
+	if oerr := j.openLive(); err == nil {
+		err = oerr
+	}
+	return err
+}
+
+// Remove deletes every segment of key's journal in sessionsDir (a missing
+// one is not an error).
+func Remove(sessionsDir, key string) error { return removeStem(sessionsDir, Stem(key)) }
+
+func removeStem(sessionsDir, stem string) error {
+	var first error
+	for i := 0; i < Segments; i++ {
+		if err := os.Remove(SegmentPath(sessionsDir, stem, i)); err != nil && !errors.Is(err, os.ErrNotExist) && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+// lastSeqOf returns the seq of the last complete entry of a segment file.
+func lastSeqOf(path string) (uint64, bool) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, false
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil || st.Size() == 0 {
+		return 0, false
+	}
+	for window := int64(64 << 10); ; window *= 4 {
+		off := st.Size() - window
+		if off < 0 {
+			off = 0
+		}
+		b := make([]byte, st.Size()-off)
+		if _, err := f.ReadAt(b, off); err != nil && err != io.EOF {
+			return 0, false
+		}
+		lines := bytes.Split(b, []byte{'\n'})
+		// The last element follows the last '\n' (a torn or empty tail);
+		// the first may be cut by the window unless off is 0.
+		for i := len(lines) - 2; i >= 0; i-- {
+			if i == 0 && off > 0 {
+				break
+			}
+			if h, ok := parseHead(lines[i]); ok && json.Valid(lines[i]) {
+				return h.Seq, true
+			}
+		}
+		if off == 0 {
+			return 0, false
+		}
+	}
+}
