@@ -8,12 +8,13 @@ import { UpdateQueue } from "./queue.js";
 import type { PermissionHandler, Sidecar } from "./sidecar.js";
 import type {
   CleanupProof,
-  CloseParams,
+  CloseInput,
   Identity,
   Models,
   Modes,
+  SessionConfigOption,
   OpenResult,
-  PromptParams,
+  PromptInput,
   PromptResult,
   SessionUpdateParams,
   StatusResult,
@@ -26,7 +27,7 @@ export interface TurnSink {
 }
 
 /** Options of {@link Session.prompt} beyond the wire params. */
-export interface PromptOptions extends PromptParams {
+export interface PromptOptions extends PromptInput {
   /** Answers this turn's permission requests (before the sidecar-wide one). */
   onPermissionRequest?: PermissionHandler;
   /** Aborting sends `$/cancelRequest` for the prompt: the turn then ends
@@ -85,8 +86,8 @@ export class Session {
   prompt(p: PromptOptions): Turn {
     const key = this.id + "\0" + p.requestId;
     const updates = new UpdateQueue<SessionUpdateParams>();
-    const params: Record<string, unknown> = { session: this.id, requestId: p.requestId, prompt: p.prompt };
-    if (p.timeoutMs !== undefined) params["timeoutMs"] = p.timeoutMs;
+    const { onPermissionRequest, signal, ...wireParams } = p;
+    const params = { ...wireParams, session: this.id };
     let result: Promise<PromptResult>;
     if (this.sc.turns.has(key)) {
       updates.end();
@@ -96,8 +97,8 @@ export class Session {
         }),
       );
     } else {
-      this.sc.turns.set(key, { updates, onPermissionRequest: p.onPermissionRequest });
-      result = this.sc.request<PromptResult>("session/prompt", params, p.signal).finally(() => {
+      this.sc.turns.set(key, { updates, onPermissionRequest });
+      result = this.sc.request<PromptResult>("session/prompt", params, signal).finally(() => {
         this.sc.turns.delete(key);
         updates.end();
       });
@@ -139,8 +140,8 @@ export class Session {
   }
 
   /** setConfigOption sets an ACP config option (a string value id or a boolean) and verifies it. */
-  async setConfigOption(key: string, value: string | boolean): Promise<Array<Record<string, unknown>>> {
-    const res = await this.sc.request<{ configOptions: Array<Record<string, unknown>> }>("session/setConfigOption", {
+  async setConfigOption(key: string, value: string | boolean): Promise<SessionConfigOption[]> {
+    const res = await this.sc.request<{ configOptions: SessionConfigOption[] }>("session/setConfigOption", {
       session: this.id,
       key,
       value,
@@ -155,7 +156,7 @@ export class Session {
    * one then comes as a Sidecar `"proof"` event. Idempotent: a second close
    * returns the same proof.
    */
-  async close(p: CloseParams = {}): Promise<CleanupProof> {
+  async close(p: CloseInput = {}): Promise<CleanupProof> {
     const params: Record<string, unknown> = { session: this.id };
     if (p.reason !== undefined) params["reason"] = p.reason;
     if (p.discardPersistentState !== undefined) params["discardPersistentState"] = p.discardPersistentState;

@@ -36,6 +36,7 @@ import type {
   CleanupProof,
   Exited,
   InitializeResult,
+  ListEntry,
   OpenParams,
   OpenResult,
   PermissionDecision,
@@ -149,8 +150,8 @@ export class Sidecar extends EventEmitter {
   }
 
   /** list runs session/list: every admitted session, oldest first. */
-  async list(): Promise<Array<Record<string, unknown>>> {
-    const res = await this.request<{ sessions: Array<Record<string, unknown>> }>("session/list", {});
+  async list(): Promise<ListEntry[]> {
+    const res = await this.request<{ sessions: ListEntry[] }>("session/list", {});
     return res.sessions;
   }
 
