@@ -315,6 +315,9 @@ export async function spawnSidecar(opts: SpawnOptions): Promise<Sidecar> {
       opts.signal,
     );
     (sc as { info: InitializeResult }).info = info;
+    if (opts.signal?.aborted) {
+      throw localError(LocalDataCode.CANCELLED, "aborted during initialize", "initialize", opts.signal.reason);
+    }
     return sc;
   } catch (err) {
     if (child.pid === undefined) throw err; // it never started: nothing to reap

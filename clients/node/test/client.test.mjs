@@ -151,3 +151,49 @@ test("a sidecar never outlives its host: SIGKILL of the host ends the sidecar an
   await waitFor(() => markedPids(mark).length === 0, 20_000, "the sidecar and the agent to end after the host died");
   assert.equal(alive(pids.sidecar), false);
 });
+
+test("session/exited and cleanup/proof arrive as events; a throwing permission handler approves nothing", { skip: skipReason }, async (t) => {
+  const mark = newMark();
+  const stateDir = tempDir(t);
+  const sc = await spawnSidecar({
+    binary: sidecarBin,
+    stateDir,
+    env: sidecarEnv(mark),
+    onPermissionRequest: () => {
+      throw new Error("host bug");
+    },
+  });
+  t.after(() => sc.kill("SIGKILL"));
+  const perm = await sc.open(faultOpen("perm", stateDir, mark, "permission=execute"));
+  const turn = perm.prompt({ requestId: "p1", prompt: "x" });
+  let text = "";
+  for await (const u of turn.updates) text += u.update.content?.text ?? "";
+  assert.match(text, /permission: cancelled/);
+
+  const exited = new Promise((resolve) => sc.once("exited", resolve));
+  const proofEvent = new Promise((resolve) => sc.on("proof", (p) => p.origin === "provider-exit" && resolve(p)));
+  const crash = await sc.open(faultOpen("crash", stateDir, mark, "crash-mid-turn"));
+  const res = await crash.prompt({ requestId: "c1", prompt: "x" }).result;
+  assert.equal(res.status, "failed");
+  assert.equal(res.error.code, "PROVIDER_PROCESS_LOST");
+  const ex = await exited;
+  assert.equal(ex.session, crash.id);
+  assert.equal(ex.exitCode, 3);
+  assert.equal(ex.during, "turn");
+  const p = await proofEvent;
+  assert.equal(p.session, crash.id);
+  assert.equal(p.complete, true);
+  await sc.shutdown();
+  assert.deepEqual(markedPids(mark), []);
+});
+
+test("spawnSidecar: bad options and a sidecar that cannot start are START_FAILED", { skip: skipReason }, async (t) => {
+  const stateDir = tempDir(t);
+  await assert.rejects(spawnSidecar({ binary: sidecarBin, stateDir: "relative" }), { dataCode: "START_FAILED", code: 0 });
+  await assert.rejects(spawnSidecar({ binary: sidecarBin, stateDir, args: ["--framing=ndjson"] }), { dataCode: "START_FAILED" });
+  await assert.rejects(spawnSidecar({ binary: sidecarBin, stateDir, args: ["--no-such-flag"] }), (err) => {
+    assert.equal(err.dataCode, "START_FAILED");
+    assert.match(err.message, /status 2/);
+    return true;
+  });
+});
