@@ -27,6 +27,7 @@ import {
   type Message,
   type MessageConnection,
   type MessageReader,
+  type MessageWriter,
 } from "vscode-jsonrpc/node";
 
 import { resolveBinary } from "./binary.js";
@@ -75,6 +76,14 @@ export interface SpawnOptions {
   clientInfo?: { name: string; version: string };
   /** Aborting it during the start kills the sidecar (CANCELLED). */
   signal?: AbortSignal;
+  /**
+   * Called with every JSON-RPC message, in wire order: `"sent"` for those
+   * this client writes (before the write), `"received"` for those it reads
+   * (before they are dispatched). For tracing and tests. The messages are
+   * the live objects: do not modify them. They hold the launch secrets of
+   * session/open (`env`, docs/protocol.md §13): never log them unredacted.
+   */
+  onFrame?: (direction: "sent" | "received", message: Message) => void;
 }
 
 /** How the sidecar process ended. */
@@ -276,9 +285,9 @@ export async function spawnSidecar(opts: SpawnOptions): Promise<Sidecar> {
     child.once("spawn", () => resolve());
     child.once("error", (err) => reject(localError(LocalDataCode.START_FAILED, `${binary}: ${err.message}`, "spawn", err)));
   });
-  const reader = new CountingReader(new StreamMessageReader(child.stdout!));
+  const reader = new CountingReader(new StreamMessageReader(child.stdout!), opts.onFrame);
   let handled = 0;
-  const conn = createMessageConnection(reader, new StreamMessageWriter(child.stdin!), undefined, {
+  const conn = createMessageConnection(reader, new TappedWriter(new StreamMessageWriter(child.stdin!), opts.onFrame), undefined, {
     messageStrategy: {
       handleMessage(m: Message, next: (m: Message) => void) {
         handled++;
@@ -336,7 +345,10 @@ export async function spawnSidecar(opts: SpawnOptions): Promise<Sidecar> {
  */
 class CountingReader implements MessageReader {
   received = 0;
-  constructor(private readonly inner: MessageReader) {}
+  constructor(
+    private readonly inner: MessageReader,
+    private readonly onFrame: SpawnOptions["onFrame"],
+  ) {}
   get onError() {
     return this.inner.onError;
   }
@@ -349,8 +361,33 @@ class CountingReader implements MessageReader {
   listen(callback: DataCallback): Disposable {
     return this.inner.listen((m) => {
       this.received++;
+      this.onFrame?.("received", m);
       callback(m);
     });
+  }
+  dispose(): void {
+    this.inner.dispose();
+  }
+}
+
+/** TappedWriter shows each message to onFrame before writing it. */
+class TappedWriter implements MessageWriter {
+  constructor(
+    private readonly inner: MessageWriter,
+    private readonly onFrame: SpawnOptions["onFrame"],
+  ) {}
+  get onError() {
+    return this.inner.onError;
+  }
+  get onClose() {
+    return this.inner.onClose;
+  }
+  write(msg: Message): Promise<void> {
+    this.onFrame?.("sent", msg);
+    return this.inner.write(msg);
+  }
+  end(): void {
+    this.inner.end();
   }
   dispose(): void {
     this.inner.dispose();

@@ -8,16 +8,19 @@ import { existsSync } from "node:fs";
 import { join } from "node:path";
 
 import { spawnSidecar, SidecarError, selectKind } from "../dist/index.js";
+import { frameChecker } from "./schema-check.mjs";
 import { alive, faultOpen, markedPids, newMark, sidecarBin, sidecarEnv, skipReason, tempDir, waitFor } from "./helpers.mjs";
 
 test("open, a turn with an escalation answered by the host, status, setModel, close, shutdown", { skip: skipReason }, async (t) => {
   const mark = newMark();
   const stateDir = tempDir(t);
   const asked = [];
+  const frames = frameChecker();
   const sc = await spawnSidecar({
     binary: sidecarBin,
     stateDir,
     env: sidecarEnv(mark),
+    onFrame: frames.onFrame,
     onPermissionRequest: (req) => {
       asked.push(req);
       return selectKind(req, "allow_once");
@@ -73,12 +76,15 @@ test("open, a turn with an escalation answered by the host, status, setModel, cl
   assert.deepEqual(proofs, [], "a session closed before shutdown is not repeated");
   assert.equal(sc.exitCode, 0);
   assert.deepEqual(markedPids(mark), []);
+  assert.ok(frames.frames > 10);
+  assert.deepEqual(frames.errors, [], "every frame both ways fits docs/protocol.schema.json");
 });
 
 test("errors are SidecarError with code and dataCode; the connection keeps working", { skip: skipReason }, async (t) => {
   const mark = newMark();
   const stateDir = tempDir(t);
-  const sc = await spawnSidecar({ binary: sidecarBin, stateDir, env: sidecarEnv(mark) });
+  const frames = frameChecker();
+  const sc = await spawnSidecar({ binary: sidecarBin, stateDir, env: sidecarEnv(mark), onFrame: frames.onFrame });
   t.after(() => sc.kill("SIGKILL"));
 
   await assert.rejects(sc.open({ ...faultOpen("bad", stateDir, mark), command: { path: "rel/x" } }), (err) => {
@@ -117,6 +123,10 @@ test("errors are SidecarError with code and dataCode; the connection keeps worki
   assert.ok(proofs.every((p) => p.complete && p.origin === "shutdown"));
   await assert.rejects(s.status(), { dataCode: "TRANSPORT" }, "after exit requests fail TRANSPORT");
   assert.deepEqual(markedPids(mark), []);
+  // The one frame that breaks the schema is the bad open this test sent on
+  // purpose (the checker sees it); every other frame, errors included, fits.
+  assert.equal(frames.errors.length, 1, frames.errors.join("\n"));
+  assert.match(frames.errors[0], /^session\/open params is not a valid OpenParams: .*command\/path/);
 });
 
 test("a sidecar never outlives its host: SIGKILL of the host ends the sidecar and the agents", { skip: skipReason }, async (t) => {
@@ -155,10 +165,12 @@ test("a sidecar never outlives its host: SIGKILL of the host ends the sidecar an
 test("session/exited and cleanup/proof arrive as events; a throwing permission handler approves nothing", { skip: skipReason }, async (t) => {
   const mark = newMark();
   const stateDir = tempDir(t);
+  const frames = frameChecker();
   const sc = await spawnSidecar({
     binary: sidecarBin,
     stateDir,
     env: sidecarEnv(mark),
+    onFrame: frames.onFrame,
     onPermissionRequest: () => {
       throw new Error("host bug");
     },
@@ -185,6 +197,7 @@ test("session/exited and cleanup/proof arrive as events; a throwing permission h
   assert.equal(p.complete, true);
   await sc.shutdown();
   assert.deepEqual(markedPids(mark), []);
+  assert.deepEqual(frames.errors, []);
 });
 
 test("spawnSidecar: bad options and a sidecar that cannot start are START_FAILED", { skip: skipReason }, async (t) => {

@@ -8,12 +8,15 @@ import { mkdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 
 import { openAcpxRuntimePort, selectKind } from "../dist/index.js";
+import { frameChecker } from "./schema-check.mjs";
 import { alive, faultBin, markedPids, newMark, sidecarBin, sidecarEnv, skipReason, tempDir } from "./helpers.mjs";
+
+const frames = frameChecker();
 
 function portOptions(stateDir, mark, extra = {}) {
   mkdirSync(join(stateDir, "fa"), { recursive: true });
   return {
-    spawn: { binary: sidecarBin, stateDir, env: sidecarEnv(mark) },
+    spawn: { binary: sidecarBin, stateDir, env: sidecarEnv(mark), onFrame: frames.onFrame },
     agent: "generic",
     // The fault agent keeps its sessions in --state-dir, so a new process
     // can load one (resume).
@@ -92,6 +95,7 @@ test("the runtime port: identity, status, setModel verified, events then result,
   assert.equal((await again.getStatus()).lastRequestId, "req-1");
   assert.equal((await again.close({ reason: "done", discardPersistentState: true })).complete, true);
   assert.deepEqual(markedPids(mark), []);
+  assert.deepEqual(frames.errors, [], "every frame fits docs/protocol.schema.json");
 });
 
 test("the runtime port: a turn whose provider died is a failed result, later turns are refused", { skip: skipReason }, async (t) => {
