@@ -3,7 +3,7 @@
  * (docs/protocol.md). Start with {@link spawnSidecar}.
  */
 export { spawnSidecar, Sidecar, toSidecarError } from "./sidecar.js";
-export type { SpawnOptions, PermissionHandler, ExitStatus } from "./sidecar.js";
+export type { SpawnOptions, PermissionHandler, ExitStatus, SidecarEvents } from "./sidecar.js";
 export { Session } from "./session.js";
 export type { Turn, PromptOptions } from "./session.js";
 export { SidecarError, LocalDataCode } from "./errors.js";

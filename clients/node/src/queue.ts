@@ -48,9 +48,10 @@ export class UpdateQueue<T> implements AsyncIterable<T> {
         });
       },
       return: () => {
-        // The consumer stopped early (break): drop what is left.
+        // The consumer stopped early (break, or a pending next() given up):
+        // drop what is left and finish a next() still waiting.
         this.items.length = 0;
-        this.ended = true;
+        this.end();
         return Promise.resolve({ value: undefined, done: true });
       },
     };

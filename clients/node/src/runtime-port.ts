@@ -288,6 +288,7 @@ class Port implements AcpxRuntimePort {
       },
       closeStream: async () => {
         streamClosed = true;
+        await iterator.return?.();
       },
     };
   }

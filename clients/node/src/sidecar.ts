@@ -96,6 +96,15 @@ export interface ExitStatus {
 
 const VERSION = "0.1.0";
 
+/** The events of a {@link Sidecar} and their arguments. */
+export interface SidecarEvents {
+  proof: [CleanupProof];
+  exited: [Exited];
+  update: [SessionUpdateParams];
+  permission: [PermissionDecision];
+  exit: [ExitStatus];
+}
+
 /**
  * Sidecar is one running acpx-sidecar. Events (all in wire order):
  * - `"proof"` (CleanupProof): `cleanup/proof` notifications: provider-exit,
@@ -106,7 +115,7 @@ const VERSION = "0.1.0";
  * - `"permission"` (PermissionDecision): `session/permission` audits;
  * - `"exit"` (ExitStatus): the process ended (after its stdout closed).
  */
-export class Sidecar extends EventEmitter {
+export class Sidecar extends EventEmitter<SidecarEvents> {
   /** The initialize result: pid, containment, agents, bounds. */
   readonly info: InitializeResult;
   /** The sidecar's process id. */

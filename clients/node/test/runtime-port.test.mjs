@@ -117,3 +117,25 @@ test("the runtime port: a turn whose provider died is a failed result, later tur
   assert.equal(proof.complete, true);
   assert.deepEqual(markedPids(mark), []);
 });
+
+test("the runtime port: closeStream ends the events of a running turn; cancel ends the turn", { skip: skipReason }, async (t) => {
+  const mark = newMark();
+  const stateDir = tempDir(t);
+  const port = await openAcpxRuntimePort(
+    portOptions(stateDir, mark, { command: { path: faultBin, args: ["--mode", "slow-turn=60000"] }, providerSessionKey: "slow" }),
+  );
+  t.after(() => port.close({ reason: "test cleanup" }).catch(() => undefined));
+  const turn = port.startTurn({ text: "wait", requestId: "s1" });
+  const drained = (async () => {
+    let n = 0;
+    for await (const _ of turn.events) n++;
+    return n;
+  })();
+  await turn.closeStream();
+  await drained; // finishes although the turn still runs
+  assert.equal((await port.getStatus()).details.state, "turn");
+  await turn.cancel();
+  assert.equal((await turn.result).status, "cancelled");
+  assert.equal((await port.close({ reason: "done" })).complete, true);
+  assert.deepEqual(markedPids(mark), []);
+});
