@@ -166,7 +166,8 @@ func TestNodeHost_FromPackedTarballsRunsCodex(t *testing.T) {
 
 // runIn runs name argv in dir with env (nil: this process's) and stdin,
 // bounded by d, and returns its stdout; it fails the test with stdout and
-// stderr when the command fails.
+// stderr when the command fails. The child is tracked (trackChild), so
+// the orphan reaper leaves it to Wait.
 func runIn(t *testing.T, dir string, env []string, stdin []byte, d time.Duration, name string, argv ...string) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), d)
@@ -176,7 +177,14 @@ func runIn(t *testing.T, dir string, env []string, stdin []byte, d time.Duration
 	cmd.Stdin = bytes.NewReader(stdin)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
+	err := cmd.Start()
+	if err == nil {
+		// Its Wait is ours: the package's orphan reaper (process_steps_test.go)
+		// must leave this child's exit status alone.
+		trackChild(cmd.Process.Pid)
+		err = cmd.Wait()
+	}
+	if err != nil {
 		t.Fatalf("%s %v in %s: %v\nstdout:\n%s\nstderr:\n%s", name, argv, dir, err, stdout.String(), stderr.String())
 	}
 	return stdout.String()

@@ -113,13 +113,16 @@ test("errors are SidecarError with code and dataCode; the connection keeps worki
   const aborted = slow.prompt({ requestId: "s1", prompt: "slow", signal: ac.signal });
   ac.abort();
   assert.equal((await aborted.result).status, "cancelled");
-  const cancelled = slow.prompt({ requestId: "s2", prompt: "slow" });
+  // (Another session: the fault agent may still be winding down s1 and
+  // would fail a prompt right behind it with "a turn is already running".)
+  const slow2 = await sc.open(faultOpen("slow2", stateDir, mark, "slow-turn=60000"));
+  const cancelled = slow2.prompt({ requestId: "s2", prompt: "slow" });
   assert.equal(await cancelled.cancel(), true);
   assert.equal((await cancelled.result).status, "cancelled");
-  assert.equal(await slow.cancel(), false, "no active turn left to cancel");
+  assert.equal(await slow2.cancel(), false, "no active turn left to cancel");
 
   const proofs = await sc.shutdown();
-  assert.equal(proofs.length, 2);
+  assert.equal(proofs.length, 3);
   assert.ok(proofs.every((p) => p.complete && p.origin === "shutdown"));
   await assert.rejects(s.status(), { dataCode: "TRANSPORT" }, "after exit requests fail TRANSPORT");
   assert.deepEqual(markedPids(mark), []);
