@@ -48,8 +48,11 @@ export interface AcpxRuntimePortOptions {
   model?: string;
   /** Mode to select and verify at open. */
   mode?: string;
+  /** approve-all | approve-reads (the sidecar's default) | deny-all (docs/protocol.md §10). */
   permissionMode?: OpenParams["permissionMode"];
+  /** autoApprove/autoDeny/escalate ToolKinds and a defaultAction, checked before permissionMode (§10). */
   permissionPolicy?: OpenParams["permissionPolicy"];
+  /** What an escalation does when no host handler is declared: deny (default) | fail. */
   nonInteractivePermissions?: OpenParams["nonInteractivePermissions"];
   /** Admission bound, ms (docs/protocol.md §8). */
   handshakeTimeoutMs?: number;
