@@ -144,7 +144,8 @@ export interface AcpxRuntimePort {
   startTurn(input: AcpxRuntimeTurnInput): AcpxRuntimeTurn;
   /** Closes the session (state kept unless discardPersistentState) and
    * returns its complete cleanup proof; a port that spawned its sidecar
-   * then shuts it down. Idempotent. */
+   * then shuts it down. Idempotent once it succeeded; after a rejection
+   * (CLEANUP_INCOMPLETE with the proof so far) it may be called again. */
   close(input: { reason: string; discardPersistentState?: boolean }): Promise<CleanupProof>;
   /** The sidecar session under the port. */
   readonly session: Session;
@@ -305,6 +306,11 @@ class Port implements AcpxRuntimePort {
       if (this.owned) await this.owned.shutdown();
       return proof;
     })();
+    // A failed close (CLEANUP_INCOMPLETE: the sidecar keeps retrying) can be
+    // asked again; a successful one is answered from memory.
+    this.closing.catch(() => {
+      this.closing = undefined;
+    });
     return this.closing;
   }
 }
