@@ -9,7 +9,7 @@ BIN   := bin
 # it build it into their own temp dirs.
 BUILD_PKGS := ./cmd/acpx-sidecar ./internal/modelstub/cmd/modelstub ./examples/demohost
 
-.PHONY: all deps build demo test vet unit e2e bench scale leakcheck clean fmt-check
+.PHONY: all deps build demo test vet unit e2e bench scale leakcheck clean fmt-check node-deps node-build node-test npm-pack
 
 all: build
 
@@ -60,8 +60,12 @@ vet:
 ACPX_TEST_RUN ?= run$(shell od -An -N4 -tx4 /dev/urandom | tr -d ' ')
 export ACPX_TEST_RUN
 
-test: deps fmt-check vet
-	$(GO) test -race -count=1 -timeout 8m ./...
+# The Go suite gets the packed npm tarballs (ACPX_NPM_DIST) for the Node
+# host test (internal/e2e/nodehost_test.go); the Node client's own tests
+# follow.
+test: deps fmt-check vet npm-pack
+	ACPX_NPM_DIST=$(CURDIR)/$(NPM_DIST) $(GO) test -race -count=1 -timeout 8m ./...
+	@$(MAKE) --no-print-directory node-test
 	@$(MAKE) --no-print-directory leakcheck
 
 # Fails if a process this run's tests started is still alive (PID 1 here
@@ -90,5 +94,56 @@ SCALE_SESSIONS ?= 1000
 scale: deps
 	ACPX_SCALE_SESSIONS=$(SCALE_SESSIONS) $(GO) test -run '^$$' -bench '^BenchmarkScale$$' -benchtime 1x -timeout 30m -v ./internal/adapter/
 
+# --- Node: @acpx-sidecar/client (clients/node) and its binary packages ---
+# The client's devDependencies (typescript, json-schema-to-typescript,
+# @types/node) and its one dependency (vscode-jsonrpc) come from
+# clients/node/package-lock.json, installed the way the root's are (see
+# deps). --omit=optional: the client's optionalDependencies are its own
+# platform packages, which `make npm-pack` builds; they are never taken from
+# a registry here.
+NODE_CLIENT := clients/node
+NPM_DIST    := dist/npm
+NPM_VERSION  = $(shell node -p "require('./$(NODE_CLIENT)/package.json').version")
+# npm platform (cpu) : GOARCH
+NPM_PLATFORMS := x64:amd64 arm64:arm64
+
+$(NODE_CLIENT)/node_modules/.package-lock.json: $(NODE_CLIENT)/package.json $(NODE_CLIENT)/package-lock.json
+	cd $(NODE_CLIENT) && npm install --no-save --omit=optional --no-audit --no-fund --loglevel=error
+	@touch $@
+
+node-deps: $(NODE_CLIENT)/node_modules/.package-lock.json
+
+# Compiles src/ to dist/ (ESM + .d.ts) after checking that the generated
+# protocol types match docs/protocol.schema.json (npm run check).
+node-build: node-deps
+	cd $(NODE_CLIENT) && npm run --silent check && npm run --silent build
+
+# node --test against a freshly built sidecar and fault agent.
+node-test: node-build
+	@bins=$$(mktemp -d) && trap 'rm -rf "$$bins"' EXIT && \
+	$(GO) build -o "$$bins/" ./cmd/acpx-sidecar ./internal/faultagent && \
+	cd $(NODE_CLIENT) && ACPX_SIDECAR_BINARY="$$bins/acpx-sidecar" ACPX_TEST_FAULTAGENT="$$bins/faultagent" npm test
+
+# The npm packages, into dist/npm/: @acpx-sidecar/linux-x64 and
+# @acpx-sidecar/linux-arm64 (each the statically linked binary, cross-compiled
+# with CGO_ENABLED=0, under bin/) and @acpx-sidecar/client, which lists both
+# as optionalDependencies at its own version (checked here).
+npm-pack: node-build
+	rm -rf $(NPM_DIST) && mkdir -p $(NPM_DIST)/stage
+	@for pair in $(NPM_PLATFORMS); do cpu=$${pair%%:*}; goarch=$${pair##*:}; \
+		pkg=$(NODE_CLIENT)/npm/linux-$$cpu; stage=$(NPM_DIST)/stage/linux-$$cpu; \
+		want=$$(node -p "require('./$(NODE_CLIENT)/package.json').optionalDependencies['@acpx-sidecar/linux-$$cpu']"); \
+		got=$$(node -p "require('./$$pkg/package.json').version"); \
+		if [ "$$want" != "$(NPM_VERSION)" ] || [ "$$got" != "$(NPM_VERSION)" ]; then \
+			echo "npm-pack: @acpx-sidecar/linux-$$cpu is $$got, the client wants $$want, the client is $(NPM_VERSION)"; exit 1; fi; \
+		mkdir -p $$stage/bin && cp $$pkg/package.json $$pkg/README.md $$stage/ && \
+		echo "CGO_ENABLED=0 GOOS=linux GOARCH=$$goarch go build -trimpath -ldflags='-s -w' -o $$stage/bin/acpx-sidecar ./cmd/acpx-sidecar" && \
+		CGO_ENABLED=0 GOOS=linux GOARCH=$$goarch $(GO) build -trimpath -ldflags='-s -w' -o $$stage/bin/acpx-sidecar ./cmd/acpx-sidecar || exit 1; \
+		(cd $$stage && npm pack --silent --pack-destination $(CURDIR)/$(NPM_DIST) >/dev/null) || exit 1; \
+	done
+	cd $(NODE_CLIENT) && npm pack --silent --pack-destination $(CURDIR)/$(NPM_DIST) >/dev/null
+	rm -rf $(NPM_DIST)/stage
+	@ls -l $(NPM_DIST)
+
 clean:
-	rm -rf $(BIN)
+	rm -rf $(BIN) dist

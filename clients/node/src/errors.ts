@@ -1,0 +1,91 @@
+/**
+ * Errors of @acpx-sidecar/client. Every rejection of this package is a
+ * {@link SidecarError}: errors the sidecar sent carry its JSON-RPC `code`
+ * and its stable `data.code` (docs/protocol.md §5); errors this package
+ * makes itself have `code` 0 and one of the {@link LocalDataCode} values.
+ * Switch on `dataCode`, never on `message`.
+ */
+
+import type { CleanupProof } from "./types.js";
+
+/**
+ * Data codes of errors this package makes itself (never sent by the
+ * sidecar; `code` is then 0). The same names as the Go client's
+ * (client/errors.go), plus `BINARY_NOT_FOUND`.
+ */
+export const LocalDataCode = {
+  /** The request could not be sent or its answer never came: the
+   * sidecar's pipes are closed or the process exited. */
+  TRANSPORT: "TRANSPORT",
+  /** The caller's AbortSignal ended the call first (the sidecar was sent
+   * `$/cancelRequest` where the method supports it, docs/protocol.md §7). */
+  CANCELLED: "CANCELLED",
+  /** spawnSidecar could not launch the sidecar or was given bad options. */
+  START_FAILED: "START_FAILED",
+  /** No acpx-sidecar executable was found: no `binary` option, no
+   * ACPX_SIDECAR_BINARY and no installed platform package. */
+  BINARY_NOT_FOUND: "BINARY_NOT_FOUND",
+  /** The sidecar answered with a result this package cannot use. */
+  BAD_RESULT: "BAD_RESULT",
+} as const;
+
+/** One of {@link LocalDataCode}'s values. */
+export type LocalDataCode = (typeof LocalDataCode)[keyof typeof LocalDataCode];
+
+/**
+ * SidecarError is every error this package rejects with.
+ *
+ * - `code`: the JSON-RPC error code (-32000 domain failure, -32602 bad
+ *   params, …; docs/protocol.md §5), or 0 for a local error.
+ * - `dataCode`: the error's `data.code` (`SESSION_NOT_FOUND`,
+ *   `INVALID_PARAMS`, `CLEANUP_INCOMPLETE`, …) or a {@link LocalDataCode}.
+ * - `data`: the error's whole `data` member verbatim (undefined for local
+ *   errors).
+ * - `method`: the request that failed ("session/open", …), or "" .
+ */
+export class SidecarError extends Error {
+  readonly code: number;
+  readonly dataCode: string;
+  readonly data: Record<string, unknown> | undefined;
+  readonly method: string;
+
+  constructor(
+    code: number,
+    dataCode: string,
+    message: string,
+    opts: { data?: Record<string, unknown>; method?: string; cause?: unknown } = {},
+  ) {
+    super(message, opts.cause === undefined ? undefined : { cause: opts.cause });
+    this.name = "SidecarError";
+    this.code = code;
+    this.dataCode = dataCode;
+    this.data = opts.data;
+    this.method = opts.method ?? "";
+  }
+
+  /** `data.retryable` (docs/protocol.md §5); false for local errors. */
+  get retryable(): boolean {
+    return this.data?.["retryable"] === true;
+  }
+
+  /** `data.field`: the dot path of the first bad parameter of a -32602. */
+  get field(): string | undefined {
+    const f = this.data?.["field"];
+    return typeof f === "string" ? f : undefined;
+  }
+
+  /**
+   * The cleanup proof the error carries: `data.cleanup` of a failed
+   * session/open that got as far as its admission, or `data.proof` of
+   * `CLEANUP_INCOMPLETE` from session/close (docs/protocol.md §5, §12).
+   */
+  get proof(): CleanupProof | undefined {
+    const p = this.data?.["cleanup"] ?? this.data?.["proof"];
+    return p !== null && typeof p === "object" ? (p as CleanupProof) : undefined;
+  }
+}
+
+/** localError makes a {@link SidecarError} with code 0. */
+export function localError(dataCode: LocalDataCode, message: string, method = "", cause?: unknown): SidecarError {
+  return new SidecarError(0, dataCode, message, { method, cause });
+}

@@ -1,0 +1,14 @@
+/**
+ * @acpx-sidecar/client: a Node host's client for acpx-sidecar
+ * (docs/protocol.md). Start with {@link spawnSidecar}.
+ */
+export { spawnSidecar, Sidecar, toSidecarError } from "./sidecar.js";
+export type { SpawnOptions, PermissionHandler, ExitStatus, SidecarEvents } from "./sidecar.js";
+export { Session } from "./session.js";
+export type { Turn, PromptOptions } from "./session.js";
+export { SidecarError, LocalDataCode } from "./errors.js";
+export { resolveBinary, BINARY_ENV, PLATFORM_PACKAGES } from "./binary.js";
+export { selected, cancelled, selectKind } from "./permission.js";
+export { openAcpxRuntimePort } from "./runtime-port.js";
+export type * from "./runtime-port.js";
+export type * from "./types.js";

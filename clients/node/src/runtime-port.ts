@@ -1,0 +1,392 @@
+/**
+ * openAcpxRuntimePort: the runtime "port" a Paperclip-style host drives
+ * (identity, getStatus, setModel, startTurn with events and a result,
+ * close), served by acpx-sidecar instead of an in-process ACP runtime, so
+ * such a host can swap runtimes. The event and result shapes are those of
+ * acpx's runtime (`AcpRuntimeEvent`, `AcpRuntimeTurnResult`); the
+ * containment, permission policy and cleanup proofs are the sidecar's
+ * (docs/protocol.md).
+ */
+
+import { LocalDataCode, SidecarError, localError } from "./errors.js";
+import type { Session, Turn } from "./session.js";
+import { spawnSidecar, type PermissionHandler, type Sidecar, type SpawnOptions } from "./sidecar.js";
+import type {
+  CleanupProof,
+  Command,
+  Identity,
+  Models,
+  OpenParams,
+  PromptResult,
+  SessionUpdateParams,
+  Usage,
+} from "./types.js";
+
+/** Options of {@link openAcpxRuntimePort}. */
+export interface AcpxRuntimePortOptions {
+  /** A running sidecar to open the session on. Without it the port spawns
+   * its own (from `spawn`) and shuts it down in close(). */
+  sidecar?: Sidecar;
+  /** How to spawn the port's own sidecar (ignored with `sidecar`). Its
+   * permission requests go to the turn's handler, else `onPermissionRequest`. */
+  spawn?: Omit<SpawnOptions, "onPermissionRequest">;
+  /** Sidecar agent profile (`codex`, `claude`, …; docs/agents.md). */
+  agent: string;
+  /** The one executable the session may launch (absolute path, args, sha256). */
+  command: Command;
+  /** Workspace directory (absolute). */
+  cwd: string;
+  /** The session's state directory (records); default the sidecar's. */
+  stateDirectory?: string;
+  /** The host's stable key of the conversation (the record id). */
+  providerSessionKey: string;
+  /** Launch environment (secret). Entries whose value is undefined are left out. */
+  launchEnvironment?: Record<string, string | undefined>;
+  /** Appended system prompt (ACP `_meta.systemPrompt.append` on session/new). */
+  systemInstructions?: string;
+  /** Model to select and verify at open. */
+  model?: string;
+  /** Mode to select and verify at open. */
+  mode?: string;
+  /** approve-all | approve-reads (the sidecar's default) | deny-all (docs/protocol.md §10). */
+  permissionMode?: OpenParams["permissionMode"];
+  /** autoApprove/autoDeny/escalate ToolKinds and a defaultAction, checked before permissionMode (§10). */
+  permissionPolicy?: OpenParams["permissionPolicy"];
+  /** What an escalation does when no host handler is declared: deny (default) | fail. */
+  nonInteractivePermissions?: OpenParams["nonInteractivePermissions"];
+  /** Admission bound, ms (docs/protocol.md §8). */
+  handshakeTimeoutMs?: number;
+  /** Resume the key's record when there is one (default true). */
+  resume?: boolean;
+  /** Default answer to permission requests of this port's turns. */
+  onPermissionRequest?: PermissionHandler;
+  /** Aborting it cancels the admission (ADMISSION_ABORTED, nothing left). */
+  signal?: AbortSignal;
+}
+
+/** acpx's runtime events, as startTurn(...).events yields them. */
+export type AcpxRuntimeEvent =
+  | { type: "text_delta"; text: string; stream: "output" | "thought"; tag: string; messageId?: string }
+  | {
+      type: "status";
+      text: string;
+      tag: string;
+      used?: number;
+      size?: number;
+      cost?: { amount: number; currency: string };
+      entries?: unknown[];
+      availableCommands?: Array<{ name: string; description?: string; hasInput: boolean }>;
+    }
+  | {
+      type: "tool_call";
+      text: string;
+      tag: string;
+      toolCallId?: string;
+      status?: string;
+      title?: string;
+      kind?: string;
+      locations?: unknown[];
+      rawInput?: unknown;
+      rawOutput?: unknown;
+      content?: unknown[];
+    };
+
+/** acpx's turn result; `usage` and `cost` are the sidecar's additions. */
+export type AcpxRuntimeTurnResult =
+  | { status: "completed" | "cancelled"; stopReason?: string; usage?: Usage; cost?: PromptResult["cost"] }
+  | { status: "failed"; stopReason?: string; usage?: Usage; error: { message: string; code: string; retryable: boolean } };
+
+/** Input of {@link AcpxRuntimePort.startTurn}. */
+export interface AcpxRuntimeTurnInput {
+  text: string;
+  requestId: string;
+  /** Aborting it cancels the turn (its result is then `cancelled`). */
+  signal?: AbortSignal;
+  /** Answers this turn's permission requests. */
+  onPermissionRequest?: PermissionHandler;
+  /** Turn bound in ms (TURN_TIMEOUT). */
+  timeoutMs?: number;
+}
+
+/** One turn of the port. `events` end before `result` settles. */
+export interface AcpxRuntimeTurn {
+  readonly requestId: string;
+  /** Resolves once the prompt was handed to the connection. */
+  readonly promptStarted: Promise<void>;
+  readonly events: AsyncIterable<AcpxRuntimeEvent>;
+  readonly result: Promise<AcpxRuntimeTurnResult>;
+  cancel(input?: { reason?: string }): Promise<void>;
+  /** closeStream stops the event stream; the turn keeps running. */
+  closeStream(input?: { reason?: string }): Promise<void>;
+}
+
+/** Status as acpx's runtime reports it, from session/status. */
+export interface AcpxRuntimeStatus {
+  lastRequestId?: string;
+  summary: string;
+  acpxRecordId: string;
+  backendSessionId: string;
+  agentSessionId: string;
+  models?: Models;
+  usage?: {
+    cumulative?: Usage;
+    perRequest?: Record<string, Usage>;
+    cost?: { amount: number; currency: string; basis: string };
+  };
+  details: Record<string, unknown>;
+}
+
+/** The port. */
+export interface AcpxRuntimePort {
+  identity(): Promise<Identity>;
+  getStatus(): Promise<AcpxRuntimeStatus>;
+  setModel(model: string): Promise<void>;
+  startTurn(input: AcpxRuntimeTurnInput): AcpxRuntimeTurn;
+  /** Closes the session (state kept unless discardPersistentState) and
+   * returns its complete cleanup proof; a port that spawned its sidecar
+   * then shuts it down. Idempotent once it succeeded; after a rejection
+   * (CLEANUP_INCOMPLETE with the proof so far) it may be called again. */
+  close(input: { reason: string; discardPersistentState?: boolean }): Promise<CleanupProof>;
+  /** The sidecar session under the port. */
+  readonly session: Session;
+}
+
+/**
+ * openAcpxRuntimePort opens one session through the sidecar and returns
+ * the port. Rejects with SidecarError: the open's errors (with `proof`
+ * when something was launched), ACPX_IDENTITY_INVALID when the identity
+ * lacks an id (the session is then closed with reason "identity
+ * validation failed" first), or the spawn's errors.
+ */
+export async function openAcpxRuntimePort(options: AcpxRuntimePortOptions): Promise<AcpxRuntimePort> {
+  let owned: Sidecar | undefined;
+  let sc = options.sidecar;
+  if (!sc) {
+    if (!options.spawn) throw localError(LocalDataCode.START_FAILED, "give sidecar or spawn", "openAcpxRuntimePort");
+    const fallback = options.onPermissionRequest;
+    owned = await spawnSidecar({
+      ...options.spawn,
+      // Declared so that each turn's handler can answer; none → cancelled.
+      onPermissionRequest: fallback ?? (() => ({ outcome: "cancelled" })),
+      ...(options.signal ? { signal: options.signal } : {}),
+    });
+    sc = owned;
+  }
+  const env: Record<string, string> = {};
+  for (const [k, v] of Object.entries(options.launchEnvironment ?? {})) if (v !== undefined) env[k] = v;
+  const params: OpenParams = {
+    sessionKey: options.providerSessionKey,
+    agent: options.agent,
+    command: options.command,
+    cwd: options.cwd,
+    env,
+  };
+  if (options.stateDirectory !== undefined) params.stateDir = options.stateDirectory;
+  if (options.systemInstructions !== undefined) params.systemPrompt = options.systemInstructions;
+  if (options.model !== undefined) params.model = options.model;
+  if (options.mode !== undefined) params.mode = options.mode;
+  if (options.permissionMode !== undefined) params.permissionMode = options.permissionMode;
+  if (options.permissionPolicy !== undefined) params.permissionPolicy = options.permissionPolicy;
+  if (options.nonInteractivePermissions !== undefined) params.nonInteractivePermissions = options.nonInteractivePermissions;
+  if (options.handshakeTimeoutMs !== undefined) params.handshakeTimeoutMs = options.handshakeTimeoutMs;
+  if (options.resume !== undefined) params.resume = options.resume;
+
+  let session: Session;
+  try {
+    session = await sc.open(params, options.signal ? { signal: options.signal } : {});
+  } catch (err) {
+    if (owned) await owned.shutdown().catch(() => undefined);
+    throw err;
+  }
+  const id = session.identity;
+  if (!id || !id.acpxRecordId || !id.backendSessionId || !id.agentSessionId) {
+    await session.close({ reason: "identity validation failed" }).catch(() => undefined);
+    if (owned) await owned.shutdown().catch(() => undefined);
+    throw new SidecarError(-32000, "ACPX_IDENTITY_INVALID", "the sidecar session has an incomplete identity", {
+      method: "session/open",
+    });
+  }
+  return new Port(session, owned, options.onPermissionRequest);
+}
+
+class Port implements AcpxRuntimePort {
+  private closing: Promise<CleanupProof> | undefined;
+
+  constructor(
+    readonly session: Session,
+    private readonly owned: Sidecar | undefined,
+    private readonly onPermission: PermissionHandler | undefined,
+  ) {}
+
+  async identity(): Promise<Identity> {
+    return structuredClone(this.session.identity);
+  }
+
+  async getStatus(): Promise<AcpxRuntimeStatus> {
+    const st = await this.session.status();
+    const out: AcpxRuntimeStatus = {
+      summary: st.summary,
+      acpxRecordId: st.identity.acpxRecordId,
+      backendSessionId: st.identity.backendSessionId,
+      agentSessionId: st.identity.agentSessionId,
+      details: {
+        session: st.session,
+        state: st.state,
+        closed: st.closed,
+        process: st.process,
+        ...(st.modes ? { modes: st.modes } : {}),
+        ...(st.permissionBinding ? { permissionBinding: st.permissionBinding } : {}),
+      },
+    };
+    if (st.lastRequestId !== null) out.lastRequestId = st.lastRequestId;
+    if (st.models) out.models = st.models;
+    if (st.usage || st.cost) {
+      out.usage = { ...(st.usage ?? {}), ...(st.cost ? { cost: st.cost } : {}) };
+    }
+    return out;
+  }
+
+  async setModel(model: string): Promise<void> {
+    const models = await this.session.setModel(model);
+    if (models.currentModelId !== model) {
+      throw localError(
+        LocalDataCode.BAD_RESULT,
+        `setModel ${JSON.stringify(model)}: the sidecar reports ${JSON.stringify(models.currentModelId)}`,
+        "session/setModel",
+      );
+    }
+  }
+
+  startTurn(input: AcpxRuntimeTurnInput): AcpxRuntimeTurn {
+    const handler = input.onPermissionRequest ?? this.onPermission;
+    const turn: Turn = this.session.prompt({
+      requestId: input.requestId,
+      prompt: input.text,
+      ...(input.timeoutMs !== undefined ? { timeoutMs: input.timeoutMs } : {}),
+      ...(input.signal ? { signal: input.signal } : {}),
+      ...(handler ? { onPermissionRequest: handler } : {}),
+    });
+    let streamClosed = false;
+    const iterator = turn.updates[Symbol.asyncIterator]();
+    const events = (async function* (): AsyncGenerator<AcpxRuntimeEvent> {
+      try {
+        for (;;) {
+          const next = await iterator.next();
+          if (next.done || streamClosed) return;
+          const ev = toEvent(next.value);
+          if (ev) yield ev;
+        }
+      } finally {
+        await iterator.return?.();
+      }
+    })();
+    const result = turn.result.then(toResult);
+    result.catch(() => undefined);
+    return {
+      requestId: input.requestId,
+      promptStarted: Promise.resolve(),
+      events,
+      result,
+      cancel: async () => {
+        await turn.cancel();
+      },
+      closeStream: async () => {
+        streamClosed = true;
+        await iterator.return?.();
+      },
+    };
+  }
+
+  close(input: { reason: string; discardPersistentState?: boolean }): Promise<CleanupProof> {
+    this.closing ??= (async () => {
+      const proof = await this.session.close({
+        reason: input.reason,
+        discardPersistentState: input.discardPersistentState ?? false,
+      });
+      if (this.owned) await this.owned.shutdown();
+      return proof;
+    })();
+    // A failed close (CLEANUP_INCOMPLETE: the sidecar keeps retrying) can be
+    // asked again; a successful one is answered from memory.
+    this.closing.catch(() => {
+      this.closing = undefined;
+    });
+    return this.closing;
+  }
+}
+
+function toResult(r: PromptResult): AcpxRuntimeTurnResult {
+  const extra = {
+    ...(r.stopReason !== undefined ? { stopReason: r.stopReason } : {}),
+    ...(r.usage ? { usage: r.usage } : {}),
+  };
+  if (r.status === "failed") {
+    const e = r.error ?? { code: "ACPX_SESSION_ENSURE_FAILED", message: "the turn failed", retryable: false };
+    return { status: "failed", ...extra, error: { message: e.message, code: e.code, retryable: e.retryable } };
+  }
+  return { status: r.status, ...extra, ...(r.cost ? { cost: r.cost } : {}) };
+}
+
+/** toEvent maps one ACP SessionUpdate to acpx's event shape (undefined: not an event). */
+export function toEvent(p: SessionUpdateParams): AcpxRuntimeEvent | undefined {
+  const u = p.update as Record<string, unknown> & { sessionUpdate: string };
+  const tag = u.sessionUpdate;
+  switch (tag) {
+    case "agent_message_chunk":
+    case "agent_thought_chunk": {
+      const c = u["content"] as { type?: string; text?: string } | undefined;
+      if (c?.type !== "text" || typeof c.text !== "string") return undefined;
+      return {
+        type: "text_delta",
+        text: c.text,
+        stream: tag === "agent_thought_chunk" ? "thought" : "output",
+        tag,
+        ...(typeof u["messageId"] === "string" && u["messageId"] !== "" ? { messageId: u["messageId"] as string } : {}),
+      };
+    }
+    case "user_message_chunk":
+      return undefined;
+    case "tool_call":
+    case "tool_call_update": {
+      const title = typeof u["title"] === "string" ? (u["title"] as string) : undefined;
+      const ev: AcpxRuntimeEvent = { type: "tool_call", text: title ?? String(u["toolCallId"] ?? tag), tag };
+      for (const k of ["toolCallId", "status", "title", "kind", "locations", "rawInput", "rawOutput", "content"] as const) {
+        if (u[k] !== undefined) (ev as Record<string, unknown>)[k] = u[k];
+      }
+      return ev;
+    }
+    case "usage_update": {
+      const used = typeof u["used"] === "number" ? (u["used"] as number) : undefined;
+      const size = typeof u["size"] === "number" ? (u["size"] as number) : undefined;
+      return {
+        type: "status",
+        text: `usage updated: ${used ?? "?"}/${size ?? "?"}`,
+        tag,
+        ...(used !== undefined ? { used } : {}),
+        ...(size !== undefined ? { size } : {}),
+        ...(u["cost"] ? { cost: u["cost"] as { amount: number; currency: string } } : {}),
+      };
+    }
+    case "plan":
+      return { type: "status", text: "plan updated", tag, entries: Array.isArray(u["entries"]) ? (u["entries"] as unknown[]) : [] };
+    case "available_commands_update": {
+      const cmds = Array.isArray(u["availableCommands"]) ? (u["availableCommands"] as Array<Record<string, unknown>>) : [];
+      return {
+        type: "status",
+        text: "available commands updated",
+        tag,
+        availableCommands: cmds
+          .filter((c) => typeof c["name"] === "string")
+          .map((c) => ({
+            name: c["name"] as string,
+            ...(typeof c["description"] === "string" ? { description: c["description"] as string } : {}),
+            hasInput: c["input"] !== undefined && c["input"] !== null,
+          })),
+      };
+    }
+    case "current_mode_update":
+      return { type: "status", text: `mode ${String(u["currentModeId"] ?? "")}`, tag };
+    default:
+      return { type: "status", text: tag.replaceAll("_", " "), tag };
+  }
+}

@@ -1,0 +1,169 @@
+/**
+ * Session and Turn: one admitted sidecar session (docs/protocol.md §8) and
+ * one prompt turn with its updates.
+ */
+
+import { LocalDataCode, SidecarError, localError } from "./errors.js";
+import { UpdateQueue } from "./queue.js";
+import type { PermissionHandler, Sidecar } from "./sidecar.js";
+import type {
+  CleanupProof,
+  CloseInput,
+  Identity,
+  Models,
+  Modes,
+  SessionConfigOption,
+  OpenResult,
+  PromptInput,
+  PromptResult,
+  SessionUpdateParams,
+  StatusResult,
+} from "./types.js";
+
+/** @internal where the connection delivers one turn's updates. */
+export interface TurnSink {
+  updates: UpdateQueue<SessionUpdateParams>;
+  onPermissionRequest: PermissionHandler | undefined;
+}
+
+/** Options of {@link Session.prompt} beyond the wire params. */
+export interface PromptOptions extends PromptInput {
+  /** Answers this turn's permission requests (before the sidecar-wide one). */
+  onPermissionRequest?: PermissionHandler;
+  /** Aborting sends `$/cancelRequest` for the prompt: the turn then ends
+   * with a normal `cancelled` result (docs/protocol.md §7). */
+  signal?: AbortSignal;
+}
+
+/**
+ * Turn is one running session/prompt.
+ * - `updates`: the turn's `session/update` params (those carrying its
+ *   requestId), in `seq` order, ending when the turn's answer arrives
+ *   (docs/protocol.md §6: the answer follows every update the agent sent
+ *   before it). It can be iterated once, at any time: nothing is lost.
+ * - `result`: the prompt result, a normal result however the turn ended
+ *   (completed, cancelled, failed with `error.code`); it rejects only for
+ *   request errors (TURN_ACTIVE, DUPLICATE_REQUEST_ID, SESSION_CLOSING,
+ *   PROVIDER_PROCESS_LOST, SESSION_NOT_FOUND, TRANSPORT).
+ */
+export interface Turn {
+  readonly requestId: string;
+  readonly updates: AsyncIterable<SessionUpdateParams>;
+  readonly result: Promise<PromptResult>;
+  /** cancel runs session/cancel for this turn; true when it was the active turn. */
+  cancel(): Promise<boolean>;
+}
+
+/** Session is one admitted session of a {@link Sidecar}. */
+export class Session {
+  /** The sidecar's session id (`s-…`). */
+  readonly id: string;
+  /** The host's sessionKey (the record id on disk). */
+  readonly sessionKey: string;
+  /** The session/open result (identity, agent, models, modes, process, permissionBinding). */
+  readonly opened: OpenResult;
+  private readonly sc: Sidecar;
+
+  /** @internal made by Sidecar.open */
+  constructor(sc: Sidecar, opened: OpenResult) {
+    this.sc = sc;
+    this.opened = opened;
+    this.id = opened.session;
+    this.sessionKey = opened.sessionKey;
+  }
+
+  /** The identity admitted at open (docs/protocol.md §8). */
+  get identity(): Identity {
+    return this.opened.identity;
+  }
+
+  /**
+   * prompt starts a turn (session/prompt, docs/protocol.md §8). It does not
+   * wait: read `turn.updates` and await `turn.result`. A requestId that
+   * already has a running turn in this client is refused at once
+   * (DUPLICATE_REQUEST_ID, as the sidecar would).
+   */
+  prompt(p: PromptOptions): Turn {
+    const key = this.id + "\0" + p.requestId;
+    const updates = new UpdateQueue<SessionUpdateParams>();
+    const { onPermissionRequest, signal, ...wireParams } = p;
+    const params = { ...wireParams, session: this.id };
+    let result: Promise<PromptResult>;
+    if (this.sc.turns.has(key)) {
+      updates.end();
+      result = Promise.reject(
+        new SidecarError(-32000, "DUPLICATE_REQUEST_ID", `requestId ${JSON.stringify(p.requestId)} has a running turn`, {
+          method: "session/prompt",
+        }),
+      );
+    } else {
+      this.sc.turns.set(key, { updates, onPermissionRequest });
+      result = this.sc.request<PromptResult>("session/prompt", params, signal).finally(() => {
+        this.sc.turns.delete(key);
+        updates.end();
+      });
+    }
+    // The caller may read only the updates; an unobserved rejection must
+    // not end the host process. `result` still rejects for whoever awaits it.
+    result.catch(() => undefined);
+    return {
+      requestId: p.requestId,
+      updates,
+      result,
+      cancel: () => this.cancel(p.requestId),
+    };
+  }
+
+  /** cancel runs session/cancel (the active turn, or only the one with requestId). */
+  async cancel(requestId?: string): Promise<boolean> {
+    const params: Record<string, unknown> = { session: this.id };
+    if (requestId !== undefined) params["requestId"] = requestId;
+    const res = await this.sc.request<{ cancelled: boolean }>("session/cancel", params);
+    return res.cancelled;
+  }
+
+  /** status runs session/status: the persisted record, checked against the identity. */
+  status(): Promise<StatusResult> {
+    return this.sc.request<StatusResult>("session/status", { session: this.id });
+  }
+
+  /** setModel selects and verifies a model (MODEL_UNAVAILABLE otherwise). */
+  async setModel(model: string): Promise<Models> {
+    const res = await this.sc.request<{ models: Models }>("session/setModel", { session: this.id, model });
+    return res.models;
+  }
+
+  /** setMode selects and verifies a mode (MODE_UNAVAILABLE, PERMISSION_POLICY_UNENFORCEABLE). */
+  async setMode(mode: string): Promise<Modes> {
+    const res = await this.sc.request<{ modes: Modes }>("session/setMode", { session: this.id, mode });
+    return res.modes;
+  }
+
+  /** setConfigOption sets an ACP config option (a string value id or a boolean) and verifies it. */
+  async setConfigOption(key: string, value: string | boolean): Promise<SessionConfigOption[]> {
+    const res = await this.sc.request<{ configOptions: SessionConfigOption[] }>("session/setConfigOption", {
+      session: this.id,
+      key,
+      value,
+    });
+    return res.configOptions;
+  }
+
+  /**
+   * close runs session/close (docs/protocol.md §8) and returns the cleanup
+   * proof, `complete: true`. A tree that could not be proven gone rejects
+   * with CLEANUP_INCOMPLETE whose `proof` is the proof so far; the final
+   * one then comes as a Sidecar `"proof"` event. Idempotent: a second close
+   * returns the same proof.
+   */
+  async close(p: CloseInput = {}): Promise<CleanupProof> {
+    const params: Record<string, unknown> = { session: this.id };
+    if (p.reason !== undefined) params["reason"] = p.reason;
+    if (p.discardPersistentState !== undefined) params["discardPersistentState"] = p.discardPersistentState;
+    const res = await this.sc.request<{ proof: CleanupProof }>("session/close", params);
+    if (!res || typeof res.proof !== "object") {
+      throw localError(LocalDataCode.BAD_RESULT, "session/close answered without a proof", "session/close");
+    }
+    return res.proof;
+  }
+}

@@ -1,0 +1,404 @@
+/**
+ * spawnSidecar and Sidecar: one acpx-sidecar process and its JSON-RPC
+ * connection (docs/protocol.md §3, §4), over vscode-jsonrpc with LSP
+ * Content-Length framing (`--framing=lsp`).
+ *
+ * Lifetime: the sidecar never outlives its host. Its stdin is a pipe from
+ * this process; when the host exits for any reason (even SIGKILL) the
+ * kernel closes the pipe, and the sidecar treats stdin EOF as `shutdown`
+ * followed by `exit` (docs/protocol.md §4 item 5): every session is
+ * closed, every provider tree is ended and proven gone, then the sidecar
+ * exits. It stays in the host's process group, so a terminal's Ctrl-C
+ * (SIGINT) reaches it too and does the same. The orderly way is
+ * {@link Sidecar.shutdown}, which returns the proofs.
+ */
+
+import { spawn, type ChildProcess } from "node:child_process";
+import { EventEmitter } from "node:events";
+import type { Writable } from "node:stream";
+import {
+  CancellationTokenSource,
+  createMessageConnection,
+  ResponseError,
+  StreamMessageReader,
+  StreamMessageWriter,
+  type DataCallback,
+  type Disposable,
+  type Message,
+  type MessageConnection,
+  type MessageReader,
+  type MessageWriter,
+} from "vscode-jsonrpc/node";
+
+import { resolveBinary } from "./binary.js";
+import { LocalDataCode, SidecarError, localError } from "./errors.js";
+import { Session, type TurnSink } from "./session.js";
+import type {
+  CleanupProof,
+  Exited,
+  InitializeResult,
+  ListEntry,
+  OpenParams,
+  OpenResult,
+  PermissionDecision,
+  PermissionOutcome,
+  PermissionRequest,
+  SessionUpdateParams,
+} from "./types.js";
+
+/** Answers one session/requestPermission (docs/protocol.md §9). */
+export type PermissionHandler = (req: PermissionRequest) => PermissionOutcome | Promise<PermissionOutcome>;
+
+/** Options of {@link spawnSidecar}. */
+export interface SpawnOptions {
+  /** Absolute path of the executable; default `$ACPX_SIDECAR_BINARY`,
+   * then the installed platform package (resolveBinary). */
+  binary?: string;
+  /** Absolute state directory, passed as `--state-dir` (records, the
+   * ownership ledger: docs/protocol.md §6). Required. */
+  stateDir: string;
+  /** More flags (docs/protocol.md §2), after `--framing=lsp --state-dir DIR`.
+   * `--framing` is this package's to set. */
+  args?: string[];
+  /** The sidecar's environment; default this process's. Providers
+   * inherit it unless `--inherit-env=false`. */
+  env?: NodeJS.ProcessEnv;
+  /** Answers the sidecar's permission requests. When given, initialize
+   * declares `capabilities.permissionRequests` (docs/protocol.md §7) and
+   * escalations reach it (a turn's own handler, Session.prompt, comes
+   * first); a throw or a bad answer counts as `cancelled`. Without it,
+   * escalations follow each session's `nonInteractivePermissions`. */
+  onPermissionRequest?: PermissionHandler;
+  /** Where the sidecar's JSON log lines (stderr) go: "ignore" (default),
+   * "inherit", or a writable stream. */
+  stderr?: "ignore" | "inherit" | Writable;
+  /** clientInfo of initialize; default {name: "@acpx-sidecar/client", version}. */
+  clientInfo?: { name: string; version: string };
+  /** Aborting it during the start kills the sidecar (CANCELLED). */
+  signal?: AbortSignal;
+  /**
+   * Called with every JSON-RPC message, in wire order: `"sent"` for those
+   * this client writes (before the write), `"received"` for those it reads
+   * (before they are dispatched). For tracing and tests. The messages are
+   * the live objects: do not modify them. They hold the launch secrets of
+   * session/open (`env`, docs/protocol.md §13): never log them unredacted.
+   */
+  onFrame?: (direction: "sent" | "received", message: Message) => void;
+}
+
+/** How the sidecar process ended. */
+export interface ExitStatus {
+  /** Exit status: 0 = shutdown with every proof complete, 1 otherwise,
+   * 2 bad flags (docs/protocol.md §2); null when killed by a signal. */
+  code: number | null;
+  signal: NodeJS.Signals | null;
+}
+
+const VERSION = "0.1.0";
+
+/** The events of a {@link Sidecar} and their arguments. */
+export interface SidecarEvents {
+  proof: [CleanupProof];
+  exited: [Exited];
+  update: [SessionUpdateParams];
+  permission: [PermissionDecision];
+  exit: [ExitStatus];
+}
+
+/**
+ * Sidecar is one running acpx-sidecar. Events (all in wire order):
+ * - `"proof"` (CleanupProof): `cleanup/proof` notifications: provider-exit,
+ *   late handshake, retained and recovered cleanups (docs/protocol.md §9);
+ * - `"exited"` (Exited): `session/exited`, a provider died on its own;
+ * - `"update"` (SessionUpdateParams): updates no running turn claims
+ *   (requestId null, late updates of an earlier turn);
+ * - `"permission"` (PermissionDecision): `session/permission` audits;
+ * - `"exit"` (ExitStatus): the process ended (after its stdout closed).
+ */
+export class Sidecar extends EventEmitter<SidecarEvents> {
+  /** The initialize result: pid, containment, agents, bounds. */
+  readonly info: InitializeResult;
+  /** The sidecar's process id. */
+  readonly pid: number;
+  /** Resolves when the process has ended and its stdout is drained. */
+  readonly exited: Promise<ExitStatus>;
+
+  /** @internal */
+  readonly conn: MessageConnection;
+  /** @internal turn sinks by session + "\0" + requestId */
+  readonly turns = new Map<string, TurnSink>();
+  private readonly child: ChildProcess;
+  private readonly onPermission: PermissionHandler | undefined;
+  private exitStatus: ExitStatus | undefined;
+
+  /** @internal use spawnSidecar */
+  constructor(child: ChildProcess, conn: MessageConnection, exited: Promise<ExitStatus>, onPermission?: PermissionHandler) {
+    super();
+    this.child = child;
+    this.conn = conn;
+    this.pid = child.pid ?? -1;
+    this.exited = exited.then((st) => {
+      this.exitStatus = st;
+      return st;
+    });
+    this.onPermission = onPermission;
+    this.info = undefined as unknown as InitializeResult;
+    conn.onNotification("session/update", (p: SessionUpdateParams) => this.route(p));
+    conn.onNotification("session/permission", (p: PermissionDecision) => void this.emit("permission", p));
+    conn.onNotification("session/exited", (p: Exited) => void this.emit("exited", p));
+    conn.onNotification("cleanup/proof", (p: { proof: CleanupProof }) => void this.emit("proof", p.proof));
+    conn.onRequest("session/requestPermission", (p: PermissionRequest) => this.answer(p));
+  }
+
+  /** The exit status once the process has ended, else undefined. */
+  get exitCode(): number | null | undefined {
+    return this.exitStatus?.code;
+  }
+
+  /**
+   * open runs session/open (docs/protocol.md §8) and returns the admitted
+   * Session. `signal` sends `$/cancelRequest`: the open then fails with
+   * -32800 ADMISSION_ABORTED and `data.cleanup`. Errors: SidecarError
+   * (UNKNOWN_AGENT, COMMAND_NOT_EXECUTABLE, ACPX_SESSION_HANDSHAKE_TIMEOUT,
+   * … with `proof` when something was launched).
+   */
+  async open(params: OpenParams, opts: { signal?: AbortSignal } = {}): Promise<Session> {
+    const res = await this.request<OpenResult>("session/open", params, opts.signal);
+    return new Session(this, res);
+  }
+
+  /** list runs session/list: every admitted session, oldest first. */
+  async list(): Promise<ListEntry[]> {
+    const res = await this.request<{ sessions: ListEntry[] }>("session/list", {});
+    return res.sessions;
+  }
+
+  /**
+   * shutdown runs `shutdown` (every session closed, docs/protocol.md §7),
+   * then sends `exit` and waits for the process to end. Returns the
+   * proofs of that shutdown (sessions closed earlier are not repeated).
+   * The exit status is then {@link exitCode} (0: every proof complete).
+   */
+  async shutdown(): Promise<CleanupProof[]> {
+    const res = await this.request<{ proofs: CleanupProof[] }>("shutdown", {});
+    try {
+      await this.conn.sendNotification("exit");
+    } catch {
+      // The sidecar may already be gone; exited settles either way.
+    }
+    await this.exited;
+    return res.proofs;
+  }
+
+  /**
+   * kill sends a signal (default SIGTERM, which the sidecar handles like
+   * shutdown + exit, docs/protocol.md §4) and waits for the process to end.
+   * SIGKILL ends it at once; its guardians then end every provider tree
+   * (docs/protocol.md §6), and the next sidecar on the same state dir
+   * reports the leftovers as `recovered` proofs.
+   */
+  async kill(signal: NodeJS.Signals = "SIGTERM"): Promise<ExitStatus> {
+    if (this.exitStatus === undefined) this.child.kill(signal);
+    return this.exited;
+  }
+
+  /**
+   * close ends stdin (the sidecar then shuts down as on `shutdown`,
+   * docs/protocol.md §4) and waits for the process to end.
+   */
+  async close(): Promise<ExitStatus> {
+    this.child.stdin?.end();
+    return this.exited;
+  }
+
+  /** @internal request sends one request and maps every failure to SidecarError. */
+  async request<R>(method: string, params: unknown, signal?: AbortSignal): Promise<R> {
+    if (signal?.aborted) throw localError(LocalDataCode.CANCELLED, "aborted before it was sent", method, signal.reason);
+    const cts = signal ? new CancellationTokenSource() : undefined;
+    const onAbort = () => cts?.cancel();
+    signal?.addEventListener("abort", onAbort, { once: true });
+    try {
+      const p = cts ? this.conn.sendRequest<R>(method, params, cts.token) : this.conn.sendRequest<R>(method, params);
+      return await p;
+    } catch (err) {
+      throw toSidecarError(err, method);
+    } finally {
+      signal?.removeEventListener("abort", onAbort);
+      cts?.dispose();
+    }
+  }
+
+  private route(p: SessionUpdateParams): void {
+    const sink = p.requestId === null ? undefined : this.turns.get(p.session + "\0" + p.requestId);
+    if (sink) sink.updates.push(p);
+    else this.emit("update", p);
+  }
+
+  private async answer(req: PermissionRequest): Promise<PermissionOutcome> {
+    const sink = req.requestId === null ? undefined : this.turns.get(req.session + "\0" + req.requestId);
+    const handler = sink?.onPermissionRequest ?? this.onPermission;
+    if (!handler) return { outcome: "cancelled" };
+    try {
+      const out = await handler(req);
+      if (out && out.outcome === "selected" && typeof out.optionId === "string") {
+        return { outcome: "selected", optionId: out.optionId };
+      }
+    } catch {
+      // A failing handler must not approve anything: cancelled.
+    }
+    return { outcome: "cancelled" };
+  }
+}
+
+/** toSidecarError maps a vscode-jsonrpc failure to a SidecarError. */
+export function toSidecarError(err: unknown, method: string): SidecarError {
+  if (err instanceof SidecarError) return err;
+  if (err instanceof ResponseError) {
+    const data = err.data !== null && typeof err.data === "object" ? (err.data as Record<string, unknown>) : undefined;
+    const dataCode = typeof data?.["code"] === "string" ? (data["code"] as string) : undefined;
+    if (dataCode !== undefined) return new SidecarError(err.code, dataCode, err.message, { data, method, cause: err });
+    // No data.code: an error of the transport (vscode-jsonrpc's own codes,
+    // e.g. a closed connection or a failed write), not of the sidecar.
+    return localError(LocalDataCode.TRANSPORT, err.message, method, err);
+  }
+  const msg = err instanceof Error ? err.message : String(err);
+  return localError(LocalDataCode.TRANSPORT, msg, method, err);
+}
+
+/**
+ * spawnSidecar starts acpx-sidecar (`--framing=lsp --state-dir stateDir`
+ * then `args`) and runs initialize (protocol version 1). Rejects with a
+ * SidecarError: BINARY_NOT_FOUND, START_FAILED (bad options, the process
+ * could not start or exited during initialize, e.g. status 2 for a bad
+ * flag), CANCELLED, or the sidecar's own error. On failure the process is
+ * killed and reaped.
+ */
+export async function spawnSidecar(opts: SpawnOptions): Promise<Sidecar> {
+  if (!opts || typeof opts.stateDir !== "string" || !opts.stateDir.startsWith("/")) {
+    throw localError(LocalDataCode.START_FAILED, "stateDir must be an absolute path", "spawn");
+  }
+  if ((opts.args ?? []).some((a) => a === "--framing" || a.startsWith("--framing="))) {
+    throw localError(LocalDataCode.START_FAILED, "--framing is set by @acpx-sidecar/client (lsp)", "spawn");
+  }
+  const binary = resolveBinary(opts.binary, opts.env ?? process.env);
+  const stderr = opts.stderr ?? "ignore";
+  const child = spawn(binary, ["--framing=lsp", "--state-dir", opts.stateDir, ...(opts.args ?? [])], {
+    env: opts.env ?? process.env,
+    stdio: ["pipe", "pipe", typeof stderr === "string" ? stderr : "pipe"],
+  });
+  if (typeof stderr !== "string") child.stderr?.pipe(stderr, { end: false });
+  // A write after the sidecar died gives EPIPE; the request fails instead.
+  child.stdin?.on("error", () => undefined);
+
+  const started = new Promise<void>((resolve, reject) => {
+    child.once("spawn", () => resolve());
+    child.once("error", (err) => reject(localError(LocalDataCode.START_FAILED, `${binary}: ${err.message}`, "spawn", err)));
+  });
+  const reader = new CountingReader(new StreamMessageReader(child.stdout!), opts.onFrame);
+  let handled = 0;
+  const conn = createMessageConnection(reader, new TappedWriter(new StreamMessageWriter(child.stdin!), opts.onFrame), undefined, {
+    messageStrategy: {
+      handleMessage(m: Message, next: (m: Message) => void) {
+        handled++;
+        next(m);
+      },
+    },
+  });
+  const processExit = new Promise<ExitStatus>((resolve) => {
+    child.once("close", (code, signal) => resolve({ code, signal }));
+  });
+  // The process has ended and stdout is closed; frames still queued in the
+  // connection are dispatched (one per event-loop turn) before pending
+  // requests are failed (TRANSPORT), so no answer or update is lost.
+  const exited = processExit.then(async (st) => {
+    for (let i = 0; handled < reader.received && i < 1_000_000; i++) {
+      await new Promise((r) => setImmediate(r));
+    }
+    conn.dispose();
+    return st;
+  });
+  const sc = new Sidecar(child, conn, exited, opts.onPermissionRequest);
+  void sc.exited.then((st) => sc.emit("exit", st));
+  conn.onError(() => undefined);
+  conn.listen();
+  try {
+    await started;
+    const info = await sc.request<InitializeResult>(
+      "initialize",
+      {
+        protocolVersion: 1,
+        clientInfo: opts.clientInfo ?? { name: "@acpx-sidecar/client", version: VERSION },
+        capabilities: { permissionRequests: opts.onPermissionRequest !== undefined },
+      },
+      opts.signal,
+    );
+    (sc as { info: InitializeResult }).info = info;
+    if (opts.signal?.aborted) {
+      throw localError(LocalDataCode.CANCELLED, "aborted during initialize", "initialize", opts.signal.reason);
+    }
+    return sc;
+  } catch (err) {
+    if (child.pid === undefined) throw err; // it never started: nothing to reap
+    child.kill("SIGKILL");
+    const st = await sc.exited;
+    if (err instanceof SidecarError && err.dataCode === LocalDataCode.TRANSPORT) {
+      throw localError(LocalDataCode.START_FAILED, `the sidecar exited during initialize (status ${st.code ?? st.signal})`, "initialize", err);
+    }
+    throw err;
+  }
+}
+
+/**
+ * CountingReader passes a reader's messages on and counts them, so the
+ * exit path knows when the connection has dispatched every frame read.
+ */
+class CountingReader implements MessageReader {
+  received = 0;
+  constructor(
+    private readonly inner: MessageReader,
+    private readonly onFrame: SpawnOptions["onFrame"],
+  ) {}
+  get onError() {
+    return this.inner.onError;
+  }
+  get onClose() {
+    return this.inner.onClose;
+  }
+  get onPartialMessage() {
+    return this.inner.onPartialMessage;
+  }
+  listen(callback: DataCallback): Disposable {
+    return this.inner.listen((m) => {
+      this.received++;
+      this.onFrame?.("received", m);
+      callback(m);
+    });
+  }
+  dispose(): void {
+    this.inner.dispose();
+  }
+}
+
+/** TappedWriter shows each message to onFrame before writing it. */
+class TappedWriter implements MessageWriter {
+  constructor(
+    private readonly inner: MessageWriter,
+    private readonly onFrame: SpawnOptions["onFrame"],
+  ) {}
+  get onError() {
+    return this.inner.onError;
+  }
+  get onClose() {
+    return this.inner.onClose;
+  }
+  write(msg: Message): Promise<void> {
+    this.onFrame?.("sent", msg);
+    return this.inner.write(msg);
+  }
+  end(): void {
+    this.inner.end();
+  }
+  dispose(): void {
+    this.inner.dispose();
+  }
+}
