@@ -76,6 +76,8 @@ func TestWireNamesMatchProtocol(t *testing.T) {
 		{client.Implementation{}, protocol.Implementation{}, ""},
 		{client.ServerCaps{}, protocol.ServerCaps{}, ""},
 		{client.Bounds{}, protocol.Bounds{}, ""},
+		{client.Limits{}, protocol.Limits{}, ""},
+		{client.Resources{}, protocol.Resources{}, ""},
 	}
 	for _, p := range pairs {
 		pub, wire := reflect.TypeOf(p.public), reflect.TypeOf(p.wire)

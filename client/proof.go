@@ -23,6 +23,10 @@ type Proof struct {
 	FinishedAt    time.Time      `json:"finishedAt"`
 	DurationMs    int64          `json:"durationMs"`
 	Errors        []ProofError   `json:"errors"`
+
+	// ProcessesOmitted counts processes left out of Processes beyond 256
+	// (docs/protocol.md §16.4).
+	ProcessesOmitted int `json:"processesOmitted,omitempty"`
 }
 
 // ProtocolClose is the outcome of the ACP session/close attempts: "ok",

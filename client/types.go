@@ -45,6 +45,10 @@ type OpenParams struct {
 	McpServers                []json.RawMessage `json:"mcpServers,omitempty"`
 	HandshakeTimeoutMs        int64             `json:"handshakeTimeoutMs,omitempty"`
 	Resume                    *bool             `json:"resume,omitempty"`
+	// InheritEnv, Limits, PermissionTimeoutMs: docs/protocol.md §16.
+	InheritEnv          []string `json:"inheritEnv,omitempty"`
+	Limits              *Limits  `json:"limits,omitempty"`
+	PermissionTimeoutMs int64    `json:"permissionTimeoutMs,omitempty"`
 }
 
 // Identity is a session's admitted identity: AcpxRecordID is the
@@ -222,6 +226,9 @@ type StatusResult struct {
 	Process           ProcessStatus     `json:"process"`
 	Summary           string            `json:"summary"`
 	PermissionBinding PermissionBinding `json:"permissionBinding"`
+	// Resources: the provider cgroup's usage and limits (docs/protocol.md
+	// §16.2); nil outside cgroup containment.
+	Resources *Resources `json:"resources,omitempty"`
 }
 
 // ListEntry is one session of session/list; Identity is nil while the
@@ -246,6 +253,8 @@ type Exited struct {
 	ExitCode   *int   `json:"exitCode,omitempty"`
 	Signal     string `json:"signal,omitempty"`
 	During     string `json:"during"`
+	// Reason is "exit", "signal" or "oom" (docs/protocol.md §16.2).
+	Reason string `json:"reason"`
 }
 
 // PermissionDecision is the session/permission audit notification.
@@ -315,6 +324,9 @@ type ServerCaps struct {
 	Agents        []string `json:"agents"`
 	Framing       string   `json:"framing"`
 	MaxFrameBytes int      `json:"maxFrameBytes"`
+	// InheritEnv is the --inherit-env policy: "minimal", "all" or "none"
+	// (docs/protocol.md §16.1).
+	InheritEnv string `json:"inheritEnv"`
 }
 
 // Bounds are the sidecar's time bounds in milliseconds and retry counts

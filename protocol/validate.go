@@ -138,6 +138,9 @@ func (p *OpenParams) Validate() *Error {
 	if p.HandshakeTimeoutMs != nil && (*p.HandshakeTimeoutMs < defaultHandshakeMinMs || *p.HandshakeTimeoutMs > MaxHandshakeTimeoutMs) {
 		return InvalidParams("handshakeTimeoutMs", "handshakeTimeoutMs must be 1-600000")
 	}
+	if e := p.validateSafety(); e != nil {
+		return e
+	}
 	for i, s := range p.McpServers {
 		if !json.Valid(s) || len(s) == 0 || s[0] != '{' {
 			return InvalidParams("mcpServers."+strconv.Itoa(i), "mcpServers entries must be objects")

@@ -3,6 +3,7 @@ package adapter
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"os"
 	"strings"
@@ -104,15 +105,18 @@ type fakeTree struct {
 	terminations int
 }
 
-func (t *fakeTree) Stdin() io.WriteCloser         { return t.stdinW }
-func (t *fakeTree) Stdout() io.ReadCloser         { return t.stdoutR }
-func (t *fakeTree) Stderr() io.ReadCloser         { return io.NopCloser(strings.NewReader("")) }
-func (t *fakeTree) Pid() int                      { return t.pid }
-func (t *fakeTree) Pgid() int                     { return t.pid }
-func (t *fakeTree) StartTicks() uint64            { return 1 }
-func (t *fakeTree) StartedAt() time.Time          { return t.started }
-func (t *fakeTree) Containment() reaper.Mode      { return fakeMode }
-func (t *fakeTree) CgroupPath() string            { return "" }
+func (t *fakeTree) Stdin() io.WriteCloser    { return t.stdinW }
+func (t *fakeTree) Stdout() io.ReadCloser    { return t.stdoutR }
+func (t *fakeTree) Stderr() io.ReadCloser    { return io.NopCloser(strings.NewReader("")) }
+func (t *fakeTree) Pid() int                 { return t.pid }
+func (t *fakeTree) Pgid() int                { return t.pid }
+func (t *fakeTree) StartTicks() uint64       { return 1 }
+func (t *fakeTree) StartedAt() time.Time     { return t.started }
+func (t *fakeTree) Containment() reaper.Mode { return fakeMode }
+func (t *fakeTree) CgroupPath() string       { return "" }
+func (t *fakeTree) Resources() (reaper.Resources, error) {
+	return reaper.Resources{}, errors.New("fake: no cgroup")
+}
 func (t *fakeTree) Exited() <-chan struct{}       { return t.exited }
 func (t *fakeTree) ExitStatus() reaper.ExitStatus { return reaper.ExitStatus{Signal: "SIGTERM"} }
 

@@ -158,16 +158,30 @@ func (s *session) onPermission(ask *permissionAsk) {
 // sends the cancelled outcome. approved non-nil marks an approval in the
 // audit notice.
 func (s *session) answerPermission(ask *permissionAsk, pa *pendingAsk, approved *struct{}, optionID, rule string) {
-	if s.turn != nil {
-		delete(s.turn.pending, ask)
-	}
 	decision := "denied"
 	if approved != nil {
 		decision = "approved"
 	}
+	s.answerPermissionAs(ask, pa, optionID, rule, decision)
+}
+
+// decisionTimeout is the audit decision of an escalation decided by
+// permissionTimeoutMs (docs/protocol.md §16.3).
+const decisionTimeout = protocol.DecisionTimeout
+
+// answerPermissionAs answers the agent once and audits decision; an
+// optionID "" or "cancelled" sends the cancelled outcome (audited as
+// "cancelled", except a "timeout" decision, which stays "timeout").
+func (s *session) answerPermissionAs(ask *permissionAsk, pa *pendingAsk, optionID, rule, decision string) {
+	if s.turn != nil {
+		delete(s.turn.pending, ask)
+	}
 	if optionID == "" || optionID == "cancelled" {
 		ask.answer(acp.NewRequestPermissionOutcomeCancelled())
-		decision, optionID = "cancelled", ""
+		if decision != decisionTimeout {
+			decision = "cancelled"
+		}
+		optionID = ""
 	} else {
 		ask.answer(acp.NewRequestPermissionOutcomeSelected(acp.PermissionOptionId(optionID)))
 	}
@@ -185,8 +199,7 @@ func (s *session) answerPermission(ask *permissionAsk, pa *pendingAsk, approved 
 func (s *session) escalate(t *turn, ask *permissionAsk, pa *pendingAsk, pp permissionParams) {
 	if !s.m.host.PermissionRequests() {
 		if s.open.NonInteractivePermissions == "fail" {
-			t.failErr = &protocol.TurnError{Code: protocol.ErrPermissionRequired,
-				Message: "a " + pa.kind + " permission needs approval and the host cannot answer"}
+			t.failErr = permissionRequiredError(pa.kind, "the host cannot answer")
 			s.answerPermission(ask, pa, nil, "cancelled", pa.rule+"; nonInteractivePermissions:fail")
 			s.cancelTurn(&t.requestID, "permission approval required")
 			return
@@ -200,11 +213,18 @@ func (s *session) escalate(t *turn, ask *permissionAsk, pa *pendingAsk, pp permi
 		ToolCallID: pa.toolCallID, Kind: pa.kind, Decision: "escalated", Rule: pa.rule})
 	params := protocol.PermissionRequestParams{Session: s.id, RequestID: &rid, ToolCall: pp.ToolCall, Options: pp.Options,
 		Kind: pa.kind, Rule: pa.rule}
+	ectx, cancel := s.escalationContext(t)
 	go func() {
-		res, err := s.m.host.RequestPermission(t.ctx, params)
+		res, err := s.m.host.RequestPermission(ectx, params)
+		timeout := err != nil && timedOut(ectx)
+		cancel()
 		s.post(func() {
 			if s.turn != t || t.pending[ask] == nil {
 				return // the turn ended first: the late answer changes nothing
+			}
+			if timeout {
+				s.decideTimedOut(t, ask, pa)
+				return
 			}
 			optionID := ""
 			if err == nil && res.Outcome == "selected" {
@@ -221,6 +241,13 @@ func (s *session) escalate(t *turn, ask *permissionAsk, pa *pendingAsk, pp permi
 			s.answerPermission(ask, pa, approved, optionID, "host")
 		})
 	}()
+}
+
+// permissionRequiredError is the turn error of an escalation nobody
+// approved (nonInteractivePermissions "fail").
+func permissionRequiredError(kind, why string) *protocol.TurnError {
+	return &protocol.TurnError{Code: protocol.ErrPermissionRequired,
+		Message: "a " + kind + " permission needs approval and " + why}
 }
 
 func pickKind(opts []permOption, id string) string {

@@ -265,13 +265,14 @@ func (s *session) onExit() {
 		return // the close or admission worker owns cleanup
 	}
 	st := s.tree.ExitStatus()
+	ooms := oomKills(s.tree)
 	during := "idle"
 	if s.turn != nil || s.lostInTurn {
 		during = "turn"
 	}
 	s.log.Warn("provider exited on its own", zap.String("during", during))
 	s.notify(protocol.NotifySessionExited, protocol.ExitedNotice{Session: s.id, SessionKey: s.key,
-		Pid: s.tree.Pid(), ExitCode: st.Code, Signal: st.Signal, During: during})
+		Pid: s.tree.Pid(), ExitCode: st.Code, Signal: st.Signal, During: during, Reason: exitReason(st, ooms)})
 	if s.turn != nil {
 		s.finishTurn(protocol.PromptResult{Status: "failed", Error: &protocol.TurnError{
 			Code: protocol.ErrProviderProcessLost, Message: "the provider process exited during the turn"}})

@@ -266,6 +266,9 @@ func (s *Supervisor) Start(spec Spec) (*Tree, error) {
 		}
 		return nil, err
 	}
+	if err := applyLimits(t.cgPath, spec.Limits); err != nil {
+		return fail(err)
+	}
 
 	inR, inW, err := os.Pipe()
 	if err != nil {
