@@ -79,6 +79,9 @@ type admissionResult struct {
 	lateClose *protocol.ProtocolClose
 	// closeSupported: the agent advertised sessionCapabilities.close.
 	closeSupported bool
+	// reason overrides the proof reason of a failure that launched
+	// nothing ("" = beforeLaunchReason of err).
+	reason string
 }
 
 func (s *session) startAdmission(ctx context.Context, reply Reply) {
@@ -122,7 +125,7 @@ func (s *session) finishAdmission(r admissionResult, reply Reply) {
 	case r.adm != nil:
 		s.admitted(r.adm, reply)
 	case r.proof == nil:
-		s.failBeforeLaunch(reply, r.err)
+		s.failBeforeLaunchWhy(reply, r.err, r.reason)
 	default:
 		s.moveTo(protocol.StateClosed)
 		s.proof = r.proof
@@ -146,9 +149,16 @@ func abortedError() *protocol.Error {
 
 // failBeforeLaunch ends an admission that launched nothing: its proof is
 // complete by construction (docs/rules.md#r1).
-func (s *session) failBeforeLaunch(reply Reply, e *protocol.Error) {
+func (s *session) failBeforeLaunch(reply Reply, e *protocol.Error) { s.failBeforeLaunchWhy(reply, e, "") }
+
+// failBeforeLaunchWhy is failBeforeLaunch with the proof reason given
+// ("" = beforeLaunchReason(e)).
+func (s *session) failBeforeLaunchWhy(reply Reply, e *protocol.Error, reason string) {
+	if reason == "" {
+		reason = beforeLaunchReason(e)
+	}
 	now := time.Now()
-	proof := &protocol.Proof{CleanupID: newID("c-"), Session: s.id, SessionKey: s.key, Reason: beforeLaunchReason(e),
+	proof := &protocol.Proof{CleanupID: newID("c-"), Session: s.id, SessionKey: s.key, Reason: reason,
 		Origin: protocol.OriginAdmission, ProtocolClose: protocol.ProtocolClose{Outcome: protocol.CloseSkipped}, Signals: []protocol.ProofSignal{},
 		Processes: []protocol.ProofProcess{}, Containment: string(s.m.cfg.Launcher.Mode()),
 		Verified: protocol.ProofVerified{TreeEmpty: true, Method: "nothing was launched"}, Complete: true,
@@ -287,7 +297,8 @@ func (s *session) admit(ctx context.Context, in admissionInput) admissionResult 
 			in.exe.Close()
 		}
 		return admissionResult{err: protocol.Domain(protocol.ErrStoreUnavailable,
-			"the ownership ledger entry could not be written, so nothing was launched: "+errText(err), true)}
+			"the ownership ledger entry could not be written, so nothing was launched: "+errText(err), true),
+			reason: "admission failed before launch: the ownership ledger entry could not be written (STORE_UNAVAILABLE)"}
 	}
 	tree, err := s.m.cfg.Launcher.Start(reaper.Spec{Path: p.Command.Path, Args: p.Command.Args,
 		Env: in.env, Dir: p.Cwd, ExecFile: in.exe, Name: name, Limits: in.limits})
