@@ -149,7 +149,9 @@ func abortedError() *protocol.Error {
 
 // failBeforeLaunch ends an admission that launched nothing: its proof is
 // complete by construction (docs/rules.md#r1).
-func (s *session) failBeforeLaunch(reply Reply, e *protocol.Error) { s.failBeforeLaunchWhy(reply, e, "") }
+func (s *session) failBeforeLaunch(reply Reply, e *protocol.Error) {
+	s.failBeforeLaunchWhy(reply, e, "")
+}
 
 // failBeforeLaunchWhy is failBeforeLaunch with the proof reason given
 // ("" = beforeLaunchReason(e)).
