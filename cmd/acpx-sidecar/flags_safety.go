@@ -119,3 +119,29 @@ func doctorLimits(containment string) map[string]any {
 	}
 	return out
 }
+
+// checkDefaultLimits refuses --default-* limits that the containment in
+// force (sup; nil = none) cannot enforce (docs/protocol.md §16.2).
+func checkDefaultLimits(l limitFlags, sup *reaper.Supervisor) error {
+	rl := reaper.Limits{MemoryBytes: l.memoryBytes, Pids: l.pids, CPUPercent: l.cpuPercent}
+	if !rl.Any() {
+		return nil
+	}
+	names := []string{}
+	for _, f := range []struct {
+		n string
+		v int64
+	}{{"--default-memory-bytes", l.memoryBytes}, {"--default-pids", l.pids}, {"--default-cpu-percent", l.cpuPercent}} {
+		if f.v != 0 {
+			names = append(names, f.n)
+		}
+	}
+	flags := strings.Join(names, ", ")
+	if sup == nil || sup.Mode() != reaper.ModeCgroup {
+		return fmt.Errorf("%s need cgroup containment", flags)
+	}
+	if ok, why := reaper.LimitsSupported(rl); !ok {
+		return fmt.Errorf("%s cannot be enforced: %s", flags, why)
+	}
+	return nil
+}

@@ -197,6 +197,15 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		log.Error("no containment available; opens will be refused", zap.Error(err))
 		sup = nil
 	}
+	if err := checkDefaultLimits(o.limits, sup); err != nil {
+		// Limits the operator asked for by flag and the machine cannot
+		// enforce are a bad flag, like a forced --containment.
+		fmt.Fprintln(stderr, "acpx-sidecar:", err)
+		if sup != nil {
+			_ = sup.Close()
+		}
+		return 2
+	}
 	// SIGPIPE on stdout must not kill us before providers are cleaned up;
 	// Notify (not Ignore) keeps providers' default disposition.
 	sigs := make(chan os.Signal, 4)

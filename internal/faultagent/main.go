@@ -73,6 +73,9 @@
 //	permission-title=<title>  each turn asks session/request_permission with a
 //	                   toolCall that has this title and no kind (options
 //	                   allow_once/reject_once), reported like permission=
+//	turn-hog=<MiB>     each turn allocates that much memory (modes_limits.go)
+//	turn-forkbomb=<N>  each turn starts up to N sleeper children until a fork
+//	                   fails (modes_limits.go)
 //
 // Normal behaviour: initialize answers agentInfo {name:"faultagent",
 // version:"0.1.0"}, agentCapabilities {loadSession:true,
@@ -126,6 +129,7 @@ type config struct {
 	permCostModes    // permission-title (modes_permcost.go)
 	authModes        // auth (modes_auth.go)
 	seedModes        // record, error-new, hog, new-on-term, ... (modes_seed.go)
+	limitModes       // turn-hog, turn-forkbomb (modes_limits.go)
 	stateDir         string
 }
 
@@ -192,6 +196,8 @@ func parseModes(list string) (config, error) {
 			c.loadWithoutModes = true
 		case "resume":
 			c.resume = true
+		case "turn-hog", "turn-forkbomb":
+			err = c.limitModes.parse(name, val, hasVal)
 		case "slow-turn":
 			n, err = num()
 			c.slowTurn = time.Duration(n) * time.Millisecond
