@@ -125,14 +125,22 @@ func pickOption(opts []permOption, kinds ...string) string {
 	return ""
 }
 
-// onPermission answers an ACP session/request_permission on the actor.
-func (s *session) onPermission(ask *permissionAsk) {
+// parseAsk decodes ACP session/request_permission params as far as they
+// decode; what does not is left zero (the policy then judges kind "other"
+// and an ask without options is answered cancelled).
+func parseAsk(params json.RawMessage) (permissionParams, toolCallHead, []permOption) {
 	var pp permissionParams
-	_ = json.Unmarshal(ask.params, &pp)
+	_ = json.Unmarshal(params, &pp)
 	var head toolCallHead
 	_ = json.Unmarshal(pp.ToolCall, &head)
 	var opts []permOption
 	_ = json.Unmarshal(pp.Options, &opts)
+	return pp, head, opts
+}
+
+// onPermission answers an ACP session/request_permission on the actor.
+func (s *session) onPermission(ask *permissionAsk) {
+	pp, head, opts := parseAsk(ask.params)
 	kind := policyKind(head)
 	pa := &pendingAsk{toolCallID: head.ToolCallID, kind: kind, options: opts}
 	t := s.turn
