@@ -28,7 +28,8 @@ type Options struct {
 	// --state-dir. Only ndjson framing is supported: no --framing lsp.
 	Args []string
 	// Env is the sidecar's environment ("K=V"); nil inherits this
-	// process's. Providers inherit it unless --inherit-env=false.
+	// process's. Providers take only its minimal part (--inherit-env minimal,
+	// docs/protocol.md §16.1) plus each open's inheritEnv names and env.
 	Env []string
 	// OnPermission answers session/requestPermission. When it is set, Start
 	// declares capabilities.permissionRequests, and each request is
