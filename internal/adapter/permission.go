@@ -1,6 +1,7 @@
 package adapter
 
 import (
+	"context"
 	"encoding/json"
 
 	"strings"
@@ -221,18 +222,15 @@ func (s *session) escalate(t *turn, ask *permissionAsk, pa *pendingAsk, pp permi
 		ToolCallID: pa.toolCallID, Kind: pa.kind, Decision: "escalated", Rule: pa.rule})
 	params := protocol.PermissionRequestParams{Session: s.id, RequestID: &rid, ToolCall: pp.ToolCall, Options: pp.Options,
 		Kind: pa.kind, Rule: pa.rule}
-	ectx, cancel := s.escalationContext(t)
+	ectx, cancel := context.WithCancel(t.ctx)
+	bound := s.boundEscalation(t, ask, pa, cancel)
 	go func() {
 		res, err := s.m.host.RequestPermission(ectx, params)
-		timeout := err != nil && timedOut(ectx)
+		bound.Stop()
 		cancel()
 		s.post(func() {
 			if s.turn != t || t.pending[ask] == nil {
-				return // the turn ended first: the late answer changes nothing
-			}
-			if timeout {
-				s.decideTimedOut(t, ask, pa)
-				return
+				return // the turn ended (or permissionTimeoutMs decided) first: the late answer changes nothing
 			}
 			optionID := ""
 			if err == nil && res.Outcome == "selected" {

@@ -2,13 +2,8 @@ package adapter
 
 import (
 	"context"
-	"errors"
 	"time"
 )
-
-// errPermissionTimeout is the cause of a host escalation's context that
-// permissionTimeoutMs ended (docs/protocol.md §16.3).
-var errPermissionTimeout = errors.New("permissionTimeoutMs elapsed")
 
 // permissionTimeout is the bound on one host escalation: the open's
 // permissionTimeoutMs, else Config.PermissionTimeout (default 10 min).
@@ -22,16 +17,21 @@ func (s *session) permissionTimeout() time.Duration {
 	return 10 * time.Minute
 }
 
-// escalationContext is the context of one host escalation: the turn's,
-// ended also by permissionTimeout with cause errPermissionTimeout.
-func (s *session) escalationContext(t *turn) (context.Context, context.CancelFunc) {
-	return context.WithTimeoutCause(t.ctx, s.permissionTimeout(), errPermissionTimeout)
-}
-
-// timedOut reports whether ctx ended by its permission bound (not by the
-// turn's end or timeout).
-func timedOut(ctx context.Context) bool {
-	return errors.Is(context.Cause(ctx), errPermissionTimeout)
+// boundEscalation arms the permission bound of one host escalation
+// (docs/protocol.md §16.3): when permissionTimeout passes with the ask
+// still pending in turn t, the actor decides it (decideTimedOut), then
+// cancel ends the host request. The bound is the actor's own timer, so it
+// holds whether or not the Host honours its context. Stop the returned
+// timer when the host answers.
+func (s *session) boundEscalation(t *turn, ask *permissionAsk, pa *pendingAsk, cancel context.CancelFunc) *time.Timer {
+	return time.AfterFunc(s.permissionTimeout(), func() {
+		s.post(func() {
+			if s.turn == t && t.pending[ask] != nil {
+				s.decideTimedOut(t, ask, pa)
+			}
+		})
+		cancel() // after the decision is queued: a host error that follows finds the ask decided
+	})
 }
 
 // decideTimedOut decides an escalation the host did not answer within
