@@ -54,3 +54,26 @@ func (m *Manager) baseEnvFor(p protocol.OpenParams) []string {
 	}
 	return out
 }
+
+// secretEnv is what a session's error texts are redacted against
+// (docs/protocol.md §13): the open's env, plus the values of its
+// inheritEnv names (a host names a variable to pass a secret it does not
+// want to send; it is as secret as env).
+func (m *Manager) secretEnv(p protocol.OpenParams) map[string]string {
+	if len(p.InheritEnv) == 0 {
+		return p.Env
+	}
+	out := make(map[string]string, len(p.Env)+len(p.InheritEnv))
+	for _, kv := range m.baseEnvFor(p) {
+		k, v, _ := strings.Cut(kv, "=")
+		for _, n := range p.InheritEnv {
+			if n == k {
+				out["inherit:"+k] = v
+			}
+		}
+	}
+	for k, v := range p.Env {
+		out[k] = v
+	}
+	return out
+}

@@ -35,3 +35,15 @@ func TestBaseEnvFor_InheritEnvNames(t *testing.T) {
 		t.Errorf("without inheritEnv %q", got)
 	}
 }
+
+// TestSecretEnv_RedactsInheritedValues (docs/protocol.md §13, §16.1): a
+// value passed by an inheritEnv name is redacted from error texts like
+// an env value.
+func TestSecretEnv_RedactsInheritedValues(t *testing.T) {
+	m := &Manager{cfg: Config{BaseEnv: []string{"PATH=/bin"}, SidecarEnv: []string{"PATH=/bin", "AMBIENT_KEY=sk-ambient-123"}}}
+	red := newRedactor(m.secretEnv(protocol.OpenParams{InheritEnv: []string{"AMBIENT_KEY"}, Env: map[string]string{"K": "sk-open-456"}}))
+	got := red.clean("agent said sk-ambient-123 and sk-open-456 on /bin")
+	if strings.Contains(got, "sk-ambient-123") || strings.Contains(got, "sk-open-456") || !strings.Contains(got, "/bin") {
+		t.Errorf("redacted %q", got)
+	}
+}

@@ -81,7 +81,7 @@ type session struct {
 
 func newSession(m *Manager, id string, p protocol.OpenParams, prof profiles.Profile) *session {
 	return &session{m: m, id: id, key: p.SessionKey, agent: p.Agent, created: time.Now(),
-		log: m.log.With(zap.String("session", id)), red: newRedactor(p.Env),
+		log: m.log.With(zap.String("session", id)), red: newRedactor(m.secretEnv(p)),
 		cmds: make(chan func(), 64), inbox: make(chan func(), 256), quit: make(chan struct{}),
 		open: p, prof: prof, state: lifecycle{protocol.StateAdmitting}, usedIDs: map[string]bool{}, perRequest: map[string]protocol.Usage{},
 		toolTurns: map[string]string{}}
