@@ -2,7 +2,9 @@ package client
 
 // Limits are session/open `limits` (docs/protocol.md §16.2): MemoryBytes
 // → the provider cgroup's memory.max, Pids → pids.max, CPUPercent →
-// cpu.max in percent of one CPU. Zero means no limit of that kind.
+// cpu.max in percent of one CPU. A zero member is left out of the frame,
+// so the sidecar's --default-* flag for that kind applies (none unless
+// set).
 type Limits struct {
 	MemoryBytes int64 `json:"memoryBytes,omitempty"`
 	Pids        int64 `json:"pids,omitempty"`
