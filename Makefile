@@ -9,7 +9,7 @@ BIN   := bin
 # it build it into their own temp dirs.
 BUILD_PKGS := ./cmd/acpx-sidecar ./internal/modelstub/cmd/modelstub ./examples/demohost
 
-.PHONY: all deps build demo test vet unit e2e bench scale leakcheck clean fmt-check node-deps node-build node-test npm-pack
+.PHONY: all deps build demo test vet unit e2e bench scale leakcheck clean fmt-check fuzz node-deps node-build node-test npm-pack
 
 all: build
 
@@ -65,8 +65,22 @@ export ACPX_TEST_RUN
 # follow.
 test: deps fmt-check vet npm-pack
 	ACPX_NPM_DIST=$(CURDIR)/$(NPM_DIST) $(GO) test -race -count=1 -timeout 8m ./...
+	@$(MAKE) --no-print-directory fuzz FUZZTIME=1s
 	@$(MAKE) --no-print-directory node-test
 	@$(MAKE) --no-print-directory leakcheck
+
+# Go fuzz targets (issue 12): host frames (framing, the whole host side),
+# session/open params, provider stdout lines, record decoding. `go test
+# ./...` already runs each one's seed corpus; `make fuzz` fuzzes each for
+# FUZZTIME (default 30s; `make test` gives each 1s). A failing input is
+# saved under the package's testdata/fuzz/ and replayed by `go test`.
+FUZZTIME ?= 30s
+FUZZ_TARGETS := ./internal/jsonl:FuzzReader ./internal/rpc:FuzzFrameStream ./internal/rpc:FuzzServer_HostFrames \
+	./protocol:FuzzOpenParams ./internal/adapter:FuzzProviderLines ./internal/store:FuzzRecordDecode
+fuzz:
+	@set -e; for t in $(FUZZ_TARGETS); do pkg=$${t%%:*}; fn=$${t##*:}; \
+		echo "fuzz $$fn ($$pkg) for $(FUZZTIME)"; \
+		$(GO) test -run '^$$' -fuzz "^$$fn\$$" -fuzztime $(FUZZTIME) $$pkg; done
 
 # Fails if a process this run's tests started is still alive (PID 1 here
 # never reaps, so a leak would stay forever).

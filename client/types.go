@@ -73,6 +73,11 @@ type ProcessStatus = protocol.ProcessStatus
 // nil before the first turn.
 type StatusResult = protocol.StatusResult
 
+// Resources is session/status `resources`: the provider cgroup's memory
+// and pids use and limits and its OOM-kill and pids-limit counters
+// (docs/protocol.md §18.2).
+type Resources = protocol.Resources
+
 // ListEntry is one session of session/list; Identity is nil while the
 // session is admitting, ActiveRequestID nil outside a turn.
 type ListEntry = protocol.ListEntry

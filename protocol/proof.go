@@ -71,6 +71,10 @@ type Proof struct {
 	FinishedAt    Time           `json:"finishedAt"`
 	DurationMs    int64          `json:"durationMs"`
 	Errors        []ProofError   `json:"errors"`
+
+	// ProcessesOmitted counts the processes left out of Processes beyond
+	// MaxProofProcesses (docs/protocol.md §18.4); absent when 0.
+	ProcessesOmitted int `json:"processesOmitted,omitempty"`
 }
 
 // ProtocolClose is the outcome of the ACP session/close attempt.

@@ -66,6 +66,9 @@ type ServerCaps struct {
 	Agents        []string `json:"agents"`
 	Framing       string   `json:"framing"`
 	MaxFrameBytes int      `json:"maxFrameBytes"`
+	// InheritEnv is the --inherit-env policy in force: "minimal", "all"
+	// or "none" (docs/protocol.md §18.1).
+	InheritEnv string `json:"inheritEnv"`
 }
 
 // Bounds are the time bounds in force, in milliseconds
@@ -123,6 +126,11 @@ type OpenParams struct {
 	McpServers                []json.RawMessage `json:"mcpServers,omitempty"`
 	HandshakeTimeoutMs        *int64            `json:"handshakeTimeoutMs,omitempty"`
 	Resume                    *bool             `json:"resume,omitempty"`
+	// InheritEnv, Limits and PermissionTimeoutMs: docs/protocol.md §18
+	// (protocol/limits.go).
+	InheritEnv          []string `json:"inheritEnv,omitempty"`
+	Limits              *Limits  `json:"limits,omitempty"`
+	PermissionTimeoutMs *int64   `json:"permissionTimeoutMs,omitempty"`
 }
 
 // Identity is the admitted identity of a session (docs/rules.md#r8).
@@ -315,6 +323,9 @@ type StatusResult struct {
 	// QueuedRequestIDs are the queued turns waiting behind the active one,
 	// in the order they will run (docs/protocol.md §8, Queued turns).
 	QueuedRequestIDs []string `json:"queuedRequestIds"`
+	// Resources: the provider cgroup's usage and limits (docs/protocol.md
+	// §18.2); nil outside cgroup containment.
+	Resources *Resources `json:"resources,omitempty"`
 }
 
 // ListEntry is one session in `session/list`.
@@ -346,6 +357,8 @@ type ExitedNotice struct {
 	ExitCode   *int   `json:"exitCode,omitempty"`
 	Signal     string `json:"signal,omitempty"`
 	During     string `json:"during"`
+	// Reason is "exit", "signal" or "oom" (docs/protocol.md §18.2).
+	Reason string `json:"reason"`
 }
 
 // PermissionNotice is the `session/permission` audit notification.

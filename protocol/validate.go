@@ -4,6 +4,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -100,13 +101,20 @@ func (p *OpenParams) Validate() *Error {
 	if !filepath.IsAbs(p.Cwd) {
 		return InvalidParams("cwd", "cwd must be absolute")
 	}
+	// Names in sorted order, so the first bad field is the same every time
+	// (a map has no order of its own; found by FuzzOpenParams).
+	names := make([]string, 0, len(p.Env))
 	for k := range p.Env {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	for _, k := range names {
 		if k == "" || strings.ContainsAny(k, "=\x00") {
 			return InvalidParams("env", "env names must be non-empty and contain no '=' or NUL")
 		}
 	}
-	for k, v := range p.Env {
-		if strings.IndexByte(v, 0) >= 0 {
+	for _, k := range names {
+		if v := p.Env[k]; strings.IndexByte(v, 0) >= 0 {
 			return InvalidParams("env."+k, "env values must not contain NUL")
 		}
 	}
@@ -124,10 +132,13 @@ func (p *OpenParams) Validate() *Error {
 		return InvalidParams("nonInteractivePermissions", "nonInteractivePermissions must be deny or fail")
 	}
 	if pp := p.PermissionPolicy; pp != nil {
-		for name, kinds := range map[string][]string{"autoApprove": pp.AutoApprove, "autoDeny": pp.AutoDeny, "escalate": pp.Escalate} {
-			for i, k := range kinds {
+		for _, l := range []struct {
+			name  string
+			kinds []string
+		}{{"autoApprove", pp.AutoApprove}, {"autoDeny", pp.AutoDeny}, {"escalate", pp.Escalate}} {
+			for i, k := range l.kinds {
 				if !ToolKinds[k] {
-					return InvalidParams("permissionPolicy."+name+"."+strconv.Itoa(i), "unknown ToolKind")
+					return InvalidParams("permissionPolicy."+l.name+"."+strconv.Itoa(i), "unknown ToolKind")
 				}
 			}
 		}
@@ -137,6 +148,9 @@ func (p *OpenParams) Validate() *Error {
 	}
 	if p.HandshakeTimeoutMs != nil && (*p.HandshakeTimeoutMs < defaultHandshakeMinMs || *p.HandshakeTimeoutMs > MaxHandshakeTimeoutMs) {
 		return InvalidParams("handshakeTimeoutMs", "handshakeTimeoutMs must be 1-600000")
+	}
+	if e := p.validateSafety(); e != nil {
+		return e
 	}
 	for i, s := range p.McpServers {
 		if !json.Valid(s) || len(s) == 0 || s[0] != '{' {

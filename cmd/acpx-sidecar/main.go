@@ -43,7 +43,9 @@ type options struct {
 	framing       string
 	maxFrame      int
 	stateDir      string
-	inheritEnv    bool
+	inheritEnv    string
+	inheritEnvOld string // the old boolean spelling given, if any
+	limits        limitFlags
 	handshakeMs   int64
 	closeMs       int64
 	termMs        int64
@@ -69,7 +71,9 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.framing, "framing", "ndjson", "host framing: ndjson or lsp")
 	fs.IntVar(&o.maxFrame, "max-frame-bytes", rpc.DefaultMaxFrameBytes, "largest inbound host frame, bytes")
 	fs.StringVar(&o.stateDir, "state-dir", defaultStateDir(), "default stateDir for session records (absolute)")
-	fs.BoolVar(&o.inheritEnv, "inherit-env", true, "providers inherit the sidecar's environment before the open's env is added")
+	o.inheritEnv = protocol.InheritMinimal
+	fs.Var(&inheritEnvFlag{&o.inheritEnv, &o.inheritEnvOld}, "inherit-env", "what providers take from the sidecar's environment: minimal (PATH, HOME, USER, LOGNAME, SHELL, LANG, LC_*, TERM, TZ, TMPDIR), all or none (docs/protocol.md §18.1)")
+	o.limits.register(fs)
 	fs.Int64Var(&o.handshakeMs, "handshake-timeout-ms", 30000, "default handshake bound, ms (docs/rules.md#bounds)")
 	fs.Int64Var(&o.closeMs, "close-timeout-ms", 2000, "ACP session/close bound, ms")
 	fs.Int64Var(&o.termMs, "term-grace-ms", 2000, "wait after SIGTERM, ms")
@@ -114,6 +118,9 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	case o.journalMax < 4096:
 		return nil, fmt.Errorf("--journal-max-bytes must be at least 4096")
 	}
+	if err := o.limits.check(); err != nil {
+		return nil, err
+	}
 	if o.shutdownMs == 0 {
 		o.shutdownMs = o.closeMs + o.termMs + o.killMs + 1000
 	}
@@ -148,7 +155,15 @@ func newLogger(level string, w io.Writer) *zap.Logger {
 
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if len(args) > 0 && args[0] == "doctor" {
-		return doctor(stdout)
+		o, err := parseFlags(args[1:], stderr)
+		if err != nil {
+			if err == flag.ErrHelp {
+				return 0
+			}
+			fmt.Fprintln(stderr, "acpx-sidecar doctor:", err)
+			return 2
+		}
+		return doctor(stdout, o)
 	}
 	o, err := parseFlags(args, stderr)
 	if err != nil {
@@ -194,6 +209,15 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		log.Error("no containment available; opens will be refused", zap.Error(err))
 		sup = nil
 	}
+	if err := checkDefaultLimits(o.limits, sup); err != nil {
+		// Limits the operator asked for by flag and the machine cannot
+		// enforce are a bad flag, like a forced --containment.
+		fmt.Fprintln(stderr, "acpx-sidecar:", err)
+		if sup != nil {
+			_ = sup.Close()
+		}
+		return 2
+	}
 	// SIGPIPE on stdout must not kill us before providers are cleaned up;
 	// Notify (not Ignore) keeps providers' default disposition.
 	sigs := make(chan os.Signal, 4)
@@ -234,8 +258,13 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	cfg.Logger = log.Named("session")
 	cfg.Version = version
-	if o.inheritEnv {
-		cfg.BaseEnv = os.Environ()
+	cfg.InheritEnv = o.inheritEnv
+	cfg.SidecarEnv = os.Environ()
+	cfg.BaseEnv = adapter.InheritedEnv(o.inheritEnv, cfg.SidecarEnv)
+	cfg.DefaultLimits = o.limits.defaults()
+	cfg.LimitsSupported = reaper.LimitsSupported
+	if o.inheritEnvOld != "" {
+		log.Warn("--inherit-env=" + o.inheritEnvOld + " is the old boolean spelling; it means --inherit-env=" + o.inheritEnv)
 	}
 	mgr := adapter.NewManager(cfg, server)
 	log.Info("acpx-sidecar started", zap.Int("pid", os.Getpid()), zap.String("containment", initContainment(sup)),
@@ -280,8 +309,11 @@ func newSupervisor(opts reaper.Options) (*reaper.Supervisor, error) {
 	return reaper.NewSupervisor(opts)
 }
 
-// doctor prints which containment mechanisms this machine offers and why.
-func doctor(stdout io.Writer) int {
+// doctor prints which containment mechanisms this machine offers and why,
+// the --inherit-env policy the given flags set and the names it passes,
+// and which kinds of limits (docs/protocol.md §18.2) this machine can
+// enforce.
+func doctor(stdout io.Writer, o *options) int {
 	mechs := reaper.Detect()
 	enc := json.NewEncoder(stdout)
 	enc.SetIndent("", "  ")
@@ -292,7 +324,8 @@ func doctor(stdout io.Writer) int {
 			break
 		}
 	}
-	_ = enc.Encode(map[string]any{"containment": chosen, "mechanisms": mechs})
+	_ = enc.Encode(map[string]any{"containment": chosen, "mechanisms": mechs,
+		"inheritEnv": doctorEnv(o.inheritEnv), "limits": doctorLimits(chosen)})
 	if chosen == "" {
 		return 1
 	}

@@ -48,8 +48,9 @@ type admissionInput struct {
 	st      *store.Store
 	exe     *os.File // the verified executable (sha256 given), else nil; the worker closes it
 	env     []string // the launch environment (secret values: the child only)
-	baseEnv []string // Config.BaseEnv, for the profile's auth rules
+	baseEnv []string // the base environment (Manager.baseEnvFor), for the profile's auth rules
 	timeout time.Duration
+	limits  reaper.Limits // Manager.effectiveLimits of the open
 }
 
 // envHas reports whether the launch environment gives name a non-empty
@@ -78,6 +79,9 @@ type admissionResult struct {
 	lateClose *protocol.ProtocolClose
 	// closeSupported: the agent advertised sessionCapabilities.close.
 	closeSupported bool
+	// reason overrides the proof reason of a failure that launched
+	// nothing ("" = beforeLaunchReason of err).
+	reason string
 }
 
 func (s *session) startAdmission(ctx context.Context, reply Reply) {
@@ -101,8 +105,9 @@ func (s *session) startAdmission(ctx context.Context, reply Reply) {
 		s.failBeforeLaunch(reply, perr)
 		return
 	}
-	in := admissionInput{open: p, prof: s.prof, st: st, exe: exe, env: s.launchEnv(), baseEnv: s.m.cfg.BaseEnv,
-		timeout: s.m.cfg.HandshakeTimeout}
+	base := s.m.baseEnvFor(p)
+	in := admissionInput{open: p, prof: s.prof, st: st, exe: exe, env: s.launchEnv(base), baseEnv: base,
+		timeout: s.m.cfg.HandshakeTimeout, limits: s.m.effectiveLimits(p)}
 	if p.HandshakeTimeoutMs != nil {
 		in.timeout = time.Duration(*p.HandshakeTimeoutMs) * time.Millisecond
 	}
@@ -120,7 +125,7 @@ func (s *session) finishAdmission(r admissionResult, reply Reply) {
 	case r.adm != nil:
 		s.admitted(r.adm, reply)
 	case r.proof == nil:
-		s.failBeforeLaunch(reply, r.err)
+		s.failBeforeLaunchWhy(reply, r.err, r.reason)
 	default:
 		s.moveTo(protocol.StateClosed)
 		s.proof = r.proof
@@ -146,8 +151,17 @@ func abortedError() *protocol.Error {
 // failBeforeLaunch ends an admission that launched nothing: its proof is
 // complete by construction (docs/rules.md#r1).
 func (s *session) failBeforeLaunch(reply Reply, e *protocol.Error) {
+	s.failBeforeLaunchWhy(reply, e, "")
+}
+
+// failBeforeLaunchWhy is failBeforeLaunch with the proof reason given
+// ("" = beforeLaunchReason(e)).
+func (s *session) failBeforeLaunchWhy(reply Reply, e *protocol.Error, reason string) {
+	if reason == "" {
+		reason = beforeLaunchReason(e)
+	}
 	now := time.Now()
-	proof := &protocol.Proof{CleanupID: newID("c-"), Session: s.id, SessionKey: s.key, Reason: "admission failed before launch",
+	proof := &protocol.Proof{CleanupID: newID("c-"), Session: s.id, SessionKey: s.key, Reason: reason,
 		Origin: protocol.OriginAdmission, ProtocolClose: protocol.ProtocolClose{Outcome: protocol.CloseSkipped}, Signals: []protocol.ProofSignal{},
 		Processes: []protocol.ProofProcess{}, Containment: string(s.m.cfg.Launcher.Mode()),
 		Verified: protocol.ProofVerified{TreeEmpty: true, Method: "nothing was launched"}, Complete: true,
@@ -222,11 +236,13 @@ func verifyCommand(c *protocol.Command) (*os.File, *protocol.Error) {
 	return f, nil
 }
 
-// launchEnv is the base environment plus the open's env (secret values);
-// the actor computes it for the admission worker. The profile's binding
+// launchEnv is the base environment (Manager.baseEnvFor: the
+// --inherit-env policy's part of the sidecar's environment plus the open's
+// inheritEnv names) plus the open's env (secret values); the actor
+// computes it for the admission worker. The profile's binding
 // settings (Binding.Env, and Binding.IsolateEnv when the policy needs the
 // agent to ask) win over both (docs/agents.md).
-func (s *session) launchEnv() []string {
+func (s *session) launchEnv(base []string) []string {
 	bind := map[string]string{}
 	for k, v := range s.prof.Binding.Env {
 		bind[k] = v
@@ -236,8 +252,8 @@ func (s *session) launchEnv() []string {
 			bind[k] = v
 		}
 	}
-	env := make([]string, 0, len(s.m.cfg.BaseEnv)+len(s.open.Env)+len(bind)+1)
-	for _, kv := range s.m.cfg.BaseEnv {
+	env := make([]string, 0, len(base)+len(s.open.Env)+len(bind)+1)
+	for _, kv := range base {
 		k, _, _ := strings.Cut(kv, "=")
 		_, bound := bind[k]
 		if _, over := s.open.Env[k]; !over && !bound && k != SessionMarkerEnv {
@@ -276,10 +292,19 @@ func (s *session) admit(ctx context.Context, in admissionInput) admissionResult 
 	}
 	name := "acpx-" + s.id
 	// The ledger entry is written before the fork, so a sidecar killed at
-	// any moment after it leaves something the next one can find.
-	s.writeLedger(in.st, nil)
+	// any moment after it leaves something the next one can find. If it
+	// cannot be written, nothing is launched (docs/protocol.md §18.5).
+	if err := s.writeLedger(in.st, nil); err != nil {
+		_ = in.st.RemoveOwned(s.id) // a partial entry, if any
+		if in.exe != nil {
+			in.exe.Close()
+		}
+		return admissionResult{err: protocol.Domain(protocol.ErrStoreUnavailable,
+			"the ownership ledger entry could not be written, so nothing was launched: "+errText(err), true),
+			reason: "admission failed before launch: the ownership ledger entry could not be written (STORE_UNAVAILABLE)"}
+	}
 	tree, err := s.m.cfg.Launcher.Start(reaper.Spec{Path: p.Command.Path, Args: p.Command.Args,
-		Env: in.env, Dir: p.Cwd, ExecFile: in.exe, Name: name})
+		Env: in.env, Dir: p.Cwd, ExecFile: in.exe, Name: name, Limits: in.limits})
 	if in.exe != nil {
 		in.exe.Close()
 	}
@@ -287,12 +312,18 @@ func (s *session) admit(ctx context.Context, in admissionInput) admissionResult 
 		e := protocol.Domain(protocol.ErrCommandNotExecutable, "the provider could not be started: "+s.red.clean(err.Error()), false)
 		if errors.Is(err, reaper.ErrSealed) {
 			e = protocol.Domain(protocol.ErrShuttingDown, "the sidecar is shutting down", false)
+		} else if errors.Is(err, reaper.ErrLimitsUnsupported) {
+			e = protocol.Domain(protocol.ErrPlatformUnsupported, "limits cannot be enforced: "+s.red.clean(err.Error()), false)
 		}
 		_ = in.st.RemoveOwned(s.id)
 		return admissionResult{err: e} // nothing was launched
 	}
 	s.hasTree.Store(true)
-	s.writeLedger(in.st, tree)
+	if err := s.writeLedger(in.st, tree); err != nil {
+		// The entry written before the launch (pid 0, marker, cgroup
+		// parent) still lets a later sidecar find this tree.
+		s.log.Warn("ownership ledger entry not updated with the provider's identity", zap.Error(err))
+	}
 	go s.drainStderr(tree.Stderr())
 	var conn *acpConn
 	conn = newACPConn(tree.Stdin(), tree.Stdout(), s.m.cfg.MaxProviderLineBytes, s.log, func(ev providerEvent) bool {
@@ -337,12 +368,7 @@ func (s *session) admit(ctx context.Context, in admissionInput) admissionResult 
 		case hctx.Err() != nil:
 			herr = protocol.Domain(protocol.ErrHandshakeTimeout, "the session handshake did not finish within "+timeout.String(), true)
 		}
-		reason := "session handshake failed"
-		if herr.Data.Code == protocol.ErrAdmissionAborted {
-			reason = "admission aborted"
-		} else if herr.Data.Code == protocol.ErrIdentityInvalid {
-			reason = "identity validation failed"
-		}
+		reason := launchedReason(herr)
 		// A session the agent creates after we gave up is closed while the
 		// tree is terminated; the connection stays open until then.
 		lateDone := make(chan *protocol.ProtocolClose, 1)
@@ -415,17 +441,17 @@ func (s *session) marker() string { return SessionMarkerEnv + "=" + s.id }
 
 // writeLedger writes the ownership-ledger entry into st: before the launch
 // (tree nil: pid 0, the marker and the cgroup parent), then with the
-// tree's identity. The admission worker calls it.
-func (s *session) writeLedger(st *store.Store, tree Tree) {
+// tree's identity. The admission worker calls it; the error is the
+// store's (docs/protocol.md §18.5: the first write failing launches
+// nothing).
+func (s *session) writeLedger(st *store.Store, tree Tree) error {
 	o := store.Owned{ID: s.id, SidecarPid: os.Getpid(), SidecarStartTime: selfStart, Session: s.id, SessionKey: s.key,
 		Marker: s.marker(), CgroupParent: s.m.cfg.Launcher.CgroupParent(),
 		Containment: string(s.m.cfg.Launcher.Mode()), CreatedAt: time.Now().UTC().Format(time.RFC3339Nano)}
 	if tree != nil {
 		o.Pid, o.StartTime, o.Pgid, o.Cgroup, o.Containment = tree.Pid(), tree.StartTicks(), tree.Pgid(), tree.CgroupPath(), string(tree.Containment())
 	}
-	if err := st.WriteOwned(o); err != nil {
-		s.log.Warn("ownership ledger entry not written", zap.Error(err))
-	}
+	return st.WriteOwned(o)
 }
 
 // acpError turns a provider call error into a redacted

@@ -243,6 +243,9 @@ func (s *session) cleanup(in cleanupInput) *protocol.Proof {
 	}
 	if tree != nil {
 		proof.Containment = string(tree.Containment())
+		if n := oomKills(tree); n > 0 {
+			proof.Errors = append(proof.Errors, oomProofError(n))
+		}
 		s.applyTermination(proof, tree.Terminate(context.Background(), s.m.cfg.TermGrace, s.m.cfg.KillGrace))
 	}
 	if conn != nil && in.keepConn {
@@ -267,15 +270,7 @@ func applyTerminationTo(proof *protocol.Proof, t reaper.Termination, clean func(
 	for _, sg := range t.Signals {
 		proof.Signals = append(proof.Signals, protocol.ProofSignal{Signal: sg.Signal, Target: sg.Target, At: protocol.At(sg.At), Error: sg.Error})
 	}
-	seen := map[int]bool{}
-	for _, pr := range proof.Processes {
-		seen[pr.Pid] = true
-	}
-	for _, p := range t.Processes {
-		if !seen[p.Pid] {
-			proof.Processes = append(proof.Processes, protocol.ProofProcess{Pid: p.Pid, Role: p.Role, ExitCode: p.ExitCode, Signal: p.Signal, ExitedAt: protocol.At(p.ExitedAt)})
-		}
-	}
+	capProcesses(proof, t.Processes)
 	for _, e := range t.Errors {
 		proof.Errors = append(proof.Errors, protocol.ProofError{Code: e.Code, Message: clean(e.Message)})
 	}

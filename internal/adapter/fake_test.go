@@ -3,6 +3,7 @@ package adapter
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"os"
 	"strings"
@@ -102,17 +103,38 @@ type fakeTree struct {
 	mu           sync.Mutex
 	provable     bool // Terminate can prove the tree empty
 	terminations int
+	cgroup       string           // CgroupPath ("" = no cgroup)
+	res          reaper.Resources // what Resources reports while cgroup is set
 }
 
-func (t *fakeTree) Stdin() io.WriteCloser         { return t.stdinW }
-func (t *fakeTree) Stdout() io.ReadCloser         { return t.stdoutR }
-func (t *fakeTree) Stderr() io.ReadCloser         { return io.NopCloser(strings.NewReader("")) }
-func (t *fakeTree) Pid() int                      { return t.pid }
-func (t *fakeTree) Pgid() int                     { return t.pid }
-func (t *fakeTree) StartTicks() uint64            { return 1 }
-func (t *fakeTree) StartedAt() time.Time          { return t.started }
-func (t *fakeTree) Containment() reaper.Mode      { return fakeMode }
-func (t *fakeTree) CgroupPath() string            { return "" }
+func (t *fakeTree) Stdin() io.WriteCloser    { return t.stdinW }
+func (t *fakeTree) Stdout() io.ReadCloser    { return t.stdoutR }
+func (t *fakeTree) Stderr() io.ReadCloser    { return io.NopCloser(strings.NewReader("")) }
+func (t *fakeTree) Pid() int                 { return t.pid }
+func (t *fakeTree) Pgid() int                { return t.pid }
+func (t *fakeTree) StartTicks() uint64       { return 1 }
+func (t *fakeTree) StartedAt() time.Time     { return t.started }
+func (t *fakeTree) Containment() reaper.Mode { return fakeMode }
+func (t *fakeTree) CgroupPath() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.cgroup
+}
+func (t *fakeTree) Resources() (reaper.Resources, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.cgroup == "" {
+		return reaper.Resources{}, errors.New("fake: no cgroup")
+	}
+	return t.res, nil
+}
+
+// setResources gives the tree a cgroup whose counters are r.
+func (t *fakeTree) setResources(r reaper.Resources) {
+	t.mu.Lock()
+	t.cgroup, t.res = "/fake/cgroup", r
+	t.mu.Unlock()
+}
 func (t *fakeTree) Exited() <-chan struct{}       { return t.exited }
 func (t *fakeTree) ExitStatus() reaper.ExitStatus { return reaper.ExitStatus{Signal: "SIGTERM"} }
 

@@ -56,6 +56,9 @@ type Tree interface {
 	Exited() <-chan struct{}
 	// ExitStatus is the leader's wait status, valid after Exited.
 	ExitStatus() reaper.ExitStatus
+	// Resources reads the tree's cgroup counters (docs/protocol.md
+	// §18.2); an error without a cgroup or once it is gone.
+	Resources() (reaper.Resources, error)
 	// Terminate ends the whole tree (TERM, then KILL) and returns what was
 	// observed; it may be called again after an incomplete result (the
 	// retained cleanup, docs/rules.md#r20), and its facts are cumulative.

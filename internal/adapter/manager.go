@@ -21,6 +21,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/acpx-sidecar/acpx-sidecar/internal/profiles"
+	"github.com/acpx-sidecar/acpx-sidecar/internal/reaper"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/store"
 	"github.com/acpx-sidecar/acpx-sidecar/protocol"
 )
@@ -71,8 +72,26 @@ type Config struct {
 	// protocol-close failure (default 3).
 	LateCloseReconcileAttempts int
 	// BaseEnv is the environment every provider inherits ("K=V"), before
-	// the open's env is added (--inherit-env).
+	// the open's inheritEnv names and env are added: InheritedEnv of the
+	// --inherit-env policy (docs/protocol.md §18.1).
 	BaseEnv []string
+	// InheritEnv names the policy BaseEnv was made by ("minimal", "all",
+	// "none"; initialize.capabilities.inheritEnv). "" reports "minimal".
+	InheritEnv string
+	// SidecarEnv is the sidecar's whole environment, where the open's
+	// inheritEnv names are looked up (docs/protocol.md §18.1).
+	SidecarEnv []string
+	// DefaultLimits are the limits of an open that gives none of a kind
+	// (--default-memory-bytes, --default-pids, --default-cpu-percent;
+	// docs/protocol.md §18.2).
+	DefaultLimits protocol.Limits
+	// LimitsSupported says whether the machine can enforce limits l
+	// (reaper.LimitsSupported in production; nil = assume it can, and
+	// let the launch decide).
+	LimitsSupported func(l reaper.Limits) (bool, string)
+	// PermissionTimeout bounds a host escalation when the open gives no
+	// permissionTimeoutMs (default 10 min; docs/protocol.md §18.3).
+	PermissionTimeout time.Duration
 	// MaxProviderLineBytes bounds one provider stdout line (bytes).
 	MaxProviderLineBytes int
 	// Launcher launches and contains provider trees: ReaperLauncher of the
@@ -98,8 +117,8 @@ func DefaultConfig() Config {
 	return Config{HandshakeTimeout: 30 * time.Second, CloseTimeout: 2 * time.Second,
 		TermGrace: 2 * time.Second, KillGrace: 2 * time.Second, Shutdown: 7 * time.Second,
 		ProtocolCloseAttempts: 4, RetainedRetryMin: 10 * time.Millisecond, RetainedRetryMax: 100 * time.Millisecond,
-		LateCloseReconcileAttempts: 3,
-		MaxProviderLineBytes:       DefaultMaxProviderLineBytes, Version: "0.1.0"}
+		LateCloseReconcileAttempts: 3, PermissionTimeout: protocol.DefaultPermissionTimeoutMs * time.Millisecond,
+		MaxProviderLineBytes: DefaultMaxProviderLineBytes, Version: "0.1.0"}
 }
 
 // Manager routes host requests to session actors and owns retained
@@ -164,8 +183,17 @@ func (m *Manager) Initialize(p protocol.InitializeParams) protocol.InitializeRes
 	}
 	return protocol.InitializeResult{ProtocolVersion: protocol.Version,
 		ServerInfo:   protocol.Implementation{Name: "acpx-sidecar", Version: m.cfg.Version},
-		Capabilities: protocol.ServerCaps{Containment: containment, Agents: profiles.Names()},
+		Capabilities: protocol.ServerCaps{Containment: containment, Agents: profiles.Names(), InheritEnv: m.inheritPolicy()},
 		Bounds:       m.Bounds()}
+}
+
+// inheritPolicy is the --inherit-env policy in force (docs/protocol.md
+// §18.1).
+func (m *Manager) inheritPolicy() string {
+	if m.cfg.InheritEnv == "" {
+		return protocol.InheritMinimal
+	}
+	return m.cfg.InheritEnv
 }
 
 func newID(prefix string) string {
@@ -213,6 +241,10 @@ func (m *Manager) Open(ctx context.Context, p protocol.OpenParams, reply Reply) 
 	}
 	if runtime.GOOS != "linux" || m.cfg.Launcher == nil {
 		reply(nil, protocol.Domain(protocol.ErrPlatformUnsupported, "this platform cannot contain a provider tree", false))
+		return
+	}
+	if e := m.checkLimits(m.effectiveLimits(p)); e != nil {
+		reply(nil, e)
 		return
 	}
 	if p.StateDir == "" {

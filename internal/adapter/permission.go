@@ -1,6 +1,7 @@
 package adapter
 
 import (
+	"context"
 	"encoding/json"
 
 	"strings"
@@ -125,14 +126,22 @@ func pickOption(opts []permOption, kinds ...string) string {
 	return ""
 }
 
-// onPermission answers an ACP session/request_permission on the actor.
-func (s *session) onPermission(ask *permissionAsk) {
+// parseAsk decodes ACP session/request_permission params as far as they
+// decode; what does not is left zero (the policy then judges kind "other"
+// and an ask without options is answered cancelled).
+func parseAsk(params json.RawMessage) (permissionParams, toolCallHead, []permOption) {
 	var pp permissionParams
-	_ = json.Unmarshal(ask.params, &pp)
+	_ = json.Unmarshal(params, &pp)
 	var head toolCallHead
 	_ = json.Unmarshal(pp.ToolCall, &head)
 	var opts []permOption
 	_ = json.Unmarshal(pp.Options, &opts)
+	return pp, head, opts
+}
+
+// onPermission answers an ACP session/request_permission on the actor.
+func (s *session) onPermission(ask *permissionAsk) {
+	pp, head, opts := parseAsk(ask.params)
 	kind := policyKind(head)
 	pa := &pendingAsk{toolCallID: head.ToolCallID, kind: kind, options: opts}
 	t := s.turn
@@ -158,16 +167,30 @@ func (s *session) onPermission(ask *permissionAsk) {
 // sends the cancelled outcome. approved non-nil marks an approval in the
 // audit notice.
 func (s *session) answerPermission(ask *permissionAsk, pa *pendingAsk, approved *struct{}, optionID, rule string) {
-	if s.turn != nil {
-		delete(s.turn.pending, ask)
-	}
 	decision := "denied"
 	if approved != nil {
 		decision = "approved"
 	}
+	s.answerPermissionAs(ask, pa, optionID, rule, decision)
+}
+
+// decisionTimeout is the audit decision of an escalation decided by
+// permissionTimeoutMs (docs/protocol.md §18.3).
+const decisionTimeout = protocol.DecisionTimeout
+
+// answerPermissionAs answers the agent once and audits decision; an
+// optionID "" or "cancelled" sends the cancelled outcome (audited as
+// "cancelled", except a "timeout" decision, which stays "timeout").
+func (s *session) answerPermissionAs(ask *permissionAsk, pa *pendingAsk, optionID, rule, decision string) {
+	if s.turn != nil {
+		delete(s.turn.pending, ask)
+	}
 	if optionID == "" || optionID == "cancelled" {
 		ask.answer(acp.NewRequestPermissionOutcomeCancelled())
-		decision, optionID = "cancelled", ""
+		if decision != decisionTimeout {
+			decision = "cancelled"
+		}
+		optionID = ""
 	} else {
 		ask.answer(acp.NewRequestPermissionOutcomeSelected(acp.PermissionOptionId(optionID)))
 	}
@@ -185,8 +208,7 @@ func (s *session) answerPermission(ask *permissionAsk, pa *pendingAsk, approved 
 func (s *session) escalate(t *turn, ask *permissionAsk, pa *pendingAsk, pp permissionParams) {
 	if !s.m.host.PermissionRequests() {
 		if s.open.NonInteractivePermissions == "fail" {
-			t.failErr = &protocol.TurnError{Code: protocol.ErrPermissionRequired,
-				Message: "a " + pa.kind + " permission needs approval and the host cannot answer"}
+			t.failErr = permissionRequiredError(pa.kind, "the host cannot answer")
 			s.answerPermission(ask, pa, nil, "cancelled", pa.rule+"; nonInteractivePermissions:fail")
 			s.cancelTurn(&t.requestID, "permission approval required")
 			return
@@ -201,11 +223,15 @@ func (s *session) escalate(t *turn, ask *permissionAsk, pa *pendingAsk, pp permi
 	params := protocol.PermissionRequestParams{Session: s.id, RequestID: &rid, ToolCall: pp.ToolCall, Options: pp.Options,
 		Kind: pa.kind, Rule: pa.rule}
 	s.journalRequest(protocol.RequestPermission, params)
+	ectx, cancel := context.WithCancel(t.ctx)
+	bound := s.boundEscalation(t, ask, pa, cancel)
 	go func() {
-		res, err := s.m.host.RequestPermission(t.ctx, params)
+		res, err := s.m.host.RequestPermission(ectx, params)
+		bound.Stop()
+		cancel()
 		s.post(func() {
 			if s.turn != t || t.pending[ask] == nil {
-				return // the turn ended first: the late answer changes nothing
+				return // the turn ended (or permissionTimeoutMs decided) first: the late answer changes nothing
 			}
 			optionID := ""
 			if err == nil && res.Outcome == "selected" {
@@ -222,6 +248,13 @@ func (s *session) escalate(t *turn, ask *permissionAsk, pa *pendingAsk, pp permi
 			s.answerPermission(ask, pa, approved, optionID, "host")
 		})
 	}()
+}
+
+// permissionRequiredError is the turn error of an escalation nobody
+// approved (nonInteractivePermissions "fail").
+func permissionRequiredError(kind, why string) *protocol.TurnError {
+	return &protocol.TurnError{Code: protocol.ErrPermissionRequired,
+		Message: "a " + kind + " permission needs approval and " + why}
 }
 
 func pickKind(opts []permOption, id string) string {

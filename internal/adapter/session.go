@@ -94,7 +94,7 @@ type session struct {
 
 func newSession(m *Manager, id string, p protocol.OpenParams, prof profiles.Profile) *session {
 	return &session{m: m, id: id, key: p.SessionKey, agent: p.Agent, created: time.Now(),
-		log: m.log.With(zap.String("session", id)), red: newRedactor(p.Env),
+		log: m.log.With(zap.String("session", id)), red: newRedactor(m.secretEnv(p)),
 		cmds: make(chan func(), 64), inbox: make(chan func(), 256), quit: make(chan struct{}),
 		open: p, prof: prof, state: lifecycle{protocol.StateAdmitting}, usedIDs: map[string]bool{}, perRequest: map[string]protocol.Usage{},
 		toolTurns: map[string]string{}}
@@ -292,13 +292,14 @@ func (s *session) onExit() {
 		return // the close or admission worker owns cleanup
 	}
 	st := s.tree.ExitStatus()
+	ooms := oomKills(s.tree)
 	during := "idle"
 	if s.turn != nil || s.lostInTurn {
 		during = "turn"
 	}
 	s.log.Warn("provider exited on its own", zap.String("during", during))
 	s.notify(protocol.NotifySessionExited, protocol.ExitedNotice{Session: s.id, SessionKey: s.key,
-		Pid: s.tree.Pid(), ExitCode: st.Code, Signal: st.Signal, During: during})
+		Pid: s.tree.Pid(), ExitCode: st.Code, Signal: st.Signal, During: during, Reason: exitReason(st, ooms)})
 	s.endQueued(protocol.PromptResult{Status: "failed", Error: &protocol.TurnError{
 		Code: protocol.ErrProviderProcessLost, Message: "the provider process exited before the turn started"}})
 	if s.turn != nil {

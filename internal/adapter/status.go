@@ -49,6 +49,7 @@ func (s *session) status() (any, error) {
 			res.Process.Alive = true
 		}
 	}
+	res.Resources = resourcesOf(s.tree)
 	res.Summary = s.summary()
 	if s.identity.BackendSessionID == "" || s.discarded {
 		return res, nil // nothing was admitted or the record was discarded

@@ -77,6 +77,9 @@
 //	                   turn, ms milliseconds apart (stops at session/cancel)
 //	usage-grow=<n>     the turn's usage_update says used = n × the number of
 //	                   turns the session has run
+//	turn-hog=<MiB>     each turn allocates that much memory (modes_limits.go)
+//	turn-forkbomb=<N>  each turn starts up to N sleeper children until a fork
+//	                   fails (modes_limits.go)
 //
 // Normal behaviour: initialize answers agentInfo {name:"faultagent",
 // version:"0.1.0"}, agentCapabilities {loadSession:true,
@@ -131,6 +134,7 @@ type config struct {
 	authModes        // auth (modes_auth.go)
 	seedModes        // record, error-new, hog, new-on-term, ... (modes_seed.go)
 	journalModes     // stream, usage-grow (modes_journal.go)
+	limitModes       // turn-hog, turn-forkbomb (modes_limits.go)
 	stateDir         string
 }
 
@@ -197,6 +201,8 @@ func parseModes(list string) (config, error) {
 			c.loadWithoutModes = true
 		case "resume":
 			c.resume = true
+		case "turn-hog", "turn-forkbomb":
+			err = c.limitModes.parse(name, val, hasVal)
 		case "slow-turn":
 			n, err = num()
 			c.slowTurn = time.Duration(n) * time.Millisecond

@@ -84,6 +84,12 @@ func (a *agent) prompt(m message) {
 	if a.cfg.permissionTitle != "" && !cancelled() {
 		emit(chunk("agent_message_chunk", a.askTitledPermission(s.ID)))
 	}
+	if a.cfg.turnForkBomb > 0 && !cancelled() {
+		emit(chunk("agent_message_chunk", runForkBomb(a.cfg.turnForkBomb)))
+	}
+	if a.cfg.turnHogMiB > 0 && !cancelled() {
+		emit(chunk("agent_message_chunk", runTurnHog(a.cfg.turnHogMiB)))
+	}
 	for i := 0; i < a.cfg.flood && !cancelled(); i++ {
 		emit(chunk("agent_message_chunk", fmt.Sprintf("flood %d;", i)))
 	}

@@ -217,6 +217,9 @@ func (s *Supervisor) startGuardian(spec Spec) (*Tree, error) {
 	t := newTree(s)
 
 	fail := func(err error) (*Tree, error) { return nil, err }
+	if err := applyLimits("", spec.Limits); err != nil {
+		return fail(err) // no cgroup: limits cannot be enforced
+	}
 
 	inR, inW, err := os.Pipe()
 	if err != nil {

@@ -111,6 +111,11 @@ func (s *Supervisor) startDirect(spec Spec, name string) (*Tree, error) {
 		s.wd.remove(dir)
 		return nil, err
 	}
+	// Limits are in force before anything runs in the cgroup
+	// (docs/protocol.md §18.2, Limits).
+	if err := applyLimits(dir, spec.Limits); err != nil {
+		return fail(err)
+	}
 	childEnds, parentEnds, err := stdioPipes()
 	if err != nil {
 		return fail(err)

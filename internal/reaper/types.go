@@ -137,6 +137,10 @@ type Spec struct {
 	// Name labels the cgroup directory "<Name>-<n>"; [A-Za-z0-9._-]{1,64},
 	// "" = "provider".
 	Name string
+	// Limits are written into the provider's cgroup before the fork
+	// (limits_linux.go); outside cgroup mode any limit fails Start with
+	// ErrLimitsUnsupported, launching nothing.
+	Limits Limits
 }
 
 // ExitStatus is the wait status of the provider (leader) process.

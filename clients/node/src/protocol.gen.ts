@@ -266,6 +266,10 @@ export interface Proof {
   finishedAt: Timestamp;
   durationMs: number;
   errors: ProofError[];
+  /**
+   * Present only when the tree had more than 256 processes: how many were left out of processes (docs/protocol.md §18.4).
+   */
+  processesOmitted?: number;
 }
 /**
  * The ACP session/close attempt(s).

@@ -1,0 +1,79 @@
+package adapter
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"testing"
+	"time"
+
+	acp "github.com/coder/acp-go-sdk"
+	"go.uber.org/zap"
+
+	"github.com/acpx-sidecar/acpx-sidecar/protocol"
+)
+
+// FuzzProviderLines feeds arbitrary provider stdout to the ACP client
+// side (docs/architecture.md "ACP client side": internal/jsonl lines,
+// sourcegraph/jsonrpc2, the adapter's handler) and runs each permission
+// request through the policy (parseAsk, policyKind, decide): nothing
+// panics, the connection reads to the end and closes, every permission
+// request gets exactly one answer, the judged kind is an ACP ToolKind and
+// the decision one of approve, deny or escalate.
+func FuzzProviderLines(f *testing.F) {
+	for _, s := range []string{
+		`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"x","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"hi"}}}}` + "\n",
+		`{"jsonrpc":"2.0","id":7,"method":"session/request_permission","params":{"sessionId":"x","toolCall":{"toolCallId":"c","kind":"read","rawInput":{"command":"rm -rf /"}},"options":[{"optionId":"a","kind":"allow_once"}]}}` + "\n",
+		`{"jsonrpc":"2.0","id":8,"method":"session/request_permission","params":{"toolCall":{"title":"Run shell"},"options":null}}` + "\nnot json\n[1]\n",
+		`{"jsonrpc":"2.0","id":9,"method":"fs/read_text_file","params":{}}` + "\n" + `{"jsonrpc":"2.0","id":1,"result":{}}` + "\n",
+		`{"jsonrpc":"2.0","id":"s","method":"session/request_permission","params":{"toolCall":{"kind":"execute","rawInput":{"cmd":null}},"options":[{"optionId":1}]}}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, in []byte) {
+		asks := 0
+		answered := 0
+		var conn *acpConn
+		conn = newACPConn(nopWriteCloser{}, io.NopCloser(bytes.NewReader(in)), 1<<16, zap.NewNop(), func(ev providerEvent) bool {
+			switch {
+			case ev.permission != nil:
+				asks++
+				pp, head, opts := parseAsk(ev.permission.params)
+				_ = pp
+				kind := policyKind(head)
+				if !protocol.ToolKinds[kind] {
+					t.Fatalf("judged kind %q is not an ACP ToolKind", kind)
+				}
+				for _, mode := range []string{"approve-all", "approve-reads", "deny-all"} {
+					if a, _ := decide(protocol.OpenParams{PermissionMode: mode}, kind); a != "approve" && a != "deny" && a != "escalate" {
+						t.Fatalf("decision %q", a)
+					}
+				}
+				_ = pickOption(opts, "allow_once", "allow_always")
+				ev.permission.answer(acp.NewRequestPermissionOutcomeCancelled())
+				answered++
+			case ev.updates != nil:
+				for _, u := range ev.updates {
+					if !json.Valid(u.update) {
+						t.Fatalf("update forwarded is not JSON: %q", u.update)
+					}
+				}
+			}
+			return true
+		})
+		select {
+		case <-conn.done():
+		case <-time.After(10 * time.Second):
+			t.Fatalf("the provider connection did not end at EOF")
+		}
+		if asks != answered {
+			t.Fatalf("%d permission requests, %d answers", asks, answered)
+		}
+	})
+}
+
+// nopWriteCloser discards what the sidecar writes to the provider.
+type nopWriteCloser struct{}
+
+func (nopWriteCloser) Write(p []byte) (int, error) { return len(p), nil }
+func (nopWriteCloser) Close() error                { return nil }

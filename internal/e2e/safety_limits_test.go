@@ -1,0 +1,183 @@
+package e2e
+
+import (
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// limitsEnforceable asks the built binary's doctor whether this machine
+// can enforce every kind of limit (docs/protocol.md §18.2), and why not.
+func limitsEnforceable(t *testing.T) (bool, string) {
+	t.Helper()
+	out, _ := exec.Command(sidecarBin, "doctor").Output()
+	var d struct {
+		Containment string `json:"containment"`
+		Limits      map[string]struct {
+			Enforceable bool   `json:"enforceable"`
+			Reason      string `json:"reason"`
+		} `json:"limits"`
+	}
+	if err := json.Unmarshal(out, &d); err != nil {
+		t.Fatalf("doctor output %q: %v", out, err)
+	}
+	for _, k := range []string{"memoryBytes", "pids", "cpuPercent"} {
+		if l, ok := d.Limits[k]; !ok || !l.Enforceable {
+			return false, k + ": " + l.Reason
+		}
+	}
+	return true, ""
+}
+
+// TestLimits_RefusedWhereTheContainmentCannotEnforceThem
+// (docs/protocol.md §18.2): limits in a mode without a cgroup, or on a
+// cgroup2 hierarchy without the controllers (this machine: only hugetlb
+// in /sys/fs/cgroup/unified), are PLATFORM_UNSUPPORTED and nothing is
+// launched (the fault agent's record file is never created); the same
+// sidecar then opens without limits. Unenforceable --default-* flags are
+// a flag error (exit status 2).
+func TestLimits_RefusedWhereTheContainmentCannotEnforceThem(t *testing.T) {
+	ok, why := limitsEnforceable(t)
+	modes := [][]string{{"--containment", "subreaper"}}
+	if !ok {
+		modes = append(modes, []string{"--containment", "cgroup"})
+	}
+	for _, mode := range modes {
+		t.Run(mode[1], func(t *testing.T) {
+			e := newFaultEnv(t)
+			s := startSidecar(t, append(seedArgs(e), mode...)...)
+			s.initialize(false)
+			rec := filepath.Join(t.TempDir(), "agent.jsonl")
+			p := e.openParams("lim-"+mode[1], "record="+rec)
+			p["limits"] = map[string]any{"memoryBytes": 64 << 20, "pids": 32}
+			f := s.call("session/open", p)
+			wantError(t, "open with limits in "+mode[1]+" mode", f, -32000, "PLATFORM_UNSUPPORTED")
+			t.Logf("refused: %s", f.Error.Message)
+			if _, err := os.Stat(rec); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("the provider was started (record file: %v)", err)
+			}
+			if left := markedPids(e.mark, ""); len(left) != 0 {
+				t.Errorf("marked processes after the refusal: %v", left)
+			}
+			delete(p, "limits")
+			var o openResult
+			s.mustCall("session/open", p, &o)
+			seedCloseProof(t, s, o.Session, nil)
+		})
+	}
+	if !ok {
+		t.Run("default flag", func(t *testing.T) {
+			cmd := exec.Command(sidecarBin, "--containment", "cgroup", "--default-pids", "64")
+			out, err := cmd.CombinedOutput()
+			var ee *exec.ExitError
+			if !errors.As(err, &ee) || ee.ExitCode() != 2 || !strings.Contains(string(out), "default-pids") {
+				t.Errorf("unenforceable --default-pids: %v, %q; want exit 2 naming the flag (%s)", err, out, why)
+			}
+		})
+	}
+}
+
+// TestLimits_MemoryHogIsOOMKilledAndOthersGoOn (docs/protocol.md §18.2):
+// a provider that allocates past limits.memoryBytes is OOM-killed; the
+// turn fails PROVIDER_PROCESS_LOST, session/exited says reason "oom", the
+// provider-exit proof is complete and carries PROVIDER_OOM; another
+// session of the same sidecar keeps working. Needs the cgroup2 memory
+// controller (skipped where doctor says it is not enforceable).
+func TestLimits_MemoryHogIsOOMKilledAndOthersGoOn(t *testing.T) {
+	if ok, why := limitsEnforceable(t); !ok {
+		t.Skip("limits are not enforceable on this machine: " + why)
+	}
+	e := newFaultEnv(t)
+	s := startSidecar(t, seedArgs(e)...)
+	s.initialize(false)
+	other := e.open(s, "lim-other", "")
+	p := e.openParams("lim-hog", "turn-hog=512")
+	p["limits"] = map[string]any{"memoryBytes": 64 << 20}
+	var hog openResult
+	s.mustCall("session/open", p, &hog)
+	var res turnResult
+	s.mustCall("session/prompt", map[string]any{"session": hog.Session, "requestId": "t1", "prompt": "eat"}, &res)
+	if res.Status != "failed" || res.Error == nil || res.Error.Code != "PROVIDER_PROCESS_LOST" {
+		t.Errorf("hog turn %+v, want failed PROVIDER_PROCESS_LOST", res)
+	}
+	raw := s.waitNote("session/exited", 30*time.Second, func(p json.RawMessage) bool {
+		return strings.Contains(string(p), hog.Session)
+	})
+	var ex struct {
+		Reason string `json:"reason"`
+		Signal string `json:"signal"`
+	}
+	_ = json.Unmarshal(raw, &ex)
+	if ex.Reason != "oom" || ex.Signal != "SIGKILL" {
+		t.Errorf("session/exited %s, want reason oom, signal SIGKILL", raw)
+	}
+	pr := seedWaitProof(s, func(p seedProof) bool { return p.Session == hog.Session })
+	if !pr.Complete || !strings.Contains(strings.Join(pr.errorCodes(), ","), "PROVIDER_OOM") {
+		t.Errorf("provider-exit proof %+v, want complete with PROVIDER_OOM", pr)
+	}
+	var res2 turnResult
+	s.mustCall("session/prompt", map[string]any{"session": other.Session, "requestId": "t1", "prompt": "hi"}, &res2)
+	if res2.Status != "completed" {
+		t.Errorf("the other session's turn %+v, want completed", res2)
+	}
+	seedCloseProof(t, s, other.Session, nil)
+	if _, status := s.shutdownAndExit(); status != 0 {
+		t.Errorf("exit status %d", status)
+	}
+	waitNoMarked(t, e.mark, "", 10*time.Second)
+}
+
+// TestLimits_ForkBombStaysUnderPidsAndIsCleanedUp (docs/protocol.md
+// §18.2): a provider that forks without end under limits.pids never has
+// more tasks than pids.max (status resources while it runs; the proof's
+// process count), pids.events counts the refused forks, and the close
+// proof is complete with no process of the tree left. Needs the cgroup2
+// pids controller (skipped where doctor says it is not enforceable).
+func TestLimits_ForkBombStaysUnderPidsAndIsCleanedUp(t *testing.T) {
+	if ok, why := limitsEnforceable(t); !ok {
+		t.Skip("limits are not enforceable on this machine: " + why)
+	}
+	const max = 48
+	e := newFaultEnv(t)
+	s := startSidecar(t, seedArgs(e)...)
+	s.initialize(false)
+	p := e.openParams("lim-bomb", "turn-forkbomb=1000")
+	p["limits"] = map[string]any{"pids": max}
+	var o openResult
+	s.mustCall("session/open", p, &o)
+	var res turnResult
+	s.mustCall("session/prompt", map[string]any{"session": o.Session, "requestId": "t1", "prompt": "fork"}, &res)
+	if res.Status == "completed" {
+		var st struct {
+			Resources *struct {
+				PidsCurrent   *int64 `json:"pidsCurrent"`
+				PidsMax       *int64 `json:"pidsMax"`
+				PidsLimitHits int64  `json:"pidsLimitHits"`
+			} `json:"resources"`
+		}
+		s.mustCall("session/status", map[string]any{"session": o.Session}, &st)
+		r := st.Resources
+		if r == nil || r.PidsMax == nil || *r.PidsMax != max || r.PidsCurrent == nil || *r.PidsCurrent > max || r.PidsLimitHits == 0 {
+			t.Errorf("status resources %+v, want pidsCurrent <= pidsMax %d and pidsLimitHits > 0", r, max)
+		}
+	} else if res.Error == nil || res.Error.Code != "PROVIDER_PROCESS_LOST" {
+		// The agent's own runtime may die of a refused thread; that is a
+		// lost provider, never more processes.
+		t.Errorf("fork-bomb turn %+v, want completed or PROVIDER_PROCESS_LOST", res)
+	}
+	var pr seedProof
+	if res.Status == "completed" {
+		pr = seedCloseProof(t, s, o.Session, nil)
+	} else {
+		pr = seedWaitProof(s, func(p seedProof) bool { return p.Session == o.Session })
+	}
+	if !pr.Complete || len(pr.Processes) > max {
+		t.Errorf("proof complete=%v with %d processes, want complete with at most %d", pr.Complete, len(pr.Processes), max)
+	}
+	waitNoMarked(t, e.mark, "", 10*time.Second)
+}

@@ -1,0 +1,37 @@
+package reaper
+
+import "errors"
+
+// Limits are the resource limits of one provider cgroup (Spec.Limits;
+// docs/protocol.md §18.2): MemoryBytes → memory.max (and memory.swap.max
+// 0, so the limit cannot be evaded into swap), Pids → pids.max,
+// CPUPercent → cpu.max as "<percent×1000> 100000" (percent of one CPU).
+// Zero means no limit of that kind.
+type Limits struct {
+	MemoryBytes int64
+	Pids        int64
+	CPUPercent  int64
+}
+
+// Any reports whether l sets a limit.
+func (l Limits) Any() bool { return l.MemoryBytes != 0 || l.Pids != 0 || l.CPUPercent != 0 }
+
+// ErrLimitsUnsupported: Spec.Limits were given but the containment cannot
+// enforce them (not cgroup mode, or the cgroup controllers are not
+// available to the provider cgroup). Nothing was launched; the caller
+// reports PLATFORM_UNSUPPORTED (docs/protocol.md §18.2).
+var ErrLimitsUnsupported = errors.New("reaper: resource limits cannot be enforced here")
+
+// Resources are a provider cgroup's counters (Tree.Resources;
+// docs/protocol.md §18.2 session/status resources): memory.current,
+// memory.max, pids.current and pids.max (-1 = "max", unlimited; nil
+// pointers where the controller is not enabled), the oom_kill count of
+// memory.events and the max count of pids.events.
+type Resources struct {
+	MemoryCurrent *int64
+	MemoryMax     *int64
+	PidsCurrent   *int64
+	PidsMax       *int64
+	OomKills      int64
+	PidsLimitHits int64
+}

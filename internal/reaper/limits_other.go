@@ -1,0 +1,9 @@
+//go:build !linux
+
+package reaper
+
+// Resources fails on this platform: there is no cgroup.
+func (t *Tree) Resources() (Resources, error) { return Resources{}, ErrUnsupported }
+
+// LimitsSupported is false on this platform (docs/rules.md#r2).
+func LimitsSupported(Limits) (bool, string) { return false, "requires Linux cgroup v2" }

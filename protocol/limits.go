@@ -1,0 +1,147 @@
+package protocol
+
+import (
+	"strconv"
+	"strings"
+)
+
+// Environment policies of --inherit-env (docs/protocol.md §18.1): what a
+// provider takes from the sidecar's own environment before the open's
+// inheritEnv names and env are applied.
+const (
+	// InheritMinimal: only MinimalEnvNames and LC_* (the default).
+	InheritMinimal = "minimal"
+	// InheritAll: the whole environment (the default before issue 12).
+	InheritAll = "all"
+	// InheritNone: nothing.
+	InheritNone = "none"
+)
+
+// MinimalEnvNames are the variables the minimal policy passes through,
+// besides every LC_* (docs/protocol.md §18.1).
+var MinimalEnvNames = []string{"PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "TERM", "TZ", "TMPDIR"}
+
+// InMinimalEnv reports whether the minimal policy passes the variable
+// name through (docs/protocol.md §18.1).
+func InMinimalEnv(name string) bool {
+	if strings.HasPrefix(name, "LC_") {
+		return true
+	}
+	for _, n := range MinimalEnvNames {
+		if n == name {
+			return true
+		}
+	}
+	return false
+}
+
+// Limits are the per-session resource limits of session/open `limits`
+// (docs/protocol.md §18.2), enforced on the provider's cgroup: MemoryBytes
+// → memory.max (bytes), Pids → pids.max (processes and threads),
+// CpuPercent → cpu.max (percent of one CPU; 200 = two CPUs). A nil or zero
+// member means no limit of that kind.
+type Limits struct {
+	MemoryBytes *int64 `json:"memoryBytes,omitempty"`
+	Pids        *int64 `json:"pids,omitempty"`
+	CPUPercent  *int64 `json:"cpuPercent,omitempty"`
+}
+
+// Any reports whether l sets at least one non-zero limit.
+func (l *Limits) Any() bool {
+	return l != nil && (nz(l.MemoryBytes) || nz(l.Pids) || nz(l.CPUPercent))
+}
+
+func nz(p *int64) bool { return p != nil && *p != 0 }
+
+// Upper bounds of the limits (docs/protocol.md §18.2): anything larger is
+// -32602. The lower bounds keep a limit from making the provider
+// unstartable: a memory.max below 1 MiB, or pids.max below 2 (the
+// provider and one child), is refused.
+const (
+	MinMemoryBytes = 1 << 20
+	MaxMemoryBytes = 1 << 50
+	MinPids        = 2
+	MaxPids        = 4194304
+	MinCPUPercent  = 1
+	MaxCPUPercent  = 100000
+)
+
+func (l *Limits) validate() *Error {
+	if l == nil {
+		return nil
+	}
+	for _, c := range []struct {
+		field    string
+		v        *int64
+		min, max int64
+	}{{"limits.memoryBytes", l.MemoryBytes, MinMemoryBytes, MaxMemoryBytes},
+		{"limits.pids", l.Pids, MinPids, MaxPids},
+		{"limits.cpuPercent", l.CPUPercent, MinCPUPercent, MaxCPUPercent}} {
+		if c.v != nil && *c.v != 0 && (*c.v < c.min || *c.v > c.max) {
+			return InvalidParams(c.field, c.field+" must be 0 (no limit) or "+strconv.FormatInt(c.min, 10)+"-"+strconv.FormatInt(c.max, 10))
+		}
+	}
+	return nil
+}
+
+// Resources is session/status `resources` (docs/protocol.md §18.2): the
+// provider cgroup's memory.current and memory.max (bytes; MemoryMax nil
+// when unlimited), pids.current and pids.max (nil when unlimited), the
+// oom_kill counter of memory.events and the max counter of pids.events.
+// Absent from status when the session has no cgroup or it is gone.
+type Resources struct {
+	MemoryCurrent *int64 `json:"memoryCurrent"`
+	MemoryMax     *int64 `json:"memoryMax"`
+	PidsCurrent   *int64 `json:"pidsCurrent"`
+	PidsMax       *int64 `json:"pidsMax"`
+	OomKills      int64  `json:"oomKills"`
+	PidsLimitHits int64  `json:"pidsLimitHits"`
+}
+
+// session/exited `reason` values (docs/protocol.md §18.2).
+const (
+	// ExitReasonExit: the provider exited with a status.
+	ExitReasonExit = "exit"
+	// ExitReasonSignal: a signal ended it.
+	ExitReasonSignal = "signal"
+	// ExitReasonOOM: the kernel's OOM killer ended a process of the tree
+	// at its memory limit.
+	ExitReasonOOM = "oom"
+)
+
+// ErrProviderOOM is the proof error code of a tree in which the OOM
+// killer killed a process at the session's memory limit (docs/protocol.md
+// §18.2).
+const ErrProviderOOM = "PROVIDER_OOM"
+
+// Permission bound (docs/protocol.md §18.3).
+const (
+	// DefaultPermissionTimeoutMs bounds a host escalation (10 minutes).
+	DefaultPermissionTimeoutMs = 600000
+	// MaxPermissionTimeoutMs is the largest permissionTimeoutMs (24 h).
+	MaxPermissionTimeoutMs = 24 * 60 * 60 * 1000
+	// DecisionTimeout is session/permission `decision` of an escalation
+	// the host did not answer within permissionTimeoutMs.
+	DecisionTimeout = "timeout"
+)
+
+// MaxProofProcesses caps Proof.Processes; the rest are counted in
+// Proof.ProcessesOmitted (docs/protocol.md §18.4).
+const MaxProofProcesses = 256
+
+// validateSafety checks the issue-12 members of OpenParams: inheritEnv
+// names, limits and permissionTimeoutMs (docs/protocol.md §18).
+func (p *OpenParams) validateSafety() *Error {
+	for i, k := range p.InheritEnv {
+		if k == "" || strings.ContainsAny(k, "=\x00") {
+			return InvalidParams("inheritEnv."+strconv.Itoa(i), "inheritEnv names must be non-empty and contain no '=' or NUL")
+		}
+	}
+	if e := p.Limits.validate(); e != nil {
+		return e
+	}
+	if t := p.PermissionTimeoutMs; t != nil && (*t < 1 || *t > MaxPermissionTimeoutMs) {
+		return InvalidParams("permissionTimeoutMs", "permissionTimeoutMs must be 1-86400000")
+	}
+	return nil
+}
