@@ -25,22 +25,9 @@ import (
 // docs/protocol.schema.json (a violation fails t) and then calls next.
 func schemaTap(t *testing.T, next func(client.Frame)) func(client.Frame) {
 	t.Helper()
-	schema, err := wirecheck.Default()
-	if err != nil {
-		t.Fatalf("protocol schema: %v", err)
-	}
-	conn := schema.NewConn()
+	tap := wirecheck.Tap(t)
 	return func(f client.Frame) {
-		from, data := wirecheck.FromSidecar, f.Data
-		if f.Sent {
-			from = wirecheck.FromHost
-		}
-		if !f.Raw {
-			data = append(data, '\n')
-		}
-		for _, err := range conn.Feed(from, data) {
-			t.Error(err)
-		}
+		tap(f.Sent, f.Raw, f.Data)
 		if next != nil {
 			next(f)
 		}

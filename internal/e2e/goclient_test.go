@@ -21,23 +21,8 @@ import (
 // docs/protocol.schema.json; a violation fails t.
 func clientSchemaTap(t testing.TB) func(client.Frame) {
 	t.Helper()
-	schema, err := wirecheck.Default()
-	if err != nil {
-		t.Fatalf("protocol schema: %v", err)
-	}
-	conn := schema.NewConn()
-	return func(f client.Frame) {
-		from, data := wirecheck.FromSidecar, f.Data
-		if f.Sent {
-			from = wirecheck.FromHost
-		}
-		if !f.Raw {
-			data = append(data, '\n')
-		}
-		for _, err := range conn.Feed(from, data) {
-			t.Error(err)
-		}
-	}
+	tap := wirecheck.Tap(t)
+	return func(f client.Frame) { tap(f.Sent, f.Raw, f.Data) }
 }
 
 // TestGoClient_CodexHost is the Go half of issue 10's "done when": a host

@@ -22,6 +22,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"testing"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
@@ -229,6 +230,33 @@ func (c *Conn) Feed(from From, b []byte) []error {
 	}
 	c.partial[from] = append([]byte(nil), buf...)
 	return errs
+}
+
+// Tap returns an observer of one host connection's frames for tests, in
+// the shape of package client's Options.OnFrame (client.Frame's Sent, Raw
+// and Data): every frame is checked by a Conn of the repository's schema
+// (Default) and each violation fails t. sent: the host wrote the frame;
+// raw: data is bytes as written (WriteRaw), else one ndjson frame without
+// its newline. A schema that does not load fails t at once.
+func Tap(t testing.TB) func(sent, raw bool, data []byte) {
+	t.Helper()
+	schema, err := Default()
+	if err != nil {
+		t.Fatalf("protocol schema: %v", err)
+	}
+	conn := schema.NewConn()
+	return func(sent, raw bool, data []byte) {
+		from := FromSidecar
+		if sent {
+			from = FromHost
+		}
+		if !raw {
+			data = append(data, '\n')
+		}
+		for _, err := range conn.Feed(from, data) {
+			t.Error(err)
+		}
+	}
 }
 
 // NewConn starts checking one connection.
