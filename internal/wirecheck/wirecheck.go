@@ -184,6 +184,7 @@ const (
 	FromSidecar
 )
 
+// String is "host" or "sidecar".
 func (f From) String() string {
 	if f == FromHost {
 		return "host"
@@ -404,6 +405,7 @@ type Violation struct {
 	Why   string
 }
 
+// Error names the side, the reason and the frame.
 func (v *Violation) Error() string {
 	return fmt.Sprintf("schema violation in a frame from the %s: %s\nframe: %s", v.From, v.Why, v.Frame)
 }
