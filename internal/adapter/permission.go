@@ -254,7 +254,7 @@ func (s *session) escalate(t *turn, ask *permissionAsk, pa *pendingAsk, pp permi
 // approved (nonInteractivePermissions "fail").
 func permissionRequiredError(kind, why string) *protocol.TurnError {
 	return &protocol.TurnError{Code: protocol.ErrPermissionRequired,
-		Message: "a " + kind + " permission needs approval and " + why}
+		Message: "a permission of kind " + kind + " needs approval and " + why}
 }
 
 func pickKind(opts []permOption, id string) string {

@@ -46,10 +46,23 @@ shell_snapshot = false
 image_generation = false
 `
 
+// WriteCodexHome writes home/config.toml (0600; home made 0700) for codex
+// 2.x (@agentclientprotocol/codex-acp): the model stub at base (its root
+// URL, e.g. "http://127.0.0.1:PORT") as the Responses provider, the model
+// CodexModel and the quiet settings of docs/agents.md (Codex). Errors: a
+// base that is not a loopback http URL, or the file system's.
+func WriteCodexHome(home, base string) error {
+	b, err := checkStubURL(base)
+	if err != nil {
+		return err
+	}
+	return writeFile(filepath.Join(home, "config.toml"), fmt.Appendf(nil, codexConfig, b+"/v1"))
+}
+
 // prepareCodex sets up @agentclientprotocol/codex-acp 2.x.
 func prepareCodex(l *Launch, dir, base string) error {
 	home := filepath.Join(dir, "codex-home")
-	if err := writeFile(filepath.Join(home, "config.toml"), fmt.Appendf(nil, codexConfig, base+"/v1")); err != nil {
+	if err := WriteCodexHome(home, base); err != nil {
 		return err
 	}
 	l.Env["CODEX_HOME"] = home

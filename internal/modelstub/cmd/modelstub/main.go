@@ -13,13 +13,16 @@
 //
 // Usage:
 //
-//	modelstub [--addr 127.0.0.1:0] [--codex-home DIR]
+//	modelstub [--addr 127.0.0.1:0] [--codex-home DIR [--codex-legacy]]
 //
 // Once listening it prints exactly one line to stdout,
 // `{"addr":"127.0.0.1:PORT"}`, so a parent can read the port; logs go to
 // stderr. With --codex-home it also writes DIR/config.toml pointing codex at
-// itself before printing that line (the other agents take the address
-// from their own base-URL settings). It exits 0 on SIGTERM, SIGINT or EOF on
+// itself before printing that line: the config of codex 2.x
+// (@agentclientprotocol/codex-acp; agentenv.WriteCodexHome, docs/agents.md
+// Codex), or with --codex-legacy the one of @zed-industries/codex-acp 0.16
+// (modelstub.WriteCodexHome). The other agents take the address from their
+// own base-URL settings (docs/agents.md). It exits 0 on SIGTERM, SIGINT or EOF on
 // stdin (so it never outlives a parent that holds its stdin pipe), and 1 on
 // a startup error.
 package main
@@ -39,6 +42,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/acpx-sidecar/acpx-sidecar/internal/agentenv"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/modelstub"
 )
 
@@ -50,7 +54,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("modelstub", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	addr := fs.String("addr", "127.0.0.1:0", "listen address (loopback only)")
-	codexHome := fs.String("codex-home", "", "if set, write `DIR`/config.toml pointing codex at this stub")
+	codexHome := fs.String("codex-home", "", "if set, write `DIR`/config.toml pointing codex 2.x at this stub")
+	codexLegacy := fs.Bool("codex-legacy", false, "with --codex-home: write the config of the legacy @zed-industries/codex-acp 0.16")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -63,7 +68,11 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	bound := ln.Addr().String()
 	if *codexHome != "" {
-		if err := modelstub.WriteCodexHome(*codexHome, "http://"+bound); err != nil {
+		write := agentenv.WriteCodexHome
+		if *codexLegacy {
+			write = modelstub.WriteCodexHome
+		}
+		if err := write(*codexHome, "http://"+bound); err != nil {
 			logger.Printf("modelstub: %v", err)
 			ln.Close()
 			return 1

@@ -38,8 +38,9 @@ func TestRun_PrintsAddrServesAndExitsOnStdinEOF(t *testing.T) {
 		t.Fatalf("first stdout line %q (%v)", line, err)
 	}
 	cfg, err := os.ReadFile(filepath.Join(home, "config.toml"))
-	if err != nil || !strings.Contains(string(cfg), "http://"+got.Addr+"/v1") {
-		t.Fatalf("config.toml %q (%v)", cfg, err)
+	if err != nil || !strings.Contains(string(cfg), "http://"+got.Addr+"/v1") ||
+		!strings.Contains(string(cfg), `model = "gpt-5.5"`) || !strings.Contains(string(cfg), "shell_snapshot = false") {
+		t.Fatalf("config.toml is not codex 2.x's (docs/agents.md): %q (%v)", cfg, err)
 	}
 	resp, err := http.Get("http://" + got.Addr + "/stats")
 	if err != nil {
