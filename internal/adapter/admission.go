@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/sourcegraph/jsonrpc2"
@@ -314,6 +315,10 @@ func (s *session) admit(ctx context.Context, in admissionInput) admissionResult 
 			e = protocol.Domain(protocol.ErrShuttingDown, "the sidecar is shutting down", false)
 		} else if errors.Is(err, reaper.ErrLimitsUnsupported) {
 			e = protocol.Domain(protocol.ErrPlatformUnsupported, "limits cannot be enforced: "+s.red.clean(err.Error()), false)
+		} else if errors.Is(err, syscall.E2BIG) {
+			// execve's argument list plus environment over the kernel's
+			// limit: the open's env or command.args are too large.
+			e = protocol.InvalidParams("env", "the provider could not be started: its environment and arguments exceed the kernel's limit (E2BIG)")
 		}
 		_ = in.st.RemoveOwned(s.id)
 		return admissionResult{err: e} // nothing was launched

@@ -402,6 +402,14 @@ func TestParams_InvalidFieldsNamed(t *testing.T) {
 	p = e.openParams("params-digest-bad", "")
 	p["command"] = map[string]any{"path": faultBin, "args": []string{"--mode", "normal"}, "sha256": strings.Repeat("0", 64)}
 	wantError(t, "sha256 mismatch", s.call("session/open", p), -32000, "COMMAND_DIGEST_MISMATCH")
+
+	// An env value over the kernel's execve limit (128 KiB a string) is the
+	// open's params, not the command's fault.
+	p = e.openParams("params-e2big", "")
+	p["env"].(map[string]string)["BIG"] = strings.Repeat("x", 3<<20)
+	if d := wantError(t, "env over execve's limit", s.call("session/open", p), -32602, "INVALID_PARAMS"); d.Field != "env" {
+		t.Errorf("env over execve's limit: data.field %q, want env", d.Field)
+	}
 	if left := markedPids(e.mark, ""); len(left) != 0 {
 		t.Errorf("processes launched despite rejected opens: %v", left)
 	}
