@@ -10,3 +10,6 @@ func LimitsSupported(Limits) (bool, string) { return false, "requires Linux cgro
 
 // limitsExecMain: there are no cgroup v1 limits on this platform.
 func limitsExecMain([]string) int { return 2 }
+
+// LimitsMechanism is "" on this platform: no limit can be enforced.
+func LimitsMechanism(Limits) string { return "" }
