@@ -55,10 +55,10 @@ func limitsEnforceable(t *testing.T) (bool, string) {
 }
 
 // TestLimits_RefusedWhereTheContainmentCannotEnforceThem
-// (docs/protocol.md §18.2): limits in a mode without a cgroup, or on a
-// cgroup2 hierarchy without the controllers (this machine: only hugetlb
-// in /sys/fs/cgroup/unified), are PLATFORM_UNSUPPORTED and nothing is
-// launched (the fault agent's record file is never created); the same
+// (docs/protocol.md §18.2): limits in a mode without a cgroup, or where
+// neither the cgroup2 hierarchy nor a cgroup v1 hierarchy has the
+// controllers (not this machine: a hybrid host, memory/pids/cpu in cgroup
+// v1), are PLATFORM_UNSUPPORTED and nothing is launched (the fault agent's record file is never created); the same
 // sidecar then opens without limits. Unenforceable --default-* flags are
 // a flag error (exit status 2).
 func TestLimits_RefusedWhereTheContainmentCannotEnforceThem(t *testing.T) {
@@ -106,8 +106,9 @@ func TestLimits_RefusedWhereTheContainmentCannotEnforceThem(t *testing.T) {
 // a provider that allocates past limits.memoryBytes is OOM-killed; the
 // turn fails PROVIDER_PROCESS_LOST, session/exited says reason "oom", the
 // provider-exit proof is complete and carries PROVIDER_OOM; another
-// session of the same sidecar keeps working. Needs the cgroup2 memory
-// controller (skipped where doctor says it is not enforceable).
+// session of the same sidecar keeps working. Needs the memory controller
+// in the cgroup2 hierarchy or a cgroup v1 one (this machine: v1,
+// memory.limit_in_bytes, oom_kill of memory.oom_control); requireLimits.
 func TestLimits_MemoryHogIsOOMKilledAndOthersGoOn(t *testing.T) {
 	requireLimits(t)
 	e := newFaultEnv(t)
@@ -155,8 +156,9 @@ func TestLimits_MemoryHogIsOOMKilledAndOthersGoOn(t *testing.T) {
 // §18.2): a provider that forks without end under limits.pids never has
 // more tasks than pids.max (status resources while it runs; the proof's
 // process count), pids.events counts the refused forks, and the close
-// proof is complete with no process of the tree left. Needs the cgroup2
-// pids controller (skipped where doctor says it is not enforceable).
+// proof is complete with no process of the tree left. Needs the pids
+// controller in the cgroup2 hierarchy or a cgroup v1 one (this machine:
+// v1); requireLimits.
 func TestLimits_ForkBombStaysUnderPidsAndIsCleanedUp(t *testing.T) {
 	requireLimits(t)
 	const max = 48
