@@ -118,15 +118,17 @@ func TestStart_V1ExecFile(t *testing.T) {
 	}
 	for _, c := range []struct {
 		name, file string
+		flags      int
 		args       []string
 		want       string
 		checkFDs   bool
 	}{
-		{"binary", sh, []string{"-c", "echo binary; exec sleep 1000"}, "binary", true},
-		{"script", script, nil, "script /proc/self/fd/3", false},
+		{"binary", sh, os.O_RDONLY, []string{"-c", "echo binary; exec sleep 1000"}, "binary", true},
+		{"binary-O_PATH", sh, unix.O_PATH, []string{"-c", "echo binary; exec sleep 1000"}, "binary", true},
+		{"script", script, os.O_RDONLY, nil, "script /proc/self/fd/3", false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			f, err := os.OpenFile(c.file, os.O_RDONLY|unix.O_NOFOLLOW, 0)
+			f, err := os.OpenFile(c.file, c.flags|unix.O_NOFOLLOW, 0)
 			if err != nil {
 				t.Fatal(err)
 			}
