@@ -103,7 +103,9 @@ func doctorEnv(policy string) map[string]any {
 }
 
 // doctorLimits reports, per kind of limit, whether this machine's
-// containment can enforce it and why not.
+// containment can enforce it, with what ("mechanism": "cgroup v2 memory"
+// or, on a hybrid host, "cgroup v1 memory"; reaper.LimitsMechanism), and
+// why not (docs/operations.md, "Per-session limits").
 func doctorLimits(containment string) map[string]any {
 	out := map[string]any{}
 	for kind, l := range map[string]reaper.Limits{"memoryBytes": {MemoryBytes: 1 << 30}, "pids": {Pids: 64}, "cpuPercent": {CPUPercent: 100}} {
@@ -114,6 +116,8 @@ func doctorLimits(containment string) map[string]any {
 		e := map[string]any{"enforceable": ok}
 		if !ok {
 			e["reason"] = why
+		} else {
+			e["mechanism"] = reaper.LimitsMechanism(l)
 		}
 		out[kind] = e
 	}

@@ -57,6 +57,7 @@ func TestRun_DoctorNamesTheEnvPolicyAndLimits(t *testing.T) {
 			Limits map[string]struct {
 				Enforceable bool   `json:"enforceable"`
 				Reason      string `json:"reason"`
+				Mechanism   string `json:"mechanism"`
 			} `json:"limits"`
 		}
 		if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
@@ -71,7 +72,7 @@ func TestRun_DoctorNamesTheEnvPolicyAndLimits(t *testing.T) {
 		}
 		for _, k := range []string{"memoryBytes", "pids", "cpuPercent"} {
 			l, ok := rep.Limits[k]
-			if !ok || (!l.Enforceable && l.Reason == "") {
+			if !ok || (!l.Enforceable && l.Reason == "") || (l.Enforceable && !strings.HasPrefix(l.Mechanism, "cgroup v")) {
 				t.Errorf("%v: limits.%s = %+v", args, k, l)
 			}
 		}

@@ -31,7 +31,9 @@ func (m *Manager) effectiveLimits(p protocol.OpenParams) reaper.Limits {
 
 // checkLimits refuses, before anything is written or launched, limits
 // the containment in force cannot enforce: PLATFORM_UNSUPPORTED
-// (docs/protocol.md §18.2). A limit the check passes may still fail at
+// (docs/protocol.md §18.2). In cgroup mode a limit is enforceable where
+// the cgroup2 hierarchy offers its controller or, on a hybrid host, a
+// cgroup v1 hierarchy holds it (reaper.LimitsSupported). A limit the check passes may still fail at
 // the launch (the provider cgroup's controllers are enabled then); that
 // too launches nothing and is PLATFORM_UNSUPPORTED.
 func (m *Manager) checkLimits(l reaper.Limits) *protocol.Error {
@@ -63,7 +65,8 @@ func resourcesOf(t Tree) *protocol.Resources {
 		PidsMax: r.PidsMax, OomKills: r.OomKills, PidsLimitHits: r.PidsLimitHits}
 }
 
-// oomKills is the tree's memory.events oom_kill count (0 without a
+// oomKills is the tree's oom_kill count (memory.events, or
+// memory.oom_control where the memory limit is in cgroup v1; 0 without a
 // cgroup or once it is gone).
 func oomKills(t Tree) int64 {
 	if r := resourcesOf(t); r != nil {
@@ -76,7 +79,7 @@ func oomKills(t Tree) int64 {
 // killer killed n times at its memory limit (docs/protocol.md §18.2).
 func oomProofError(n int64) protocol.ProofError {
 	return protocol.ProofError{Code: protocol.ErrProviderOOM,
-		Message: "the kernel OOM killer killed " + strconv.FormatInt(n, 10) + " process(es) of the tree at its memory limit (memory.events oom_kill)"}
+		Message: "the kernel OOM killer killed " + strconv.FormatInt(n, 10) + " process(es) of the tree at its memory limit (cgroup oom_kill count)"}
 }
 
 // exitReason is session/exited `reason`: "oom" when the OOM killer has

@@ -14,7 +14,10 @@ import (
 //	turn-hog=<MiB>       each turn, after its first chunk, the agent itself
 //	                     allocates and touches that much memory in 1 MiB
 //	                     steps (a memory hog: under limits.memoryBytes the
-//	                     kernel OOM-kills it), then reports
+//	                     kernel OOM-kills it, at memory.max on cgroup v2 or
+//	                     memory.limit_in_bytes on a hybrid host's cgroup
+//	                     v1, where no swap is left to dodge into), then
+//	                     reports
 //	                     "hog: touched <MiB> MiB"
 //	turn-forkbomb=<N>    each turn starts up to N children (this binary
 //	                     re-executed as a sleeper that ignores SIGTERM) until
@@ -59,7 +62,8 @@ func runTurnHog(mib int) string {
 }
 
 // runForkBomb starts up to n sleeper children (grandchildFlag: they
-// ignore SIGTERM) and stops at the first failure (EAGAIN at pids.max).
+// ignore SIGTERM) and stops at the first failure (EAGAIN at pids.max, the
+// same in cgroup v2 and v1).
 func runForkBomb(n int) string {
 	self, err := os.Executable()
 	if err != nil {

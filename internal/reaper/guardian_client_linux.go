@@ -217,7 +217,7 @@ func (s *Supervisor) startGuardian(spec Spec) (*Tree, error) {
 	t := newTree(s)
 
 	fail := func(err error) (*Tree, error) { return nil, err }
-	if err := applyLimits("", spec.Limits); err != nil {
+	if _, err := applyLimits("", spec.Limits); err != nil {
 		return fail(err) // no cgroup: limits cannot be enforced
 	}
 

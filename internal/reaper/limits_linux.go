@@ -24,43 +24,55 @@ func limitControllers(l Limits) []string {
 	return c
 }
 
-// applyLimits writes l into the (still empty) provider cgroup cgroupDir,
-// before anything is forked into it. The controllers it needs are enabled
-// in cgroup.subtree_control of the cgroup2 mount root and every ancestor
-// down to cgroupDir's parent; the mount root must offer them
-// (cgroup.controllers). Errors: ErrLimitsUnsupported
-// (wrapped, with the reason) when cgroupDir is "" (no cgroup mode) or a
-// controller is unavailable; a write error otherwise.
-func applyLimits(cgroupDir string, l Limits) error {
+// applyLimits writes the v2 part of l into the (still empty) provider
+// cgroup cgroupDir, before anything is forked into it, and plans the rest
+// (planLimits): the controllers plan.v2 names are enabled in
+// cgroup.subtree_control of the cgroup2 mount root and every ancestor
+// down to cgroupDir's parent, then memory.max (memory.swap.max 0 where
+// present), pids.max and cpu.max are written; the controllers of plan.v1
+// are the caller's (makeV1Limits). Errors: ErrLimitsUnsupported (wrapped,
+// with the reason) when cgroupDir is "" (no cgroup mode) or a controller
+// is available in neither hierarchy; a write error otherwise.
+func applyLimits(cgroupDir string, l Limits) (limitsPlan, error) {
 	if !l.Any() {
-		return nil
+		return limitsPlan{}, nil
 	}
 	if cgroupDir == "" {
-		return fmt.Errorf("%w: the containment is not cgroup mode", ErrLimitsUnsupported)
+		return limitsPlan{}, fmt.Errorf("%w: the containment is not cgroup mode", ErrLimitsUnsupported)
 	}
-	need := limitControllers(l)
-	if err := enableControllers(filepath.Dir(cgroupDir), need); err != nil {
-		return err
+	plan, err := planLimits(l)
+	if err != nil {
+		return plan, err
+	}
+	if len(plan.v2) == 0 {
+		return plan, nil
+	}
+	if err := enableControllers(filepath.Dir(cgroupDir), plan.v2); err != nil {
+		return plan, err
+	}
+	inV2 := map[string]bool{}
+	for _, c := range plan.v2 {
+		inV2[c] = true
 	}
 	writes := [][2]string{}
-	if l.MemoryBytes != 0 {
+	if inV2["memory"] {
 		writes = append(writes, [2]string{"memory.max", strconv.FormatInt(l.MemoryBytes, 10)})
 		if _, err := os.Stat(filepath.Join(cgroupDir, "memory.swap.max")); err == nil {
 			writes = append(writes, [2]string{"memory.swap.max", "0"})
 		}
 	}
-	if l.Pids != 0 {
+	if inV2["pids"] {
 		writes = append(writes, [2]string{"pids.max", strconv.FormatInt(l.Pids, 10)})
 	}
-	if l.CPUPercent != 0 {
+	if inV2["cpu"] {
 		writes = append(writes, [2]string{"cpu.max", strconv.FormatInt(l.CPUPercent*1000, 10) + " 100000"})
 	}
 	for _, w := range writes {
 		if err := os.WriteFile(filepath.Join(cgroupDir, w[0]), []byte(w[1]), 0); err != nil {
-			return fmt.Errorf("reaper: write %s: %w", w[0], err)
+			return plan, fmt.Errorf("reaper: write %s: %w", w[0], err)
 		}
 	}
-	return nil
+	return plan, nil
 }
 
 // enableControllers makes each controller of need available in dir's
@@ -107,30 +119,32 @@ func enableControllers(dir string, need []string) error {
 
 // LimitsSupported reports whether a provider cgroup can get every kind
 // of limit in l, and if not, why (for doctor, and to refuse an open
-// before anything is written). It changes nothing: a controller is
-// available when the cgroup2 mount root offers it (cgroup.controllers);
-// applyLimits then enables it down the chain.
+// before anything is written; docs/protocol.md §18.2). It changes
+// nothing: a controller is available when the cgroup2 mount root offers
+// it (cgroup.controllers; applyLimits then enables it down the chain), or
+// else when a writable cgroup v1 hierarchy holds it (a hybrid host;
+// limits_v1_linux.go). LimitsMechanism names which.
 func LimitsSupported(l Limits) (bool, string) {
 	if !l.Any() {
 		return true, ""
 	}
-	mount, err := cgroup2Mount()
-	if err != nil {
-		return false, err.Error()
-	}
-	offered := fields(filepath.Join(mount, "cgroup.controllers"))
-	for _, c := range limitControllers(l) {
-		if !offered[c] {
-			return false, "the cgroup2 hierarchy at " + mount + " offers no " + c + " controller (cgroup.controllers: \"" +
-				strings.TrimSpace(readSmall(filepath.Join(mount, "cgroup.controllers"))) + "\")"
-		}
+	if _, err := planLimits(l); err != nil {
+		return false, strings.TrimPrefix(err.Error(), ErrLimitsUnsupported.Error()+": ")
 	}
 	return true, ""
 }
 
-// Resources reads the tree's cgroup counters (docs/protocol.md §18.2).
-// Errors: no cgroup (not cgroup mode), or the cgroup is gone.
-func (t *Tree) Resources() (Resources, error) { return readResources(t.CgroupPath()) }
+// Resources reads the tree's cgroup counters (docs/protocol.md §18.2):
+// from its v2 cgroup, and for a controller whose limit is in a cgroup v1
+// hierarchy, from that v1 cgroup. Errors: no cgroup (not cgroup mode), or
+// the cgroup is gone.
+func (t *Tree) Resources() (Resources, error) {
+	r, err := readResources(t.CgroupPath())
+	if err == nil && len(t.v1) > 0 {
+		readV1Resources(&r, t.v1)
+	}
+	return r, err
+}
 
 // readResources reads memory.current, memory.max, pids.current, pids.max,
 // memory.events oom_kill and pids.events max of cgroupDir. A controller

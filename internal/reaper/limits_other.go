@@ -7,3 +7,9 @@ func (t *Tree) Resources() (Resources, error) { return Resources{}, ErrUnsupport
 
 // LimitsSupported is false on this platform (docs/rules.md#r2).
 func LimitsSupported(Limits) (bool, string) { return false, "requires Linux cgroup v2" }
+
+// limitsExecMain: there are no cgroup v1 limits on this platform.
+func limitsExecMain([]string) int { return 2 }
+
+// LimitsMechanism is "" on this platform: no limit can be enforced.
+func LimitsMechanism(Limits) string { return "" }

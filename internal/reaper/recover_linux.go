@@ -104,6 +104,7 @@ func appendOnce(list []string, s string) []string {
 // recoverCgroup kills one leftover cgroup and removes it (depth first).
 func recoverCgroup(res *Termination, dir string, leader int, deadline time.Time) (empty, killed bool) {
 	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
+		removeV1Mirrors(dir) // the watchdog removed the v2 cgroup, not these
 		return true, false
 	}
 	members := cgroupTreeProcs(dir)
@@ -128,6 +129,8 @@ func recoverCgroup(res *Termination, dir string, leader int, deadline time.Time)
 		if err := removeCgroupSubtree(dir); err != nil {
 			res.Errors = append(res.Errors, ErrorRecord{Code: CodeCgroupRemove, Message: err.Error()})
 		}
+		removeV1Mirrors(dir) // its cgroup v1 limit dirs, if it had any
+
 	}
 	return empty, killed
 }

@@ -106,37 +106,64 @@ func (s *Supervisor) startDirect(spec Spec, name string) (*Tree, error) {
 		_ = removeCgroupSubtree(dir)
 		return nil, err
 	}
+	var v1 map[string]string
 	fail := func(err error) (*Tree, error) {
 		_ = removeCgroupSubtree(dir)
+		_ = removeV1Dirs(v1)
 		s.wd.remove(dir)
 		return nil, err
 	}
 	// Limits are in force before anything runs in the cgroup
-	// (docs/protocol.md §18.2, Limits).
-	if err := applyLimits(dir, spec.Limits); err != nil {
+	// (docs/protocol.md §18.2, Limits): v2 limits in the provider cgroup,
+	// and on a hybrid host v1 limit cgroups the provider joins through the
+	// limits-exec entry before its own code runs (limits_exec_linux.go).
+	plan, err := applyLimits(dir, spec.Limits)
+	if err != nil {
 		return fail(err)
 	}
+	if v1, err = s.makeV1Limits(plan, dir, spec.Limits); err != nil {
+		return fail(err)
+	}
+	t.v1 = v1
 	childEnds, parentEnds, err := stdioPipes()
 	if err != nil {
 		return fail(err)
 	}
 	files := []uintptr{childEnds[0].Fd(), childEnds[1].Fd(), childEnds[2].Fd()}
 	path := spec.Path
+	execFD, keepExecFD := -1, false
 	if spec.ExecFile != nil {
 		fd := int(spec.ExecFile.Fd())
 		if isScript(fd) {
 			// The interpreter must be able to open the script by this name.
 			files = append(files, uintptr(fd))
-			path = "/proc/self/fd/3"
+			path, execFD, keepExecFD = "/proc/self/fd/3", 3, true
 		} else {
 			// Close-on-exec in the provider: resolved by execve, then closed.
 			path = "/proc/self/fd/" + strconv.Itoa(fd)
 		}
 	}
+	argv := append([]string{spec.Path}, spec.Args...)
+	var status *os.File // read end of the limits-exec status pipe
+	if len(v1) > 0 {
+		var statusW *os.File
+		if status, statusW, err = os.Pipe(); err != nil {
+			closeFiles(childEnds)
+			closeFiles(parentEnds)
+			return fail(fmt.Errorf("reaper: pipe: %w", err))
+		}
+		defer status.Close()
+		if spec.ExecFile != nil && !keepExecFD {
+			files = append(files, spec.ExecFile.Fd())
+			path, execFD = "/proc/self/fd/3", 3
+		}
+		files = append(files, statusW.Fd())
+		childEnds = append(childEnds, statusW)
+		path, argv = limitsExecArgv(s.guardianPath, len(files)-1, execFD, keepExecFD, v1, path, argv)
+	}
 	pidfd := -1
 	attr := &syscall.ProcAttr{Dir: spec.Dir, Env: spec.Env, Files: files,
 		Sys: &syscall.SysProcAttr{Setpgid: true, PidFD: &pidfd, UseCgroupFD: true, CgroupFD: cgfd}}
-	argv := append([]string{spec.Path}, spec.Args...)
 
 	// The registry lock is held across fork so the reaper cannot see the
 	// provider exit before it is registered.
@@ -161,6 +188,12 @@ func (s *Supervisor) startDirect(spec Spec, name string) (*Tree, error) {
 	}
 	closeFiles(childEnds)
 	t.stdin, t.stdout, t.stderr = parentEnds[0], parentEnds[1], parentEnds[2]
+	if status != nil {
+		if err := s.awaitLimitsExec(t, status, spec.Path); err != nil {
+			closeFiles(parentEnds)
+			return fail(err)
+		}
+	}
 	s.log.Debug("reaper: provider started", zap.Int("pid", pid), zap.String("path", spec.Path),
 		zap.String("containment", string(s.mode)), zap.String("cgroup", dir))
 	return t, nil

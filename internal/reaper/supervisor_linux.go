@@ -31,6 +31,10 @@ type Supervisor struct {
 
 	guardianPath string // absolute
 
+	// v1Parents are the per-Supervisor parent directories made in cgroup
+	// v1 hierarchies for limits (limits_v1_linux.go); removed at Close.
+	v1Parents map[string]bool
+
 	mu     sync.Mutex // held for the whole of Start, so Seal is exact
 	sealed bool
 	closed bool
@@ -144,6 +148,7 @@ func NewSupervisor(opts Options) (*Supervisor, error) {
 		if s.cgParent == "" {
 			s.cgParent = filepath.Join(mount, "acpx-sidecar-"+strconv.Itoa(os.Getpid()))
 			sweepStaleParents(mount, log)
+			sweepStaleV1Parents(log)
 		}
 		s.cgParent = filepath.Clean(s.cgParent)
 		if rel, err := filepath.Rel(mount, s.cgParent); err != nil || rel == "." || rel == ".." || len(rel) >= 3 && rel[:3] == "../" {
@@ -223,6 +228,7 @@ func (s *Supervisor) Close() error {
 		}
 	}
 	releaseCentral()
+	s.removeV1Parents()
 	if s.cgParent != "" {
 		if err := os.Remove(s.cgParent); err != nil && !errors.Is(err, os.ErrNotExist) {
 			// Another Supervisor may still have children there (EBUSY).

@@ -23,7 +23,10 @@ type Tree struct {
 	startedAt time.Time
 	cgPath    string // absolute cgroup dir, "" if none
 	cgRel     string // the same as shown in /proc/<pid>/cgroup
-	g         *guardianConn
+	// v1 maps a controller to the tree's cgroup v1 limit directory
+	// (limits_v1_linux.go); nil unless limits are enforced in v1.
+	v1 map[string]string
+	g  *guardianConn
 
 	stdin  io.WriteCloser
 	stdout io.ReadCloser

@@ -199,6 +199,7 @@ func (t *Tree) finalize(bound time.Duration) Termination {
 			time.Sleep(2 * time.Millisecond)
 		}
 	}
+	v1Err := t.removeLimitCgroups() // the cgroup v1 limit dirs, now empty too
 	t.mu.Lock()
 	for _, m := range t.members {
 		if !m.reaped && !m.gone {
@@ -207,6 +208,9 @@ func (t *Tree) finalize(bound time.Duration) Termination {
 	}
 	if rmErr != nil {
 		t.errors = append(t.errors, ErrorRecord{Code: CodeCgroupRemove, Message: rmErr.Error()})
+	}
+	if v1Err != nil {
+		t.errors = append(t.errors, ErrorRecord{Code: CodeCgroupRemove, Message: v1Err.Error()})
 	}
 	switch {
 	case t.g != nil && isDone(t.g.empty):

@@ -236,7 +236,9 @@ type Options struct {
 	// GuardianPath is the absolute path of the executable started as each
 	// provider's guardian with argv [GuardianPath, GuardianArg] (subreaper,
 	// process-group), or as the Supervisor's watchdog with argv
-	// [GuardianPath, GuardianArg, "watchdog"] (cgroup); its main
+	// [GuardianPath, GuardianArg, "watchdog"] (cgroup), and as the first
+	// image of a provider with cgroup v1 limits with argv [GuardianPath,
+	// LimitsExecArg, …] (cgroup, hybrid host); its main
 	// must call MaybeRunGuardian first thing (cmd/acpx-sidecar does; a test
 	// binary, re-executed by the default, must from its TestMain).
 	// "" = os.Executable(). NewSupervisor fails with ErrUnsupported if it

@@ -1,0 +1,341 @@
+//go:build linux
+
+package reaper
+
+// cgroup v1 limits: on a hybrid host (a cgroup2 mount whose
+// cgroup.controllers lacks memory, pids or cpu because those controllers
+// are bound to cgroup v1 hierarchies) the limits of a provider are
+// enforced in one v1 cgroup per needed controller, while containment
+// (kill, proof, watchdog) stays on the provider's v2 cgroup. Layout,
+// mirroring the v2 one (supervisor_linux.go, newProviderCgroup):
+//
+//	<v1 mount>/<this process's cgroup in that hierarchy>/<v2 parent rel>/<v2 provider name>
+//	e.g. /sys/fs/cgroup/memory/acpx-sidecar-123/provider-4
+//
+// nested below the sidecar's own v1 cgroup, so whatever limit the host put
+// on the sidecar still covers its providers. The provider joins them
+// itself, before it runs any code of its own (LimitsExecArg,
+// limits_exec_linux.go). See docs/architecture.md, "Limits on cgroup v1".
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+	"golang.org/x/sys/unix"
+)
+
+// v1Hierarchy is a cgroup v1 hierarchy holding one controller: its mount
+// point and this process's own cgroup directory in it (absolute).
+type v1Hierarchy struct {
+	controller string
+	mount      string
+	own        string
+}
+
+// v1Unlimited is what memory.limit_in_bytes reads when unlimited
+// (PAGE_COUNTER_MAX pages); at or above it counts as "max".
+const v1Unlimited = int64(0x7FFFFFFFFFFFF000)
+
+// findV1Hierarchy finds the writable cgroup v1 mount holding controller
+// (mountinfo: fstype "cgroup", the controller among the super options)
+// and this process's cgroup in it (/proc/self/cgroup). Errors say why
+// there is none.
+func findV1Hierarchy(controller string) (v1Hierarchy, error) {
+	mi, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return v1Hierarchy{}, err
+	}
+	own := ownV1Cgroup(controller)
+	for _, line := range strings.Split(string(mi), "\n") {
+		pre, post, ok := strings.Cut(line, " - ")
+		if !ok {
+			continue
+		}
+		pf, qf := strings.Fields(pre), strings.Fields(post)
+		if len(pf) < 5 || len(qf) < 3 || qf[0] != "cgroup" {
+			continue
+		}
+		if !hasOption(qf[2], controller) {
+			continue
+		}
+		root, mount := unescapeMount(pf[3]), unescapeMount(pf[4])
+		dir := mount
+		if own != "" {
+			if rel, ok := strings.CutPrefix(own, root); ok && (root == "/" || rel == "" || rel[0] == '/') {
+				dir = filepath.Join(mount, rel)
+			}
+		}
+		if unix.Access(dir, unix.W_OK) != nil {
+			return v1Hierarchy{}, fmt.Errorf("the cgroup v1 %s hierarchy at %s is not writable here (%s)", controller, mount, dir)
+		}
+		return v1Hierarchy{controller: controller, mount: mount, own: dir}, nil
+	}
+	return v1Hierarchy{}, fmt.Errorf("no cgroup v1 hierarchy has the %s controller", controller)
+}
+
+// hasOption reports whether the comma-separated mount options opts
+// contain o.
+func hasOption(opts, o string) bool {
+	for _, x := range strings.Split(opts, ",") {
+		if x == o {
+			return true
+		}
+	}
+	return false
+}
+
+// ownV1Cgroup is this process's cgroup path in the v1 hierarchy holding
+// controller ("N:ctl1,ctl2:/path" in /proc/self/cgroup); "" if not listed.
+func ownV1Cgroup(controller string) string {
+	b, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		return ""
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		parts := strings.SplitN(line, ":", 3)
+		if len(parts) == 3 && parts[0] != "0" && hasOption(parts[1], controller) {
+			return parts[2]
+		}
+	}
+	return ""
+}
+
+// limitsPlan says, per controller a Limits needs, where it is enforced:
+// in the provider's v2 cgroup, or in a v1 hierarchy.
+type limitsPlan struct {
+	v2 []string
+	v1 []v1Hierarchy
+}
+
+// planLimits decides where each controller of l is enforced: the v2
+// hierarchy when its root offers it (cgroup.controllers), else a
+// writable v1 hierarchy holding it. Errors (ErrLimitsUnsupported,
+// wrapped): no cgroup2 mount, or a controller found in neither.
+func planLimits(l Limits) (limitsPlan, error) {
+	var p limitsPlan
+	mount, err := cgroup2Mount()
+	if err != nil {
+		return p, fmt.Errorf("%w: %v", ErrLimitsUnsupported, err)
+	}
+	offered := fields(filepath.Join(mount, "cgroup.controllers"))
+	for _, c := range limitControllers(l) {
+		if offered[c] {
+			p.v2 = append(p.v2, c)
+			continue
+		}
+		h, err := findV1Hierarchy(c)
+		if err != nil {
+			return p, fmt.Errorf("%w: the cgroup2 hierarchy at %s offers no %s controller (cgroup.controllers: %q) and %v",
+				ErrLimitsUnsupported, mount, c, strings.TrimSpace(readSmall(filepath.Join(mount, "cgroup.controllers"))), err)
+		}
+		p.v1 = append(p.v1, h)
+	}
+	return p, nil
+}
+
+// LimitsMechanism names where each kind of limit in l is enforced, for
+// doctor (docs/operations.md, "Per-session limits"): "cgroup v2 memory",
+// "cgroup v1 memory,pids,cpu", or both joined by "; "; "" when l sets
+// none or they cannot be enforced (LimitsSupported says why).
+func LimitsMechanism(l Limits) string {
+	p, err := planLimits(l)
+	if err != nil {
+		return ""
+	}
+	var parts []string
+	if len(p.v2) > 0 {
+		parts = append(parts, "cgroup v2 "+strings.Join(p.v2, ","))
+	}
+	if len(p.v1) > 0 {
+		var cs []string
+		for _, h := range p.v1 {
+			cs = append(cs, h.controller)
+		}
+		parts = append(parts, "cgroup v1 "+strings.Join(cs, ","))
+	}
+	return strings.Join(parts, "; ")
+}
+
+// v1Parent is the per-Supervisor parent directory in hierarchy h: h.own
+// joined with the v2 parent's path below the cgroup2 mount
+// ("acpx-sidecar-<pid>" by default). It is remembered (s.v1Parents) so
+// Close removes it. s.mu held.
+func (s *Supervisor) v1ParentLocked(h v1Hierarchy) string {
+	p := filepath.Join(h.own, mustRel(s.cgMount, s.cgParent))
+	if s.v1Parents == nil {
+		s.v1Parents = map[string]bool{}
+	}
+	s.v1Parents[p] = true
+	return p
+}
+
+// makeV1Limits creates, for each v1 hierarchy of plan, the provider's
+// v1 cgroup named like its v2 cgroup v2dir, and writes l's limits there
+// (memory.limit_in_bytes and memory.memsw.limit_in_bytes where present;
+// pids.max; cpu.cfs_period_us 100000 and cpu.cfs_quota_us percent×1000).
+// It returns controller → directory. On error, what it made is removed.
+// s.mu held.
+func (s *Supervisor) makeV1Limits(plan limitsPlan, v2dir string, l Limits) (map[string]string, error) {
+	if len(plan.v1) == 0 {
+		return nil, nil
+	}
+	dirs := map[string]string{}
+	fail := func(err error) (map[string]string, error) {
+		removeV1Dirs(dirs)
+		return nil, err
+	}
+	for _, h := range plan.v1 {
+		parent := s.v1ParentLocked(h)
+		if err := os.MkdirAll(parent, 0o755); err != nil {
+			return fail(fmt.Errorf("reaper: create cgroup v1 %s parent: %w", h.controller, err))
+		}
+		dir := filepath.Join(parent, filepath.Base(v2dir))
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			return fail(fmt.Errorf("reaper: create cgroup v1 %s cgroup: %w", h.controller, err))
+		}
+		dirs[h.controller] = dir
+		var writes [][2]string
+		switch h.controller {
+		case "memory":
+			v := strconv.FormatInt(l.MemoryBytes, 10)
+			writes = append(writes, [2]string{"memory.limit_in_bytes", v})
+			if _, err := os.Stat(filepath.Join(dir, "memory.memsw.limit_in_bytes")); err == nil {
+				writes = append(writes, [2]string{"memory.memsw.limit_in_bytes", v})
+			}
+		case "pids":
+			writes = append(writes, [2]string{"pids.max", strconv.FormatInt(l.Pids, 10)})
+		case "cpu":
+			writes = append(writes, [2]string{"cpu.cfs_period_us", "100000"},
+				[2]string{"cpu.cfs_quota_us", strconv.FormatInt(l.CPUPercent*1000, 10)})
+		}
+		for _, w := range writes {
+			if err := os.WriteFile(filepath.Join(dir, w[0]), []byte(w[1]), 0); err != nil {
+				return fail(fmt.Errorf("reaper: write cgroup v1 %s: %w", w[0], err))
+			}
+		}
+	}
+	return dirs, nil
+}
+
+// removeV1Dirs removes the v1 limit cgroups of one provider (rmdir only:
+// one that still has a process is never removed). The first error is
+// returned.
+func removeV1Dirs(dirs map[string]string) error {
+	var first error
+	for _, d := range dirs {
+		if err := removeCgroupSubtree(d); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+// removeLimitCgroups removes the tree's v1 limit cgroups once the tree is
+// proven empty (finalize), retrying briefly: the kernel lets the last
+// task go asynchronously. Errors name the directory.
+func (t *Tree) removeLimitCgroups() error {
+	if len(t.v1) == 0 {
+		return nil
+	}
+	var err error
+	for i := 0; i < 50; i++ {
+		if err = removeV1Dirs(t.v1); err == nil {
+			return nil
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	return err
+}
+
+// removeV1Mirrors removes, for a leftover provider cgroup v2dir of a dead
+// sidecar (ledger recovery, Recover), the v1 limit cgroups named like it
+// in every v1 hierarchy of a limit controller, if they exist and are
+// empty. Best effort: the stale-parent sweep removes what remains.
+func removeV1Mirrors(v2dir string) {
+	mount, err := cgroup2Mount()
+	if err != nil {
+		return
+	}
+	rel, err := filepath.Rel(mount, v2dir)
+	if err != nil || rel == "." || strings.HasPrefix(rel, "..") {
+		return
+	}
+	for _, c := range []string{"memory", "pids", "cpu"} {
+		if h, err := findV1Hierarchy(c); err == nil {
+			_ = removeCgroupSubtree(filepath.Join(h.own, rel))
+		}
+	}
+}
+
+// removeV1Parents removes this Supervisor's v1 parent directories if
+// empty (Close).
+func (s *Supervisor) removeV1Parents() {
+	s.mu.Lock()
+	parents := s.v1Parents
+	s.mu.Unlock()
+	for p := range parents {
+		if err := unix.Rmdir(p); err != nil && !errors.Is(err, unix.ENOENT) {
+			s.log.Info("reaper: cgroup v1 parent not removed", zap.String("cgroup", p), zap.Error(err))
+		}
+	}
+}
+
+// sweepStaleV1Parents is sweepStaleParents for the v1 limit hierarchies:
+// below this process's own cgroup of each, an "acpx-sidecar-<pid>"
+// directory of a sidecar that is gone is removed with everything below it
+// when empty (rmdir only: a cgroup with a process is left for the ledger's
+// recovery and a later sweep).
+func sweepStaleV1Parents(log *zap.Logger) {
+	for _, c := range []string{"memory", "pids", "cpu"} {
+		h, err := findV1Hierarchy(c)
+		if err != nil {
+			continue
+		}
+		ents, err := os.ReadDir(h.own)
+		if err != nil {
+			continue
+		}
+		for _, e := range ents {
+			pidText, ok := strings.CutPrefix(e.Name(), "acpx-sidecar-")
+			pid, err := strconv.Atoi(pidText)
+			if !ok || err != nil || !e.IsDir() || pid == os.Getpid() {
+				continue
+			}
+			if _, alive := readStat(pid); alive {
+				continue
+			}
+			dir := filepath.Join(h.own, e.Name())
+			if err := removeCgroupSubtree(dir); err == nil {
+				log.Info("removed a stale cgroup v1 parent", zap.String("dir", dir))
+			}
+		}
+	}
+}
+
+// readV1Resources fills r's memory and pids members from the tree's v1
+// limit cgroups (those the tree has): memory.usage_in_bytes,
+// memory.limit_in_bytes (-1 when unlimited), oom_kill of
+// memory.oom_control; pids.current, pids.max, max of pids.events.
+func readV1Resources(r *Resources, dirs map[string]string) {
+	if d, ok := dirs["memory"]; ok {
+		r.MemoryCurrent = readNum(filepath.Join(d, "memory.usage_in_bytes"))
+		if m := readNum(filepath.Join(d, "memory.limit_in_bytes")); m != nil && *m >= v1Unlimited {
+			v := int64(-1)
+			r.MemoryMax = &v
+		} else {
+			r.MemoryMax = m
+		}
+		r.OomKills = eventCount(filepath.Join(d, "memory.oom_control"), "oom_kill")
+	}
+	if d, ok := dirs["pids"]; ok {
+		r.PidsCurrent = readNum(filepath.Join(d, "pids.current"))
+		r.PidsMax = readNum(filepath.Join(d, "pids.max"))
+		r.PidsLimitHits = eventCount(filepath.Join(d, "pids.events"), "max")
+	}
+}

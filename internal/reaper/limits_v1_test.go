@@ -1,0 +1,277 @@
+//go:build linux
+
+package reaper
+
+import (
+	"context"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+
+	"go.uber.org/zap"
+	"golang.org/x/sys/unix"
+)
+
+// needV1 skips unless controller c's limits are enforced in a cgroup v1
+// hierarchy here (a hybrid host), and returns that hierarchy.
+func needV1(t *testing.T, c string) v1Hierarchy {
+	t.Helper()
+	p, err := planLimits(Limits{MemoryBytes: 1 << 30, Pids: 64, CPUPercent: 100})
+	if err != nil {
+		t.Skipf("limits not enforceable here: %v", err)
+	}
+	for _, h := range p.v1 {
+		if h.controller == c {
+			return h
+		}
+	}
+	t.Skipf("the %s limit is not enforced in cgroup v1 here", c)
+	return v1Hierarchy{}
+}
+
+// v1Leftovers lists provider cgroups named name-* in s's v1 parents and
+// v2 parent.
+func v1Leftovers(s *Supervisor, name string) []string {
+	left, _ := filepath.Glob(filepath.Join(s.cgParent, name+"-*"))
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for p := range s.v1Parents {
+		more, _ := filepath.Glob(filepath.Join(p, name+"-*"))
+		left = append(left, more...)
+	}
+	return left
+}
+
+// TestStart_LimitsBindTheProvidersFirstFork: with pids 1 the provider's
+// very first fork fails (EAGAIN), so it was inside its pids limit before
+// it ran (docs/protocol.md §18.2; on a hybrid host the limits-exec entry
+// joined the v1 cgroup before execve).
+func TestStart_LimitsBindTheProvidersFirstFork(t *testing.T) {
+	mark, env := newMark(t)
+	s := newSup(t, ModeCgroup, mark)
+	if ok, why := LimitsSupported(Limits{Pids: 1}); !ok {
+		t.Skipf("pids limit not enforceable here: %s", why)
+	}
+	tr, err := s.Start(Spec{Path: "/bin/sh", Args: []string{"-c", `echo start; /bin/true; echo forked`},
+		Env: env, Name: "fork1", Limits: Limits{Pids: 1}})
+	if err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	t.Cleanup(func() { tr.Stdin().Close(); tr.Stdout().Close(); tr.Stderr().Close() })
+	errc := make(chan []byte, 1)
+	go func() { b, _ := io.ReadAll(tr.Stderr()); errc <- b }()
+	out, _ := io.ReadAll(tr.Stdout())
+	waitExited(t, tr)
+	stderr := <-errc
+	if string(out) != "start\n" || !strings.Contains(strings.ToLower(string(stderr)), "fork") {
+		t.Errorf("stdout %q, stderr %q: want only \"start\" and the refused fork", out, stderr)
+	}
+	r, err := tr.Resources()
+	if err != nil || r.PidsLimitHits < 1 || r.PidsMax == nil || *r.PidsMax != 1 {
+		t.Errorf("Resources %+v, %v: want pidsMax 1 and pidsLimitHits >= 1", r, err)
+	}
+	requireComplete(t, tr.Terminate(context.Background(), termGrace, killGrace), ModeCgroup)
+	requireNoneAlive(t, mark)
+	if left := v1Leftovers(s, "fork1"); len(left) != 0 {
+		t.Errorf("cgroups left after the proof: %v", left)
+	}
+}
+
+// TestStart_V1ExecFailureLaunchesNothing: a provider that cannot be
+// executed through the limits-exec entry fails Start with the execve
+// errno (as a direct start does), nothing stays alive, and no v1 or v2
+// cgroup is left.
+func TestStart_V1ExecFailureLaunchesNothing(t *testing.T) {
+	needV1(t, "pids")
+	mark, env := newMark(t)
+	s := newSup(t, ModeCgroup, mark)
+	_, err := s.Start(Spec{Path: "/nonexistent/provider", Env: env, Name: "nox", Limits: Limits{Pids: 16}})
+	if !errors.Is(err, syscall.ENOENT) || !strings.Contains(err.Error(), "/nonexistent/provider") {
+		t.Fatalf("Start of a missing program: %v, want ENOENT naming it", err)
+	}
+	requireNoneAlive(t, mark)
+	if left := v1Leftovers(s, "nox"); len(left) != 0 {
+		t.Errorf("cgroups left after the failed start: %v", left)
+	}
+}
+
+// TestStart_V1ExecFile: an opened ExecFile (binary and "#!" script) runs
+// through the limits-exec entry; Path is only argv[0]; the binary's
+// descriptor does not leak into the provider.
+func TestStart_V1ExecFile(t *testing.T) {
+	needV1(t, "pids")
+	mark, env := newMark(t)
+	s := newSup(t, ModeCgroup, mark)
+	sh, err := filepath.EvalSymlinks("/bin/sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	script := filepath.Join(t.TempDir(), "prov.sh")
+	if err := os.WriteFile(script, []byte("#!/bin/sh\necho script \"$0\"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name, file string
+		flags      int
+		args       []string
+		want       string
+		checkFDs   bool
+	}{
+		{"binary", sh, os.O_RDONLY, []string{"-c", "echo binary; exec sleep 1000"}, "binary", true},
+		{"binary-O_PATH", sh, unix.O_PATH, []string{"-c", "echo binary; exec sleep 1000"}, "binary", true},
+		{"script", script, os.O_RDONLY, nil, "script /proc/self/fd/3", false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f, err := os.OpenFile(c.file, c.flags|unix.O_NOFOLLOW, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			tr, err := s.Start(Spec{Path: "/nonexistent/provider", Args: c.args, Env: env, ExecFile: f, Name: "xf", Limits: Limits{Pids: 16}})
+			if err != nil {
+				t.Fatalf("Start: %v", err)
+			}
+			defer func() { tr.Stdin().Close(); tr.Stdout().Close(); tr.Stderr().Close() }()
+			lines := readLines(t, tr, 1)
+			if lines[0] != c.want {
+				t.Errorf("stdout %q, want %q", lines[0], c.want)
+			}
+			if c.checkFDs {
+				// Only stdio and what this process itself passes on to
+				// every child (descriptors it inherited without
+				// close-on-exec): not the status pipe, not the executable.
+				allowed := inheritableFDs(t)
+				allowed["0"], allowed["1"], allowed["2"] = true, true, true
+				ents, err := os.ReadDir("/proc/" + strconv.Itoa(tr.Pid()) + "/fd")
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, e := range ents {
+					if !allowed[e.Name()] {
+						target, _ := os.Readlink("/proc/" + strconv.Itoa(tr.Pid()) + "/fd/" + e.Name())
+						t.Errorf("the provider holds descriptor %s -> %s", e.Name(), target)
+					}
+				}
+			} else {
+				waitExited(t, tr)
+				if st := tr.ExitStatus(); st.Code == nil || *st.Code != 0 {
+					t.Errorf("exit %+v, want 0", st)
+				}
+			}
+			requireComplete(t, tr.Terminate(context.Background(), termGrace, killGrace), ModeCgroup)
+			requireNoneAlive(t, mark)
+		})
+	}
+}
+
+// TestLimitsExec_JoinFailureExitsDistinctly: the limits-exec entry that
+// cannot join a cgroup reports "join <errno> <path>" on its status pipe
+// and exits LimitsExecFailed without running the program.
+func TestLimitsExec_JoinFailureExitsDistinctly(t *testing.T) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	marker := filepath.Join(t.TempDir(), "ran")
+	cmd := exec.Command(os.Args[0], LimitsExecArg, "status=3", "/nonexistent/cgroup.procs", "--", "/bin/touch", "touch", marker)
+	cmd.ExtraFiles = []*os.File{w}
+	err = cmd.Start()
+	w.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg := make([]byte, 256)
+	n, _ := r.Read(msg)
+	err = cmd.Wait()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != LimitsExecFailed {
+		t.Errorf("exit %v, want status %d", err, LimitsExecFailed)
+	}
+	want := "join " + strconv.Itoa(int(syscall.ENOENT)) + " /nonexistent/cgroup.procs"
+	if string(msg[:n]) != want {
+		t.Errorf("status message %q, want %q", msg[:n], want)
+	}
+	if perr := parseLimitsExecStatus(string(msg[:n]), "/bin/touch"); !errors.Is(perr, syscall.ENOENT) || !strings.Contains(perr.Error(), "cgroup v1") {
+		t.Errorf("Start's error %v", perr)
+	}
+	if _, err := os.Stat(marker); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the program ran (%v)", err)
+	}
+}
+
+// TestSweepStaleV1Parents: an empty v1 parent of a dead sidecar (with an
+// empty provider cgroup in it) is removed; one of a live process is not.
+func TestSweepStaleV1Parents(t *testing.T) {
+	h := needV1(t, "pids")
+	cmd := exec.Command("/bin/true")
+	if err := cmd.Run(); err != nil {
+		t.Fatal(err)
+	}
+	dead := filepath.Join(h.own, "acpx-sidecar-"+strconv.Itoa(cmd.Process.Pid))
+	live := filepath.Join(h.own, "acpx-sidecar-1")
+	for _, d := range []string{filepath.Join(dead, "provider-1"), live} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() { removeCgroupSubtree(dead); removeCgroupSubtree(live) })
+	sweepStaleV1Parents(zap.NewNop())
+	if _, err := os.Stat(dead); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("stale parent %s not removed (%v)", dead, err)
+	}
+	if _, err := os.Stat(live); err != nil {
+		t.Errorf("the parent of a live pid was removed: %v", err)
+	}
+}
+
+// TestRemoveV1Mirrors: ledger recovery's removal of a leftover provider's
+// v1 limit cgroups, found by the v2 cgroup's path.
+func TestRemoveV1Mirrors(t *testing.T) {
+	h := needV1(t, "pids")
+	mount, err := cgroup2Mount()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rel := filepath.Join("acpx-test-mirror-"+strconv.Itoa(os.Getpid()), "prov-7")
+	d := filepath.Join(h.own, rel)
+	if err := os.MkdirAll(d, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { removeCgroupSubtree(filepath.Dir(d)) })
+	removeV1Mirrors(filepath.Join(mount, rel))
+	if _, err := os.Stat(d); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("v1 mirror %s not removed (%v)", d, err)
+	}
+}
+
+// inheritableFDs lists this process's descriptors without close-on-exec
+// (fdinfo flags lack O_CLOEXEC): every child inherits those.
+func inheritableFDs(t *testing.T) map[string]bool {
+	t.Helper()
+	out := map[string]bool{}
+	ents, err := os.ReadDir("/proc/self/fdinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		b, err := os.ReadFile("/proc/self/fdinfo/" + e.Name())
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(line, "flags:"); ok {
+				if f, err := strconv.ParseUint(strings.TrimSpace(v), 8, 64); err == nil && f&unix.O_CLOEXEC == 0 {
+					out[e.Name()] = true
+				}
+			}
+		}
+	}
+	return out
+}
