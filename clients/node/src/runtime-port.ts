@@ -155,6 +155,8 @@ export interface AcpxRuntimeStatus {
     perRequest?: Record<string, Usage>;
     cost?: { amount: number; currency: string; basis: string };
   };
+  /** session, state, closed, process, queuedRequestIds (turns waiting
+   * behind the running one), modes, permissionBinding of session/status. */
   details: Record<string, unknown>;
 }
 
@@ -250,7 +252,7 @@ class Port implements AcpxRuntimePort {
     return structuredClone(this.session.identity);
   }
 
-  /** refuseIfClosed throws SESSION_CLOSING once close() was called. */
+  /** closedError is the SESSION_CLOSING refusal once close() was called (and has not failed), else undefined. */
   private closedError(method: string): SidecarError | undefined {
     if (!this.closeCalled) return undefined;
     return new SidecarError(-32000, "SESSION_CLOSING", `the runtime port was closed (session ${this.session.id})`, {
