@@ -57,8 +57,11 @@ export function resolveBinary(
   } catch (err) {
     throw localError(
       LocalDataCode.BINARY_NOT_FOUND,
-      `${pkg} is not installed (it is an optional dependency of @acpx-sidecar/client; ` +
-        `was it omitted?); pass the binary option or set ${BINARY_ENV}`,
+      `${pkg} is not installed, so there is no acpx-sidecar binary. It is an optional dependency of ` +
+        `@acpx-sidecar/client that npm skips when it cannot get it (not yet on a registry) or under --omit=optional. ` +
+        `Fix: build the tarballs (\`make npm-pack\` in acpx-sidecar writes dist/npm/), add to your package.json ` +
+        `"overrides": {"${pkg}": "file:/abs/dist/npm/${pkg.slice(1).replace("/", "-")}-<version>.tgz"} and run npm install again; ` +
+        `or pass the binary option or set ${BINARY_ENV} to an acpx-sidecar executable`,
       "",
       err,
     );

@@ -6,7 +6,7 @@
  * Switch on `dataCode`, never on `message`.
  */
 
-import type { CleanupProof } from "./types.js";
+import type { CleanupProof, DataCode } from "./types.js";
 
 /**
  * Data codes of errors this package makes itself (never sent by the
@@ -33,6 +33,15 @@ export const LocalDataCode = {
 export type LocalDataCode = (typeof LocalDataCode)[keyof typeof LocalDataCode];
 
 /**
+ * Every `dataCode` a {@link SidecarError} can have: the schema's `DataCode`
+ * union (docs/protocol.schema.json `$defs/DataCode`, docs/protocol.md §5)
+ * plus this package's {@link LocalDataCode}s. A union of string literals,
+ * so it is assignable to `string`; comparing it with a code outside the
+ * union is a type error (a typo cannot compile).
+ */
+export type SidecarDataCode = DataCode | LocalDataCode;
+
+/**
  * SidecarError is every error this package rejects with.
  *
  * - `code`: the JSON-RPC error code (-32000 domain failure, -32602 bad
@@ -45,13 +54,13 @@ export type LocalDataCode = (typeof LocalDataCode)[keyof typeof LocalDataCode];
  */
 export class SidecarError extends Error {
   readonly code: number;
-  readonly dataCode: string;
+  readonly dataCode: SidecarDataCode;
   readonly data: Record<string, unknown> | undefined;
   readonly method: string;
 
   constructor(
     code: number,
-    dataCode: string,
+    dataCode: SidecarDataCode,
     message: string,
     opts: { data?: Record<string, unknown>; method?: string; cause?: unknown } = {},
   ) {

@@ -7,6 +7,8 @@ export type { SpawnOptions, PermissionHandler, ExitStatus, SidecarEvents } from 
 export { Session } from "./session.js";
 export type { Turn, PromptOptions } from "./session.js";
 export { SidecarError, LocalDataCode } from "./errors.js";
+export type { SidecarDataCode } from "./errors.js";
+export { textOf, CHUNK_KINDS } from "./updates.js";
 export { resolveBinary, BINARY_ENV, PLATFORM_PACKAGES } from "./binary.js";
 export { selected, cancelled, selectKind } from "./permission.js";
 export { openAcpxRuntimePort } from "./runtime-port.js";

@@ -106,14 +106,36 @@ export interface AcpxRuntimeTurnInput {
   onPermissionRequest?: PermissionHandler;
   /** Turn bound in ms (TURN_TIMEOUT). */
   timeoutMs?: number;
+  /** true: when a turn is running, wait behind it (session/prompt
+   * `queue`, docs/protocol.md §8 Queued turns) instead of being refused
+   * TURN_ACTIVE. Default false. */
+  queue?: boolean;
 }
 
-/** One turn of the port. `events` end before `result` settles. */
+/**
+ * One turn of the port. `events` end before `result` settles.
+ *
+ * A turn the sidecar **refuses** (TURN_ACTIVE, DUPLICATE_REQUEST_ID,
+ * SESSION_CLOSING, PROVIDER_PROCESS_LOST, SESSION_NOT_FOUND, a request over
+ * maxFrameBytes, TRANSPORT; docs/protocol.md §8) never ran: `promptStarted`
+ * and `result` both **reject** with that SidecarError and `events` end
+ * empty. A turn that was accepted always **resolves** `result`, however it
+ * ended (`failed` with `error.code`, e.g. PROVIDER_PROCESS_LOST,
+ * TURN_TIMEOUT).
+ */
 export interface AcpxRuntimeTurn {
   readonly requestId: string;
-  /** Resolves once the prompt was handed to the connection. */
+  /**
+   * Resolves once the sidecar has accepted the turn: it is running, or
+   * queued behind the running one (`queue: true`). Rejects with the
+   * refusal (the same SidecarError `result` rejects with). The port
+   * learns it from a session/status it sends behind the prompt (requests
+   * run in wire order, docs/protocol.md §4), the first time this member is
+   * read, or from the prompt's answer when that comes first.
+   */
   readonly promptStarted: Promise<void>;
   readonly events: AsyncIterable<AcpxRuntimeEvent>;
+  /** The turn's result; rejects only when the turn was refused (above). */
   readonly result: Promise<AcpxRuntimeTurnResult>;
   cancel(input?: { reason?: string }): Promise<void>;
   /** closeStream stops the event stream; the turn keeps running. */
@@ -133,10 +155,17 @@ export interface AcpxRuntimeStatus {
     perRequest?: Record<string, Usage>;
     cost?: { amount: number; currency: string; basis: string };
   };
+  /** session, state, closed, process, queuedRequestIds (turns waiting
+   * behind the running one), modes, permissionBinding of session/status. */
   details: Record<string, unknown>;
 }
 
-/** The port. */
+/**
+ * The port. After close() was called (and unless it rejected),
+ * getStatus, setModel and startTurn fail with SidecarError -32000
+ * SESSION_CLOSING without asking the sidecar (the port's own sidecar is
+ * gone by then); identity() and close() keep answering.
+ */
 export interface AcpxRuntimePort {
   identity(): Promise<Identity>;
   getStatus(): Promise<AcpxRuntimeStatus>;
@@ -211,6 +240,7 @@ export async function openAcpxRuntimePort(options: AcpxRuntimePortOptions): Prom
 
 class Port implements AcpxRuntimePort {
   private closing: Promise<CleanupProof> | undefined;
+  private closeCalled = false;
 
   constructor(
     readonly session: Session,
@@ -222,7 +252,18 @@ class Port implements AcpxRuntimePort {
     return structuredClone(this.session.identity);
   }
 
+  /** closedError is the SESSION_CLOSING refusal once close() was called (and has not failed), else undefined. */
+  private closedError(method: string): SidecarError | undefined {
+    if (!this.closeCalled) return undefined;
+    return new SidecarError(-32000, "SESSION_CLOSING", `the runtime port was closed (session ${this.session.id})`, {
+      method,
+      data: { code: "SESSION_CLOSING", retryable: false },
+    });
+  }
+
   async getStatus(): Promise<AcpxRuntimeStatus> {
+    const closed = this.closedError("session/status");
+    if (closed) throw closed;
     const st = await this.session.status();
     const out: AcpxRuntimeStatus = {
       summary: st.summary,
@@ -234,6 +275,7 @@ class Port implements AcpxRuntimePort {
         state: st.state,
         closed: st.closed,
         process: st.process,
+        ...(st.queuedRequestIds ? { queuedRequestIds: st.queuedRequestIds } : {}),
         ...(st.modes ? { modes: st.modes } : {}),
         ...(st.permissionBinding ? { permissionBinding: st.permissionBinding } : {}),
       },
@@ -247,6 +289,8 @@ class Port implements AcpxRuntimePort {
   }
 
   async setModel(model: string): Promise<void> {
+    const closed = this.closedError("session/setModel");
+    if (closed) throw closed;
     const models = await this.session.setModel(model);
     if (models.currentModelId !== model) {
       throw localError(
@@ -258,11 +302,14 @@ class Port implements AcpxRuntimePort {
   }
 
   startTurn(input: AcpxRuntimeTurnInput): AcpxRuntimeTurn {
+    const closed = this.closedError("session/prompt");
+    if (closed) return refusedTurn(input.requestId, closed);
     const handler = input.onPermissionRequest ?? this.onPermission;
     const turn: Turn = this.session.prompt({
       requestId: input.requestId,
       prompt: input.text,
       ...(input.timeoutMs !== undefined ? { timeoutMs: input.timeoutMs } : {}),
+      ...(input.queue !== undefined ? { queue: input.queue } : {}),
       ...(input.signal ? { signal: input.signal } : {}),
       ...(handler ? { onPermissionRequest: handler } : {}),
     });
@@ -282,9 +329,37 @@ class Port implements AcpxRuntimePort {
     })();
     const result = turn.result.then(toResult);
     result.catch(() => undefined);
+    // Whether the prompt's answer has come (a refusal is answered before
+    // any later request of the session: docs/protocol.md §4).
+    let answered = false;
+    const settled = turn.result.then(
+      () => void (answered = true),
+      () => void (answered = true),
+    );
+    let started: Promise<void> | undefined;
+    const session = this.session;
+    const promptStarted = (): Promise<void> => {
+      started ??= (async () => {
+        const probe = session.status().then(
+          () => true,
+          () => false,
+        );
+        // Whichever comes first: the prompt's answer, or the answer to a
+        // session/status sent after it (then the prompt was accepted,
+        // unless its own answer, which precedes it on the wire, refused it).
+        await Promise.race([settled, probe]);
+        await new Promise((r) => setImmediate(r));
+        if (!answered && (await probe)) return;
+        await turn.result; // rejects with the refusal; resolves for an accepted turn
+      })();
+      started.catch(() => undefined);
+      return started;
+    };
     return {
       requestId: input.requestId,
-      promptStarted: Promise.resolve(),
+      get promptStarted() {
+        return promptStarted();
+      },
       events,
       result,
       cancel: async () => {
@@ -298,6 +373,7 @@ class Port implements AcpxRuntimePort {
   }
 
   close(input: { reason: string; discardPersistentState?: boolean }): Promise<CleanupProof> {
+    this.closeCalled = true;
     this.closing ??= (async () => {
       const proof = await this.session.close({
         reason: input.reason,
@@ -310,9 +386,24 @@ class Port implements AcpxRuntimePort {
     // asked again; a successful one is answered from memory.
     this.closing.catch(() => {
       this.closing = undefined;
+      this.closeCalled = false;
     });
     return this.closing;
   }
+}
+
+/** refusedTurn is a turn refused before it was sent: both promises reject with err. */
+function refusedTurn(requestId: string, err: SidecarError): AcpxRuntimeTurn {
+  const rejected = Promise.reject(err);
+  rejected.catch(() => undefined);
+  return {
+    requestId,
+    promptStarted: rejected as Promise<never>,
+    events: (async function* (): AsyncGenerator<AcpxRuntimeEvent> {})(),
+    result: rejected as Promise<never>,
+    cancel: async () => undefined,
+    closeStream: async () => undefined,
+  };
 }
 
 function toResult(r: PromptResult): AcpxRuntimeTurnResult {

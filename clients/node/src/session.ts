@@ -44,7 +44,9 @@ export interface PromptOptions extends PromptInput {
  * - `result`: the prompt result, a normal result however the turn ended
  *   (completed, cancelled, failed with `error.code`); it rejects only for
  *   request errors (TURN_ACTIVE, DUPLICATE_REQUEST_ID, SESSION_CLOSING,
- *   PROVIDER_PROCESS_LOST, SESSION_NOT_FOUND, TRANSPORT).
+ *   PROVIDER_PROCESS_LOST, SESSION_NOT_FOUND, TRANSPORT, and -32600
+ *   INVALID_REQUEST for a prompt whose frame exceeds the sidecar's
+ *   maxFrameBytes: refused here, not sent, its requestId left unused).
  */
 export interface Turn {
   readonly requestId: string;

@@ -31,10 +31,12 @@ import {
 } from "vscode-jsonrpc/node";
 
 import { resolveBinary } from "./binary.js";
-import { LocalDataCode, SidecarError, localError } from "./errors.js";
+import { LocalDataCode, SidecarError, localError, type SidecarDataCode } from "./errors.js";
 import { Session, type TurnSink } from "./session.js";
 import type {
   CleanupProof,
+  EventsParams,
+  EventsResult,
   Exited,
   InitializeResult,
   ListEntry,
@@ -44,6 +46,7 @@ import type {
   PermissionOutcome,
   PermissionRequest,
   SessionUpdateParams,
+  StatsResult,
 } from "./types.js";
 
 /** Answers one session/requestPermission (docs/protocol.md §9). */
@@ -60,8 +63,10 @@ export interface SpawnOptions {
   /** More flags (docs/protocol.md §2), after `--framing=lsp --state-dir DIR`.
    * `--framing` is this package's to set. */
   args?: string[];
-  /** The sidecar's environment; default this process's. Providers
-   * inherit it unless `--inherit-env=false`. */
+  /** The sidecar's environment; default this process's. Providers do
+   * not inherit it: they get only a minimal part of it (`PATH`, `HOME`,
+   * `USER`, `LANG`, …: `--inherit-env minimal`, the default) plus the
+   * `env` and `inheritEnv` of their session/open (docs/protocol.md §18). */
   env?: NodeJS.ProcessEnv;
   /** Answers the sidecar's permission requests. When given, initialize
    * declares `capabilities.permissionRequests` (docs/protocol.md §7) and
@@ -109,18 +114,29 @@ export interface SidecarEvents {
  * Sidecar is one running acpx-sidecar. Events (all in wire order):
  * - `"proof"` (CleanupProof): `cleanup/proof` notifications: provider-exit,
  *   late handshake, retained and recovered cleanups (docs/protocol.md §9);
- * - `"exited"` (Exited): `session/exited`, a provider died on its own;
+ * - `"exited"` (Exited): `session/exited`: one session's **provider** (the
+ *   agent) died on its own; the sidecar keeps running;
  * - `"update"` (SessionUpdateParams): updates no running turn claims
  *   (requestId null, late updates of an earlier turn);
  * - `"permission"` (PermissionDecision): `session/permission` audits;
- * - `"exit"` (ExitStatus): the process ended (after its stdout closed).
+ * - `"exit"` (ExitStatus): the **sidecar process** ended (after its stdout
+ *   closed); the same moment as the {@link Sidecar.exited} promise.
+ *
+ * A running sidecar keeps the host's event loop alive (its pipes and the
+ * child process are open handles): a host ends it with {@link shutdown}
+ * (the proofs), {@link close} or {@link kill}, or the host never exits.
+ *
+ * Requests larger than `info.capabilities.maxFrameBytes` once encoded are
+ * refused here without being sent (see {@link Sidecar.request}).
  */
 export class Sidecar extends EventEmitter<SidecarEvents> {
   /** The initialize result: pid, containment, agents, bounds. */
   readonly info: InitializeResult;
   /** The sidecar's process id. */
   readonly pid: number;
-  /** Resolves when the process has ended and its stdout is drained. */
+  /** Resolves when the sidecar **process** has ended and its stdout is
+   * drained (the `"exit"` event). Not to be confused with the `"exited"`
+   * event, which is session/exited: one provider died. */
   readonly exited: Promise<ExitStatus>;
 
   /** @internal */
@@ -129,12 +145,21 @@ export class Sidecar extends EventEmitter<SidecarEvents> {
   readonly turns = new Map<string, TurnSink>();
   private readonly child: ChildProcess;
   private readonly onPermission: PermissionHandler | undefined;
+  private readonly writer: TappedWriter | undefined;
   private exitStatus: ExitStatus | undefined;
+  private shutting: Promise<CleanupProof[]> | undefined;
 
   /** @internal use spawnSidecar */
-  constructor(child: ChildProcess, conn: MessageConnection, exited: Promise<ExitStatus>, onPermission?: PermissionHandler) {
+  constructor(
+    child: ChildProcess,
+    conn: MessageConnection,
+    exited: Promise<ExitStatus>,
+    onPermission?: PermissionHandler,
+    writer?: TappedWriter,
+  ) {
     super();
     this.child = child;
+    this.writer = writer;
     this.conn = conn;
     this.pid = child.pid ?? -1;
     this.exited = exited.then((st) => {
@@ -174,20 +199,66 @@ export class Sidecar extends EventEmitter<SidecarEvents> {
   }
 
   /**
+   * events runs session/events (docs/protocol.md §16): the journal entries
+   * of `sessionKey` with a `seq` greater than `afterSeq` (default 0: all
+   * kept), oldest first, at most `limit` (1–10000, default 1000) of them.
+   * Works for a live, closed or dead session, and for a key whose sidecar
+   * died (read from disk). Pass `nextSeq` as the next `afterSeq` until
+   * `events` is empty ({@link eventPages} does that). Errors: -32602
+   * INVALID_PARAMS (`field` names the bad member), STORE_UNAVAILABLE.
+   */
+  async events(params: EventsParams): Promise<EventsResult> {
+    return this.request<EventsResult>("session/events", params);
+  }
+
+  /**
+   * eventPages pages through a key's journal with {@link events}: it
+   * yields each non-empty page (with its `truncated` flag), asking again
+   * with `afterSeq: nextSeq` until a page is empty. A page never ends
+   * inside one `seq`'s entries (docs/protocol.md §16), so nothing is
+   * skipped or repeated. Errors as for {@link events}, thrown from the
+   * iteration.
+   */
+  async *eventPages(params: EventsParams): AsyncGenerator<EventsResult, void, undefined> {
+    let afterSeq = params.afterSeq ?? 0;
+    for (;;) {
+      const page = await this.events({ ...params, afterSeq });
+      if (page.events.length === 0) return;
+      yield page;
+      afterSeq = page.nextSeq;
+    }
+  }
+
+  /**
+   * stats runs sidecar/stats (docs/protocol.md §17): sessions by state,
+   * turn and proof counters, updates forwarded and close-to-proof
+   * latency, since this sidecar started.
+   */
+  async stats(): Promise<StatsResult> {
+    return this.request<StatsResult>("sidecar/stats", {});
+  }
+
+  /**
    * shutdown runs `shutdown` (every session closed, docs/protocol.md §7),
    * then sends `exit` and waits for the process to end. Returns the
    * proofs of that shutdown (sessions closed earlier are not repeated).
    * The exit status is then {@link exitCode} (0: every proof complete).
+   * Idempotent, like Session.close: calls made while one runs, or after
+   * it, get the same proofs (or the same rejection); the sidecar is asked
+   * once (a second `shutdown` request would be refused SHUTTING_DOWN).
    */
-  async shutdown(): Promise<CleanupProof[]> {
-    const res = await this.request<{ proofs: CleanupProof[] }>("shutdown", {});
-    try {
-      await this.conn.sendNotification("exit");
-    } catch {
-      // The sidecar may already be gone; exited settles either way.
-    }
-    await this.exited;
-    return res.proofs;
+  shutdown(): Promise<CleanupProof[]> {
+    this.shutting ??= (async () => {
+      const res = await this.request<{ proofs: CleanupProof[] }>("shutdown", {});
+      try {
+        await this.conn.sendNotification("exit");
+      } catch {
+        // The sidecar may already be gone; exited settles either way.
+      }
+      await this.exited;
+      return res.proofs;
+    })();
+    return this.shutting;
   }
 
   /**
@@ -211,16 +282,33 @@ export class Sidecar extends EventEmitter<SidecarEvents> {
     return this.exited;
   }
 
-  /** @internal request sends one request and maps every failure to SidecarError. */
+  /**
+   * @internal request sends one request and maps every failure to
+   * SidecarError. A request whose encoded frame (the JSON-RPC message's
+   * UTF-8 bytes, without the LSP header) is larger than the sidecar's
+   * `info.capabilities.maxFrameBytes` is not sent: the sidecar would
+   * answer it with id null (docs/protocol.md §3), so its answer could
+   * never be matched and the call would never settle. It rejects at once
+   * with SidecarError code -32600, dataCode INVALID_REQUEST, a message
+   * naming both sizes, and `data: {code, retryable: false, frameBytes,
+   * maxFrameBytes}`.
+   */
   async request<R>(method: string, params: unknown, signal?: AbortSignal): Promise<R> {
     if (signal?.aborted) throw localError(LocalDataCode.CANCELLED, "aborted before it was sent", method, signal.reason);
     const cts = signal ? new CancellationTokenSource() : undefined;
     const onAbort = () => cts?.cancel();
     signal?.addEventListener("abort", onAbort, { once: true });
+    let refused: SidecarError | undefined;
     try {
+      // vscode-jsonrpc writes the request synchronously inside sendRequest,
+      // so a frame the writer refuses is known before the first await.
+      if (this.writer) this.writer.refused = undefined;
       const p = cts ? this.conn.sendRequest<R>(method, params, cts.token) : this.conn.sendRequest<R>(method, params);
+      refused = this.writer?.refused;
+      if (this.writer) this.writer.refused = undefined;
       return await p;
     } catch (err) {
+      if (refused) throw refused;
       throw toSidecarError(err, method);
     } finally {
       signal?.removeEventListener("abort", onAbort);
@@ -255,7 +343,7 @@ export function toSidecarError(err: unknown, method: string): SidecarError {
   if (err instanceof SidecarError) return err;
   if (err instanceof ResponseError) {
     const data = err.data !== null && typeof err.data === "object" ? (err.data as Record<string, unknown>) : undefined;
-    const dataCode = typeof data?.["code"] === "string" ? (data["code"] as string) : undefined;
+    const dataCode = typeof data?.["code"] === "string" ? (data["code"] as SidecarDataCode) : undefined;
     if (dataCode !== undefined) return new SidecarError(err.code, dataCode, err.message, { data, method, cause: err });
     // No data.code: an error of the transport (vscode-jsonrpc's own codes,
     // e.g. a closed connection or a failed write), not of the sidecar.
@@ -296,7 +384,8 @@ export async function spawnSidecar(opts: SpawnOptions): Promise<Sidecar> {
   });
   const reader = new CountingReader(new StreamMessageReader(child.stdout!), opts.onFrame);
   let handled = 0;
-  const conn = createMessageConnection(reader, new TappedWriter(new StreamMessageWriter(child.stdin!), opts.onFrame), undefined, {
+  const writer = new TappedWriter(new StreamMessageWriter(child.stdin!), opts.onFrame);
+  const conn = createMessageConnection(reader, writer, undefined, {
     messageStrategy: {
       handleMessage(m: Message, next: (m: Message) => void) {
         handled++;
@@ -317,7 +406,7 @@ export async function spawnSidecar(opts: SpawnOptions): Promise<Sidecar> {
     conn.dispose();
     return st;
   });
-  const sc = new Sidecar(child, conn, exited, opts.onPermissionRequest);
+  const sc = new Sidecar(child, conn, exited, opts.onPermissionRequest, writer);
   void sc.exited.then((st) => sc.emit("exit", st));
   conn.onError(() => undefined);
   conn.listen();
@@ -333,6 +422,8 @@ export async function spawnSidecar(opts: SpawnOptions): Promise<Sidecar> {
       opts.signal,
     );
     (sc as { info: InitializeResult }).info = info;
+    const max = info?.capabilities?.maxFrameBytes;
+    if (typeof max === "number" && max > 0) writer.maxFrameBytes = max;
     if (opts.signal?.aborted) {
       throw localError(LocalDataCode.CANCELLED, "aborted during initialize", "initialize", opts.signal.reason);
     }
@@ -379,8 +470,17 @@ class CountingReader implements MessageReader {
   }
 }
 
-/** TappedWriter shows each message to onFrame before writing it. */
+/**
+ * TappedWriter shows each message to onFrame before writing it, and
+ * refuses (without writing or showing it) a request whose frame is larger
+ * than maxFrameBytes (docs/protocol.md §3), leaving the refusal in
+ * `refused` for Sidecar.request.
+ */
 class TappedWriter implements MessageWriter {
+  /** The sidecar's maxFrameBytes once initialize answered; until then no limit. */
+  maxFrameBytes = Infinity;
+  /** The last refused request's error, taken by Sidecar.request. */
+  refused: SidecarError | undefined;
   constructor(
     private readonly inner: MessageWriter,
     private readonly onFrame: SpawnOptions["onFrame"],
@@ -392,6 +492,21 @@ class TappedWriter implements MessageWriter {
     return this.inner.onClose;
   }
   write(msg: Message): Promise<void> {
+    const req = msg as { id?: unknown; method?: unknown };
+    if (this.maxFrameBytes !== Infinity && typeof req.method === "string" && req.id !== undefined) {
+      // vscode-jsonrpc encodes JSON.stringify(msg) as UTF-8: the frame body.
+      const frameBytes = Buffer.byteLength(JSON.stringify(msg), "utf8");
+      if (frameBytes > this.maxFrameBytes) {
+        const err = new SidecarError(
+          -32600,
+          "INVALID_REQUEST",
+          `${req.method}: the request's frame is ${frameBytes} bytes, more than the sidecar's maxFrameBytes (${this.maxFrameBytes}); not sent`,
+          { method: req.method, data: { code: "INVALID_REQUEST", retryable: false, frameBytes, maxFrameBytes: this.maxFrameBytes } },
+        );
+        this.refused = err;
+        return Promise.reject(err);
+      }
+    }
     this.onFrame?.("sent", msg);
     return this.inner.write(msg);
   }

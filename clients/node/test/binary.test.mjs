@@ -38,6 +38,10 @@ test("resolveBinary: clear BINARY_NOT_FOUND errors", (t) => {
   const from = pathToFileURL(join(root, "x.js")).href;
   assert.throws(() => resolveBinary(undefined, {}, from, "darwin-arm64"), { dataCode: "BINARY_NOT_FOUND", message: /no binary package for darwin-arm64/ });
   assert.throws(() => resolveBinary(undefined, {}, from, "linux-x64"), { dataCode: "BINARY_NOT_FOUND", message: /@acpx-sidecar\/linux-x64 is not installed/ });
+  // Installing only the client's tarball installs no binary: the message says how to get one.
+  assert.throws(() => resolveBinary(undefined, {}, from, "linux-x64"), {
+    message: /make npm-pack.*"overrides": \{"@acpx-sidecar\/linux-x64": "file:\/abs\/dist\/npm\/acpx-sidecar-linux-x64-<version>\.tgz"\}.*ACPX_SIDECAR_BINARY/,
+  });
   assert.throws(() => resolveBinary("relative/acpx-sidecar"), { dataCode: "BINARY_NOT_FOUND", message: /not an absolute path/ });
   writeFileSync(join(root, "plain"), "");
   assert.throws(() => resolveBinary(undefined, { [BINARY_ENV]: join(root, "plain") }, from), { dataCode: "BINARY_NOT_FOUND", message: /ACPX_SIDECAR_BINARY: .* not an executable/ });

@@ -139,3 +139,43 @@ test("the runtime port: closeStream ends the events of a running turn; cancel en
   assert.equal((await port.close({ reason: "done" })).complete, true);
   assert.deepEqual(markedPids(mark), []);
 });
+
+test("the runtime port: promptStarted rejects a refused turn, a queued turn is accepted, a closed own port is SESSION_CLOSING", { skip: skipReason }, async (t) => {
+  const mark = newMark();
+  const stateDir = tempDir(t);
+  const port = await openAcpxRuntimePort(
+    portOptions(stateDir, mark, { command: { path: faultBin, args: ["--mode", "slow-turn=60000"] }, providerSessionKey: "refuse" }),
+  );
+  t.after(() => port.close({ reason: "test cleanup" }).catch(() => undefined));
+  const first = port.startTurn({ text: "wait", requestId: "r1" });
+  await first.promptStarted; // accepted: it runs
+
+  // A second turn without queue is refused TURN_ACTIVE: promptStarted and
+  // result reject with it, its events end empty.
+  const refused = port.startTurn({ text: "again", requestId: "r2" });
+  await assert.rejects(refused.promptStarted, { code: -32000, dataCode: "TURN_ACTIVE" });
+  await assert.rejects(refused.result, { dataCode: "TURN_ACTIVE" });
+  for await (const _ of refused.events) assert.fail("a refused turn has no events");
+
+  // queue: true waits behind r1; promptStarted resolves while r1 runs.
+  const queued = port.startTurn({ text: "later", requestId: "r3", queue: true });
+  await queued.promptStarted;
+  const st = await port.getStatus();
+  assert.equal(st.details.state, "turn");
+  assert.deepEqual(st.details.queuedRequestIds, ["r3"]);
+  await queued.cancel(); // a queued turn cancelled before it started
+  assert.equal((await queued.result).status, "cancelled");
+  await first.cancel();
+  assert.equal((await first.result).status, "cancelled");
+
+  const proof = await port.close({ reason: "done" });
+  assert.equal(proof.complete, true);
+  // The port's own sidecar is gone: a clear SESSION_CLOSING, not TRANSPORT.
+  await assert.rejects(port.getStatus(), { code: -32000, dataCode: "SESSION_CLOSING" });
+  await assert.rejects(port.setModel("fa-large"), { dataCode: "SESSION_CLOSING" });
+  const late = port.startTurn({ text: "late", requestId: "r4" });
+  await assert.rejects(late.promptStarted, { dataCode: "SESSION_CLOSING" });
+  await assert.rejects(late.result, { dataCode: "SESSION_CLOSING" });
+  assert.deepEqual(await port.close({ reason: "again" }), proof);
+  assert.deepEqual(markedPids(mark), []);
+});

@@ -1,0 +1,43 @@
+// What a strict TypeScript host writes against @acpx-sidecar/client; it
+// must compile (test/types.test.mjs runs tsc on it). Never run.
+import {
+  spawnSidecar,
+  textOf,
+  SidecarError,
+  type EventsResult,
+  type JournalEntry,
+  type SidecarDataCode,
+  type StatsResult,
+  type AcpxRuntimeTurnInput,
+} from "@acpx-sidecar/client";
+
+export async function host(stateDir: string): Promise<void> {
+  const sc = await spawnSidecar({ stateDir });
+  const s = await sc.open({ sessionKey: "k", agent: "generic", command: { path: "/bin/true" }, cwd: "/tmp" });
+  const turn = s.prompt({ requestId: "t1", prompt: "hi" });
+  let text = "";
+  for await (const u of turn.updates) {
+    // The example host's pattern, typed: textOf takes the params or their update.
+    const t: string | undefined = textOf(u);
+    text += t ?? textOf(u.update) ?? "";
+  }
+  try {
+    await turn.result;
+  } catch (err) {
+    if (err instanceof SidecarError) {
+      const code: SidecarDataCode = err.dataCode;
+      const asString: string = err.dataCode; // string-compatible
+      if (err.dataCode === "TURN_ACTIVE" || err.dataCode === "TRANSPORT") console.log(code, asString);
+      // @ts-expect-error a code outside the schema's DataCode union is a typo
+      if (err.dataCode === "TURN_ACTIV") console.log("never");
+    }
+  }
+  const page: EventsResult = await sc.events({ sessionKey: "k", afterSeq: 0, limit: 10 });
+  const first: JournalEntry | undefined = page.events[0];
+  for await (const p of sc.eventPages({ sessionKey: "k" })) console.log(p.nextSeq, p.truncated, first?.method);
+  const st: StatsResult = await sc.stats();
+  const queued: AcpxRuntimeTurnInput = { text: "x", requestId: "q", queue: true };
+  console.log(text, st.turns.completed, queued);
+  const [a, b] = await Promise.all([sc.shutdown(), sc.shutdown()]);
+  console.log(a.length === b.length);
+}
