@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"slices"
 	"strconv"
 	"sync/atomic"
 	"syscall"
@@ -199,4 +200,46 @@ func cpuTime() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// BenchmarkCloseToProof measures session/close → proof in cgroup mode
+// with the fault agent (ACP session/close answered, stdin EOF, the agent
+// exits, the tree is proven empty), one close at a time, with
+// ACPX_BENCH_IDLE_SESSIONS (default 0) other sessions alive:
+// ms/close-p50 is the median from Manager.Close to its reply.
+func BenchmarkCloseToProof(b *testing.B) {
+	m, sup := benchManager(b, reaper.ModeCgroup)
+	cwd := b.TempDir()
+	open := func(key string) string {
+		return call(b, func(r func(any, error)) {
+			m.Open(context.Background(), protocol.OpenParams{SessionKey: key, Agent: "generic",
+				Command: &protocol.Command{Path: faultAgent}, Cwd: cwd,
+				PermissionMode: "approve-reads", NonInteractivePermissions: "deny"}, r)
+		}).(protocol.OpenResult).Session
+	}
+	idle, _ := strconv.Atoi(os.Getenv("ACPX_BENCH_IDLE_SESSIONS"))
+	for i := 0; i < idle; i++ {
+		open("idle-" + strconv.Itoa(i))
+	}
+	var lat []time.Duration
+	n := 0
+	for b.Loop() {
+		b.StopTimer()
+		id := open("close-" + strconv.Itoa(n))
+		n++
+		b.StartTimer()
+		start := time.Now()
+		res := call(b, func(r func(any, error)) { m.Close(protocol.CloseParams{Session: id, Reason: "bench"}, r) }).(protocol.CloseResult)
+		lat = append(lat, time.Since(start))
+		if !res.Proof.Complete || res.Proof.ProtocolClose.Outcome != protocol.CloseOK {
+			b.Fatalf("proof: %+v", res.Proof)
+		}
+	}
+	b.StopTimer()
+	slices.Sort(lat)
+	b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "ms/close-p50")
+	m.Shutdown()
+	m.Wait()
+	sup.Seal()
+	_ = sup.Close()
 }
