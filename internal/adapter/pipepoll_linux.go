@@ -19,11 +19,13 @@ import (
 // sidecar-wide epoll instance holds every provider stdout in one-shot
 // mode: a pipe is armed only when its reader found it empty, so it wakes
 // the sidecar at most once per wait; and while the provider is streaming
-// (data came within streamGap) an empty read first sleeps coalesceWait on
-// a Go timer, the pipe disarmed, so what the agent writes meanwhile is
-// taken by one read(2) and handed to the actor as one batch
-// (docs/architecture.md, "Update path"). The cost is up to ~1–2 ms of
-// added latency per batch during a burst only.
+// session/updates (the read loop's last message was one, and data came
+// within streamGap) an empty read first sleeps coalesceWait on a Go timer,
+// the pipe disarmed, so what the agent writes meanwhile is taken by one
+// read(2) and handed to the actor as one batch (docs/architecture.md,
+// "Update path"). The cost is up to ~1–2 ms of added latency per batch
+// during a stream of updates only; a request or response line that ends a
+// stream waits at most that once.
 
 // Pacing of a streaming pipe.
 const (
@@ -55,7 +57,15 @@ type pipeReader struct {
 	rmu      sync.Mutex // held around read(2): Close waits for it before close(2)
 	lastData time.Time
 	timer    *time.Timer
+	// pacing: the read loop is taking session/updates (setPacing); only
+	// then does an empty read wait coalesceWait first.
+	pacing bool
 }
+
+// setPacing is called by the read loop (the goroutine that calls Read):
+// true while it is taking a stream of session/updates, false once another
+// message came, so requests and responses are never held back.
+func (r *pipeReader) setPacing(on bool) { r.pacing = on }
 
 // pollPipe moves r (a provider's stdout) to the shared poller: it
 // duplicates its descriptor, closes r (which takes it out of the runtime's
@@ -208,7 +218,7 @@ func (r *pipeReader) Read(b []byte) (int, error) {
 		case !errors.Is(err, unix.EAGAIN):
 			return 0, err
 		}
-		if !paced && time.Since(r.lastData) < streamGap {
+		if r.pacing && !paced && time.Since(r.lastData) < streamGap {
 			paced = true
 			if !r.sleep(coalesceWait) {
 				return 0, os.ErrClosed

@@ -29,12 +29,13 @@ func pipePair(t *testing.T) (io.ReadCloser, *os.File) {
 }
 
 // TestPipeReader_DeliversInOrderThenEOF: what the writer writes, in
-// pieces with pauses between them (the reader waits armed, and paces while
-// data keeps coming), arrives whole and in order; the writer's close is
+// pieces with pauses between them (the reader paces while data keeps
+// coming, and waits armed across the pauses), arrives whole and in order; the writer's close is
 // io.EOF once drained. The poller's thread stops with the last reader.
 func TestPipeReader_DeliversInOrderThenEOF(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	r, w := pipePair(t)
+	r.(*pipeReader).setPacing(true) // as while taking updates: empty reads pace
 	var want bytes.Buffer
 	lines := make([]string, 300)
 	for i := range lines {
