@@ -94,9 +94,11 @@ leakcheck:
 	else echo "leakcheck: no test process left alive"; fi
 
 # Every benchmark (docs/architecture.md, "Performance"), without -race:
-# among them BenchmarkTurnUpdates (cpu-ns/update, allocs/update, B/update
-# of the update path), BenchmarkCooperativeClose (close -> proof p50,
-# cgroup mode) and BenchmarkScale (ACPX_SCALE_SESSIONS, default 1000,
+# among them BenchmarkTurnUpdates (cpu-ns/update, allocs/update, B/update,
+# ctxsw/update of the update path), BenchmarkCloseToProof (session/close
+# -> proof p50 through the adapter with the fault agent, cgroup mode;
+# ACPX_BENCH_IDLE_SESSIONS others alive), BenchmarkCooperativeClose (the
+# reaper's part of it) and BenchmarkScale (ACPX_SCALE_SESSIONS, default 1000,
 # concurrent sessions of the fault agent: kB and threads per idle session
 # outside the agents, helper processes, burst-close time, close -> proof
 # p50, incomplete proofs). The scale run alone: `make scale`.

@@ -59,6 +59,7 @@ func (s stdio) Close() error {
 // newACPConn starts the connection. post delivers events to the actor; it
 // may block (backpressure) and must return false once the actor is gone.
 func newACPConn(stdin io.WriteCloser, stdout io.ReadCloser, maxLine int, log *zap.Logger, post func(providerEvent) bool) *acpConn {
+	stdout = pollPipe(stdout) // one wake-up per batch, not per line (pipepoll_linux.go)
 	st := newLineStream(stdout, stdin, stdio{w: stdin, r: stdout}, maxLine, func(fe *jsonl.FrameError) {
 		// Never log the line itself: provider output may carry secrets.
 		log.Debug("provider stdout line discarded", zap.Stringer("kind", fe.Kind), zap.String("reason", fe.Reason))

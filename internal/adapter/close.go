@@ -21,6 +21,9 @@ import (
 type closeAttempt struct {
 	waiters []Reply
 	discard bool
+	// marked: the record was already marked closed (deleted when
+	// markedDiscard) while the worker ran (startCleanup).
+	marked, markedDiscard bool
 }
 
 // close handles session/close and shutdown on the actor. Idempotent: after
@@ -83,6 +86,14 @@ func (s *session) startCleanup(reason string, origin protocol.ProofOrigin, disca
 		proof := s.cleanup(in)
 		s.post(func() { s.finishCleanup(proof) })
 	}()
+	if !dead {
+		// A session that is not dead is marked closed whatever the proof
+		// (finishCleanup); doing it now, while the worker closes the ACP
+		// session and ends the tree, takes the record's write and fsyncs
+		// off the path from close to proof.
+		s.markClosed(s.closeReq.discard)
+		s.closeReq.marked, s.closeReq.markedDiscard = true, s.closeReq.discard
+	}
 }
 
 // finishCleanup adopts a cleanup's proof on the actor.
@@ -98,7 +109,12 @@ func (s *session) finishCleanup(proof *protocol.Proof) {
 	explicit := ca != nil && len(ca.waiters) > 0
 	if !s.state.is(protocol.StateDead) || explicit {
 		s.moveTo(protocol.StateClosed)
-		s.markClosed(ca != nil && ca.discard)
+		switch discard := ca != nil && ca.discard; {
+		case ca == nil || !ca.marked:
+			s.markClosed(discard)
+		case discard && !ca.markedDiscard:
+			s.markClosed(true) // a close that joined asked to discard
+		}
 	}
 	if proof.Complete {
 		_ = s.st.RemoveOwned(s.id)

@@ -23,7 +23,7 @@ func forwardSession(b *testing.B, journaled bool) *session {
 	}
 	cfg := DefaultConfig()
 	cfg.StateDir = dir
-	m := NewManager(cfg, &discardHost{})
+	m := NewManager(cfg, newDiscardHost())
 	s := newSession(m, "s-0123456789abcdef", protocol.OpenParams{SessionKey: "bench", StateDir: dir}, profiles.Profile{})
 	s.st = st
 	s.jnFailed = !journaled

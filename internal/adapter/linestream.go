@@ -35,6 +35,9 @@ type lineStream struct {
 	env       jsonl.Envelope
 	batch     []providerUpdate
 	batchSize int // bytes of the updates in batch
+	// pacer, if the stream reads a paced pipe (pipepoll_linux.go), is told
+	// whether the read loop is taking a stream of updates.
+	pacer interface{ setPacing(bool) }
 }
 
 // Batch bounds of lineStream.
@@ -54,8 +57,10 @@ type providerUpdate struct {
 // line in bytes (≤ 0 means jsonl.DefaultMaxFrameBytes). closer (may be nil)
 // is closed by Close.
 func newLineStream(r io.Reader, w io.Writer, closer io.Closer, maxLine int, onDrop func(*jsonl.FrameError)) *lineStream {
-	return &lineStream{in: jsonl.NewReader(r, jsonl.NDJSON, maxLine), out: jsonl.NewWriter(w, jsonl.NDJSON),
+	st := &lineStream{in: jsonl.NewReader(r, jsonl.NDJSON, maxLine), out: jsonl.NewWriter(w, jsonl.NDJSON),
 		closer: closer, onDrop: onDrop}
+	st.pacer, _ = r.(interface{ setPacing(bool) })
+	return st
 }
 
 // ReadObject reads lines until one is a JSON-RPC 2.0 message other than a
@@ -70,8 +75,10 @@ func (s *lineStream) ReadObject(v interface{}) error {
 				if len(s.batch) >= maxBatch || s.batchSize >= maxBatchBytes || !s.in.LineReady() {
 					s.flush()
 				}
+				s.setPacing(true)
 				continue
 			}
+			s.setPacing(false)
 			s.flush()
 			err = jsonl.DecodeMessage(frame, v)
 		} else {
@@ -87,6 +94,12 @@ func (s *lineStream) ReadObject(v interface{}) error {
 		if s.onDrop != nil {
 			s.onDrop(fe)
 		}
+	}
+}
+
+func (s *lineStream) setPacing(on bool) {
+	if s.pacer != nil {
+		s.pacer.setPacing(on)
 	}
 }
 

@@ -126,7 +126,7 @@ func TestUpdateNotice_IsTheNoticeJSON(t *testing.T) {
 		if len(s.out) != 1 {
 			t.Fatalf("queued %d frames", len(s.out))
 		}
-		return s.outBuf[s.out[0].start:s.out[0].end]
+		return s.out[0].Params
 	}
 	up := `{"sessionUpdate":"agent_message_chunk", "content":{"text":"<x>"}}`
 	rid := "t\"1\n"

@@ -8,6 +8,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/acpx-sidecar/acpx-sidecar/internal/journal"
+	"github.com/acpx-sidecar/acpx-sidecar/internal/jsonl"
 	"github.com/acpx-sidecar/acpx-sidecar/protocol"
 )
 
@@ -15,14 +16,27 @@ import (
 // appended to the session key's journal (internal/journal), queued, and
 // sent by flushOut, which first hands the journal's buffer to the kernel
 // in one write(2) — so an entry is in the kernel before its frame is in
-// the host's pipe, and a burst of updates costs one journal write
-// (docs/protocol.md §16, Session journal).
+// the host's pipe — then the queued frames to the host in one write when
+// the host is a BatchHost: a burst of updates costs one journal write and
+// one host write (docs/protocol.md §16, Session journal;
+// docs/architecture.md, "Update path").
 
-// outFrame is one queued notification: its params are outBuf[start:end].
-type outFrame struct {
-	method     string
-	start, end int
+// BatchHost is a Host that writes several notifications at once: NotifyBatch
+// writes ns in order as consecutive frames (one write(2) for a batch under
+// 1 MiB), serialized with its other writes so that nothing comes between
+// them and a response sent after it returned follows them; it blocks while
+// the host is not reading (backpressure) and returns the first write error.
+// rpc.Server implements it; a Host without it gets one Notify per frame.
+type BatchHost interface {
+	Host
+	NotifyBatch(ns []jsonl.Notification) error
 }
+
+// outFrame is one queued notification. Its Params are a subslice of
+// outBuf as it was when the frame was queued: bytes below len(outBuf) are
+// never rewritten before flushOut, and an append that moves outBuf leaves
+// the old array (and so the slice) as it was.
+type outFrame = jsonl.Notification
 
 // maxOutBatch bounds the frames queued before flushOut runs even though
 // the inbox is not drained.
@@ -90,7 +104,7 @@ func (s *session) queueFrame(method string, start int) {
 			s.jn.AppendNotice(method, params)
 		}
 	}
-	s.out = append(s.out, outFrame{method: method, start: start, end: len(s.outBuf)})
+	s.out = append(s.out, outFrame{Method: method, Params: params})
 }
 
 // flushOut writes the journal's buffer, then sends every queued frame in
@@ -105,14 +119,27 @@ func (s *session) flushOut() {
 			s.log.Warn("session journal write failed", zap.Error(err))
 		}
 	}
-	for _, f := range s.out {
-		if f.method == protocol.NotifySessionUpdate {
-			s.m.stats.updatesForwarded.Add(1)
-		}
-		if err := s.m.host.Notify(f.method, json.RawMessage(s.outBuf[f.start:f.end])); err != nil {
-			s.log.Debug("notification not delivered", zap.String("method", f.method), zap.Error(err))
+	var updates uint64
+	for i := range s.out {
+		if s.out[i].Method == protocol.NotifySessionUpdate {
+			updates++
 		}
 	}
+	if updates > 0 {
+		s.m.stats.updatesForwarded.Add(updates)
+	}
+	if bh, ok := s.m.host.(BatchHost); ok {
+		if err := bh.NotifyBatch(s.out); err != nil {
+			s.log.Debug("notifications not delivered", zap.Int("frames", len(s.out)), zap.Error(err))
+		}
+	} else {
+		for _, f := range s.out {
+			if err := s.m.host.Notify(f.Method, json.RawMessage(f.Params)); err != nil {
+				s.log.Debug("notification not delivered", zap.String("method", f.Method), zap.Error(err))
+			}
+		}
+	}
+	clear(s.out) // drop the references into outBuf's old arrays
 	s.out, s.outBuf = s.out[:0], s.outBuf[:0]
 	if cap(s.outBuf) > 1<<20 {
 		s.outBuf = nil // a burst of large updates: do not keep its buffer

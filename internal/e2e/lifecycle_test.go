@@ -12,6 +12,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -211,14 +213,17 @@ func TestShutdown_HostThatStopsReadingCannotPinTheSidecar(t *testing.T) {
 		t.Fatalf("no provider alive")
 	}
 	// Wait until the stdout pipe is full: from now on every write of the
-	// sidecar blocks (bounded wait on the pipe's fill level).
+	// sidecar blocks (bounded wait on the pipe's fill level). The sidecar
+	// writes a batch of frames at once, and a pipe holds at most 16 pages
+	// however full each is, so "full" is also: well filled and a sidecar
+	// thread asleep in the kernel's pipe write.
 	fd := int(stdout.(*os.File).Fd())
 	for deadline := time.Now().Add(20 * time.Second); ; {
 		n, err := unix.IoctlGetInt(fd, unix.TIOCINQ)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if n >= 64<<10-4096 || r.Buffered() > 0 && n >= 60<<10 {
+		if n >= 64<<10-4096 || r.Buffered() > 0 && n >= 60<<10 || n >= 32<<10 && blockedInPipeWrite(cmd.Process.Pid) {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -234,6 +239,19 @@ func TestShutdown_HostThatStopsReadingCannotPinTheSidecar(t *testing.T) {
 		t.Fatalf("the sidecar did not exit while its host was not reading")
 	}
 	waitNoMarked(t, e.mark, e.work, 5*time.Second)
+}
+
+// blockedInPipeWrite reports whether a thread of pid sleeps in the
+// kernel's pipe write (/proc/<pid>/task/*/wchan: pipe_write, or
+// anon_pipe_write on newer kernels).
+func blockedInPipeWrite(pid int) bool {
+	tasks, _ := filepath.Glob(filepath.Join("/proc", strconv.Itoa(pid), "task", "*", "wchan"))
+	for _, p := range tasks {
+		if b, err := os.ReadFile(p); err == nil && strings.HasSuffix(string(b), "pipe_write") {
+			return true
+		}
+	}
+	return false
 }
 
 // TestShutdown_ExitRightBehindShutdownWaitsForIt: `exit` sent in the same

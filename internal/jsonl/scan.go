@@ -282,7 +282,15 @@ func (s *scanner) array(depth int) bool {
 func (s *scanner) str() (escaped, ok bool) {
 	s.i++ // '"'
 	for s.i < len(s.b) {
-		c := s.b[s.i]
+		// The bulk of a string: bytes that need no look (a tight loop).
+		i, b := s.i, s.b
+		for i < len(b) && plainStringByte[b[i]] {
+			i++
+		}
+		if s.i = i; i >= len(b) {
+			break
+		}
+		c := b[i]
 		switch {
 		case c == '"':
 			s.i++
@@ -317,6 +325,15 @@ func (s *scanner) str() (escaped, ok bool) {
 	}
 	return escaped, false
 }
+
+// plainStringByte[c]: c inside a JSON string is itself (not '"', '\\'
+// or a control character).
+var plainStringByte = func() (t [256]bool) {
+	for c := 0x20; c < 256; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()
 
 func isHex(c byte) bool { return c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F' }
 

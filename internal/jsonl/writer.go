@@ -63,10 +63,54 @@ func (w *Writer) WriteFrame(b []byte) error {
 // array), without a line break under NDJSON. method is a plain method name
 // (quoted as a JSON string). It returns the underlying writer's error.
 func (w *Writer) WriteNotification(method string, params []byte) error {
-	const head, mid = `{"jsonrpc":"2.0","method":`, `,"params":`
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	b := w.appendNotification(w.buf[:0], method, params)
+	_, err := w.w.Write(b)
+	w.keep(b)
+	return err
+}
+
+// Notification is one notification for WriteNotifications: Params are
+// written verbatim (one JSON value, without a line break under NDJSON).
+type Notification struct {
+	Method string
+	Params []byte
+}
+
+// WriteNotifications writes ns, in order, as consecutive frames shaped as
+// WriteNotification's, with no other write in between: one write per
+// maxKeptBuf (1 MiB) of frames — one write(2) for a batch of ordinary
+// updates; a frame larger than that gets a write of its own. It blocks
+// while the underlying writer does (backpressure) and stops at the first
+// error, which it returns: the frames before it were written, the failed
+// write's may be in part, none after it.
+func (w *Writer) WriteNotifications(ns []Notification) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	b := w.buf[:0]
+	for i, n := range ns {
+		b = w.appendNotification(b, n.Method, n.Params)
+		if len(b) >= maxKeptBuf || i == len(ns)-1 {
+			if _, err := w.w.Write(b); err != nil {
+				w.keep(b)
+				return err
+			}
+			if i < len(ns)-1 && cap(b) > maxKeptBuf {
+				b = nil // one huge frame: do not copy the next ones into it
+			} else {
+				b = b[:0]
+			}
+		}
+	}
+	w.keep(b)
+	return nil
+}
+
+// appendNotification appends one notification frame (with its LSP header
+// or NDJSON terminator) to b.
+func (w *Writer) appendNotification(b []byte, method string, params []byte) []byte {
+	const head, mid = `{"jsonrpc":"2.0","method":`, `,"params":`
 	if w.framing == LSP {
 		n := len(head) + jsonStringLen(method) + len(mid) + len(params) + 1
 		b = append(b, "Content-Length: "...)
@@ -81,9 +125,7 @@ func (w *Writer) WriteNotification(method string, params []byte) error {
 	if w.framing != LSP {
 		b = append(b, '\n')
 	}
-	_, err := w.w.Write(b)
-	w.keep(b)
-	return err
+	return b
 }
 
 func (w *Writer) keep(b []byte) {

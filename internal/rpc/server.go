@@ -10,6 +10,7 @@ import (
 	"github.com/sourcegraph/jsonrpc2"
 	"go.uber.org/zap"
 
+	"github.com/acpx-sidecar/acpx-sidecar/internal/jsonl"
 	"github.com/acpx-sidecar/acpx-sidecar/protocol"
 )
 
@@ -196,6 +197,23 @@ func (s *Server) Notify(method string, params json.RawMessage) error {
 	default:
 	}
 	return s.stream.WriteNotification(method, params)
+}
+
+// NotifyBatch sends ns, in order, as consecutive notification frames in
+// one write (jsonl.Writer.WriteNotifications; params verbatim, as Notify),
+// serialized with jsonrpc2's own writes: a response sent after NotifyBatch
+// returned follows every frame of the batch, and none comes between them
+// (docs/architecture.md, "Update path"). It blocks while the host is not
+// reading (backpressure) and returns the first write error; after the
+// connection ended it returns jsonrpc2.ErrClosed and writes nothing.
+func (s *Server) NotifyBatch(ns []jsonl.Notification) error {
+	<-s.ready
+	select {
+	case <-s.conn.DisconnectNotify():
+		return jsonrpc2.ErrClosed
+	default:
+	}
+	return s.stream.WriteNotifications(ns)
 }
 
 // PermissionRequests reports whether the host declared

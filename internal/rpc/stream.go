@@ -88,6 +88,14 @@ func (s *FrameStream) WriteNotification(method string, params []byte) error {
 	return s.out.WriteNotification(method, params)
 }
 
+// WriteNotifications writes ns in order as consecutive frames
+// (jsonl.Writer.WriteNotifications: one write for a batch under 1 MiB),
+// serialized with every other write of the stream, so no response is
+// written between them.
+func (s *FrameStream) WriteNotifications(ns []jsonl.Notification) error {
+	return s.out.WriteNotifications(ns)
+}
+
 // Release lets a ReadObject held at end of input return.
 func (s *FrameStream) Release() { s.releaseOnce.Do(func() { close(s.release) }) }
 

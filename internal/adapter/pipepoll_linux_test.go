@@ -1,0 +1,93 @@
+//go:build linux
+
+package adapter
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"os"
+	"strconv"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+// pipePair is an os.Pipe whose read end went to the shared poller.
+func pipePair(t *testing.T) (io.ReadCloser, *os.File) {
+	t.Helper()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pr := pollPipe(r)
+	if _, ok := pr.(*pipeReader); !ok {
+		t.Fatalf("pollPipe kept the runtime's reader (%T)", pr)
+	}
+	return pr, w
+}
+
+// TestPipeReader_DeliversInOrderThenEOF: what the writer writes, in
+// pieces with pauses between them (the reader paces while data keeps
+// coming, and waits armed across the pauses), arrives whole and in order; the writer's close is
+// io.EOF once drained. The poller's thread stops with the last reader.
+func TestPipeReader_DeliversInOrderThenEOF(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	r, w := pipePair(t)
+	r.(*pipeReader).setPacing(true) // as while taking updates: empty reads pace
+	var want bytes.Buffer
+	lines := make([]string, 300)
+	for i := range lines {
+		lines[i] = "line " + strconv.Itoa(i) + "\n"
+		want.WriteString(lines[i])
+	}
+	go func() {
+		for i, line := range lines {
+			_, _ = w.WriteString(line)
+			if i%100 == 99 {
+				time.Sleep(5 * time.Millisecond) // an idle gap: the reader waits armed
+			}
+		}
+		w.Close()
+	}()
+	got, err := io.ReadAll(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want.Bytes()) {
+		t.Fatalf("read %d bytes, want %d, or out of order", len(got), want.Len())
+	}
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestPipeReader_CloseWakesAWaitingRead: a Read waiting on an empty pipe
+// whose writer stays open returns os.ErrClosed when the reader is closed,
+// and the descriptor is closed (a second Close is a no-op).
+func TestPipeReader_CloseWakesAWaitingRead(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	r, w := pipePair(t)
+	defer w.Close()
+	errc := make(chan error, 1)
+	go func() {
+		_, err := r.Read(make([]byte, 16))
+		errc <- err
+	}()
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-errc:
+		if !errors.Is(err, os.ErrClosed) {
+			t.Fatalf("read after close: %v, want os.ErrClosed", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a waiting Read was not woken by Close")
+	}
+	_ = r.Close()
+	if _, err := w.Write([]byte("x")); err == nil {
+		t.Fatal("the pipe's read end is still open after Close")
+	}
+}

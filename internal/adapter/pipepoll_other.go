@@ -1,0 +1,9 @@
+//go:build !linux
+
+package adapter
+
+import "io"
+
+// pollPipe returns r: outside Linux a provider's stdout is read through the
+// Go runtime's poller (pipepoll_linux.go).
+func pollPipe(r io.ReadCloser) io.ReadCloser { return r }
