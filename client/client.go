@@ -48,7 +48,10 @@ type Options struct {
 	// answered Cancelled()).
 	OnPermission func(ctx context.Context, req PermissionRequest) PermissionOutcome
 	// OnProof receives cleanup/proof notifications: provider-exit, late
-	// handshake, retained and recovered cleanups (docs/protocol.md §9).
+	// handshake, retained and recovered cleanups (docs/protocol.md §9),
+	// and the proofs of Opens whose ctx ended before the sidecar answered
+	// (the admission's cleanup proof, or the close of a session admitted
+	// anyway; see Client.Open).
 	OnProof func(Proof)
 	// OnExited receives session/exited notifications.
 	OnExited func(Exited)
