@@ -160,9 +160,8 @@ func (s *Session) Cancel(ctx context.Context) (bool, error) {
 
 // CancelTurn runs session/cancel for the turn requestID: the active turn
 // if it is that one, or that queued turn (docs/protocol.md §8
-// session/prompt, Queued turns; its
-// Prompt then returns Status "cancelled"). False when no such turn runs or
-// waits.
+// session/prompt, Queued turns; its Prompt then returns Status
+// "cancelled"). False when no such turn runs or waits.
 func (s *Session) CancelTurn(ctx context.Context, requestID string) (bool, error) {
 	var res struct {
 		Cancelled bool `json:"cancelled"`
