@@ -29,17 +29,29 @@ type Options struct {
 	Args []string
 	// Env is the sidecar's environment ("K=V"); nil inherits this
 	// process's. Providers get of it what the sidecar's --inherit-env
-	// policy passes on (PROTOCOL.md §7 Environment; OpenParams.InheritEnv).
+	// policy passes on (docs/protocol.md §18.1; OpenParams.InheritEnv).
 	Env []string
 	// OnPermission answers session/requestPermission. When it is set, Start
 	// declares capabilities.permissionRequests, and each request is
-	// answered with what it returns, on its own goroutine; ctx ends when the
-	// connection closes. When nil, escalations follow each session's
+	// answered with what it returns, on its own goroutine. ctx ends as soon
+	// as the sidecar no longer waits for this answer, and OnPermission
+	// should then return (what it returns is still sent, and the sidecar
+	// ignores it, docs/protocol.md §9): when a session/permission notice
+	// decides this ask without the host (same session, RequestID and
+	// toolCallId; decision "timeout" after permissionTimeoutMs, §18.3, or
+	// "cancelled" for a cancel, close, shutdown or turn end), when the
+	// turn's session/prompt result arrives, when the session is closed
+	// (session/close result or CLEANUP_INCOMPLETE) or its provider exits
+	// (session/exited), after shutdown's result, and when the connection
+	// closes. When nil, escalations follow each session's
 	// nonInteractivePermissions (and a request, should one come, is
 	// answered Cancelled()).
 	OnPermission func(ctx context.Context, req PermissionRequest) PermissionOutcome
 	// OnProof receives cleanup/proof notifications: provider-exit, late
-	// handshake, retained and recovered cleanups (docs/protocol.md §9).
+	// handshake, retained and recovered cleanups (docs/protocol.md §9),
+	// and the proofs of Opens whose ctx ended before the sidecar answered
+	// (the admission's cleanup proof, or the close of a session admitted
+	// anyway; see Client.Open).
 	OnProof func(Proof)
 	// OnExited receives session/exited notifications.
 	OnExited func(Exited)
@@ -54,7 +66,9 @@ type Options struct {
 	// and params verbatim and returns the result (marshalled as JSON) or an
 	// error (an *Error is sent with its Code, Message and Data; any other
 	// error as -32603). Each request runs on its own goroutine; ctx ends
-	// when the connection closes, and OnRequest must then return. It is
+	// when the connection closes, and OnRequest must then return; for
+	// session/requestPermission it also ends when the sidecar settles the
+	// ask without the host, as for OnPermission. It is
 	// for hosts (and tests) that need methods or answers this package does
 	// not model.
 	OnRequest func(ctx context.Context, req Request) (any, error)
@@ -65,6 +79,9 @@ type Options struct {
 	// It must not block or call the Client. Frame.Data is its own copy.
 	OnFrame func(Frame)
 	// Stderr receives the sidecar's JSON log lines; nil discards them.
+	// Either way the Client keeps their last 4 KiB (Client.StderrTail),
+	// which Start puts into its error when the sidecar exits before
+	// initialize is answered. Write errors of Stderr are ignored.
 	Stderr io.Writer
 }
 
@@ -82,10 +99,17 @@ type Client struct {
 	nextID atomic.Uint64
 	info   InitializeResult
 
+	frameLimit atomic.Int64 // capabilities.maxFrameBytes, 0 before initialize
+	stderr     *stderrTee
+	asks       permAsks // pending permission asks' handler contexts
+
 	mu    sync.Mutex
 	turns map[turnKey]*turnSink
+	opens map[uint64]*openWatch // Open calls by request id
 
-	handlers sync.WaitGroup // goroutines answering sidecar requests
+	trackMu  sync.Mutex
+	torn     bool           // reap has begun waiting for handlers
+	handlers sync.WaitGroup // goroutines answering sidecar requests, late opens
 
 	done     chan struct{} // closed once the process is reaped and all is torn down
 	exitCode int           // valid after done
@@ -99,7 +123,12 @@ type turnKey struct{ session, requestID string }
 // "acpx-sidecar-go-client"). ctx bounds only the start: the process
 // outlives it. On failure the process is killed and reaped, and the error
 // is DataCodeStart, the sidecar's error, DataCodeTransport or
-// DataCodeCancelled.
+// DataCodeCancelled. When the sidecar ends before it answers initialize
+// (bad flags, exit status 2, or a default it cannot enforce, such as
+// --default-pids without a pids controller; docs/protocol.md §2), the
+// error is DataCodeStart and its Message gives the exit status and the end
+// of the sidecar's stderr (at most 4 KiB; the sidecar never logs a secret,
+// docs/protocol.md §13).
 func Start(ctx context.Context, opts Options) (*Client, error) {
 	c, err := Spawn(ctx, opts)
 	if err != nil {
@@ -108,6 +137,20 @@ func Start(ctx context.Context, opts Options) (*Client, error) {
 	if err := c.Initialize(ctx); err != nil {
 		c.kill()
 		<-c.done
+		var ce *Error
+		if errors.As(err, &ce) && ce.DataCode == DataCodeTransport {
+			status := "ended"
+			if ps := c.cmd.ProcessState; ps != nil {
+				status = "ended with " + ps.String()
+			}
+			msg := "the sidecar " + status + " before answering initialize"
+			if tail := c.StderrTail(); tail != "" {
+				msg += "; the end of its stderr:\n" + tail
+			} else {
+				msg += " and wrote nothing to stderr"
+			}
+			return nil, &Error{DataCode: DataCodeStart, Message: msg, method: "start", cause: err}
+		}
 		return nil, err
 	}
 	return c, nil
@@ -131,7 +174,8 @@ func Spawn(ctx context.Context, opts Options) (*Client, error) {
 	args = append(args, opts.Args...)
 	cmd := exec.Command(opts.Binary, args...)
 	cmd.Env = opts.Env
-	cmd.Stderr = opts.Stderr
+	tee := &stderrTee{out: opts.Stderr}
+	cmd.Stderr = tee
 	cmd.WaitDelay = 2 * time.Second // bound the copy of Stderr after exit
 
 	inR, inW, err := os.Pipe()
@@ -154,13 +198,14 @@ func Spawn(ctx context.Context, opts Options) (*Client, error) {
 		return nil, newError("start", DataCodeStart, err, "%v", err)
 	}
 
-	c := &Client{opts: opts, cmd: cmd, events: newQueue(), turns: map[turnKey]*turnSink{}, done: make(chan struct{})}
+	c := &Client{opts: opts, cmd: cmd, stderr: tee, events: newQueue(), turns: map[turnKey]*turnSink{},
+		opens: map[uint64]*openWatch{}, done: make(chan struct{})}
 	connCtx, stop := context.WithCancel(context.Background())
 	c.stop = stop
 	c.pipes = &pipes{r: outR, w: inW}
-	c.stream = jsonrpc2.NewBufferedStream(c.pipes, ndjsonCodec{tap: opts.OnFrame})
+	c.stream = jsonrpc2.NewBufferedStream(c.pipes, ndjsonCodec{tap: opts.OnFrame, limit: &c.frameLimit})
 	c.conn = jsonrpc2.NewConn(connCtx, c.stream, handler{c},
-		jsonrpc2.SetLogger(log.New(io.Discard, "", 0)))
+		jsonrpc2.SetLogger(log.New(io.Discard, "", 0)), jsonrpc2.OnRecv(c.onRecv))
 	go c.reap()
 	return c, nil
 }
@@ -194,13 +239,38 @@ func (c *Client) reap() {
 	}
 	_ = c.conn.Close()
 	c.stop()
+	c.trackMu.Lock()
+	c.torn = true
+	c.trackMu.Unlock()
 	c.handlers.Wait()
 	c.events.close()
 	<-c.events.done
 	close(c.done)
 }
 
+// track runs f on a goroutine that reap waits for before Done is closed;
+// once reap has begun waiting it runs nothing and returns false.
+func (c *Client) track(f func()) bool {
+	c.trackMu.Lock()
+	defer c.trackMu.Unlock()
+	if c.torn {
+		return false
+	}
+	c.handlers.Add(1)
+	go func() {
+		defer c.handlers.Done()
+		f()
+	}()
+	return true
+}
+
 func (c *Client) kill() { _ = c.cmd.Process.Kill() }
+
+// StderrTail is the end of what the sidecar wrote to stderr so far (its
+// JSON log lines, or a flag error), at most 4 KiB, starting at a whole
+// line when older output was dropped; it is kept whether or not
+// Options.Stderr is set.
+func (c *Client) StderrTail() string { return c.stderr.Tail() }
 
 // Info is the sidecar's initialize result (pid, containment, agents,
 // bounds).
@@ -239,16 +309,28 @@ func (c *Client) call(ctx context.Context, method string, params, result any) er
 	return decode(method, raw, result)
 }
 
+// dispatch sends a request with a new id. Params that are not an object
+// or array, an empty method and a frame over the sidecar's limit are
+// refused before anything is written (frames.go).
 func (c *Client) dispatch(ctx context.Context, method string, params any) (jsonrpc2.Waiter, uint64, error) {
-	if err := ctx.Err(); err != nil {
-		return jsonrpc2.Waiter{}, 0, convert(method, err)
-	}
 	id := c.nextID.Add(1)
-	w, err := c.conn.DispatchCall(ctx, method, params, jsonrpc2.PickID(jsonrpc2.ID{Num: id}))
-	if err != nil {
-		return jsonrpc2.Waiter{}, 0, convert(method, err)
+	w, err := c.dispatchID(ctx, id, method, params)
+	return w, id, err
+}
+
+func (c *Client) dispatchID(ctx context.Context, id uint64, method string, params any) (jsonrpc2.Waiter, error) {
+	if err := ctx.Err(); err != nil {
+		return jsonrpc2.Waiter{}, convert(method, err)
 	}
-	return w, id, nil
+	raw, err := encodeParams(method, params)
+	if err != nil {
+		return jsonrpc2.Waiter{}, err
+	}
+	w, err := c.conn.DispatchCall(ctx, method, sendParams(raw), jsonrpc2.PickID(jsonrpc2.ID{Num: id}))
+	if err != nil {
+		return jsonrpc2.Waiter{}, convert(method, err)
+	}
+	return w, nil
 }
 
 func (c *Client) cancelRequest(id uint64) {
@@ -268,14 +350,18 @@ func decode(method string, raw json.RawMessage, result any) error {
 // Open runs session/open and returns the admitted session. A failed open
 // is an *Error whose Proof() is the cleanup proof of what it launched
 // (docs/protocol.md §5 data.cleanup). If ctx ends during admission the
-// sidecar is sent $/cancelRequest, which aborts the open and cleans up.
+// sidecar is sent $/cancelRequest, which aborts the open and cleans up
+// (docs/protocol.md §7 $/cancelRequest), and Open returns
+// DataCodeCancelled at once; the sidecar's later answer still reaches the
+// host: the cleanup proof of its error (ADMISSION_ABORTED, or whatever
+// ended the admission) goes to Options.OnProof, and if the admission had
+// already succeeded, the session, of which the host has no handle, is
+// closed with reason "open cancelled by the host" and that close's proof
+// goes to OnProof (a CLEANUP_INCOMPLETE close's final proof comes as
+// cleanup/proof). Such a proof is queued when the answer is read, so it
+// may come after notifications read later.
 func (c *Client) Open(ctx context.Context, p OpenParams) (*Session, error) {
-	s := &Session{c: c}
-	if err := c.call(ctx, "session/open", p, &s.res); err != nil {
-		return nil, err
-	}
-	s.id = s.res.Session
-	return s, nil
+	return c.open(ctx, p)
 }
 
 // Attach returns a handle for a session id this Client did not open (from

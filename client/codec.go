@@ -9,6 +9,7 @@ import (
 	"os"
 	"reflect"
 	"sync"
+	"sync/atomic"
 )
 
 // ndjsonCodec is the sidecar's default framing (docs/protocol.md §3): one
@@ -16,14 +17,22 @@ import (
 // not a JSON-RPC message at all, are skipped (the sidecar writes neither).
 // jsonrpc2.VSCodeObjectCodec would be LSP framing; jsonrpc2.PlainObjectCodec
 // writes newline-ended JSON too but reads a bare JSON value stream, so one
-// bad line would end the connection. tap (may be nil) is Options.OnFrame.
-type ndjsonCodec struct{ tap func(Frame) }
+// bad line would end the connection. tap (may be nil) is Options.OnFrame;
+// limit (nil or 0: none yet) is the sidecar's frame limit, initialize
+// capabilities.maxFrameBytes.
+type ndjsonCodec struct {
+	tap   func(Frame)
+	limit *atomic.Int64
+}
 
 // rawFrame is written verbatim (WriteRaw), without a line end added.
 type rawFrame []byte
 
 // WriteObject implements jsonrpc2.ObjectCodec: one line per message. The
-// stream calls it under its write lock, so taps see the wire order.
+// stream calls it under its write lock, so taps see the wire order. A
+// message longer than limit (the message bytes without the line end, as
+// the sidecar counts them, docs/protocol.md §3 Frame limit) is neither
+// written nor tapped: the error is a *frameTooLarge.
 func (c ndjsonCodec) WriteObject(w io.Writer, obj any) error {
 	if raw, ok := obj.(rawFrame); ok {
 		if c.tap != nil {
@@ -35,6 +44,11 @@ func (c ndjsonCodec) WriteObject(w io.Writer, obj any) error {
 	b, err := json.Marshal(obj)
 	if err != nil {
 		return err
+	}
+	if c.limit != nil {
+		if n := c.limit.Load(); n > 0 && int64(len(b)) > n {
+			return &frameTooLarge{size: int64(len(b)), limit: n}
+		}
 	}
 	if c.tap != nil {
 		c.tap(Frame{Sent: true, Data: bytes.Clone(b)})

@@ -40,7 +40,27 @@
 // (docs/protocol.md §5): switch on DataCode. Errors made here have Code 0
 // and DataCode DataCodeTransport (pipes closed, sidecar gone),
 // DataCodeCancelled (the context ended; Unwrap gives the context error),
-// DataCodeBadResult, DataCodeStart or DataCodeExitStatus.
+// DataCodeBadResult, DataCodeStart (for a sidecar that exits before
+// answering initialize, with its exit status and the end of its stderr)
+// or DataCodeExitStatus. One more kind is made here with the sidecar's
+// own code: a frame the sidecar would answer with id null
+// (docs/protocol.md §3 Bad frames), so that its caller would wait forever,
+// is never sent; the call fails at once with Code -32600 and DataCode
+// INVALID_REQUEST. That is a frame over the sidecar's frame limit
+// (initialize capabilities.maxFrameBytes; the message names the frame's
+// size and the limit), params that are not a JSON object, array or null,
+// and an empty method (see Error).
+//
+// # Cancellation
+//
+// A call whose ctx ends returns DataCodeCancelled; the sidecar is sent
+// $/cancelRequest for it. Two calls keep following the request after
+// that, because its answer matters: Open returns at once and delivers the
+// cleanup proof of the aborted admission (or closes a session admitted
+// anyway, and delivers that proof) to Options.OnProof; Prompt waits,
+// bounded by the sidecar's closeTimeoutMs plus 2 s, for the turn's final
+// answer and returns it with the error, so that the session is free for
+// the next turn when Prompt returns.
 //
 // # Notifications and callbacks
 //
@@ -49,6 +69,8 @@
 // notification goes to the Options callbacks (OnUpdate, OnProof, OnExited,
 // OnDecision), run one at a time in wire order on a goroutine of this
 // package; session/requestPermission goes to OnPermission, each request on
-// its own goroutine. Callbacks may call the Client. Done is closed only
-// after every callback has returned.
+// its own goroutine, with a ctx that ends once the sidecar has settled the
+// ask without the host (its timeout, a cancel, the turn's end, a close,
+// shutdown; see Options.OnPermission). Callbacks may call the Client.
+// Done is closed only after every callback has returned.
 package client

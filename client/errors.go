@@ -37,7 +37,16 @@ const (
 // failures, -32602 for bad params, …), DataCode its stable data.code
 // (SESSION_NOT_FOUND, INVALID_PARAMS, …) and Data the whole data member
 // verbatim. Errors made by this package have Code 0 and one of the
-// DataCode* constants. Switch on DataCode, not on Message.
+// DataCode* constants, except one kind: a request or notification the
+// sidecar would refuse as a bad frame (docs/protocol.md §3: answered with
+// id null, so its caller would wait forever) is refused here, before any
+// byte is written, with the error the sidecar would send, Code -32600 and
+// DataCode "INVALID_REQUEST", and Data nil. That is a frame over the
+// sidecar's frame limit (initialize capabilities.maxFrameBytes; Message
+// names the frame's size and the limit, e.g. a Prompt of a too long
+// prompt), params that do not marshal to a JSON object, array or null,
+// and an empty method. The connection is unaffected. Switch on DataCode,
+// not on Message.
 type Error struct {
 	Code     int
 	Message  string
@@ -108,6 +117,10 @@ func convert(method string, err error) *Error {
 	var ce *Error
 	if errors.As(err, &ce) {
 		return ce
+	}
+	var fe *frameTooLarge
+	if errors.As(err, &fe) {
+		return invalidRequest(method, "%s", fe.Error())
 	}
 	var re *jsonrpc2.Error
 	if errors.As(err, &re) {

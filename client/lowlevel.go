@@ -58,15 +58,20 @@ func (k *Call) Wait(ctx context.Context, result any) error {
 
 // Call sends any host → sidecar request (docs/protocol.md §7, §8, or one
 // this package has no method for yet) and decodes its result into result
-// (may be nil, or a *json.RawMessage). Errors: the sidecar's *Error,
-// DataCodeTransport, DataCodeBadResult, DataCodeCancelled (then
-// $/cancelRequest was sent).
+// (may be nil, or a *json.RawMessage). params must be nil, or marshal to a
+// JSON object, an array or null (docs/protocol.md §3). Errors: the
+// sidecar's *Error, DataCodeTransport, DataCodeBadResult,
+// DataCodeCancelled (then $/cancelRequest was sent), and, with nothing
+// sent, -32600 INVALID_REQUEST for what the sidecar would answer with id
+// null (docs/protocol.md §3 Bad frames): an empty method, other params, or
+// a frame over capabilities.maxFrameBytes (see Error).
 func (c *Client) Call(ctx context.Context, method string, params, result any) error {
 	return c.call(ctx, method, params, result)
 }
 
 // Send sends a request without waiting for its answer; Call.Wait reads
-// it. Answers may come out of order (docs/protocol.md §4).
+// it. Answers may come out of order (docs/protocol.md §4). Errors and
+// checks are Call's.
 func (c *Client) Send(ctx context.Context, method string, params any) (*Call, error) {
 	w, id, err := c.dispatch(ctx, method, params)
 	if err != nil {
@@ -75,10 +80,18 @@ func (c *Client) Send(ctx context.Context, method string, params any) (*Call, er
 	return &Call{c: c, method: method, id: id, w: w}, nil
 }
 
-// Notify sends a notification (exit, $/cancelRequest, …). Errors:
-// DataCodeTransport, DataCodeCancelled.
+// Notify sends a notification (exit, $/cancelRequest, …). params are
+// checked as Call's. Errors: DataCodeTransport, DataCodeCancelled, -32600
+// INVALID_REQUEST (nothing sent).
 func (c *Client) Notify(ctx context.Context, method string, params any) error {
-	if err := c.conn.Notify(ctx, method, params); err != nil {
+	if err := ctx.Err(); err != nil {
+		return convert(method, err)
+	}
+	raw, err := encodeParams(method, params)
+	if err != nil {
+		return err
+	}
+	if err := c.conn.Notify(ctx, method, sendParams(raw)); err != nil {
 		return convert(method, err)
 	}
 	return nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"time"
 
 	"github.com/sourcegraph/jsonrpc2"
 )
@@ -37,9 +38,23 @@ func (s *Session) Result() *OpenResult {
 // that fails, is cancelled or times out is still a result (Status); an
 // error means the request itself was refused (SESSION_NOT_FOUND,
 // TURN_ACTIVE, DUPLICATE_REQUEST_ID, SESSION_CLOSING,
-// PROVIDER_PROCESS_LOST, -32602) or the transport failed. If ctx ends
-// first, the turn is cancelled with $/cancelRequest, Prompt returns
-// DataCodeCancelled, and the turn's later updates go to Options.OnUpdate.
+// PROVIDER_PROCESS_LOST, -32602), the transport failed, or it was never
+// sent: -32600 INVALID_REQUEST when its frame is over the sidecar's frame
+// limit (capabilities.maxFrameBytes; the sidecar would answer it with id
+// null, docs/protocol.md §3), see Error.
+//
+// If ctx ends first, the turn is cancelled with $/cancelRequest (the same
+// as session/cancel for it, docs/protocol.md §7) and Prompt goes on
+// waiting, delivering updates to onUpdate, for the sidecar's final answer
+// of the turn, so that the session is free for the next Prompt when it
+// returns. The sidecar ends a cancelled turn when the agent answers the
+// cancel, or after bounds.closeTimeoutMs at the latest (docs/protocol.md
+// §8 session/cancel); Prompt waits that long plus 2 s (5 s in all if the
+// bounds are unknown because Initialize was not run). It then returns
+// DataCodeCancelled together with the turn's result when the answer came
+// (Status "cancelled", or whatever the turn ended with first), or nil when
+// it did not come in time; in that case the turn's later updates go to
+// Options.OnUpdate.
 func (s *Session) Prompt(ctx context.Context, p PromptParams, onUpdate func(Update)) (*PromptResult, error) {
 	const method = "session/prompt"
 	c := s.c
@@ -78,6 +93,9 @@ func (s *Session) Prompt(ctx context.Context, p PromptParams, onUpdate func(Upda
 	var raw json.RawMessage
 	answered := make(chan error, 1)
 	go func() { answered <- w.Wait(waitCtx, &raw) }()
+	done := ctx.Done()
+	var cancelled *Error       // set once ctx has ended
+	var grace <-chan time.Time // the bound of the wait after the cancel
 	for {
 		select {
 		case <-sink.wake:
@@ -87,19 +105,47 @@ func (s *Session) Prompt(ctx context.Context, p PromptParams, onUpdate func(Upda
 			// the response, so what the sink holds now is the rest.
 			deliver()
 			if err != nil {
+				if cancelled != nil {
+					return nil, cancelled
+				}
 				return nil, convert(method, err)
 			}
 			var res PromptResult
 			if err := decode(method, raw, &res); err != nil {
+				if cancelled != nil {
+					return nil, cancelled
+				}
 				return nil, err
 			}
+			if cancelled != nil {
+				return &res, cancelled
+			}
 			return &res, nil
-		case <-ctx.Done():
+		case <-done:
 			c.cancelRequest(id)
 			deliver()
-			return nil, convert(method, ctx.Err())
+			cancelled = convert(method, ctx.Err())
+			done = nil
+			t := time.NewTimer(c.cancelGrace())
+			defer t.Stop()
+			grace = t.C
+		case <-grace:
+			deliver()
+			return nil, cancelled
 		}
 	}
+}
+
+// cancelGrace is how long a Prompt whose ctx ended waits for the turn's
+// answer: the sidecar's closeTimeoutMs (its bound on a cancelled turn,
+// docs/protocol.md §8 session/cancel) plus a margin for the transport.
+func (c *Client) cancelGrace() time.Duration {
+	const margin = 2 * time.Second
+	ms := c.info.Bounds.CloseTimeoutMs
+	if ms <= 0 {
+		ms = 3000
+	}
+	return time.Duration(ms)*time.Millisecond + margin
 }
 
 // Cancel runs session/cancel for the active turn: true when a turn was
@@ -113,9 +159,9 @@ func (s *Session) Cancel(ctx context.Context) (bool, error) {
 }
 
 // CancelTurn runs session/cancel for the turn requestID: the active turn
-// if it is that one, or that queued turn (PROTOCOL.md §7 Queued turns; its
-// Prompt then returns Status "cancelled"). False when no such turn runs or
-// waits.
+// if it is that one, or that queued turn (docs/protocol.md §8
+// session/prompt, Queued turns; its Prompt then returns Status
+// "cancelled"). False when no such turn runs or waits.
 func (s *Session) CancelTurn(ctx context.Context, requestID string) (bool, error) {
 	var res struct {
 		Cancelled bool `json:"cancelled"`
@@ -196,11 +242,28 @@ func (h handler) Handle(ctx context.Context, conn *jsonrpc2.Conn, req *jsonrpc2.
 		params = *req.Params
 	}
 	if !req.Notif {
-		c.handlers.Add(1)
-		go func() {
-			defer c.handlers.Done()
-			c.answer(ctx, conn, req.ID, req.Method, params)
-		}()
+		hctx, cancel := ctx, context.CancelFunc(func() {})
+		var ask *permAsk
+		if req.Method == "session/requestPermission" {
+			// Registered here, on the read loop, so that a notice read
+			// after this request finds it (settle.go).
+			hctx, cancel = context.WithCancel(ctx)
+			ask = c.asks.add(permRequestKey(params), cancel)
+		}
+		id, method := req.ID, req.Method
+		started := c.track(func() {
+			defer cancel()
+			if ask != nil {
+				defer c.asks.remove(ask)
+			}
+			c.answer(hctx, ctx, conn, id, method, params)
+		})
+		if !started {
+			cancel()
+			if ask != nil {
+				c.asks.remove(ask)
+			}
+		}
 		return
 	}
 	switch req.Method {
@@ -230,12 +293,20 @@ func (h handler) Handle(ctx context.Context, conn *jsonrpc2.Conn, req *jsonrpc2.
 		}
 	case "session/exited":
 		var e Exited
-		if f := c.opts.OnExited; f != nil && json.Unmarshal(params, &e) == nil {
+		if json.Unmarshal(params, &e) != nil {
+			return
+		}
+		c.asks.settle(false, func(k permKey) bool { return k.session == e.Session })
+		if f := c.opts.OnExited; f != nil {
 			c.events.push(func() { f(e) })
 		}
 	case "session/permission":
 		var d PermissionDecision
-		if f := c.opts.OnDecision; f != nil && json.Unmarshal(params, &d) == nil {
+		if json.Unmarshal(params, &d) != nil {
+			return
+		}
+		c.onDecision(d)
+		if f := c.opts.OnDecision; f != nil {
 			c.events.push(func() { f(d) })
 		}
 	}
@@ -243,11 +314,12 @@ func (h handler) Handle(ctx context.Context, conn *jsonrpc2.Conn, req *jsonrpc2.
 
 // answer answers one sidecar request: through Options.OnRequest when set;
 // else session/requestPermission through Options.OnPermission (Cancelled()
-// without it), anything else -32601.
-func (c *Client) answer(ctx context.Context, conn *jsonrpc2.Conn, id jsonrpc2.ID, method string, params json.RawMessage) {
+// without it), anything else -32601. The callback gets hctx (settle.go);
+// the answer is written with the connection's ctx.
+func (c *Client) answer(hctx, ctx context.Context, conn *jsonrpc2.Conn, id jsonrpc2.ID, method string, params json.RawMessage) {
 	if f := c.opts.OnRequest; f != nil {
 		rawID, _ := json.Marshal(id)
-		res, err := f(ctx, Request{ID: rawID, Method: method, Params: params})
+		res, err := f(hctx, Request{ID: rawID, Method: method, Params: params})
 		if err == nil {
 			_ = conn.Reply(ctx, id, res)
 			return
@@ -271,7 +343,7 @@ func (c *Client) answer(ctx context.Context, conn *jsonrpc2.Conn, id jsonrpc2.ID
 	out := Cancelled()
 	var req PermissionRequest
 	if c.opts.OnPermission != nil && json.Unmarshal(params, &req) == nil {
-		out = c.opts.OnPermission(ctx, req)
+		out = c.opts.OnPermission(hctx, req)
 	}
 	if out.Outcome == "" {
 		out = Cancelled()

@@ -88,8 +88,9 @@ type ListEntry = protocol.ListEntry
 // follows through OnProof.
 type Exited = protocol.ExitedNotice
 
-// PermissionDecision is the session/permission audit notification.
-// Decision is "approved", "denied", "escalated" or "cancelled"; Rule names
+// PermissionDecision is the session/permission audit notification
+// (docs/protocol.md §9). Decision is "approved", "denied", "escalated",
+// "cancelled" or "timeout" (docs/protocol.md §18.3); Rule names
 // the deciding rule ("host" when the host answered); RequestID is nil for
 // an ask outside any turn.
 type PermissionDecision = protocol.PermissionNotice
@@ -125,7 +126,7 @@ type Command struct {
 }
 
 // Limits are per-session resource limits of the provider's cgroup
-// (`limits` of session/open, PROTOCOL.md §7 Limits): MemoryBytes
+// (`limits` of session/open, docs/protocol.md §18.2): MemoryBytes
 // (memory.max, bytes), Pids (pids.max) and CPUPercent (cpu.max, percent of
 // one CPU). Zero leaves the sidecar's default. A sidecar whose containment
 // cannot enforce a limit refuses the open with PLATFORM_UNSUPPORTED.
@@ -139,7 +140,8 @@ type Limits struct {
 // strings, nil slices and maps, and zero durations are left out, so the
 // sidecar's defaults apply. Env is secret: the sidecar never logs or
 // echoes it, and neither does this package. InheritEnv names variables the
-// sidecar adds from its own environment before Env (PROTOCOL.md §7).
+// sidecar adds from its own environment before Env (docs/protocol.md
+// §18.1).
 // Resume nil means true. PermissionTimeoutMs bounds a host escalation
 // (default 600000).
 type OpenParams struct {
@@ -169,7 +171,8 @@ type OpenParams struct {
 // ContentBlock[], or any value that marshals to one. TimeoutMs (0: none)
 // bounds the turn; it then ends failed with error code TURN_TIMEOUT. Queue
 // waits behind the active turn instead of failing TURN_ACTIVE
-// (PROTOCOL.md §7 Queued turns).
+// (docs/protocol.md §8 session/prompt, Queued turns). A Prompt too long
+// for the sidecar's frame limit is refused before sending (see Error).
 type PromptParams struct {
 	RequestID string `json:"requestId"`
 	Prompt    any    `json:"prompt"`

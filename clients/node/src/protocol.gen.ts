@@ -63,7 +63,7 @@ export type PermissionMode = "approve-all" | "approve-reads" | "deny-all";
  */
 export type NonInteractivePermissions = "deny" | "fail";
 /**
- * The --inherit-env policy (PROTOCOL.md §7 Environment).
+ * The --inherit-env policy (docs/protocol.md §18.1 Environment).
  *
  * Schema: `$defs/InheritEnv`.
  */
@@ -128,7 +128,7 @@ export type ErrorObject = {
   data: ErrorData;
 };
 /**
- * One journal line: a notification (or host request, as sent) of the session; seq of non-update entries is the last update's (PROTOCOL.md §7).
+ * One journal line: a notification (or host request, as sent) of the session; seq of non-update entries is the last update's (docs/protocol.md §16).
  *
  * Schema: `$defs/JournalEntry`.
  */
@@ -237,7 +237,7 @@ export interface ErrorData {
    */
   causes?: ProofError[];
   /**
-   * TURN_ACTIVE for a queued prompt over --max-queued-turns: the number of turns queued (PROTOCOL.md §7 Queued turns).
+   * TURN_ACTIVE for a queued prompt over --max-queued-turns: the number of turns queued (docs/protocol.md §8 session/prompt, Queued turns).
    */
   queued?: number;
 }
@@ -468,7 +468,7 @@ export interface PermissionPolicy {
   defaultAction?: "approve" | "deny" | "escalate";
 }
 /**
- * Per-session resource limits of the provider's cgroup (PROTOCOL.md §7 Limits); defaults from --default-memory-bytes, --default-pids, --default-cpu-percent.
+ * Per-session resource limits of the provider's cgroup (docs/protocol.md §18.2 Limits); defaults from --default-memory-bytes, --default-pids, --default-cpu-percent.
  *
  * Schema: `$defs/Limits`.
  */
@@ -517,7 +517,7 @@ export interface OpenParams {
     [k: string]: string;
   };
   /**
-   * Names of variables added from the sidecar's environment before env is applied (PROTOCOL.md §7 Environment).
+   * Names of variables added from the sidecar's environment before env is applied (docs/protocol.md §18.1 Environment).
    */
   inheritEnv?: string[];
   /**
@@ -531,7 +531,7 @@ export interface OpenParams {
   permissionPolicy?: PermissionPolicy;
   nonInteractivePermissions?: NonInteractivePermissions;
   /**
-   * Bound of a host escalation; default 600000 (PROTOCOL.md §7 Permission bound).
+   * Bound of a host escalation; default 600000 (docs/protocol.md §18.3 Permission bound).
    */
   permissionTimeoutMs?: number;
   limits?: Limits;
@@ -666,7 +666,7 @@ export interface PromptParams {
   prompt: string | [ContentBlock, ...ContentBlock[]];
   timeoutMs?: number;
   /**
-   * Wait behind the active turn instead of TURN_ACTIVE (PROTOCOL.md §7 Queued turns).
+   * Wait behind the active turn instead of TURN_ACTIVE (docs/protocol.md §8 session/prompt, Queued turns).
    */
   queue?: boolean;
 }
@@ -720,7 +720,7 @@ export interface PromptResult {
   error?: TurnError;
 }
 /**
- * Params of session/cancel: the active turn, or the turn (active or queued) named by requestId (docs/protocol.md §8, PROTOCOL.md §7).
+ * Params of session/cancel: the active turn, or the turn (active or queued) named by requestId (docs/protocol.md §8 session/cancel).
  *
  * Schema: `$defs/CancelParams`.
  */
@@ -777,7 +777,7 @@ export interface ProcessStatus {
   alive: boolean;
 }
 /**
- * The provider cgroup's usage and limit counters (PROTOCOL.md §7 Limits): bytes, process counts, memory.events oom_kill, pids.events max. null: unlimited or not readable.
+ * The provider cgroup's usage and limit counters (docs/protocol.md §18.2 Limits): bytes, process counts, memory.events oom_kill, pids.events max. null: unlimited or not readable.
  *
  * Schema: `$defs/Resources`.
  */
@@ -811,7 +811,7 @@ export interface StatusResult {
   summary: string;
   permissionBinding: PermissionBinding;
   /**
-   * Queued turns in order (PROTOCOL.md §7 Queued turns).
+   * Queued turns in order (docs/protocol.md §8 session/prompt, Queued turns).
    */
   queuedRequestIds?: TurnRequestId[];
   resources?: Resources;
@@ -914,7 +914,7 @@ export interface SetConfigOptionResult {
   configOptions: SessionConfigOption[];
 }
 /**
- * Params of session/events (PROTOCOL.md §7 Session journal).
+ * Params of session/events (docs/protocol.md §16).
  *
  * Schema: `$defs/EventsParams`.
  */
@@ -931,7 +931,7 @@ export interface EventsParams {
   limit?: number;
 }
 /**
- * Result of session/events (PROTOCOL.md §7).
+ * Result of session/events (docs/protocol.md §16).
  *
  * Schema: `$defs/EventsResult`.
  */
@@ -944,7 +944,7 @@ export interface EventsResult {
   truncated: boolean;
 }
 /**
- * Result of sidecar/stats: counters since the sidecar started (PROTOCOL.md §7).
+ * Result of sidecar/stats: counters since the sidecar started (docs/protocol.md §17).
  *
  * Schema: `$defs/StatsResult`.
  */
@@ -1032,7 +1032,7 @@ export interface RequestPermissionParams {
   rule: string;
 }
 /**
- * Params of session/permission: every permission decision, for audit (docs/protocol.md §9; timeout: PROTOCOL.md §7).
+ * Params of session/permission: every permission decision, for audit (docs/protocol.md §9; timeout: §18.3).
  *
  * Schema: `$defs/PermissionNotification`.
  */
@@ -1058,7 +1058,7 @@ export interface ExitedNotification {
   signal?: string;
   during: "idle" | "turn";
   /**
-   * oom: the kernel OOM-killed a process of the tree (PROTOCOL.md §7 Limits).
+   * oom: the kernel OOM-killed a process of the tree (docs/protocol.md §18.2 Limits).
    */
   reason?: "oom" | "exit" | "signal";
 }
@@ -1108,9 +1108,9 @@ export interface ProtocolMethods {
   "session/setMode": { kind: "request"; direction: "host"; params: SetModeParams; result: SetModeResult };
   /** docs/protocol.md §8 */
   "session/setConfigOption": { kind: "request"; direction: "host"; params: SetConfigOptionParams; result: SetConfigOptionResult };
-  /** PROTOCOL.md §7 Session journal */
+  /** docs/protocol.md §16 Session journal */
   "session/events": { kind: "request"; direction: "host"; params: EventsParams; result: EventsResult };
-  /** PROTOCOL.md §7 sidecar/stats */
+  /** docs/protocol.md §17 sidecar/stats */
   "sidecar/stats": { kind: "request"; direction: "host"; params: StatsParams; result: StatsResult };
   /** docs/protocol.md §9 */
   "session/update": { kind: "notification"; direction: "sidecar"; params: UpdateNotification };
