@@ -777,7 +777,7 @@ export interface ProcessStatus {
   alive: boolean;
 }
 /**
- * The provider cgroup's usage and limit counters (docs/protocol.md §18.2 Limits): bytes, process counts, memory.events oom_kill, pids.events max. null: unlimited or not readable.
+ * The provider cgroup's usage and limit counters (docs/protocol.md §18.2 Limits): bytes, process counts, the oom_kill count (cgroup v2 memory.events, or v1 memory.oom_control) and the pids max count (pids.events). null: unlimited or not readable.
  *
  * Schema: `$defs/Resources`.
  */
