@@ -146,6 +146,11 @@ type Manager struct {
 	journals map[string]*journalRef
 	stats    managerStats
 
+	// klmu guards keyLocks: the session-key flocks this sidecar holds, by
+	// lock-file path (keyhold.go).
+	klmu     sync.Mutex
+	keyLocks map[string]*keyLockRef
+
 	actors   sync.WaitGroup
 	retained sync.WaitGroup
 	readers  sync.WaitGroup // session/events reads
@@ -163,7 +168,8 @@ func NewManager(cfg Config, host Host) *Manager {
 	}
 	return &Manager{cfg: cfg, host: host, log: cfg.Logger, sessions: map[string]*session{},
 		keys: map[string]*session{}, stores: map[string]*store.Store{}, stopCh: make(chan struct{}),
-		pendingRecovered: map[string]*protocol.Proof{}, journals: map[string]*journalRef{}}
+		pendingRecovered: map[string]*protocol.Proof{}, journals: map[string]*journalRef{},
+		keyLocks: map[string]*keyLockRef{}}
 }
 
 // Bounds reports the bounds in force (initialize.bounds), in ms.
@@ -267,7 +273,9 @@ func (m *Manager) Open(ctx context.Context, p protocol.OpenParams, reply Reply) 
 	}
 	if other := m.keys[p.SessionKey]; other != nil {
 		m.mu.Unlock()
-		reply(nil, protocol.Domain(protocol.ErrSessionKeyInUse, "sessionKey is held by live session "+other.id, true))
+		e := protocol.Domain(protocol.ErrSessionKeyInUse, "sessionKey is held by live session "+other.id, true)
+		e.Data.HeldBy = protocol.HeldByThisSidecar
+		reply(nil, e)
 		return
 	}
 	s := newSession(m, newID("s-"), p, prof)
@@ -512,6 +520,7 @@ func (m *Manager) Wait() {
 	m.actors.Wait()
 	m.retained.Wait()
 	m.readers.Wait()
+	m.releaseAllKeyLocks()
 }
 
 func itoa(i int) string { return strconv.Itoa(i) }

@@ -88,8 +88,11 @@ type session struct {
 	jnFailed  bool // the journal could not be opened
 	jnStarted bool // the journal was started anew for this session
 	jnWarned  bool // a journal write failure was logged
-	out       []outFrame
-	outBuf    []byte
+	// keyHold releases the session's hold of its key's flock (keyhold.go);
+	// nil before admission took it and after it was dropped.
+	keyHold func()
+	out     []outFrame
+	outBuf  []byte
 }
 
 func newSession(m *Manager, id string, p protocol.OpenParams, prof profiles.Profile) *session {
@@ -128,6 +131,7 @@ func (s *session) launched() bool { return s.hasTree.Load() }
 func (s *session) run(ctx context.Context, reply Reply) {
 	defer s.m.actors.Done()
 	defer close(s.quit)
+	defer s.dropKeyHold() // after the journal is closed
 	defer s.closeJournal()
 	s.startAdmission(ctx, reply)
 	for !s.finished {
