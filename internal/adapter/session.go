@@ -88,11 +88,12 @@ type session struct {
 	jnFailed  bool // the journal could not be opened
 	jnStarted bool // the journal was started anew for this session
 	jnWarned  bool // a journal write failure was logged
+	out       []outFrame
+	outBuf    []byte
+
 	// keyHold releases the session's hold of its key's flock (keyhold.go);
 	// nil before admission took it and after it was dropped.
 	keyHold func()
-	out     []outFrame
-	outBuf  []byte
 }
 
 func newSession(m *Manager, id string, p protocol.OpenParams, prof profiles.Profile) *session {
