@@ -455,16 +455,20 @@ func (m *Manager) Shutdown() []*protocol.Proof {
 	type res struct {
 		i int
 		p *protocol.Proof
+		// delivered: p was sent and journaled already; skip: the key's
+		// journal was discarded, p is not journaled
+		delivered, skip bool
 	}
 	results := make(chan res, len(all))
 	for i, s := range all {
 		i, s := i, s
-		s.send(func(any, error) { results <- res{i, nil} }, func() {
+		s.send(func(any, error) { results <- res{i: i} }, func() {
 			if s.state.is(protocol.StateClosed) && s.proof != nil && s.proof.Complete {
 				s.provenBeforeShutdown.Store(true)
-				results <- res{i, nil} // closed and proven before shutdown
+				results <- res{i: i} // closed and proven before shutdown
 				return
 			}
+			delivered := s.state.is(protocol.StateDead) && s.proof != nil // its provider-exit proof
 			s.close("sidecar shutdown", protocol.OriginShutdown, false, func(r any, err error) {
 				var p *protocol.Proof
 				if cr, ok := r.(protocol.CloseResult); ok {
@@ -475,17 +479,18 @@ func (m *Manager) Shutdown() []*protocol.Proof {
 						p = pe.Data.Cleanup
 					}
 				}
-				results <- res{i, p}
+				results <- res{i: i, p: p, delivered: delivered, skip: s.discarded}
 			})
 		})
 	}
 	proofs := make([]*protocol.Proof, len(all))
+	delivered := make([]bool, len(all)) // sent and journaled already, or not to be journaled
 	deadline := time.NewTimer(m.cfg.Shutdown)
 	defer deadline.Stop()
 	for n := 0; n < len(all); n++ {
 		select {
 		case r := <-results:
-			proofs[r.i] = r.p
+			proofs[r.i], delivered[r.i] = r.p, r.delivered || r.skip
 		case <-deadline.C:
 			n = len(all)
 		}
@@ -497,14 +502,17 @@ func (m *Manager) Shutdown() []*protocol.Proof {
 	case <-deadline.C:
 	}
 	out := make([]*protocol.Proof, 0, len(proofs))
+	final := make([]shutdownProof, 0, len(proofs))
 	for i, p := range proofs {
 		if p == nil && all[i].launched() && !all[i].provenBeforeShutdown.Load() {
 			p = all[i].incompleteProof("shutdown bound exceeded")
 		}
 		if p != nil {
 			out = append(out, p)
+			final = append(final, shutdownProof{s: all[i], proof: p, delivered: delivered[i]})
 		}
 	}
+	m.recordShutdownProofs(final) // docs/protocol.md §16: journaled whoever asked
 	m.mu.Lock()
 	for _, p := range m.pendingRecovered {
 		out = append(out, p) // recoveries shutdown could not finish

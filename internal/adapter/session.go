@@ -33,6 +33,10 @@ type session struct {
 	log     *zap.Logger
 	red     *redactor
 
+	// stateDir is the open's stateDir (absolute; --state-dir when the
+	// open gave none).
+	stateDir string
+
 	cmds  chan func()
 	inbox chan func()
 	quit  chan struct{} // closed when the actor has stopped
@@ -97,7 +101,7 @@ type session struct {
 }
 
 func newSession(m *Manager, id string, p protocol.OpenParams, prof profiles.Profile) *session {
-	return &session{m: m, id: id, key: p.SessionKey, agent: p.Agent, created: time.Now(),
+	return &session{m: m, id: id, key: p.SessionKey, stateDir: p.StateDir, agent: p.Agent, created: time.Now(),
 		log: m.log.With(zap.String("session", id)), red: newRedactor(m.secretEnv(p)),
 		cmds: make(chan func(), 64), inbox: make(chan func(), 256), quit: make(chan struct{}),
 		open: p, prof: prof, state: lifecycle{protocol.StateAdmitting}, usedIDs: map[string]bool{}, perRequest: map[string]protocol.Usage{},
