@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"path/filepath"
+	"sync"
 
 	"go.uber.org/zap"
 
@@ -38,15 +39,33 @@ type shutdownProof struct {
 	delivered bool
 }
 
-// recordShutdownProofs journals, logs and (when the host did not ask for
-// the shutdown) sends the final proofs of a shutdown. It runs in Shutdown
-// before it returns.
+// shutdownJournalWorkers bounds the journals written (and fsynced) at
+// once by recordShutdownProofs.
+const shutdownJournalWorkers = 8
+
+// recordShutdownProofs logs and journals the final proofs of a shutdown,
+// then, when the host did not ask for the shutdown, sends those it made.
+// Every entry is journaled before the first frame is written, so a host
+// that stopped reading (a write blocks) costs no entry. It runs in
+// Shutdown before it returns.
 func (m *Manager) recordShutdownProofs(proofs []shutdownProof) {
 	requested := false
 	if r, ok := m.host.(ShutdownRequester); ok {
 		requested = r.ShutdownRequested()
 	}
-	for _, sp := range proofs {
+	raws := make([]json.RawMessage, len(proofs))
+	work := make(chan int)
+	var wg sync.WaitGroup
+	for w := 0; w < shutdownJournalWorkers && w < len(proofs); w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range work {
+				m.journalProof(proofs[i].s.stateDir, proofs[i].proof.SessionKey, raws[i])
+			}
+		}()
+	}
+	for i, sp := range proofs {
 		p := sp.proof
 		m.log.Info("shutdown proof", zap.String("session", p.Session), zap.String("sessionKey", p.SessionKey),
 			zap.String("cleanupId", p.CleanupID), zap.String("origin", string(p.Origin)),
@@ -59,11 +78,20 @@ func (m *Manager) recordShutdownProofs(proofs []shutdownProof) {
 			m.log.Error("proof not encodable (a bug)", zap.Error(err))
 			continue
 		}
-		m.journalProof(sp.s.stateDir, p.SessionKey, raw)
-		if !requested && p.Origin == protocol.OriginShutdown {
-			if err := m.host.Notify(protocol.NotifyCleanupProof, raw); err != nil {
-				m.log.Debug("shutdown proof not delivered", zap.String("session", p.Session), zap.Error(err))
-			}
+		raws[i] = raw
+		work <- i
+	}
+	close(work)
+	wg.Wait()
+	if requested {
+		return
+	}
+	for i, sp := range proofs {
+		if raws[i] == nil || sp.proof.Origin != protocol.OriginShutdown {
+			continue
+		}
+		if err := m.host.Notify(protocol.NotifyCleanupProof, raws[i]); err != nil {
+			m.log.Debug("shutdown proof not delivered", zap.String("session", sp.proof.Session), zap.Error(err))
 		}
 	}
 }
