@@ -91,7 +91,20 @@ type ErrorData struct {
 	// a `queue: true` prompt refused because the queue is full
 	// (docs/protocol.md §8, Queued turns).
 	Queued *int `json:"queued,omitempty"`
+	// HeldBy says who holds the key of a SESSION_KEY_IN_USE:
+	// HeldByThisSidecar or HeldByOtherSidecar (docs/protocol.md §5, §8
+	// session/open).
+	HeldBy string `json:"heldBy,omitempty"`
 }
+
+// ErrorData.HeldBy values (docs/protocol.md §5 SESSION_KEY_IN_USE).
+const (
+	// HeldByThisSidecar: a live session of the sidecar that answered.
+	HeldByThisSidecar = "this-sidecar"
+	// HeldByOtherSidecar: a session of another sidecar process on the same
+	// stateDir (the key's lock file, docs/operations.md).
+	HeldByOtherSidecar = "another-sidecar"
+)
 
 // Error is a host-protocol error: JSON-RPC code, message and data. Its
 // Message must never contain a launch secret; constructors in this package

@@ -92,6 +92,9 @@ func (s *session) startAdmission(ctx context.Context, reply Reply) {
 		s.failBeforeLaunch(reply, protocol.Domain(protocol.ErrStoreUnavailable, "the state directory cannot be used: "+errText(err), true))
 		return
 	}
+	if !s.takeKeyHold(st, reply) { // before the record, journal or ledger is touched
+		return
+	}
 	s.st = st
 	if ctx.Err() != nil { // docs/rules.md#r1
 		s.failBeforeLaunch(reply, abortedError())

@@ -143,6 +143,7 @@ func (s *session) release() {
 	}
 	s.conn, s.tree, s.buffered = nil, nil, nil
 	s.closeJournal()
+	s.dropKeyHold()
 	s.m.noteFinished(s)
 }
 
@@ -162,6 +163,9 @@ func (s *session) markClosed(discard bool) {
 		return
 	}
 	if discard {
+		if !s.recordIsOurs() {
+			return // the key was reopened since: its record and journal are not ours
+		}
 		if err := s.st.Delete(s.key); err != nil {
 			s.log.Warn("session record not deleted", zap.Error(err))
 		}
@@ -305,6 +309,7 @@ func (s *session) retain(first *protocol.Proof) {
 	s.m.retained.Add(1)
 	s.m.stats.retained.Add(1)
 	discarded := s.discarded
+	hold, _ := s.m.holdKey(st, s.key) // this process holds it: a reference
 	go func() {
 		defer s.m.retained.Done()
 		defer s.m.stats.retained.Add(-1)
@@ -335,5 +340,8 @@ func (s *session) retain(first *protocol.Proof) {
 			dir = "" // the journal was deleted with the record
 		}
 		s.m.notifyJournaled(dir, s.key, protocol.NotifyCleanupProof, protocol.ProofNotice{Proof: &proof})
+		if hold != nil {
+			hold() // after the key's last journal write
+		}
 	}()
 }

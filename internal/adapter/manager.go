@@ -146,6 +146,11 @@ type Manager struct {
 	journals map[string]*journalRef
 	stats    managerStats
 
+	// klmu guards keyLocks: the session-key flocks this sidecar holds, by
+	// lock-file path (keyhold.go).
+	klmu     sync.Mutex
+	keyLocks map[string]*keyLockRef
+
 	actors   sync.WaitGroup
 	retained sync.WaitGroup
 	readers  sync.WaitGroup // session/events reads
@@ -163,7 +168,8 @@ func NewManager(cfg Config, host Host) *Manager {
 	}
 	return &Manager{cfg: cfg, host: host, log: cfg.Logger, sessions: map[string]*session{},
 		keys: map[string]*session{}, stores: map[string]*store.Store{}, stopCh: make(chan struct{}),
-		pendingRecovered: map[string]*protocol.Proof{}, journals: map[string]*journalRef{}}
+		pendingRecovered: map[string]*protocol.Proof{}, journals: map[string]*journalRef{},
+		keyLocks: map[string]*keyLockRef{}}
 }
 
 // Bounds reports the bounds in force (initialize.bounds), in ms.
@@ -267,7 +273,9 @@ func (m *Manager) Open(ctx context.Context, p protocol.OpenParams, reply Reply) 
 	}
 	if other := m.keys[p.SessionKey]; other != nil {
 		m.mu.Unlock()
-		reply(nil, protocol.Domain(protocol.ErrSessionKeyInUse, "sessionKey is held by live session "+other.id, true))
+		e := protocol.Domain(protocol.ErrSessionKeyInUse, "sessionKey is held by live session "+other.id, true)
+		e.Data.HeldBy = protocol.HeldByThisSidecar
+		reply(nil, e)
 		return
 	}
 	s := newSession(m, newID("s-"), p, prof)
@@ -447,16 +455,20 @@ func (m *Manager) Shutdown() []*protocol.Proof {
 	type res struct {
 		i int
 		p *protocol.Proof
+		// delivered: p was sent and journaled already; skip: the key's
+		// journal was discarded, p is not journaled
+		delivered, skip bool
 	}
 	results := make(chan res, len(all))
 	for i, s := range all {
 		i, s := i, s
-		s.send(func(any, error) { results <- res{i, nil} }, func() {
+		s.send(func(any, error) { results <- res{i: i} }, func() {
 			if s.state.is(protocol.StateClosed) && s.proof != nil && s.proof.Complete {
 				s.provenBeforeShutdown.Store(true)
-				results <- res{i, nil} // closed and proven before shutdown
+				results <- res{i: i} // closed and proven before shutdown
 				return
 			}
+			delivered := s.state.is(protocol.StateDead) && s.proof != nil // its provider-exit proof
 			s.close("sidecar shutdown", protocol.OriginShutdown, false, func(r any, err error) {
 				var p *protocol.Proof
 				if cr, ok := r.(protocol.CloseResult); ok {
@@ -467,17 +479,18 @@ func (m *Manager) Shutdown() []*protocol.Proof {
 						p = pe.Data.Cleanup
 					}
 				}
-				results <- res{i, p}
+				results <- res{i: i, p: p, delivered: delivered, skip: s.discarded}
 			})
 		})
 	}
 	proofs := make([]*protocol.Proof, len(all))
+	delivered := make([]bool, len(all)) // sent and journaled already, or not to be journaled
 	deadline := time.NewTimer(m.cfg.Shutdown)
 	defer deadline.Stop()
 	for n := 0; n < len(all); n++ {
 		select {
 		case r := <-results:
-			proofs[r.i] = r.p
+			proofs[r.i], delivered[r.i] = r.p, r.delivered || r.skip
 		case <-deadline.C:
 			n = len(all)
 		}
@@ -489,14 +502,17 @@ func (m *Manager) Shutdown() []*protocol.Proof {
 	case <-deadline.C:
 	}
 	out := make([]*protocol.Proof, 0, len(proofs))
+	final := make([]shutdownProof, 0, len(proofs))
 	for i, p := range proofs {
 		if p == nil && all[i].launched() && !all[i].provenBeforeShutdown.Load() {
 			p = all[i].incompleteProof("shutdown bound exceeded")
 		}
 		if p != nil {
 			out = append(out, p)
+			final = append(final, shutdownProof{s: all[i], proof: p, delivered: delivered[i]})
 		}
 	}
+	m.recordShutdownProofs(final) // docs/protocol.md §16: journaled whoever asked
 	m.mu.Lock()
 	for _, p := range m.pendingRecovered {
 		out = append(out, p) // recoveries shutdown could not finish
@@ -512,6 +528,7 @@ func (m *Manager) Wait() {
 	m.actors.Wait()
 	m.retained.Wait()
 	m.readers.Wait()
+	m.releaseAllKeyLocks()
 }
 
 func itoa(i int) string { return strconv.Itoa(i) }

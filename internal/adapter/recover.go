@@ -145,9 +145,20 @@ func (m *Manager) recoverOne(o store.Owned) *protocol.Proof {
 }
 
 // notifyProof sends a recovered proof, journaled as the sessionKey's
-// (docs/protocol.md §16: a host catching up on that key reads it).
+// (docs/protocol.md §16: a host catching up on that key reads it) while
+// holding the key; when another sidecar holds the key now (it opened the
+// key after the dead sidecar), that session's journal is left alone and
+// the proof is only sent.
 func (m *Manager) notifyProof(st *store.Store, key string, p *protocol.Proof) {
-	m.notifyJournaled(st.Dir(), key, protocol.NotifyCleanupProof, protocol.ProofNotice{Proof: p})
+	dir := st.Dir()
+	if hold, err := m.holdKey(st, key); err == nil {
+		defer hold()
+	} else {
+		dir = ""
+		m.log.Info("recovered proof not journaled: the key is held by another sidecar or its lock is unusable",
+			zap.String("sessionKey", key), zap.Error(err))
+	}
+	m.notifyJournaled(dir, key, protocol.NotifyCleanupProof, protocol.ProofNotice{Proof: p})
 }
 
 // notePendingRecovery remembers (p non-nil) or forgets the latest

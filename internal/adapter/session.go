@@ -33,6 +33,10 @@ type session struct {
 	log     *zap.Logger
 	red     *redactor
 
+	// stateDir is the open's stateDir (absolute; --state-dir when the
+	// open gave none).
+	stateDir string
+
 	cmds  chan func()
 	inbox chan func()
 	quit  chan struct{} // closed when the actor has stopped
@@ -90,10 +94,14 @@ type session struct {
 	jnWarned  bool // a journal write failure was logged
 	out       []outFrame
 	outBuf    []byte
+
+	// keyHold releases the session's hold of its key's flock (keyhold.go);
+	// nil before admission took it and after it was dropped.
+	keyHold func()
 }
 
 func newSession(m *Manager, id string, p protocol.OpenParams, prof profiles.Profile) *session {
-	return &session{m: m, id: id, key: p.SessionKey, agent: p.Agent, created: time.Now(),
+	return &session{m: m, id: id, key: p.SessionKey, stateDir: p.StateDir, agent: p.Agent, created: time.Now(),
 		log: m.log.With(zap.String("session", id)), red: newRedactor(m.secretEnv(p)),
 		cmds: make(chan func(), 64), inbox: make(chan func(), 256), quit: make(chan struct{}),
 		open: p, prof: prof, state: lifecycle{protocol.StateAdmitting}, usedIDs: map[string]bool{}, perRequest: map[string]protocol.Usage{},
@@ -128,6 +136,7 @@ func (s *session) launched() bool { return s.hasTree.Load() }
 func (s *session) run(ctx context.Context, reply Reply) {
 	defer s.m.actors.Done()
 	defer close(s.quit)
+	defer s.dropKeyHold() // after the journal is closed
 	defer s.closeJournal()
 	s.startAdmission(ctx, reply)
 	for !s.finished {

@@ -310,6 +310,9 @@ func (s *session) persist(fn func(r *store.Record)) {
 		return
 	}
 	err := s.st.Update(s.key, func(r *store.Record) error {
+		if r.AcpSessionID != s.identity.BackendSessionID {
+			return errRecordTaken
+		}
 		r.LastUsedAt = nowStamp()
 		r.LastSeq = int64(s.seq)
 		applyControlsToRecord(r, s.models, s.modes)
@@ -334,7 +337,10 @@ func (s *session) persist(fn func(r *store.Record)) {
 		}
 		return nil
 	})
-	if err != nil {
+	switch {
+	case errors.Is(err, errRecordTaken):
+		s.log.Info("session record not updated: it names another ACP session now (the key was reopened)")
+	case err != nil:
 		s.log.Warn("session record not updated", zap.Error(err))
 	}
 }

@@ -20,8 +20,6 @@ package journal
 
 import (
 	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"io"
@@ -57,12 +55,7 @@ const maxStem = 255 - len(".journal.3.ndjson")
 // encodeURIComponent's output, so the long form cannot name another key's
 // journal.
 func Stem(key string) string {
-	enc := store.EncodeKey(key)
-	if len(enc) <= maxStem {
-		return enc
-	}
-	sum := sha256.Sum256([]byte(key))
-	return enc[:200] + "%h" + hex.EncodeToString(sum[:16])
+	return store.FileStem(key, 255-maxStem)
 }
 
 // SegmentPath is the path of segment i (0 = live, 1…Segments-1 rotated,

@@ -135,6 +135,7 @@ func (s *Server) initialize(c *call) {
 // shutdown moves to shutdown at once (later requests get -32600) and
 // answers with the proofs when the backend's shutdown finished.
 func (s *Server) shutdown(c *call) {
+	s.asked.Store(true)
 	s.update(func(st *connState) { st.advance(phaseShutdown) })
 	s.wg.Add(1)
 	go func() {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"sync/atomic"
 
 	"github.com/sourcegraph/jsonrpc2"
 	"go.uber.org/zap"
@@ -76,6 +77,9 @@ type Server struct {
 	eofOnce     sync.Once
 	onShutdown  func()
 	wg          sync.WaitGroup // request goroutines
+
+	// asked: the host sent `shutdown` (ShutdownRequested, shutdown_requested.go).
+	asked atomic.Bool
 }
 
 // Options configure a Server. In/Out are the host's stdin/stdout.

@@ -240,6 +240,10 @@ export interface ErrorData {
    * TURN_ACTIVE for a queued prompt over --max-queued-turns: the number of turns queued (docs/protocol.md §8 session/prompt, Queued turns).
    */
   queued?: number;
+  /**
+   * SESSION_KEY_IN_USE: who holds the key, a live session of this sidecar or of another sidecar on the same stateDir (docs/protocol.md §5, §8 session/open).
+   */
+  heldBy?: "this-sidecar" | "another-sidecar";
 }
 /**
  * A cleanup proof (docs/protocol.md §12).

@@ -1,0 +1,130 @@
+package adapter
+
+import (
+	"errors"
+
+	"github.com/acpx-sidecar/acpx-sidecar/internal/store"
+	"github.com/acpx-sidecar/acpx-sidecar/protocol"
+)
+
+// A session key is held in two ways (docs/protocol.md §8 session/open,
+// SESSION_KEY_IN_USE): within this sidecar by Manager.keys, and across
+// sidecars sharing a stateDir by the key's flock (store.KeyLock). The
+// flock is taken in admission before the record, journal or ledger are
+// touched, and kept until the session's last write to the key's files —
+// its journal closed after the final proof, or a retained cleanup's final
+// proof journaled. Within this process the flock is shared by reference
+// count: an earlier session of the key finishing its journal must not
+// make a new session of this sidecar look like another sidecar's.
+
+// keyLockRef is one flock this sidecar holds and how many holds share it.
+type keyLockRef struct {
+	l    *store.KeyLock
+	refs int
+}
+
+// holdKey takes one hold of key's flock in st: a new flock if this
+// sidecar has none, else another reference to it. The returned release
+// is idempotent. Errors: store.ErrKeyHeld (another sidecar holds it), or
+// the store's.
+func (m *Manager) holdKey(st *store.Store, key string) (func(), error) {
+	path := st.KeyLockPath(key)
+	m.klmu.Lock()
+	defer m.klmu.Unlock()
+	ref := m.keyLocks[path]
+	if ref == nil {
+		l, err := st.LockKey(key)
+		if err != nil {
+			return nil, err
+		}
+		ref = &keyLockRef{l: l}
+		m.keyLocks[path] = ref
+	}
+	ref.refs++
+	released := false
+	return func() {
+		m.klmu.Lock()
+		defer m.klmu.Unlock()
+		if released {
+			return
+		}
+		released = true
+		if ref.refs--; ref.refs == 0 {
+			if m.keyLocks[path] == ref {
+				delete(m.keyLocks, path)
+			}
+			ref.l.Release()
+		}
+	}, nil
+}
+
+// releaseAllKeyLocks drops every flock still held (Manager.Wait: a retained
+// cleanup stopped by shutdown keeps its hold until then; the process exit
+// would drop it anyway).
+func (m *Manager) releaseAllKeyLocks() {
+	m.klmu.Lock()
+	defer m.klmu.Unlock()
+	for path, ref := range m.keyLocks {
+		ref.l.Release()
+		delete(m.keyLocks, path)
+	}
+}
+
+// takeKeyHold takes the session's hold of its key's flock on the actor,
+// before admission touches the key's record, journal or ledger entry. On
+// refusal it answers the open and ends the session (false): another
+// sidecar's hold is SESSION_KEY_IN_USE, nothing launched, no cleanup
+// proof, as for a key this sidecar holds.
+func (s *session) takeKeyHold(st *store.Store, reply Reply) bool {
+	release, err := s.m.holdKey(st, s.key)
+	if err == nil {
+		s.keyHold = release
+		return true
+	}
+	if !errors.Is(err, store.ErrKeyHeld) {
+		s.failBeforeLaunchWhy(reply, protocol.Domain(protocol.ErrStoreUnavailable,
+			"the session key's lock file cannot be used: "+errText(err), true),
+			"admission failed before launch: the session key's lock could not be taken (STORE_UNAVAILABLE)")
+		return false
+	}
+	msg := "sessionKey is held by another sidecar on this stateDir"
+	var held *store.KeyHeldError
+	if errors.As(err, &held) && held.Pid > 0 {
+		msg += " (pid " + itoa(held.Pid) + ")"
+	}
+	e := protocol.Domain(protocol.ErrSessionKeyInUse, msg, true)
+	e.Data.HeldBy = protocol.HeldByOtherSidecar
+	s.moveTo(protocol.StateClosed)
+	s.m.forget(s, false)
+	reply(nil, e)
+	s.finished = true
+	return false
+}
+
+// dropKeyHold releases the session's hold of its key's flock (idempotent):
+// when its cleanup is over and its journal closed (release), and when its
+// actor stops.
+func (s *session) dropKeyHold() {
+	if s.keyHold != nil {
+		s.keyHold()
+		s.keyHold = nil
+	}
+}
+
+// errRecordTaken aborts a record update of a session whose key was
+// reopened since (the record names another ACP session): a closed or dead
+// session never writes over its successor's record.
+var errRecordTaken = errors.New("the record names another ACP session")
+
+// recordIsOurs reports whether the key's record still names this
+// session's ACP session (or is gone), so that a discarding close of a
+// session whose key was reopened since — by this sidecar or another —
+// leaves the successor's record and journal alone.
+func (s *session) recordIsOurs() bool {
+	r, err := s.st.Load(s.key)
+	if err != nil || r.AcpSessionID == s.identity.BackendSessionID {
+		return true
+	}
+	s.log.Info("record and journal not discarded: the key was reopened since")
+	return false
+}
