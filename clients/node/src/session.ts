@@ -102,6 +102,7 @@ export class Session {
       this.sc.turns.set(key, { updates, onPermissionRequest });
       result = this.sc.request<PromptResult>("session/prompt", params, signal).finally(() => {
         this.sc.turns.delete(key);
+        this.sc.settleAsks(key + "\0", "the turn ended");
         updates.end();
       });
     }

@@ -49,8 +49,17 @@ import type {
   StatsResult,
 } from "./types.js";
 
-/** Answers one session/requestPermission (docs/protocol.md §9). */
-export type PermissionHandler = (req: PermissionRequest) => PermissionOutcome | Promise<PermissionOutcome>;
+/**
+ * Answers one session/requestPermission (docs/protocol.md §9). `signal`
+ * aborts when the sidecar settled the ask without this answer: a
+ * `session/permission` decision for it (e.g. `timeout` at
+ * `permissionTimeoutMs`, `cancelled`), the end of its turn, the session's
+ * `session/exited`, or the sidecar's exit. An answer after that is ignored.
+ */
+export type PermissionHandler = (
+  req: PermissionRequest,
+  ctx: { signal: AbortSignal },
+) => PermissionOutcome | Promise<PermissionOutcome>;
 
 /** Options of {@link spawnSidecar}. */
 export interface SpawnOptions {
@@ -145,6 +154,8 @@ export class Sidecar extends EventEmitter<SidecarEvents> {
   readonly turns = new Map<string, TurnSink>();
   private readonly child: ChildProcess;
   private readonly onPermission: PermissionHandler | undefined;
+  /** @internal open permission asks: session\0requestId\0toolCallId → abort. */
+  readonly asks = new Map<string, AbortController>();
   private readonly writer: TappedWriter | undefined;
   private exitStatus: ExitStatus | undefined;
   private shutting: Promise<CleanupProof[]> | undefined;
@@ -164,13 +175,22 @@ export class Sidecar extends EventEmitter<SidecarEvents> {
     this.pid = child.pid ?? -1;
     this.exited = exited.then((st) => {
       this.exitStatus = st;
+      this.settleAsks("", "the sidecar exited");
       return st;
     });
     this.onPermission = onPermission;
     this.info = undefined as unknown as InitializeResult;
     conn.onNotification("session/update", (p: SessionUpdateParams) => this.route(p));
-    conn.onNotification("session/permission", (p: PermissionDecision) => void this.emit("permission", p));
-    conn.onNotification("session/exited", (p: Exited) => void this.emit("exited", p));
+    conn.onNotification("session/permission", (p: PermissionDecision) => {
+      if (p.decision !== "escalated" && p.rule !== "host") {
+        this.asks.get(askKey(p.session, p.requestId, p.toolCallId))?.abort(new Error(`settled by the sidecar: ${p.decision}`));
+      }
+      this.emit("permission", p);
+    });
+    conn.onNotification("session/exited", (p: Exited) => {
+      this.settleAsks(p.session + "\0", "the session's agent exited");
+      this.emit("exited", p);
+    });
     conn.onNotification("cleanup/proof", (p: { proof: CleanupProof }) => void this.emit("proof", p.proof));
     conn.onRequest("session/requestPermission", (p: PermissionRequest) => this.answer(p));
   }
@@ -295,6 +315,12 @@ export class Sidecar extends EventEmitter<SidecarEvents> {
    */
   async request<R>(method: string, params: unknown, signal?: AbortSignal): Promise<R> {
     if (signal?.aborted) throw localError(LocalDataCode.CANCELLED, "aborted before it was sent", method, signal.reason);
+    if (params === null || params === undefined) params = {};
+    if (typeof params !== "object" || Array.isArray(params)) {
+      // vscode-jsonrpc would send it wrapped in an array ([x]); the
+      // protocol's params are objects (docs/protocol.md §4).
+      throw new SidecarError(-32600, "INVALID_REQUEST", `${method}: params must be an object (got ${Array.isArray(params) ? "an array" : typeof params}); nothing was sent`, { method });
+    }
     const cts = signal ? new CancellationTokenSource() : undefined;
     const onAbort = () => cts?.cancel();
     signal?.addEventListener("abort", onAbort, { once: true });
@@ -316,6 +342,11 @@ export class Sidecar extends EventEmitter<SidecarEvents> {
     }
   }
 
+  /** @internal settleAsks aborts every open ask whose key starts with prefix. */
+  settleAsks(prefix: string, why: string): void {
+    for (const [k, ac] of this.asks) if (k.startsWith(prefix)) ac.abort(new Error(why));
+  }
+
   private route(p: SessionUpdateParams): void {
     const sink = p.requestId === null ? undefined : this.turns.get(p.session + "\0" + p.requestId);
     if (sink) sink.updates.push(p);
@@ -326,16 +357,37 @@ export class Sidecar extends EventEmitter<SidecarEvents> {
     const sink = req.requestId === null ? undefined : this.turns.get(req.session + "\0" + req.requestId);
     const handler = sink?.onPermissionRequest ?? this.onPermission;
     if (!handler) return { outcome: "cancelled" };
+    const key = askKey(req.session, req.requestId, toolCallIdOf(req));
+    const ac = new AbortController();
+    this.asks.set(key, ac);
+    // Once the sidecar settled the ask, a late answer changes nothing:
+    // answer cancelled and drop the ask, whether or not the handler returns.
+    const settled = new Promise<undefined>((resolve) =>
+      ac.signal.addEventListener("abort", () => resolve(undefined), { once: true }),
+    );
     try {
-      const out = await handler(req);
+      const out = await Promise.race([Promise.resolve(handler(req, { signal: ac.signal })), settled]);
       if (out && out.outcome === "selected" && typeof out.optionId === "string") {
         return { outcome: "selected", optionId: out.optionId };
       }
     } catch {
       // A failing handler must not approve anything: cancelled.
+    } finally {
+      if (this.asks.get(key) === ac) this.asks.delete(key);
     }
     return { outcome: "cancelled" };
   }
+}
+
+/** askKey names one permission ask: session, requestId, toolCallId. */
+function askKey(session: string, requestId: string | null | undefined, toolCallId: string | undefined): string {
+  return session + "\0" + (requestId ?? "") + "\0" + (toolCallId ?? "");
+}
+
+/** toolCallIdOf is the ask's toolCall.toolCallId, if any. */
+function toolCallIdOf(req: PermissionRequest): string | undefined {
+  const tc = req.toolCall as { toolCallId?: unknown } | undefined;
+  return typeof tc?.toolCallId === "string" ? tc.toolCallId : undefined;
 }
 
 /** toSidecarError maps a vscode-jsonrpc failure to a SidecarError. */

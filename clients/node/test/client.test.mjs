@@ -213,3 +213,38 @@ test("spawnSidecar: bad options and a sidecar that cannot start are START_FAILED
     return true;
   });
 });
+
+test("a permission handler that never answers is told by its signal when the sidecar decides at permissionTimeoutMs; other params than an object are refused unsent", { skip: skipReason }, async (t) => {
+  const mark = newMark();
+  const stateDir = tempDir(t);
+  const aborted = [];
+  const sc = await spawnSidecar({
+    binary: sidecarBin,
+    stateDir,
+    env: sidecarEnv(mark),
+    onPermissionRequest: (req, { signal }) =>
+      new Promise(() => signal.addEventListener("abort", () => aborted.push(String(signal.reason?.message)), { once: true })),
+  });
+  t.after(() => sc.kill("SIGKILL"));
+  const s = await sc.open(
+    faultOpen("node-ptimeout", stateDir, mark, "permission=execute", {
+      permissionMode: "approve-reads",
+      nonInteractivePermissions: "deny",
+      permissionTimeoutMs: 700,
+    }),
+  );
+  const turn = s.prompt({ requestId: "t1", prompt: "hello" });
+  for await (const _ of turn.updates);
+  const res = await turn.result;
+  assert.equal(res.status, "completed", JSON.stringify(res));
+  await waitFor(() => aborted.length === 1, 5000, "the handler's signal aborted");
+  assert.match(aborted[0], /timeout/);
+  assert.equal(sc.asks.size, 0, "no ask left open");
+
+  for (const bad of [42, "x", true, [1]]) {
+    await assert.rejects(sc.request("session/list", bad), (e) => e instanceof SidecarError && e.code === -32600 && e.dataCode === "INVALID_REQUEST");
+  }
+  assert.ok(Array.isArray((await sc.request("session/list", null)).sessions), "null params mean {}");
+  await s.close({ reason: "done" });
+  await sc.shutdown();
+});
