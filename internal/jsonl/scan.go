@@ -68,7 +68,7 @@ func Scan(frame []byte, e *Envelope) bool {
 	if s.i >= len(s.b) || s.b[s.i] != '{' {
 		return false
 	}
-	if !s.object(1, e) {
+	if !s.object(1, e, membersEnvelope) {
 		return false
 	}
 	s.ws()
@@ -102,7 +102,7 @@ func (s *scanner) value(depth int) bool {
 	}
 	switch c := s.b[s.i]; {
 	case c == '{':
-		return s.object(depth+1, nil)
+		return s.object(depth+1, nil, membersIgnored)
 	case c == '[':
 		return s.array(depth + 1)
 	case c == '"':
@@ -120,9 +120,19 @@ func (s *scanner) value(depth int) bool {
 	return false
 }
 
-// object scans an object at s.i ('{'). At depth 1 with e set it records
-// the envelope members; a "params" object's members go to e.params.
-func (s *scanner) object(depth int, e *Envelope) bool {
+// What an object's members are recorded as (scanner.object).
+const (
+	membersIgnored  = iota // a nested value: validated only
+	membersEnvelope        // the message: Envelope's fields
+	membersParams          // its "params" object: Envelope.params
+)
+
+// object scans an object at s.i ('{'), recording its members in e as role
+// says; the envelope's "params" object is scanned as membersParams.
+func (s *scanner) object(depth int, e *Envelope, role int) bool {
+	if role == membersParams {
+		e.nParams = 0
+	}
 	s.i++ // '{'
 	s.ws()
 	if s.i < len(s.b) && s.b[s.i] == '}' {
@@ -148,20 +158,23 @@ func (s *scanner) object(depth int, e *Envelope) bool {
 		s.ws()
 		vstart := s.i
 		var okv bool
-		if e != nil && !escaped && string(key) == "params" && s.i < len(s.b) && s.b[s.i] == '{' {
-			okv = s.paramsObject(depth+1, e)
+		if role == membersEnvelope && !escaped && string(key) == "params" && s.i < len(s.b) && s.b[s.i] == '{' {
+			okv = s.object(depth+1, e, membersParams)
 		} else {
 			okv = s.value(depth)
 		}
 		if !okv {
 			return false
 		}
-		if e != nil {
-			if escaped {
-				e.complex = true
-			} else {
-				e.set(key, s.b[vstart:s.i])
-			}
+		switch {
+		case role == membersIgnored:
+		case escaped || (role == membersParams && e.nParams == maxParams):
+			e.complex = true
+		case role == membersEnvelope:
+			e.set(key, s.b[vstart:s.i])
+		default:
+			e.params[e.nParams] = rawMember{key: key, val: s.b[vstart:s.i]}
+			e.nParams++
 		}
 		s.ws()
 		if s.i >= len(s.b) {
@@ -193,59 +206,6 @@ func (e *Envelope) set(key, val []byte) {
 		e.Result = val
 	case "error":
 		e.Error = val
-	}
-}
-
-// paramsObject scans the params object, recording its members in e.
-func (s *scanner) paramsObject(depth int, e *Envelope) bool {
-	e.nParams = 0
-	s.i++ // '{'
-	s.ws()
-	if s.i < len(s.b) && s.b[s.i] == '}' {
-		s.i++
-		return true
-	}
-	for {
-		s.ws()
-		if s.i >= len(s.b) || s.b[s.i] != '"' {
-			return false
-		}
-		kstart := s.i
-		escaped, ok := s.str()
-		if !ok {
-			return false
-		}
-		key := s.b[kstart+1 : s.i-1]
-		s.ws()
-		if s.i >= len(s.b) || s.b[s.i] != ':' {
-			return false
-		}
-		s.i++
-		s.ws()
-		vstart := s.i
-		if !s.value(depth) {
-			return false
-		}
-		switch {
-		case escaped || e.nParams == maxParams:
-			e.complex = true
-		default:
-			e.params[e.nParams] = rawMember{key: key, val: s.b[vstart:s.i]}
-			e.nParams++
-		}
-		s.ws()
-		if s.i >= len(s.b) {
-			return false
-		}
-		switch s.b[s.i] {
-		case ',':
-			s.i++
-		case '}':
-			s.i++
-			return true
-		default:
-			return false
-		}
 	}
 }
 
