@@ -141,7 +141,7 @@ func TestGoClient_CodexHost(t *testing.T) {
 		audit = append(audit, d.Decision+"/"+d.Rule)
 	}
 	mu.Unlock()
-	if !containsStr(audit, "escalated/permissionPolicy.escalate") || !containsStr(audit, "approved/host") {
+	if !anyHasPrefix(audit, "escalated/permissionPolicy.escalate") || !anyHasPrefix(audit, "approved/host") {
 		t.Errorf("decisions %v: want escalated by the policy, then approved by the host", audit)
 	}
 
@@ -180,7 +180,8 @@ func TestGoClient_CodexHost(t *testing.T) {
 	}
 }
 
-func containsStr(list []string, s string) bool {
+// anyHasPrefix reports whether an element of list starts with s.
+func anyHasPrefix(list []string, s string) bool {
 	for _, x := range list {
 		if strings.HasPrefix(x, s) {
 			return true
