@@ -19,8 +19,13 @@ func TestWatchdogKilled_NewWatchdogCoversLiveTrees(t *testing.T) {
 	s := newSup(t, ModeCgroup, mark)
 	tr := startSh(t, s, env, `trap "" TERM; setsid sh -c 'trap "" TERM; exec sleep 1000' & echo up; exec sleep 1000`)
 	readLines(t, tr, 1)
-	if n := len(markedAlive(mark)); n < 2 {
-		t.Fatalf("%d marked processes alive, want the provider and its setsid child", n)
+	// "up" can come before the background child is readable in /proc (it
+	// may be inside execve): wait for both, with a deadline.
+	for deadline := time.Now().Add(5 * time.Second); len(markedAlive(mark)) < 2; {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d marked processes alive, want the provider and its setsid child", len(markedAlive(mark)))
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 	s.mu.Lock()
 	old := s.wd
