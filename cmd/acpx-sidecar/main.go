@@ -21,6 +21,7 @@ import (
 
 	"github.com/acpx-sidecar/acpx-sidecar/internal/adapter"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/journal"
+	"github.com/acpx-sidecar/acpx-sidecar/internal/launchexec"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/reaper"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/rpc"
 	"github.com/acpx-sidecar/acpx-sidecar/protocol"
@@ -30,10 +31,13 @@ import (
 const version = "0.1.0"
 
 func main() {
-	// First, before any flag parsing: a Supervisor re-executes this binary
-	// as each provider's guardian (`acpx-sidecar __guardian`); such a
-	// process runs as the guardian and exits inside MaybeRunGuardian.
-	if reaper.MaybeRunGuardian() {
+	// First, before any flag parsing: the re-exec entries. A Supervisor
+	// re-executes this binary as each provider's guardian or its watchdog
+	// (`acpx-sidecar __guardian`), and as the launch entry that joins a
+	// provider's limit cgroups and applies its sandbox before the agent
+	// runs (`acpx-sidecar __launch`); such a process runs that entry and
+	// exits inside MaybeRun.
+	if launchexec.MaybeRun(reaper.Entries()) {
 		return
 	}
 	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))

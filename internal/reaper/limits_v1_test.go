@@ -170,42 +170,6 @@ func TestStart_V1ExecFile(t *testing.T) {
 	}
 }
 
-// TestLimitsExec_JoinFailureExitsDistinctly: the limits-exec entry that
-// cannot join a cgroup reports "join <errno> <path>" on its status pipe
-// and exits LimitsExecFailed without running the program.
-func TestLimitsExec_JoinFailureExitsDistinctly(t *testing.T) {
-	r, w, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	marker := filepath.Join(t.TempDir(), "ran")
-	cmd := exec.Command(os.Args[0], LimitsExecArg, "status=3", "/nonexistent/cgroup.procs", "--", "/bin/touch", "touch", marker)
-	cmd.ExtraFiles = []*os.File{w}
-	err = cmd.Start()
-	w.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
-	msg := make([]byte, 256)
-	n, _ := r.Read(msg)
-	err = cmd.Wait()
-	var ee *exec.ExitError
-	if !errors.As(err, &ee) || ee.ExitCode() != LimitsExecFailed {
-		t.Errorf("exit %v, want status %d", err, LimitsExecFailed)
-	}
-	want := "join " + strconv.Itoa(int(syscall.ENOENT)) + " /nonexistent/cgroup.procs"
-	if string(msg[:n]) != want {
-		t.Errorf("status message %q, want %q", msg[:n], want)
-	}
-	if perr := parseLimitsExecStatus(string(msg[:n]), "/bin/touch"); !errors.Is(perr, syscall.ENOENT) || !strings.Contains(perr.Error(), "cgroup v1") {
-		t.Errorf("Start's error %v", perr)
-	}
-	if _, err := os.Stat(marker); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("the program ran (%v)", err)
-	}
-}
-
 // TestSweepStaleV1Parents: an empty v1 parent of a dead sidecar (with an
 // empty provider cgroup in it) is removed; one of a live process is not.
 func TestSweepStaleV1Parents(t *testing.T) {

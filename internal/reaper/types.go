@@ -56,6 +56,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/acpx-sidecar/acpx-sidecar/internal/sandbox"
 )
 
 // Mode names a containment mechanism. Its string is the value of
@@ -141,6 +143,13 @@ type Spec struct {
 	// (limits_linux.go); outside cgroup mode any limit fails Start with
 	// ErrLimitsUnsupported, launching nothing.
 	Limits Limits
+	// Sandbox, if not empty, is applied by the launch entry
+	// (internal/launchexec) in the provider's own process before the
+	// agent runs; a failure to apply it fails Start with an error
+	// wrapping launchexec.ErrSandbox, launching nothing. A mode without
+	// sandbox support (SandboxSupported) fails Start with
+	// ErrSandboxUnsupported.
+	Sandbox *sandbox.Plan
 }
 
 // ExitStatus is the wait status of the provider (leader) process.
