@@ -31,9 +31,9 @@ type guardianConn struct {
 	ctl   *os.File // nil once closed
 
 	started chan guardian.Event // "started" or "fail", at most one
-	empty   chan struct{}      // guardian reported: no descendant left
-	done    chan struct{}      // status pipe EOF (guardian exited)
-	reaped  chan struct{}      // the central reaper collected the guardian
+	empty   chan struct{}       // guardian reported: no descendant left
+	done    chan struct{}       // status pipe EOF (guardian exited)
+	reaped  chan struct{}       // the central reaper collected the guardian
 
 	emptyOnce, reapedOnce sync.Once
 }
