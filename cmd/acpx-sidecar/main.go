@@ -24,6 +24,7 @@ import (
 	"github.com/acpx-sidecar/acpx-sidecar/internal/launchexec"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/reaper"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/rpc"
+	"github.com/acpx-sidecar/acpx-sidecar/internal/sandbox"
 	"github.com/acpx-sidecar/acpx-sidecar/protocol"
 )
 
@@ -66,6 +67,10 @@ type options struct {
 	maxQueued     int
 	journalMax    int64
 	printVersion  bool
+	// defaultSandbox is --default-sandbox; assumeABI --assume-landlock-abi
+	// (-1: the kernel's).
+	defaultSandbox string
+	assumeABI      int
 }
 
 func parseFlags(args []string, stderr io.Writer) (*options, error) {
@@ -93,6 +98,8 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.IntVar(&o.reconcile, "late-close-reconcile-attempts", 3, "ACP session/close attempts for a session created after its admission was given up (error answers retried; timeouts never)")
 	fs.IntVar(&o.maxQueued, "max-queued-turns", protocol.DefaultMaxQueuedTurns, "queue: true prompts that may wait behind a session's active turn (docs/protocol.md §8)")
 	fs.Int64Var(&o.journalMax, "journal-max-bytes", journal.DefaultMaxBytes, "size at which a session journal segment is rotated, bytes; 4 segments are kept (docs/protocol.md §16)")
+	fs.StringVar(&o.defaultSandbox, "default-sandbox", sandbox.Workspace, "kernel sandbox of an open that names none: workspace, strict or off; a default this machine cannot enforce is reported (sandbox.enforced false), not fatal (docs/protocol.md §19)")
+	fs.IntVar(&o.assumeABI, "assume-landlock-abi", -1, "treat the kernel as offering at most this Landlock ABI (0: none); for testing how opens are refused (-1: the kernel's)")
 	fs.BoolVar(&o.printVersion, "version", false, "print the version and exit")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -132,6 +139,14 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	case "auto", "cgroup", "subreaper", "process-group":
 	default:
 		return nil, fmt.Errorf("--containment must be auto, cgroup, subreaper or process-group")
+	}
+	switch o.defaultSandbox {
+	case sandbox.Workspace, sandbox.Strict, sandbox.Off:
+	default:
+		return nil, fmt.Errorf("--default-sandbox must be workspace, strict or off")
+	}
+	if o.assumeABI < -1 {
+		return nil, fmt.Errorf("--assume-landlock-abi must be -1 or more")
 	}
 	var lvl zapcore.Level
 	if err := lvl.UnmarshalText([]byte(o.logLevel)); err != nil {
@@ -267,6 +282,14 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	cfg.BaseEnv = adapter.InheritedEnv(o.inheritEnv, cfg.SidecarEnv)
 	cfg.DefaultLimits = o.limits.defaults()
 	cfg.LimitsSupported = reaper.LimitsSupported
+	cfg.Sandbox = adapter.SandboxConfig{Default: o.defaultSandbox, Caps: sandbox.Probe().Limit(o.assumeABI),
+		Protected: sandbox.CgroupMounts()}
+	if sup != nil {
+		if sc := adapter.SandboxCaps(cfg.Sandbox.Caps, o.defaultSandbox, sup.Mode()); sc.Default != o.defaultSandbox {
+			log.Warn("the default sandbox cannot be enforced here; opens that name none run unsandboxed and say so (sandbox.enforced false)",
+				zap.String("defaultSandbox", o.defaultSandbox), zap.Int("landlockAbi", sc.LandlockABI), zap.String("reason", sc.Reason))
+		}
+	}
 	if o.inheritEnvOld != "" {
 		log.Warn("--inherit-env=" + o.inheritEnvOld + " is the old boolean spelling; it means --inherit-env=" + o.inheritEnv)
 	}
@@ -315,8 +338,8 @@ func newSupervisor(opts reaper.Options) (*reaper.Supervisor, error) {
 
 // doctor prints which containment mechanisms this machine offers and why,
 // the --inherit-env policy the given flags set and the names it passes,
-// and which kinds of limits (docs/protocol.md §18.2) this machine can
-// enforce.
+// which kinds of limits (docs/protocol.md §18.2) this machine can
+// enforce, and what its kernel sandbox enforces (docs/protocol.md §19).
 func doctor(stdout io.Writer, o *options) int {
 	mechs := reaper.Detect()
 	enc := json.NewEncoder(stdout)
@@ -329,7 +352,8 @@ func doctor(stdout io.Writer, o *options) int {
 		}
 	}
 	_ = enc.Encode(map[string]any{"containment": chosen, "mechanisms": mechs,
-		"inheritEnv": doctorEnv(o.inheritEnv), "limits": doctorLimits(chosen)})
+		"inheritEnv": doctorEnv(o.inheritEnv), "limits": doctorLimits(chosen),
+		"sandbox": adapter.SandboxCaps(sandbox.Probe().Limit(o.assumeABI), o.defaultSandbox, reaper.Mode(chosen))})
 	if chosen == "" {
 		return 1
 	}

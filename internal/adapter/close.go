@@ -118,6 +118,7 @@ func (s *session) finishCleanup(proof *protocol.Proof) {
 	}
 	if proof.Complete {
 		_ = s.st.RemoveOwned(s.id)
+		s.removePrivateTmp()
 		s.m.releaseKey(s)
 	} else {
 		s.retain(proof)
@@ -333,6 +334,7 @@ func (s *session) retain(first *protocol.Proof) {
 		proof.FinishedAt = protocol.At(time.Now())
 		proof.DurationMs = proof.FinishedAt.Sub(proof.StartedAt.Time).Milliseconds()
 		_ = st.RemoveOwned(s.id)
+		s.removePrivateTmp()
 		s.m.releaseKey(s)
 		s.post(func() { s.proof = &proof })
 		dir := st.Dir()

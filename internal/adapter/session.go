@@ -36,6 +36,10 @@ type session struct {
 	// stateDir is the open's stateDir (absolute; --state-dir when the
 	// open gave none).
 	stateDir string
+	// tmpDir is the private TMPDIR made for the session ("" if none),
+	// set on the actor before admission starts and removed once the tree
+	// is proven gone (sandbox.go).
+	tmpDir string
 
 	cmds  chan func()
 	inbox chan func()
