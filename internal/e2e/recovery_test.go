@@ -223,7 +223,7 @@ func TestSidecarKilled_LedgerEntryWrittenBeforeLaunchIsRecovered(t *testing.T) {
 // model.
 func TestResume_PinnedModelAndModeReappliedWhenTheAgentForgetsThem(t *testing.T) {
 	e := newFaultEnv(t)
-	agentState := t.TempDir()
+	agentState := agentWritableDir(t)
 	s := startSidecar(t, "--state-dir", e.stateDir)
 	s.initialize(false)
 	p := e.openParams("pinned", "load-resets-controls")

@@ -80,6 +80,10 @@
 //	turn-hog=<MiB>     each turn allocates that much memory (modes_limits.go)
 //	turn-forkbomb=<N>  each turn starts up to N sleeper children until a fork
 //	                   fails (modes_limits.go)
+//	probe              each turn runs its prompt's lines as sandbox probes
+//	                   (write, read, replace, kill, abstract, tcp, procfd,
+//	                   cgroup-escape, exec, child) and reports each result
+//	                   in a chunk (modes_sandbox.go)
 //
 // Normal behaviour: initialize answers agentInfo {name:"faultagent",
 // version:"0.1.0"}, agentCapabilities {loadSession:true,
@@ -135,6 +139,7 @@ type config struct {
 	seedModes        // record, error-new, hog, new-on-term, ... (modes_seed.go)
 	journalModes     // stream, usage-grow (modes_journal.go)
 	limitModes       // turn-hog, turn-forkbomb (modes_limits.go)
+	sandboxModes     // probe (modes_sandbox.go)
 	stateDir         string
 }
 
@@ -203,6 +208,8 @@ func parseModes(list string) (config, error) {
 			c.resume = true
 		case "turn-hog", "turn-forkbomb":
 			err = c.limitModes.parse(name, val, hasVal)
+		case "probe":
+			c.probe = true
 		case "slow-turn":
 			n, err = num()
 			c.slowTurn = time.Duration(n) * time.Millisecond
@@ -224,6 +231,10 @@ func parseModes(list string) (config, error) {
 func main() {
 	if len(os.Args) > 1 && os.Args[1] == grandchildFlag {
 		grandchildMain()
+		return
+	}
+	if len(os.Args) > 2 && os.Args[1] == probeChildFlag {
+		probeChildMain(os.Args[2])
 		return
 	}
 	fs := flag.NewFlagSet("faultagent", flag.ContinueOnError)
