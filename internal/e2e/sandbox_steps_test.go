@@ -133,3 +133,16 @@ func realDir(t *testing.T, dir string) string {
 	}
 	return r
 }
+
+// closeAllClean closes every session (their agents share e's marker),
+// requires complete proofs, then requires that no process of the test is
+// left.
+func closeAllClean(t *testing.T, s *sidecar, e *faultEnv, sessions ...string) {
+	t.Helper()
+	for _, id := range sessions {
+		if p := closeProof(s, id, nil); !p.Complete || !p.Verified.TreeEmpty {
+			t.Fatalf("close proof of %s not complete: %+v", id, p)
+		}
+	}
+	waitNoMarked(t, e.mark, e.work, 10*time.Second)
+}

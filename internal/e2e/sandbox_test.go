@@ -101,8 +101,7 @@ func TestSandbox_OwnTreeCannotReachOutside(t *testing.T) {
 	got = probeTurn(t, s, free.Session, "f1", "kill "+sidecarPid, "abstract "+name, "procfd "+walledPid, "write "+outside+"/free")
 	wantProbes(t, got, map[string]string{"kill " + sidecarPid: "ok", "abstract " + name: "ok", "procfd " + walledPid: "ok",
 		"write " + outside + "/free": "ok"})
-	closeClean(t, s, walled.Session, e.mark, e.work)
-	closeClean(t, s, free.Session, e.mark, e.work)
+	closeAllClean(t, s, e, walled.Session, free.Session)
 }
 
 // TestSandbox_StrictReadsOnlyItsOwn: in strict mode the agent cannot
@@ -166,8 +165,7 @@ func TestSandbox_Network(t *testing.T) {
 	none := e.openProbe(s, "none", home, map[string]any{"network": "none"})
 	got = probeTurn(t, s, none.Session, "n2", "tcp "+addrs[0], "tcp "+addrs[1])
 	wantProbes(t, got, map[string]string{"tcp " + addrs[0]: "ECONNREFUSED", "tcp " + addrs[1]: "ECONNREFUSED"})
-	closeClean(t, s, tcp.Session, e.mark, e.work)
-	closeClean(t, s, none.Session, e.mark, e.work)
+	closeAllClean(t, s, e, tcp.Session, none.Session)
 }
 
 // TestSandbox_UnenforceableAndConflicts: on a kernel without Landlock
