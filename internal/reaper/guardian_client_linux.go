@@ -210,7 +210,7 @@ func waitAny(d time.Duration, chs ...<-chan struct{}) bool {
 }
 
 // startGuardian launches spec behind its own guardian (subreaper and
-// process-group modes; see guardian_linux.go): the sidecar starts the
+// process-group modes; see internal/guardian): the sidecar starts the
 // guardian (Options.GuardianPath with argv[1] GuardianArg, in its own
 // process group, environment Spec.Env), which forks the provider in its
 // own process group. The guardian holds no copy of the provider's stdio.
@@ -267,7 +267,7 @@ func (s *Supervisor) startGuardian(spec Spec) (*Tree, error) {
 	childEnds = append(childEnds, ctlR, stW)
 
 	// Guardian fds: 0-2 provider stdio, 3 control, 4 status, then the
-	// ExecFile (see guardian_linux.go).
+	// ExecFile (see internal/guardian).
 	files := []uintptr{inR.Fd(), outW.Fd(), errW.Fd(), ctlR.Fd(), stW.Fd()}
 	gs := guardian.Spec{Path: spec.Path, Argv: append([]string{spec.Path}, spec.Args...), Dir: spec.Dir,
 		Mode: string(s.mode), ExecFD: -1}

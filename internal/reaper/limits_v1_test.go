@@ -50,7 +50,7 @@ func v1Leftovers(s *Supervisor, name string) []string {
 
 // TestStart_LimitsBindTheProvidersFirstFork: with pids 1 the provider's
 // very first fork fails (EAGAIN), so it was inside its pids limit before
-// it ran (docs/protocol.md §18.2; on a hybrid host the limits-exec entry
+// it ran (docs/protocol.md §18.2; on a hybrid host the launch entry
 // joined the v1 cgroup before execve).
 func TestStart_LimitsBindTheProvidersFirstFork(t *testing.T) {
 	mark, env := newMark(t)
@@ -84,7 +84,7 @@ func TestStart_LimitsBindTheProvidersFirstFork(t *testing.T) {
 }
 
 // TestStart_V1ExecFailureLaunchesNothing: a provider that cannot be
-// executed through the limits-exec entry fails Start with the execve
+// executed through the launch entry fails Start with the execve
 // errno (as a direct start does), nothing stays alive, and no v1 or v2
 // cgroup is left.
 func TestStart_V1ExecFailureLaunchesNothing(t *testing.T) {
@@ -102,7 +102,7 @@ func TestStart_V1ExecFailureLaunchesNothing(t *testing.T) {
 }
 
 // TestStart_V1ExecFile: an opened ExecFile (binary and "#!" script) runs
-// through the limits-exec entry; Path is only argv[0]; the binary's
+// through the launch entry; Path is only argv[0]; the binary's
 // descriptor does not leak into the provider.
 func TestStart_V1ExecFile(t *testing.T) {
 	needV1(t, "pids")

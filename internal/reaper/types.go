@@ -20,7 +20,7 @@
 //     cgroup.kills every registered provider cgroup when its pipe from the
 //     sidecar hits EOF.
 //   - ModeSubreaper: the per-provider guardian (a re-execution of this
-//     binary, a child subreaper, see guardian_linux.go) is the provider's
+//     binary, a child subreaper, see internal/guardian) is the provider's
 //     parent; every orphaned descendant, setsid or not, re-parents to it.
 //     Termination asks the guardian to TERM, then KILL, the pinned group
 //     and every live descendant (via pidfds); the proof is the guardian
@@ -247,7 +247,8 @@ type Options struct {
 	// process-group), or as the Supervisor's watchdog with argv
 	// [GuardianPath, GuardianArg, "watchdog"] (cgroup), and as the first
 	// image of a provider with cgroup v1 limits with argv [GuardianPath,
-	// LimitsExecArg, …] (cgroup, hybrid host); its main
+	// launchexec.Arg, …] (the launch entry: cgroup v1 limits, a
+	// sandbox); its main
 	// must call MaybeRunGuardian first thing (cmd/acpx-sidecar does; a test
 	// binary, re-executed by the default, must from its TestMain).
 	// "" = os.Executable(). NewSupervisor fails with ErrUnsupported if it
