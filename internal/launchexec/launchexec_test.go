@@ -152,7 +152,7 @@ func TestLaunch_BadPlanIsRefusedBeforeTheProgram(t *testing.T) {
 	}
 }
 
-func mustJSON(t *testing.T, p sandbox.Plan) string {
+func mustJSON(t testing.TB, p sandbox.Plan) string {
 	t.Helper()
 	b, err := json.Marshal(p)
 	if err != nil {
