@@ -192,10 +192,11 @@ func (m *Manager) Initialize(p protocol.InitializeParams) protocol.InitializeRes
 		mode = m.cfg.Launcher.Mode()
 		containment = string(mode)
 	}
+	caps := protocol.ServerCaps{Containment: containment, Agents: profiles.Names(), InheritEnv: m.inheritPolicy(),
+		Sandbox: SandboxCaps(m.cfg.Sandbox.Caps, m.cfg.Sandbox.Default, mode)}
 	return protocol.InitializeResult{ProtocolVersion: protocol.Version,
 		ServerInfo:   protocol.Implementation{Name: "acpx-sidecar", Version: m.cfg.Version},
-		Capabilities: protocol.ServerCaps{Containment: containment, Agents: profiles.Names(), InheritEnv: m.inheritPolicy(),
-			Sandbox: SandboxCaps(m.cfg.Sandbox.Caps, m.cfg.Sandbox.Default, mode)},
+		Capabilities: caps,
 		Bounds:       m.Bounds()}
 }
 

@@ -158,12 +158,12 @@ func Prepare(name, repoRoot, stubURL, dir string) (*Launch, error) {
 		return nil, fmt.Errorf("agentenv: %w", err)
 	}
 	l := &Launch{Agent: a.Profile, Command: cmd, Home: filepath.Join(dir, "home"), KeyEnv: a.KeyEnv}
+	// The XDG dirs are under HOME, where an agent's own files live, so the
+	// sidecar's default sandbox (workspace: HOME, TMPDIR and cwd writable,
+	// docs/protocol.md §19) lets the agent write them.
 	l.Env = map[string]string{
 		"HOME":            l.Home,
 		"TMPDIR":          filepath.Join(dir, "tmp"),
-		// Under HOME, where an agent's own files live, so the sidecar's
-		// default sandbox (workspace: HOME, TMPDIR and cwd writable,
-		// docs/protocol.md §19) lets the agent write them.
 		"XDG_CONFIG_HOME": filepath.Join(l.Home, ".config"),
 		"XDG_DATA_HOME":   filepath.Join(l.Home, ".local", "share"),
 		"XDG_STATE_HOME":  filepath.Join(l.Home, ".local", "state"),
