@@ -163,7 +163,18 @@ type OpenParams struct {
 	McpServers                []json.RawMessage `json:"mcpServers,omitempty"`
 	HandshakeTimeoutMs        int64             `json:"handshakeTimeoutMs,omitempty"`
 	Resume                    *bool             `json:"resume,omitempty"`
+	// Sandbox is the kernel sandbox of the provider tree (docs/protocol.md
+	// §19); nil leaves the sidecar's default (--default-sandbox).
+	Sandbox *Sandbox `json:"sandbox,omitempty"`
 }
+
+// Sandbox is `sandbox` of session/open (docs/protocol.md §19): filesystem
+// "workspace", "strict" or "off"; extra writable and readable directories;
+// network "all", "none" or connectTcp ports; signals "own-tree" or "all".
+// An explicit sandbox the sidecar's machine cannot enforce is refused
+// PLATFORM_UNSUPPORTED; one that would make a never-writable path
+// writable, SANDBOX_CONFLICT.
+type Sandbox = protocol.Sandbox
 
 // PromptParams are the params of session/prompt without the session.
 // RequestID is host-chosen and unique within the session and its resumes.
