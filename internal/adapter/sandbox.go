@@ -66,7 +66,8 @@ func (m *Manager) policyOf(p protocol.OpenParams) sandbox.Policy {
 		if sb.Filesystem != "" {
 			pol.Filesystem = sb.Filesystem
 		}
-		pol.Writable, pol.Readable = sb.Writable, sb.Readable
+		// Copies: setupSandbox resolves them in place.
+		pol.Writable, pol.Readable = slices.Clone(sb.Writable), slices.Clone(sb.Readable)
 		if n := sb.Network; n != nil {
 			pol.Network = n.Mode
 			for _, port := range n.ConnectTCP {
@@ -122,11 +123,7 @@ func (s *session) setupSandbox(p protocol.OpenParams, env []string) (sandboxSetu
 		res.Reason = why
 		return setup, env, nil
 	}
-	var paths sandbox.Paths
-	var perr *protocol.Error
-	if paths, perr = s.sandboxPaths(p, pol, env); perr != nil {
-		return setup, env, perr
-	}
+	paths := s.sandboxPaths(p, pol, env)
 	for i, l := range [][]string{pol.Writable, pol.Readable} {
 		field := [2]string{"writable", "readable"}[i]
 		for j, d := range l {
@@ -187,7 +184,7 @@ func (s *session) setupSandbox(p protocol.OpenParams, env []string) (sandboxSetu
 // installation, and what is never writable: every state dir of this
 // sidecar, the cgroup filesystem and the installation. Symlinks are
 // resolved.
-func (s *session) sandboxPaths(p protocol.OpenParams, pol sandbox.Policy, env []string) (sandbox.Paths, *protocol.Error) {
+func (s *session) sandboxPaths(p protocol.OpenParams, pol sandbox.Policy, env []string) sandbox.Paths {
 	real := func(d string) string {
 		if r, err := filepath.EvalSymlinks(d); err == nil {
 			return r
@@ -214,7 +211,7 @@ func (s *session) sandboxPaths(p protocol.OpenParams, pol sandbox.Policy, env []
 			paths.Protected = append(paths.Protected, filepath.Clean(d))
 		}
 	}
-	return paths, nil
+	return paths
 }
 
 // stateDirs are every state dir this sidecar uses: --state-dir, every

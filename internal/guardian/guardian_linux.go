@@ -62,7 +62,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/signal"
 	"strings"
@@ -439,12 +438,7 @@ func (g *guardian) signalTree(sig unix.Signal) string {
 // process is killed if still there and reaped, and the error (wrapping
 // launchexec.ErrSandbox for a sandbox failure) returned.
 func awaitLaunch(status *os.File, pid int, path string) error {
-	_ = status.SetReadDeadline(time.Now().Add(launchexec.Timeout))
-	b, rerr := io.ReadAll(io.LimitReader(status, 4096))
-	err := launchexec.ParseStatus(string(b), path)
-	if err == nil && rerr != nil {
-		err = fmt.Errorf("start %s: no word from the launch entry within %s: %w", path, launchexec.Timeout, rerr)
-	}
+	err := launchexec.ReadStatus(status, path)
 	if err == nil {
 		return nil
 	}

@@ -24,6 +24,7 @@ package launchexec
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"strconv"
 	"strings"
@@ -109,6 +110,20 @@ func Argv(binary string, statusFD, cloexecFD int, plan string, procs []string, p
 	out = append(out, procs...)
 	out = append(out, "--", path)
 	return append(out, argv...)
+}
+
+// ReadStatus waits (at most Timeout) for the launch entry's word on the
+// read end of its status pipe, whose write end the launcher has closed:
+// nil once it hits EOF with nothing written (the provider runs), else
+// ParseStatus's error, or a timeout error naming path.
+func ReadStatus(status *os.File, path string) error {
+	_ = status.SetReadDeadline(time.Now().Add(Timeout))
+	b, rerr := io.ReadAll(io.LimitReader(status, 4096))
+	err := ParseStatus(string(b), path)
+	if err == nil && rerr != nil {
+		err = fmt.Errorf("start %s: no word from the launch entry within %s: %w", path, Timeout, rerr)
+	}
+	return err
 }
 
 // ParseStatus turns a status-pipe message into the error a launcher

@@ -15,7 +15,6 @@ package reaper
 import (
 	"encoding/json"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"time"
@@ -54,12 +53,7 @@ func planJSON(p *sandbox.Plan) string {
 // and the error returned, wrapping launchexec.ErrSandbox for a sandbox
 // failure (the caller removes the cgroups). s.mu held.
 func (s *Supervisor) awaitLaunch(t *Tree, status *os.File, path string) error {
-	_ = status.SetReadDeadline(time.Now().Add(launchexec.Timeout))
-	b, rerr := io.ReadAll(io.LimitReader(status, 4096))
-	err := launchexec.ParseStatus(string(b), path)
-	if err == nil && rerr != nil {
-		err = fmt.Errorf("start %s: no word from the launch entry within %s: %w", path, launchexec.Timeout, rerr)
-	}
+	err := launchexec.ReadStatus(status, path)
 	if err == nil {
 		return nil
 	}
