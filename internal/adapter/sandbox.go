@@ -136,7 +136,7 @@ func (s *session) setupSandbox(p protocol.OpenParams, env []string) (sandboxSetu
 	}
 	tmpMade := ""
 	if pol.Filesystem != sandbox.Off && paths.TmpDir == "" {
-		dir, err := os.MkdirTemp("", "acpx-"+s.id+"-tmp-") // 0700
+		dir, err := os.MkdirTemp("", tmpPrefix(s.id)) // 0700
 		if err != nil {
 			return setup, env, protocol.Domain(protocol.ErrPlatformUnsupported, "the session's private TMPDIR could not be made: "+errText(err), true)
 		}
@@ -260,5 +260,23 @@ func nonNil(s []string) []string {
 func (s *session) removePrivateTmp() {
 	if s.tmpDir != "" {
 		_ = os.RemoveAll(s.tmpDir)
+	}
+}
+
+// tmpPrefix is the name prefix of session id's private TMPDIR under the
+// OS temp dir.
+func tmpPrefix(id string) string { return "acpx-" + id + "-tmp-" }
+
+// removeSessionTmp removes the private TMPDIR(s) of session id, made by a
+// sidecar that died before its proof; the recovery of that session's
+// ledger entry calls it once the leftover tree is proven gone. Session ids
+// are random (newID), so the pattern names that session's only.
+func removeSessionTmp(id string) {
+	if id == "" || strings.ContainsAny(id, "/*?[\\") {
+		return
+	}
+	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), tmpPrefix(id)+"*"))
+	for _, d := range dirs {
+		_ = os.RemoveAll(d)
 	}
 }

@@ -114,6 +114,7 @@ type openResult struct {
 		Pid         int    `json:"pid"`
 		Containment string `json:"containment"`
 	} `json:"process"`
+	Sandbox *sandboxResult `json:"sandbox"`
 }
 
 // errData is the `data` of a sidecar error (docs/protocol.md, Error model).
