@@ -67,7 +67,8 @@ func TestSandbox_WorkspaceWallsTheAgentIn(t *testing.T) {
 // default), the agent cannot kill(2) the sidecar or the host (EPERM),
 // cannot connect to an abstract UNIX socket the test listens on, and
 // cannot open /proc/<pid>/fd of the sidecar or of a neighbour session's
-// agent (Landlock denies ptrace-class access outside its domain). The
+// agent, sandboxed (another domain: nor signal it) or not (Landlock
+// denies ptrace-class access outside its domain). The
 // neighbour, opened side by side with filesystem and signals off,
 // reaches the same socket and writes outside its cwd: a sandboxed and a
 // non-sandboxed open in one sidecar.
@@ -83,25 +84,28 @@ func TestSandbox_OwnTreeCannotReachOutside(t *testing.T) {
 	s := startSidecar(t, "--state-dir", e.stateDir)
 	s.initialize(false)
 	walled := e.openProbe(s, "walled", home, nil)
+	walled2 := e.openProbe(s, "walled2", home, nil) // a sandboxed neighbour: another domain
 	free := e.openProbe(s, "free", home, map[string]any{"filesystem": "off", "signals": "all"})
 	if free.Sandbox.Enforced || free.Sandbox.Filesystem != "off" {
 		t.Fatalf("the unsandboxed open reports %+v", free.Sandbox)
 	}
 	sidecarPid := strconv.Itoa(s.cmd.Process.Pid)
 	hostPid := strconv.Itoa(os.Getpid())
-	neighbour := strconv.Itoa(free.Process.Pid)
+	neighbour, sandboxedNeighbour := strconv.Itoa(free.Process.Pid), strconv.Itoa(walled2.Process.Pid)
 	got := probeTurn(t, s, walled.Session, "w1", "kill "+sidecarPid, "kill "+hostPid, "abstract "+name,
-		"procfd "+neighbour, "procfd "+sidecarPid, "child kill "+sidecarPid, "child abstract "+name)
+		"procfd "+neighbour, "procfd "+sandboxedNeighbour, "kill "+sandboxedNeighbour, "procfd "+sidecarPid,
+		"child kill "+sidecarPid, "child abstract "+name, "child procfd "+sandboxedNeighbour)
 	wantProbes(t, got, map[string]string{"kill " + sidecarPid: "EPERM", "kill " + hostPid: "EPERM", "abstract " + name: "EPERM",
-		"procfd " + neighbour: "denied", "procfd " + sidecarPid: "denied",
-		"child kill " + sidecarPid: "EPERM", "child abstract " + name: "EPERM"})
+		"procfd " + neighbour: "denied", "procfd " + sandboxedNeighbour: "denied", "kill " + sandboxedNeighbour: "EPERM",
+		"procfd " + sidecarPid: "denied", "child kill " + sidecarPid: "EPERM", "child abstract " + name: "EPERM",
+		"child procfd " + sandboxedNeighbour: "denied"})
 	// The same probes from the unsandboxed neighbour succeed: the denials
 	// above are the sandbox's.
 	walledPid := strconv.Itoa(walled.Process.Pid)
 	got = probeTurn(t, s, free.Session, "f1", "kill "+sidecarPid, "abstract "+name, "procfd "+walledPid, "write "+outside+"/free")
 	wantProbes(t, got, map[string]string{"kill " + sidecarPid: "ok", "abstract " + name: "ok", "procfd " + walledPid: "ok",
 		"write " + outside + "/free": "ok"})
-	closeAllClean(t, s, e, walled.Session, free.Session)
+	closeAllClean(t, s, e, walled.Session, walled2.Session, free.Session)
 }
 
 // TestSandbox_StrictReadsOnlyItsOwn: in strict mode the agent cannot
