@@ -184,7 +184,7 @@ func Prepare(name, repoRoot, stubURL, dir string) (*Launch, error) {
 	case "gemini":
 		err = prepareGemini(l, base)
 	case "opencode":
-		err = prepareOpenCode(l, dir, base, a.Version)
+		err = prepareOpenCode(l, base, a.Version)
 	}
 	if err != nil {
 		return nil, err

@@ -165,8 +165,10 @@ func opencodeConfig(base string) map[string]any {
 // if `npm install @opencode-ai/plugin@version` had run there, since
 // opencode otherwise runs that install (reaching the npm registry) at every
 // start.
-func prepareOpenCode(l *Launch, dir, base, version string) error {
-	cfg := filepath.Join(dir, "opencode.json")
+func prepareOpenCode(l *Launch, base, version string) error {
+	// Under HOME: opencode rewrites its config file at start, and the
+	// default sandbox lets it write only its cwd, HOME and TMPDIR.
+	cfg := filepath.Join(l.Home, "opencode.json")
 	if err := writeJSON(cfg, opencodeConfig(base)); err != nil {
 		return err
 	}
