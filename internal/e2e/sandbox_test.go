@@ -19,6 +19,7 @@ import (
 // disk, its tree is proven gone with a complete proof, and the private
 // TMPDIR is removed after the proof.
 func TestSandbox_WorkspaceWallsTheAgentIn(t *testing.T) {
+	t.Parallel()
 	for _, mode := range []string{"cgroup", "subreaper"} {
 		t.Run(mode, func(t *testing.T) {
 			e := newFaultEnv(t)
@@ -73,6 +74,7 @@ func TestSandbox_WorkspaceWallsTheAgentIn(t *testing.T) {
 // reaches the same socket and writes outside its cwd: a sandboxed and a
 // non-sandboxed open in one sidecar.
 func TestSandbox_OwnTreeCannotReachOutside(t *testing.T) {
+	t.Parallel()
 	e := newFaultEnv(t)
 	home, outside := t.TempDir(), t.TempDir()
 	name := "acpx-e2e-" + randHex(6)
@@ -113,6 +115,7 @@ func TestSandbox_OwnTreeCannotReachOutside(t *testing.T) {
 // session's workspace, but reads its cwd, and node, python and /bin/sh
 // still start.
 func TestSandbox_StrictReadsOnlyItsOwn(t *testing.T) {
+	t.Parallel()
 	e := newFaultEnv(t)
 	home, userHome, otherWork := t.TempDir(), t.TempDir(), t.TempDir()
 	key := filepath.Join(userHome, ".ssh", "id_ed25519")
@@ -145,6 +148,7 @@ func TestSandbox_StrictReadsOnlyItsOwn(t *testing.T) {
 // "none" the agent has its own loopback only, so neither listener is
 // reachable.
 func TestSandbox_Network(t *testing.T) {
+	t.Parallel()
 	e := newFaultEnv(t)
 	home := t.TempDir()
 	var addrs []string
@@ -179,6 +183,7 @@ func TestSandbox_Network(t *testing.T) {
 // dir is SANDBOX_CONFLICT (data.paths); a HOME that holds the state dir
 // keeps it read-only (a bind mount), not writable.
 func TestSandbox_UnenforceableAndConflicts(t *testing.T) {
+	t.Parallel()
 	e := newFaultEnv(t)
 	home := t.TempDir()
 	s := startSidecar(t, "--state-dir", e.stateDir, "--assume-landlock-abi", "0")
