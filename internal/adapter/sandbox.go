@@ -134,7 +134,7 @@ func (s *session) setupSandbox(p protocol.OpenParams, env []string) (sandboxSetu
 			l[j] = real
 		}
 	}
-	tmpMade := ""
+	tmpMade, origEnv := "", env
 	if pol.Filesystem != sandbox.Off && paths.TmpDir == "" {
 		dir, err := os.MkdirTemp("", tmpPrefix(s.id)) // 0700
 		if err != nil {
@@ -144,7 +144,8 @@ func (s *session) setupSandbox(p protocol.OpenParams, env []string) (sandboxSetu
 			return setup, env, protocol.Internal("the session's private TMPDIR vanished")
 		}
 		tmpMade, paths.TmpDir = dir, dir
-		env = append(slices.Clone(env), "TMPDIR="+dir)
+		env = slices.DeleteFunc(slices.Clone(env), func(kv string) bool { return strings.HasPrefix(kv, "TMPDIR=") })
+		env = append(env, "TMPDIR="+dir)
 	}
 	fail := func(e *protocol.Error) (sandboxSetup, []string, *protocol.Error) {
 		if tmpMade != "" {
@@ -169,9 +170,8 @@ func (s *session) setupSandbox(p protocol.OpenParams, env []string) (sandboxSetu
 		res.Reason = err.Error()
 		if tmpMade != "" {
 			_ = os.RemoveAll(tmpMade)
-			env = env[:len(env)-1]
 		}
-		return setup, env, nil
+		return setup, origEnv, nil
 	}
 	res.Enforced = !plan.Empty()
 	res.Writable, res.Readable, res.ReadOnly, res.TmpDir = nonNil(ap.Writable), nonNil(ap.Readable), ap.ReadOnly, tmpMade
@@ -180,7 +180,7 @@ func (s *session) setupSandbox(p protocol.OpenParams, env []string) (sandboxSetu
 }
 
 // sandboxPaths are the open's places: cwd, the launch environment's HOME
-// (made, 0700, if it does not exist) and TMPDIR, the command's
+// and TMPDIR (each made, 0700, if it does not exist), the command's
 // installation, and what is never writable: every state dir of this
 // sidecar, the cgroup filesystem and the installation. Symlinks are
 // resolved.
@@ -200,6 +200,9 @@ func (s *session) sandboxPaths(p protocol.OpenParams, pol sandbox.Policy, env []
 		paths.Home = real(home)
 	}
 	if tmp := envValue(env, "TMPDIR"); filepath.IsAbs(tmp) {
+		if pol.Filesystem != sandbox.Off {
+			_ = os.MkdirAll(tmp, 0o700)
+		}
 		paths.TmpDir = real(tmp)
 	}
 	paths.Install = sandbox.Installation(p.Command.Path, p.Command.Args)
