@@ -2,9 +2,10 @@
 // "Performance"), run by `make bench` (`make node-bench` alone): the built
 // client (dist/) against a bare reader of the same sidecar written here
 // (readline + JSON.parse of every line, the sidecar's default ndjson
-// framing), on the fault agent's flood, each side its own sidecar, the
-// runs alternated (client, client batches, floor, client, …) so that
-// machine noise falls on all; medians are printed. Host CPU is this
+// framing), on the fault agent's flood, the runs alternated (client,
+// client batches, floor, then the next round starting one later) so that
+// machine noise falls on all; medians are printed. Each side has sessions
+// of its own (a fresh one per turn for the single-session run). Host CPU is this
 // process's (process.cpuUsage: user + system, every thread) from the
 // session/prompt sent to its result; the sidecar's and agents' CPU is not
 // in it.
@@ -101,30 +102,13 @@ class RawSidecar {
   }
 }
 
-async function clientSide(n, modes) {
-  const sc = await spawnSidecar({ binary: sidecarBin, stateDir: tempDir() });
-  const cwd = tempDir();
-  const sessions = [];
-  for (let i = 0; i < n; i++) sessions.push(await sc.open(openParams(`client-${i}`, cwd, modes)));
-  return { sc, sessions };
-}
-
-async function rawSide(n, modes) {
-  const raw = new RawSidecar();
-  await raw.call("initialize", { protocolVersion: 1, clientInfo: { name: "bench", version: "0" } });
-  const cwd = tempDir();
-  const sessions = [];
-  for (let i = 0; i < n; i++) sessions.push((await raw.call("session/open", openParams(`raw-${i}`, cwd, modes))).session);
-  return { raw, sessions };
-}
-
 let hasBatches = false; // the built client has Turn.updateBatches()
 
 /** One turn on every session at once through turn.updates (or updateBatches()). */
-async function clientTurn(side, round, perTurn, batches) {
+async function clientTurn(sessions, round, perTurn, batches) {
   await Promise.all(
-    side.sessions.map(async (s) => {
-      const turn = s.prompt({ requestId: `t${round}${batches ? "b" : ""}`, prompt: "go" });
+    sessions.map(async (s) => {
+      const turn = s.prompt({ requestId: `t${round}`, prompt: "go" });
       hasBatches = typeof turn.updateBatches === "function";
       let n = 0;
       if (batches) for await (const b of turn.updateBatches()) n += b.length;
@@ -135,25 +119,58 @@ async function clientTurn(side, round, perTurn, batches) {
   );
 }
 
-async function rawTurn(side, round, perTurn) {
-  side.raw.updates = 0;
-  const results = await Promise.all(side.sessions.map((s) => side.raw.call("session/prompt", { session: s, requestId: `t${round}`, prompt: "go" })));
+async function rawTurn(raw, sessions, round, perTurn) {
+  raw.updates = 0;
+  const results = await Promise.all(sessions.map((s) => raw.call("session/prompt", { session: s, requestId: `t${round}`, prompt: "go" })));
   for (const r of results) if (r.status !== "completed") throw new Error(`prompt result ${JSON.stringify(r)}`);
-  if (side.raw.updates !== perTurn * side.sessions.length) throw new Error(`${side.raw.updates} updates, want ${perTurn * side.sessions.length}`);
+  if (raw.updates !== perTurn * sessions.length) throw new Error(`${raw.updates} updates, want ${perTurn * sessions.length}`);
 }
 
+/**
+ * floor measures ROUNDS turns of `sessions` sessions on each side. Each
+ * side has sessions of its own, so every agent runs one turn per round
+ * (the fault agent keeps each session's history, which slows it as it
+ * grows); with one session, each measured turn gets a fresh session.
+ */
 async function floor(sessions) {
   const perTurn = Math.floor(TOTAL / sessions);
   const total = perTurn * sessions;
   // A fault-agent turn: a hello chunk, flood=N chunks, a usage_update.
   const modes = `flood=${perTurn - 2}`;
-  const cl = await clientSide(sessions, modes);
-  const raw = await rawSide(sessions, modes);
+  const sc = await spawnSidecar({ binary: sidecarBin, stateDir: tempDir() });
+  const raw = new RawSidecar();
+  await raw.call("initialize", { protocolVersion: 1, clientInfo: { name: "bench", version: "0" } });
+  const cwd = tempDir();
+  let keys = 0;
+  const sides = {
+    client: { open: () => sc.open(openParams(`k${keys++}`, cwd, modes)), close: (s) => s.close(), turn: (ss, r) => clientTurn(ss, r, perTurn, false) },
+    batches: { open: () => sc.open(openParams(`k${keys++}`, cwd, modes)), close: (s) => s.close(), turn: (ss, r) => clientTurn(ss, r, perTurn, true) },
+    floor: {
+      open: async () => (await raw.call("session/open", openParams(`k${keys++}`, cwd, modes))).session,
+      close: (s) => raw.call("session/close", { session: s }),
+      turn: (ss, r) => rawTurn(raw, ss, r, perTurn),
+    },
+  };
+  const openN = async (side, n) => {
+    const ss = [];
+    for (let i = 0; i < n; i++) ss.push(await side.open());
+    return ss;
+  };
+  const fresh = sessions === 1;
+  const sets = {};
+  if (!fresh) for (const name of Object.keys(sides)) sets[name] = await openN(sides[name], sessions);
   const samples = { client: [], batches: [], floor: [] };
+  const order = ["client", "batches", "floor"];
   for (let r = 0; r < ROUNDS; r++) {
-    samples.client.push(await measure(() => clientTurn(cl, r, perTurn, false)));
-    if (hasBatches) samples.batches.push(await measure(() => clientTurn(cl, r, perTurn, true)));
-    samples.floor.push(await measure(() => rawTurn(raw, r, perTurn)));
+    // Each round starts with the next side (a b c, b c a, …), so that what
+    // one turn leaves behind (the journal's writeback) falls on all alike.
+    for (const name of [...order.slice(r % 3), ...order.slice(0, r % 3)]) {
+      if (name === "batches" && !hasBatches) continue;
+      const side = sides[name];
+      const ss = fresh ? await openN(side, 1) : sets[name];
+      samples[name].push(await measure(() => side.turn(ss, r)));
+      if (fresh) await side.close(ss[0]);
+    }
   }
   const med = (ss) => ({ cpu: median(ss.map((s) => s.cpu)) / total, wall: median(ss.map((s) => s.wall)) });
   const f = med(samples.floor);
@@ -166,8 +183,8 @@ async function floor(sessions) {
       [row("client (turn.updates)", samples.client), ...(hasBatches ? [row("client (turn.updateBatches())", samples.batches)] : []),
         `floor (readline + JSON.parse) ${f.cpu.toFixed(2)} µs, ${f.wall.toFixed(0)} ms`].join("; "),
   );
-  await cl.sc.shutdown();
-  await raw.raw.close();
+  await sc.shutdown();
+  await raw.close();
 }
 
 /** agentHandshake spawns the fault agent and runs initialize then session/new; ms from before the spawn. */
@@ -213,8 +230,9 @@ async function openToResult() {
   }
   const f = (xs) => `p50 ${percentile(xs, 50).toFixed(2)} ms p99 ${percentile(xs, 99).toFixed(2)} ms`;
   console.log(
-    `Node host, session/open -> result, ${OPENS} opens each, interleaved (load ${loadAvg()}): agent handshake alone ${f(agent)}; ` +
-      `sidecar open (bare) ${f(bare)}; through sidecar.open ${f(viaClient)}; admission overhead p50 ${(percentile(bare, 50) - percentile(agent, 50)).toFixed(2)} ms`,
+    `Node host, session/open -> result, ${OPENS} opens each, interleaved (load ${loadAvg()}): the agent's own handshake spawned from Node ${f(agent)} ` +
+      `(child_process.spawn costs more than the sidecar's launch: BenchmarkOpenToResult has the comparable one); ` +
+      `sidecar open (bare) ${f(bare)}; through sidecar.open ${f(viaClient)}; the client's part p50 ${(percentile(viaClient, 50) - percentile(bare, 50)).toFixed(2)} ms`,
   );
   await sc.shutdown();
   await raw.close();
