@@ -21,6 +21,7 @@ export class UpdateQueue<T> implements AsyncIterable<T> {
   /** A batch consumer waiting; resolved once the current task's pushes are in. */
   private batchWaiter: ((r: IteratorResult<T[]>) => void) | undefined;
   private batchScheduled = false;
+  private readonly release = () => this.releaseBatch();
 
   /** isEnded: end() was called (the turn's answer came, or the reader stopped). */
   get isEnded(): boolean {
@@ -39,7 +40,7 @@ export class UpdateQueue<T> implements AsyncIterable<T> {
     this.items.push(item);
     if (this.batchWaiter && !this.batchScheduled) {
       this.batchScheduled = true;
-      queueMicrotask(() => this.releaseBatch());
+      queueMicrotask(this.release);
     }
   }
 
@@ -53,7 +54,7 @@ export class UpdateQueue<T> implements AsyncIterable<T> {
     }
     if (this.batchWaiter && !this.batchScheduled) {
       this.batchScheduled = true;
-      queueMicrotask(() => this.releaseBatch());
+      queueMicrotask(this.release);
     }
   }
 
@@ -94,8 +95,7 @@ export class UpdateQueue<T> implements AsyncIterable<T> {
     return {
       [Symbol.asyncIterator]: () => ({
         next: (): Promise<IteratorResult<T[]>> => {
-          const batch = this.take();
-          if (batch.length > 0) return Promise.resolve({ value: batch, done: false });
+          if (this.head < this.items.length) return Promise.resolve({ value: this.take(), done: false });
           if (this.ended) return Promise.resolve({ value: undefined, done: true });
           return new Promise((resolve) => {
             this.batchWaiter = resolve;
@@ -123,10 +123,9 @@ export class UpdateQueue<T> implements AsyncIterable<T> {
     this.batchScheduled = false;
     const w = this.batchWaiter;
     if (!w) return;
-    const batch = this.take();
-    if (batch.length > 0) {
+    if (this.head < this.items.length) {
       this.batchWaiter = undefined;
-      w({ value: batch, done: false });
+      w({ value: this.take(), done: false });
     } else if (this.ended) {
       this.batchWaiter = undefined;
       w({ value: undefined, done: true });
