@@ -5,7 +5,8 @@
 // framing), on the fault agent's flood, the runs alternated (client,
 // client batches, floor, then the next round starting one later) so that
 // machine noise falls on all; medians are printed. Each side has sessions
-// of its own (a fresh one per turn for the single-session run). Host CPU is this
+// of its own (a fresh one per turn for the single-session run); a first
+// round, not measured, warms the JIT up. Host CPU is this
 // process's (process.cpuUsage: user + system, every thread) from the
 // session/prompt sent to its result; the sidecar's and agents' CPU is not
 // in it.
@@ -161,14 +162,16 @@ async function floor(sessions) {
   if (!fresh) for (const name of Object.keys(sides)) sets[name] = await openN(sides[name], sessions);
   const samples = { client: [], batches: [], floor: [] };
   const order = ["client", "batches", "floor"];
-  for (let r = 0; r < ROUNDS; r++) {
+  // Round -1 is not measured: it warms the JIT up on every path.
+  for (let r = -1; r < ROUNDS; r++) {
     // Each round starts with the next side (a b c, b c a, …), so that what
     // one turn leaves behind (the journal's writeback) falls on all alike.
-    for (const name of [...order.slice(r % 3), ...order.slice(0, r % 3)]) {
+    for (const name of [...order.slice((r + 3) % 3), ...order.slice(0, (r + 3) % 3)]) {
       if (name === "batches" && !hasBatches) continue;
       const side = sides[name];
       const ss = fresh ? await openN(side, 1) : sets[name];
-      samples[name].push(await measure(() => side.turn(ss, r)));
+      const m = await measure(() => side.turn(ss, r));
+      if (r >= 0) samples[name].push(m);
       if (fresh) await side.close(ss[0]);
     }
   }

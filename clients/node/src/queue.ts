@@ -11,6 +11,10 @@
  * waits gets, in one batch, every update pushed before control returns to
  * the event loop (the reader pushes a whole read of the pipe at once).
  */
+/** A settled promise: `RESOLVED.then(f)` runs f as a plain microtask
+ * (Node's queueMicrotask makes an AsyncResource per call). */
+const RESOLVED = Promise.resolve();
+
 export class UpdateQueue<T> implements AsyncIterable<T> {
   private items: T[] = [];
   private head = 0;
@@ -40,7 +44,7 @@ export class UpdateQueue<T> implements AsyncIterable<T> {
     this.items.push(item);
     if (this.batchWaiter && !this.batchScheduled) {
       this.batchScheduled = true;
-      queueMicrotask(this.release);
+      void RESOLVED.then(this.release);
     }
   }
 
@@ -54,7 +58,7 @@ export class UpdateQueue<T> implements AsyncIterable<T> {
     }
     if (this.batchWaiter && !this.batchScheduled) {
       this.batchScheduled = true;
-      queueMicrotask(this.release);
+      void RESOLVED.then(this.release);
     }
   }
 

@@ -68,11 +68,61 @@ export class LspReader extends AbstractMessageReader {
   }
 
   private onData(chunk: Buffer, callback: DataCallback): void {
-    this.chunks.push(chunk);
-    this.buffered += chunk.length;
-    // A long message arrives in many chunks: join them once it is whole.
-    if (this.need >= 0 && this.buffered < this.need) return;
-    let buf = this.chunks.length === 1 ? chunk : Buffer.concat(this.chunks, this.buffered);
+    if (this.buffered > 0) {
+      // A message began in an earlier read: complete it with as many bytes
+      // of this one as it needs (joining whole reads would copy each).
+      if (this.need < 0) this.need = this.headerNeed(chunk);
+      if (this.need < 0) {
+        // Its header is not whole even with this read's first bytes (rare):
+        // join everything and read on.
+        this.chunks.push(chunk);
+        const all = Buffer.concat(this.chunks, this.buffered + chunk.length);
+        this.reset();
+        this.parse(all, callback);
+        return;
+      }
+      if (this.buffered + chunk.length < this.need) {
+        this.chunks.push(chunk);
+        this.buffered += chunk.length;
+        return;
+      }
+      const rest = this.need - this.buffered;
+      this.chunks.push(chunk.subarray(0, rest));
+      const first = Buffer.concat(this.chunks, this.need);
+      this.reset();
+      if (!this.parse(first, callback)) return;
+      chunk = chunk.subarray(rest);
+      if (chunk.length === 0) return;
+    }
+    this.parse(chunk, callback);
+  }
+
+  /**
+   * headerNeed is the size of the message whose start is buffered (header
+   * included), read from its header completed by chunk's first bytes, or
+   * -1 when those do not complete it.
+   */
+  private headerNeed(chunk: Buffer): number {
+    const head = Buffer.concat([...this.chunks, chunk.subarray(0, 256)]);
+    const hdrEnd = head.indexOf(HEADER_END);
+    if (hdrEnd < 0) return -1;
+    const length = contentLength(head, 0, hdrEnd);
+    return length < 0 ? -1 : hdrEnd + HEADER_END.length + length;
+  }
+
+  private reset(): void {
+    this.chunks = [];
+    this.buffered = 0;
+    this.need = -1;
+  }
+
+  /**
+   * parse delivers every whole message of buf, which starts at a message,
+   * and keeps the partial one at its end for the next read. It returns
+   * false when a header has no usable Content-Length: the stream is lost
+   * (reported, everything buffered dropped).
+   */
+  private parse(buf: Buffer, callback: DataCallback): boolean {
     // An ASCII read (the usual case) is decoded once, and its messages
     // are slices of that string; otherwise each message body is decoded
     // from its bytes (Content-Length counts bytes).
@@ -86,12 +136,9 @@ export class LspReader extends AbstractMessageReader {
       }
       const length = contentLength(buf, pos, hdrEnd);
       if (length < 0) {
-        // Not a frame this reader can find the end of: the stream is lost.
         this.fireError(new Error(`Header must provide a valid Content-Length: ${JSON.stringify(buf.toString("latin1", pos, hdrEnd))}`));
-        this.chunks = [];
-        this.buffered = 0;
-        this.need = -1;
-        return;
+        this.reset();
+        return false;
       }
       const start = hdrEnd + HEADER_END.length;
       const end = start + length;
@@ -110,14 +157,15 @@ export class LspReader extends AbstractMessageReader {
       }
       this.deliver(msg, callback);
     }
-    if (pos >= buf.length) {
+    if (pos < buf.length) {
+      const rest = buf.subarray(pos);
+      this.chunks = [rest];
+      this.buffered = rest.length;
+    } else {
       this.chunks = [];
       this.buffered = 0;
-    } else {
-      buf = buf.subarray(pos);
-      this.chunks = [buf];
-      this.buffered = buf.length;
     }
+    return true;
   }
 
   /**
