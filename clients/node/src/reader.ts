@@ -25,8 +25,6 @@ const HEADER_END = Buffer.from("\r\n\r\n");
 const CONTENT_LENGTH = "content-length";
 
 export class LspReader extends AbstractMessageReader {
-  /** Messages read so far. */
-  received = 0;
   /**
    * The message handed to vscode-jsonrpc and not dispatched yet, if any:
    * everything read after it is held, so there is never more than one.
@@ -174,7 +172,6 @@ export class LspReader extends AbstractMessageReader {
    * dispatched, later ones are held here, in order.
    */
   private deliver(msg: Message, callback: DataCallback): void {
-    this.received++;
     this.onFrame?.("received", msg);
     if (this.waiting !== undefined || this.heldHead < this.held.length) {
       this.held.push(msg);
