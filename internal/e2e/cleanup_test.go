@@ -149,12 +149,12 @@ func TestCleanup_OneCleanupOwnerPerRecordId(t *testing.T) {
 			t.Errorf("an open of K succeeded while K's previous cleanup was still retained (cleanup/proof at frame %d, reply at %d)", proofAt, replyAt)
 		default:
 			t.Logf("the retained cleanup was proven before the second open arrived; the key-in-use window was not hit")
-			seedCloseProof(t, s, decodeResult[seedOpen](t, "reopen", f).Session, nil)
+			seedCloseEventually(t, s, decodeResult[seedOpen](t, "reopen", f).Session)
 		}
 		seedWaitProof(s, func(pr seedProof) bool { return pr.Session == d.Cleanup.Session && pr.Complete })
 		if f.Error != nil {
 			o := seedMustOpen(s, e.openParams("K", ""))
-			seedCloseProof(t, s, o.Session, nil)
+			seedCloseEventually(t, s, o.Session)
 		}
 		waitNoMarked(t, e.mark, e.work, 10*time.Second)
 	})

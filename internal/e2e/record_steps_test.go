@@ -278,6 +278,31 @@ func seedCloseProof(t testing.TB, s *sidecar, session string, extra map[string]a
 	return decodeResult[closed](t, "session/close", seedClose(s, session, extra)).Proof
 }
 
+// seedCloseEventually closes session under seedShortGraceArgs, where even a
+// quick provider can outlast --kill-grace-ms 1 on a loaded machine: a
+// CLEANUP_INCOMPLETE reply is accepted when the retained cleanup then sends
+// a complete cleanup/proof with the same cleanupId, which is returned.
+// Any other error fails the test.
+func seedCloseEventually(t testing.TB, s *sidecar, session string) seedProof {
+	t.Helper()
+	f := seedClose(s, session, nil)
+	if f.Error == nil {
+		type closed struct {
+			Proof seedProof `json:"proof"`
+		}
+		return decodeResult[closed](t, "session/close", f).Proof
+	}
+	d := seedWantError(t, "session/close", f, -32000, "CLEANUP_INCOMPLETE")
+	if d.Proof == nil {
+		t.Fatalf("CLEANUP_INCOMPLETE without data.proof")
+	}
+	final := seedWaitProof(s, func(pr seedProof) bool { return pr.Session == session && pr.Complete })
+	if final.CleanupID != d.Proof.CleanupID {
+		t.Errorf("final proof cleanupId %q, retained one %q", final.CleanupID, d.Proof.CleanupID)
+	}
+	return final
+}
+
 func seedReadJSON(t testing.TB, path string) map[string]any {
 	t.Helper()
 	b, err := os.ReadFile(path)
