@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"time"
 
 	acp "github.com/coder/acp-go-sdk"
 	"github.com/sourcegraph/jsonrpc2"
@@ -40,7 +41,12 @@ type permissionAsk struct {
 // the connection (the acp-go-sdk 1024-queue hazard).
 type acpConn struct {
 	conn *jsonrpc2.Conn
+	out  *outbox // the agent's stdin
 }
+
+// stalled reports whether the agent is hung or has taken none of a write
+// for d (outbox.stalled): a request sent now would not reach it within d.
+func (a *acpConn) stalled(d time.Duration) bool { return a.out != nil && a.out.stalled(d) }
 
 // stdio closes both pipes of a provider connection.
 type stdio struct {
@@ -58,17 +64,31 @@ func (s stdio) Close() error {
 
 // newACPConn starts the connection. post delivers events to the actor; it
 // may block (backpressure) and must return false once the actor is gone.
-func newACPConn(stdin io.WriteCloser, stdout io.ReadCloser, maxLine int, log *zap.Logger, post func(providerEvent) bool) *acpConn {
+// Frames to the agent go through an outbox (outbox.go): writing never
+// blocks, and an agent that stops reading its stdin is found hung.
+// badUpdate (may be nil) is called for each session/update dropped for
+// not being an ACP SessionUpdate.
+func newACPConn(stdin io.WriteCloser, stdout io.ReadCloser, maxLine int, log *zap.Logger, post func(providerEvent) bool, badUpdate func()) *acpConn {
 	stdout = pollPipe(stdout) // one wake-up per batch, not per line (pipepoll_linux.go)
-	st := newLineStream(stdout, stdin, stdio{w: stdin, r: stdout}, maxLine, func(fe *jsonl.FrameError) {
+	ob := newOutbox(stdin, 0, 0, func() {
+		log.Warn("the agent stopped reading its stdin (a write stalled or its queue overflowed): it is treated as hung")
+	})
+	st := newLineStream(stdout, ob, stdio{w: ob, r: stdout}, maxLine, func(fe *jsonl.FrameError) {
 		// Never log the line itself: provider output may carry secrets.
 		log.Debug("provider stdout line discarded", zap.Stringer("kind", fe.Kind), zap.String("reason", fe.Reason))
 	})
+	if badUpdate == nil {
+		badUpdate = func() {}
+	}
+	st.onBadUpdate = func(why string) {
+		log.Debug("session/update that is not an ACP SessionUpdate discarded", zap.String("reason", why))
+		badUpdate()
+	}
 	// The fast path: session/update lines go from the line to the actor.
 	st.onUpdates = func(us []providerUpdate) { post(providerEvent{updates: us}) }
-	h := &acpHandler{post: post, log: log}
+	h := &acpHandler{post: post, log: log, badUpdate: st.onBadUpdate}
 	c := jsonrpc2.NewConn(context.Background(), st, h, jsonrpc2.SetLogger(quietLogger{log}))
-	return &acpConn{conn: c}
+	return &acpConn{conn: c, out: ob}
 }
 
 func (a *acpConn) call(ctx context.Context, method string, params, result any) error {
@@ -90,8 +110,9 @@ func (a *acpConn) close() { _ = a.conn.Close() }
 func (a *acpConn) done() <-chan struct{} { return a.conn.DisconnectNotify() }
 
 type acpHandler struct {
-	post func(providerEvent) bool
-	log  *zap.Logger
+	post      func(providerEvent) bool
+	log       *zap.Logger
+	badUpdate func(why string)
 }
 
 // Handle runs in the provider connection's read loop.
@@ -102,18 +123,12 @@ func (h *acpHandler) Handle(ctx context.Context, conn *jsonrpc2.Conn, req *jsonr
 	}
 	switch {
 	case req.Method == acp.ClientMethodSessionUpdate && req.Notif:
-		// What lineStream's fast path did not take (an escaped key, ...).
-		var n struct {
-			SessionID *string         `json:"sessionId"`
-			Update    json.RawMessage `json:"update"`
-		}
-		if json.Unmarshal(params, &n) != nil || len(n.Update) == 0 || string(n.Update) == "null" {
-			h.log.Debug("malformed session/update discarded")
+		// What lineStream's fast path did not take (an escaped key, a
+		// frame to clean, ...), decoded strictly.
+		u, why := decodeUpdateParams(params)
+		if why != "" {
+			h.badUpdate(why)
 			return
-		}
-		u := providerUpdate{update: n.Update}
-		if n.SessionID != nil {
-			u.sessionID = []byte(*n.SessionID)
 		}
 		h.post(providerEvent{updates: []providerUpdate{u}})
 	case req.Method == acp.ClientMethodSessionRequestPermission && !req.Notif:
