@@ -28,7 +28,10 @@ type turn struct {
 	cost      *protocol.Cost // this turn's cost (basis "turn")
 	costBase  float64        // the session's cumulative cost when the turn began
 	pending   map[*permissionAsk]*pendingAsk
-	timers    []*time.Timer
+	// pendingBytes: the ACP params bytes of pending (bounded per turn,
+	// docs/protocol.md §19).
+	pendingBytes int
+	timers       []*time.Timer
 }
 
 // promptResponse is ACP session/prompt's result; ACP's Usage has the host
@@ -207,6 +210,7 @@ func (s *session) finishTurn(res protocol.PromptResult) {
 	// Every update of the turn is sent, and durable, before its answer.
 	s.syncJournal()
 	s.m.stats.countTurn(res.Status)
+	s.snapDirty = true // usage, lastRequestId
 	t.reply(res, nil)
 	s.startQueued()
 }
