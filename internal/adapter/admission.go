@@ -339,14 +339,14 @@ func (s *session) admit(ctx context.Context, in admissionInput) admissionResult 
 		case ev.updates != nil:
 			return s.post(func() {
 				for _, u := range ev.updates {
-					s.onUpdate(u.sessionID, u.update)
+					s.onUpdate(u)
 				}
 			})
 		case ev.permission != nil:
 			return s.post(func() { s.onPermission(ev.permission) })
 		}
 		return true
-	})
+	}, func() { s.m.stats.updatesDropped.Add(1) })
 	s.post(func() { s.tree, s.conn = tree, conn })
 	go func() {
 		select {
@@ -421,7 +421,7 @@ func (s *session) admitted(a *admitted, reply Reply) {
 	s.moveTo(protocol.StateOpen)
 	reply(a.result, nil)
 	for _, u := range s.buffered {
-		s.forward(u, s.trackUpdate(u))
+		s.forward(u.update, s.trackUpdate(u.kind, u.update))
 	}
 	s.buffered = nil
 	if ca := s.closeReq; ca != nil {

@@ -21,9 +21,12 @@ import (
 // (docs/architecture.md, "Update path"). Updates that arrived together
 // (their lines already buffered) go as one batch, at most maxBatch updates
 // or maxBatchBytes; a batch is handed over before the read loop would wait
-// for the provider and before any other message. Anything the scan cannot
-// take exactly (an escaped key, a missing or non-object update) goes the
-// ordinary way.
+// for the provider and before any other message. An update that is not an
+// ACP SessionUpdate (no non-empty string sessionUpdate) is dropped and
+// reported to onBadUpdate; one whose frame held bytes a host must never
+// see verbatim (jsonl.Envelope.NeedsClean) is cleaned first. Anything the
+// scan cannot take exactly (an escaped key, a non-object update) goes the
+// ordinary way, where it is decoded strictly (decodeUpdateParams).
 type lineStream struct {
 	in     *jsonl.Reader
 	out    *jsonl.Writer
@@ -32,9 +35,12 @@ type lineStream struct {
 	// onUpdates receives session/updates in wire order (the slice and its
 	// bytes are the callee's to keep). nil = no fast path.
 	onUpdates func([]providerUpdate)
-	env       jsonl.Envelope
-	batch     []providerUpdate
-	batchSize int // bytes of the updates in batch
+	// onBadUpdate is told (never the content) of each session/update the
+	// fast path dropped; nil = not told.
+	onBadUpdate func(why string)
+	env         jsonl.Envelope
+	batch       []providerUpdate
+	batchSize   int // bytes of the updates in batch
 	// pacer, if the stream reads a paced pipe (pipepoll_linux.go), is told
 	// whether the read loop is taking a stream of updates.
 	pacer interface{ setPacing(bool) }
@@ -47,9 +53,12 @@ const (
 )
 
 // providerUpdate is one ACP session/update: params.sessionId's contents
-// (nil if absent) and params.update, verbatim (a JSON object).
+// (nil if absent), params.update.sessionUpdate's contents (non-empty),
+// and params.update, verbatim but for what jsonl.Clean rewrites (a JSON
+// object).
 type providerUpdate struct {
 	sessionID []byte
+	kind      []byte
 	update    json.RawMessage
 }
 
@@ -113,7 +122,9 @@ func (s *lineStream) flush() {
 }
 
 // takeUpdate adds frame to the batch if it is a well-formed ACP
-// session/update notification that the scan read exactly.
+// session/update notification that the scan read exactly, or drops it
+// (onBadUpdate) when its update is an object without a non-empty string
+// sessionUpdate; either way it reports the frame taken.
 func (s *lineStream) takeUpdate(frame []byte) bool {
 	e := &s.env
 	if !jsonl.Scan(frame, e) || !e.Plain() || e.ID != nil || e.Result != nil || e.Error != nil ||
@@ -131,10 +142,24 @@ func (s *lineStream) takeUpdate(frame []byte) bool {
 			return false
 		}
 	}
+	kindRaw := e.UpdateKind()
+	kind, ok := jsonl.StringValue(kindRaw)
+	switch {
+	case !ok && len(kindRaw) > 0 && kindRaw[0] == '"':
+		return false // an escaped sessionUpdate: decode it
+	case !ok || len(kind) == 0:
+		if s.onBadUpdate != nil {
+			s.onBadUpdate("update has no non-empty string sessionUpdate")
+		}
+		return true
+	}
+	if e.NeedsClean() {
+		up = jsonl.Clean(make([]byte, 0, len(up)+8), up)
+	}
 	if s.batch == nil {
 		s.batch = make([]providerUpdate, 0, 8)
 	}
-	s.batch = append(s.batch, providerUpdate{sessionID: sid, update: up})
+	s.batch = append(s.batch, providerUpdate{sessionID: sid, kind: kind, update: up})
 	s.batchSize += len(up)
 	return true
 }
