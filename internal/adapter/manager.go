@@ -219,7 +219,11 @@ func newID(prefix string) string {
 	return prefix + hex.EncodeToString(b[:])
 }
 
-func (m *Manager) storeFor(dir string) (*store.Store, error) {
+func (m *Manager) storeFor(dir string) (*store.Store, error) { return m.storeForSweep(dir, nil) }
+
+// storeForSweep is storeFor; the ledger sweep of a store it opens counts
+// in first (may be nil; recover.go).
+func (m *Manager) storeForSweep(dir string, first *sync.WaitGroup) (*store.Store, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if st, ok := m.stores[dir]; ok {
@@ -231,7 +235,7 @@ func (m *Manager) storeFor(dir string) (*store.Store, error) {
 	}
 	m.stores[dir] = st
 	if m.initialized {
-		m.sweep(st)
+		m.sweepLedger(st, first)
 	}
 	return st, nil
 }
