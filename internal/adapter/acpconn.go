@@ -31,7 +31,9 @@ type providerEvent struct {
 // outcome. answer is called exactly once.
 type permissionAsk struct {
 	params json.RawMessage
-	answer func(outcome acp.RequestPermissionOutcome)
+	// malformed: the frame itself is (an envelope member twice...).
+	malformed string
+	answer    func(outcome acp.RequestPermissionOutcome)
 }
 
 // acpConn is the ACP client side of one provider: sourcegraph/jsonrpc2 over
@@ -86,7 +88,7 @@ func newACPConn(stdin io.WriteCloser, stdout io.ReadCloser, maxLine int, log *za
 	}
 	// The fast path: session/update lines go from the line to the actor.
 	st.onUpdates = func(us []providerUpdate) { post(providerEvent{updates: us}) }
-	h := &acpHandler{post: post, log: log, badUpdate: st.onBadUpdate}
+	h := &acpHandler{post: post, log: log, badUpdate: st.onBadUpdate, frame: st.lastFrame}
 	c := jsonrpc2.NewConn(context.Background(), st, h, jsonrpc2.SetLogger(quietLogger{log}))
 	return &acpConn{conn: c, out: ob}
 }
@@ -113,19 +115,36 @@ type acpHandler struct {
 	post      func(providerEvent) bool
 	log       *zap.Logger
 	badUpdate func(why string)
+	// frame returns the raw frame of the message being handled
+	// (lineStream.lastFrame).
+	frame func() []byte
+}
+
+// rawParams returns the params of the message being handled as the agent
+// sent them, decoded strictly (no envelope member twice or differing from
+// JSON-RPC's only by case); why says what makes the frame malformed.
+func (h *acpHandler) rawParams() (params json.RawMessage, why string) {
+	env, why := decodeStrict(h.frame(), "jsonrpc", "id", "method", "params")
+	if why != "" {
+		return nil, "message: " + why
+	}
+	return env["params"], ""
 }
 
 // Handle runs in the provider connection's read loop.
 func (h *acpHandler) Handle(ctx context.Context, conn *jsonrpc2.Conn, req *jsonrpc2.Request) {
-	var params json.RawMessage
-	if req.Params != nil {
-		params = *req.Params
-	}
+	// jsonrpc2 hands params re-encoded through a map (duplicates merged,
+	// bytes that are not UTF-8 replaced): what the policy and the host see
+	// is decoded from the frame itself.
+	params, malformed := h.rawParams()
 	switch {
 	case req.Method == acp.ClientMethodSessionUpdate && req.Notif:
 		// What lineStream's fast path did not take (an escaped key, a
 		// frame to clean, ...), decoded strictly.
 		u, why := decodeUpdateParams(params)
+		if malformed != "" {
+			why = malformed
+		}
 		if why != "" {
 			h.badUpdate(why)
 			return
@@ -133,7 +152,7 @@ func (h *acpHandler) Handle(ctx context.Context, conn *jsonrpc2.Conn, req *jsonr
 		h.post(providerEvent{updates: []providerUpdate{u}})
 	case req.Method == acp.ClientMethodSessionRequestPermission && !req.Notif:
 		id := req.ID
-		ask := &permissionAsk{params: params, answer: func(outcome acp.RequestPermissionOutcome) {
+		ask := &permissionAsk{params: params, malformed: malformed, answer: func(outcome acp.RequestPermissionOutcome) {
 			if err := conn.Reply(context.Background(), id, acp.RequestPermissionResponse{Outcome: outcome}); err != nil {
 				h.log.Debug("permission answer not delivered", zap.Error(err))
 			}

@@ -39,8 +39,13 @@ type lineStream struct {
 	// fast path dropped; nil = not told.
 	onBadUpdate func(why string)
 	env         jsonl.Envelope
-	batch       []providerUpdate
-	batchSize   int // bytes of the updates in batch
+	// frame is the last frame ReadObject handed to jsonrpc2: its handler
+	// runs on the read loop before the next ReadObject, and decodes the
+	// params the policy depends on from these bytes (jsonrpc2 re-encodes
+	// a request's params through a map, merging duplicate members).
+	frame     []byte
+	batch     []providerUpdate
+	batchSize int // bytes of the updates in batch
 	// pacer, if the stream reads a paced pipe (pipepoll_linux.go), is told
 	// whether the read loop is taking a stream of updates.
 	pacer interface{ setPacing(bool) }
@@ -89,6 +94,7 @@ func (s *lineStream) ReadObject(v interface{}) error {
 			}
 			s.setPacing(false)
 			s.flush()
+			s.frame = frame
 			err = jsonl.DecodeMessage(frame, v)
 		} else {
 			s.flush()
@@ -163,6 +169,10 @@ func (s *lineStream) takeUpdate(frame []byte) bool {
 	s.batchSize += len(up)
 	return true
 }
+
+// lastFrame returns the frame of the message jsonrpc2 is handling (see
+// lineStream.frame). Call it only from the connection's handler.
+func (s *lineStream) lastFrame() []byte { return s.frame }
 
 // WriteObject writes v as one line; writes are serialized.
 func (s *lineStream) WriteObject(v interface{}) error { return s.out.WriteObject(v) }

@@ -160,6 +160,9 @@ func parseAsk(params json.RawMessage) (pa parsedAsk, why string) {
 	if !ok {
 		return pa, "no toolCall"
 	}
+	if id, ok := jsonl.TopString(tc, "toolCallId"); ok {
+		pa.head.ToolCallID = string(id) // for the audit of a malformed ask too
+	}
 	head, why := decodeStrict(tc, toolCallKeys...)
 	if why != "" {
 		return pa, "toolCall: " + why
@@ -220,6 +223,9 @@ func parseAsk(params json.RawMessage) (pa parsedAsk, why string) {
 // onPermission answers an ACP session/request_permission on the actor.
 func (s *session) onPermission(ask *permissionAsk) {
 	parsed, why := parseAsk(ask.params)
+	if ask.malformed != "" {
+		why = ask.malformed
+	}
 	if why != "" {
 		// Refused, not judged: the policy cannot know what the agent
 		// meant, and a host might read it otherwise (docs/protocol.md §19).

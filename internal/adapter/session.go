@@ -35,9 +35,13 @@ type session struct {
 	// stateDir is the open's stateDir (absolute; --state-dir when the
 	// open gave none).
 	stateDir string
+	// token is the unguessable part of the session's environment marker
+	// (admission.go marker): never logged, journaled or reported.
+	token string
 
 	mb    *mailbox
 	inbox chan func()
+	gate  *byteGate     // agent bytes posted to inbox, not yet handled (inboxgate.go)
 	quit  chan struct{} // closed when the actor has stopped
 	// snap is the actor's last published state (mailbox.go): what
 	// session/list, sidecar/stats and a bounded session/status read.
@@ -105,9 +109,9 @@ type session struct {
 }
 
 func newSession(m *Manager, id string, p protocol.OpenParams, prof profiles.Profile) *session {
-	s := &session{m: m, id: id, key: p.SessionKey, stateDir: p.StateDir, agent: p.Agent, created: time.Now(),
+	s := &session{m: m, id: id, key: p.SessionKey, stateDir: p.StateDir, agent: p.Agent, created: time.Now(), token: newToken(),
 		log: m.log.With(zap.String("session", id)), red: newRedactor(m.secretEnv(p)),
-		mb: newMailbox(), inbox: make(chan func(), 256), quit: make(chan struct{}),
+		mb: newMailbox(), inbox: make(chan func(), 256), gate: newByteGate(maxInboxBytes), quit: make(chan struct{}),
 		open: p, prof: prof, state: lifecycle{protocol.StateAdmitting}, usedIDs: map[string]bool{}, perRequest: map[string]protocol.Usage{},
 		toolTurns: map[string]string{}}
 	s.publish()
