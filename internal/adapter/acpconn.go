@@ -73,7 +73,7 @@ func (s stdio) Close() error {
 func newACPConn(stdin io.WriteCloser, stdout io.ReadCloser, maxLine int, log *zap.Logger, post func(providerEvent) bool, badUpdate func()) *acpConn {
 	stdout = pollPipe(stdout) // one wake-up per batch, not per line (pipepoll_linux.go)
 	ob := newOutbox(stdin, 0, 0, func() {
-		log.Warn("the agent stopped reading its stdin (a write stalled or its queue overflowed): it is treated as hung")
+		log.Warn("the agent's stdin takes no more (a write stalled past its deadline, failed, or the queue overflowed): nothing more is sent to it, and its close skips session/close")
 	})
 	st := newLineStream(stdout, ob, stdio{w: ob, r: stdout}, maxLine, func(fe *jsonl.FrameError) {
 		// Never log the line itself: provider output may carry secrets.

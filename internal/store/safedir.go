@@ -95,11 +95,18 @@ func (d *SafeDir) OpenFile(name string, flag int, perm os.FileMode) (*os.File, e
 	}
 	p := filepath.Join(d.path, name)
 	if flag&os.O_CREATE != 0 && flag&os.O_EXCL == 0 {
-		f, err := d.OpenFile(name, flag|os.O_EXCL, perm)
-		if !errors.Is(err, os.ErrExist) {
-			return f, err
+		for i := 0; ; i++ {
+			f, err := d.OpenFile(name, flag|os.O_EXCL, perm)
+			if !errors.Is(err, os.ErrExist) {
+				return f, err
+			}
+			// It exists: open it as it is, then check it; if it was
+			// removed meanwhile, create it again.
+			f, err = d.OpenFile(name, flag&^os.O_CREATE, perm)
+			if !errors.Is(err, os.ErrNotExist) || i >= 100 {
+				return f, err
+			}
 		}
-		flag &^= os.O_CREATE // it exists: open it as it is, then check it
 	}
 	fd, err := openBeneath(d.fd, name, flag|unix.O_NOFOLLOW|unix.O_CLOEXEC, uint32(perm.Perm()))
 	if err != nil {
