@@ -162,5 +162,5 @@ func TestUpdates_LateToolCallUpdateKeepsItsTurn(t *testing.T) {
 // as the line scan reads it.
 func trackRaw(s *session, update string) *string {
 	kind, _ := jsonl.TopString([]byte(update), "sessionUpdate")
-	return s.trackUpdate(kind, json.RawMessage(update))
+	return s.trackUpdate(kindOf(kind), json.RawMessage(update))
 }

@@ -55,8 +55,12 @@ func FuzzProviderLines(f *testing.F) {
 				answered++
 			case ev.updates != nil:
 				for _, u := range ev.updates {
-					if !json.Valid(u.update) || !jsonl.IsClean(u.update) || len(u.kind) == 0 {
-						t.Fatalf("update forwarded is not clean JSON of a kind: %q (kind %q)", u.update, u.kind)
+					var k struct {
+						Kind string `json:"sessionUpdate"`
+					}
+					_ = json.Unmarshal(u.update, &k)
+					if !json.Valid(u.update) || !jsonl.IsClean(u.update) || k.Kind == "" || u.kind != kindOf([]byte(k.Kind)) {
+						t.Fatalf("update forwarded is not clean JSON of its kind: %q (kind %v)", u.update, u.kind)
 					}
 				}
 			}

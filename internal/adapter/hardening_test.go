@@ -152,8 +152,8 @@ func TestDecodeUpdateParams_OnlyACPSessionUpdates(t *testing.T) {
 		}
 	}
 	u, why := decodeUpdateParams(json.RawMessage("{\"sessionId\":\"s\",\"update\":{\"sessionUpd\\u0061te\":\"plan\",\r\"x\":\"\xff\"}}"))
-	if why != "" || string(u.kind) != "plan" || string(u.sessionID) != "s" || string(u.update) != "{\"sessionUpd\\u0061te\":\"plan\",\"x\":\"\uFFFD\"}" {
-		t.Fatalf("escaped update: %q %q %q", u.kind, u.update, why)
+	if why != "" || u.kind != kindOther || string(u.sessionID) != "s" || string(u.update) != "{\"sessionUpd\\u0061te\":\"plan\",\"x\":\"\uFFFD\"}" {
+		t.Fatalf("escaped update: %v %q %q", u.kind, u.update, why)
 	}
 }
 

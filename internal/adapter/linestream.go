@@ -58,13 +58,43 @@ const (
 )
 
 // providerUpdate is one ACP session/update: params.sessionId's contents
-// (nil if absent), params.update.sessionUpdate's contents (non-empty),
-// and params.update, verbatim but for what jsonl.Clean rewrites (a JSON
-// object).
+// (nil if absent), params.update, verbatim but for what jsonl.Clean
+// rewrites (a JSON object whose sessionUpdate is a non-empty string), and
+// that sessionUpdate as one of the kinds the actor keeps state from.
 type providerUpdate struct {
 	sessionID []byte
-	kind      []byte
 	update    json.RawMessage
+	kind      updateKind
+}
+
+// updateKind is an update's sessionUpdate as far as the actor cares
+// (trackUpdate): the kinds it keeps state from, else kindOther.
+type updateKind uint8
+
+const (
+	kindOther updateKind = iota
+	kindToolCall
+	kindToolCallUpdate
+	kindModeUpdate
+	kindConfigUpdate
+	kindUsageUpdate
+)
+
+// kindOf maps a sessionUpdate value to its updateKind.
+func kindOf(sessionUpdate []byte) updateKind {
+	switch string(sessionUpdate) {
+	case "tool_call":
+		return kindToolCall
+	case "tool_call_update":
+		return kindToolCallUpdate
+	case "current_mode_update":
+		return kindModeUpdate
+	case "config_option_update":
+		return kindConfigUpdate
+	case "usage_update":
+		return kindUsageUpdate
+	}
+	return kindOther
 }
 
 // newLineStream reads r and writes w as NDJSON; maxLine bounds one inbound
@@ -165,7 +195,7 @@ func (s *lineStream) takeUpdate(frame []byte) bool {
 	if s.batch == nil {
 		s.batch = make([]providerUpdate, 0, 8)
 	}
-	s.batch = append(s.batch, providerUpdate{sessionID: sid, kind: kind, update: up})
+	s.batch = append(s.batch, providerUpdate{sessionID: sid, update: up, kind: kindOf(kind)})
 	s.batchSize += len(up)
 	return true
 }

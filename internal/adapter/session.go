@@ -236,11 +236,10 @@ func (s *session) forward(update json.RawMessage, origin *string) {
 // turn each tool call started in: it returns that turn's requestId for a
 // tool_call_update arriving in another turn or between turns (codex-acp
 // 2.x keeps running a cancelled turn's command and reports it later;
-// docs/agents.md), else nil. kind is the update's sessionUpdate.
-func (s *session) trackUpdate(kind []byte, update json.RawMessage) *string {
-	switch string(kind) {
-	case "tool_call", "tool_call_update", "current_mode_update", "config_option_update", "usage_update":
-	default:
+// docs/agents.md), else nil. kind is the update's sessionUpdate, as the
+// line scan read it (kindOf).
+func (s *session) trackUpdate(kind updateKind, update json.RawMessage) *string {
+	if kind == kindOther {
 		// Message and thought chunks, plans, commands: nothing to keep,
 		// and no decoding on the path of the bulk of a turn.
 		return nil

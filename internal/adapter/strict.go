@@ -133,6 +133,6 @@ func decodeUpdateParams(params json.RawMessage) (u providerUpdate, why string) {
 	if !ok || kind == "" {
 		return u, "update has no non-empty string sessionUpdate"
 	}
-	u.kind, u.update = []byte(kind), jsonl.CleanRaw(raw)
+	u.kind, u.update = kindOf([]byte(kind)), jsonl.CleanRaw(raw)
 	return u, ""
 }
