@@ -219,27 +219,6 @@ func newID(prefix string) string {
 	return prefix + hex.EncodeToString(b[:])
 }
 
-func (m *Manager) storeFor(dir string) (*store.Store, error) { return m.storeForSweep(dir, nil) }
-
-// storeForSweep is storeFor; the ledger sweep of a store it opens counts
-// in first (may be nil; recover.go).
-func (m *Manager) storeForSweep(dir string, first *sync.WaitGroup) (*store.Store, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if st, ok := m.stores[dir]; ok {
-		return st, nil
-	}
-	st, err := store.Open(dir)
-	if err != nil {
-		return nil, err
-	}
-	m.stores[dir] = st
-	if m.initialized {
-		m.sweepLedger(st, first)
-	}
-	return st, nil
-}
-
 // Open admits a session (docs/protocol.md §8 session/open). Unknown agents are
 // refused before anything is constructed (docs/rules.md#r13); a platform
 // without containment is refused before launch (docs/rules.md#r2); an open

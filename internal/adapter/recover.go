@@ -219,3 +219,26 @@ func (m *Manager) notePendingRecovery(id string, p *protocol.Proof) {
 	}
 	m.pendingRecovered[id] = p
 }
+
+// storeFor returns the store of stateDir dir, opening it (and sweeping its
+// ledger once the host is initialized) on first use.
+func (m *Manager) storeFor(dir string) (*store.Store, error) { return m.storeForSweep(dir, nil) }
+
+// storeForSweep is storeFor; the ledger sweep of a store it opens counts
+// in first (may be nil; recover.go).
+func (m *Manager) storeForSweep(dir string, first *sync.WaitGroup) (*store.Store, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if st, ok := m.stores[dir]; ok {
+		return st, nil
+	}
+	st, err := store.Open(dir)
+	if err != nil {
+		return nil, err
+	}
+	m.stores[dir] = st
+	if m.initialized {
+		m.sweepLedger(st, first)
+	}
+	return st, nil
+}
