@@ -145,6 +145,9 @@ func (s *session) turnReturned(t *turn, resp *promptResponse, err error) {
 			Code: protocol.ErrProviderProcessLost, Message: "the provider connection closed during the turn"}}
 	case err != nil && t.cancelled:
 		res = protocol.PromptResult{Status: "cancelled", StopReason: "cancelled"}
+	case errors.Is(err, errAgentHung):
+		res = protocol.PromptResult{Status: "failed", Error: &protocol.TurnError{Code: protocol.ErrEnsureFailed,
+			Message: "the prompt could not be sent: the agent is not reading its stdin (hung)"}}
 	case err != nil:
 		var je *jsonrpc2.Error
 		msg := "the agent failed the turn"

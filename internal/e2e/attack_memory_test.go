@@ -13,7 +13,7 @@ import (
 )
 
 // TestAttack_OverCapStdoutHoldsAtMostTheCap: three agents each write
-// 512 MiB of stdout without a newline under a 64 MiB
+// 256 MiB of stdout without a newline under a 64 MiB
 // --max-provider-line-bytes (issue 18: "1 GiB of stdout without a newline
 // under the default 256 MiB line cap grows the sidecar by 828 MiB"). Each
 // line is dropped as it is read: the sidecar's peak resident set (VmHWM)
@@ -26,7 +26,7 @@ func TestAttack_OverCapStdoutHoldsAtMostTheCap(t *testing.T) {
 	s.initialize(false)
 	var sessions []string
 	for i := 0; i < 3; i++ {
-		sessions = append(sessions, e.open(s, "flood-"+strconv.Itoa(i), "stdout-flood=536870912").Session)
+		sessions = append(sessions, e.open(s, "flood-"+strconv.Itoa(i), "stdout-flood=268435456").Session)
 	}
 	nb := startNeighbour(t, s, e, 300)
 	pid := s.cmd.Process.Pid
@@ -47,7 +47,7 @@ func TestAttack_OverCapStdoutHoldsAtMostTheCap(t *testing.T) {
 	nb.check(t, 60*time.Second)
 	peak := procStatusKiB(t, pid, "VmHWM")
 	if bound := 3*rssBound(lineCap) - 2*(64<<10); peak-before > bound {
-		t.Errorf("three 512 MiB lines under a %d MiB cap grew the sidecar's RSS by %d MiB (bound %d MiB)",
+		t.Errorf("three 256 MiB lines under a %d MiB cap grew the sidecar's RSS by %d MiB (bound %d MiB)",
 			lineCap>>20, (peak-before)>>10, bound>>10)
 	} else {
 		t.Logf("RSS %d MiB before, peak %d MiB (bound +%d MiB)", before>>10, peak>>10, bound>>10)
@@ -65,7 +65,7 @@ func TestAttack_OverCapStdoutHoldsAtMostTheCap(t *testing.T) {
 // reject option; the sidecar's peak RSS grows by less than 1.5 × the
 // bytes bound + 64 MiB; cancelling the turn answers the waiting asks, so
 // the agent saw every ask answered. The count bound is met first by
-// 10,000 asks of 1 KB, the bytes bound (4 MiB) by 300 asks of 200 KB.
+// 2,000 asks of 1 KB, the bytes bound (4 MiB) by 100 asks of 200 KB.
 func TestAttack_PendingAsksAreBoundedPerTurn(t *testing.T) {
 	for _, c := range []struct {
 		name       string
@@ -73,8 +73,8 @@ func TestAttack_PendingAsksAreBoundedPerTurn(t *testing.T) {
 		args       []string
 		bytesBound int64
 	}{
-		{"count", 10000, 1000, nil, 16 << 20},
-		{"bytes", 300, 200000, []string{"--max-pending-ask-bytes", "4194304"}, 4 << 20},
+		{"count", 2000, 1000, nil, 16 << 20},
+		{"bytes", 100, 200000, []string{"--max-pending-ask-bytes", "4194304"}, 4 << 20},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			e := newFaultEnv(t)

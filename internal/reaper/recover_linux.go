@@ -57,10 +57,10 @@ type Leftover struct {
 
 // ErrUnprovable is Recover's answer for a leftover it has no way to prove
 // anything of, or whose claims are evidence of a forgery: no marker digest
-// or a malformed session id; a cgroup outside the directories a sidecar
-// makes for that session; a pid that is alive with the entry's start time
-// but does not carry the tree's marker (a provider always does). Nothing is
-// killed and no proof can be made; the caller reports and drops the entry.
+// or a malformed session id; a pid that is alive with the entry's start
+// time but does not carry the tree's marker (a provider always does).
+// Nothing is killed and no proof can be made; the caller reports and
+// drops the entry.
 var ErrUnprovable = errors.New("reaper: the ledger entry names nothing recovery can prove")
 
 // sessionID is the shape of a sidecar session id.
@@ -86,20 +86,18 @@ var sessionID = regexp.MustCompile(`^s-[0-9a-f]{1,64}$`)
 //   - never a process group, a cgroup outside those directories, or a
 //     process by the entry's word alone.
 //
-// An entry that names a cgroup elsewhere, or a live pid with its start
-// time that does not carry the marker, is a forgery as far as recovery can
-// tell: ErrUnprovable, nothing done. Complete means no process carrying the
-// marker is left and every cgroup used was observed empty. Errors:
-// ErrUnprovable (nothing was done).
+// A cgroup the entry names elsewhere is not used (Verified.Method says
+// so); an entry whose pid is alive with its start time but does not carry
+// the marker is a forgery as far as recovery can tell: ErrUnprovable,
+// nothing done. Complete means no process carrying the marker is left and
+// every cgroup used was observed empty. Errors: ErrUnprovable (nothing was
+// done).
 func Recover(l Leftover, grace time.Duration) (Termination, error) {
 	res := Termination{Signals: []SignalRecord{}, Processes: []ProcessRecord{}, Errors: []ErrorRecord{}}
 	if len(l.MarkerSHA256) != sha256.Size*2 || !sessionID.MatchString(l.Session) {
 		return res, fmt.Errorf("%w: no marker digest or a malformed session id", ErrUnprovable)
 	}
-	cgroups, note, err := trustedCgroups(l)
-	if err != nil {
-		return res, err
-	}
+	cgroups, note := trustedCgroups(l)
 	if l.Pid > 0 {
 		if info, ok := readStat(l.Pid); ok && info.state != 'Z' && info.start == l.StartTicks && !carriesMarker(l.Pid, l.MarkerSHA256) {
 			return res, fmt.Errorf("%w: its pid %d is alive with its start time but does not carry the tree's marker", ErrUnprovable, l.Pid)
@@ -142,16 +140,15 @@ func appendOnce(list []string, s string) []string {
 	return append(list, s)
 }
 
-// trustedCgroups returns the cgroups of l, which must lie where a sidecar
-// makes them (see Recover): else an ErrUnprovable. note says why none is
-// used when that is no refusal.
-func trustedCgroups(l Leftover) (dirs []string, note string, err error) {
+// trustedCgroups returns the cgroups of l that lie where a sidecar makes
+// them (see Recover); note says why none is used.
+func trustedCgroups(l Leftover) (dirs []string, note string) {
 	if l.Cgroup == "" && l.CgroupParent == "" {
-		return nil, "", nil
+		return nil, ""
 	}
 	mount, err := cgroup2Mount()
 	if err != nil {
-		return nil, "the cgroup named by the ledger entry was not used: no writable cgroup2 mount", nil
+		return nil, "the cgroup named by the ledger entry was not used: no writable cgroup2 mount"
 	}
 	parents := map[string]bool{}
 	if l.SidecarPid > 0 {
@@ -161,17 +158,17 @@ func trustedCgroups(l Leftover) (dirs []string, note string, err error) {
 		parents[own] = true // a configured parent (the default is this sidecar's own: never a dead one's)
 	}
 	name := regexp.MustCompile(`^acpx-` + regexp.QuoteMeta(l.Session) + `-[0-9]+$`)
-	refused := fmt.Errorf("%w: its cgroup is not a directory a sidecar makes for that session", ErrUnprovable)
+	const elsewhere = "the cgroup named by the ledger entry was not used: it is not a directory a sidecar makes for that session"
 	if l.Cgroup != "" {
 		dir := filepath.Clean(l.Cgroup)
 		if !parents[filepath.Dir(dir)] || !name.MatchString(filepath.Base(dir)) {
-			return nil, "", refused
+			return nil, elsewhere
 		}
-		return []string{dir}, "", nil
+		return []string{dir}, ""
 	}
 	parent := filepath.Clean(l.CgroupParent)
 	if !parents[parent] {
-		return nil, "", refused
+		return nil, elsewhere
 	}
 	ents, _ := os.ReadDir(parent)
 	for _, e := range ents {
@@ -180,9 +177,9 @@ func trustedCgroups(l Leftover) (dirs []string, note string, err error) {
 		}
 	}
 	if len(dirs) == 0 {
-		return nil, "cgroup already removed", nil
+		return nil, "cgroup already removed"
 	}
-	return dirs, "", nil
+	return dirs, ""
 }
 
 // recoverCgroup kills one trusted leftover cgroup — when populated, only
