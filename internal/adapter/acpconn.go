@@ -3,7 +3,9 @@ package adapter
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
+	"syscall"
 	"time"
 
 	acp "github.com/coder/acp-go-sdk"
@@ -72,8 +74,13 @@ func (s stdio) Close() error {
 // not being an ACP SessionUpdate.
 func newACPConn(stdin io.WriteCloser, stdout io.ReadCloser, maxLine int, log *zap.Logger, post func(providerEvent) bool, badUpdate func()) *acpConn {
 	stdout = pollPipe(stdout) // one wake-up per batch, not per line (pipepoll_linux.go)
-	ob := newOutbox(stdin, 0, 0, func() {
-		log.Warn("the agent's stdin takes no more (a write stalled past its deadline, failed, or the queue overflowed): nothing more is sent to it, and its close skips session/close")
+	ob := newOutbox(stdin, 0, 0, func(why error) {
+		if errors.Is(why, syscall.EPIPE) {
+			log.Debug("the agent closed its stdin: nothing more is sent to it")
+			return
+		}
+		log.Warn("the agent is not reading its stdin (a write stalled past its deadline or its queue overflowed): it is hung, nothing more is sent to it, and its close skips session/close",
+			zap.Error(why))
 	})
 	st := newLineStream(stdout, ob, stdio{w: ob, r: stdout}, maxLine, func(fe *jsonl.FrameError) {
 		// Never log the line itself: provider output may carry secrets.

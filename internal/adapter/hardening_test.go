@@ -26,7 +26,11 @@ func TestOutbox_WritesNeverBlockOnAnAgentThatDoesNotRead(t *testing.T) {
 	}
 	defer r.Close()
 	var hung atomic.Int32
-	o := newOutbox(w, 1<<20, time.Hour, func() { hung.Add(1) })
+	o := newOutbox(w, 1<<20, time.Hour, func(why error) {
+		if errors.Is(why, errAgentHung) {
+			hung.Add(1)
+		}
+	})
 	done := make(chan error, 1)
 	go func() {
 		frame := []byte(strings.Repeat("x", 1000) + "\n")
@@ -70,7 +74,11 @@ func TestOutbox_AWriteThatTakesNoByteIsHungAtTheDeadline(t *testing.T) {
 	}
 	defer r.Close()
 	hung := make(chan struct{})
-	o := newOutbox(w, 0, 200*time.Millisecond, func() { close(hung) })
+	o := newOutbox(w, 0, 200*time.Millisecond, func(why error) {
+		if errors.Is(why, os.ErrDeadlineExceeded) {
+			close(hung)
+		}
+	})
 	defer o.Close()
 	if _, err := o.Write(make([]byte, 4<<20)); err != nil { // far more than a pipe holds
 		t.Fatal(err)

@@ -55,13 +55,15 @@ type outbox struct {
 	closed    bool
 	wake      chan struct{} // one token: q became non-empty, or Close
 	done      chan struct{} // closed when the writer goroutine has ended
-	onHung    func()        // called once, off the lock, when hung is set
+	onHung    func(error)   // called once, off the lock, when hung is set
 }
 
 // newOutbox starts the writer of w. max ≤ 0 means MaxOutboundBytes,
 // timeout ≤ 0 AgentWriteTimeout; onHung (may be nil) is called once when
-// the agent is found hung.
-func newOutbox(w io.WriteCloser, max int, timeout time.Duration, onHung func()) *outbox {
+// the agent is found hung, with why: errAgentHung for an overflow, else
+// the write's error (os.ErrDeadlineExceeded for a stalled write, EPIPE
+// for an agent that closed its stdin).
+func newOutbox(w io.WriteCloser, max int, timeout time.Duration, onHung func(why error)) *outbox {
 	if max <= 0 {
 		max = MaxOutboundBytes
 	}
@@ -86,7 +88,7 @@ func (o *outbox) Write(p []byte) (int, error) {
 		o.mu.Unlock()
 		return 0, errAgentHung
 	case len(o.q) > 0 && len(o.q)+len(p) > o.max:
-		o.setHungLocked()
+		o.setHungLocked(errAgentHung)
 		return 0, errAgentHung
 	}
 	o.q = append(o.q, p...)
@@ -98,13 +100,13 @@ func (o *outbox) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// setHungLocked marks the agent hung, drops the queue and unlocks.
-func (o *outbox) setHungLocked() {
+// setHungLocked marks the agent hung (why), drops the queue and unlocks.
+func (o *outbox) setHungLocked(why error) {
 	first := !o.hung
 	o.hung, o.q = true, nil
 	o.mu.Unlock()
 	if first && o.onHung != nil {
-		o.onHung()
+		o.onHung(why)
 	}
 }
 
@@ -174,7 +176,7 @@ func (o *outbox) run() {
 				}
 				// Timed out (or the agent closed its stdin): nothing more
 				// can be delivered in frame order; the agent is hung.
-				o.setHungLocked()
+				o.setHungLocked(err)
 				return
 			}
 			o.mu.Unlock()
