@@ -1,7 +1,6 @@
 package adapter
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"strings"
@@ -30,35 +29,30 @@ var errDuplicateKey = errors.New("a member name occurs twice")
 // errNotObject is objectMembers' error for a value that is not an object.
 var errNotObject = errors.New("not a JSON object")
 
-// objectMembers decodes raw, one JSON object, into its members in order.
-// Errors: errNotObject, errDuplicateKey (exact key, after decoding
-// escapes), or the decoder's syntax error.
+// objectMembers decodes raw, one JSON object, into its members in order
+// (values are subslices of raw; jsonl.Members, one pass). Errors:
+// errNotObject (also for invalid JSON), errDuplicateKey (exact key, after
+// decoding escapes).
 func objectMembers(raw json.RawMessage) ([]member, error) {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	tok, err := dec.Token()
-	if err != nil {
-		return nil, err
-	}
-	if d, ok := tok.(json.Delim); !ok || d != '{' {
-		return nil, errNotObject
-	}
 	var out []member
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return nil, err
+	dup := false
+	ok := jsonl.Members(raw, func(k []byte, escaped bool, v []byte) {
+		key := string(k)
+		if escaped {
+			_ = json.Unmarshal([]byte(`"`+key+`"`), &key)
 		}
-		key, _ := tok.(string)
 		for _, m := range out {
 			if m.key == key {
-				return nil, errDuplicateKey
+				dup = true
 			}
 		}
-		var v json.RawMessage
-		if err := dec.Decode(&v); err != nil {
-			return nil, err
-		}
 		out = append(out, member{key: key, val: v})
+	})
+	switch {
+	case !ok:
+		return nil, errNotObject
+	case dup:
+		return nil, errDuplicateKey
 	}
 	return out, nil
 }

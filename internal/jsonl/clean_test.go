@@ -3,6 +3,7 @@ package jsonl
 import (
 	"bytes"
 	"encoding/json"
+	"strings"
 	"testing"
 	"unicode/utf8"
 )
@@ -111,4 +112,26 @@ func FuzzClean(f *testing.F) {
 			t.Fatalf("Clean(%q) decodes to %s, want %s", in, jb, ja)
 		}
 	})
+}
+
+// TestMembers_AgreesWithEncodingJSON: Members yields an object's members
+// in order, raw, and refuses what json.Valid refuses or is not an object.
+func TestMembers_AgreesWithEncodingJSON(t *testing.T) {
+	var keys []string
+	var vals []string
+	ok := Members([]byte(` {"a" : 1, "b\u0063":{"x":[1,2]},"a":"s"} `), func(k []byte, esc bool, v []byte) {
+		keys = append(keys, string(k)+map[bool]string{true: "(esc)"}[esc])
+		vals = append(vals, string(v))
+	})
+	if !ok || strings.Join(keys, ",") != `a,b\u0063(esc),a` || strings.Join(vals, ";") != `1;{"x":[1,2]};"s"` {
+		t.Fatalf("Members: %v %q %q", ok, keys, vals)
+	}
+	for _, bad := range []string{`[1]`, `{"a":1,}`, `{"a":1} x`, `{"a"}`, `"s"`, `{"a":tru}`, ``} {
+		if Members([]byte(bad), func([]byte, bool, []byte) {}) {
+			t.Errorf("Members accepted %q", bad)
+		}
+	}
+	if !Members([]byte(`{}`), func([]byte, bool, []byte) { t.Error("member of {}") }) {
+		t.Error("{} refused")
+	}
 }
