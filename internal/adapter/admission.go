@@ -343,12 +343,17 @@ func (s *session) admit(ctx context.Context, in admissionInput) admissionResult 
 				n += len(u.update)
 			}
 			return s.postGated(n, func() {
+				defer s.gate.release(n)
 				for _, u := range ev.updates {
 					s.onUpdate(u)
 				}
 			})
 		case ev.permission != nil:
-			return s.postGated(len(ev.permission.params), func() { s.onPermission(ev.permission) })
+			n := len(ev.permission.params)
+			return s.postGated(n, func() {
+				defer s.gate.release(n)
+				s.onPermission(ev.permission)
+			})
 		}
 		return true
 	}, func() { s.m.stats.updatesDropped.Add(1) })

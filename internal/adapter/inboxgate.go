@@ -11,18 +11,21 @@ import "sync"
 // §19). One event is always let through, whatever its size.
 const maxInboxBytes = 8 << 20
 
-// byteGate counts the bytes of events posted and not yet handled.
+// byteGate counts the bytes of events posted and not yet handled. It has
+// one waiter at most (a provider's read loop is the only poster), so a
+// one-token channel is its wake-up: a release leaves a token, a waiter
+// takes it and looks again (a stale token costs one more look).
 type byteGate struct {
 	mu   sync.Mutex
 	used int
 	max  int
-	wake chan struct{} // closed and replaced at every release
+	wake chan struct{} // one token: bytes were released
 }
 
-func newByteGate(max int) *byteGate { return &byteGate{max: max, wake: make(chan struct{})} }
+func newByteGate(max int) *byteGate { return &byteGate{max: max, wake: make(chan struct{}, 1)} }
 
 // acquire waits until n more bytes fit (or nothing is queued) and takes
-// them; false (nothing taken) if quit closed first.
+// them; false (nothing taken) if quit closed first. One caller at a time.
 func (g *byteGate) acquire(n int, quit <-chan struct{}) bool {
 	for {
 		g.mu.Lock()
@@ -31,33 +34,35 @@ func (g *byteGate) acquire(n int, quit <-chan struct{}) bool {
 			g.mu.Unlock()
 			return true
 		}
-		w := g.wake
 		g.mu.Unlock()
 		select {
-		case <-w:
+		case <-g.wake:
 		case <-quit:
 			return false
 		}
 	}
 }
 
-// release gives n bytes back and wakes a waiting acquire.
+// release gives n bytes back and wakes the waiting acquire, if any.
 func (g *byteGate) release(n int) {
 	g.mu.Lock()
 	g.used -= n
-	close(g.wake)
-	g.wake = make(chan struct{})
 	g.mu.Unlock()
+	select {
+	case g.wake <- struct{}{}:
+	default:
+	}
 }
 
 // postGated posts fn for an event of n agent bytes through the session's
-// gate (the read loop waits while the actor has maxInboxBytes queued);
-// false if the actor has stopped.
+// gate (the read loop waits while the actor has maxInboxBytes queued); fn
+// must call s.gate.release(n) when it has handled the event. False if the
+// actor has stopped (the bytes are released).
 func (s *session) postGated(n int, fn func()) bool {
 	if !s.gate.acquire(n, s.quit) {
 		return false
 	}
-	if !s.post(func() { defer s.gate.release(n); fn() }) {
+	if !s.post(fn) {
 		s.gate.release(n)
 		return false
 	}
