@@ -9,7 +9,7 @@ BIN   := bin
 # it build it into their own temp dirs.
 BUILD_PKGS := ./cmd/acpx-sidecar ./internal/modelstub/cmd/modelstub ./examples/demohost
 
-.PHONY: all deps build demo test vet unit e2e bench scale leakcheck clean fmt-check fuzz node-deps node-build node-test npm-pack
+.PHONY: all deps build demo test vet unit e2e bench scale leakcheck clean fmt-check fuzz node-deps node-build node-test node-bench npm-pack
 
 all: build
 
@@ -103,9 +103,13 @@ leakcheck:
 # reaper's part of it) and BenchmarkScale (ACPX_SCALE_SESSIONS, default 1000,
 # concurrent sessions of the fault agent: kB and threads per idle session
 # outside the agents, helper processes, burst-close time, close -> proof
-# p50, incomplete proofs). The scale run alone: `make scale`.
+# p50, incomplete proofs). The scale run alone: `make scale`. The host
+# clients against their floors (issue 22): BenchmarkGoClientTurn,
+# BenchmarkGoClientFlood and BenchmarkOpenToResult (client/), then the
+# Node client's (node-bench).
 bench: deps
 	$(GO) test -run '^$$' -bench . -benchmem -timeout 30m ./...
+	@$(MAKE) --no-print-directory node-bench
 
 # The scale run alone, with its summary line: SCALE_SESSIONS sessions in
 # one sidecar, cgroup containment (needs a writable cgroup2 mount and
@@ -143,6 +147,17 @@ node-test: node-build
 	@bins=$$(mktemp -d) && trap 'rm -rf "$$bins"' EXIT && \
 	$(GO) build -o "$$bins/" ./cmd/acpx-sidecar ./internal/faultagent && \
 	cd $(NODE_CLIENT) && ACPX_SIDECAR_BINARY="$$bins/acpx-sidecar" ACPX_TEST_FAULTAGENT="$$bins/faultagent" npm test
+
+# The Node client against its floor (clients/node/bench/floor.mjs): a
+# 200,000-update turn and a 100-session flood through turn.updates and
+# turn.updateBatches() against a bare readline + JSON.parse reader of the
+# same sidecar, alternated, and session/open -> result beside the fault
+# agent's own handshake; knobs ACPX_BENCH_FLOOR_UPDATES, _ROUNDS, _SESSIONS,
+# ACPX_BENCH_OPENS (as for the Go ones).
+node-bench: node-build
+	@bins=$$(mktemp -d) && trap 'rm -rf "$$bins"' EXIT && \
+	$(GO) build -o "$$bins/" ./cmd/acpx-sidecar ./internal/faultagent && \
+	cd $(NODE_CLIENT) && ACPX_SIDECAR_BINARY="$$bins/acpx-sidecar" ACPX_TEST_FAULTAGENT="$$bins/faultagent" node bench/floor.mjs
 
 # The npm packages, into dist/npm/: @acpx-sidecar/linux-x64 and
 # @acpx-sidecar/linux-arm64 (each the statically linked binary, cross-compiled

@@ -13,6 +13,8 @@ require (
 )
 
 require (
+	github.com/landlock-lsm/go-landlock v0.11.2 // indirect
 	go.uber.org/multierr v1.10.0 // indirect
 	golang.org/x/text v0.14.0 // indirect
+	kernel.org/pub/linux/libs/security/libcap/psx v1.2.78 // indirect
 )

@@ -92,7 +92,8 @@ type Client struct {
 	opts   Options
 	cmd    *exec.Cmd
 	conn   *jsonrpc2.Conn
-	stream jsonrpc2.ObjectStream // conn's stream, for WriteRaw
+	stream *lineStream // conn's stream, for WriteRaw
+	router router      // the session/update fast path (updates.go)
 	pipes  *pipes
 	stop   context.CancelFunc // ends the connection's context
 	events *queue
@@ -203,7 +204,9 @@ func Spawn(ctx context.Context, opts Options) (*Client, error) {
 	connCtx, stop := context.WithCancel(context.Background())
 	c.stop = stop
 	c.pipes = &pipes{r: outR, w: inW}
-	c.stream = jsonrpc2.NewBufferedStream(c.pipes, ndjsonCodec{tap: opts.OnFrame, limit: &c.frameLimit})
+	c.router.c = c
+	c.stream = newLineStream(c.pipes, opts.OnFrame, &c.frameLimit)
+	c.stream.updates, c.stream.flush = c.router.take, c.router.flush
 	c.conn = jsonrpc2.NewConn(connCtx, c.stream, handler{c},
 		jsonrpc2.SetLogger(log.New(io.Discard, "", 0)), jsonrpc2.OnRecv(c.onRecv))
 	go c.reap()

@@ -64,8 +64,12 @@
 //
 // # Notifications and callbacks
 //
-// session/update notifications of a turn go to the Prompt call running it,
-// on its goroutine, in seq order and before Prompt returns. Every other
+// session/update notifications of a turn go to the Prompt call running it
+// (or PromptBatches, a slice at a time), on its goroutine, in seq order and
+// before Prompt returns. They are read on a fast path ahead of the
+// JSON-RPC library (updates.go): one validating scan per frame, no
+// reflection, and one wake-up of the Prompt goroutine per read of the
+// sidecar's stdout rather than per update. Every other
 // notification goes to the Options callbacks (OnUpdate, OnProof, OnExited,
 // OnDecision), run one at a time in wire order on a goroutine of this
 // package; session/requestPermission goes to OnPermission, each request on

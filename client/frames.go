@@ -23,7 +23,7 @@ const codeInvalidRequest = -32600
 // dataCodeInvalidRequest is the data.code of -32600 (docs/protocol.md §5).
 const dataCodeInvalidRequest = "INVALID_REQUEST"
 
-// frameTooLarge is returned by ndjsonCodec.WriteObject for a message over
+// frameTooLarge is returned by lineStream.WriteObject for a message over
 // the sidecar's frame limit; nothing was written.
 type frameTooLarge struct{ size, limit int64 }
 

@@ -56,27 +56,47 @@ func (s *Session) Result() *OpenResult {
 // it did not come in time; in that case the turn's later updates go to
 // Options.OnUpdate.
 func (s *Session) Prompt(ctx context.Context, p PromptParams, onUpdate func(Update)) (*PromptResult, error) {
+	var deliver func([]Update)
+	if onUpdate != nil {
+		deliver = func(ups []Update) {
+			for _, u := range ups {
+				onUpdate(u)
+			}
+		}
+	}
+	return s.prompt(ctx, p, deliver)
+}
+
+// PromptBatches runs one turn as Prompt does, but hands the turn's updates
+// to onBatch (may be nil) in batches, on the calling goroutine: each a
+// non-empty slice, in seq order, of the updates read since the previous
+// batch (what one read of the sidecar's stdout brought, or more when
+// onBatch is slower than the stream); the slice is the caller's to keep.
+// One call per batch instead of one per update is for hosts that forward
+// or store updates in bulk. Results, errors and cancellation are Prompt's.
+func (s *Session) PromptBatches(ctx context.Context, p PromptParams, onBatch func([]Update)) (*PromptResult, error) {
+	return s.prompt(ctx, p, onBatch)
+}
+
+func (s *Session) prompt(ctx context.Context, p PromptParams, onBatch func([]Update)) (*PromptResult, error) {
 	const method = "session/prompt"
 	c := s.c
 	key := turnKey{s.id, p.RequestID}
-	sink := &turnSink{wake: make(chan struct{}, 1)}
+	sink := newTurnSink()
 	c.mu.Lock()
 	// A second Prompt with the same id is refused by the sidecar
 	// (TURN_ACTIVE or DUPLICATE_REQUEST_ID); it must not steal the sink.
-	if _, busy := c.turns[key]; !busy {
+	_, busy := c.turns[key]
+	if !busy {
 		c.turns[key] = sink
-		defer func() {
-			c.mu.Lock()
-			delete(c.turns, key)
-			c.mu.Unlock()
-		}()
 	}
 	c.mu.Unlock()
+	if !busy {
+		defer c.endTurn(key, sink)
+	}
 	deliver := func() {
-		for _, u := range sink.take() {
-			if onUpdate != nil {
-				onUpdate(u)
-			}
+		if ups := sink.take(); len(ups) > 0 && onBatch != nil {
+			onBatch(ups)
 		}
 	}
 
@@ -268,22 +288,13 @@ func (h handler) Handle(ctx context.Context, conn *jsonrpc2.Conn, req *jsonrpc2.
 	}
 	switch req.Method {
 	case "session/update":
+		// Only what the fast path (updates.go) left: the same routing.
 		var u Update
 		if json.Unmarshal(params, &u) != nil {
 			return
 		}
-		if u.RequestID != nil {
-			c.mu.Lock()
-			sink := c.turns[turnKey{u.Session, *u.RequestID}]
-			c.mu.Unlock()
-			if sink != nil {
-				sink.push(u)
-				return
-			}
-		}
-		if f := c.opts.OnUpdate; f != nil {
-			c.events.push(func() { f(u) })
-		}
+		c.router.route(u)
+		c.router.flush()
 	case "cleanup/proof":
 		var n struct {
 			Proof *Proof `json:"proof"`

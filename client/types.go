@@ -91,7 +91,7 @@ type Exited = protocol.ExitedNotice
 // PermissionDecision is the session/permission audit notification
 // (docs/protocol.md §9). Decision is "approved", "denied", "escalated",
 // "cancelled", "timeout" (docs/protocol.md §18.3), "overflow" or
-// "malformed" (§19; neither reaches the host); Rule names the deciding
+// "malformed" (§20; neither reaches the host); Rule names the deciding
 // rule ("host" when the host answered); OptionKind is the chosen option's
 // own kind; RequestID is nil for an ask outside any turn.
 type PermissionDecision = protocol.PermissionNotice
@@ -164,7 +164,18 @@ type OpenParams struct {
 	McpServers                []json.RawMessage `json:"mcpServers,omitempty"`
 	HandshakeTimeoutMs        int64             `json:"handshakeTimeoutMs,omitempty"`
 	Resume                    *bool             `json:"resume,omitempty"`
+	// Sandbox is the kernel sandbox of the provider tree (docs/protocol.md
+	// §19); nil leaves the sidecar's default (--default-sandbox).
+	Sandbox *Sandbox `json:"sandbox,omitempty"`
 }
+
+// Sandbox is `sandbox` of session/open (docs/protocol.md §19): filesystem
+// "workspace", "strict" or "off"; extra writable and readable directories;
+// network "all", "none" or connectTcp ports; signals "own-tree" or "all".
+// An explicit sandbox the sidecar's machine cannot enforce is refused
+// PLATFORM_UNSUPPORTED; one that would make a never-writable path
+// writable, SANDBOX_CONFLICT.
+type Sandbox = protocol.Sandbox
 
 // PromptParams are the params of session/prompt without the session.
 // RequestID is host-chosen and unique within the session and its resumes.

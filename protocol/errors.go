@@ -95,6 +95,9 @@ type ErrorData struct {
 	// HeldByThisSidecar or HeldByOtherSidecar (docs/protocol.md §5, §8
 	// session/open).
 	HeldBy string `json:"heldBy,omitempty"`
+	// Paths names the never-writable paths of a SANDBOX_CONFLICT
+	// (docs/protocol.md §19).
+	Paths []string `json:"paths,omitempty"`
 }
 
 // ErrorData.HeldBy values (docs/protocol.md §5 SESSION_KEY_IN_USE).

@@ -1,6 +1,6 @@
 package protocol
 
-// The defences against a hostile agent (docs/protocol.md §19, "Threat
+// The defences against a hostile agent (docs/protocol.md §20, "Threat
 // model"): audit decisions and bounds.
 const (
 	// DecisionMalformed is session/permission `decision` of an ACP

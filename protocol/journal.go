@@ -107,7 +107,7 @@ type Percentiles struct {
 // UpdatesForwarded counts session/update notifications sent;
 // UpdatesDropped the agents' session/updates that were not ACP
 // SessionUpdates (no non-empty string sessionUpdate; docs/protocol.md
-// §19), dropped;
+// §20), dropped;
 // CloseToProofMs is over the last 1024 host closes, from the close
 // request to its proof.
 type StatsResult struct {

@@ -69,6 +69,9 @@ type ServerCaps struct {
 	// InheritEnv is the --inherit-env policy in force: "minimal", "all"
 	// or "none" (docs/protocol.md §18.1).
 	InheritEnv string `json:"inheritEnv"`
+	// Sandbox is what this machine's kernel sandbox enforces
+	// (docs/protocol.md §19).
+	Sandbox *SandboxCaps `json:"sandbox,omitempty"`
 }
 
 // Bounds are the time bounds in force, in milliseconds
@@ -131,6 +134,9 @@ type OpenParams struct {
 	InheritEnv          []string `json:"inheritEnv,omitempty"`
 	Limits              *Limits  `json:"limits,omitempty"`
 	PermissionTimeoutMs *int64   `json:"permissionTimeoutMs,omitempty"`
+	// Sandbox: docs/protocol.md §19 (protocol/sandbox.go); nil = the
+	// sidecar's default.
+	Sandbox *Sandbox `json:"sandbox,omitempty"`
 }
 
 // Identity is the admitted identity of a session (docs/rules.md#r8).
@@ -200,6 +206,8 @@ type OpenResult struct {
 	Process       ProcessInfo       `json:"process"`
 	// PermissionBinding: how the agent is held to the permission policy.
 	PermissionBinding PermissionBinding `json:"permissionBinding"`
+	// Sandbox is the kernel sandbox applied (docs/protocol.md §19).
+	Sandbox *SandboxResult `json:"sandbox,omitempty"`
 }
 
 // PromptParams are the params of `session/prompt`. Prompt is a string or

@@ -152,6 +152,9 @@ func (p *OpenParams) Validate() *Error {
 	if e := p.validateSafety(); e != nil {
 		return e
 	}
+	if e := p.Sandbox.validate(); e != nil {
+		return e
+	}
 	for i, s := range p.McpServers {
 		if !json.Valid(s) || len(s) == 0 || s[0] != '{' {
 			return InvalidParams("mcpServers."+strconv.Itoa(i), "mcpServers entries must be objects")

@@ -21,8 +21,10 @@ import (
 
 	"github.com/acpx-sidecar/acpx-sidecar/internal/adapter"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/journal"
+	"github.com/acpx-sidecar/acpx-sidecar/internal/launchexec"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/reaper"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/rpc"
+	"github.com/acpx-sidecar/acpx-sidecar/internal/sandbox"
 	"github.com/acpx-sidecar/acpx-sidecar/protocol"
 )
 
@@ -30,10 +32,13 @@ import (
 const version = "0.1.0"
 
 func main() {
-	// First, before any flag parsing: a Supervisor re-executes this binary
-	// as each provider's guardian (`acpx-sidecar __guardian`); such a
-	// process runs as the guardian and exits inside MaybeRunGuardian.
-	if reaper.MaybeRunGuardian() {
+	// First, before any flag parsing: the re-exec entries. A Supervisor
+	// re-executes this binary as each provider's guardian or its watchdog
+	// (`acpx-sidecar __guardian`), and as the launch entry that joins a
+	// provider's limit cgroups and applies its sandbox before the agent
+	// runs (`acpx-sidecar __launch`); such a process runs that entry and
+	// exits inside MaybeRun.
+	if launchexec.MaybeRun(reaper.Entries()) {
 		return
 	}
 	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
@@ -65,6 +70,10 @@ type options struct {
 	maxAskBytes   int
 	stateReadMs   int64
 	printVersion  bool
+	// defaultSandbox is --default-sandbox; assumeABI --assume-landlock-abi
+	// (-1: the kernel's).
+	defaultSandbox string
+	assumeABI      int
 }
 
 func parseFlags(args []string, stderr io.Writer) (*options, error) {
@@ -92,9 +101,11 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.IntVar(&o.reconcile, "late-close-reconcile-attempts", 3, "ACP session/close attempts for a session created after its admission was given up (error answers retried; timeouts never)")
 	fs.IntVar(&o.maxQueued, "max-queued-turns", protocol.DefaultMaxQueuedTurns, "queue: true prompts that may wait behind a session's active turn (docs/protocol.md §8)")
 	fs.Int64Var(&o.journalMax, "journal-max-bytes", journal.DefaultMaxBytes, "size at which a session journal segment is rotated, bytes; 4 segments are kept (docs/protocol.md §16)")
-	fs.IntVar(&o.maxAsks, "max-pending-asks", protocol.DefaultMaxPendingAsks, "permission asks of one turn that may wait for the host; more are decided as nonInteractivePermissions says (docs/protocol.md §19)")
-	fs.IntVar(&o.maxAskBytes, "max-pending-ask-bytes", protocol.DefaultMaxPendingAskBytes, "bytes of the asks of one turn that may wait for the host (docs/protocol.md §19)")
-	fs.Int64Var(&o.stateReadMs, "state-read-ms", protocol.DefaultStateReadMs, "how long session/status waits for a busy session before it answers from the session's snapshot, ms (docs/protocol.md §19)")
+	fs.IntVar(&o.maxAsks, "max-pending-asks", protocol.DefaultMaxPendingAsks, "permission asks of one turn that may wait for the host; more are decided as nonInteractivePermissions says (docs/protocol.md §20)")
+	fs.IntVar(&o.maxAskBytes, "max-pending-ask-bytes", protocol.DefaultMaxPendingAskBytes, "bytes of the asks of one turn that may wait for the host (docs/protocol.md §20)")
+	fs.Int64Var(&o.stateReadMs, "state-read-ms", protocol.DefaultStateReadMs, "how long session/status waits for a busy session before it answers from the session's snapshot, ms (docs/protocol.md §20)")
+	fs.StringVar(&o.defaultSandbox, "default-sandbox", sandbox.Workspace, "kernel sandbox of an open that names none: workspace, strict or off; a default this machine cannot enforce is reported (sandbox.enforced false), not fatal (docs/protocol.md §19)")
+	fs.IntVar(&o.assumeABI, "assume-landlock-abi", -1, "treat the kernel as offering at most this Landlock ABI (0: none); for testing how opens are refused (-1: the kernel's)")
 	fs.BoolVar(&o.printVersion, "version", false, "print the version and exit")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -138,6 +149,14 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	case "auto", "cgroup", "subreaper", "process-group":
 	default:
 		return nil, fmt.Errorf("--containment must be auto, cgroup, subreaper or process-group")
+	}
+	switch o.defaultSandbox {
+	case sandbox.Workspace, sandbox.Strict, sandbox.Off:
+	default:
+		return nil, fmt.Errorf("--default-sandbox must be workspace, strict or off")
+	}
+	if o.assumeABI < -1 {
+		return nil, fmt.Errorf("--assume-landlock-abi must be -1 or more")
 	}
 	var lvl zapcore.Level
 	if err := lvl.UnmarshalText([]byte(o.logLevel)); err != nil {
@@ -275,6 +294,14 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	cfg.BaseEnv = adapter.InheritedEnv(o.inheritEnv, cfg.SidecarEnv)
 	cfg.DefaultLimits = o.limits.defaults()
 	cfg.LimitsSupported = reaper.LimitsSupported
+	cfg.Sandbox = adapter.SandboxConfig{Default: o.defaultSandbox, Caps: sandbox.Probe().Limit(o.assumeABI),
+		Protected: sandbox.CgroupMounts()}
+	if sup != nil {
+		if sc := adapter.SandboxCaps(cfg.Sandbox.Caps, o.defaultSandbox, sup.Mode()); sc.Default != o.defaultSandbox {
+			log.Warn("the default sandbox cannot be enforced here; opens that name none run unsandboxed and say so (sandbox.enforced false)",
+				zap.String("defaultSandbox", o.defaultSandbox), zap.Int("landlockAbi", sc.LandlockABI), zap.String("reason", sc.Reason))
+		}
+	}
 	if o.inheritEnvOld != "" {
 		log.Warn("--inherit-env=" + o.inheritEnvOld + " is the old boolean spelling; it means --inherit-env=" + o.inheritEnv)
 	}
@@ -323,8 +350,8 @@ func newSupervisor(opts reaper.Options) (*reaper.Supervisor, error) {
 
 // doctor prints which containment mechanisms this machine offers and why,
 // the --inherit-env policy the given flags set and the names it passes,
-// and which kinds of limits (docs/protocol.md §18.2) this machine can
-// enforce.
+// which kinds of limits (docs/protocol.md §18.2) this machine can
+// enforce, and what its kernel sandbox enforces (docs/protocol.md §19).
 func doctor(stdout io.Writer, o *options) int {
 	mechs := reaper.Detect()
 	enc := json.NewEncoder(stdout)
@@ -337,7 +364,8 @@ func doctor(stdout io.Writer, o *options) int {
 		}
 	}
 	_ = enc.Encode(map[string]any{"containment": chosen, "mechanisms": mechs,
-		"inheritEnv": doctorEnv(o.inheritEnv), "limits": doctorLimits(chosen)})
+		"inheritEnv": doctorEnv(o.inheritEnv), "limits": doctorLimits(chosen),
+		"sandbox": adapter.SandboxCaps(sandbox.Probe().Limit(o.assumeABI), o.defaultSandbox, reaper.Mode(chosen))})
 	if chosen == "" {
 		return 1
 	}

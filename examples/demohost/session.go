@@ -60,6 +60,14 @@ func (d *demo) openSession() error {
 	// (docs/agents.md): every tool use the agent would decide alone asks.
 	b := res.PermissionBinding
 	d.out.line("   policy:   bound=%v mode=%q via %s (autonomous=%v)", b.Bound, b.Mode, b.Via, b.Autonomous)
+	// The kernel sandbox the agent runs in (the sidecar's default,
+	// workspace: docs/protocol.md §19), whatever its own mode says.
+	if sb := res.Sandbox; sb != nil {
+		d.out.line("   sandbox:  enforced=%v filesystem=%s signals=%s landlockAbi=%d %s", sb.Enforced, sb.Filesystem, sb.Signals, sb.LandlockABI, sb.Reason)
+		if !sb.Enforced && sb.Reason == "" {
+			return fmt.Errorf("the agent runs without the default sandbox")
+		}
+	}
 	return nil
 }
 

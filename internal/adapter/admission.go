@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap"
 	"golang.org/x/sys/unix"
 
+	"github.com/acpx-sidecar/acpx-sidecar/internal/launchexec"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/profiles"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/reaper"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/store"
@@ -53,6 +54,7 @@ type admissionInput struct {
 	baseEnv []string // the base environment (Manager.baseEnvFor), for the profile's auth rules
 	timeout time.Duration
 	limits  reaper.Limits // Manager.effectiveLimits of the open
+	sandbox sandboxSetup  // the open's kernel sandbox (sandbox.go)
 }
 
 // envHas reports whether the launch environment gives name a non-empty
@@ -111,8 +113,17 @@ func (s *session) startAdmission(ctx context.Context, reply Reply) {
 		return
 	}
 	base := s.m.baseEnvFor(p)
-	in := admissionInput{open: p, prof: s.prof, st: st, exe: exe, env: s.launchEnv(base), baseEnv: base,
-		timeout: s.m.cfg.HandshakeTimeout, limits: s.m.effectiveLimits(p)}
+	sb, env, perr := s.setupSandbox(p, s.launchEnv(base))
+	if perr != nil {
+		if exe != nil {
+			exe.Close()
+		}
+		s.failBeforeLaunch(reply, perr)
+		return
+	}
+	s.tmpDir = sb.tmpDir
+	in := admissionInput{open: p, prof: s.prof, st: st, exe: exe, env: env, baseEnv: base,
+		timeout: s.m.cfg.HandshakeTimeout, limits: s.m.effectiveLimits(p), sandbox: sb}
 	if p.HandshakeTimeoutMs != nil {
 		in.timeout = time.Duration(*p.HandshakeTimeoutMs) * time.Millisecond
 	}
@@ -184,6 +195,9 @@ func (s *session) failBeforeLaunchWhy(reply Reply, e *protocol.Error, reason str
 // keeps the sessionKey held until it is proven.
 func (s *session) admissionFailed(proof *protocol.Proof, e *protocol.Error, reply Reply) {
 	s.m.forget(s, !proof.Complete)
+	if proof.Complete {
+		s.removePrivateTmp()
+	}
 	if proof.Complete && s.hasTree.Load() {
 		if err := s.st.RemoveOwned(s.id); err != nil {
 			s.log.Warn("ledger entry not removed", zap.Error(err))
@@ -309,7 +323,7 @@ func (s *session) admit(ctx context.Context, in admissionInput) admissionResult 
 			reason: "admission failed before launch: the ownership ledger entry could not be written (STORE_UNAVAILABLE)"}
 	}
 	tree, err := s.m.cfg.Launcher.Start(reaper.Spec{Path: p.Command.Path, Args: p.Command.Args,
-		Env: in.env, Dir: p.Cwd, ExecFile: in.exe, Name: name, Limits: in.limits})
+		Env: in.env, Dir: p.Cwd, ExecFile: in.exe, Name: name, Limits: in.limits, Sandbox: in.sandbox.plan})
 	if in.exe != nil {
 		in.exe.Close()
 	}
@@ -317,6 +331,8 @@ func (s *session) admit(ctx context.Context, in admissionInput) admissionResult 
 		e := protocol.Domain(protocol.ErrCommandNotExecutable, "the provider could not be started: "+s.red.clean(err.Error()), false)
 		if errors.Is(err, reaper.ErrSealed) {
 			e = protocol.Domain(protocol.ErrShuttingDown, "the sidecar is shutting down", false)
+		} else if errors.Is(err, launchexec.ErrSandbox) || errors.Is(err, reaper.ErrSandboxUnsupported) {
+			e = protocol.Domain(protocol.ErrPlatformUnsupported, "the sandbox could not be applied, so the agent never ran: "+s.red.clean(err.Error()), false)
 		} else if errors.Is(err, reaper.ErrLimitsUnsupported) {
 			e = protocol.Domain(protocol.ErrPlatformUnsupported, "limits cannot be enforced: "+s.red.clean(err.Error()), false)
 		} else if errors.Is(err, syscall.E2BIG) {

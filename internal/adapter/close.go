@@ -118,6 +118,7 @@ func (s *session) finishCleanup(proof *protocol.Proof) {
 	}
 	if proof.Complete {
 		_ = s.st.RemoveOwned(s.id)
+		s.removePrivateTmp()
 		s.m.releaseKey(s)
 	} else {
 		s.retain(proof)
@@ -229,7 +230,7 @@ func (s *session) cleanup(in cleanupInput) *protocol.Proof {
 	case conn.stalled(s.m.cfg.CloseTimeout):
 		// An agent that stopped reading its stdin is hung: a session/close
 		// could not reach it within the bound, so the tree is ended at
-		// once (docs/protocol.md §19).
+		// once (docs/protocol.md §20).
 		proof.ProtocolClose = protocol.ProtocolClose{Outcome: protocol.CloseSkipped,
 			Error: "the agent is not reading its stdin (hung): session/close not sent"}
 	default:
@@ -340,6 +341,7 @@ func (s *session) retain(first *protocol.Proof) {
 		proof.FinishedAt = protocol.At(time.Now())
 		proof.DurationMs = proof.FinishedAt.Sub(proof.StartedAt.Time).Milliseconds()
 		_ = st.RemoveOwned(s.id)
+		s.removePrivateTmp()
 		s.m.releaseKey(s)
 		s.post(func() { s.proof = &proof })
 		dir := st.Dir()

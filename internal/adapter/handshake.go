@@ -172,7 +172,8 @@ func (s *session) handshake(ctx context.Context, in *admissionInput, conn *acpCo
 	}
 	res := protocol.OpenResult{Session: s.id, SessionKey: s.key, Identity: ident, Resumed: resumed, Agent: info,
 		Models: st.models(), Modes: st.modes(), ConfigOptions: jsonl.CleanRaws(st.ConfigOptions),
-		Process: protocol.ProcessInfo{Pid: tree.Pid(), Pgid: tree.Pgid(), StartedAt: protocol.At(tree.StartedAt()), Containment: string(tree.Containment())}}
+		Process: protocol.ProcessInfo{Pid: tree.Pid(), Pgid: tree.Pgid(), StartedAt: protocol.At(tree.StartedAt()), Containment: string(tree.Containment())},
+		Sandbox: in.sandbox.result}
 	if res.ConfigOptions == nil {
 		res.ConfigOptions = []json.RawMessage{}
 	}

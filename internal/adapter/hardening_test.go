@@ -18,7 +18,7 @@ import (
 // TestOutbox_WritesNeverBlockOnAnAgentThatDoesNotRead: with nobody reading
 // the pipe, writes return at once until the queue's bound, then fail with
 // errAgentHung, the agent is found hung once, and Close ends the writer
-// (docs/protocol.md §19).
+// (docs/protocol.md §20).
 func TestOutbox_WritesNeverBlockOnAnAgentThatDoesNotRead(t *testing.T) {
 	r, w, err := os.Pipe()
 	if err != nil {
@@ -118,7 +118,7 @@ func TestMailbox_CommandsOfAStoppedActorAreAnswered(t *testing.T) {
 // TestParseAsk_StrictDecoding: the policy's members are read
 // case-sensitively; a duplicate member, a case variant of a member the
 // policy reads, a mistyped one or a repeated optionId make the ask
-// malformed (docs/protocol.md §19).
+// malformed (docs/protocol.md §20).
 func TestParseAsk_StrictDecoding(t *testing.T) {
 	ok := `{"sessionId":"s","toolCall":{"toolCallId":"c","kind":"read","title":"Read a","rawInput":{"path":"a"}},"options":[{"optionId":"y","kind":"allow_once","name":"Yes"},{"optionId":"n","kind":"reject_once"}]}`
 	pa, why := parseAsk(json.RawMessage(ok))
@@ -170,7 +170,7 @@ func TestDecodeUpdateParams_OnlyACPSessionUpdates(t *testing.T) {
 // state-read bound, from the snapshot (fromSnapshot: true, checked against
 // the record); host commands sent meanwhile wait in the mailbox without
 // blocking the sender and run once the actor is free (docs/protocol.md
-// §19).
+// §20).
 func TestActor_BusyActorIsReadFromItsSnapshot(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	l := &fakeLauncher{agent: newFakeAgent()}

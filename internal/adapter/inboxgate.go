@@ -8,7 +8,7 @@ import "sync"
 // behind (a slow host, a flood of large asks) could otherwise park
 // hundreds of MiB there. Past the bound the read loop waits, and the
 // agent's stdout pipe fills: backpressure, not memory (docs/protocol.md
-// §19). One event is always let through, whatever its size.
+// §20). One event is always let through, whatever its size.
 const maxInboxBytes = 8 << 20
 
 // byteGate counts the bytes of events posted and not yet handled. It has

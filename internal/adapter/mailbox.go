@@ -9,7 +9,7 @@ import (
 )
 
 // Nothing on the host's read loop waits on an actor without a bound
-// (docs/protocol.md §19): host requests reach an actor through its
+// (docs/protocol.md §20): host requests reach an actor through its
 // mailbox, which never blocks the sender; session/list and sidecar/stats
 // read the snapshot each actor publishes at every state change; and
 // session/status waits for the actor at most Config.StateRead, then is

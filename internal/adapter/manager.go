@@ -89,6 +89,9 @@ type Config struct {
 	// (reaper.LimitsSupported in production; nil = assume it can, and
 	// let the launch decide).
 	LimitsSupported func(l reaper.Limits) (bool, string)
+	// Sandbox is the kernel sandbox: the default mode and what this
+	// machine enforces (sandbox.go; docs/protocol.md §19).
+	Sandbox SandboxConfig
 	// PermissionTimeout bounds a host escalation when the open gives no
 	// permissionTimeoutMs (default 10 min; docs/protocol.md §18.3).
 	PermissionTimeout time.Duration
@@ -111,7 +114,7 @@ type Config struct {
 	// ACP params (--max-pending-asks, --max-pending-ask-bytes; ≤ 0 means
 	// protocol.DefaultMaxPendingAsks, protocol.DefaultMaxPendingAskBytes):
 	// an ask beyond them is decided as nonInteractivePermissions says
-	// (docs/protocol.md §19).
+	// (docs/protocol.md §20).
 	MaxPendingAsks, MaxPendingAskBytes int
 	// StateRead bounds how long session/status waits for a busy actor
 	// before it is answered from the session's snapshot (≤ 0 means
@@ -195,12 +198,16 @@ func (m *Manager) Bounds() protocol.Bounds {
 // Initialize answers `initialize` (docs/protocol.md §7); Pid is filled by rpc.
 func (m *Manager) Initialize(p protocol.InitializeParams) protocol.InitializeResult {
 	containment := "none" // every open is refused with PLATFORM_UNSUPPORTED
+	var mode reaper.Mode
 	if m.cfg.Launcher != nil {
-		containment = string(m.cfg.Launcher.Mode())
+		mode = m.cfg.Launcher.Mode()
+		containment = string(mode)
 	}
+	caps := protocol.ServerCaps{Containment: containment, Agents: profiles.Names(), InheritEnv: m.inheritPolicy(),
+		Sandbox: SandboxCaps(m.cfg.Sandbox.Caps, m.cfg.Sandbox.Default, mode)}
 	return protocol.InitializeResult{ProtocolVersion: protocol.Version,
 		ServerInfo:   protocol.Implementation{Name: "acpx-sidecar", Version: m.cfg.Version},
-		Capabilities: protocol.ServerCaps{Containment: containment, Agents: profiles.Names(), InheritEnv: m.inheritPolicy()},
+		Capabilities: caps,
 		Bounds:       m.Bounds()}
 }
 

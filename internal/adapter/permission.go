@@ -149,7 +149,7 @@ var (
 // rawInput (when an object) has no command/cmd twice, options an array
 // of objects each with a string optionId — none twice — and a string
 // kind. why is "" for a well-formed ask, else what makes it malformed
-// (docs/protocol.md §19); a kind outside ACP's ToolKinds is judged as
+// (docs/protocol.md §20); a kind outside ACP's ToolKinds is judged as
 // missing (inferred from the title).
 func parseAsk(params json.RawMessage) (pa parsedAsk, why string) {
 	p, why := decodeStrict(params, askKeys...)
@@ -228,7 +228,7 @@ func (s *session) onPermission(ask *permissionAsk) {
 	}
 	if why != "" {
 		// Refused, not judged: the policy cannot know what the agent
-		// meant, and a host might read it otherwise (docs/protocol.md §19).
+		// meant, and a host might read it otherwise (docs/protocol.md §20).
 		pa := &pendingAsk{toolCallID: parsed.head.ToolCallID, kind: "other"}
 		s.log.Warn("malformed permission request answered cancelled", zap.String("reason", why))
 		s.answerPermissionAs(ask, pa, "", "malformed: "+why, protocol.DecisionMalformed)
@@ -306,7 +306,7 @@ func (s *session) answerPermissionAs(ask *permissionAsk, pa *pendingAsk, optionI
 // escalate sends the ask to the host when it declared permissionRequests,
 // else applies nonInteractivePermissions (docs/protocol.md §10). An ask
 // beyond the turn's bounds on asks waiting for the host (count and params
-// bytes, docs/protocol.md §19) is decided as nonInteractivePermissions
+// bytes, docs/protocol.md §20) is decided as nonInteractivePermissions
 // says too, audited with decision "overflow".
 func (s *session) escalate(t *turn, ask *permissionAsk, pa *pendingAsk, parsed parsedAsk) {
 	if !s.m.host.PermissionRequests() {

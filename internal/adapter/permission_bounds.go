@@ -31,7 +31,7 @@ func (m *Manager) stateRead() time.Duration {
 // decideOverflow decides an escalation the turn has no room for — maxN
 // asks already wait for the host, or this one's params would take their
 // bytes past maxB — as nonInteractivePermissions says, without asking the
-// host, audited with decision "overflow" (docs/protocol.md §19): "deny"
+// host, audited with decision "overflow" (docs/protocol.md §20): "deny"
 // answers the agent with a reject option; "fail" answers it cancelled and
 // fails the turn with PERMISSION_APPROVAL_REQUIRED. An agent flooding
 // asks while the host is slow thus holds at most the bound in memory.

@@ -38,6 +38,10 @@ type session struct {
 	// token is the unguessable part of the session's environment marker
 	// (admission.go marker): never logged, journaled or reported.
 	token string
+	// tmpDir is the private TMPDIR made for the session ("" if none),
+	// set on the actor before admission starts and removed once the tree
+	// is proven gone (sandbox.go).
+	tmpDir string
 
 	mb    *mailbox
 	inbox chan func()

@@ -29,7 +29,7 @@ type turn struct {
 	costBase  float64        // the session's cumulative cost when the turn began
 	pending   map[*permissionAsk]*pendingAsk
 	// pendingBytes: the ACP params bytes of pending (bounded per turn,
-	// docs/protocol.md §19).
+	// docs/protocol.md §20).
 	pendingBytes int
 	timers       []*time.Timer
 }

@@ -158,13 +158,16 @@ func Prepare(name, repoRoot, stubURL, dir string) (*Launch, error) {
 		return nil, fmt.Errorf("agentenv: %w", err)
 	}
 	l := &Launch{Agent: a.Profile, Command: cmd, Home: filepath.Join(dir, "home"), KeyEnv: a.KeyEnv}
+	// The XDG dirs are under HOME, where an agent's own files live, so the
+	// sidecar's default sandbox (workspace: HOME, TMPDIR and cwd writable,
+	// docs/protocol.md §19) lets the agent write them.
 	l.Env = map[string]string{
 		"HOME":            l.Home,
 		"TMPDIR":          filepath.Join(dir, "tmp"),
-		"XDG_CONFIG_HOME": filepath.Join(dir, "xdg", "config"),
-		"XDG_DATA_HOME":   filepath.Join(dir, "xdg", "data"),
-		"XDG_STATE_HOME":  filepath.Join(dir, "xdg", "state"),
-		"XDG_CACHE_HOME":  filepath.Join(dir, "xdg", "cache"),
+		"XDG_CONFIG_HOME": filepath.Join(l.Home, ".config"),
+		"XDG_DATA_HOME":   filepath.Join(l.Home, ".local", "share"),
+		"XDG_STATE_HOME":  filepath.Join(l.Home, ".local", "state"),
+		"XDG_CACHE_HOME":  filepath.Join(l.Home, ".cache"),
 	}
 	for _, k := range []string{"HOME", "TMPDIR", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME", "XDG_CACHE_HOME"} {
 		if err := mkdirs(l.Env[k]); err != nil {
@@ -173,15 +176,15 @@ func Prepare(name, repoRoot, stubURL, dir string) (*Launch, error) {
 	}
 	switch a.Name {
 	case "codex":
-		err = prepareCodex(l, dir, base)
+		err = prepareCodex(l, base)
 	case "codex-legacy":
-		err = prepareCodexLegacy(l, dir, base)
+		err = prepareCodexLegacy(l, base)
 	case "claude":
-		err = prepareClaude(l, dir, base)
+		err = prepareClaude(l, base)
 	case "gemini":
 		err = prepareGemini(l, base)
 	case "opencode":
-		err = prepareOpenCode(l, dir, base, a.Version)
+		err = prepareOpenCode(l, base, a.Version)
 	}
 	if err != nil {
 		return nil, err

@@ -191,7 +191,7 @@ func TestPrepare_Codex(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if l.Env["CODEX_HOME"] != filepath.Join(dir, "codex-home") || l.Env["NO_BROWSER"] != "1" {
+	if l.Env["CODEX_HOME"] != filepath.Join(l.Home, ".codex") || l.Env["NO_BROWSER"] != "1" {
 		t.Errorf("env %v", l.Env)
 	}
 	cfg := readFile(t, filepath.Join(l.Env["CODEX_HOME"], "config.toml"))
@@ -235,7 +235,7 @@ func TestPrepare_Claude(t *testing.T) {
 		"ANTHROPIC_BASE_URL": testStub, "DISABLE_TELEMETRY": "1", "DISABLE_ERROR_REPORTING": "1",
 		"DISABLE_AUTOUPDATER": "1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
 		"CLAUDE_CODE_ENABLE_PROMPT_SUGGESTION": "false", "IS_SANDBOX": "1",
-		"CLAUDE_CONFIG_DIR": filepath.Join(dir, "claude-config"),
+		"CLAUDE_CONFIG_DIR": filepath.Join(l.Home, ".claude"),
 	} {
 		if l.Env[k] != v {
 			t.Errorf("%s=%q, want %q", k, l.Env[k], v)

@@ -60,8 +60,8 @@ func WriteCodexHome(home, base string) error {
 }
 
 // prepareCodex sets up @agentclientprotocol/codex-acp 2.x.
-func prepareCodex(l *Launch, dir, base string) error {
-	home := filepath.Join(dir, "codex-home")
+func prepareCodex(l *Launch, base string) error {
+	home := filepath.Join(l.Home, ".codex") // under HOME: writable in the default sandbox
 	if err := WriteCodexHome(home, base); err != nil {
 		return err
 	}
@@ -72,8 +72,8 @@ func prepareCodex(l *Launch, dir, base string) error {
 
 // prepareCodexLegacy sets up @zed-industries/codex-acp 0.16 with the config
 // the existing tests and demo use (modelstub.WriteCodexHome).
-func prepareCodexLegacy(l *Launch, dir, base string) error {
-	home := filepath.Join(dir, "codex-home")
+func prepareCodexLegacy(l *Launch, base string) error {
+	home := filepath.Join(l.Home, ".codex") // under HOME: writable in the default sandbox
 	if err := modelstub.WriteCodexHome(home, base); err != nil {
 		return fmt.Errorf("agentenv: %w", err)
 	}
@@ -88,8 +88,9 @@ func prepareCodexLegacy(l *Launch, dir, base string) error {
 // requests are off. IS_SANDBOX=1: as root, any other value makes
 // session/new fail ("--dangerously-skip-permissions cannot be used with
 // root"); 1 is also harmless for other users. CLAUDE_CONFIG_DIR keeps
-// .claude.json and .claude/ inside the session directory.
-func prepareClaude(l *Launch, dir, base string) error {
+// .claude.json and .claude/ in the session's HOME (writable in the
+// default sandbox).
+func prepareClaude(l *Launch, base string) error {
 	for k, v := range map[string]string{
 		"ANTHROPIC_BASE_URL":                       base,
 		"DISABLE_TELEMETRY":                        "1",
@@ -98,7 +99,7 @@ func prepareClaude(l *Launch, dir, base string) error {
 		"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
 		"CLAUDE_CODE_ENABLE_PROMPT_SUGGESTION":     "false",
 		"IS_SANDBOX":                               "1",
-		"CLAUDE_CONFIG_DIR":                        filepath.Join(dir, "claude-config"),
+		"CLAUDE_CONFIG_DIR":                        filepath.Join(l.Home, ".claude"),
 	} {
 		l.Env[k] = v
 	}
@@ -164,8 +165,10 @@ func opencodeConfig(base string) map[string]any {
 // if `npm install @opencode-ai/plugin@version` had run there, since
 // opencode otherwise runs that install (reaching the npm registry) at every
 // start.
-func prepareOpenCode(l *Launch, dir, base, version string) error {
-	cfg := filepath.Join(dir, "opencode.json")
+func prepareOpenCode(l *Launch, base, version string) error {
+	// Under HOME: opencode rewrites its config file at start, and the
+	// default sandbox lets it write only its cwd, HOME and TMPDIR.
+	cfg := filepath.Join(l.Home, "opencode.json")
 	if err := writeJSON(cfg, opencodeConfig(base)); err != nil {
 		return err
 	}

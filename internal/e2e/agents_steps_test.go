@@ -235,3 +235,19 @@ func (a *agentRun) waitProof(session, origin string) proof {
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+// wantNoFileIn fails if dir/name exists, or if the model never asked for
+// a command naming it (then its absence proves nothing).
+func (a *agentRun) wantNoFileIn(dir, name string) {
+	a.t.Helper()
+	if _, err := os.Stat(filepath.Join(dir, name)); err == nil {
+		a.t.Fatalf("%s/%s exists: the agent wrote outside its sandbox", dir, name)
+	}
+	asked := false
+	for _, c := range a.stub.Stats().Commands {
+		asked = asked || strings.Contains(c, name)
+	}
+	if !asked {
+		a.t.Fatalf("the model never asked to write %s: its absence proves nothing", name)
+	}
+}

@@ -67,6 +67,15 @@ func runAgentSuite(t *testing.T, name string) {
 	a.wantListedModel(main.Session)
 	a.prompt(main.Session, "t2", "make a file\nrun: echo approved > approved.txt")
 	a.wantFile("approved.txt", "approved")
+	// The default sandbox (workspace, docs/protocol.md §19) holds whatever
+	// the agent's own mode: the same approved tool writing outside cwd
+	// leaves nothing there.
+	if sb := main.Sandbox; sb == nil || !sb.Enforced || sb.Filesystem != "workspace" {
+		t.Errorf("%s runs without the default sandbox: %+v", name, sb)
+	}
+	outside := t.TempDir()
+	a.prompt(main.Session, "t2o", "make a file\nrun: echo escaped > "+outside+"/escaped.txt")
+	a.wantNoFileIn(outside, "escaped.txt")
 	a.setModel(main)
 	a.close(main.Session)
 
@@ -282,6 +291,7 @@ type agentOpen struct {
 		Current   string   `json:"currentModeId"`
 		Available []string `json:"availableModeIds"`
 	} `json:"modes"`
+	Sandbox   *sandboxResult `json:"sandbox"`
 	AgentCaps struct {
 		Capabilities struct {
 			LoadSession         bool `json:"loadSession"`

@@ -3,7 +3,7 @@ package e2e
 // Helpers of the attack tests (attack_*_test.go): one test per attack of
 // issue 18, each run by the fault agent's attack modes
 // (internal/faultagent/modes_attack.go), with the outcome measured
-// (docs/protocol.md §19, "Threat model").
+// (docs/protocol.md §20, "Threat model").
 
 import (
 	"bufio"
@@ -141,4 +141,26 @@ func pollUntil(t testing.TB, d time.Duration, what string, cond func() bool) {
 		}
 		time.Sleep(20 * time.Millisecond) // polling, bounded by d
 	}
+}
+
+// attackerParams are e.openParams for an attacking agent with no kernel
+// sandbox ("filesystem": "off", so signals "all" too): the defences of
+// docs/protocol.md §20 hold whatever the sandbox mode, and without one the
+// agent can write the state dir and signal the sidecar, as the attacks
+// need.
+func attackerParams(e *faultEnv, key, modes string) map[string]any {
+	p := e.openParams(key, modes)
+	p["sandbox"] = map[string]any{"filesystem": "off"}
+	return p
+}
+
+// openAttacker opens an unsandboxed attacking session (attackerParams).
+func openAttacker(s *sidecar, e *faultEnv, key, modes string) openResult {
+	s.t.Helper()
+	var o openResult
+	s.mustCall("session/open", attackerParams(e, key, modes), &o)
+	if o.Session == "" {
+		s.t.Fatalf("session/open returned no session id")
+	}
+	return o
 }

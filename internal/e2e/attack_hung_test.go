@@ -13,13 +13,13 @@ import (
 // on its pipe); session/list, session/status of both sessions and
 // sidecar/stats are answered within their bound; a neighbour session
 // keeps streaming; and the hung session's close goes to termination within
-// the close bounds with a complete proof (docs/protocol.md §19).
+// the close bounds with a complete proof (docs/protocol.md §20).
 func TestAttack_HungAgentFreezesNothing(t *testing.T) {
 	e := newFaultEnv(t)
 	s := startSidecar(t, "--state-dir", e.stateDir)
 	s.initialize(false) // asks are decided as nonInteractivePermissions says: one answer each, at once
 	const asks = 5000   // ~0.5 MB of answers: far more than a pipe holds
-	hung := e.open(s, "hung", "deaf,ask-flood=5000")
+	hung := openAttacker(s, e, "hung", "deaf,ask-flood=5000")
 	nb := startNeighbour(t, s, e, 300)
 	s.start("session/prompt", map[string]any{"session": hung.Session, "requestId": "h1", "prompt": "go"})
 	// The old actor wrote each answer to the pipe itself and stopped at

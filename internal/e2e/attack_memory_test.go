@@ -26,7 +26,7 @@ func TestAttack_OverCapStdoutHoldsAtMostTheCap(t *testing.T) {
 	s.initialize(false)
 	var sessions []string
 	for i := 0; i < 3; i++ {
-		sessions = append(sessions, e.open(s, "flood-"+strconv.Itoa(i), "stdout-flood=268435456").Session)
+		sessions = append(sessions, openAttacker(s, e, "flood-"+strconv.Itoa(i), "stdout-flood=268435456").Session)
 	}
 	nb := startNeighbour(t, s, e, 300)
 	pid := s.cmd.Process.Pid
@@ -88,7 +88,7 @@ func TestAttack_PendingAsksAreBoundedPerTurn(t *testing.T) {
 				return nil // a silent host: never answers
 			}
 			s.initialize(true)
-			o := e.open(s, "asks", "ask-flood="+strconv.Itoa(c.asks)+":"+strconv.Itoa(c.pad))
+			o := openAttacker(s, e, "asks", "ask-flood="+strconv.Itoa(c.asks)+":"+strconv.Itoa(c.pad))
 			nb := startNeighbour(t, s, e, 300)
 			pid := s.cmd.Process.Pid
 			before := procStatusKiB(t, pid, "VmRSS")
@@ -148,7 +148,7 @@ func TestAttack_JournalHoleCostsNoMemory(t *testing.T) {
 	s := startSidecar(t, "--state-dir", e.stateDir, "--max-provider-line-bytes", strconv.Itoa(lineCap))
 	s.initialize(false)
 	seg := journal.SegmentPath(filepath.Join(e.stateDir, "sessions"), journal.Stem("holey"), 0)
-	o := e.open(s, "holey", "grow-file="+seg+":268435456")
+	o := openAttacker(s, e, "holey", "grow-file="+seg+":268435456")
 	nb := startNeighbour(t, s, e, 100)
 	runTurn(t, s, o.Session, "t0", "go") // the journal exists (and holds t0) before the agent grows it
 	runTurn(t, s, o.Session, "t1", "go") // grows the journal in the turn

@@ -75,7 +75,7 @@ func startTicks(t *testing.T, pid int) uint64 {
 // proof for the planted key and drops the entry; the open of "victim" is
 // refused STORE_UNAVAILABLE with nothing created outside; "future" runs
 // without its journal, whose target is never written, and session/events
-// refuses it (docs/protocol.md §19).
+// refuses it (docs/protocol.md §20).
 func TestAttack_ForgedLedgerAndPlantedLinksHurtNobody(t *testing.T) {
 	startOrphanReaper(t)
 	e := newFaultEnv(t)
@@ -123,7 +123,7 @@ func TestAttack_ForgedLedgerAndPlantedLinksHurtNobody(t *testing.T) {
 
 	s1 := startSidecar(t, "--state-dir", e.stateDir)
 	s1.initialize(false)
-	planter := e.open(s1, "planter", "plant="+spec)
+	planter := openAttacker(s1, e, "planter", "plant="+spec)
 	runTurn(t, s1, planter.Session, "p1", "go")
 	if chunks := agentChunks(s1, planter.Session, "p1"); !contains(chunks, "plant: ok") {
 		t.Fatalf("the agent did not plant: %q", chunks)
@@ -145,12 +145,12 @@ func TestAttack_ForgedLedgerAndPlantedLinksHurtNobody(t *testing.T) {
 	if procs, _ := os.ReadFile(filepath.Join(baitCg, "cgroup.procs")); !bytes.Contains(procs, []byte(strconv.Itoa(baitInCg.Process.Pid))) {
 		t.Errorf("the unrelated cgroup lost its process: %q", procs)
 	}
-	f := s2.call("session/open", e.openParams("victim", "normal"))
+	f := s2.call("session/open", attackerParams(e, "victim", "normal"))
 	wantError(t, "open of a key whose record lock is a planted link", f, -32000, "STORE_UNAVAILABLE")
 	if _, err := os.Lstat(filepath.Join(outside, "victim.lock")); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("a file was created outside the state dir through the planted lock link: %v", err)
 	}
-	fut := e.open(s2, "future", "normal")
+	fut := openAttacker(s2, e, "future", "normal")
 	runTurn(t, s2, fut.Session, "f1", "go")
 	closeClean(t, s2, fut.Session, e.mark, e.work)
 	ev := s2.call("session/events", map[string]any{"sessionKey": "future", "stateDir": e.stateDir})
@@ -180,7 +180,7 @@ func TestAttack_AgentThatEscapesTheLedgerIsSwept(t *testing.T) {
 	s1 := startSidecar(t, "--state-dir", e.stateDir, "--containment", "cgroup")
 	trackChild(s1.cmd.Process.Pid)
 	s1.initialize(false)
-	o := e.open(s1, "escaper", "escape-ledger="+e.stateDir)
+	o := openAttacker(s1, e, "escaper", "escape-ledger="+e.stateDir)
 	s1.start("session/prompt", map[string]any{"session": o.Session, "requestId": "x1", "prompt": "go"})
 	select {
 	case <-s1.exited:

@@ -19,7 +19,7 @@ import (
 // byte; split on CR as well, no piece is a frame for another session; the
 // bad bytes arrive as U+FFFD; the five are dropped (counted in
 // sidecar/stats updatesDropped) and seq has no gap; a neighbour keeps
-// streaming (docs/protocol.md §19).
+// streaming (docs/protocol.md §20).
 func TestAttack_HostFramesStayValidNDJSON(t *testing.T) {
 	e := newFaultEnv(t)
 	s := startSidecar(t, "--state-dir", e.stateDir)
@@ -30,7 +30,7 @@ func TestAttack_HostFramesStayValidNDJSON(t *testing.T) {
 			Capabilities json.RawMessage `json:"capabilities"`
 		} `json:"agent"`
 	}
-	s.mustCall("session/open", e.openParams("inject", "inject"), &open)
+	s.mustCall("session/open", attackerParams(e, "inject", "inject"), &open)
 	nb := startNeighbour(t, s, e, 200)
 	runTurn(t, s, open.Session, "i1", "go")
 	nb.check(t, 60*time.Second)
@@ -85,7 +85,7 @@ func TestAttack_HostFramesStayValidNDJSON(t *testing.T) {
 // the audit of a host's pick of the duplicated "x" said approved): each is
 // answered cancelled and audited "malformed", never reaching the host;
 // the well-formed ask the host answers with its reject option is audited
-// denied with that option's own kind (docs/protocol.md §19).
+// denied with that option's own kind (docs/protocol.md §20).
 func TestAttack_DecoderDisagreementsAreRefused(t *testing.T) {
 	e := newFaultEnv(t)
 	s := startSidecar(t, "--state-dir", e.stateDir)
@@ -100,7 +100,7 @@ func TestAttack_DecoderDisagreementsAreRefused(t *testing.T) {
 		return selected(optionOfKind(t, p.Options, "reject_once"))
 	})
 	s.initialize(true)
-	o := e.open(s, "variants", "ask-variants") // permissionMode approve-reads (the default)
+	o := openAttacker(s, e, "variants", "ask-variants") // permissionMode approve-reads (the default)
 	nb := startNeighbour(t, s, e, 200)
 	runTurn(t, s, o.Session, "v1", "go")
 	nb.check(t, 60*time.Second)
@@ -146,7 +146,7 @@ func TestAttack_ResponseWithResultAndErrorIsIgnored(t *testing.T) {
 	e := newFaultEnv(t)
 	s := startSidecar(t, "--state-dir", e.stateDir)
 	s.initialize(false)
-	o := e.open(s, "double", "double-answer")
+	o := openAttacker(s, e, "double", "double-answer")
 	nb := startNeighbour(t, s, e, 200)
 	var res struct {
 		Status     string `json:"status"`

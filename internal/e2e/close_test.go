@@ -110,7 +110,7 @@ func TestRunning_ClosePreservesStateUnlessDiscarded(t *testing.T) {
 	e := newFaultEnv(t)
 	s := startSidecar(t, seedArgs(e)...)
 	s.initialize(false)
-	agentState := t.TempDir()
+	agentState := agentWritableDir(t)
 	params := func(rec string) map[string]any {
 		p := e.openParams("preserved", "")
 		p["command"] = map[string]any{"path": faultBin, "args": []string{"--mode", "record=" + rec, "--state-dir", agentState}}

@@ -154,7 +154,7 @@ func TestAdmission_RecoveredSessionHandshakeFailureClosesRecoveredIdentity(t *te
 	e := newFaultEnv(t)
 	s := startSidecar(t, seedArgs(e)...)
 	s.initialize(false)
-	agentState := t.TempDir()
+	agentState := agentWritableDir(t)
 	p := e.openParams("recovered", "")
 	p["command"] = map[string]any{"path": faultBin, "args": []string{"--mode", "normal", "--state-dir", agentState}}
 	first := seedMustOpen(s, p)

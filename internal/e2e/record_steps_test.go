@@ -93,7 +93,26 @@ func seedArgs(e *faultEnv, extra ...string) []string {
 }
 
 // seedRecordFile is a fresh path for the fault agent's record=<file>.
-func seedRecordFile(t *testing.T) string { return filepath.Join(t.TempDir(), "agent.jsonl") }
+func seedRecordFile(t *testing.T) string { return filepath.Join(agentWritableDir(t), "agent.jsonl") }
+
+// agentWritableDir is a new directory, removed at the end of the test,
+// that a fault agent may write under the sidecar's default sandbox
+// (workspace, docs/protocol.md §19): it lies under the HOME the agent is
+// launched with (the sidecar's own, passed on by --inherit-env minimal),
+// one of the places that sandbox leaves writable. A t.TempDir() is not.
+func agentWritableDir(t testing.TB) string {
+	t.Helper()
+	home, err := os.UserHomeDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir, err := os.MkdirTemp(home, "acpx-e2e-agent-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
+}
 
 // seedOpenParams are openParams whose agent records every message to rec.
 func seedOpenParams(e *faultEnv, key, rec, modes string) map[string]any {

@@ -37,8 +37,11 @@ func TestSidecarKilled_GuardiansLeaveNothingAlive(t *testing.T) {
 			s := startSidecar(t, "--state-dir", stateDir, "--containment", mode)
 			trackChild(s.cmd.Process.Pid)
 			s.initialize(false)
-			openFault(t, s, "a", cwd, mark, "normal")
+			a := openFault(t, s, "a", cwd, mark, "normal")
 			openFault(t, s, "b", cwd, mark, "grandchild")
+			if a.Sandbox == nil || a.Sandbox.TmpDir == "" {
+				t.Fatalf("sandbox %+v: want the default sandbox with a private TMPDIR", a.Sandbox)
+			}
 			if n := len(markedPids(mark, "")); n < 3 {
 				t.Fatalf("expected provider + grandchild processes to be alive, saw %d", n)
 			}
@@ -66,6 +69,9 @@ func TestSidecarKilled_GuardiansLeaveNothingAlive(t *testing.T) {
 				ents, _ := os.ReadDir(filepath.Join(stateDir, "owned"))
 				return len(ents) == 0
 			})
+			// The dead sidecar's private TMPDIR of the recovered session
+			// goes with its ledger entry (docs/protocol.md §19).
+			waitGone(t, a.Sandbox.TmpDir, 5*time.Second)
 			if _, status := s2.shutdownAndExit(); status != 0 {
 				t.Errorf("exit status %d", status)
 			}
@@ -223,7 +229,7 @@ func TestSidecarKilled_LedgerEntryWrittenBeforeLaunchIsRecovered(t *testing.T) {
 // model.
 func TestResume_PinnedModelAndModeReappliedWhenTheAgentForgetsThem(t *testing.T) {
 	e := newFaultEnv(t)
-	agentState := t.TempDir()
+	agentState := agentWritableDir(t)
 	s := startSidecar(t, "--state-dir", e.stateDir)
 	s.initialize(false)
 	p := e.openParams("pinned", "load-resets-controls")

@@ -20,7 +20,7 @@ func resumeParams(e *faultEnv, key, agentState, modes string) map[string]any {
 // answer then fails UNSUPPORTED_CONTROL, with the reopened tree cleaned up.
 func TestResume_LoadAnswerWithoutModesStillResumes(t *testing.T) {
 	e := newFaultEnv(t)
-	agentState := t.TempDir()
+	agentState := agentWritableDir(t)
 	s := startSidecar(t, "--state-dir", e.stateDir)
 	s.initialize(false)
 
@@ -79,7 +79,7 @@ func TestResume_LoadAnswerWithoutModesStillResumes(t *testing.T) {
 // such a session (codex-acp 2.x; docs/agents.md).
 func TestResume_SessionWithoutATurnOpensANewSession(t *testing.T) {
 	e := newFaultEnv(t)
-	agentState := t.TempDir()
+	agentState := agentWritableDir(t)
 	rec := seedRecordFile(t)
 	s := startSidecar(t, "--state-dir", e.stateDir)
 	s.initialize(false)
@@ -104,7 +104,7 @@ func TestResume_SessionWithoutATurnOpensANewSession(t *testing.T) {
 // session/resume, never session/load, and resumes the same session.
 func TestResume_PrefersSessionResumeOverLoad(t *testing.T) {
 	e := newFaultEnv(t)
-	agentState := t.TempDir()
+	agentState := agentWritableDir(t)
 	rec := seedRecordFile(t)
 	s := startSidecar(t, "--state-dir", e.stateDir)
 	s.initialize(false)

@@ -72,7 +72,7 @@ func TestLimits_RefusedWhereTheContainmentCannotEnforceThem(t *testing.T) {
 			e := newFaultEnv(t)
 			s := startSidecar(t, append(seedArgs(e), mode...)...)
 			s.initialize(false)
-			rec := filepath.Join(t.TempDir(), "agent.jsonl")
+			rec := seedRecordFile(t)
 			p := e.openParams("lim-"+mode[1], "record="+rec)
 			p["limits"] = map[string]any{"memoryBytes": 64 << 20, "pids": 32}
 			f := s.call("session/open", p)

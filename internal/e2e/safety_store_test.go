@@ -76,7 +76,7 @@ func TestStore_FullStateFilesystemLaunchesNothing(t *testing.T) {
 	seedCloseProof(t, s, warm.Session, map[string]any{"discardPersistentState": true})
 
 	fill()
-	rec := filepath.Join(t.TempDir(), "agent.jsonl")
+	rec := seedRecordFile(t)
 	p = e.openParams("full", "record="+rec)
 	p["stateDir"] = state
 	f := s.call("session/open", p)

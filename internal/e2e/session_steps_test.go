@@ -114,16 +114,18 @@ type openResult struct {
 		Pid         int    `json:"pid"`
 		Containment string `json:"containment"`
 	} `json:"process"`
+	Sandbox *sandboxResult `json:"sandbox"`
 }
 
 // errData is the `data` of a sidecar error (docs/protocol.md, Error model).
 type errData struct {
-	Code      string `json:"code"`
-	Retryable *bool  `json:"retryable"`
-	Field     string `json:"field"`
-	Supported []int  `json:"supported"`
-	Cleanup   *proof `json:"cleanup"`
-	Proof     *proof `json:"proof"`
+	Code      string   `json:"code"`
+	Retryable *bool    `json:"retryable"`
+	Field     string   `json:"field"`
+	Supported []int    `json:"supported"`
+	Cleanup   *proof   `json:"cleanup"`
+	Proof     *proof   `json:"proof"`
+	Paths     []string `json:"paths"`
 }
 
 // wantError fails unless f is an error with rpcCode and (if dataCode is

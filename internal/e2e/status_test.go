@@ -82,7 +82,7 @@ func TestRunning_StatusMapsPersistedRecordAndVerifiesIdentity(t *testing.T) {
 // adds to them (docs/protocol.md, session/prompt and session/status).
 func TestUsage_PerTurnCumulativeAndCostSurviveResume(t *testing.T) {
 	e := newFaultEnv(t)
-	agentState := t.TempDir()
+	agentState := agentWritableDir(t)
 	s := startSidecar(t, "--state-dir", e.stateDir)
 	s.initialize(false)
 	const cost = 0.0125

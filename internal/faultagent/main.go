@@ -80,6 +80,10 @@
 //	turn-hog=<MiB>     each turn allocates that much memory (modes_limits.go)
 //	turn-forkbomb=<N>  each turn starts up to N sleeper children until a fork
 //	                   fails (modes_limits.go)
+//	probe              each turn runs its prompt's lines as sandbox probes
+//	                   (write, read, replace, kill, abstract, tcp, procfd,
+//	                   cgroup-escape, exec, child) and reports each result
+//	                   in a chunk (modes_sandbox.go)
 //
 // Attack modes (modes_attack.go; the tests in internal/e2e/attack_*):
 //
@@ -166,6 +170,7 @@ type config struct {
 	journalModes     // stream, usage-grow (modes_journal.go)
 	limitModes       // turn-hog, turn-forkbomb (modes_limits.go)
 	attackModes      // ask-flood, deaf, stdout-flood, ... (modes_attack.go)
+	sandboxModes     // probe (modes_sandbox.go)
 	stateDir         string
 }
 
@@ -234,6 +239,8 @@ func parseModes(list string) (config, error) {
 			c.resume = true
 		case "turn-hog", "turn-forkbomb":
 			err = c.limitModes.parse(name, val, hasVal)
+		case "probe":
+			c.probe = true
 		case "slow-turn":
 			n, err = num()
 			c.slowTurn = time.Duration(n) * time.Millisecond
@@ -257,6 +264,10 @@ func parseModes(list string) (config, error) {
 func main() {
 	if len(os.Args) > 1 && os.Args[1] == grandchildFlag {
 		grandchildMain()
+		return
+	}
+	if len(os.Args) > 2 && os.Args[1] == probeChildFlag {
+		probeChildMain(os.Args[2])
 		return
 	}
 	fs := flag.NewFlagSet("faultagent", flag.ContinueOnError)

@@ -1,7 +1,7 @@
 package main
 
 // Attack modes: an agent that tries to hurt the sidecar, its neighbours or
-// the host (docs/protocol.md §19, "Threat model"; the e2e tests in
+// the host (docs/protocol.md §20, "Threat model"; the e2e tests in
 // internal/e2e/attack_*_test.go). Each is described in the package doc.
 
 import (

@@ -89,6 +89,11 @@ func (a *agent) prompt(m message) {
 	if a.cfg.turnForkBomb > 0 && !cancelled() {
 		emit(chunk("agent_message_chunk", runForkBomb(a.cfg.turnForkBomb)))
 	}
+	if a.cfg.probe {
+		for _, r := range runProbes(userText.String()) {
+			emit(chunk("agent_message_chunk", r))
+		}
+	}
 	if a.cfg.turnHogMiB > 0 && !cancelled() {
 		emit(chunk("agent_message_chunk", runTurnHog(a.cfg.turnHogMiB)))
 	}

@@ -59,7 +59,7 @@ func Stem(key string) string {
 
 // DefaultMaxLineBytes bounds a journal line a reader holds: the default
 // --max-provider-line-bytes (an update's line) plus room for the entry
-// around it. A longer line is skipped unread (docs/protocol.md §19).
+// around it. A longer line is skipped unread (docs/protocol.md §20).
 const DefaultMaxLineBytes = 256<<20 + 64<<10
 
 // segmentName is SegmentPath's file name.
@@ -134,7 +134,7 @@ func Open(sessionsDir, key string, maxBytes int64) (*Journal, error) {
 // openLive opens (creating it exclusively when missing) the live segment
 // through a store.SafeDir: a segment that is a link, not the sidecar's
 // uid's or writable by others is refused, never appended to
-// (docs/protocol.md §19).
+// (docs/protocol.md §20).
 func (j *Journal) openLive() error {
 	d, err := store.OpenSafeDir(j.dir)
 	if err != nil {

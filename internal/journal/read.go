@@ -48,7 +48,7 @@ func ReadDir(sessionsDir, key string, afterSeq uint64, limit int) (Page, error) 
 
 // ReadDirLimited is ReadDir skipping lines longer than maxLine bytes (≤ 0
 // means DefaultMaxLineBytes): a reader holds at most about maxLine bytes
-// of a line, whatever the segment holds (docs/protocol.md §19).
+// of a line, whatever the segment holds (docs/protocol.md §20).
 func ReadDirLimited(sessionsDir, key string, afterSeq uint64, limit, maxLine int) (Page, error) {
 	return read(sessionsDir, Stem(key), afterSeq, limit, maxLine)
 }

@@ -13,7 +13,7 @@ import (
 // TestJournal_PlantedSegmentLinkIsRefused: a live segment planted as a
 // symlink to a file outside the state dir is refused at Open (never
 // created or appended to), and a rotated one is refused by a reader
-// (docs/protocol.md §19).
+// (docs/protocol.md §20).
 func TestJournal_PlantedSegmentLinkIsRefused(t *testing.T) {
 	dir, outside := t.TempDir(), t.TempDir()
 	target := filepath.Join(outside, "victim")

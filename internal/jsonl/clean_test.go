@@ -10,7 +10,7 @@ import (
 
 // TestScan_FlagsWhatAHostMustNotGetVerbatim: invalid UTF-8 in a string or
 // a tab/CR/LF between tokens marks the frame; valid multi-byte text and
-// plain spaces do not (docs/protocol.md §19: host frames are valid NDJSON).
+// plain spaces do not (docs/protocol.md §20: host frames are valid NDJSON).
 func TestScan_FlagsWhatAHostMustNotGetVerbatim(t *testing.T) {
 	for _, c := range []struct {
 		frame string

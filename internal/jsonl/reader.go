@@ -112,7 +112,7 @@ func (r *Reader) oversized(length int) *FrameError {
 // than the limit (plus one buffer) before it is dropped and the rest of it
 // is skipped unstored; the dropped bytes are handed back to the runtime at
 // once (runtime.GC), so a peer that sends one over-limit line after
-// another reuses them instead of growing the heap (docs/protocol.md §19:
+// another reuses them instead of growing the heap (docs/protocol.md §20:
 // memory is bounded by the caps).
 func (r *Reader) readLine() ([]byte, error) {
 	var parts [][]byte // the line's earlier buffers, copied

@@ -269,7 +269,7 @@ func (e *endlessReader) Read(p []byte) (int, error) {
 // TestReader_OverCapLineHoldsAtMostTheCap: a 256 MiB line under an 8 MiB
 // cap is dropped as it is read: the reader allocates about the cap for it
 // (measured as bytes allocated, not time), never the line, and reads on
-// (docs/protocol.md §19).
+// (docs/protocol.md §20).
 func TestReader_OverCapLineHoldsAtMostTheCap(t *testing.T) {
 	const limit = 8 << 20
 	in := io.MultiReader(&endlessReader{n: 256 << 20}, strings.NewReader("\n{\"jsonrpc\":\"2.0\",\"method\":\"m\"}\n"))

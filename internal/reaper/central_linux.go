@@ -10,10 +10,11 @@ import (
 	"sync"
 	"syscall"
 	"time"
-	"unsafe"
 
 	"go.uber.org/zap"
 	"golang.org/x/sys/unix"
+
+	"github.com/acpx-sidecar/acpx-sidecar/internal/procfs"
 )
 
 // trackInterval is how often trees without a cgroup are re-walked in /proc
@@ -128,11 +129,7 @@ func (c *central) run() {
 
 // siginfoPid extracts si_pid from a siginfo filled by waitid: the union
 // starts after three int32s, aligned to the pointer size.
-func siginfoPid(info *unix.Siginfo) int {
-	ps := unsafe.Sizeof(uintptr(0))
-	off := (12 + ps - 1) / ps * ps
-	return int(*(*int32)(unsafe.Add(unsafe.Pointer(info), off)))
-}
+func siginfoPid(info *unix.Siginfo) int { return procfs.SiginfoPid(info) }
 
 // reapPass reaps every exited child of this process. Each exited child is
 // first peeked (WNOWAIT) so its /proc entries can still be read to attribute

@@ -15,6 +15,9 @@ import (
 
 	"go.uber.org/zap"
 	"golang.org/x/sys/unix"
+
+	"github.com/acpx-sidecar/acpx-sidecar/internal/guardian"
+	"github.com/acpx-sidecar/acpx-sidecar/internal/launchexec"
 )
 
 // guardianStartTimeout bounds the guardian handshake in Start.
@@ -27,16 +30,16 @@ type guardianConn struct {
 	ctlMu sync.Mutex
 	ctl   *os.File // nil once closed
 
-	started chan guardianEvent // "started" or "fail", at most one
-	empty   chan struct{}      // guardian reported: no descendant left
-	done    chan struct{}      // status pipe EOF (guardian exited)
-	reaped  chan struct{}      // the central reaper collected the guardian
+	started chan guardian.Event // "started" or "fail", at most one
+	empty   chan struct{}       // guardian reported: no descendant left
+	done    chan struct{}       // status pipe EOF (guardian exited)
+	reaped  chan struct{}       // the central reaper collected the guardian
 
 	emptyOnce, reapedOnce sync.Once
 }
 
 func newGuardianConn(ctl *os.File) *guardianConn {
-	return &guardianConn{ctl: ctl, started: make(chan guardianEvent, 1),
+	return &guardianConn{ctl: ctl, started: make(chan guardian.Event, 1),
 		empty: make(chan struct{}), done: make(chan struct{}), reaped: make(chan struct{})}
 }
 
@@ -115,7 +118,7 @@ func (t *Tree) readStatus(g *guardianConn, st *os.File) {
 	sc := bufio.NewScanner(st)
 	sc.Buffer(make([]byte, 4096), 1<<20)
 	for sc.Scan() {
-		var ev guardianEvent
+		var ev guardian.Event
 		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
 			t.s.log.Warn("reaper: bad guardian status line", zap.Int("guardian", g.pid), zap.Error(err))
 			continue
@@ -207,7 +210,7 @@ func waitAny(d time.Duration, chs ...<-chan struct{}) bool {
 }
 
 // startGuardian launches spec behind its own guardian (subreaper and
-// process-group modes; see guardian_linux.go): the sidecar starts the
+// process-group modes; see internal/guardian): the sidecar starts the
 // guardian (Options.GuardianPath with argv[1] GuardianArg, in its own
 // process group, environment Spec.Env), which forks the provider in its
 // own process group. The guardian holds no copy of the provider's stdio.
@@ -264,10 +267,13 @@ func (s *Supervisor) startGuardian(spec Spec) (*Tree, error) {
 	childEnds = append(childEnds, ctlR, stW)
 
 	// Guardian fds: 0-2 provider stdio, 3 control, 4 status, then the
-	// ExecFile (see guardian_linux.go).
+	// ExecFile (see internal/guardian).
 	files := []uintptr{inR.Fd(), outW.Fd(), errW.Fd(), ctlR.Fd(), stW.Fd()}
-	gs := guardianSpec{Path: spec.Path, Argv: append([]string{spec.Path}, spec.Args...), Dir: spec.Dir,
-		Mode: s.mode, ExecFD: -1}
+	gs := guardian.Spec{Path: spec.Path, Argv: append([]string{spec.Path}, spec.Args...), Dir: spec.Dir,
+		Mode: string(s.mode), ExecFD: -1}
+	if plan := planJSON(spec.Sandbox); plan != "" {
+		gs.Sandbox, gs.Launch = plan, s.guardianPath
+	}
 	if spec.ExecFile != nil {
 		fd := int(spec.ExecFile.Fd())
 		gs.ExecFD = len(files)
@@ -313,22 +319,25 @@ func (s *Supervisor) startGuardian(spec Spec) (*Tree, error) {
 	b, _ := json.Marshal(gs)
 	g.send(json.RawMessage(b))
 
-	var ev guardianEvent
+	var ev guardian.Event
 	select {
 	case ev = <-g.started:
 	case <-g.done:
 		select {
 		case ev = <-g.started:
 		default:
-			ev = guardianEvent{Ev: "fail", Msg: "guardian exited before starting the provider"}
+			ev = guardian.Event{Ev: "fail", Msg: "guardian exited before starting the provider"}
 		}
 	case <-time.After(guardianStartTimeout):
-		ev = guardianEvent{Ev: "fail", Msg: "guardian did not start the provider within " + guardianStartTimeout.String()}
+		ev = guardian.Event{Ev: "fail", Msg: "guardian did not start the provider within " + guardianStartTimeout.String()}
 	}
 	if ev.Ev != "started" {
 		g.closeCtl() // the guardian kills whatever it started, then exits
 		closeAll(parentEnds)
 		waitAny(guardianGiveUp+time.Second, g.done)
+		if ev.Sandbox {
+			return fail(fmt.Errorf("reaper: start %s: %w: %s", spec.Path, launchexec.ErrSandbox, ev.Msg))
+		}
 		return fail(fmt.Errorf("reaper: start %s: %s", spec.Path, ev.Msg))
 	}
 	now := time.Now()

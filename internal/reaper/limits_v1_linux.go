@@ -14,8 +14,8 @@ package reaper
 //
 // nested below the sidecar's own v1 cgroup, so whatever limit the host put
 // on the sidecar still covers its providers. The provider joins them
-// itself, before it runs any code of its own (LimitsExecArg,
-// limits_exec_linux.go). See docs/architecture.md, "Limits on cgroup v1".
+// itself, before it runs any code of its own (the launch entry,
+// internal/launchexec; launch_linux.go). See docs/architecture.md, "Limits on cgroup v1".
 
 import (
 	"errors"

@@ -50,7 +50,7 @@ func v1Leftovers(s *Supervisor, name string) []string {
 
 // TestStart_LimitsBindTheProvidersFirstFork: with pids 1 the provider's
 // very first fork fails (EAGAIN), so it was inside its pids limit before
-// it ran (docs/protocol.md §18.2; on a hybrid host the limits-exec entry
+// it ran (docs/protocol.md §18.2; on a hybrid host the launch entry
 // joined the v1 cgroup before execve).
 func TestStart_LimitsBindTheProvidersFirstFork(t *testing.T) {
 	mark, env := newMark(t)
@@ -84,7 +84,7 @@ func TestStart_LimitsBindTheProvidersFirstFork(t *testing.T) {
 }
 
 // TestStart_V1ExecFailureLaunchesNothing: a provider that cannot be
-// executed through the limits-exec entry fails Start with the execve
+// executed through the launch entry fails Start with the execve
 // errno (as a direct start does), nothing stays alive, and no v1 or v2
 // cgroup is left.
 func TestStart_V1ExecFailureLaunchesNothing(t *testing.T) {
@@ -102,7 +102,7 @@ func TestStart_V1ExecFailureLaunchesNothing(t *testing.T) {
 }
 
 // TestStart_V1ExecFile: an opened ExecFile (binary and "#!" script) runs
-// through the limits-exec entry; Path is only argv[0]; the binary's
+// through the launch entry; Path is only argv[0]; the binary's
 // descriptor does not leak into the provider.
 func TestStart_V1ExecFile(t *testing.T) {
 	needV1(t, "pids")
@@ -167,42 +167,6 @@ func TestStart_V1ExecFile(t *testing.T) {
 			requireComplete(t, tr.Terminate(context.Background(), termGrace, killGrace), ModeCgroup)
 			requireNoneAlive(t, mark)
 		})
-	}
-}
-
-// TestLimitsExec_JoinFailureExitsDistinctly: the limits-exec entry that
-// cannot join a cgroup reports "join <errno> <path>" on its status pipe
-// and exits LimitsExecFailed without running the program.
-func TestLimitsExec_JoinFailureExitsDistinctly(t *testing.T) {
-	r, w, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	marker := filepath.Join(t.TempDir(), "ran")
-	cmd := exec.Command(os.Args[0], LimitsExecArg, "status=3", "/nonexistent/cgroup.procs", "--", "/bin/touch", "touch", marker)
-	cmd.ExtraFiles = []*os.File{w}
-	err = cmd.Start()
-	w.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
-	msg := make([]byte, 256)
-	n, _ := r.Read(msg)
-	err = cmd.Wait()
-	var ee *exec.ExitError
-	if !errors.As(err, &ee) || ee.ExitCode() != LimitsExecFailed {
-		t.Errorf("exit %v, want status %d", err, LimitsExecFailed)
-	}
-	want := "join " + strconv.Itoa(int(syscall.ENOENT)) + " /nonexistent/cgroup.procs"
-	if string(msg[:n]) != want {
-		t.Errorf("status message %q, want %q", msg[:n], want)
-	}
-	if perr := parseLimitsExecStatus(string(msg[:n]), "/bin/touch"); !errors.Is(perr, syscall.ENOENT) || !strings.Contains(perr.Error(), "cgroup v1") {
-		t.Errorf("Start's error %v", perr)
-	}
-	if _, err := os.Stat(marker); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("the program ran (%v)", err)
 	}
 }
 

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"os"
 	"os/exec"
-	"reflect"
 	"strings"
 	"testing"
 
@@ -41,29 +40,6 @@ func newSupervisor(opts Options) (*Supervisor, error) {
 		return nil, err
 	}
 	return NewSupervisor(opts)
-}
-
-// TestMaybeRunGuardian_DispatchesOnlyGuardianArg: only argv[1] ==
-// GuardianArg runs the guardian (with argv[2:]) and exits with its status;
-// anything else returns false having run nothing.
-func TestMaybeRunGuardian_DispatchesOnlyGuardianArg(t *testing.T) {
-	for _, args := range [][]string{nil, {"acpx-sidecar"}, {"acpx-sidecar", "doctor"},
-		{"acpx-sidecar", "--framing", GuardianArg}, {"acpx-sidecar", "-" + GuardianArg}} {
-		run := func([]string) int { t.Fatalf("%q: guardian run", args); return 0 }
-		exit := func(int) { t.Fatalf("%q: exit called", args) }
-		if maybeRunGuardian(args, run, exit) {
-			t.Errorf("%q: handled as a guardian", args)
-		}
-	}
-	var gotArgs []string
-	gotCode := -1
-	run := func(a []string) int { gotArgs = a; return 7 }
-	if !maybeRunGuardian([]string{"/x/acpx-sidecar", GuardianArg, "a", "b"}, run, func(c int) { gotCode = c }) {
-		t.Fatal("guardian argv not handled")
-	}
-	if !reflect.DeepEqual(gotArgs, []string{"a", "b"}) || gotCode != 7 {
-		t.Fatalf("run got %q, exit got %d; want [a b] and 7", gotArgs, gotCode)
-	}
 }
 
 // TestMaybeRunGuardian_TestBinaryReexecutedAsGuardian: this test binary

@@ -18,8 +18,8 @@ func Detect() []Mechanism {
 	return []Mechanism{{Mode: ModeCgroup, Reason: r}, {Mode: ModeSubreaper, Reason: r}, {Mode: ModeProcessGroup, Reason: r}}
 }
 
-// GuardianMain returns 2 at once: there is no guardian on this platform.
-func GuardianMain([]string) int { return 2 }
+// guardianEntry returns 2 at once: there is no guardian on this platform.
+func guardianEntry([]string) int { return 2 }
 
 // BecomeSubreaper always fails with ErrUnsupported on this platform.
 func BecomeSubreaper() error { return ErrUnsupported }

@@ -3,39 +3,23 @@
 package reaper
 
 import (
-	"errors"
-	"fmt"
-
 	"golang.org/x/sys/unix"
+
+	"github.com/acpx-sidecar/acpx-sidecar/internal/procfs"
 )
 
 // signalPinned is the one "pin, re-check, signal" step of this package
-// (docs/rules.md#r22): it opens a pidfd on k.pid, which pins the process it
-// names, re-reads that pid's /proc stat and sends sig through the pidfd
-// only if the process still has k's start time (k.start 0: any) and
-// belongs (nil: no further check) accepts it, so a recycled pid is never
-// signalled. A process already gone is not an error. It reports whether
-// the signal was sent; errors name the pid ("pid 12: ...").
+// (docs/rules.md#r22), procfs.SignalPinned on reaper's types: sig goes
+// through a pidfd on k.pid only if that pid still has k's start time (0:
+// any) and belongs (nil: no further check) accepts it. A process already
+// gone is not an error. It reports whether the signal was sent; errors
+// name the pid ("pid 12: ...").
 func signalPinned(k procKey, sig unix.Signal, belongs func(pid int, p procInfo) bool) (bool, error) {
-	fd, err := unix.PidfdOpen(k.pid, 0)
-	if err != nil {
-		if errors.Is(err, unix.ESRCH) {
-			return false, nil
-		}
-		return false, fmt.Errorf("pid %d: pidfd_open: %v", k.pid, err)
+	var b func(int, procfs.Info) bool
+	if belongs != nil {
+		b = func(pid int, p procfs.Info) bool { return belongs(pid, fromProcfs(p)) }
 	}
-	defer unix.Close(fd)
-	p, ok := readStat(k.pid)
-	if !ok || k.start != 0 && p.start != k.start || belongs != nil && !belongs(k.pid, p) {
-		return false, nil
-	}
-	if err := unix.PidfdSendSignal(fd, sig, nil, 0); err != nil {
-		if errors.Is(err, unix.ESRCH) {
-			return false, nil
-		}
-		return false, fmt.Errorf("pid %d: %v", k.pid, err)
-	}
-	return true, nil
+	return procfs.SignalPinned(procfs.Key{Pid: k.pid, Start: k.start}, sig, b)
 }
 
 // inCgroup is a belongs check for signalPinned: the process is in the

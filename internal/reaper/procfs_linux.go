@@ -3,12 +3,13 @@
 package reaper
 
 import (
-	"bytes"
 	"os"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/acpx-sidecar/acpx-sidecar/internal/procfs"
 )
 
 // procInfo is what we need of /proc/<pid>/stat.
@@ -25,43 +26,20 @@ type procKey struct {
 	start uint64
 }
 
-// parseStat parses the contents of /proc/<pid>/stat.
+// parseStat parses the contents of /proc/<pid>/stat (procfs.ParseStat).
 func parseStat(b []byte) (procInfo, bool) {
-	// comm (field 2) may contain spaces and ')'; the last ')' ends it.
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 || i+2 >= len(b) {
-		return procInfo{}, false
-	}
-	f := strings.Fields(string(b[i+2:]))
-	// f[0] is field 3 (state); field n is f[n-3].
-	if len(f) < 20 {
-		return procInfo{}, false
-	}
-	var p procInfo
-	var err error
-	p.state = f[0][0]
-	if p.ppid, err = strconv.Atoi(f[1]); err != nil {
-		return procInfo{}, false
-	}
-	if p.pgid, err = strconv.Atoi(f[2]); err != nil {
-		return procInfo{}, false
-	}
-	if p.sid, err = strconv.Atoi(f[3]); err != nil {
-		return procInfo{}, false
-	}
-	if p.start, err = strconv.ParseUint(f[19], 10, 64); err != nil {
-		return procInfo{}, false
-	}
-	return p, true
+	p, ok := procfs.ParseStat(b)
+	return fromProcfs(p), ok
 }
 
 // readStat reads /proc/<pid>/stat; false if the process is gone.
 func readStat(pid int) (procInfo, bool) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return procInfo{}, false
-	}
-	return parseStat(b)
+	p, ok := procfs.ReadStat(pid)
+	return fromProcfs(p), ok
+}
+
+func fromProcfs(p procfs.Info) procInfo {
+	return procInfo{ppid: p.PPid, pgid: p.Pgid, sid: p.Sid, start: p.Start, state: p.State}
 }
 
 // snapshot is every process in /proc, read starting at time at.
@@ -72,25 +50,11 @@ type snapshot struct {
 
 // scanProcs snapshots every process in /proc.
 func scanProcs() snapshot {
-	out := make(map[int]procInfo, 256)
-	snap := snapshot{at: time.Now(), procs: out}
-	d, err := os.Open("/proc")
-	if err != nil {
-		return snap
-	}
-	defer d.Close()
-	names, _ := d.Readdirnames(-1)
-	for _, n := range names {
-		if n == "" || n[0] < '0' || n[0] > '9' {
-			continue
-		}
-		pid, err := strconv.Atoi(n)
-		if err != nil {
-			continue
-		}
-		if p, ok := readStat(pid); ok {
-			out[pid] = p
-		}
+	snap := snapshot{at: time.Now()}
+	all := procfs.Scan()
+	snap.procs = make(map[int]procInfo, len(all))
+	for pid, p := range all {
+		snap.procs[pid] = fromProcfs(p)
 	}
 	return snap
 }

@@ -14,6 +14,8 @@ import (
 
 	"go.uber.org/zap"
 	"golang.org/x/sys/unix"
+
+	"github.com/acpx-sidecar/acpx-sidecar/internal/launchexec"
 )
 
 // Start launches spec as a new provider tree. Stdin/Stdout/Stderr of the
@@ -48,6 +50,9 @@ func (s *Supervisor) Start(spec Spec) (*Tree, error) {
 	}
 	if s.closed {
 		return nil, ErrClosed
+	}
+	if !spec.Sandbox.Empty() && !SandboxSupported(s.mode) {
+		return nil, ErrSandboxUnsupported
 	}
 	var t *Tree
 	var err error
@@ -116,7 +121,8 @@ func (s *Supervisor) startDirect(spec Spec, name string) (*Tree, error) {
 	// Limits are in force before anything runs in the cgroup
 	// (docs/protocol.md §18.2, Limits): v2 limits in the provider cgroup,
 	// and on a hybrid host v1 limit cgroups the provider joins through the
-	// limits-exec entry before its own code runs (limits_exec_linux.go).
+	// launch entry before its own code runs (launch_linux.go), which also
+	// applies the sandbox.
 	plan, err := applyLimits(dir, spec.Limits)
 	if err != nil {
 		return fail(err)
@@ -144,8 +150,8 @@ func (s *Supervisor) startDirect(spec Spec, name string) (*Tree, error) {
 		}
 	}
 	argv := append([]string{spec.Path}, spec.Args...)
-	var status *os.File // read end of the limits-exec status pipe
-	if len(v1) > 0 {
+	var status *os.File // read end of the launch entry's status pipe
+	if plan := planJSON(spec.Sandbox); len(v1) > 0 || plan != "" {
 		var statusW *os.File
 		if status, statusW, err = os.Pipe(); err != nil {
 			closeFiles(childEnds)
@@ -159,7 +165,12 @@ func (s *Supervisor) startDirect(spec Spec, name string) (*Tree, error) {
 		}
 		files = append(files, statusW.Fd())
 		childEnds = append(childEnds, statusW)
-		path, argv = limitsExecArgv(s.guardianPath, len(files)-1, execFD, keepExecFD, v1, path, argv)
+		cloexec := execFD
+		if keepExecFD {
+			cloexec = -1
+		}
+		argv = launchexec.Argv(s.guardianPath, len(files)-1, cloexec, plan, v1Procs(v1), path, argv)
+		path = s.guardianPath
 	}
 	pidfd := -1
 	attr := &syscall.ProcAttr{Dir: spec.Dir, Env: spec.Env, Files: files,
@@ -189,7 +200,7 @@ func (s *Supervisor) startDirect(spec Spec, name string) (*Tree, error) {
 	closeFiles(childEnds)
 	t.stdin, t.stdout, t.stderr = parentEnds[0], parentEnds[1], parentEnds[2]
 	if status != nil {
-		if err := s.awaitLimitsExec(t, status, spec.Path); err != nil {
+		if err := s.awaitLaunch(t, status, spec.Path); err != nil {
 			closeFiles(parentEnds)
 			return fail(err)
 		}

@@ -13,7 +13,7 @@ import (
 // (prctl PR_SET_CHILD_SUBREAPER): an orphaned descendant re-parents to it
 // instead of to init. The sidecar needs that for its guardians: if one is
 // killed while the sidecar lives, the provider tree re-parents to the
-// sidecar, which reaps it and keeps containing it (see guardian_linux.go);
+// sidecar, which reaps it and keeps containing it (see internal/guardian);
 // so NewSupervisor refuses to run in a process that is not one
 // (ErrNotSubreaper). It is process-wide and permanent (nothing in this
 // package undoes it), and idempotent. cmd/acpx-sidecar calls it right

@@ -11,6 +11,8 @@ import (
 
 	"go.uber.org/zap"
 	"golang.org/x/sys/unix"
+
+	"github.com/acpx-sidecar/acpx-sidecar/internal/guardian"
 )
 
 // Terminate ends the whole tree and reports what was observed:
@@ -114,7 +116,7 @@ func (t *Tree) terminateViaGuardian(ctx context.Context, termGrace, killGrace ti
 	}
 	step := func(sig unix.Signal, cmd string, done <-chan struct{}, d time.Duration) {
 		rec := SignalRecord{Signal: unix.SignalName(sig), Target: "tree", At: time.Now()}
-		if !g.send(guardianCmd{Cmd: cmd}) {
+		if !g.send(guardian.Cmd{Cmd: cmd}) {
 			rec.Error = "guardian control pipe closed"
 		}
 		t.mu.Lock()

@@ -20,7 +20,7 @@
 //     cgroup.kills every registered provider cgroup when its pipe from the
 //     sidecar hits EOF.
 //   - ModeSubreaper: the per-provider guardian (a re-execution of this
-//     binary, a child subreaper, see guardian_linux.go) is the provider's
+//     binary, a child subreaper, see internal/guardian) is the provider's
 //     parent; every orphaned descendant, setsid or not, re-parents to it.
 //     Termination asks the guardian to TERM, then KILL, the pinned group
 //     and every live descendant (via pidfds); the proof is the guardian
@@ -56,6 +56,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/acpx-sidecar/acpx-sidecar/internal/sandbox"
 )
 
 // Mode names a containment mechanism. Its string is the value of
@@ -141,6 +143,13 @@ type Spec struct {
 	// (limits_linux.go); outside cgroup mode any limit fails Start with
 	// ErrLimitsUnsupported, launching nothing.
 	Limits Limits
+	// Sandbox, if not empty, is applied by the launch entry
+	// (internal/launchexec) in the provider's own process before the
+	// agent runs; a failure to apply it fails Start with an error
+	// wrapping launchexec.ErrSandbox, launching nothing. A mode without
+	// sandbox support (SandboxSupported) fails Start with
+	// ErrSandboxUnsupported.
+	Sandbox *sandbox.Plan
 }
 
 // ExitStatus is the wait status of the provider (leader) process.
@@ -238,7 +247,8 @@ type Options struct {
 	// process-group), or as the Supervisor's watchdog with argv
 	// [GuardianPath, GuardianArg, "watchdog"] (cgroup), and as the first
 	// image of a provider with cgroup v1 limits with argv [GuardianPath,
-	// LimitsExecArg, …] (cgroup, hybrid host); its main
+	// launchexec.Arg, …] (the launch entry: cgroup v1 limits, a
+	// sandbox); its main
 	// must call MaybeRunGuardian first thing (cmd/acpx-sidecar does; a test
 	// binary, re-executed by the default, must from its TestMain).
 	// "" = os.Executable(). NewSupervisor fails with ErrUnsupported if it

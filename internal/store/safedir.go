@@ -13,7 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// State-dir files are never followed through a link (docs/protocol.md §19,
+// State-dir files are never followed through a link (docs/protocol.md §20,
 // docs/operations.md "Threat model"): an agent that can write the state
 // dir (no sandbox, same uid) could otherwise plant `sessions/.key.lock` or
 // `sessions/<key>.journal.ndjson` as a symlink and make the sidecar create

@@ -11,7 +11,7 @@ import (
 // TestSafeDir_PlantedLinksAreRefusedNothingOutsideIsTouched: a record
 // lock, key hold, record or ledger entry planted as a symlink to a file
 // outside the state dir is refused with an *UnsafeFileError, and the
-// target is neither created nor written (docs/protocol.md §19).
+// target is neither created nor written (docs/protocol.md §20).
 func TestSafeDir_PlantedLinksAreRefusedNothingOutsideIsTouched(t *testing.T) {
 	s := openTemp(t)
 	outside := t.TempDir()

@@ -94,6 +94,7 @@ export type DataCode =
   | "SESSION_KEY_IN_USE"
   | "UNKNOWN_AGENT"
   | "PLATFORM_UNSUPPORTED"
+  | "SANDBOX_CONFLICT"
   | "COMMAND_NOT_EXECUTABLE"
   | "COMMAND_DIGEST_MISMATCH"
   | "ADMISSION_ABORTED"
@@ -127,6 +128,16 @@ export type ErrorObject = {
   message: string;
   data: ErrorData;
 };
+/**
+ * sandbox.network (docs/protocol.md §19 Sandbox): "all" (no restriction), "none" (a new network namespace, its own loopback only) or {"connectTcp": [ports]} (TCP connect only to those ports, no bind; Landlock).
+ *
+ * Schema: `$defs/SandboxNetwork`.
+ */
+export type SandboxNetwork =
+  | ("all" | "none")
+  | {
+      connectTcp: number[];
+    };
 /**
  * One journal line: a notification (or host request, as sent) of the session; seq of non-update entries is the last update's (docs/protocol.md §16).
  *
@@ -244,6 +255,10 @@ export interface ErrorData {
    * SESSION_KEY_IN_USE: who holds the key, a live session of this sidecar or of another sidecar on the same stateDir (docs/protocol.md §5, §8 session/open).
    */
   heldBy?: "this-sidecar" | "another-sidecar";
+  /**
+   * SANDBOX_CONFLICT: the never-writable paths a writable path of the sandbox is, lies inside, or holds (docs/protocol.md §19 Sandbox).
+   */
+  paths?: string[];
 }
 /**
  * A cleanup proof (docs/protocol.md §12).
@@ -378,6 +393,40 @@ export interface ServerCapabilities {
    */
   maxFrameBytes: number;
   inheritEnv?: InheritEnv;
+  sandbox?: SandboxCapabilities;
+}
+/**
+ * initialize.capabilities.sandbox and doctor's sandbox: what this machine's kernel sandbox enforces (docs/protocol.md §19 Sandbox).
+ *
+ * Schema: `$defs/SandboxCapabilities`.
+ */
+export interface SandboxCapabilities {
+  landlockAbi: number;
+  /**
+   * filesystem workspace and strict (Landlock ABI 5).
+   */
+  filesystem: boolean;
+  /**
+   * network connectTcp (Landlock ABI 4).
+   */
+  connectTcp: boolean;
+  /**
+   * signals own-tree (Landlock ABI 6 scopes).
+   */
+  signals: boolean;
+  /**
+   * network none (a network namespace: CAP_SYS_ADMIN).
+   */
+  networkNone: boolean;
+  /**
+   * Never-writable paths inside writable ones can be kept read-only (a private mount namespace: CAP_SYS_ADMIN); without it such an open is SANDBOX_CONFLICT.
+   */
+  readOnlyBinds: boolean;
+  /**
+   * The filesystem mode of an open that names none, as in force (off when --default-sandbox cannot be enforced here).
+   */
+  default: "workspace" | "strict" | "off";
+  reason?: string;
 }
 /**
  * The time bounds in force, in milliseconds, and attempt counts (docs/protocol.md §2, §7 initialize).
@@ -491,6 +540,68 @@ export interface Limits {
   cpuPercent?: number;
 }
 /**
+ * session/open sandbox (docs/protocol.md §19 Sandbox): the kernel sandbox of the provider tree (Landlock + no_new_privs, a network namespace for network none). Members left out take the sidecar's default (--default-sandbox; signals own-tree whenever a filesystem sandbox is on; network all). An explicit sandbox this machine cannot enforce is PLATFORM_UNSUPPORTED, nothing launched.
+ *
+ * Schema: `$defs/Sandbox`.
+ */
+export interface Sandbox {
+  /**
+   * workspace: writes only cwd, writable, HOME, TMPDIR and the shell's devices, reads anything; strict: as workspace, and reads only the system, the command's installation, cwd, HOME, TMPDIR and readable; off: no filesystem rules.
+   */
+  filesystem?: "workspace" | "strict" | "off";
+  /**
+   * Extra writable directories (absolute, existing).
+   */
+  writable?: string[];
+  /**
+   * Extra readable directories in strict mode (absolute, existing).
+   */
+  readable?: string[];
+  network?: SandboxNetwork;
+  /**
+   * own-tree: the tree cannot signal, or reach abstract UNIX sockets of, processes outside it; all: no scope.
+   */
+  signals?: "own-tree" | "all";
+}
+/**
+ * The open result's sandbox: what was applied (docs/protocol.md §19 Sandbox).
+ *
+ * Schema: `$defs/SandboxResult`.
+ */
+export interface SandboxResult {
+  /**
+   * A Landlock domain (or network namespace) is in force; false when every part is off, or for a default this machine cannot enforce (reason says why).
+   */
+  enforced: boolean;
+  filesystem: "workspace" | "strict" | "off";
+  network: SandboxNetwork;
+  signals: "own-tree" | "all";
+  /**
+   * The kernel's Landlock ABI version (0: none).
+   */
+  landlockAbi: number;
+  /**
+   * The writable paths as applied.
+   */
+  writable: string[];
+  /**
+   * The readable paths as applied.
+   */
+  readable: string[];
+  /**
+   * Never-writable paths inside writable ones, kept read-only by bind mounts in a private mount namespace.
+   */
+  readOnly?: string[];
+  /**
+   * The private TMPDIR the sidecar made for the session (0700, removed after the proof), when the launch environment had none.
+   */
+  tmpDir?: string;
+  /**
+   * Why the sandbox is not enforced.
+   */
+  reason?: string;
+}
+/**
  * An ACP McpServer, passed verbatim to the agent.
  *
  * Schema: `$defs/McpServer`.
@@ -545,6 +656,7 @@ export interface OpenParams {
    * Default true (docs/protocol.md §11).
    */
   resume?: boolean;
+  sandbox?: Sandbox;
 }
 /**
  * A session's admitted identity (docs/protocol.md §8 session/open result).
@@ -646,6 +758,7 @@ export interface OpenResult {
   configOptions: SessionConfigOption[];
   process: ProcessInfo;
   permissionBinding: PermissionBinding;
+  sandbox?: SandboxResult;
 }
 /**
  * An ACP ContentBlock, forwarded verbatim.
@@ -820,7 +933,7 @@ export interface StatusResult {
   queuedRequestIds?: TurnRequestId[];
   resources?: Resources;
   /**
-   * The session was busy past --state-read-ms: this answer is its last snapshot, checked against the record (docs/protocol.md §19).
+   * The session was busy past --state-read-ms: this answer is its last snapshot, checked against the record (docs/protocol.md §20).
    */
   fromSnapshot?: boolean;
 }
@@ -974,7 +1087,7 @@ export interface StatsResult {
   };
   updatesForwarded: number;
   /**
-   * Agent session/updates that were not ACP SessionUpdates, dropped (docs/protocol.md §19).
+   * Agent session/updates that were not ACP SessionUpdates, dropped (docs/protocol.md §20).
    */
   updatesDropped: number;
   proofs: {

@@ -41,6 +41,13 @@ export interface PromptOptions extends PromptInput {
  *   requestId), in `seq` order, ending when the turn's answer arrives
  *   (docs/protocol.md §6: the answer follows every update the agent sent
  *   before it). It can be iterated once, at any time: nothing is lost.
+ * - `updateBatches()`: the same updates as arrays, for hosts that handle
+ *   them in bulk: each array non-empty, in `seq` order, holding every
+ *   update that arrived since the previous one (one read of the
+ *   sidecar's stdout, or more when the host is slower than the stream);
+ *   the arrays are the caller's. Read the updates one way only: either
+ *   `updates` or `updateBatches()`, once (a second reading throws a
+ *   TypeError).
  * - `result`: the prompt result, a normal result however the turn ended
  *   (completed, cancelled, failed with `error.code`); it rejects only for
  *   request errors (TURN_ACTIVE, DUPLICATE_REQUEST_ID, SESSION_CLOSING,
@@ -51,6 +58,7 @@ export interface PromptOptions extends PromptInput {
 export interface Turn {
   readonly requestId: string;
   readonly updates: AsyncIterable<SessionUpdateParams>;
+  updateBatches(): AsyncIterable<SessionUpdateParams[]>;
   readonly result: Promise<PromptResult>;
   /** cancel runs session/cancel for this turn; true when it was the active turn. */
   cancel(): Promise<boolean>;
@@ -99,9 +107,11 @@ export class Session {
         }),
       );
     } else {
-      this.sc.turns.set(key, { updates, onPermissionRequest });
+      const sink = { updates, onPermissionRequest };
+      this.sc.turns.set(key, sink);
       result = this.sc.request<PromptResult>("session/prompt", params, signal).finally(() => {
         this.sc.turns.delete(key);
+        if (this.sc.routed.get(this.id)?.sink === sink) this.sc.routed.delete(this.id);
         this.sc.settleAsks(key + "\0", "the turn ended");
         updates.end();
       });
@@ -112,6 +122,7 @@ export class Session {
     return {
       requestId: p.requestId,
       updates,
+      updateBatches: () => updates.batches(),
       result,
       cancel: () => this.cancel(p.requestId),
     };

@@ -1,7 +1,9 @@
 /**
  * spawnSidecar and Sidecar: one acpx-sidecar process and its JSON-RPC
  * connection (docs/protocol.md §3, §4), over vscode-jsonrpc with LSP
- * Content-Length framing (`--framing=lsp`).
+ * Content-Length framing (`--framing=lsp`). The sidecar's stdout is read
+ * by LspReader (reader.ts), which routes session/update notifications to
+ * their turns itself, ahead of vscode-jsonrpc's dispatch, in wire order.
  *
  * Lifetime: the sidecar never outlives its host. Its stdin is a pipe from
  * this process; when the host exits for any reason (even SIGKILL) the
@@ -20,17 +22,14 @@ import {
   CancellationTokenSource,
   createMessageConnection,
   ResponseError,
-  StreamMessageReader,
   StreamMessageWriter,
-  type DataCallback,
-  type Disposable,
   type Message,
   type MessageConnection,
-  type MessageReader,
   type MessageWriter,
 } from "vscode-jsonrpc/node";
 
 import { resolveBinary } from "./binary.js";
+import { LspReader } from "./reader.js";
 import { LocalDataCode, SidecarError, localError, type SidecarDataCode } from "./errors.js";
 import { Session, type TurnSink } from "./session.js";
 import type {
@@ -153,6 +152,8 @@ export class Sidecar extends EventEmitter<SidecarEvents> {
   /** @internal turn sinks by session + "\0" + requestId */
   readonly turns = new Map<string, TurnSink>();
   private readonly child: ChildProcess;
+  /** @internal route's cache: each session's running turn (requestId and sink) last routed to. */
+  readonly routed = new Map<string, { requestId: string; sink: TurnSink }>();
   private readonly onPermission: PermissionHandler | undefined;
   /** @internal open permission asks: session\0requestId\0toolCallId → abort. */
   readonly asks = new Map<string, AbortController>();
@@ -347,8 +348,21 @@ export class Sidecar extends EventEmitter<SidecarEvents> {
     for (const [k, ac] of this.asks) if (k.startsWith(prefix)) ac.abort(new Error(why));
   }
 
-  private route(p: SessionUpdateParams): void {
-    const sink = p.requestId === null ? undefined : this.turns.get(p.session + "\0" + p.requestId);
+  /** @internal route hands one session/update to its turn, else to the "update" event. */
+  route(p: SessionUpdateParams): void {
+    let sink: TurnSink | undefined;
+    if (p.requestId !== null && p.requestId !== undefined) {
+      // Each session's running turn is cached by session id, which saves
+      // building and hashing the turn key per update; a turn's sink ends
+      // when it leaves `turns` (Session.prompt drops the entry then).
+      const hit = this.routed.get(p.session);
+      if (hit !== undefined && hit.requestId === p.requestId && !hit.sink.updates.isEnded) {
+        sink = hit.sink;
+      } else {
+        sink = this.turns.get(p.session + "\0" + p.requestId);
+        if (sink !== undefined) this.routed.set(p.session, { requestId: p.requestId, sink });
+      }
+    }
     if (sink) sink.updates.push(p);
     else this.emit("update", p);
   }
@@ -434,14 +448,16 @@ export async function spawnSidecar(opts: SpawnOptions): Promise<Sidecar> {
     child.once("spawn", () => resolve());
     child.once("error", (err) => reject(localError(LocalDataCode.START_FAILED, `${binary}: ${err.message}`, "spawn", err)));
   });
-  const reader = new CountingReader(new StreamMessageReader(child.stdout!), opts.onFrame);
-  let handled = 0;
+  const reader = new LspReader(child.stdout!, opts.onFrame);
   const writer = new TappedWriter(new StreamMessageWriter(child.stdin!), opts.onFrame);
   const conn = createMessageConnection(reader, writer, undefined, {
     messageStrategy: {
       handleMessage(m: Message, next: (m: Message) => void) {
-        handled++;
-        next(m);
+        try {
+          next(m);
+        } finally {
+          reader.dispatched(m);
+        }
       },
     },
   });
@@ -450,15 +466,17 @@ export async function spawnSidecar(opts: SpawnOptions): Promise<Sidecar> {
   });
   // The process has ended and stdout is closed; frames still queued in the
   // connection are dispatched (one per event-loop turn) before pending
-  // requests are failed (TRANSPORT), so no answer or update is lost.
+  // requests are failed (TRANSPORT), so no answer or update is lost
+  // (updates the reader routed itself are delivered already).
   const exited = processExit.then(async (st) => {
-    for (let i = 0; handled < reader.received && i < 1_000_000; i++) {
+    for (let i = 0; reader.busy && i < 1_000_000; i++) {
       await new Promise((r) => setImmediate(r));
     }
     conn.dispose();
     return st;
   });
   const sc = new Sidecar(child, conn, exited, opts.onPermissionRequest, writer);
+  reader.updates = (p) => sc.route(p as SessionUpdateParams);
   void sc.exited.then((st) => sc.emit("exit", st));
   conn.onError(() => undefined);
   conn.listen();
@@ -488,37 +506,6 @@ export async function spawnSidecar(opts: SpawnOptions): Promise<Sidecar> {
       throw localError(LocalDataCode.START_FAILED, `the sidecar exited during initialize (status ${st.code ?? st.signal})`, "initialize", err);
     }
     throw err;
-  }
-}
-
-/**
- * CountingReader passes a reader's messages on and counts them, so the
- * exit path knows when the connection has dispatched every frame read.
- */
-class CountingReader implements MessageReader {
-  received = 0;
-  constructor(
-    private readonly inner: MessageReader,
-    private readonly onFrame: SpawnOptions["onFrame"],
-  ) {}
-  get onError() {
-    return this.inner.onError;
-  }
-  get onClose() {
-    return this.inner.onClose;
-  }
-  get onPartialMessage() {
-    return this.inner.onPartialMessage;
-  }
-  listen(callback: DataCallback): Disposable {
-    return this.inner.listen((m) => {
-      this.received++;
-      this.onFrame?.("received", m);
-      callback(m);
-    });
-  }
-  dispose(): void {
-    this.inner.dispose();
   }
 }
 

@@ -9,7 +9,7 @@ import { join } from "node:path";
 
 import { spawnSidecar, SidecarError, selectKind } from "../dist/index.js";
 import { frameChecker } from "./schema-check.mjs";
-import { alive, faultOpen, markedPids, newMark, sidecarBin, sidecarEnv, skipReason, tempDir, waitFor } from "./helpers.mjs";
+import { alive, faultOpen, markedPids, newMark, sidecarBin, sidecarEnv, skipReason, tempDir, waitFor, workDir } from "./helpers.mjs";
 
 test("open, a turn with an escalation answered by the host, status, setModel, close, shutdown", { skip: skipReason }, async (t) => {
   const mark = newMark();
@@ -32,7 +32,7 @@ test("open, a turn with an escalation answered by the host, status, setModel, cl
   const decisions = [];
   sc.on("permission", (d) => decisions.push(d));
 
-  const s = await sc.open(faultOpen("node-1", stateDir, mark, "permission=execute", { permissionMode: "approve-reads" }));
+  const s = await sc.open(faultOpen("node-1", workDir(t), mark, "permission=execute", { permissionMode: "approve-reads" }));
   assert.match(s.id, /^s-[0-9a-f]{16}$/);
   assert.equal(s.identity.acpxRecordId, "node-1");
 
@@ -87,35 +87,35 @@ test("errors are SidecarError with code and dataCode; the connection keeps worki
   const sc = await spawnSidecar({ binary: sidecarBin, stateDir, env: sidecarEnv(mark), onFrame: frames.onFrame });
   t.after(() => sc.kill("SIGKILL"));
 
-  await assert.rejects(sc.open({ ...faultOpen("bad", stateDir, mark), command: { path: "rel/x" } }), (err) => {
+  await assert.rejects(sc.open({ ...faultOpen("bad", workDir(t), mark), command: { path: "rel/x" } }), (err) => {
     assert.ok(err instanceof SidecarError);
     assert.equal(err.code, -32602);
     assert.equal(err.dataCode, "INVALID_PARAMS");
     assert.equal(err.field, "command.path");
     return true;
   });
-  await assert.rejects(sc.open(faultOpen("nosid", stateDir, mark, "no-session-id")), (err) => {
+  await assert.rejects(sc.open(faultOpen("nosid", workDir(t), mark, "no-session-id")), (err) => {
     assert.equal(err.code, -32000);
     assert.equal(err.dataCode, "ACPX_IDENTITY_INVALID");
     assert.equal(err.proof?.complete, true, "a failed admission carries its cleanup proof");
     return true;
   });
 
-  const s = await sc.open(faultOpen("dup", stateDir, mark));
+  const s = await sc.open(faultOpen("dup", workDir(t), mark));
   await s.prompt({ requestId: "r1", prompt: "x" }).result;
   await assert.rejects(s.prompt({ requestId: "r1", prompt: "x" }).result, { code: -32000, dataCode: "DUPLICATE_REQUEST_ID" });
   await assert.rejects(s.setModel("nope"), { dataCode: "MODEL_UNAVAILABLE" });
 
   // A turn cancelled through its AbortSignal ($/cancelRequest) ends with a
   // normal cancelled result; so does one cancelled by session/cancel.
-  const slow = await sc.open(faultOpen("slow", stateDir, mark, "slow-turn=60000"));
+  const slow = await sc.open(faultOpen("slow", workDir(t), mark, "slow-turn=60000"));
   const ac = new AbortController();
   const aborted = slow.prompt({ requestId: "s1", prompt: "slow", signal: ac.signal });
   ac.abort();
   assert.equal((await aborted.result).status, "cancelled");
   // (Another session: the fault agent may still be winding down s1 and
   // would fail a prompt right behind it with "a turn is already running".)
-  const slow2 = await sc.open(faultOpen("slow2", stateDir, mark, "slow-turn=60000"));
+  const slow2 = await sc.open(faultOpen("slow2", workDir(t), mark, "slow-turn=60000"));
   const cancelled = slow2.prompt({ requestId: "s2", prompt: "slow" });
   assert.equal(await cancelled.cancel(), true);
   assert.equal((await cancelled.result).status, "cancelled");
@@ -135,11 +135,14 @@ test("errors are SidecarError with code and dataCode; the connection keeps worki
 test("a sidecar never outlives its host: SIGKILL of the host ends the sidecar and the agents", { skip: skipReason }, async (t) => {
   const mark = newMark();
   const stateDir = tempDir(t);
+  // The agent's cwd apart from the state dir: the sidecar's default
+  // sandbox never lets an agent write its state dir (docs/protocol.md §19).
+  const work = tempDir(t, "acpx-node-work-");
   // A host in its own process that opens a slow turn and reports the pids.
   const host = `
     import { spawnSidecar } from ${JSON.stringify(new URL("../dist/index.js", import.meta.url).href)};
     const sc = await spawnSidecar({ binary: process.env.ACPX_SIDECAR_BINARY, stateDir: ${JSON.stringify(stateDir)} });
-    const s = await sc.open({ sessionKey: "orphan", agent: "generic", cwd: ${JSON.stringify(stateDir)},
+    const s = await sc.open({ sessionKey: "orphan", agent: "generic", cwd: ${JSON.stringify(work)},
       command: { path: process.env.ACPX_TEST_FAULTAGENT, args: ["--mode", "slow-turn=60000"] },
       env: { ACPX_TEST_MARK: ${JSON.stringify(mark)} } });
     s.prompt({ requestId: "t", prompt: "wait" });
@@ -179,7 +182,7 @@ test("session/exited and cleanup/proof arrive as events; a throwing permission h
     },
   });
   t.after(() => sc.kill("SIGKILL"));
-  const perm = await sc.open(faultOpen("perm", stateDir, mark, "permission=execute"));
+  const perm = await sc.open(faultOpen("perm", workDir(t), mark, "permission=execute"));
   const turn = perm.prompt({ requestId: "p1", prompt: "x" });
   let text = "";
   for await (const u of turn.updates) text += u.update.content?.text ?? "";
@@ -187,7 +190,7 @@ test("session/exited and cleanup/proof arrive as events; a throwing permission h
 
   const exited = new Promise((resolve) => sc.once("exited", resolve));
   const proofEvent = new Promise((resolve) => sc.on("proof", (p) => p.origin === "provider-exit" && resolve(p)));
-  const crash = await sc.open(faultOpen("crash", stateDir, mark, "crash-mid-turn"));
+  const crash = await sc.open(faultOpen("crash", workDir(t), mark, "crash-mid-turn"));
   const res = await crash.prompt({ requestId: "c1", prompt: "x" }).result;
   assert.equal(res.status, "failed");
   assert.equal(res.error.code, "PROVIDER_PROCESS_LOST");
@@ -227,7 +230,7 @@ test("a permission handler that never answers is told by its signal when the sid
   });
   t.after(() => sc.kill("SIGKILL"));
   const s = await sc.open(
-    faultOpen("node-ptimeout", stateDir, mark, "permission=execute", {
+    faultOpen("node-ptimeout", workDir(t), mark, "permission=execute", {
       permissionMode: "approve-reads",
       nonInteractivePermissions: "deny",
       permissionTimeoutMs: 700,

@@ -28,6 +28,19 @@ export function tempDir(t, prefix = "acpx-node-") {
   return d;
 }
 
+const workDirs = new WeakMap();
+
+/**
+ * workDir is the test's agent workspace: one temporary directory per test,
+ * apart from its state dir (the sidecar's default sandbox never lets an
+ * agent write a state dir, so a cwd inside one is refused: docs/protocol.md
+ * §19).
+ */
+export function workDir(t) {
+  if (!workDirs.has(t)) workDirs.set(t, tempDir(t, "acpx-node-work-"));
+  return workDirs.get(t);
+}
+
 /** markedPids lists live (non-zombie) processes whose environment holds mark. */
 export function markedPids(mark) {
   const needle = `ACPX_TEST_MARK=${mark}\0`;

@@ -6,7 +6,7 @@ import assert from "node:assert/strict";
 
 import { spawnSidecar, SidecarError, textOf } from "../dist/index.js";
 import { frameChecker } from "./schema-check.mjs";
-import { faultOpen, markedPids, newMark, sidecarBin, sidecarEnv, skipReason, tempDir } from "./helpers.mjs";
+import { faultOpen, markedPids, newMark, sidecarBin, sidecarEnv, skipReason, tempDir, workDir } from "./helpers.mjs";
 
 /** within fails the test after ms instead of letting a promise that never settles hang it. */
 function within(p, ms, what) {
@@ -34,7 +34,7 @@ test("a request over maxFrameBytes is refused at once and not sent; its requestI
   });
   t.after(() => sc.kill("SIGKILL"));
   assert.equal(sc.info.capabilities.maxFrameBytes, 4096);
-  const s = await sc.open(faultOpen("big", stateDir, mark));
+  const s = await sc.open(faultOpen("big", workDir(t), mark));
 
   const before = sent.length;
   const big = s.prompt({ requestId: "t1", prompt: "x".repeat(5000) });
@@ -82,7 +82,7 @@ test("session/events pages through a key's journal; sidecar/stats counts; shutdo
   const frames = frameChecker();
   const sc = await spawnSidecar({ binary: sidecarBin, stateDir, env: sidecarEnv(mark), onFrame: frames.onFrame });
   t.after(() => sc.kill("SIGKILL"));
-  const s = await sc.open(faultOpen("ev-1", stateDir, mark));
+  const s = await sc.open(faultOpen("ev-1", workDir(t), mark));
   const seen = [];
   for (const rid of ["t1", "t2"]) {
     const turn = s.prompt({ requestId: rid, prompt: "hello" });
@@ -123,7 +123,7 @@ test("session/events pages through a key's journal; sidecar/stats counts; shutdo
   assert.equal(st.sessions.closed, 1);
 
   // Two shutdowns at once (and one after): one request, the same proofs.
-  const other = await sc.open(faultOpen("ev-2", stateDir, mark));
+  const other = await sc.open(faultOpen("ev-2", workDir(t), mark));
   const [a, b] = await Promise.all([sc.shutdown(), sc.shutdown()]);
   assert.equal(a.length, 1);
   assert.equal(a[0].session, other.id);

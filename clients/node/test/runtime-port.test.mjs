@@ -13,15 +13,18 @@ import { alive, faultBin, markedPids, newMark, sidecarBin, sidecarEnv, skipReaso
 
 const frames = frameChecker();
 
-function portOptions(stateDir, mark, extra = {}) {
-  mkdirSync(join(stateDir, "fa"), { recursive: true });
+// portOptions puts the sidecar's state in root/state and the agent's cwd
+// (with the fault agent's own state) in root/work: the sidecar's default
+// sandbox never lets an agent write a state dir (docs/protocol.md §19).
+function portOptions(root, mark, extra = {}) {
+  mkdirSync(join(root, "work", "fa"), { recursive: true });
   return {
-    spawn: { binary: sidecarBin, stateDir, env: sidecarEnv(mark), onFrame: frames.onFrame },
+    spawn: { binary: sidecarBin, stateDir: join(root, "state"), env: sidecarEnv(mark), onFrame: frames.onFrame },
     agent: "generic",
     // The fault agent keeps its sessions in --state-dir, so a new process
     // can load one (resume).
-    command: { path: faultBin, args: ["--mode", "permission=execute", "--state-dir", join(stateDir, "fa")] },
-    cwd: stateDir,
+    command: { path: faultBin, args: ["--mode", "permission=execute", "--state-dir", join(root, "work", "fa")] },
+    cwd: join(root, "work"),
     providerSessionKey: "provider-key",
     permissionMode: "approve-reads",
     launchEnvironment: { ACPX_TEST_MARK: mark, OMITTED: undefined },
@@ -85,7 +88,7 @@ test("the runtime port: identity, status, setModel verified, events then result,
   assert.equal(proof.reason, "test complete");
   assert.equal(alive(pid), false);
   assert.deepEqual(await port.close({ reason: "again" }), proof, "close is idempotent");
-  const record = JSON.parse(readFileSync(join(stateDir, "sessions", "provider-key.json"), "utf8"));
+  const record = JSON.parse(readFileSync(join(stateDir, "state", "sessions", "provider-key.json"), "utf8"));
   assert.equal(record.closed, true, "the record is kept, marked closed");
 
   // State preserved: the same key resumes the same ACP session.

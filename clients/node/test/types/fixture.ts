@@ -9,6 +9,7 @@ import {
   type SidecarDataCode,
   type StatsResult,
   type AcpxRuntimeTurnInput,
+  type SessionUpdateParams,
 } from "@acpx-sidecar/client";
 
 export async function host(stateDir: string): Promise<void> {
@@ -31,6 +32,12 @@ export async function host(stateDir: string): Promise<void> {
       // @ts-expect-error a code outside the schema's DataCode union is a typo
       if (err.dataCode === "TURN_ACTIV") console.log("never");
     }
+  }
+  // Batches: arrays of the same params, seq order.
+  const bulk = s.prompt({ requestId: "t2", prompt: "hi" });
+  for await (const batch of bulk.updateBatches()) {
+    const all: SessionUpdateParams[] = batch;
+    console.log(all.length, all[0]?.seq, textOf(all[0]!));
   }
   const page: EventsResult = await sc.events({ sessionKey: "k", afterSeq: 0, limit: 10 });
   const first: JournalEntry | undefined = page.events[0];

@@ -1,13 +1,14 @@
 //go:build linux
 
-package reaper
-
-// The guardian: a tiny re-execution of the sidecar binary that sits between
-// the sidecar and ONE provider, in ModeSubreaper and ModeProcessGroup (its
-// alias). ModeCgroup has no guardian (see watchdog_linux.go). The
-// Supervisor starts it as [Options.GuardianPath, GuardianArg]; that
-// binary's main hands it over to GuardianMain by calling MaybeRunGuardian
-// first thing (reexec.go).
+// Package guardian is the guardian program: a tiny re-execution of the
+// sidecar binary that sits between the sidecar and ONE provider, in the
+// reaper's subreaper and process-group (its alias) containment modes
+// (internal/reaper; cgroup mode has no guardian, see its
+// watchdog_linux.go). The reaper's Supervisor starts it as
+// [Options.GuardianPath, Arg]; that binary's main hands it over to Main
+// through the re-exec dispatch (launchexec.MaybeRun with reaper.Entries)
+// first thing. A provider with a sandbox is forked through the launch
+// entry (internal/launchexec), which applies it before the agent runs.
 //
 // What catches what (docs/operations.md, "When the sidecar dies", has the
 // same for operators):
@@ -46,13 +47,15 @@ package reaper
 //
 //	fd 0,1,2  provider stdin/stdout/stderr (handed on at fork, then replaced
 //	          by /dev/null in the guardian, so ACP bytes never pass through it)
-//	fd 3      control pipe, sidecar -> guardian: one guardianSpec line, then
-//	          guardianCmd lines ("term", "kill"); EOF = sidecar gone
-//	fd 4      status pipe, guardian -> sidecar: guardianEvent lines
+//	fd 3      control pipe, sidecar -> guardian: one Spec line, then
+//	          Cmd lines ("term", "kill"); EOF = sidecar gone
+//	fd 4      status pipe, guardian -> sidecar: Event lines
 //	fd 5      the ExecFile (if any)
 //
 // The guardian's environment is the provider's (Spec.Env); it passes it on
 // unchanged and never writes it anywhere.
+
+package guardian
 
 import (
 	"bufio"
@@ -66,40 +69,54 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/acpx-sidecar/acpx-sidecar/internal/launchexec"
+	"github.com/acpx-sidecar/acpx-sidecar/internal/procfs"
+)
+
+// Roles of Event.Role (the reaper's RoleProvider and RoleDescendant).
+const (
+	roleProvider   = "provider"
+	roleDescendant = "descendant"
 )
 
 // Guardian timing (not configurable; the sidecar is gone when they apply).
 const (
-	// guardianOrphanGrace is the TERM grace the guardian gives the tree
+	// OrphanGrace is the TERM grace the guardian gives the tree
 	// after its control pipe hit EOF, before SIGKILL.
-	guardianOrphanGrace = 250 * time.Millisecond
-	// guardianGiveUp bounds how long an orphaned guardian keeps killing.
-	guardianGiveUp = 10 * time.Second
+	OrphanGrace = 250 * time.Millisecond
+	// GiveUp bounds how long an orphaned guardian keeps killing.
+	GiveUp = 10 * time.Second
 )
 
 // Guardian fd numbers.
 const (
-	gfdCtl    = 3
-	gfdStatus = 4
+	FDCtl    = 3
+	FDStatus = 4
 )
 
-// guardianSpec is the first control line.
-type guardianSpec struct {
+// Spec is the first control line: what to launch.
+type Spec struct {
 	Path       string   `json:"path"` // what to execve (may be /proc/self/fd/N)
 	Argv       []string `json:"argv"`
 	Dir        string   `json:"dir"`
-	Mode       Mode     `json:"mode"`
+	Mode       string   `json:"mode"`       // the reaper's containment mode
 	ExecFD     int      `json:"execFD"`     // -1 if none
 	ExecScript bool     `json:"execScript"` // pass ExecFD as the provider's fd 3
+	// Sandbox is the sandbox plan as JSON (internal/sandbox), "" for
+	// none; Launch is then the binary whose launch entry applies it (the
+	// sidecar's own: Options.GuardianPath).
+	Sandbox string `json:"sandbox,omitempty"`
+	Launch  string `json:"launch,omitempty"`
 }
 
-// guardianCmd is a later control line.
-type guardianCmd struct {
+// Cmd is a later control line.
+type Cmd struct {
 	Cmd string `json:"cmd"` // "term" or "kill"
 }
 
-// guardianEvent is one status line.
-type guardianEvent struct {
+// Event is one status line.
+type Event struct {
 	Ev    string `json:"ev"` // started, fail, exit, seen, signal, empty
 	Pid   int    `json:"pid,omitempty"`
 	Start uint64 `json:"start,omitempty"`
@@ -108,54 +125,53 @@ type guardianEvent struct {
 	Sig   string `json:"sig,omitempty"`
 	At    int64  `json:"at,omitempty"` // unix ns
 	Msg   string `json:"msg,omitempty"`
+	// Sandbox marks a "fail" whose cause is the sandbox (the launch
+	// entry could not apply it; nothing of the agent ran).
+	Sandbox bool `json:"sandbox,omitempty"`
 }
 
-// GuardianMain runs this process as a provider guardian (see the block
-// comment above) and returns its exit code: 0 once the whole tree was reaped,
-// 1 if it gave up or could not start the provider, 2 if it was not started
+// Main runs this process as a provider guardian (see the block comment
+// above) and returns its exit code: 0 once the whole tree was reaped, 1
+// if it gave up or could not start the provider, 2 if it was not started
 // by a Supervisor (fds 3 and 4 are not pipes). args (os.Args[2:]) are
-// ignored; everything comes over fd 3. Binaries reach it through
-// MaybeRunGuardian, which then exits with that code. A guardian is a child
-// subreaper too; GuardianMain makes it one itself.
-func GuardianMain(args []string) int {
-	if len(args) > 0 && args[0] == watchdogArg {
-		return watchdogMain()
-	}
-	for _, fd := range []int{gfdCtl, gfdStatus} {
+// ignored; everything comes over fd 3. A guardian is a child subreaper
+// too; Main makes it one itself.
+func Main(args []string) int {
+	for _, fd := range []int{FDCtl, FDStatus} {
 		var st unix.Stat_t
 		if err := unix.Fstat(fd, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFIFO {
 			fmt.Fprintln(os.Stderr, "acpx-sidecar __guardian: internal command; must be started by the sidecar")
 			return 2
 		}
 	}
-	g := &guardian{self: os.Getpid(), termed: map[procKey]bool{}, seen: map[procKey]bool{}}
-	g.status = os.NewFile(gfdStatus, "status")
-	ctl := os.NewFile(gfdCtl, "control")
-	unix.CloseOnExec(gfdCtl)
-	unix.CloseOnExec(gfdStatus)
+	g := &guardian{self: os.Getpid(), termed: map[procfs.Key]bool{}, seen: map[procfs.Key]bool{}}
+	g.status = os.NewFile(FDStatus, "status")
+	ctl := os.NewFile(FDCtl, "control")
+	unix.CloseOnExec(FDCtl)
+	unix.CloseOnExec(FDStatus)
 	// Signals first, so no SIGCHLD or TERM is lost.
 	sigch := make(chan os.Signal, 8)
 	signal.Notify(sigch, unix.SIGCHLD, unix.SIGTERM, unix.SIGINT, unix.SIGHUP)
 	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
-		g.emit(guardianEvent{Ev: "fail", Msg: "prctl(PR_SET_CHILD_SUBREAPER): " + err.Error()})
+		g.emit(Event{Ev: "fail", Msg: "prctl(PR_SET_CHILD_SUBREAPER): " + err.Error()})
 		return 1
 	}
 	rd := bufio.NewReader(ctl)
 	line, err := rd.ReadBytes('\n')
-	var spec guardianSpec
+	var spec Spec
 	if err == nil {
 		err = json.Unmarshal(line, &spec)
 	}
 	if err != nil {
-		g.emit(guardianEvent{Ev: "fail", Msg: "bad launch spec: " + err.Error()})
+		g.emit(Event{Ev: "fail", Msg: "bad launch spec: " + err.Error()})
 		return 1
 	}
 	g.spec = spec
-	if spec.ExecFD > gfdStatus {
+	if spec.ExecFD > FDStatus {
 		unix.CloseOnExec(spec.ExecFD)
 	}
 	if err := g.launch(); err != nil {
-		g.emit(guardianEvent{Ev: "fail", Msg: err.Error()})
+		g.emit(Event{Ev: "fail", Msg: err.Error(), Sandbox: errors.Is(err, launchexec.ErrSandbox)})
 		return 1
 	}
 	// The provider holds its stdio now; drop ours so EOF reaches the sidecar
@@ -166,7 +182,7 @@ func GuardianMain(args []string) int {
 		}
 		unix.Close(null)
 	}
-	if spec.ExecFD > gfdStatus {
+	if spec.ExecFD > FDStatus {
 		unix.Close(spec.ExecFD)
 	}
 
@@ -178,7 +194,7 @@ func GuardianMain(args []string) int {
 			if err != nil {
 				return
 			}
-			var c guardianCmd
+			var c Cmd
 			if json.Unmarshal(line, &c) == nil {
 				cmds <- c.Cmd
 			}
@@ -188,15 +204,15 @@ func GuardianMain(args []string) int {
 }
 
 type guardian struct {
-	spec   guardianSpec
+	spec   Spec
 	self   int
 	status *os.File
 
-	leader       procKey
+	leader       procfs.Key
 	leaderFD     int
 	leaderReaped bool
-	termed       map[procKey]bool // got SIGTERM in this phase
-	seen         map[procKey]bool // reported as "seen"
+	termed       map[procfs.Key]bool // got SIGTERM in this phase
+	seen         map[procfs.Key]bool // reported as "seen"
 
 	phase    int // 0 none, 1 TERM, 2 KILL
 	orphaned bool
@@ -204,29 +220,58 @@ type guardian struct {
 	giveUpAt time.Time
 }
 
-func (g *guardian) emit(ev guardianEvent) {
+func (g *guardian) emit(ev Event) {
 	b, _ := json.Marshal(ev)
 	// EPIPE once the sidecar is gone; nothing to do about it.
 	_, _ = g.status.Write(append(b, '\n'))
 }
 
-// launch forks the provider: own process group, inside the cgroup in cgroup
-// mode, pidfd at fork.
+// launch forks the provider: own process group, pidfd at fork; with a
+// sandbox, through the launch entry, whose word it waits for (at most
+// launchexec.Timeout) before reporting "started".
 func (g *guardian) launch() error {
 	s := g.spec
 	files := []uintptr{0, 1, 2}
+	path, argv := s.Path, s.Argv
 	if s.ExecScript && s.ExecFD >= 0 {
 		files = append(files, uintptr(s.ExecFD))
 	}
+	var status, statusW *os.File
+	if s.Sandbox != "" {
+		cloexec := -1
+		if s.ExecFD >= 0 && !s.ExecScript {
+			// The entry execve's the file as its fd 3, then it is closed.
+			files = append(files, uintptr(s.ExecFD))
+			path, cloexec = "/proc/self/fd/3", 3
+		}
+		var err error
+		if status, statusW, err = os.Pipe(); err != nil {
+			return err
+		}
+		defer status.Close()
+		defer statusW.Close()
+		files = append(files, statusW.Fd())
+		argv = launchexec.Argv(s.Launch, len(files)-1, cloexec, s.Sandbox, nil, path, argv)
+		path = s.Launch
+	}
 	pidfd := -1
 	sys := &syscall.SysProcAttr{Setpgid: true, PidFD: &pidfd}
-	pid, err := syscall.ForkExec(s.Path, s.Argv, &syscall.ProcAttr{Dir: s.Dir, Env: os.Environ(), Files: files, Sys: sys})
+	pid, err := syscall.ForkExec(path, argv, &syscall.ProcAttr{Dir: s.Dir, Env: os.Environ(), Files: files, Sys: sys})
 	if err != nil {
 		return err
 	}
-	p, _ := readStat(pid) // unreaped: readable even if it already exited
-	g.leader, g.leaderFD = procKey{pid: pid, start: p.start}, pidfd
-	g.emit(guardianEvent{Ev: "started", Pid: pid, Start: p.start, At: time.Now().UnixNano()})
+	if status != nil {
+		statusW.Close() // the entry holds the only write end now
+		if err := awaitLaunch(status, pid, s.Argv[0]); err != nil {
+			if pidfd >= 0 {
+				unix.Close(pidfd)
+			}
+			return err
+		}
+	}
+	p, _ := procfs.ReadStat(pid) // unreaped: readable even if it already exited
+	g.leader, g.leaderFD = procfs.Key{Pid: pid, Start: p.Start}, pidfd
+	g.emit(Event{Ev: "started", Pid: pid, Start: p.Start, At: time.Now().UnixNano()})
 	return nil
 }
 
@@ -246,7 +291,7 @@ func (g *guardian) loop(cmds <-chan string, sigch <-chan os.Signal) int {
 		}
 		g.orphaned = true
 		now := time.Now()
-		g.killAt, g.giveUpAt = now.Add(guardianOrphanGrace), now.Add(guardianGiveUp)
+		g.killAt, g.giveUpAt = now.Add(OrphanGrace), now.Add(GiveUp)
 		if g.phase < 1 {
 			g.phase = 1
 			g.signalTree(unix.SIGTERM)
@@ -274,10 +319,10 @@ func (g *guardian) loop(cmds <-chan string, sigch <-chan os.Signal) int {
 				if g.phase < 1 {
 					g.phase = 1
 				}
-				g.emit(guardianEvent{Ev: "signal", Sig: "SIGTERM", Msg: g.signalTree(unix.SIGTERM)})
+				g.emit(Event{Ev: "signal", Sig: "SIGTERM", Msg: g.signalTree(unix.SIGTERM)})
 			case "kill":
 				g.phase = 2
-				g.emit(guardianEvent{Ev: "signal", Sig: "SIGKILL", Msg: g.signalTree(unix.SIGKILL)})
+				g.emit(Event{Ev: "signal", Sig: "SIGKILL", Msg: g.signalTree(unix.SIGKILL)})
 			}
 		case now := <-tickC:
 			switch {
@@ -307,25 +352,25 @@ func (g *guardian) reap() bool {
 			continue
 		}
 		if errors.Is(err, unix.ECHILD) {
-			g.emit(guardianEvent{Ev: "empty", At: time.Now().UnixNano()})
+			g.emit(Event{Ev: "empty", At: time.Now().UnixNano()})
 			return true
 		}
 		if err != nil {
 			return false
 		}
-		pid := siginfoPid(&info)
+		pid := procfs.SiginfoPid(&info)
 		if pid <= 0 {
 			return false
 		}
-		p, _ := readStat(pid)
+		p, _ := procfs.ReadStat(pid)
 		var ws unix.WaitStatus
 		wpid, err := unix.Wait4(pid, &ws, unix.WNOHANG, nil)
 		if err != nil || wpid != pid {
 			continue
 		}
-		ev := guardianEvent{Ev: "exit", Pid: pid, Start: p.start, Role: RoleDescendant, At: time.Now().UnixNano()}
-		if pid == g.leader.pid {
-			ev.Role, ev.Start = RoleProvider, g.leader.start
+		ev := Event{Ev: "exit", Pid: pid, Start: p.Start, Role: roleDescendant, At: time.Now().UnixNano()}
+		if pid == g.leader.Pid {
+			ev.Role, ev.Start = roleProvider, g.leader.Start
 			g.leaderReaped = true
 			if g.leaderFD >= 0 {
 				unix.Close(g.leaderFD)
@@ -351,29 +396,29 @@ func (g *guardian) reap() bool {
 func (g *guardian) signalTree(sig unix.Signal) string {
 	var errs []string
 	if !g.leaderReaped {
-		if err := unix.Kill(-g.leader.pid, sig); err != nil && !errors.Is(err, unix.ESRCH) {
-			errs = append(errs, fmt.Sprintf("process group %d: %v", g.leader.pid, err))
+		if err := unix.Kill(-g.leader.Pid, sig); err != nil && !errors.Is(err, unix.ESRCH) {
+			errs = append(errs, fmt.Sprintf("process group %d: %v", g.leader.Pid, err))
 		}
 	}
-	snap := scanProcs()
+	snap := procfs.Scan()
 	children := map[int][]int{}
-	for pid, p := range snap.procs {
-		children[p.ppid] = append(children[p.ppid], pid)
+	for pid, p := range snap {
+		children[p.PPid] = append(children[p.PPid], pid)
 	}
 	queue := append([]int(nil), children[g.self]...)
 	for len(queue) > 0 {
 		pid := queue[len(queue)-1]
 		queue = queue[:len(queue)-1]
 		queue = append(queue, children[pid]...)
-		p := snap.procs[pid]
-		if p.state == 'Z' {
+		p := snap[pid]
+		if p.State == 'Z' {
 			continue
 		}
-		k := procKey{pid: pid, start: p.start}
+		k := procfs.Key{Pid: pid, Start: p.Start}
 		if !g.seen[k] && k != g.leader {
 			// Named in the proof even if its own parent reaps it.
 			g.seen[k] = true
-			g.emit(guardianEvent{Ev: "seen", Pid: k.pid, Start: k.start})
+			g.emit(Event{Ev: "seen", Pid: k.Pid, Start: k.Start})
 		}
 		if sig == unix.SIGTERM {
 			if g.termed[k] {
@@ -381,9 +426,28 @@ func (g *guardian) signalTree(sig unix.Signal) string {
 			}
 			g.termed[k] = true
 		}
-		if _, err := signalPinned(k, sig, nil); err != nil {
+		if _, err := procfs.SignalPinned(k, sig, nil); err != nil {
 			errs = append(errs, err.Error())
 		}
 	}
 	return strings.Join(errs, "; ")
+}
+
+// awaitLaunch reads the launch entry's status pipe (EOF with nothing
+// written: the provider runs). On a failure or a timeout the entry
+// process is killed if still there and reaped, and the error (wrapping
+// launchexec.ErrSandbox for a sandbox failure) returned.
+func awaitLaunch(status *os.File, pid int, path string) error {
+	err := launchexec.ReadStatus(status, path)
+	if err == nil {
+		return nil
+	}
+	_ = unix.Kill(pid, unix.SIGKILL) // still unreaped: the pid is ours
+	var ws unix.WaitStatus
+	for {
+		if _, werr := unix.Wait4(pid, &ws, 0, nil); !errors.Is(werr, unix.EINTR) {
+			break
+		}
+	}
+	return err
 }

@@ -1,0 +1,285 @@
+package adapter
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/acpx-sidecar/acpx-sidecar/internal/reaper"
+	"github.com/acpx-sidecar/acpx-sidecar/internal/sandbox"
+	"github.com/acpx-sidecar/acpx-sidecar/protocol"
+)
+
+// SandboxConfig is the sidecar's kernel sandbox (docs/protocol.md §19).
+// The zero value sandboxes nothing by default (tests' Config).
+type SandboxConfig struct {
+	// Default is the filesystem mode of an open that names none
+	// (--default-sandbox): sandbox.Workspace, Strict, Off or "" (Off).
+	Default string
+	// Caps is what this machine enforces (sandbox.Probe, possibly
+	// limited by --assume-landlock-abi).
+	Caps sandbox.Caps
+	// Protected are never writable from inside besides every state dir
+	// and the command's installation: the cgroup filesystem
+	// (sandbox.CgroupMounts). nil = none.
+	Protected []string
+}
+
+// sandboxSetup is what admission launches with: the plan (nil: none),
+// the open result's `sandbox`, and the private TMPDIR made for the
+// session ("" if none; removed once its tree is proven gone).
+type sandboxSetup struct {
+	plan   *sandbox.Plan
+	result *protocol.SandboxResult
+	tmpDir string
+}
+
+// defaultFS is the filesystem mode an open gets when it names none.
+func (m *Manager) defaultFS() string {
+	if m.cfg.Sandbox.Default == "" {
+		return sandbox.Off
+	}
+	return m.cfg.Sandbox.Default
+}
+
+// SandboxCaps is initialize.capabilities.sandbox (and doctor's): what
+// caps enforces and the default filesystem mode in force: def ("" =
+// off), or "off" when caps cannot enforce it (a filesystem sandbox with
+// signals own-tree) or mode cannot carry a sandbox.
+func SandboxCaps(caps sandbox.Caps, def string, mode reaper.Mode) *protocol.SandboxCaps {
+	if def == "" || !caps.Filesystem() || !caps.Scopes() || !reaper.SandboxSupported(mode) {
+		def = sandbox.Off
+	}
+	return &protocol.SandboxCaps{LandlockABI: caps.LandlockABI, Filesystem: caps.Filesystem(), ConnectTCP: caps.ConnectTCP(),
+		Signals: caps.Scopes(), NetworkNone: caps.Namespaces, ReadOnlyBinds: caps.Namespaces, Default: def, Reason: caps.Reason}
+}
+
+// policyOf resolves the open's sandbox over the default: filesystem from
+// the open or the default, network "all" unless given, signals
+// "own-tree" whenever a filesystem sandbox is on unless given.
+func (m *Manager) policyOf(p protocol.OpenParams) sandbox.Policy {
+	pol := sandbox.Policy{Filesystem: m.defaultFS(), Network: sandbox.NetAll}
+	if sb := p.Sandbox; sb != nil {
+		if sb.Filesystem != "" {
+			pol.Filesystem = sb.Filesystem
+		}
+		// Copies: setupSandbox resolves them in place.
+		pol.Writable, pol.Readable = slices.Clone(sb.Writable), slices.Clone(sb.Readable)
+		if n := sb.Network; n != nil {
+			pol.Network = n.Mode
+			for _, port := range n.ConnectTCP {
+				pol.ConnectTCP = append(pol.ConnectTCP, uint16(port))
+			}
+		}
+		pol.Signals = sb.Signals
+	}
+	if pol.Signals == "" {
+		pol.Signals = sandbox.AllSignals
+		if pol.Filesystem != sandbox.Off {
+			pol.Signals = sandbox.OwnTree
+		}
+	}
+	return pol
+}
+
+// setupSandbox derives the sandbox of an open from its params, its launch
+// environment env and the command (docs/protocol.md §19), before
+// anything is written or launched. It returns env with TMPDIR set to a
+// private directory it made when env has none and a filesystem sandbox
+// is on. Errors launch nothing: INVALID_PARAMS for a writable or
+// readable path that is not an existing directory; SANDBOX_CONFLICT
+// (data.paths) when a writable path is, lies inside, or holds (and
+// cannot keep read-only) a never-writable path; PLATFORM_UNSUPPORTED for
+// an explicit sandbox this machine or containment mode cannot enforce. A
+// default this machine cannot enforce is reported (enforced: false), not
+// refused.
+func (s *session) setupSandbox(p protocol.OpenParams, env []string) (sandboxSetup, []string, *protocol.Error) {
+	m := s.m
+	pol := m.policyOf(p)
+	explicit := p.Sandbox != nil
+	res := &protocol.SandboxResult{Filesystem: pol.Filesystem, Signals: pol.Signals,
+		Network: protocol.SandboxNetwork{Mode: pol.Network}, LandlockABI: m.cfg.Sandbox.Caps.LandlockABI,
+		Writable: []string{}, Readable: []string{}}
+	if pol.Network == sandbox.NetConnectTCP {
+		res.Network.ConnectTCP = []int{}
+		for _, port := range pol.ConnectTCP {
+			res.Network.ConnectTCP = append(res.Network.ConnectTCP, int(port))
+		}
+	}
+	setup := sandboxSetup{result: res}
+	if pol.Filesystem == sandbox.Off && pol.Network == sandbox.NetAll && pol.Signals == sandbox.AllSignals {
+		return setup, env, nil
+	}
+	// The one mode check (reaper.SandboxSupported): a containment that
+	// cannot carry a sandbox refuses an explicit one, reports a default.
+	if mode := m.cfg.Launcher.Mode(); !reaper.SandboxSupported(mode) {
+		why := "containment " + string(mode) + " cannot apply a sandbox"
+		if explicit {
+			return setup, env, protocol.Domain(protocol.ErrPlatformUnsupported, "the sandbox cannot be enforced: "+why, false)
+		}
+		res.Reason = why
+		return setup, env, nil
+	}
+	paths := s.sandboxPaths(p, pol, env)
+	for i, l := range [][]string{pol.Writable, pol.Readable} {
+		field := [2]string{"writable", "readable"}[i]
+		for j, d := range l {
+			real, err := filepath.EvalSymlinks(d)
+			if fi, serr := os.Stat(real); err != nil || serr != nil || !fi.IsDir() {
+				return setup, env, protocol.InvalidParams("sandbox."+field+"."+strconv.Itoa(j), "sandbox paths must be existing directories")
+			}
+			l[j] = real
+		}
+	}
+	tmpMade, origEnv := "", env
+	if pol.Filesystem != sandbox.Off && paths.TmpDir == "" {
+		dir, err := os.MkdirTemp("", tmpPrefix(s.id)) // 0700
+		if err != nil {
+			return setup, env, protocol.Domain(protocol.ErrPlatformUnsupported, "the session's private TMPDIR could not be made: "+errText(err), true)
+		}
+		if dir, err = filepath.EvalSymlinks(dir); err != nil {
+			return setup, env, protocol.Internal("the session's private TMPDIR vanished")
+		}
+		tmpMade, paths.TmpDir = dir, dir
+		env = slices.DeleteFunc(slices.Clone(env), func(kv string) bool { return strings.HasPrefix(kv, "TMPDIR=") })
+		env = append(env, "TMPDIR="+dir)
+	}
+	fail := func(e *protocol.Error) (sandboxSetup, []string, *protocol.Error) {
+		if tmpMade != "" {
+			_ = os.RemoveAll(tmpMade)
+		}
+		return setup, env, e
+	}
+	plan, ap, err := sandbox.Build(pol, paths, sandbox.BuildOptions{BindReadOnly: m.cfg.Sandbox.Caps.Namespaces})
+	var ce *sandbox.ConflictError
+	if errors.As(err, &ce) {
+		e := protocol.Domain(protocol.ErrSandboxConflict, "the sandbox would make a never-writable path writable: "+ce.Why, false)
+		e.Data.Paths = ce.Paths
+		return fail(e)
+	}
+	if err != nil {
+		return fail(protocol.InvalidParams("sandbox", err.Error()))
+	}
+	if err := m.cfg.Sandbox.Caps.Check(&plan); err != nil {
+		if explicit {
+			return fail(protocol.Domain(protocol.ErrPlatformUnsupported, err.Error(), false))
+		}
+		res.Reason = err.Error()
+		if tmpMade != "" {
+			_ = os.RemoveAll(tmpMade)
+		}
+		return setup, origEnv, nil
+	}
+	res.Enforced = !plan.Empty()
+	res.Writable, res.Readable, res.ReadOnly, res.TmpDir = nonNil(ap.Writable), nonNil(ap.Readable), ap.ReadOnly, tmpMade
+	setup.plan, setup.tmpDir = &plan, tmpMade
+	return setup, env, nil
+}
+
+// sandboxPaths are the open's places: cwd, the launch environment's HOME
+// and TMPDIR (each made, 0700, if it does not exist), the command's
+// installation, and what is never writable: every state dir of this
+// sidecar, the cgroup filesystem and the installation. Symlinks are
+// resolved.
+func (s *session) sandboxPaths(p protocol.OpenParams, pol sandbox.Policy, env []string) sandbox.Paths {
+	real := func(d string) string {
+		if r, err := filepath.EvalSymlinks(d); err == nil {
+			return r
+		}
+		return ""
+	}
+	var paths sandbox.Paths
+	paths.Cwd = real(p.Cwd)
+	if home := envValue(env, "HOME"); filepath.IsAbs(home) {
+		if pol.Filesystem != sandbox.Off {
+			_ = os.MkdirAll(home, 0o700)
+		}
+		paths.Home = real(home)
+	}
+	if tmp := envValue(env, "TMPDIR"); filepath.IsAbs(tmp) {
+		if pol.Filesystem != sandbox.Off {
+			_ = os.MkdirAll(tmp, 0o700)
+		}
+		paths.TmpDir = real(tmp)
+	}
+	paths.Install = sandbox.Installation(p.Command.Path, p.Command.Args)
+	paths.Protected = append(slices.Clone(s.m.cfg.Sandbox.Protected), paths.Install...)
+	for _, d := range s.m.stateDirs(p.StateDir) {
+		if r := real(d); r != "" {
+			paths.Protected = append(paths.Protected, r)
+		} else {
+			paths.Protected = append(paths.Protected, filepath.Clean(d))
+		}
+	}
+	return paths
+}
+
+// stateDirs are every state dir this sidecar uses: --state-dir, every
+// store opened so far, and extra ("" skipped).
+func (m *Manager) stateDirs(extra string) []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := []string{}
+	for _, d := range append([]string{m.cfg.StateDir, extra}, mapKeys(m.stores)...) {
+		if d != "" {
+			out = append(out, d)
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+func mapKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}
+
+// envValue is the last value of name in env ("K=V" entries).
+func envValue(env []string, name string) string {
+	v := ""
+	for _, kv := range env {
+		if k, val, ok := strings.Cut(kv, "="); ok && k == name {
+			v = val
+		}
+	}
+	return v
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+// removePrivateTmp removes the session's private TMPDIR once its tree is
+// proven gone (docs/protocol.md §19).
+func (s *session) removePrivateTmp() {
+	if s.tmpDir != "" {
+		_ = os.RemoveAll(s.tmpDir)
+	}
+}
+
+// tmpPrefix is the name prefix of session id's private TMPDIR under the
+// OS temp dir.
+func tmpPrefix(id string) string { return "acpx-" + id + "-tmp-" }
+
+// removeSessionTmp removes the private TMPDIR(s) of session id, made by a
+// sidecar that died before its proof; the recovery of that session's
+// ledger entry calls it once the leftover tree is proven gone. Session ids
+// are random (newID), so the pattern names that session's only.
+func removeSessionTmp(id string) {
+	if id == "" || strings.ContainsAny(id, "/*?[\\") {
+		return
+	}
+	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), tmpPrefix(id)+"*"))
+	for _, d := range dirs {
+		_ = os.RemoveAll(d)
+	}
+}

@@ -1,0 +1,21 @@
+package reaper
+
+import "errors"
+
+// ErrSandboxUnsupported is returned by Supervisor.Start for a Spec with a
+// sandbox in a containment mode that cannot carry one (SandboxSupported);
+// nothing is launched and the adapter answers PLATFORM_UNSUPPORTED.
+var ErrSandboxUnsupported = errors.New("reaper: this containment mode cannot apply a sandbox")
+
+// SandboxSupported reports whether providers contained in mode can be
+// sandboxed. It is the one place that says so: cgroup mode (the sidecar
+// forks the launch entry) and subreaper / process-group (the guardian
+// forks it) can; any other mode (a process-table mode, say) refuses every
+// sandbox, and the sidecar reports its default as not enforced.
+func SandboxSupported(m Mode) bool {
+	switch m {
+	case ModeCgroup, ModeSubreaper, ModeProcessGroup:
+		return true
+	}
+	return false
+}

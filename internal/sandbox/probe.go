@@ -1,0 +1,74 @@
+package sandbox
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// Caps is what this machine can enforce (initialize.capabilities.sandbox,
+// `acpx-sidecar doctor`): the Landlock ABI version (0 = none) and
+// whether the sidecar can make namespaces (CAP_SYS_ADMIN: network "none"
+// and read-only bind mounts).
+type Caps struct {
+	LandlockABI int    `json:"landlockAbi"`
+	Namespaces  bool   `json:"namespaces"`
+	Reason      string `json:"reason,omitempty"` // why Landlock is unavailable, if it is
+}
+
+// Limit returns c with the Landlock ABI lowered to at most abi (a test
+// simulates an older kernel, or none with 0: --assume-landlock-abi).
+func (c Caps) Limit(abi int) Caps {
+	if abi >= 0 && abi < c.LandlockABI {
+		c.LandlockABI = abi
+		c.Reason = "Landlock ABI limited to " + strconv.Itoa(abi) + " by --assume-landlock-abi"
+	}
+	return c
+}
+
+// Filesystem reports whether a filesystem sandbox is enforceable.
+func (c Caps) Filesystem() bool { return c.LandlockABI >= FSMinABI }
+
+// ConnectTCP reports whether TCP port rules are enforceable.
+func (c Caps) ConnectTCP() bool { return c.LandlockABI >= NetMinABI }
+
+// Scopes reports whether signals "own-tree" is enforceable.
+func (c Caps) Scopes() bool { return c.LandlockABI >= ScopesMinABI }
+
+// UnsupportedError names the parts of a Plan this machine cannot
+// enforce (PLATFORM_UNSUPPORTED for an explicit request).
+type UnsupportedError struct{ Missing []string }
+
+func (e *UnsupportedError) Error() string {
+	return "the kernel cannot enforce this sandbox: " + strings.Join(e.Missing, "; ")
+}
+
+// Check returns nil if c can enforce all of p, else an *UnsupportedError
+// naming every part it cannot (never a downgrade).
+func (c Caps) Check(p *Plan) error {
+	var miss []string
+	need := func(ok bool, what string, abi int) {
+		if !ok {
+			miss = append(miss, fmt.Sprintf("%s needs Landlock ABI %d (this kernel: %d)", what, abi, c.LandlockABI))
+		}
+	}
+	if p.HandledFS != 0 {
+		need(c.Filesystem(), "a filesystem sandbox", FSMinABI)
+	}
+	if p.HandledNet != 0 {
+		need(c.ConnectTCP(), "network connectTcp", NetMinABI)
+	}
+	if p.Scoped != 0 {
+		need(c.Scopes(), "signals own-tree", ScopesMinABI)
+	}
+	if p.NewNetNS && !c.Namespaces {
+		miss = append(miss, "network none needs a new network namespace (CAP_SYS_ADMIN)")
+	}
+	if len(p.ReadOnly) > 0 && !c.Namespaces {
+		miss = append(miss, "read-only bind mounts need a private mount namespace (CAP_SYS_ADMIN)")
+	}
+	if len(miss) > 0 {
+		return &UnsupportedError{Missing: miss}
+	}
+	return nil
+}

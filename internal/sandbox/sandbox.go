@@ -1,0 +1,292 @@
+// Package sandbox turns a session/open's `sandbox` (docs/protocol.md §19,
+// "Sandbox") into the kernel rules its provider tree runs under: Landlock
+// path-beneath rules (which paths, which access rights), TCP connect
+// ports, the signal and abstract-socket scopes, a new network namespace
+// for network "none", and read-only bind mounts for protected paths that
+// lie inside a writable one. Build derives a Plan with no process and no
+// system call beyond stat(2); internal/launchexec applies it (Apply) in
+// the new process before the agent's first instruction, so the agent and
+// every descendant inherit it (docs/architecture.md, "Kernel sandbox").
+package sandbox
+
+import (
+	"errors"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+)
+
+// Filesystem modes of `sandbox.filesystem` (docs/protocol.md §19).
+const (
+	// Workspace: reads anything, writes only cwd, HOME, TMPDIR, writable
+	// and the shell's character devices.
+	Workspace = "workspace"
+	// Strict: as Workspace, and reads only the system, the command's
+	// installation, cwd, HOME, TMPDIR and readable.
+	Strict = "strict"
+	// Off: no filesystem rules.
+	Off = "off"
+)
+
+// Network modes of `sandbox.network`.
+const (
+	// NetAll: no network restriction.
+	NetAll = "all"
+	// NetNone: a new network namespace (its own loopback only).
+	NetNone = "none"
+	// NetConnectTCP: TCP connect only to Policy.ConnectTCP ports, no bind.
+	NetConnectTCP = "connectTcp"
+)
+
+// Signal scopes of `sandbox.signals`.
+const (
+	// OwnTree: the tree cannot signal, or connect to abstract UNIX
+	// sockets of, processes outside it.
+	OwnTree = "own-tree"
+	// AllSignals: no scope.
+	AllSignals = "all"
+)
+
+// Policy is a resolved sandbox request: the open's `sandbox` members over
+// the sidecar's default (--default-sandbox). Paths are absolute.
+type Policy struct {
+	Filesystem string   // Workspace, Strict or Off
+	Writable   []string // extra writable directories
+	Readable   []string // extra readable directories (strict)
+	Network    string   // NetAll, NetNone or NetConnectTCP
+	ConnectTCP []uint16 // NetConnectTCP: the allowed ports
+	Signals    string   // OwnTree or AllSignals
+}
+
+// Paths are what the open and the sidecar contribute to the rules.
+// Every member is an absolute path; "" members are skipped.
+type Paths struct {
+	Cwd    string
+	Home   string // the provider's HOME
+	TmpDir string // the provider's TMPDIR
+	// Install is the command's installation (Installation).
+	Install []string
+	// Protected are never writable from inside: the sidecar's state dirs,
+	// the cgroup filesystem (CgroupMounts) and Install.
+	Protected []string
+}
+
+// Rule is one Landlock path-beneath rule: Access (landlock/syscall
+// AccessFS* bits) on everything beneath Path.
+type Rule struct {
+	Path   string `json:"path"`
+	Access uint64 `json:"access"`
+}
+
+// Plan is what the launch entry applies, in this order: a private mount
+// namespace with ReadOnly bind mounts, a new network namespace
+// (NewNetNS), then no_new_privs and one Landlock ruleset handling
+// HandledFS, HandledNet and Scoped, with FS and ConnectTCP as its rules.
+// A zero Plan restricts nothing (Empty). It is passed to the launch entry
+// as JSON.
+type Plan struct {
+	HandledFS  uint64   `json:"handledFs,omitempty"`
+	FS         []Rule   `json:"fs,omitempty"`
+	HandledNet uint64   `json:"handledNet,omitempty"`
+	ConnectTCP []uint16 `json:"connectTcp,omitempty"`
+	Scoped     uint64   `json:"scoped,omitempty"`
+	NewNetNS   bool     `json:"newNetns,omitempty"`
+	ReadOnly   []string `json:"readOnly,omitempty"`
+}
+
+// Empty reports whether p restricts nothing.
+func (p *Plan) Empty() bool {
+	return p == nil || p.HandledFS == 0 && p.HandledNet == 0 && p.Scoped == 0 && !p.NewNetNS && len(p.ReadOnly) == 0
+}
+
+// Landlocks reports whether p needs a Landlock ruleset.
+func (p *Plan) Landlocks() bool {
+	return p != nil && (p.HandledFS != 0 || p.HandledNet != 0 || p.Scoped != 0)
+}
+
+// Applied is what Build applied, for the open result's `sandbox`
+// (protocol.SandboxResult): the writable and readable paths as applied,
+// sorted, and the protected paths kept read-only by bind mounts.
+type Applied struct {
+	Writable []string
+	Readable []string
+	ReadOnly []string
+}
+
+// ConflictError is Build's refusal: a writable path is, or lies inside,
+// a protected one (it can never be writable), or contains one and the
+// caller cannot keep it read-only (no private mount namespace). Paths
+// are the protected paths concerned (protocol data.paths).
+type ConflictError struct {
+	Paths []string
+	Why   string
+}
+
+func (e *ConflictError) Error() string {
+	return "sandbox: " + e.Why + ": " + strings.Join(e.Paths, ", ")
+}
+
+// ErrBadPolicy is returned (wrapped) by Build for a Policy whose modes
+// are not among the constants above.
+var ErrBadPolicy = errors.New("sandbox: bad policy")
+
+// SystemReadable are the system paths strict mode reads (read-only).
+var SystemReadable = []string{"/usr", "/lib", "/lib32", "/lib64", "/libx32", "/bin", "/sbin", "/etc", "/proc", "/sys"}
+
+// Devices are the character devices (and /dev/pts) a shell needs,
+// readable and writable (with ioctl) in both filesystem modes.
+var Devices = []string{"/dev/null", "/dev/zero", "/dev/full", "/dev/tty", "/dev/pts", "/dev/urandom", "/dev/random", "/dev/ptmx"}
+
+// DevShm is the shared-memory directory, writable in both modes.
+const DevShm = "/dev/shm"
+
+// BuildOptions are what the caller can do besides Landlock.
+type BuildOptions struct {
+	// BindReadOnly: the launch entry can make a private mount namespace
+	// (CAP_SYS_ADMIN), so a protected path inside a writable one is kept
+	// read-only by a bind mount instead of refusing the open.
+	BindReadOnly bool
+	// Exists reports whether a path exists and whether it is a
+	// directory; nil = os.Stat. Tests inject it.
+	Exists func(path string) (exists, dir bool)
+}
+
+// Build derives the Plan for pol from paths (docs/protocol.md §19). Every
+// path in paths and pol must be absolute and already clean (callers
+// resolve symlinks: EvalSymlinks); a path that does not exist is left
+// out of the rules (Landlock cannot name it) and of Applied.
+//
+// Errors: ErrBadPolicy (wrapped) for unknown modes; *ConflictError when a
+// writable path is or lies inside a protected one, or contains one and
+// opt.BindReadOnly is false.
+func Build(pol Policy, paths Paths, opt BuildOptions) (Plan, Applied, error) {
+	var plan Plan
+	var ap Applied
+	exists := opt.Exists
+	if exists == nil {
+		exists = statPath
+	}
+	switch pol.Filesystem {
+	case Workspace, Strict, Off:
+	default:
+		return plan, ap, errors.Join(ErrBadPolicy, errors.New("filesystem "+pol.Filesystem))
+	}
+	switch pol.Signals {
+	case OwnTree:
+		plan.Scoped = ScopeSignal | ScopeAbstractUnixSocket
+	case AllSignals:
+	default:
+		return plan, ap, errors.Join(ErrBadPolicy, errors.New("signals "+pol.Signals))
+	}
+	switch pol.Network {
+	case NetAll:
+	case NetNone:
+		plan.NewNetNS = true
+	case NetConnectTCP:
+		plan.HandledNet = AccessNetBindTCP | AccessNetConnectTCP
+		plan.ConnectTCP = uniquePorts(pol.ConnectTCP)
+	default:
+		return plan, ap, errors.Join(ErrBadPolicy, errors.New("network "+pol.Network))
+	}
+	if pol.Filesystem == Off {
+		return plan, ap, nil
+	}
+	writable := nonEmpty(append([]string{paths.Cwd, paths.Home, paths.TmpDir}, pol.Writable...))
+	if err := checkConflicts(writable, nonEmpty(paths.Protected), opt.BindReadOnly, &plan, &ap); err != nil {
+		return Plan{}, Applied{}, err
+	}
+	plan.HandledFS = HandledFS
+	add := func(p string, access uint64) {
+		ok, dir := exists(p)
+		if !ok {
+			return
+		}
+		if !dir {
+			access &= FileAccess
+		}
+		plan.FS = append(plan.FS, Rule{Path: p, Access: access})
+	}
+	readable := []string{"/"}
+	if pol.Filesystem == Strict {
+		readable = nonEmpty(slices.Concat(SystemReadable, paths.Install, pol.Readable))
+	}
+	for _, p := range uniqueSorted(readable) {
+		add(p, ReadAccess)
+	}
+	for _, p := range uniqueSorted(writable) {
+		add(p, ReadAccess|WriteAccess)
+	}
+	for _, d := range Devices {
+		add(d, DeviceAccess)
+	}
+	add(DevShm, ReadAccess|WriteAccess)
+	for _, r := range plan.FS {
+		if r.Access&WriteAccess&^FileAccess != 0 || r.Access&AccessFSWriteFile != 0 {
+			ap.Writable = append(ap.Writable, r.Path)
+		} else {
+			ap.Readable = append(ap.Readable, r.Path)
+		}
+	}
+	sort.Strings(ap.Writable)
+	sort.Strings(ap.Readable)
+	return plan, ap, nil
+}
+
+// checkConflicts applies the "never writable" rule: a writable path that
+// is or lies inside a protected one is a conflict; a protected path that
+// lies inside a writable one becomes a read-only bind mount (bind) or a
+// conflict.
+func checkConflicts(writable, protected []string, bind bool, plan *Plan, ap *Applied) error {
+	var inside, under []string
+	for _, w := range writable {
+		for _, p := range protected {
+			switch {
+			case Within(w, p):
+				inside = append(inside, p)
+			case Within(p, w):
+				under = append(under, p)
+			}
+		}
+	}
+	if len(inside) > 0 {
+		return &ConflictError{Paths: uniqueSorted(inside), Why: "a writable path is, or lies inside, a path that is never writable"}
+	}
+	under = uniqueSorted(under)
+	if len(under) > 0 && !bind {
+		return &ConflictError{Paths: under, Why: "a writable path holds a path that is never writable, and this sidecar cannot make a private mount namespace to keep it read-only"}
+	}
+	plan.ReadOnly, ap.ReadOnly = under, under
+	return nil
+}
+
+// Within reports whether path is dir or lies beneath it (both clean and
+// absolute).
+func Within(path, dir string) bool {
+	if dir == "/" {
+		return true
+	}
+	return path == dir || strings.HasPrefix(path, dir+"/")
+}
+
+func nonEmpty(ps []string) []string {
+	out := make([]string, 0, len(ps))
+	for _, p := range ps {
+		if p != "" {
+			out = append(out, filepath.Clean(p))
+		}
+	}
+	return out
+}
+
+func uniqueSorted(ps []string) []string {
+	out := slices.Clone(ps)
+	sort.Strings(out)
+	return slices.Compact(out)
+}
+
+func uniquePorts(ps []uint16) []uint16 {
+	out := slices.Clone(ps)
+	slices.Sort(out)
+	return slices.Compact(out)
+}

@@ -1,0 +1,160 @@
+package protocol
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"path/filepath"
+	"strconv"
+	"strings"
+)
+
+// ErrSandboxConflict: a writable path of the open's sandbox is, lies
+// inside, or holds a path that is never writable (the sidecar's state
+// dirs, the cgroup filesystem, the command's installation) and the
+// sidecar cannot keep that path read-only; data.paths names them
+// (docs/protocol.md §19, Sandbox).
+const ErrSandboxConflict = "SANDBOX_CONFLICT"
+
+// Sandbox filesystem modes, network modes and signal scopes
+// (docs/protocol.md §19).
+const (
+	SandboxWorkspace  = "workspace"
+	SandboxStrict     = "strict"
+	SandboxOff        = "off"
+	NetworkAll        = "all"
+	NetworkNone       = "none"
+	NetworkConnectTCP = "connectTcp"
+	SignalsOwnTree    = "own-tree"
+	SignalsAll        = "all"
+)
+
+// Sandbox is session/open `sandbox` (docs/protocol.md §19): the kernel
+// sandbox the provider tree runs in. Members left out take the sidecar's
+// default (--default-sandbox; signals: "own-tree" whenever a filesystem
+// sandbox is on, else "all"; network: "all"). Paths are absolute.
+type Sandbox struct {
+	Filesystem string          `json:"filesystem,omitempty"`
+	Writable   []string        `json:"writable,omitempty"`
+	Readable   []string        `json:"readable,omitempty"`
+	Network    *SandboxNetwork `json:"network,omitempty"`
+	Signals    string          `json:"signals,omitempty"`
+}
+
+// SandboxNetwork is `sandbox.network`: on the wire the string "all" or
+// "none", or the object {"connectTcp": [ports]} (Mode NetworkConnectTCP).
+type SandboxNetwork struct {
+	Mode       string
+	ConnectTCP []int
+}
+
+// MarshalJSON writes the wire form.
+func (n SandboxNetwork) MarshalJSON() ([]byte, error) {
+	if n.Mode == NetworkConnectTCP {
+		ports := n.ConnectTCP
+		if ports == nil {
+			ports = []int{}
+		}
+		return json.Marshal(map[string][]int{"connectTcp": ports})
+	}
+	return json.Marshal(n.Mode)
+}
+
+// UnmarshalJSON reads the wire form; any other shape is an error
+// (session/open answers -32602, field sandbox.network).
+func (n *SandboxNetwork) UnmarshalJSON(b []byte) error {
+	b = bytes.TrimSpace(b)
+	if len(b) > 0 && b[0] == '"' {
+		var s string
+		if err := json.Unmarshal(b, &s); err != nil {
+			return err
+		}
+		*n = SandboxNetwork{Mode: s}
+		return nil
+	}
+	var o struct {
+		ConnectTCP *[]int `json:"connectTcp"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&o); err != nil || o.ConnectTCP == nil {
+		return errors.New(`sandbox.network must be "all", "none" or {"connectTcp": [ports]}`)
+	}
+	*n = SandboxNetwork{Mode: NetworkConnectTCP, ConnectTCP: *o.ConnectTCP}
+	return nil
+}
+
+// SandboxResult is the open result's `sandbox` (docs/protocol.md §19):
+// what was applied. Enforced is false when nothing is enforced (every
+// part off, or a default this machine cannot enforce: Reason says why).
+// Writable and Readable are the paths as applied; ReadOnly the protected
+// paths kept read-only inside writable ones; TmpDir the private TMPDIR
+// the sidecar made for the session, if it made one.
+type SandboxResult struct {
+	Enforced    bool           `json:"enforced"`
+	Filesystem  string         `json:"filesystem"`
+	Network     SandboxNetwork `json:"network"`
+	Signals     string         `json:"signals"`
+	LandlockABI int            `json:"landlockAbi"`
+	Writable    []string       `json:"writable"`
+	Readable    []string       `json:"readable"`
+	ReadOnly    []string       `json:"readOnly,omitempty"`
+	TmpDir      string         `json:"tmpDir,omitempty"`
+	Reason      string         `json:"reason,omitempty"`
+}
+
+// SandboxCaps is initialize.capabilities.sandbox and `doctor`'s
+// `sandbox`: what this machine enforces (docs/protocol.md §19). Default
+// is the filesystem mode opens get when they name none (--default-sandbox
+// as in force: "off" when the default asked for cannot be enforced).
+type SandboxCaps struct {
+	LandlockABI   int    `json:"landlockAbi"`
+	Filesystem    bool   `json:"filesystem"`
+	ConnectTCP    bool   `json:"connectTcp"`
+	Signals       bool   `json:"signals"`
+	NetworkNone   bool   `json:"networkNone"`
+	ReadOnlyBinds bool   `json:"readOnlyBinds"`
+	Default       string `json:"default"`
+	Reason        string `json:"reason,omitempty"`
+}
+
+// validate checks s's shape (modes, absolute paths, ports 1-65535).
+func (s *Sandbox) validate() *Error {
+	if s == nil {
+		return nil
+	}
+	switch s.Filesystem {
+	case "", SandboxWorkspace, SandboxStrict, SandboxOff:
+	default:
+		return InvalidParams("sandbox.filesystem", "sandbox.filesystem must be workspace, strict or off")
+	}
+	for _, l := range []struct {
+		name  string
+		paths []string
+	}{{"writable", s.Writable}, {"readable", s.Readable}} {
+		for i, p := range l.paths {
+			if !filepath.IsAbs(p) || strings.IndexByte(p, 0) >= 0 {
+				return InvalidParams("sandbox."+l.name+"."+strconv.Itoa(i), "sandbox paths must be absolute")
+			}
+		}
+	}
+	if n := s.Network; n != nil {
+		switch n.Mode {
+		case NetworkAll, NetworkNone:
+		case NetworkConnectTCP:
+			for i, p := range n.ConnectTCP {
+				if p < 1 || p > 65535 {
+					return InvalidParams("sandbox.network.connectTcp."+strconv.Itoa(i), "ports must be 1-65535")
+				}
+			}
+		default:
+			return InvalidParams("sandbox.network", `sandbox.network must be "all", "none" or {"connectTcp": [ports]}`)
+		}
+	}
+	switch s.Signals {
+	case "", SignalsOwnTree, SignalsAll:
+	default:
+		return InvalidParams("sandbox.signals", "sandbox.signals must be own-tree or all")
+	}
+	return nil
+}
