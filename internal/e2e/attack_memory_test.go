@@ -65,7 +65,7 @@ func TestAttack_OverCapStdoutHoldsAtMostTheCap(t *testing.T) {
 // reject option; the sidecar's peak RSS grows by less than 1.5 × the
 // bytes bound + 64 MiB; cancelling the turn answers the waiting asks, so
 // the agent saw every ask answered. The count bound is met first by
-// 1,000 asks of 1 KB, the bytes bound (4 MiB) by 100 asks of 200 KB.
+// 1,000 asks of 1 KB, the bytes bound (4 MiB) by 50 asks of 200 KB.
 func TestAttack_PendingAsksAreBoundedPerTurn(t *testing.T) {
 	for _, c := range []struct {
 		name       string
@@ -74,7 +74,7 @@ func TestAttack_PendingAsksAreBoundedPerTurn(t *testing.T) {
 		bytesBound int64
 	}{
 		{"count", 1000, 1000, nil, 16 << 20},
-		{"bytes", 100, 200000, []string{"--max-pending-ask-bytes", "4194304"}, 4 << 20},
+		{"bytes", 50, 200000, []string{"--max-pending-ask-bytes", "4194304"}, 4 << 20},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			e := newFaultEnv(t)
