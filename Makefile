@@ -70,7 +70,8 @@ test: deps fmt-check vet npm-pack
 	@$(MAKE) --no-print-directory leakcheck
 
 # Go fuzz targets (issue 12): host frames (framing, the whole host side),
-# session/open params, provider stdout lines, record decoding. `go test
+# session/open params, provider stdout lines, record decoding, and (issue
+# 18) the cleaning of agent JSON for the host. `go test
 # ./...` already runs each one's seed corpus; `make fuzz` fuzzes each for
 # FUZZTIME (default 30s; `make test` gives each 300 executions: a count,
 # not a time, since a budget of 1s ends with a spurious "context deadline
@@ -78,7 +79,8 @@ test: deps fmt-check vet npm-pack
 # saved under the package's testdata/fuzz/ and replayed by `go test`.
 FUZZTIME ?= 30s
 FUZZ_TARGETS := ./internal/jsonl:FuzzReader ./internal/rpc:FuzzFrameStream ./internal/rpc:FuzzServer_HostFrames \
-	./protocol:FuzzOpenParams ./internal/adapter:FuzzProviderLines ./internal/store:FuzzRecordDecode
+	./protocol:FuzzOpenParams ./internal/adapter:FuzzProviderLines ./internal/store:FuzzRecordDecode \
+	./internal/jsonl:FuzzClean
 fuzz:
 	@set -e; for t in $(FUZZ_TARGETS); do pkg=$${t%%:*}; fn=$${t##*:}; \
 		echo "fuzz $$fn ($$pkg) for $(FUZZTIME)"; \

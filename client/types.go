@@ -90,9 +90,10 @@ type Exited = protocol.ExitedNotice
 
 // PermissionDecision is the session/permission audit notification
 // (docs/protocol.md §9). Decision is "approved", "denied", "escalated",
-// "cancelled" or "timeout" (docs/protocol.md §18.3); Rule names
-// the deciding rule ("host" when the host answered); RequestID is nil for
-// an ask outside any turn.
+// "cancelled", "timeout" (docs/protocol.md §18.3), "overflow" or
+// "malformed" (§20; neither reaches the host); Rule names the deciding
+// rule ("host" when the host answered); OptionKind is the chosen option's
+// own kind; RequestID is nil for an ask outside any turn.
 type PermissionDecision = protocol.PermissionNotice
 
 // Implementation names a program and its version.

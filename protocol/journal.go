@@ -105,12 +105,16 @@ type Percentiles struct {
 
 // StatsResult is the result of `sidecar/stats` (docs/protocol.md §17).
 // UpdatesForwarded counts session/update notifications sent;
+// UpdatesDropped the agents' session/updates that were not ACP
+// SessionUpdates (no non-empty string sessionUpdate; docs/protocol.md
+// §20), dropped;
 // CloseToProofMs is over the last 1024 host closes, from the close
 // request to its proof.
 type StatsResult struct {
 	Sessions         StatsSessions `json:"sessions"`
 	Turns            StatsTurns    `json:"turns"`
 	UpdatesForwarded uint64        `json:"updatesForwarded"`
+	UpdatesDropped   uint64        `json:"updatesDropped"`
 	Proofs           StatsProofs   `json:"proofs"`
 	CloseToProofMs   Percentiles   `json:"closeToProofMs"`
 }

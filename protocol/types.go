@@ -334,6 +334,11 @@ type StatusResult struct {
 	// Resources: the provider cgroup's usage and limits (docs/protocol.md
 	// §18.2); nil outside cgroup containment.
 	Resources *Resources `json:"resources,omitempty"`
+	// FromSnapshot: the session's actor was busy past the state-read
+	// bound, so this answer is its last snapshot (state, identity, turn,
+	// usage as of then), checked against the record like any other
+	// (docs/protocol.md §19).
+	FromSnapshot bool `json:"fromSnapshot,omitempty"`
 }
 
 // ListEntry is one session in `session/list`.
@@ -370,7 +375,10 @@ type ExitedNotice struct {
 }
 
 // PermissionNotice is the `session/permission` audit notification.
-// Decision is "approved", "denied", "escalated" or "cancelled".
+// Decision is "approved", "denied", "escalated", "cancelled", "timeout"
+// (DecisionTimeout), "malformed" (DecisionMalformed) or "overflow"
+// (DecisionOverflow). OptionKind is the ACP kind of the option chosen
+// (the one OptionID names), so an audit never infers it.
 type PermissionNotice struct {
 	Session    string  `json:"session"`
 	RequestID  *string `json:"requestId"`
@@ -379,6 +387,7 @@ type PermissionNotice struct {
 	Decision   string  `json:"decision"`
 	Rule       string  `json:"rule"`
 	OptionID   string  `json:"optionId,omitempty"`
+	OptionKind string  `json:"optionKind,omitempty"`
 }
 
 // PermissionRequestParams are the params of the sidecar → host request

@@ -66,6 +66,9 @@ type options struct {
 	reconcile     int
 	maxQueued     int
 	journalMax    int64
+	maxAsks       int
+	maxAskBytes   int
+	stateReadMs   int64
 	printVersion  bool
 	// defaultSandbox is --default-sandbox; assumeABI --assume-landlock-abi
 	// (-1: the kernel's).
@@ -98,6 +101,9 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.IntVar(&o.reconcile, "late-close-reconcile-attempts", 3, "ACP session/close attempts for a session created after its admission was given up (error answers retried; timeouts never)")
 	fs.IntVar(&o.maxQueued, "max-queued-turns", protocol.DefaultMaxQueuedTurns, "queue: true prompts that may wait behind a session's active turn (docs/protocol.md §8)")
 	fs.Int64Var(&o.journalMax, "journal-max-bytes", journal.DefaultMaxBytes, "size at which a session journal segment is rotated, bytes; 4 segments are kept (docs/protocol.md §16)")
+	fs.IntVar(&o.maxAsks, "max-pending-asks", protocol.DefaultMaxPendingAsks, "permission asks of one turn that may wait for the host; more are decided as nonInteractivePermissions says (docs/protocol.md §20)")
+	fs.IntVar(&o.maxAskBytes, "max-pending-ask-bytes", protocol.DefaultMaxPendingAskBytes, "bytes of the asks of one turn that may wait for the host (docs/protocol.md §20)")
+	fs.Int64Var(&o.stateReadMs, "state-read-ms", protocol.DefaultStateReadMs, "how long session/status waits for a busy session before it answers from the session's snapshot, ms (docs/protocol.md §20)")
 	fs.StringVar(&o.defaultSandbox, "default-sandbox", sandbox.Workspace, "kernel sandbox of an open that names none: workspace, strict or off; a default this machine cannot enforce is reported (sandbox.enforced false), not fatal (docs/protocol.md §19)")
 	fs.IntVar(&o.assumeABI, "assume-landlock-abi", -1, "treat the kernel as offering at most this Landlock ABI (0: none); for testing how opens are refused (-1: the kernel's)")
 	fs.BoolVar(&o.printVersion, "version", false, "print the version and exit")
@@ -128,6 +134,10 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		return nil, fmt.Errorf("--max-queued-turns must be 0-10000")
 	case o.journalMax < 4096:
 		return nil, fmt.Errorf("--journal-max-bytes must be at least 4096")
+	case o.maxAsks < 1 || o.maxAskBytes < 1024:
+		return nil, fmt.Errorf("--max-pending-asks must be positive and --max-pending-ask-bytes at least 1024")
+	case o.stateReadMs < 1 || o.stateReadMs > 60000:
+		return nil, fmt.Errorf("--state-read-ms must be 1-60000")
 	}
 	if err := o.limits.check(); err != nil {
 		return nil, err
@@ -272,6 +282,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		cfg.MaxQueuedTurns = -1 // no queue: every queue: true prompt behind a turn is TURN_ACTIVE
 	}
 	cfg.JournalMaxBytes = o.journalMax
+	cfg.MaxPendingAsks, cfg.MaxPendingAskBytes = o.maxAsks, o.maxAskBytes
+	cfg.StateRead = time.Duration(o.stateReadMs) * time.Millisecond
 	if sup != nil {
 		cfg.Launcher = adapter.ReaperLauncher(sup)
 	}

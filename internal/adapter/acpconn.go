@@ -3,7 +3,10 @@ package adapter
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
+	"syscall"
+	"time"
 
 	acp "github.com/coder/acp-go-sdk"
 	"github.com/sourcegraph/jsonrpc2"
@@ -30,7 +33,9 @@ type providerEvent struct {
 // outcome. answer is called exactly once.
 type permissionAsk struct {
 	params json.RawMessage
-	answer func(outcome acp.RequestPermissionOutcome)
+	// malformed: the frame itself is (an envelope member twice...).
+	malformed string
+	answer    func(outcome acp.RequestPermissionOutcome)
 }
 
 // acpConn is the ACP client side of one provider: sourcegraph/jsonrpc2 over
@@ -40,7 +45,12 @@ type permissionAsk struct {
 // the connection (the acp-go-sdk 1024-queue hazard).
 type acpConn struct {
 	conn *jsonrpc2.Conn
+	out  *outbox // the agent's stdin
 }
+
+// stalled reports whether the agent is hung or has taken none of a write
+// for d (outbox.stalled): a request sent now would not reach it within d.
+func (a *acpConn) stalled(d time.Duration) bool { return a.out != nil && a.out.stalled(d) }
 
 // stdio closes both pipes of a provider connection.
 type stdio struct {
@@ -58,17 +68,36 @@ func (s stdio) Close() error {
 
 // newACPConn starts the connection. post delivers events to the actor; it
 // may block (backpressure) and must return false once the actor is gone.
-func newACPConn(stdin io.WriteCloser, stdout io.ReadCloser, maxLine int, log *zap.Logger, post func(providerEvent) bool) *acpConn {
+// Frames to the agent go through an outbox (outbox.go): writing never
+// blocks, and an agent that stops reading its stdin is found hung.
+// badUpdate (may be nil) is called for each session/update dropped for
+// not being an ACP SessionUpdate.
+func newACPConn(stdin io.WriteCloser, stdout io.ReadCloser, maxLine int, log *zap.Logger, post func(providerEvent) bool, badUpdate func()) *acpConn {
 	stdout = pollPipe(stdout) // one wake-up per batch, not per line (pipepoll_linux.go)
-	st := newLineStream(stdout, stdin, stdio{w: stdin, r: stdout}, maxLine, func(fe *jsonl.FrameError) {
+	ob := newOutbox(stdin, 0, 0, func(why error) {
+		if errors.Is(why, syscall.EPIPE) {
+			log.Debug("the agent closed its stdin: nothing more is sent to it")
+			return
+		}
+		log.Warn("the agent is not reading its stdin (a write stalled past its deadline or its queue overflowed): it is hung, nothing more is sent to it, and its close skips session/close",
+			zap.Error(why))
+	})
+	st := newLineStream(stdout, ob, stdio{w: ob, r: stdout}, maxLine, func(fe *jsonl.FrameError) {
 		// Never log the line itself: provider output may carry secrets.
 		log.Debug("provider stdout line discarded", zap.Stringer("kind", fe.Kind), zap.String("reason", fe.Reason))
 	})
+	if badUpdate == nil {
+		badUpdate = func() {}
+	}
+	st.onBadUpdate = func(why string) {
+		log.Debug("session/update that is not an ACP SessionUpdate discarded", zap.String("reason", why))
+		badUpdate()
+	}
 	// The fast path: session/update lines go from the line to the actor.
 	st.onUpdates = func(us []providerUpdate) { post(providerEvent{updates: us}) }
-	h := &acpHandler{post: post, log: log}
+	h := &acpHandler{post: post, log: log, badUpdate: st.onBadUpdate, frame: st.lastFrame}
 	c := jsonrpc2.NewConn(context.Background(), st, h, jsonrpc2.SetLogger(quietLogger{log}))
-	return &acpConn{conn: c}
+	return &acpConn{conn: c, out: ob}
 }
 
 func (a *acpConn) call(ctx context.Context, method string, params, result any) error {
@@ -90,35 +119,47 @@ func (a *acpConn) close() { _ = a.conn.Close() }
 func (a *acpConn) done() <-chan struct{} { return a.conn.DisconnectNotify() }
 
 type acpHandler struct {
-	post func(providerEvent) bool
-	log  *zap.Logger
+	post      func(providerEvent) bool
+	log       *zap.Logger
+	badUpdate func(why string)
+	// frame returns the raw frame of the message being handled
+	// (lineStream.lastFrame).
+	frame func() []byte
+}
+
+// rawParams returns the params of the message being handled as the agent
+// sent them, decoded strictly (no envelope member twice or differing from
+// JSON-RPC's only by case); why says what makes the frame malformed.
+func (h *acpHandler) rawParams() (params json.RawMessage, why string) {
+	env, why := decodeStrict(h.frame(), "jsonrpc", "id", "method", "params")
+	if why != "" {
+		return nil, "message: " + why
+	}
+	return env["params"], ""
 }
 
 // Handle runs in the provider connection's read loop.
 func (h *acpHandler) Handle(ctx context.Context, conn *jsonrpc2.Conn, req *jsonrpc2.Request) {
-	var params json.RawMessage
-	if req.Params != nil {
-		params = *req.Params
-	}
+	// jsonrpc2 hands params re-encoded through a map (duplicates merged,
+	// bytes that are not UTF-8 replaced): what the policy and the host see
+	// is decoded from the frame itself.
+	params, malformed := h.rawParams()
 	switch {
 	case req.Method == acp.ClientMethodSessionUpdate && req.Notif:
-		// What lineStream's fast path did not take (an escaped key, ...).
-		var n struct {
-			SessionID *string         `json:"sessionId"`
-			Update    json.RawMessage `json:"update"`
+		// What lineStream's fast path did not take (an escaped key, a
+		// frame to clean, ...), decoded strictly.
+		u, why := decodeUpdateParams(params)
+		if malformed != "" {
+			why = malformed
 		}
-		if json.Unmarshal(params, &n) != nil || len(n.Update) == 0 || string(n.Update) == "null" {
-			h.log.Debug("malformed session/update discarded")
+		if why != "" {
+			h.badUpdate(why)
 			return
-		}
-		u := providerUpdate{update: n.Update}
-		if n.SessionID != nil {
-			u.sessionID = []byte(*n.SessionID)
 		}
 		h.post(providerEvent{updates: []providerUpdate{u}})
 	case req.Method == acp.ClientMethodSessionRequestPermission && !req.Notif:
 		id := req.ID
-		ask := &permissionAsk{params: params, answer: func(outcome acp.RequestPermissionOutcome) {
+		ask := &permissionAsk{params: params, malformed: malformed, answer: func(outcome acp.RequestPermissionOutcome) {
 			if err := conn.Reply(context.Background(), id, acp.RequestPermissionResponse{Outcome: outcome}); err != nil {
 				h.log.Debug("permission answer not delivered", zap.Error(err))
 			}

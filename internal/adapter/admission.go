@@ -2,6 +2,7 @@ package adapter
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -353,16 +354,25 @@ func (s *session) admit(ctx context.Context, in admissionInput) admissionResult 
 	conn = newACPConn(tree.Stdin(), tree.Stdout(), s.m.cfg.MaxProviderLineBytes, s.log, func(ev providerEvent) bool {
 		switch {
 		case ev.updates != nil:
-			return s.post(func() {
+			n := 0
+			for _, u := range ev.updates {
+				n += len(u.update)
+			}
+			return s.postGated(n, func() {
+				defer s.gate.release(n)
 				for _, u := range ev.updates {
-					s.onUpdate(u.sessionID, u.update)
+					s.onUpdate(u)
 				}
 			})
 		case ev.permission != nil:
-			return s.post(func() { s.onPermission(ev.permission) })
+			n := len(ev.permission.params)
+			return s.postGated(n, func() {
+				defer s.gate.release(n)
+				s.onPermission(ev.permission)
+			})
 		}
 		return true
-	})
+	}, func() { s.m.stats.updatesDropped.Add(1) })
 	s.post(func() { s.tree, s.conn = tree, conn })
 	go func() {
 		select {
@@ -437,7 +447,7 @@ func (s *session) admitted(a *admitted, reply Reply) {
 	s.moveTo(protocol.StateOpen)
 	reply(a.result, nil)
 	for _, u := range s.buffered {
-		s.forward(u, s.trackUpdate(u))
+		s.forward(u.update, s.trackUpdate(u.kind, u.update))
 	}
 	s.buffered = nil
 	if ca := s.closeReq; ca != nil {
@@ -455,13 +465,21 @@ func (s *session) drainStderr(r io.ReadCloser) {
 
 // SessionMarkerEnv names the environment entry every provider process
 // (and every descendant that keeps its environment) carries:
-// ACPX_SIDECAR_SESSION=<session id>. The next sidecar finds a dead one's
-// leftovers by it when there is no cgroup (docs/operations.md, "The
-// ownership ledger").
-const SessionMarkerEnv = "ACPX_SIDECAR_SESSION"
+// ACPX_SIDECAR_SESSION=<session id>.<token>, the token 128 random bits
+// made for the session. The ledger keeps only its SHA-256, and the next
+// sidecar kills a dead one's leftover only when its environment has the
+// entry of that digest (docs/operations.md, "The ownership ledger").
+const SessionMarkerEnv = reaper.MarkerEnv
+
+// newToken is a session's marker token: 128 random bits, hex.
+func newToken() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
 
 // marker is this session's SessionMarkerEnv entry.
-func (s *session) marker() string { return SessionMarkerEnv + "=" + s.id }
+func (s *session) marker() string { return SessionMarkerEnv + "=" + s.id + "." + s.token }
 
 // writeLedger writes the ownership-ledger entry into st: before the launch
 // (tree nil: pid 0, the marker and the cgroup parent), then with the
@@ -470,7 +488,7 @@ func (s *session) marker() string { return SessionMarkerEnv + "=" + s.id }
 // nothing).
 func (s *session) writeLedger(st *store.Store, tree Tree) error {
 	o := store.Owned{ID: s.id, SidecarPid: os.Getpid(), SidecarStartTime: selfStart, Session: s.id, SessionKey: s.key,
-		Marker: s.marker(), CgroupParent: s.m.cfg.Launcher.CgroupParent(),
+		MarkerSHA256: reaper.MarkerDigest(s.marker()), CgroupParent: s.m.cfg.Launcher.CgroupParent(),
 		Containment: string(s.m.cfg.Launcher.Mode()), CreatedAt: time.Now().UTC().Format(time.RFC3339Nano)}
 	if tree != nil {
 		o.Pid, o.StartTime, o.Pgid, o.Cgroup, o.Containment = tree.Pid(), tree.StartTicks(), tree.Pgid(), tree.CgroupPath(), string(tree.Containment())

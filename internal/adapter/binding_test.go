@@ -2,6 +2,7 @@ package adapter
 
 import (
 	"encoding/json"
+	"github.com/acpx-sidecar/acpx-sidecar/internal/jsonl"
 	"testing"
 
 	"github.com/acpx-sidecar/acpx-sidecar/internal/profiles"
@@ -138,21 +139,28 @@ func TestPermission_ShellCommandsAreExecuteWhateverTheLabel(t *testing.T) {
 // is attributed to t1; one of the running turn's own calls is not.
 func TestUpdates_LateToolCallUpdateKeepsItsTurn(t *testing.T) {
 	s := &session{toolTurns: map[string]string{}, turn: &turn{requestID: "t1"}}
-	if rid := s.trackUpdate(json.RawMessage(`{"sessionUpdate":"tool_call","toolCallId":"call_8","status":"in_progress"}`)); rid != nil {
+	if rid := trackRaw(s, `{"sessionUpdate":"tool_call","toolCallId":"call_8","status":"in_progress"}`); rid != nil {
 		t.Fatalf("a new tool call is the running turn's: got %q", *rid)
 	}
 	s.turn = &turn{requestID: "t2"}
-	if rid := s.trackUpdate(json.RawMessage(`{"sessionUpdate":"tool_call","toolCallId":"call_9"}`)); rid != nil {
+	if rid := trackRaw(s, `{"sessionUpdate":"tool_call","toolCallId":"call_9"}`); rid != nil {
 		t.Fatalf("t2's own call attributed to %q", *rid)
 	}
-	if rid := s.trackUpdate(json.RawMessage(`{"sessionUpdate":"tool_call_update","toolCallId":"call_9","status":"completed"}`)); rid != nil {
+	if rid := trackRaw(s, `{"sessionUpdate":"tool_call_update","toolCallId":"call_9","status":"completed"}`); rid != nil {
 		t.Fatalf("t2's own update attributed to %q", *rid)
 	}
-	rid := s.trackUpdate(json.RawMessage(`{"sessionUpdate":"tool_call_update","toolCallId":"call_8","status":"completed"}`))
+	rid := trackRaw(s, `{"sessionUpdate":"tool_call_update","toolCallId":"call_8","status":"completed"}`)
 	if rid == nil || *rid != "t1" {
 		t.Fatalf("late update of t1's call: %v, want t1", rid)
 	}
 	if _, kept := s.toolTurns["call_8"]; kept {
 		t.Errorf("a completed call is still tracked")
 	}
+}
+
+// trackRaw runs trackUpdate on an update given as JSON text, its kind read
+// as the line scan reads it.
+func trackRaw(s *session, update string) *string {
+	kind, _ := jsonl.TopString([]byte(update), "sessionUpdate")
+	return s.trackUpdate(kindOf(kind), json.RawMessage(update))
 }

@@ -204,7 +204,8 @@ type cleanupInput struct {
 }
 
 // cleanup closes the ACP session where the agent offers it (bounded by
-// CloseTimeout; skipped when no session exists, docs/rules.md#r5), then
+// CloseTimeout; skipped when no session exists, docs/rules.md#r5, or the
+// agent is hung: it has taken none of a write for CloseTimeout), then
 // terminates the tree and builds the proof. It blocks; it runs off the
 // actor and reads only in and the session's immutable fields.
 func (s *session) cleanup(in cleanupInput) *protocol.Proof {
@@ -226,6 +227,12 @@ func (s *session) cleanup(in cleanupInput) *protocol.Proof {
 	case sessionID == "" || conn == nil || !alive:
 	case !in.closeSupported:
 		proof.ProtocolClose.Outcome = protocol.CloseUnsupported
+	case conn.stalled(s.m.cfg.CloseTimeout):
+		// An agent that stopped reading its stdin is hung: a session/close
+		// could not reach it within the bound, so the tree is ended at
+		// once (docs/protocol.md §20).
+		proof.ProtocolClose = protocol.ProtocolClose{Outcome: protocol.CloseSkipped,
+			Error: "the agent is not reading its stdin (hung): session/close not sent"}
 	default:
 		// One bounded budget for every attempt; an error answer is retried
 		// with backoff up to ProtocolCloseAttempts, a timed-out attempt never

@@ -41,7 +41,7 @@ func TestActor_RecordMarkedClosedWhileTheTreeEnds(t *testing.T) {
 		}
 		first := start(func(r Reply) { m.Close(protocol.CloseParams{Session: id, Reason: "first"}, r) })
 		<-closing
-		m.List() // runs on the actor after the close began
+		actorBarrier(m, id) // runs on the actor after the close began
 		rec, err := st.Load("marked")
 		if err != nil || !rec.Closed {
 			t.Fatalf("record while session/close is in flight: %v (err %v); want closed", rec != nil && rec.Closed, err)
@@ -51,7 +51,7 @@ func TestActor_RecordMarkedClosedWhileTheTreeEnds(t *testing.T) {
 			second = start(func(r Reply) {
 				m.Close(protocol.CloseParams{Session: id, Reason: "second", DiscardPersistentState: true}, r)
 			})
-			m.List() // the second close has joined
+			actorBarrier(m, id) // the second close has joined
 		}
 		close(release)
 		if o := wait(t, first); o.err != nil || !o.v.(protocol.CloseResult).Proof.Complete {
@@ -72,4 +72,15 @@ func TestActor_RecordMarkedClosedWhileTheTreeEnds(t *testing.T) {
 		m.Shutdown()
 		m.Wait()
 	}
+}
+
+// actorBarrier returns once session id's actor has run every command sent
+// before it.
+func actorBarrier(m *Manager, id string) {
+	m.mu.Lock()
+	s := m.sessions[id]
+	m.mu.Unlock()
+	done := make(chan struct{})
+	s.send(func(any, error) { close(done) }, func() { close(done) })
+	<-done
 }

@@ -8,6 +8,7 @@ import (
 	acp "github.com/coder/acp-go-sdk"
 	"github.com/sourcegraph/jsonrpc2"
 
+	"github.com/acpx-sidecar/acpx-sidecar/internal/jsonl"
 	"github.com/acpx-sidecar/acpx-sidecar/protocol"
 )
 
@@ -88,7 +89,7 @@ func (c *controls) setOption(ctx context.Context, id string, value json.RawMessa
 	}
 	err := c.conn.call(ctx, acp.AgentMethodSessionSetConfigOption, req, &res)
 	if err == nil && res.ConfigOptions != nil {
-		c.configOpts = res.ConfigOptions
+		c.configOpts = jsonl.CleanRaws(res.ConfigOptions)
 	}
 	return err
 }
@@ -229,6 +230,7 @@ func (s *session) control(kind controlKind, name string, raw json.RawMessage, re
 				s.modes = ctl.modes
 			}
 			s.configOpts, s.modelCtl = ctl.configOpts, ctl.usedStyle
+			s.snapDirty = true
 			// What the host selects is pinned: re-applied on resume.
 			if s.models != nil && (kind == controlModel || s.isOption(name, "model")) {
 				s.pins.model = s.models.CurrentModelID

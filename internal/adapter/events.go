@@ -43,11 +43,14 @@ func (m *Manager) Events(p protocol.EventsParams, reply Reply) {
 		defer m.readers.Done()
 		var page journal.Page
 		var err error
+		// A journal line is at most an update's line and its entry: a
+		// longer one (a segment someone else wrote) is skipped unread.
+		maxLine := m.cfg.MaxProviderLineBytes + 64<<10
 		if j, release := m.liveJournal(sessions, p.SessionKey); j != nil {
-			page, err = j.Read(after, limit)
+			page, err = j.ReadLimited(after, limit, maxLine)
 			release()
 		} else {
-			page, err = journal.ReadDir(sessions, p.SessionKey, after, limit)
+			page, err = journal.ReadDirLimited(sessions, p.SessionKey, after, limit, maxLine)
 		}
 		if err != nil {
 			reply(nil, protocol.Domain(protocol.ErrStoreUnavailable, "the session journal cannot be read: "+errText(err), true))

@@ -3,6 +3,7 @@ package adapter
 import (
 	"bytes"
 	"encoding/json"
+	"github.com/acpx-sidecar/acpx-sidecar/internal/jsonl"
 	"io"
 	"testing"
 	"time"
@@ -38,8 +39,8 @@ func FuzzProviderLines(f *testing.F) {
 			switch {
 			case ev.permission != nil:
 				asks++
-				pp, head, opts := parseAsk(ev.permission.params)
-				_ = pp
+				pa, _ := parseAsk(ev.permission.params)
+				head, opts := pa.head, pa.opts
 				kind := policyKind(head)
 				if !protocol.ToolKinds[kind] {
 					t.Fatalf("judged kind %q is not an ACP ToolKind", kind)
@@ -54,13 +55,17 @@ func FuzzProviderLines(f *testing.F) {
 				answered++
 			case ev.updates != nil:
 				for _, u := range ev.updates {
-					if !json.Valid(u.update) {
-						t.Fatalf("update forwarded is not JSON: %q", u.update)
+					var k struct {
+						Kind string `json:"sessionUpdate"`
+					}
+					_ = json.Unmarshal(u.update, &k)
+					if !json.Valid(u.update) || !jsonl.IsClean(u.update) || k.Kind == "" || u.kind != kindOf([]byte(k.Kind)) {
+						t.Fatalf("update forwarded is not clean JSON of its kind: %q (kind %v)", u.update, u.kind)
 					}
 				}
 			}
 			return true
-		})
+		}, nil)
 		select {
 		case <-conn.done():
 		case <-time.After(10 * time.Second):

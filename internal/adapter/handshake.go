@@ -9,6 +9,7 @@ import (
 	acp "github.com/coder/acp-go-sdk"
 	"github.com/sourcegraph/jsonrpc2"
 
+	"github.com/acpx-sidecar/acpx-sidecar/internal/jsonl"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/store"
 	"github.com/acpx-sidecar/acpx-sidecar/protocol"
 )
@@ -102,6 +103,7 @@ func (s *session) handshake(ctx context.Context, in *admissionInput, conn *acpCo
 		init.AgentCapabilities = json.RawMessage("{}")
 	}
 	late.closeSupported = caps.SessionCapabilities.Close != nil
+	init.AgentCapabilities = jsonl.CleanRaw(init.AgentCapabilities) // reported to the host verbatim
 	info := protocol.AgentInfo{ProtocolVersion: init.ProtocolVersion, Capabilities: init.AgentCapabilities}
 	if init.AgentInfo != nil {
 		info.Name, info.Title, info.Version = init.AgentInfo.Name, init.AgentInfo.Title, init.AgentInfo.Version
@@ -169,7 +171,7 @@ func (s *session) handshake(ctx context.Context, in *admissionInput, conn *acpCo
 		ident.AgentSessionID = prior.AgentSessionID
 	}
 	res := protocol.OpenResult{Session: s.id, SessionKey: s.key, Identity: ident, Resumed: resumed, Agent: info,
-		Models: st.models(), Modes: st.modes(), ConfigOptions: st.ConfigOptions,
+		Models: st.models(), Modes: st.modes(), ConfigOptions: jsonl.CleanRaws(st.ConfigOptions),
 		Process: protocol.ProcessInfo{Pid: tree.Pid(), Pgid: tree.Pgid(), StartedAt: protocol.At(tree.StartedAt()), Containment: string(tree.Containment())},
 		Sandbox: in.sandbox.result}
 	if res.ConfigOptions == nil {

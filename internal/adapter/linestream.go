@@ -21,9 +21,12 @@ import (
 // (docs/architecture.md, "Update path"). Updates that arrived together
 // (their lines already buffered) go as one batch, at most maxBatch updates
 // or maxBatchBytes; a batch is handed over before the read loop would wait
-// for the provider and before any other message. Anything the scan cannot
-// take exactly (an escaped key, a missing or non-object update) goes the
-// ordinary way.
+// for the provider and before any other message. An update that is not an
+// ACP SessionUpdate (no non-empty string sessionUpdate) is dropped and
+// reported to onBadUpdate; one whose frame held bytes a host must never
+// see verbatim (jsonl.Envelope.NeedsClean) is cleaned first. Anything the
+// scan cannot take exactly (an escaped key, a non-object update) goes the
+// ordinary way, where it is decoded strictly (decodeUpdateParams).
 type lineStream struct {
 	in     *jsonl.Reader
 	out    *jsonl.Writer
@@ -32,7 +35,15 @@ type lineStream struct {
 	// onUpdates receives session/updates in wire order (the slice and its
 	// bytes are the callee's to keep). nil = no fast path.
 	onUpdates func([]providerUpdate)
-	env       jsonl.Envelope
+	// onBadUpdate is told (never the content) of each session/update the
+	// fast path dropped; nil = not told.
+	onBadUpdate func(why string)
+	env         jsonl.Envelope
+	// frame is the last frame ReadObject handed to jsonrpc2: its handler
+	// runs on the read loop before the next ReadObject, and decodes the
+	// params the policy depends on from these bytes (jsonrpc2 re-encodes
+	// a request's params through a map, merging duplicate members).
+	frame     []byte
 	batch     []providerUpdate
 	batchSize int // bytes of the updates in batch
 	// pacer, if the stream reads a paced pipe (pipepoll_linux.go), is told
@@ -47,10 +58,43 @@ const (
 )
 
 // providerUpdate is one ACP session/update: params.sessionId's contents
-// (nil if absent) and params.update, verbatim (a JSON object).
+// (nil if absent), params.update, verbatim but for what jsonl.Clean
+// rewrites (a JSON object whose sessionUpdate is a non-empty string), and
+// that sessionUpdate as one of the kinds the actor keeps state from.
 type providerUpdate struct {
 	sessionID []byte
 	update    json.RawMessage
+	kind      updateKind
+}
+
+// updateKind is an update's sessionUpdate as far as the actor cares
+// (trackUpdate): the kinds it keeps state from, else kindOther.
+type updateKind uint8
+
+const (
+	kindOther updateKind = iota
+	kindToolCall
+	kindToolCallUpdate
+	kindModeUpdate
+	kindConfigUpdate
+	kindUsageUpdate
+)
+
+// kindOf maps a sessionUpdate value to its updateKind.
+func kindOf(sessionUpdate []byte) updateKind {
+	switch string(sessionUpdate) {
+	case "tool_call":
+		return kindToolCall
+	case "tool_call_update":
+		return kindToolCallUpdate
+	case "current_mode_update":
+		return kindModeUpdate
+	case "config_option_update":
+		return kindConfigUpdate
+	case "usage_update":
+		return kindUsageUpdate
+	}
+	return kindOther
 }
 
 // newLineStream reads r and writes w as NDJSON; maxLine bounds one inbound
@@ -80,6 +124,7 @@ func (s *lineStream) ReadObject(v interface{}) error {
 			}
 			s.setPacing(false)
 			s.flush()
+			s.frame = frame
 			err = jsonl.DecodeMessage(frame, v)
 		} else {
 			s.flush()
@@ -113,7 +158,9 @@ func (s *lineStream) flush() {
 }
 
 // takeUpdate adds frame to the batch if it is a well-formed ACP
-// session/update notification that the scan read exactly.
+// session/update notification that the scan read exactly, or drops it
+// (onBadUpdate) when its update is an object without a non-empty string
+// sessionUpdate; either way it reports the frame taken.
 func (s *lineStream) takeUpdate(frame []byte) bool {
 	e := &s.env
 	if !jsonl.Scan(frame, e) || !e.Plain() || e.ID != nil || e.Result != nil || e.Error != nil ||
@@ -131,13 +178,31 @@ func (s *lineStream) takeUpdate(frame []byte) bool {
 			return false
 		}
 	}
+	kindRaw := e.UpdateKind()
+	kind, ok := jsonl.StringValue(kindRaw)
+	switch {
+	case !ok && len(kindRaw) > 0 && kindRaw[0] == '"':
+		return false // an escaped sessionUpdate: decode it
+	case !ok || len(kind) == 0:
+		if s.onBadUpdate != nil {
+			s.onBadUpdate("update has no non-empty string sessionUpdate")
+		}
+		return true
+	}
+	if e.NeedsClean() {
+		up = jsonl.Clean(make([]byte, 0, len(up)+8), up)
+	}
 	if s.batch == nil {
 		s.batch = make([]providerUpdate, 0, 8)
 	}
-	s.batch = append(s.batch, providerUpdate{sessionID: sid, update: up})
+	s.batch = append(s.batch, providerUpdate{sessionID: sid, update: up, kind: kindOf(kind)})
 	s.batchSize += len(up)
 	return true
 }
+
+// lastFrame returns the frame of the message jsonrpc2 is handling (see
+// lineStream.frame). Call it only from the connection's handler.
+func (s *lineStream) lastFrame() []byte { return s.frame }
 
 // WriteObject writes v as one line; writes are serialized.
 func (s *lineStream) WriteObject(v interface{}) error { return s.out.WriteObject(v) }

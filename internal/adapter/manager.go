@@ -109,6 +109,17 @@ type Config struct {
 	// (--max-queued-turns): 0 means protocol.DefaultMaxQueuedTurns, < 0
 	// none (a queue: true prompt behind a turn gets TURN_ACTIVE).
 	MaxQueuedTurns int
+	// MaxPendingAsks and MaxPendingAskBytes bound the permission asks of
+	// one turn waiting for the host, by count and by the bytes of their
+	// ACP params (--max-pending-asks, --max-pending-ask-bytes; ≤ 0 means
+	// protocol.DefaultMaxPendingAsks, protocol.DefaultMaxPendingAskBytes):
+	// an ask beyond them is decided as nonInteractivePermissions says
+	// (docs/protocol.md §20).
+	MaxPendingAsks, MaxPendingAskBytes int
+	// StateRead bounds how long session/status waits for a busy actor
+	// before it is answered from the session's snapshot (≤ 0 means
+	// protocol.DefaultStateReadMs).
+	StateRead time.Duration
 	// JournalMaxBytes is the size at which a session journal's live
 	// segment is rotated (--journal-max-bytes; ≤ 0 means
 	// journal.DefaultMaxBytes).
@@ -213,23 +224,6 @@ func newID(prefix string) string {
 	var b [8]byte
 	_, _ = rand.Read(b[:])
 	return prefix + hex.EncodeToString(b[:])
-}
-
-func (m *Manager) storeFor(dir string) (*store.Store, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if st, ok := m.stores[dir]; ok {
-		return st, nil
-	}
-	st, err := store.Open(dir)
-	if err != nil {
-		return nil, err
-	}
-	m.stores[dir] = st
-	if m.initialized {
-		m.sweep(st)
-	}
-	return st, nil
 }
 
 // Open admits a session (docs/protocol.md §8 session/open). Unknown agents are
@@ -387,7 +381,7 @@ func (m *Manager) Cancel(p protocol.CancelParams, reply Reply) {
 // (docs/rules.md#r23).
 func (m *Manager) Status(p protocol.SessionRef, reply Reply) {
 	if s := m.lookup(p.Session, reply); s != nil {
-		s.send(reply, func() { reply(s.status()) })
+		s.statusBounded(reply) // mailbox.go: bounded by Config.StateRead
 	}
 }
 
@@ -420,7 +414,8 @@ func (m *Manager) SetConfigOption(p protocol.SetConfigOptionParams, reply Reply)
 	}
 }
 
-// List lists every session this sidecar knows, oldest first.
+// List lists every session this sidecar knows, oldest first, each as of
+// its last state change (it never waits on an actor).
 func (m *Manager) List() []protocol.ListEntry {
 	m.mu.Lock()
 	all := make([]*session, 0, len(m.sessions))

@@ -7,7 +7,9 @@ import (
 	"strings"
 
 	acp "github.com/coder/acp-go-sdk"
+	"go.uber.org/zap"
 
+	"github.com/acpx-sidecar/acpx-sidecar/internal/jsonl"
 	"github.com/acpx-sidecar/acpx-sidecar/protocol"
 )
 
@@ -17,16 +19,12 @@ type pendingAsk struct {
 	kind       string
 	rule       string
 	options    []permOption
+	size       int // bytes of the ACP params (the turn's pending-ask bound)
 }
 
 type permOption struct {
 	OptionID string `json:"optionId"`
 	Kind     string `json:"kind"`
-}
-
-type permissionParams struct {
-	ToolCall json.RawMessage `json:"toolCall"`
-	Options  json.RawMessage `json:"options"`
 }
 
 type toolCallHead struct {
@@ -126,24 +124,119 @@ func pickOption(opts []permOption, kinds ...string) string {
 	return ""
 }
 
-// parseAsk decodes ACP session/request_permission params as far as they
-// decode; what does not is left zero (the policy then judges kind "other"
-// and an ask without options is answered cancelled).
-func parseAsk(params json.RawMessage) (permissionParams, toolCallHead, []permOption) {
-	var pp permissionParams
-	_ = json.Unmarshal(params, &pp)
-	var head toolCallHead
-	_ = json.Unmarshal(pp.ToolCall, &head)
-	var opts []permOption
-	_ = json.Unmarshal(pp.Options, &opts)
-	return pp, head, opts
+// parsedAsk is an ACP session/request_permission's params as the policy
+// reads them; toolCall and options are the agent's, cleaned for the host
+// (jsonl.CleanRaw).
+type parsedAsk struct {
+	toolCall json.RawMessage
+	options  json.RawMessage
+	head     toolCallHead
+	opts     []permOption
+}
+
+// Member names the policy reads: a key differing from one of them only by
+// case makes an ask malformed (decodeStrict).
+var (
+	askKeys      = []string{"toolCall", "options"}
+	toolCallKeys = []string{"toolCallId", "kind", "title", "rawInput"}
+	rawInputKeys = []string{"command", "cmd"}
+	optionKeys   = []string{"optionId", "kind"}
+)
+
+// parseAsk decodes ACP session/request_permission params strictly
+// (strict.go): case-sensitive keys, no member twice, toolCall an object
+// whose toolCallId, kind and title are strings when present and whose
+// rawInput (when an object) has no command/cmd twice, options an array
+// of objects each with a string optionId — none twice — and a string
+// kind. why is "" for a well-formed ask, else what makes it malformed
+// (docs/protocol.md §20); a kind outside ACP's ToolKinds is judged as
+// missing (inferred from the title).
+func parseAsk(params json.RawMessage) (pa parsedAsk, why string) {
+	p, why := decodeStrict(params, askKeys...)
+	if why != "" {
+		return pa, "params: " + why
+	}
+	tc, ok := p["toolCall"]
+	if !ok {
+		return pa, "no toolCall"
+	}
+	if id, ok := jsonl.TopString(tc, "toolCallId"); ok {
+		pa.head.ToolCallID = string(id) // for the audit of a malformed ask too
+	}
+	head, why := decodeStrict(tc, toolCallKeys...)
+	if why != "" {
+		return pa, "toolCall: " + why
+	}
+	for _, k := range []string{"toolCallId", "kind", "title"} {
+		v, _, ok := head.str(k)
+		if !ok {
+			return pa, "toolCall." + k + " is not a string"
+		}
+		switch k {
+		case "toolCallId":
+			pa.head.ToolCallID = v
+		case "kind":
+			pa.head.Kind = v
+		default:
+			pa.head.Title = v
+		}
+	}
+	if ri, ok := head["rawInput"]; ok && len(ri) > 0 && ri[0] == '{' {
+		in, why := decodeStrict(ri, rawInputKeys...)
+		if why != "" {
+			return pa, "toolCall.rawInput: " + why
+		}
+		pa.head.RawInput = map[string]json.RawMessage(in)
+	}
+	rawOpts, ok := p["options"]
+	if !ok || len(rawOpts) == 0 || rawOpts[0] != '[' {
+		return pa, "options is not an array"
+	}
+	var elems []json.RawMessage
+	if json.Unmarshal(rawOpts, &elems) != nil {
+		return pa, "options is not an array"
+	}
+	seen := map[string]bool{}
+	for i, el := range elems {
+		o, why := decodeStrict(el, optionKeys...)
+		if why != "" {
+			return pa, "options[" + itoa(i) + "]: " + why
+		}
+		id, present, ok := o.str("optionId")
+		if !ok || !present {
+			return pa, "options[" + itoa(i) + "].optionId is not a string"
+		}
+		kind, _, ok := o.str("kind")
+		if !ok {
+			return pa, "options[" + itoa(i) + "].kind is not a string"
+		}
+		if seen[id] {
+			return pa, "optionId " + quoteShort(id) + " occurs twice"
+		}
+		seen[id] = true
+		pa.opts = append(pa.opts, permOption{OptionID: id, Kind: kind})
+	}
+	pa.toolCall, pa.options = jsonl.CleanRaw(tc), jsonl.CleanRaw(rawOpts)
+	return pa, ""
 }
 
 // onPermission answers an ACP session/request_permission on the actor.
 func (s *session) onPermission(ask *permissionAsk) {
-	pp, head, opts := parseAsk(ask.params)
+	parsed, why := parseAsk(ask.params)
+	if ask.malformed != "" {
+		why = ask.malformed
+	}
+	if why != "" {
+		// Refused, not judged: the policy cannot know what the agent
+		// meant, and a host might read it otherwise (docs/protocol.md §20).
+		pa := &pendingAsk{toolCallID: parsed.head.ToolCallID, kind: "other"}
+		s.log.Warn("malformed permission request answered cancelled", zap.String("reason", why))
+		s.answerPermissionAs(ask, pa, "", "malformed: "+why, protocol.DecisionMalformed)
+		return
+	}
+	head, opts := parsed.head, parsed.opts
 	kind := policyKind(head)
-	pa := &pendingAsk{toolCallID: head.ToolCallID, kind: kind, options: opts}
+	pa := &pendingAsk{toolCallID: head.ToolCallID, kind: kind, options: opts, size: len(ask.params)}
 	t := s.turn
 	if t == nil || t.cancelled || !s.state.is(protocol.StateTurn) {
 		// The authority belongs to a live turn (docs/rules.md#r27).
@@ -159,7 +252,7 @@ func (s *session) onPermission(ask *permissionAsk) {
 	case "deny":
 		s.answerPermission(ask, pa, nil, pickOption(opts, "reject_once", "reject_always"), rule)
 	default:
-		s.escalate(t, ask, pa, pp)
+		s.escalate(t, ask, pa, parsed)
 	}
 }
 
@@ -182,16 +275,23 @@ const decisionTimeout = protocol.DecisionTimeout
 // optionID "" or "cancelled" sends the cancelled outcome (audited as
 // "cancelled", except a "timeout" decision, which stays "timeout").
 func (s *session) answerPermissionAs(ask *permissionAsk, pa *pendingAsk, optionID, rule, decision string) {
-	if s.turn != nil {
-		delete(s.turn.pending, ask)
+	if t := s.turn; t != nil {
+		if _, ok := t.pending[ask]; ok {
+			delete(t.pending, ask)
+			t.pendingBytes -= pa.size
+		}
 	}
+	optionKind := ""
 	if optionID == "" || optionID == "cancelled" {
 		ask.answer(acp.NewRequestPermissionOutcomeCancelled())
-		if decision != decisionTimeout {
+		switch decision {
+		case decisionTimeout, protocol.DecisionMalformed, protocol.DecisionOverflow:
+		default:
 			decision = "cancelled"
 		}
 		optionID = ""
 	} else {
+		optionKind = pickKind(pa.options, optionID)
 		ask.answer(acp.NewRequestPermissionOutcomeSelected(acp.PermissionOptionId(optionID)))
 	}
 	var rid *string
@@ -200,12 +300,15 @@ func (s *session) answerPermissionAs(ask *permissionAsk, pa *pendingAsk, optionI
 		rid = &r
 	}
 	s.notify(protocol.NotifySessionPermission, protocol.PermissionNotice{Session: s.id, RequestID: rid,
-		ToolCallID: pa.toolCallID, Kind: pa.kind, Decision: decision, Rule: rule, OptionID: optionID})
+		ToolCallID: pa.toolCallID, Kind: pa.kind, Decision: decision, Rule: rule, OptionID: optionID, OptionKind: optionKind})
 }
 
 // escalate sends the ask to the host when it declared permissionRequests,
-// else applies nonInteractivePermissions (docs/protocol.md §10).
-func (s *session) escalate(t *turn, ask *permissionAsk, pa *pendingAsk, pp permissionParams) {
+// else applies nonInteractivePermissions (docs/protocol.md §10). An ask
+// beyond the turn's bounds on asks waiting for the host (count and params
+// bytes, docs/protocol.md §20) is decided as nonInteractivePermissions
+// says too, audited with decision "overflow".
+func (s *session) escalate(t *turn, ask *permissionAsk, pa *pendingAsk, parsed parsedAsk) {
 	if !s.m.host.PermissionRequests() {
 		if s.open.NonInteractivePermissions == "fail" {
 			t.failErr = permissionRequiredError(pa.kind, "the host cannot answer")
@@ -216,11 +319,16 @@ func (s *session) escalate(t *turn, ask *permissionAsk, pa *pendingAsk, pp permi
 		s.answerPermission(ask, pa, nil, pickOption(pa.options, "reject_once", "reject_always"), pa.rule+"; nonInteractivePermissions:deny")
 		return
 	}
+	if maxN, maxB := s.m.maxPendingAsks(); len(t.pending) >= maxN || t.pendingBytes+pa.size > maxB {
+		s.decideOverflow(t, ask, pa, maxN, maxB)
+		return
+	}
 	t.pending[ask] = pa
+	t.pendingBytes += pa.size
 	rid := t.requestID
 	s.notify(protocol.NotifySessionPermission, protocol.PermissionNotice{Session: s.id, RequestID: &rid,
 		ToolCallID: pa.toolCallID, Kind: pa.kind, Decision: "escalated", Rule: pa.rule})
-	params := protocol.PermissionRequestParams{Session: s.id, RequestID: &rid, ToolCall: pp.ToolCall, Options: pp.Options,
+	params := protocol.PermissionRequestParams{Session: s.id, RequestID: &rid, ToolCall: parsed.toolCall, Options: parsed.options,
 		Kind: pa.kind, Rule: pa.rule}
 	s.journalRequest(protocol.RequestPermission, params)
 	ectx, cancel := context.WithCancel(t.ctx)

@@ -2,8 +2,8 @@ package adapter
 
 import (
 	"os"
-	"path/filepath"
 	"strconv"
+	"sync"
 	"time"
 
 	"go.uber.org/zap"
@@ -19,6 +19,10 @@ var selfStart, _ = store.ProcStartTime(os.Getpid())
 
 // Initialized sweeps the default stateDir's ownership ledger once the host
 // has the initialize result; other stateDirs are swept when first used.
+// Once every entry found now has had its first recovery attempt, the
+// cgroups dead sidecars left populated are swept too, ledger entry or not
+// (reaper.SweepDeadParents): an agent that deleted its own entry and
+// killed the sidecar and its watchdog is found there.
 func (m *Manager) Initialized() {
 	m.mu.Lock()
 	m.initialized = true
@@ -27,23 +31,27 @@ func (m *Manager) Initialized() {
 		stores = append(stores, st)
 	}
 	m.mu.Unlock()
+	var first sync.WaitGroup
 	for _, st := range stores {
-		m.sweep(st)
+		m.sweepLedger(st, &first)
 	}
 	if m.cfg.StateDir != "" {
-		if _, err := m.storeFor(m.cfg.StateDir); err != nil {
+		if _, err := m.storeForSweep(m.cfg.StateDir, &first); err != nil {
 			m.log.Warn("default state directory unusable", zap.Error(err))
 		}
 	}
-}
-
-// cgroupGlob matches the provider cgroups an entry written before its
-// launch may have (the reaper names them <parent>/acpx-<session>-<n>).
-func cgroupGlob(o store.Owned) string {
-	if o.Cgroup != "" || o.CgroupParent == "" {
-		return ""
+	if m.cfg.Launcher == nil || m.cfg.Launcher.Mode() != reaper.ModeCgroup {
+		return
 	}
-	return filepath.Join(o.CgroupParent, "acpx-"+o.Session+"-*")
+	m.retained.Add(1)
+	go func() {
+		defer m.retained.Done()
+		first.Wait()
+		for _, c := range reaper.SweepDeadParents(m.cfg.KillGrace) {
+			m.log.Warn("killed a populated cgroup of a dead sidecar (no ledger entry recovered it)",
+				zap.String("cgroup", c.Dir), zap.Ints("pids", c.Pids), zap.Bool("removed", c.Removed))
+		}
+	}()
 }
 
 // ownerAlive reports whether the sidecar that wrote o still runs.
@@ -63,10 +71,23 @@ func ownerAlive(o store.Owned) bool {
 // (docs/operations.md, "The ownership ledger"). It runs in a goroutine owned
 // by the manager's retained group. Caller holds m.mu or is the only user of
 // st.
-func (m *Manager) sweep(st *store.Store) {
+func (m *Manager) sweep(st *store.Store) { m.sweepLedger(st, nil) }
+
+// sweepLedger is sweep; first (may be nil) is done once every entry found
+// has had its first recovery attempt.
+func (m *Manager) sweepLedger(st *store.Store, first *sync.WaitGroup) {
 	m.retained.Add(1)
+	if first != nil {
+		first.Add(1)
+	}
 	go func() {
 		defer m.retained.Done()
+		var entries sync.WaitGroup
+		defer func() {
+			if first != nil {
+				go func() { entries.Wait(); first.Done() }()
+			}
+		}()
 		if n := st.RemoveStaleTemps(time.Minute); n > 0 {
 			m.log.Info("removed temp files of interrupted writes", zap.Int("count", n))
 		}
@@ -79,9 +100,10 @@ func (m *Manager) sweep(st *store.Store) {
 				continue
 			}
 			m.retained.Add(1)
+			entries.Add(1)
 			go func(o store.Owned) {
 				defer m.retained.Done()
-				m.recoverEntry(st, o)
+				m.recoverEntry(st, o, entries.Done)
 			}(o)
 		}
 	}()
@@ -90,9 +112,21 @@ func (m *Manager) sweep(st *store.Store) {
 // recoverEntry recovers one dead sidecar's ledger entry. An incomplete
 // recovery is reported, then retried with the retained backoff until it is
 // proven or the sidecar stops; the final proof (same cleanupId, attempts
-// counted) follows as another cleanup/proof.
-func (m *Manager) recoverEntry(st *store.Store, o store.Owned) {
-	proof := m.recoverOne(o)
+// counted) follows as another cleanup/proof. An entry that names nothing
+// recovery can prove (reaper.ErrUnprovable: no marker digest, a malformed
+// session id) is reported in the log and removed: no process is killed and
+// no proof sent for it. firstDone is called after the first attempt.
+func (m *Manager) recoverEntry(st *store.Store, o store.Owned, firstDone func()) {
+	proof, err := m.recoverOne(o)
+	firstDone()
+	if err != nil {
+		m.log.Warn("ownership ledger entry refused: it names nothing recovery can prove (no process killed, no proof sent)",
+			zap.String("entry", o.ID), zap.Error(err))
+		if err := st.RemoveOwned(o.ID); err != nil {
+			m.log.Warn("refused ledger entry not removed", zap.Error(err))
+		}
+		return
+	}
 	for backoff := m.cfg.RetainedRetryMin; !proof.Complete; {
 		m.notifyProof(st, o.SessionKey, proof)
 		m.notePendingRecovery(o.ID, proof)
@@ -104,7 +138,10 @@ func (m *Manager) recoverEntry(st *store.Store, o store.Owned) {
 		if backoff *= 2; backoff > m.cfg.RetainedRetryMax {
 			backoff = m.cfg.RetainedRetryMax
 		}
-		next := m.recoverOne(o)
+		next, err := m.recoverOne(o)
+		if err != nil {
+			return
+		}
 		next.CleanupID, next.StartedAt, next.Attempts = proof.CleanupID, proof.StartedAt, proof.Attempts+1
 		next.DurationMs = next.FinishedAt.Sub(next.StartedAt.Time).Milliseconds()
 		proof = next
@@ -129,11 +166,20 @@ func (m *Manager) recoverEntry(st *store.Store, o store.Owned) {
 	m.notifyProof(st, o.SessionKey, proof)
 }
 
-// recoverOne kills what is left of one ledger entry and builds its proof.
-func (m *Manager) recoverOne(o store.Owned) *protocol.Proof {
+// recoverOne kills what is left of one ledger entry — what it can prove
+// is the entry's tree (reaper.Recover) — and builds its proof. Errors:
+// reaper.ErrUnprovable.
+func (m *Manager) recoverOne(o store.Owned) (*protocol.Proof, error) {
 	started := protocol.At(time.Now())
-	t := reaper.Recover(reaper.Leftover{Pid: o.Pid, StartTicks: o.StartTime, Pgid: o.Pgid, Cgroup: o.Cgroup,
-		CgroupGlob: cgroupGlob(o), Marker: o.Marker}, m.cfg.KillGrace)
+	own := ""
+	if m.cfg.Launcher != nil {
+		own = m.cfg.Launcher.CgroupParent()
+	}
+	t, err := reaper.Recover(reaper.Leftover{Pid: o.Pid, StartTicks: o.StartTime, SidecarPid: o.SidecarPid, Session: o.Session,
+		Cgroup: o.Cgroup, CgroupParent: o.CgroupParent, MarkerSHA256: o.MarkerSHA256, OwnParent: own}, m.cfg.KillGrace)
+	if err != nil {
+		return nil, err
+	}
 	proof := &protocol.Proof{CleanupID: newID("c-"), Session: o.Session, SessionKey: o.SessionKey,
 		Reason: "leftover of sidecar pid " + strconv.Itoa(o.SidecarPid), Origin: protocol.OriginRecovered,
 		ProtocolClose: protocol.ProtocolClose{Outcome: protocol.CloseSkipped}, Signals: []protocol.ProofSignal{},
@@ -142,7 +188,7 @@ func (m *Manager) recoverOne(o store.Owned) *protocol.Proof {
 	proof.Containment = string(t.Containment)
 	proof.FinishedAt = protocol.At(time.Now())
 	proof.DurationMs = proof.FinishedAt.Sub(started.Time).Milliseconds()
-	return proof
+	return proof, nil
 }
 
 // notifyProof sends a recovered proof, journaled as the sessionKey's
@@ -173,4 +219,27 @@ func (m *Manager) notePendingRecovery(id string, p *protocol.Proof) {
 		return
 	}
 	m.pendingRecovered[id] = p
+}
+
+// storeFor returns the store of stateDir dir, opening it (and sweeping its
+// ledger once the host is initialized) on first use.
+func (m *Manager) storeFor(dir string) (*store.Store, error) { return m.storeForSweep(dir, nil) }
+
+// storeForSweep is storeFor; the ledger sweep of a store it opens counts
+// in first (may be nil; recover.go).
+func (m *Manager) storeForSweep(dir string, first *sync.WaitGroup) (*store.Store, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if st, ok := m.stores[dir]; ok {
+		return st, nil
+	}
+	st, err := store.Open(dir)
+	if err != nil {
+		return nil, err
+	}
+	m.stores[dir] = st
+	if m.initialized {
+		m.sweepLedger(st, first)
+	}
+	return st, nil
 }

@@ -10,7 +10,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/acpx-sidecar/acpx-sidecar/internal/journal"
-	"github.com/acpx-sidecar/acpx-sidecar/internal/jsonl"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/profiles"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/store"
 	"github.com/acpx-sidecar/acpx-sidecar/protocol"
@@ -18,8 +17,8 @@ import (
 
 // session is one session actor. Fields below "actor-owned" are touched only
 // by the goroutine running run(); everything else reaches it by sending a
-// closure on cmds (host requests) or inbox (provider events and worker
-// results, in provider order). The fields above it are set before the
+// closure to mb (host requests; mailbox.go) or inbox (provider events and
+// worker results, in provider order). The fields above it are set before the
 // actor starts and never change (but for the atomics, which are shared on
 // purpose), so workers may read them; a worker gets everything else as an
 // input value copied on the actor (admissionInput, cleanupInput, controls)
@@ -36,14 +35,21 @@ type session struct {
 	// stateDir is the open's stateDir (absolute; --state-dir when the
 	// open gave none).
 	stateDir string
+	// token is the unguessable part of the session's environment marker
+	// (admission.go marker): never logged, journaled or reported.
+	token string
 	// tmpDir is the private TMPDIR made for the session ("" if none),
 	// set on the actor before admission starts and removed once the tree
 	// is proven gone (sandbox.go).
 	tmpDir string
 
-	cmds  chan func()
+	mb    *mailbox
 	inbox chan func()
+	gate  *byteGate     // agent bytes posted to inbox, not yet handled (inboxgate.go)
 	quit  chan struct{} // closed when the actor has stopped
+	// snap is the actor's last published state (mailbox.go): what
+	// session/list, sidecar/stats and a bounded session/status read.
+	snap atomic.Pointer[sessionSnapshot]
 
 	// abortAdmission cancels the admission (set before the actor starts).
 	abortAdmission context.CancelCauseFunc
@@ -70,8 +76,8 @@ type session struct {
 	pins           pins // the host's model and mode, re-applied on resume
 	resumed        bool
 	seq            uint64
-	replaying      bool              // drop updates (session/load replay)
-	buffered       []json.RawMessage // updates that arrived during a new-session admission
+	replaying      bool             // drop updates (session/load replay)
+	buffered       []providerUpdate // updates that arrived during a new-session admission
 	usedIDs        map[string]bool
 	turn           *turn
 	lastReqID      *string
@@ -102,24 +108,31 @@ type session struct {
 	// keyHold releases the session's hold of its key's flock (keyhold.go);
 	// nil before admission took it and after it was dropped.
 	keyHold func()
+	// snapDirty: status-visible state changed since the last publish.
+	snapDirty bool
 }
 
 func newSession(m *Manager, id string, p protocol.OpenParams, prof profiles.Profile) *session {
-	return &session{m: m, id: id, key: p.SessionKey, stateDir: p.StateDir, agent: p.Agent, created: time.Now(),
+	s := &session{m: m, id: id, key: p.SessionKey, stateDir: p.StateDir, agent: p.Agent, created: time.Now(), token: newToken(),
 		log: m.log.With(zap.String("session", id)), red: newRedactor(m.secretEnv(p)),
-		cmds: make(chan func(), 64), inbox: make(chan func(), 256), quit: make(chan struct{}),
+		mb: newMailbox(), inbox: make(chan func(), 256), gate: newByteGate(maxInboxBytes), quit: make(chan struct{}),
 		open: p, prof: prof, state: lifecycle{protocol.StateAdmitting}, usedIDs: map[string]bool{}, perRequest: map[string]protocol.Usage{},
 		toolTurns: map[string]string{}}
+	s.publish()
+	return s
 }
 
-// send runs fn on the actor; if the actor has stopped, reply gets
+// send runs fn on the actor, after every command sent before it; it never
+// blocks. If the actor has stopped (or stops before fn runs), reply gets
 // SESSION_NOT_FOUND.
 func (s *session) send(reply Reply, fn func()) {
-	select {
-	case s.cmds <- fn:
-	case <-s.quit:
-		reply(nil, protocol.Domain(protocol.ErrSessionNotFound, "session "+s.id+" is gone", false))
+	if !s.mb.put(reply, fn) {
+		reply(nil, s.goneError())
 	}
+}
+
+func (s *session) goneError() *protocol.Error {
+	return protocol.Domain(protocol.ErrSessionNotFound, "session "+s.id+" is gone", false)
 }
 
 // post delivers a provider event or worker result in order; false if the
@@ -139,14 +152,22 @@ func (s *session) launched() bool { return s.hasTree.Load() }
 // stops.
 func (s *session) run(ctx context.Context, reply Reply) {
 	defer s.m.actors.Done()
+	defer func() {
+		for _, r := range s.mb.close() {
+			r(nil, s.goneError()) // commands that will never run
+		}
+	}()
 	defer close(s.quit)
 	defer s.dropKeyHold() // after the journal is closed
 	defer s.closeJournal()
 	s.startAdmission(ctx, reply)
 	for !s.finished {
 		select {
-		case fn := <-s.cmds:
-			fn()
+		case <-s.mb.ready:
+			if fn := s.mb.take(); fn != nil {
+				fn()
+				s.snapDirty = true
+			}
 		case fn := <-s.inbox:
 			fn()
 		case <-s.m.stopCh:
@@ -157,6 +178,9 @@ func (s *session) run(ctx context.Context, reply Reply) {
 		// updates shares one journal write) or the batch is full.
 		if len(s.out) > 0 && (len(s.inbox) == 0 || len(s.out) >= maxOutBatch) {
 			s.flushOut()
+		}
+		if s.snapDirty && len(s.inbox) == 0 {
+			s.publish()
 		}
 	}
 }
@@ -175,11 +199,11 @@ func (s *session) stop() {
 	}
 }
 
-// onUpdate handles one ACP session/update from the provider: sessionID is
-// params.sessionId's contents (nil or empty: not given), update the raw
-// params.update object, forwarded verbatim.
-func (s *session) onUpdate(sessionID []byte, update json.RawMessage) {
-	if s.identity.BackendSessionID != "" && len(sessionID) > 0 && string(sessionID) != s.identity.BackendSessionID {
+// onUpdate handles one ACP session/update from the provider: u.sessionID is
+// params.sessionId's contents (nil or empty: not given), u.update the raw
+// params.update object, forwarded verbatim (cleaned: lineStream).
+func (s *session) onUpdate(u providerUpdate) {
+	if s.identity.BackendSessionID != "" && len(u.sessionID) > 0 && string(u.sessionID) != s.identity.BackendSessionID {
 		s.log.Debug("session/update for another ACP session discarded")
 		return
 	}
@@ -187,12 +211,12 @@ func (s *session) onUpdate(sessionID []byte, update json.RawMessage) {
 	case s.replaying:
 		return // docs/protocol.md §11: replay is not live output
 	case s.state.is(protocol.StateAdmitting):
-		s.buffered = append(s.buffered, update)
+		s.buffered = append(s.buffered, u)
 		return
 	case s.state.is(protocol.StateClosing, protocol.StateClosed, protocol.StateDead):
 		return // the turn was ended by close; nothing more is live output
 	}
-	s.forward(update, s.trackUpdate(update))
+	s.forward(u.update, s.trackUpdate(u.kind, u.update))
 }
 
 // forward sends one update to the host with the next seq.
@@ -216,11 +240,10 @@ func (s *session) forward(update json.RawMessage, origin *string) {
 // turn each tool call started in: it returns that turn's requestId for a
 // tool_call_update arriving in another turn or between turns (codex-acp
 // 2.x keeps running a cancelled turn's command and reports it later;
-// docs/agents.md), else nil.
-func (s *session) trackUpdate(update json.RawMessage) *string {
-	switch kind, _ := jsonl.TopString(update, "sessionUpdate"); string(kind) {
-	case "tool_call", "tool_call_update", "current_mode_update", "config_option_update", "usage_update":
-	default:
+// docs/agents.md), else nil. kind is the update's sessionUpdate, as the
+// line scan read it (kindOf).
+func (s *session) trackUpdate(kind updateKind, update json.RawMessage) *string {
+	if kind == kindOther {
 		// Message and thought chunks, plans, commands: nothing to keep,
 		// and no decoding on the path of the bulk of a turn.
 		return nil
@@ -241,6 +264,7 @@ func (s *session) trackUpdate(update json.RawMessage) *string {
 	if json.Unmarshal(update, &u) != nil {
 		return nil
 	}
+	s.snapDirty = true // status reports modes, options, usage
 	switch u.Kind {
 	case "tool_call":
 		if s.turn != nil && u.ToolCallID != "" {
@@ -329,29 +353,10 @@ func (s *session) summary() string {
 		s.identity.BackendSessionID, s.identity.AgentSessionID, state)
 }
 
+// listEntry is the session's entry in session/list, as of its last state
+// change (the snapshot: it never waits on the actor).
 func (s *session) listEntry() protocol.ListEntry {
-	ch := make(chan protocol.ListEntry, 1)
-	entry := protocol.ListEntry{Session: s.id, SessionKey: s.key, Agent: s.agent, State: protocol.StateClosed}
-	select {
-	case s.cmds <- func() {
-		e := protocol.ListEntry{Session: s.id, SessionKey: s.key, Agent: s.agent, State: s.state.current()}
-		if s.identity.BackendSessionID != "" {
-			id := s.identity
-			e.Identity = &id
-		}
-		if s.turn != nil {
-			r := s.turn.requestID
-			e.ActiveRequestID = &r
-		}
-		ch <- e
-	}:
-		select {
-		case entry = <-ch:
-		case <-s.quit:
-		}
-	case <-s.quit:
-	}
-	return entry
+	return s.snap.Load().entry
 }
 
 // incompleteProof is used by Shutdown for a session whose close did not

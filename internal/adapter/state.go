@@ -84,4 +84,5 @@ func (s *session) moveTo(to protocol.SessionState) {
 		}
 		s.log.Error("session state transition refused (a bug)", zap.Error(err))
 	}
+	s.publish() // session/list sees every state as it is entered
 }

@@ -21,6 +21,7 @@ type managerStats struct {
 	failed           atomic.Uint64
 	cancelled        atomic.Uint64
 	updatesForwarded atomic.Uint64
+	updatesDropped   atomic.Uint64 // not ACP SessionUpdates (docs/protocol.md §17)
 	proofsComplete   atomic.Uint64
 	proofsIncomplete atomic.Uint64
 	retained         atomic.Int64
@@ -111,6 +112,7 @@ func (m *Manager) Stats() protocol.StatsResult {
 	res.Turns = protocol.StatsTurns{Running: res.Sessions.Turn, Queued: int(st.turnsQueued.Load()),
 		Completed: st.completed.Load(), Failed: st.failed.Load(), Cancelled: st.cancelled.Load()}
 	res.UpdatesForwarded = st.updatesForwarded.Load()
+	res.UpdatesDropped = st.updatesDropped.Load()
 	res.Proofs = protocol.StatsProofs{Complete: st.proofsComplete.Load(), Incomplete: st.proofsIncomplete.Load(),
 		Retained: int(st.retained.Load()), Recovered: st.recovered.Load()}
 	res.CloseToProofMs = st.percentiles()

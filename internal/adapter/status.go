@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 
+	"github.com/acpx-sidecar/acpx-sidecar/internal/jsonl"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/store"
 	"github.com/acpx-sidecar/acpx-sidecar/protocol"
 )
@@ -11,7 +12,7 @@ import (
 // applyConfigOptions adopts a config_option_update and keeps models/modes
 // in step with the options of category model/mode.
 func (s *session) applyConfigOptions(opts []json.RawMessage) {
-	s.configOpts = opts
+	s.configOpts = jsonl.CleanRaws(opts) // reported to the host verbatim
 	for _, raw := range opts {
 		var o configOption
 		if json.Unmarshal(raw, &o) != nil {
@@ -36,32 +37,65 @@ func (s *session) status() (any, error) {
 	if s.state.is(protocol.StateAdmitting) {
 		return nil, protocol.Domain(protocol.ErrSessionNotFound, "the session is still being admitted", true)
 	}
-	res := protocol.StatusResult{Session: s.id, SessionKey: s.key, Agent: s.agent, State: s.state.current(), Identity: s.identity,
-		Closed: s.state.is(protocol.StateClosed), LastRequestID: s.lastReqID, Models: s.models, Modes: s.modes, ConfigOptions: s.configOpts,
-		Usage: protocol.UsageStatus{Cumulative: s.usage, PerRequest: s.perRequest, Context: s.contextUsage}, Cost: s.cost,
-		PermissionBinding: s.binding, QueuedRequestIDs: s.queuedIDs()}
-	res.Process.Pid = s.pid
-	if s.tree != nil {
-		res.Process.Pid = s.tree.Pid()
-		select {
-		case <-s.tree.Exited():
-		default:
-			res.Process.Alive = true
-		}
-	}
-	res.Resources = resourcesOf(s.tree)
-	res.Summary = s.summary()
+	res := s.liveStatus()
+	processStatus(&res, s.tree)
 	if s.identity.BackendSessionID == "" || s.discarded {
 		return res, nil // nothing was admitted or the record was discarded
 	}
-	rec, err := s.st.Load(s.key)
+	return mergeRecord(res, s.st)
+}
+
+// liveStatus is the actor's own part of a status answer (no process, no
+// record), built from copies: it may outlive this turn of the actor loop
+// (a snapshot).
+func (s *session) liveStatus() protocol.StatusResult {
+	res := protocol.StatusResult{Session: s.id, SessionKey: s.key, Agent: s.agent, State: s.state.current(), Identity: s.identity,
+		Closed: s.state.is(protocol.StateClosed), LastRequestID: s.lastReqID, ConfigOptions: s.configOpts,
+		Usage: protocol.UsageStatus{Cumulative: s.usage, PerRequest: make(map[string]protocol.Usage, len(s.perRequest)), Context: s.contextUsage}, Cost: s.cost,
+		PermissionBinding: s.binding, QueuedRequestIDs: s.queuedIDs()}
+	for id, u := range s.perRequest {
+		res.Usage.PerRequest[id] = u
+	}
+	if s.models != nil {
+		m := *s.models
+		res.Models = &m
+	}
+	if s.modes != nil {
+		m := *s.modes
+		res.Modes = &m
+	}
+	res.Process.Pid = s.pid
+	res.Summary = s.summary()
+	return res
+}
+
+// processStatus fills res.Process and res.Resources from tree (nil: none);
+// safe off the actor.
+func processStatus(res *protocol.StatusResult, tree Tree) {
+	if tree == nil {
+		return
+	}
+	res.Process.Pid = tree.Pid()
+	select {
+	case <-tree.Exited():
+	default:
+		res.Process.Alive = true
+	}
+	res.Resources = resourcesOf(tree)
+}
+
+// mergeRecord checks res against the persisted record in st (its identity
+// must be the one admitted) and reports the record's view of the session
+// (docs/rules.md#r23); safe off the actor.
+func mergeRecord(res protocol.StatusResult, st *store.Store) (any, error) {
+	rec, err := st.Load(res.SessionKey)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, protocol.Domain(protocol.ErrPersistedSessionMissing, "the session record is missing from the state directory", false)
 	}
 	if err != nil {
 		return nil, protocol.Domain(protocol.ErrStoreUnavailable, "the session record cannot be read: "+errText(err), true)
 	}
-	if rec.AcpxRecordID != s.identity.AcpxRecordID || rec.AcpSessionID != s.identity.BackendSessionID {
+	if rec.AcpxRecordID != res.Identity.AcpxRecordID || rec.AcpSessionID != res.Identity.BackendSessionID {
 		return nil, protocol.Domain(protocol.ErrPersistedSessionMismatch, "the session record names another ACP session", false)
 	}
 	res.LastRequestID = rec.LastRequestID

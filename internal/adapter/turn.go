@@ -28,7 +28,10 @@ type turn struct {
 	cost      *protocol.Cost // this turn's cost (basis "turn")
 	costBase  float64        // the session's cumulative cost when the turn began
 	pending   map[*permissionAsk]*pendingAsk
-	timers    []*time.Timer
+	// pendingBytes: the ACP params bytes of pending (bounded per turn,
+	// docs/protocol.md §20).
+	pendingBytes int
+	timers       []*time.Timer
 }
 
 // promptResponse is ACP session/prompt's result; ACP's Usage has the host
@@ -142,6 +145,9 @@ func (s *session) turnReturned(t *turn, resp *promptResponse, err error) {
 			Code: protocol.ErrProviderProcessLost, Message: "the provider connection closed during the turn"}}
 	case err != nil && t.cancelled:
 		res = protocol.PromptResult{Status: "cancelled", StopReason: "cancelled"}
+	case errors.Is(err, errAgentHung):
+		res = protocol.PromptResult{Status: "failed", Error: &protocol.TurnError{Code: protocol.ErrEnsureFailed,
+			Message: "the prompt could not be sent: the agent is not reading its stdin (hung)"}}
 	case err != nil:
 		var je *jsonrpc2.Error
 		msg := "the agent failed the turn"
@@ -207,6 +213,7 @@ func (s *session) finishTurn(res protocol.PromptResult) {
 	// Every update of the turn is sent, and durable, before its answer.
 	s.syncJournal()
 	s.m.stats.countTurn(res.Status)
+	s.snapDirty = true // usage, lastRequestId
 	t.reply(res, nil)
 	s.startQueued()
 }

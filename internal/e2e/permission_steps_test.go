@@ -25,6 +25,7 @@ type permNotice struct {
 	Decision   string  `json:"decision"`
 	Rule       string  `json:"rule"`
 	OptionID   string  `json:"optionId"`
+	OptionKind string  `json:"optionKind"`
 }
 
 // permRequest is the params of a sidecar → host session/requestPermission.

@@ -165,7 +165,7 @@ func ledgerRecovers(t *testing.T, mode string) {
 // TestSidecarKilled_LedgerEntryWrittenBeforeLaunchIsRecovered: a sidecar
 // killed between its ledger entry and the launch's completion leaves an
 // entry without a pid; the next sidecar finds the tree by its environment
-// marker (and the cgroup glob) and reports it recovered.
+// marker (the entry keeps its SHA-256) and reports it recovered.
 func TestSidecarKilled_LedgerEntryWrittenBeforeLaunchIsRecovered(t *testing.T) {
 	startOrphanReaper(t)
 	stateDir := t.TempDir()
@@ -179,7 +179,7 @@ func TestSidecarKilled_LedgerEntryWrittenBeforeLaunchIsRecovered(t *testing.T) {
 		}
 	}
 	session := "s-" + randHex(8)
-	marker := "ACPX_SIDECAR_SESSION=" + session
+	marker := "ACPX_SIDECAR_SESSION=" + session + "." + randHex(16) // as a sidecar makes it: id and token
 	leftover := exec.Command("/bin/sleep", "300")
 	leftover.Env = append(os.Environ(), marker, "ACPX_TEST_MARK="+mark)
 	leftover.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
@@ -193,7 +193,7 @@ func TestSidecarKilled_LedgerEntryWrittenBeforeLaunchIsRecovered(t *testing.T) {
 		t.Fatal(err)
 	}
 	entry, _ := json.Marshal(map[string]any{"id": session, "sidecarPid": deadPid, "session": session,
-		"sessionKey": "pending", "pid": 0, "startTime": 0, "pgid": 0, "marker": marker, "containment": "process-group",
+		"sessionKey": "pending", "pid": 0, "startTime": 0, "pgid": 0, "markerSha256": sha256Hex(marker), "containment": "process-group",
 		"createdAt": "2026-11-29T00:00:00Z"})
 	if err := os.WriteFile(filepath.Join(stateDir, "owned", session+".json"), entry, 0o600); err != nil {
 		t.Fatal(err)

@@ -131,6 +131,7 @@ func (a *agent) handleLine(line []byte) {
 		defer a.inflight.Done()
 		a.request(m)
 	}()
+	a.afterRequest(m) // mode deaf (modes_attack.go)
 
 }
 
@@ -234,6 +235,10 @@ func (a *agent) request(m message) {
 func (a *agent) initialize(m message) {
 	if a.cfg.hangInitialize {
 		logf("hang-initialize: not answering")
+		return
+	}
+	if a.cfg.inject {
+		a.injectInitialize(m.ID)
 		return
 	}
 	var p struct {

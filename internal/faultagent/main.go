@@ -85,6 +85,36 @@
 //	                   cgroup-escape, exec, child) and reports each result
 //	                   in a chunk (modes_sandbox.go)
 //
+// Attack modes (modes_attack.go; the tests in internal/e2e/attack_*):
+//
+//	ask-flood=<N>[:<pad>]  each turn sends N session/request_permission at
+//	                   once (kind execute, rawInput padded to pad bytes),
+//	                   waits for all and reports "ask-flood: <n> answered,
+//	                   <s> selected, <c> cancelled"
+//	deaf               once a session/prompt arrives, never read stdin again
+//	stdout-flood=<bytes>  each turn writes that many bytes with no newline,
+//	                   then ends the line
+//	grow-file=<path>:<bytes>  each turn extends that file by a hole of
+//	                   bytes (no newline)
+//	plant=<spec>       each turn writes the files and makes the symlinks a
+//	                   JSON spec {"files":[{path,data}],"links":[{path,target}]}
+//	                   lists; reports "plant: ok"
+//	escape-ledger=<stateDir>  in the turn: delete its own ledger entry,
+//	                   start a setsid'd child that ignores SIGTERM, SIGKILL
+//	                   the sidecar's watchdog and the sidecar
+//	inject             initialize's agentCapabilities._meta holds invalid
+//	                   UTF-8; each turn sends an update with invalid UTF-8, one
+//	                   with a raw CR and tab between tokens around a forged
+//	                   frame, five updates that are not SessionUpdates, and
+//	                   "inject-done"
+//	ask-variants       each turn asks five permissions decoders disagree on
+//	                   (Kind, rawInput twice by case, kind twice, optionId
+//	                   twice) and one well-formed one, reporting "variant
+//	                   <name>: <outcome> <optionId>"
+//	double-answer      a prompt is first answered with both result and error
+//	                   (invalid), then "after-double", then the real answer
+//	                   with stopReason max_tokens
+//
 // Normal behaviour: initialize answers agentInfo {name:"faultagent",
 // version:"0.1.0"}, agentCapabilities {loadSession:true,
 // sessionCapabilities:{close:{}}}, authMethods []. session/new returns
@@ -139,6 +169,7 @@ type config struct {
 	seedModes        // record, error-new, hog, new-on-term, ... (modes_seed.go)
 	journalModes     // stream, usage-grow (modes_journal.go)
 	limitModes       // turn-hog, turn-forkbomb (modes_limits.go)
+	attackModes      // ask-flood, deaf, stdout-flood, ... (modes_attack.go)
 	sandboxModes     // probe (modes_sandbox.go)
 	stateDir         string
 }
@@ -215,6 +246,8 @@ func parseModes(list string) (config, error) {
 			c.slowTurn = time.Duration(n) * time.Millisecond
 		case "stream", "usage-grow":
 			err = c.journalModes.parse(name, val, hasVal)
+		case "ask-flood", "deaf", "stdout-flood", "grow-file", "plant", "escape-ledger", "inject", "ask-variants", "double-answer":
+			err = c.attackModes.parse(name, val, hasVal)
 		case "record", "error-new", "agent-session-id", "hog", "groupchild", "new-on-term",
 			"close-error-on-term", "error-close", "stale-config", "no-config-options", "cost":
 			err = c.seedModes.parse(name, val, hasVal)

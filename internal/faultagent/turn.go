@@ -77,7 +77,9 @@ func (a *agent) prompt(m message) {
 		}
 	}
 
+	double := a.doubleAnswer(m.ID, emit)
 	emit(chunk("agent_message_chunk", helloText))
+	a.turnAttacks(s.ID, emit) // modes_attack.go
 	if a.cfg.permissionKind != "" && !cancelled() {
 		emit(chunk("agent_message_chunk", a.askPermission(s.ID)))
 	}
@@ -113,6 +115,9 @@ func (a *agent) prompt(m message) {
 	emit(a.withUsageGrowth(a.withSeedCost(a.usageUpdate(), turns), turns))
 
 	stop := "end_turn"
+	if double {
+		stop = "max_tokens"
+	}
 	if cancelled() {
 		stop = "cancelled"
 	}

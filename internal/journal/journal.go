@@ -19,7 +19,6 @@
 package journal
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"io"
@@ -56,6 +55,27 @@ const maxStem = 255 - len(".journal.3.ndjson")
 // journal.
 func Stem(key string) string {
 	return store.FileStem(key, 255-maxStem)
+}
+
+// DefaultMaxLineBytes bounds a journal line a reader holds: the default
+// --max-provider-line-bytes (an update's line) plus room for the entry
+// around it. A longer line is skipped unread (docs/protocol.md §20).
+const DefaultMaxLineBytes = 256<<20 + 64<<10
+
+// segmentName is SegmentPath's file name.
+func segmentName(stem string, i int) string {
+	return filepath.Base(SegmentPath("", stem, i))
+}
+
+// openSegment opens segment name in dir for reading through a
+// store.SafeDir (a link, a foreign or shared file is refused).
+func openSegment(dir, name string) (*os.File, error) {
+	d, err := store.OpenSafeDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer d.Close()
+	return d.OpenFile(name, os.O_RDONLY, 0)
 }
 
 // SegmentPath is the path of segment i (0 = live, 1…Segments-1 rotated,
@@ -103,7 +123,7 @@ func Open(sessionsDir, key string, maxBytes int64) (*Journal, error) {
 		return nil, err
 	}
 	for i := 0; i < Segments; i++ {
-		if seq, ok := lastSeqOf(SegmentPath(j.dir, j.stem, i)); ok {
+		if seq, ok := lastSeqOf(j.dir, segmentName(j.stem, i), 0); ok {
 			j.lastSeq = seq
 			break
 		}
@@ -111,8 +131,17 @@ func Open(sessionsDir, key string, maxBytes int64) (*Journal, error) {
 	return j, nil
 }
 
+// openLive opens (creating it exclusively when missing) the live segment
+// through a store.SafeDir: a segment that is a link, not the sidecar's
+// uid's or writable by others is refused, never appended to
+// (docs/protocol.md §20).
 func (j *Journal) openLive() error {
-	f, err := os.OpenFile(SegmentPath(j.dir, j.stem, 0), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	d, err := store.OpenSafeDir(j.dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	f, err := d.OpenFile(segmentName(j.stem, 0), os.O_CREATE|os.O_RDWR|os.O_APPEND, 0o600)
 	if err != nil {
 		return err
 	}
@@ -122,7 +151,7 @@ func (j *Journal) openLive() error {
 		return err
 	}
 	j.f, j.size = f, st.Size()
-	if j.size > 0 && !endsInNewline(f.Name(), j.size) {
+	if j.size > 0 && !endsInNewline(f, j.size) {
 		if _, err := f.Write([]byte{'\n'}); err != nil {
 			f.Close()
 			return err
@@ -132,14 +161,9 @@ func (j *Journal) openLive() error {
 	return nil
 }
 
-func endsInNewline(path string, size int64) bool {
-	f, err := os.Open(path)
-	if err != nil {
-		return true
-	}
-	defer f.Close()
+func endsInNewline(f *os.File, size int64) bool {
 	b := make([]byte, 1)
-	_, err = f.ReadAt(b, size-1)
+	_, err := f.ReadAt(b, size-1)
 	return err != nil || b[0] == '\n'
 }
 
@@ -221,8 +245,11 @@ func (j *Journal) rotateLocked() {
 		_ = j.f.Close()
 		j.f = nil
 	}
-	for i := Segments - 2; i >= 0; i-- {
-		_ = os.Rename(SegmentPath(j.dir, j.stem, i), SegmentPath(j.dir, j.stem, i+1))
+	if d, err := store.OpenSafeDir(j.dir); err == nil {
+		for i := Segments - 2; i >= 0; i-- {
+			_ = d.Rename(segmentName(j.stem, i), segmentName(j.stem, i+1))
+		}
+		d.Close()
 	}
 	j.size = 0
 	_ = j.openLive()
@@ -282,10 +309,16 @@ func (j *Journal) Close() error {
 // Read reads entries of this journal as ReadDir does, after flushing what
 // is buffered.
 func (j *Journal) Read(afterSeq uint64, limit int) (Page, error) {
+	return j.ReadLimited(afterSeq, limit, 0)
+}
+
+// ReadLimited is Read skipping lines longer than maxLine bytes (≤ 0 means
+// DefaultMaxLineBytes) as ReadDirLimited does.
+func (j *Journal) ReadLimited(afterSeq uint64, limit, maxLine int) (Page, error) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	_ = j.flushLocked()
-	return read(j.dir, j.stem, afterSeq, limit)
+	return read(j.dir, j.stem, afterSeq, limit, maxLine)
 }
 
 // Reset starts the journal anew for a new session of its key: what is
@@ -317,18 +350,26 @@ func (j *Journal) Reset() error {
 func Remove(sessionsDir, key string) error { return removeStem(sessionsDir, Stem(key)) }
 
 func removeStem(sessionsDir, stem string) error {
+	d, err := store.OpenSafeDir(sessionsDir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
 	var first error
 	for i := 0; i < Segments; i++ {
-		if err := os.Remove(SegmentPath(sessionsDir, stem, i)); err != nil && !errors.Is(err, os.ErrNotExist) && first == nil {
+		if err := d.Remove(segmentName(stem, i)); err != nil && !errors.Is(err, os.ErrNotExist) && first == nil {
 			first = err
 		}
 	}
 	return first
 }
 
-// lastSeqOf returns the seq of the last complete entry of a segment file.
-func lastSeqOf(path string) (uint64, bool) {
-	f, err := os.Open(path)
+// lastSeqOf returns the seq of the last complete entry of segment name in
+// dir, walking its lines backwards from the end without holding one longer
+// than maxLine (≤ 0 means DefaultMaxLineBytes; such a line is skipped
+// unread, so a segment grown by a hole without a newline costs no memory).
+func lastSeqOf(dir, name string, maxLine int) (uint64, bool) {
+	f, err := openSegment(dir, name)
 	if err != nil {
 		return 0, false
 	}
@@ -337,28 +378,58 @@ func lastSeqOf(path string) (uint64, bool) {
 	if err != nil || st.Size() == 0 {
 		return 0, false
 	}
-	for window := int64(64 << 10); ; window *= 4 {
-		off := st.Size() - window
-		if off < 0 {
-			off = 0
-		}
-		b := make([]byte, st.Size()-off)
-		if _, err := f.ReadAt(b, off); err != nil && err != io.EOF {
-			return 0, false
-		}
-		lines := bytes.Split(b, []byte{'\n'})
-		// The last element follows the last '\n' (a torn or empty tail);
-		// the first may be cut by the window unless off is 0.
-		for i := len(lines) - 2; i >= 0; i-- {
-			if i == 0 && off > 0 {
-				break
-			}
-			if h, ok := parseHead(lines[i]); ok && json.Valid(lines[i]) {
-				return h.Seq, true
-			}
-		}
-		if off == 0 {
-			return 0, false
-		}
+	if maxLine <= 0 {
+		maxLine = DefaultMaxLineBytes
 	}
+	var found uint64
+	ok := false
+	_ = linesBackward(f, st.Size(), func(start, end int64) bool {
+		if end-start > int64(maxLine) {
+			return true // skipped unread
+		}
+		line := make([]byte, end-start)
+		if _, err := f.ReadAt(line, start); err != nil {
+			return false
+		}
+		if h, hok := parseHead(line); hok && json.Valid(line) {
+			found, ok = h.Seq, true
+			return false
+		}
+		return true
+	})
+	return found, ok
+}
+
+// linesBackward calls fn with the [start, end) offsets of every line of f
+// (size bytes) that ends in '\n' (end is the '\n”s offset), last first,
+// until fn returns false; it reads 64 KiB at a time and holds no line.
+func linesBackward(f *os.File, size int64, fn func(start, end int64) bool) error {
+	const window = 64 << 10
+	buf := make([]byte, window)
+	end := int64(-1) // the '\n' ending the line being looked for
+	for pos := size; pos > 0; {
+		n := int64(window)
+		if pos < n {
+			n = pos
+		}
+		b := buf[:n]
+		if _, err := f.ReadAt(b, pos-n); err != nil && err != io.EOF {
+			return err
+		}
+		for i := len(b) - 1; i >= 0; i-- {
+			if b[i] != '\n' {
+				continue
+			}
+			at := pos - n + int64(i)
+			if end >= 0 && !fn(at+1, end) {
+				return nil
+			}
+			end = at
+		}
+		pos -= n
+	}
+	if end >= 0 {
+		fn(0, end)
+	}
+	return nil
 }

@@ -7,6 +7,8 @@ import (
 	"errors"
 	"io"
 	"os"
+
+	"github.com/acpx-sidecar/acpx-sidecar/internal/jsonl"
 )
 
 // DefaultLimit and MaxLimit bound the entries of one Read (session/events
@@ -34,13 +36,27 @@ type Page struct {
 // a page never ends inside one seq's entries (an update and the notices
 // that followed it), so the next call with afterSeq = NextSeq neither
 // repeats nor skips any. Lines that are not whole JSON objects (a write
-// torn by a crash) are skipped. A journal that does not exist reads as
-// empty.
+// torn by a crash) are skipped, and so are lines longer than
+// DefaultMaxLineBytes, unread; an entry is cleaned for the host
+// (jsonl.CleanRaw: a segment another process wrote may hold bytes that are
+// not UTF-8). A journal that does not exist reads as empty; a segment that
+// is a link, not the sidecar's uid's or writable by others is an error
+// (store.ErrUnsafeFile), never read.
 func ReadDir(sessionsDir, key string, afterSeq uint64, limit int) (Page, error) {
-	return read(sessionsDir, Stem(key), afterSeq, limit)
+	return read(sessionsDir, Stem(key), afterSeq, limit, 0)
 }
 
-func read(dir, stem string, afterSeq uint64, limit int) (Page, error) {
+// ReadDirLimited is ReadDir skipping lines longer than maxLine bytes (≤ 0
+// means DefaultMaxLineBytes): a reader holds at most about maxLine bytes
+// of a line, whatever the segment holds (docs/protocol.md §20).
+func ReadDirLimited(sessionsDir, key string, afterSeq uint64, limit, maxLine int) (Page, error) {
+	return read(sessionsDir, Stem(key), afterSeq, limit, maxLine)
+}
+
+func read(dir, stem string, afterSeq uint64, limit, maxLine int) (Page, error) {
+	if maxLine <= 0 {
+		maxLine = DefaultMaxLineBytes
+	}
 	if limit <= 0 {
 		limit = DefaultLimit
 	}
@@ -50,7 +66,7 @@ func read(dir, stem string, afterSeq uint64, limit int) (Page, error) {
 	page := Page{Events: []json.RawMessage{}, NextSeq: afterSeq}
 	want := func(seq uint64) bool { return afterSeq == 0 || seq > afterSeq }
 	oldest := Segments - 1
-	if first, ok, err := firstHead(SegmentPath(dir, stem, oldest)); err != nil {
+	if first, ok, err := firstHead(dir, segmentName(stem, oldest), maxLine); err != nil {
 		return page, err
 	} else if ok {
 		// A .3 segment exists, so a rotation may have dropped older ones:
@@ -64,13 +80,13 @@ func read(dir, stem string, afterSeq uint64, limit int) (Page, error) {
 	var last uint64
 	taken := 0
 	for i := oldest; i >= 0; i-- {
-		path := SegmentPath(dir, stem, i)
+		name := segmentName(stem, i)
 		if afterSeq > 0 {
-			if seq, ok := lastSeqOf(path); !ok || seq <= afterSeq {
+			if seq, ok := lastSeqOf(dir, name, maxLine); !ok || seq <= afterSeq {
 				continue // nothing wanted in this segment
 			}
 		}
-		done, err := scan(path, func(line []byte) bool {
+		done, err := scan(dir, name, maxLine, func(line []byte) bool {
 			h, ok := parseHead(line)
 			if !ok || !want(h.Seq) || !json.Valid(line) {
 				return true
@@ -78,7 +94,7 @@ func read(dir, stem string, afterSeq uint64, limit int) (Page, error) {
 			if taken >= limit && h.Seq != last && last > 0 {
 				return false
 			}
-			page.Events = append(page.Events, append(json.RawMessage(nil), line...))
+			page.Events = append(page.Events, jsonl.CleanRaw(append(json.RawMessage(nil), line...)))
 			last, taken = h.Seq, taken+1
 			page.NextSeq = h.Seq
 			return true
@@ -93,11 +109,14 @@ func read(dir, stem string, afterSeq uint64, limit int) (Page, error) {
 	return page, nil
 }
 
-// scan calls fn with every line of path (without its '\n'; a last line
-// without one is ignored: it may be a write in progress) until fn returns
-// false; it reports whether fn stopped it. A missing file scans as empty.
-func scan(path string, fn func(line []byte) bool) (stopped bool, err error) {
-	f, err := os.Open(path)
+// scan calls fn with every line of segment name in dir (without its '\n';
+// a last line without one is ignored: it may be a write in progress) until
+// fn returns false; it reports whether fn stopped it. A line longer than
+// the read buffer is measured first, without being held, and read (pread)
+// only when it is at most maxLine bytes; a longer one is skipped. A
+// missing file scans as empty.
+func scan(dir, name string, maxLine int, fn func(line []byte) bool) (stopped bool, err error) {
+	f, err := openSegment(dir, name)
 	if errors.Is(err, os.ErrNotExist) {
 		return false, nil
 	}
@@ -106,27 +125,36 @@ func scan(path string, fn func(line []byte) bool) (stopped bool, err error) {
 	}
 	defer f.Close()
 	r := bufio.NewReaderSize(f, 256<<10)
-	var long []byte
+	var off int64 // where the current line starts
 	for {
+		start := off
 		chunk, err := r.ReadSlice('\n')
+		n := int64(len(chunk))
+		long := err == bufio.ErrBufferFull
+		for err == bufio.ErrBufferFull {
+			chunk, err = r.ReadSlice('\n')
+			n += int64(len(chunk))
+		}
 		switch {
-		case err == bufio.ErrBufferFull:
-			long = append(long, chunk...)
-			continue
 		case err == io.EOF:
 			return false, nil
 		case err != nil:
 			return false, err
 		}
+		off = start + n
+		if n-1 > int64(maxLine) {
+			continue // over the cap: skipped, never held
+		}
 		line := chunk[:len(chunk)-1]
-		if long != nil {
-			long = append(long, line...)
-			line = long
+		if long {
+			line = make([]byte, n-1)
+			if _, err := f.ReadAt(line, start); err != nil {
+				return false, err
+			}
 		}
 		if !fn(line) {
 			return true, nil
 		}
-		long = nil
 	}
 }
 
@@ -161,11 +189,11 @@ func parseHead(line []byte) (head, bool) {
 	return head{Seq: seq, Method: string(rest[:end])}, true
 }
 
-// firstHead returns the head of the first whole entry of path.
-func firstHead(path string) (head, bool, error) {
+// firstHead returns the head of the first whole entry of segment name.
+func firstHead(dir, name string, maxLine int) (head, bool, error) {
 	var h head
 	var found bool
-	_, err := scan(path, func(line []byte) bool {
+	_, err := scan(dir, name, maxLine, func(line []byte) bool {
 		if hh, ok := parseHead(line); ok && json.Valid(line) {
 			h, found = hh, true
 			return false

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"strconv"
+	"strings"
 )
 
 // CheckMessage checks that frame (non-empty, white space trimmed, as
@@ -34,6 +35,13 @@ func CheckMessage(frame []byte) error {
 		}
 		return bad(NotObject, "a message must be a JSON object")
 	}
+	for k := range m {
+		if envelopeCaseVariant(k) {
+			// encoding/json (and so jsonrpc2) would take it for the member
+			// it differs from only by case; JSON-RPC's names are exact.
+			return bad(Invalid, "member names are case-sensitive")
+		}
+	}
 	rawID, hasID := m["id"]
 	_, hasResult := m["result"]
 	_, hasError := m["error"]
@@ -63,6 +71,8 @@ func CheckMessage(frame []byte) error {
 		if p, ok := m["params"]; ok && len(p) > 0 && p[0] != '{' && p[0] != '[' && string(p) != "null" {
 			return bad(Invalid, "params must be an object or array")
 		}
+	case hasResult && hasError:
+		return bad(Invalid, "a response cannot carry both result and error")
 	case hasResult || hasError:
 		if !hasID {
 			return bad(Invalid, "a response needs an id")
@@ -72,6 +82,17 @@ func CheckMessage(frame []byte) error {
 		return bad(Invalid, "not a request or response")
 	}
 	return nil
+}
+
+// envelopeCaseVariant reports whether key differs from a JSON-RPC member
+// name only by case ("ID", "Result").
+func envelopeCaseVariant(key string) bool {
+	for _, name := range [...]string{"jsonrpc", "id", "method", "params", "result", "error"} {
+		if key != name && len(key) == len(name) && strings.EqualFold(key, name) {
+			return true
+		}
+	}
+	return false
 }
 
 func bad(k Kind, reason string) *FrameError { return &FrameError{Kind: k, Reason: reason} }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"runtime"
 	"strconv"
 	"strings"
 )
@@ -105,25 +106,48 @@ func (r *Reader) oversized(length int) *FrameError {
 	return &FrameError{Kind: Oversized, Reason: reason, Limit: r.maxBytes, Length: length}
 }
 
+// readLine reads one NDJSON line. A line longer than the buffer is held
+// as a list of buffer-sized copies, joined once it ends: nothing is
+// reallocated while it grows, so a line over the limit never holds more
+// than the limit (plus one buffer) before it is dropped and the rest of it
+// is skipped unstored; the dropped bytes are handed back to the runtime at
+// once (runtime.GC), so a peer that sends one over-limit line after
+// another reuses them instead of growing the heap (docs/protocol.md §20:
+// memory is bounded by the caps).
 func (r *Reader) readLine() ([]byte, error) {
-	var buf []byte
+	var parts [][]byte // the line's earlier buffers, copied
+	size := 0
 	tooLarge := false // once set, the rest of the line is skipped unstored
 	for {
 		chunk, err := r.r.ReadSlice('\n')
 		if !tooLarge {
-			buf = append(buf, chunk...)
+			size += len(chunk)
 			// +2 leaves room for the "\r\n" terminator, checked below.
-			if len(buf) > r.maxBytes+2 {
-				tooLarge, buf = true, nil
+			if size > r.maxBytes+2 {
+				tooLarge = true
+				if parts != nil {
+					parts = nil
+					runtime.GC()
+				}
+			} else if errors.Is(err, bufio.ErrBufferFull) {
+				parts = append(parts, append([]byte(nil), chunk...))
 			}
 		}
 		switch {
 		case errors.Is(err, bufio.ErrBufferFull):
 			continue
-		case err != nil && (!errors.Is(err, io.EOF) || len(buf) == 0 || tooLarge):
+		case err != nil && (!errors.Is(err, io.EOF) || size == 0 || tooLarge):
 			return nil, err
 		}
-		if tooLarge || len(bytes.TrimRight(buf, "\r\n")) > r.maxBytes {
+		if tooLarge {
+			return nil, r.oversized(0)
+		}
+		buf := make([]byte, 0, size)
+		for _, p := range parts {
+			buf = append(buf, p...)
+		}
+		buf = append(buf, chunk...)
+		if len(bytes.TrimRight(buf, "\r\n")) > r.maxBytes {
 			return nil, r.oversized(0)
 		}
 		return buf, nil

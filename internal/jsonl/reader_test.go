@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -245,4 +246,46 @@ func FuzzReader(f *testing.F) {
 		}
 		t.Fatalf("no end after %d reads of %d bytes", len(in)+2, len(in))
 	})
+}
+
+// endlessReader yields n bytes of 'x' then a newline and a small message.
+type endlessReader struct{ n int64 }
+
+func (e *endlessReader) Read(p []byte) (int, error) {
+	if e.n <= 0 {
+		return 0, io.EOF
+	}
+	k := int64(len(p))
+	if k > e.n {
+		k = e.n
+	}
+	for i := range p[:k] {
+		p[i] = 'x'
+	}
+	e.n -= k
+	return int(k), nil
+}
+
+// TestReader_OverCapLineHoldsAtMostTheCap: a 256 MiB line under an 8 MiB
+// cap is dropped as it is read: the reader allocates about the cap for it
+// (measured as bytes allocated, not time), never the line, and reads on
+// (docs/protocol.md §20).
+func TestReader_OverCapLineHoldsAtMostTheCap(t *testing.T) {
+	const limit = 8 << 20
+	in := io.MultiReader(&endlessReader{n: 256 << 20}, strings.NewReader("\n{\"jsonrpc\":\"2.0\",\"method\":\"m\"}\n"))
+	r := NewReader(in, NDJSON, limit)
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	_, err := r.ReadFrame()
+	runtime.ReadMemStats(&after)
+	var fe *FrameError
+	if !errors.As(err, &fe) || fe.Kind != Oversized {
+		t.Fatalf("over-cap line: %v, want Oversized", err)
+	}
+	if got := after.TotalAlloc - before.TotalAlloc; got > limit+limit/2 {
+		t.Fatalf("allocated %d bytes for a dropped line under a %d-byte cap", got, limit)
+	}
+	if f, err := r.ReadFrame(); err != nil || !strings.Contains(string(f), `"m"`) {
+		t.Fatalf("next frame %q %v", f, err)
+	}
 }

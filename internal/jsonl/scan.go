@@ -1,10 +1,18 @@
 package jsonl
 
+import "unicode/utf8"
+
 // One-pass envelope scan: Scan validates a frame as JSON and, in the same
 // pass, records where the top-level members of the JSON-RPC envelope and
 // the members of its params object are, so a forwarder can take a value
 // (an ACP session/update's `update`) as bytes without decoding it
-// (docs/architecture.md, "Update path").
+// (docs/architecture.md, "Update path"). The same pass notes what must
+// not reach a host verbatim — a string byte that is not UTF-8, a control
+// byte (tab, CR, LF) between tokens — so the forwarder rewrites the value
+// (Clean) only when the agent sent such bytes; and it records the update's
+// own `sessionUpdate` member, so an update that is not an ACP
+// SessionUpdate is known without a second look (docs/protocol.md,
+// "Threat model").
 
 // maxParams bounds the params members an Envelope records.
 const maxParams = 8
@@ -21,7 +29,24 @@ type Envelope struct {
 	// complex: a key had an escape, or params had more than maxParams
 	// members: member lookup is not exact, use a decoder.
 	complex bool
+	// dirty: a string held a byte sequence that is not UTF-8, or a tab,
+	// CR or LF stood between tokens (Clean rewrites both).
+	dirty bool
+	// updKind is the raw value of params.update.sessionUpdate (nil when
+	// params.update is not an object or has no such member).
+	updKind []byte
 }
+
+// NeedsClean reports whether the frame held bytes a host must never get
+// verbatim: a string byte sequence that is not valid UTF-8, or a control
+// byte (tab, CR, LF) between tokens. A value taken from such a frame goes
+// through Clean first.
+func (e *Envelope) NeedsClean() bool { return e.dirty }
+
+// UpdateKind returns the raw value of params.update.sessionUpdate, the
+// last occurrence (nil when params.update is not an object or has none);
+// exact only when Plain (an escaped key makes the envelope complex).
+func (e *Envelope) UpdateKind() []byte { return e.updKind }
 
 type rawMember struct{ key, val []byte } // key without quotes
 
@@ -72,12 +97,16 @@ func Scan(frame []byte, e *Envelope) bool {
 		return false
 	}
 	s.ws()
+	e.dirty = s.dirty
 	return s.i == len(s.b)
 }
 
 type scanner struct {
 	b []byte
 	i int
+	// dirty: a non-UTF-8 string byte or a control byte between tokens
+	// was seen (Envelope.NeedsClean).
+	dirty bool
 }
 
 // maxDepth bounds nesting (encoding/json allows 10000).
@@ -86,7 +115,10 @@ const maxDepth = 10000
 func (s *scanner) ws() {
 	for s.i < len(s.b) {
 		switch s.b[s.i] {
-		case ' ', '\t', '\n', '\r':
+		case ' ':
+			s.i++
+		case '\t', '\n', '\r':
+			s.dirty = true // a host splitting lines on CR must never see one
 			s.i++
 		default:
 			return
@@ -125,6 +157,7 @@ const (
 	membersIgnored  = iota // a nested value: validated only
 	membersEnvelope        // the message: Envelope's fields
 	membersParams          // its "params" object: Envelope.params
+	membersUpdate          // params.update: its sessionUpdate member
 )
 
 // object scans an object at s.i ('{'), recording its members in e as role
@@ -158,9 +191,17 @@ func (s *scanner) object(depth int, e *Envelope, role int) bool {
 		s.ws()
 		vstart := s.i
 		var okv bool
-		if role == membersEnvelope && !escaped && string(key) == "params" && s.i < len(s.b) && s.b[s.i] == '{' {
+		switch {
+		case role == membersEnvelope && !escaped && string(key) == "params" && s.i < len(s.b) && s.b[s.i] == '{':
 			okv = s.object(depth+1, e, membersParams)
-		} else {
+		case role == membersParams && !escaped && string(key) == "update":
+			e.updKind = nil // the last "update" decides
+			if s.i < len(s.b) && s.b[s.i] == '{' {
+				okv = s.object(depth+1, e, membersUpdate)
+			} else {
+				okv = s.value(depth)
+			}
+		default:
 			okv = s.value(depth)
 		}
 		if !okv {
@@ -170,6 +211,10 @@ func (s *scanner) object(depth int, e *Envelope, role int) bool {
 		case role == membersIgnored:
 		case escaped || (role == membersParams && e.nParams == maxParams):
 			e.complex = true
+		case role == membersUpdate:
+			if string(key) == "sessionUpdate" {
+				e.updKind = s.b[vstart:s.i]
+			}
 		case role == membersEnvelope:
 			e.set(key, s.b[vstart:s.i])
 		default:
@@ -237,8 +282,9 @@ func (s *scanner) array(depth int) bool {
 }
 
 // str scans a string at s.i ('"'); escaped reports an escape sequence.
-// Control characters are invalid; bytes ≥ 0x80 pass as they are (as
-// encoding/json.Valid accepts them).
+// Control characters are invalid; bytes ≥ 0x80 pass (as encoding/json.Valid
+// accepts them), and one that does not begin a valid UTF-8 sequence marks
+// the scan dirty.
 func (s *scanner) str() (escaped, ok bool) {
 	s.i++ // '"'
 	for s.i < len(s.b) {
@@ -279,6 +325,15 @@ func (s *scanner) str() (escaped, ok bool) {
 			}
 		case c < 0x20:
 			return escaped, false
+		case c >= utf8.RuneSelf:
+			// Multi-byte text: valid sequences pass whole; a byte that
+			// does not begin one is skipped alone and marks the scan.
+			if r, n := utf8.DecodeRune(b[i:]); r == utf8.RuneError && n == 1 {
+				s.dirty = true
+				s.i++
+			} else {
+				s.i += n
+			}
 		default:
 			s.i++
 		}
@@ -286,10 +341,10 @@ func (s *scanner) str() (escaped, ok bool) {
 	return escaped, false
 }
 
-// plainStringByte[c]: c inside a JSON string is itself (not '"', '\\'
-// or a control character).
+// plainStringByte[c]: c inside a JSON string is itself and ASCII (not
+// '"', '\\', a control character or the start of a multi-byte sequence).
 var plainStringByte = func() (t [256]bool) {
-	for c := 0x20; c < 256; c++ {
+	for c := 0x20; c < utf8.RuneSelf; c++ {
 		t[c] = c != '"' && c != '\\'
 	}
 	return t
@@ -347,6 +402,66 @@ func (s *scanner) digits() bool {
 		s.i++
 	}
 	return s.i > start
+}
+
+// Members calls fn with each member of obj, which must be one JSON object
+// (surrounding white space allowed), in order: key is the raw key without
+// its quotes (escaped reports an escape sequence in it: decode it before
+// comparing), val the raw value, both subslices of obj. It validates obj
+// in the same pass and returns false, having called fn for the members
+// before the fault, if obj is not one valid JSON object. It allocates
+// nothing; a strict decoder (duplicate and case-variant keys) is built on
+// it.
+func Members(obj []byte, fn func(key []byte, escaped bool, val []byte)) bool {
+	s := scanner{b: obj}
+	s.ws()
+	if s.i >= len(s.b) || s.b[s.i] != '{' {
+		return false
+	}
+	s.i++
+	s.ws()
+	if s.i < len(s.b) && s.b[s.i] == '}' {
+		s.i++
+		s.ws()
+		return s.i == len(s.b)
+	}
+	for {
+		s.ws()
+		if s.i >= len(s.b) || s.b[s.i] != '"' {
+			return false
+		}
+		kstart := s.i
+		escaped, ok := s.str()
+		if !ok {
+			return false
+		}
+		key := s.b[kstart+1 : s.i-1]
+		s.ws()
+		if s.i >= len(s.b) || s.b[s.i] != ':' {
+			return false
+		}
+		s.i++
+		s.ws()
+		vstart := s.i
+		if !s.value(1) {
+			return false
+		}
+		fn(key, escaped, s.b[vstart:s.i])
+		s.ws()
+		if s.i >= len(s.b) {
+			return false
+		}
+		switch s.b[s.i] {
+		case ',':
+			s.i++
+		case '}':
+			s.i++
+			s.ws()
+			return s.i == len(s.b)
+		default:
+			return false
+		}
+	}
 }
 
 // TopString returns the contents of the string member key of obj (a valid

@@ -6,6 +6,7 @@ import (
 	"io"
 	"strconv"
 	"sync"
+	"unicode/utf8"
 )
 
 // Writer writes frames to a byte stream. It is safe for concurrent use:
@@ -26,12 +27,18 @@ func NewWriter(w io.Writer, framing Framing) *Writer {
 	return &Writer{w: w, framing: framing}
 }
 
-// WriteObject marshals v with encoding/json and writes it as one frame. It
-// returns the marshalling error or the underlying writer's error.
+// WriteObject marshals v with encoding/json and writes it as one frame. A
+// frame that is not valid UTF-8 (encoding/json keeps a json.RawMessage's
+// bytes as they are) is cleaned first (Clean): a frame is always valid
+// NDJSON. It returns the marshalling error or the underlying writer's
+// error.
 func (w *Writer) WriteObject(v any) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
+	}
+	if !utf8.Valid(b) {
+		b = Clean(make([]byte, 0, len(b)+8), b)
 	}
 	return w.WriteFrame(b)
 }

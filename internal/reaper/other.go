@@ -4,6 +4,9 @@ package reaper
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
 	"io"
 	"time"
 )
@@ -83,16 +86,41 @@ func (t *Tree) Terminate(context.Context, time.Duration, time.Duration) Terminat
 
 // Leftover identifies a tree an earlier sidecar owned (Linux only).
 type Leftover struct {
-	Pid        int
-	StartTicks uint64
-	Pgid       int
-	Cgroup     string
-	CgroupGlob string
-	Marker     string
+	Pid          int
+	StartTicks   uint64
+	SidecarPid   int
+	Session      string
+	Cgroup       string
+	CgroupParent string
+	MarkerSHA256 string
+	OwnParent    string
 }
+
+// MarkerEnv names the environment entry every process of a provider tree
+// inherits.
+const MarkerEnv = "ACPX_SIDECAR_SESSION"
+
+// MarkerDigest is the hex SHA-256 of a marker entry.
+func MarkerDigest(entry string) string {
+	sum := sha256.Sum256([]byte(entry))
+	return hex.EncodeToString(sum[:])
+}
+
+// ErrUnprovable: see the Linux Recover.
+var ErrUnprovable = errors.New("reaper: the ledger entry names nothing recovery can prove")
+
+// SweptCgroup: see the Linux SweepDeadParents.
+type SweptCgroup struct {
+	Dir     string
+	Pids    []int
+	Removed bool
+}
+
+// SweepDeadParents does nothing off Linux.
+func SweepDeadParents(time.Duration) []SweptCgroup { return nil }
 
 // CgroupParent is "" off Linux.
 func (s *Supervisor) CgroupParent() string { return "" }
 
 // Recover is unsupported off Linux.
-func Recover(Leftover, time.Duration) Termination { return Termination{} }
+func Recover(Leftover, time.Duration) (Termination, error) { return Termination{}, ErrUnsupported }

@@ -4,9 +4,13 @@ package reaper
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -18,78 +22,113 @@ import (
 // in cgroup mode); the ownership ledger records it before each launch.
 func (s *Supervisor) CgroupParent() string { return s.cgParent }
 
-// Leftover identifies a provider tree that an earlier sidecar owned, as its
-// ownership ledger recorded it: the leader's pid and start time (field 22
-// of /proc/<pid>/stat, clock ticks; 0 when the entry was written before the
-// launch), its process group, its cgroup directory (or, before the launch,
-// a glob of the cgroups it may have got), and the "NAME=value" environment
-// entry every process of the tree inherits.
-type Leftover struct {
-	Pid        int
-	StartTicks uint64
-	Pgid       int
-	Cgroup     string
-	CgroupGlob string
-	Marker     string
+// MarkerEnv names the environment entry every process of a provider tree
+// inherits, MarkerEnv=<session id>.<unguessable token> (the adapter sets
+// it). Recovery trusts only this name, never one a ledger entry gives: an
+// entry that could name the marker could name `HOME=/root`, which every
+// root process carries.
+const MarkerEnv = "ACPX_SIDECAR_SESSION"
+
+// MarkerDigest is the hex SHA-256 of a marker entry "MarkerEnv=value": what
+// the ledger keeps of it, so reading the ledger does not reveal a token.
+func MarkerDigest(entry string) string {
+	sum := sha256.Sum256([]byte(entry))
+	return hex.EncodeToString(sum[:])
 }
 
+// Leftover identifies a provider tree that an earlier sidecar owned, as its
+// ownership ledger claims — a claim recovery trusts only as far as it can
+// prove it (docs/operations.md, "The ownership ledger"): the leader's pid
+// and start time (field 22 of /proc/<pid>/stat, clock ticks; 0 when the
+// entry was written before the launch), the dead owner's pid, the session
+// id, the cgroup (or, before the launch, the parent it would be made in),
+// the MarkerDigest of the tree's marker entry, and this sidecar's own
+// configured cgroup parent (OwnParent, "" for the default layout).
+type Leftover struct {
+	Pid          int
+	StartTicks   uint64
+	SidecarPid   int
+	Session      string
+	Cgroup       string
+	CgroupParent string
+	MarkerSHA256 string
+	OwnParent    string
+}
+
+// ErrUnprovable is Recover's answer for a leftover it has no way to prove
+// anything of, or whose claims are evidence of a forgery: no marker digest
+// or a malformed session id; a pid that is alive with the entry's start
+// time but does not carry the tree's marker (a provider always does).
+// Nothing is killed and no proof can be made; the caller reports and
+// drops the entry.
+var ErrUnprovable = errors.New("reaper: the ledger entry names nothing recovery can prove")
+
+// sessionID is the shape of a sidecar session id.
+var sessionID = regexp.MustCompile(`^s-[0-9a-f]{1,64}$`)
+
 // Recover kills whatever is left of a tree whose sidecar died and whose
-// guardian did not finish the job (the ledger's second line of defence,
-// docs/operations.md, "The ownership ledger"), within grace, and reports
-// what it did:
-//   - each cgroup of the tree is killed with cgroup.kill, waited for
-//     (populated 0) and removed, nested cgroups first;
-//   - every live process still in the leader's process group or carrying
-//     the tree's environment marker is pinned with a pidfd, re-checked and
-//     sent SIGKILL; passes repeat until one finds nothing (forks racing the
-//     sweep are caught by the next pass).
+// guardian or watchdog did not finish the job (the ledger's second line of
+// defence), within grace, and reports what it did. It kills only what it
+// can prove is the tree's:
+//   - a process is the tree's when its environment carries MarkerEnv with a
+//     value whose MarkerDigest is the entry's (the token is unguessable; an
+//     agent can give it only to processes it starts itself); it is pinned
+//     with a pidfd, re-checked and SIGKILLed, pass after pass until a pass
+//     finds none (forks racing the sweep are caught by the next pass); the
+//     entry's pid is the provider only when its start time matches too;
+//   - a cgroup the entry names is used only when it lies in a directory a
+//     sidecar makes (<cgroup2 mount>/acpx-sidecar-<the dead owner's pid>,
+//     or this sidecar's configured parent) under the session's own name
+//     (acpx-<session>-<n>), and, when populated, only when a process in it
+//     carries the tree's marker: then it is killed whole with cgroup.kill
+//     (descendants that dropped the marker included), waited for and
+//     removed;
+//   - never a process group, a cgroup outside those directories, or a
+//     process by the entry's word alone.
 //
-// Complete means the cgroups were observed empty and no live process with
-// the marker or the group is left. Processes that dropped the marker and
-// left the group outside any cgroup cannot be seen; Verified.Method says
-// which evidence was used.
-func Recover(l Leftover, grace time.Duration) Termination {
+// A cgroup the entry names elsewhere is not used (Verified.Method says
+// so); an entry whose pid is alive with its start time but does not carry
+// the marker is a forgery as far as recovery can tell: ErrUnprovable,
+// nothing done. Complete means no process carrying the marker is left and
+// every cgroup used was observed empty. Errors: ErrUnprovable (nothing was
+// done).
+func Recover(l Leftover, grace time.Duration) (Termination, error) {
 	res := Termination{Signals: []SignalRecord{}, Processes: []ProcessRecord{}, Errors: []ErrorRecord{}}
-	deadline := time.Now().Add(grace)
-	cgroups := []string{}
-	if l.Cgroup != "" {
-		cgroups = append(cgroups, l.Cgroup)
-	} else if l.CgroupGlob != "" {
-		cgroups, _ = filepath.Glob(l.CgroupGlob)
+	if len(l.MarkerSHA256) != sha256.Size*2 || !sessionID.MatchString(l.Session) {
+		return res, fmt.Errorf("%w: no marker digest or a malformed session id", ErrUnprovable)
 	}
+	cgroups, note := trustedCgroups(l)
+	if l.Pid > 0 {
+		if info, ok := readStat(l.Pid); ok && info.state != 'Z' && info.start == l.StartTicks && !carriesMarker(l.Pid, l.MarkerSHA256) {
+			return res, fmt.Errorf("%w: its pid %d is alive with its start time but does not carry the tree's marker", ErrUnprovable, l.Pid)
+		}
+	}
+	deadline := time.Now().Add(grace)
 	var evidence []string
+	if note != "" {
+		evidence = append(evidence, note)
+	}
 	cgEmpty := true
-	if len(cgroups) > 0 || l.Cgroup != "" {
+	if l.Cgroup != "" || l.CgroupParent != "" {
 		res.Containment = ModeCgroup
-		for _, dir := range cgroups {
-			empty, killed := recoverCgroup(&res, dir, l.Pid, deadline)
-			cgEmpty = cgEmpty && empty
-			if killed {
-				evidence = appendOnce(evidence, "cgroup.kill; cgroup.events populated 0")
-			} else {
-				evidence = appendOnce(evidence, "cgroup found empty (populated 0)")
-			}
-		}
-		if len(cgroups) == 0 {
-			evidence = append(evidence, "cgroup already removed")
-		}
 	} else {
 		res.Containment = ModeProcessGroup
 	}
-	if l.Pgid > 0 || l.Marker != "" {
-		rest := recoverByIdentity(&res, l, deadline)
-		cgEmpty = cgEmpty && rest
-		evidence = append(evidence, "no live process in the leader's process group (while the leader lived) or carrying the tree's environment marker (one that dropped the marker outside a cgroup cannot be seen)")
+	for _, dir := range cgroups {
+		empty, how := recoverCgroup(&res, dir, l, deadline)
+		cgEmpty = cgEmpty && empty
+		evidence = appendOnce(evidence, how)
 	}
-	if !cgEmpty {
+	rest := recoverByMarker(&res, l, deadline)
+	evidence = append(evidence, "no live process carrying the tree's environment marker (one that dropped it outside a cgroup cannot be seen)")
+	done := cgEmpty && rest
+	if !done {
 		evidence = []string{"leftover processes still alive after SIGKILL (" + strings.Join(evidence, "; ") + ")"}
-	}
-	res.Verified = Verification{TreeEmpty: cgEmpty, Method: strings.Join(evidence, "; ")}
-	res.Complete = cgEmpty
-	if !cgEmpty {
 		res.Errors = append(res.Errors, ErrorRecord{Code: CodeKillTimeout, Message: "leftover processes did not exit after SIGKILL"})
 	}
-	return res
+	res.Verified = Verification{TreeEmpty: done, Method: strings.Join(evidence, "; ")}
+	res.Complete = done
+	return res, nil
 }
 
 func appendOnce(list []string, s string) []string {
@@ -101,15 +140,69 @@ func appendOnce(list []string, s string) []string {
 	return append(list, s)
 }
 
-// recoverCgroup kills one leftover cgroup and removes it (depth first).
-func recoverCgroup(res *Termination, dir string, leader int, deadline time.Time) (empty, killed bool) {
+// trustedCgroups returns the cgroups of l that lie where a sidecar makes
+// them (see Recover); note says why none is used.
+func trustedCgroups(l Leftover) (dirs []string, note string) {
+	if l.Cgroup == "" && l.CgroupParent == "" {
+		return nil, ""
+	}
+	mount, err := cgroup2Mount()
+	if err != nil {
+		return nil, "the cgroup named by the ledger entry was not used: no writable cgroup2 mount"
+	}
+	parents := map[string]bool{}
+	if l.SidecarPid > 0 {
+		parents[filepath.Join(mount, "acpx-sidecar-"+strconv.Itoa(l.SidecarPid))] = true
+	}
+	if own := filepath.Clean(l.OwnParent); l.OwnParent != "" && own != filepath.Join(mount, "acpx-sidecar-"+strconv.Itoa(os.Getpid())) {
+		parents[own] = true // a configured parent (the default is this sidecar's own: never a dead one's)
+	}
+	name := regexp.MustCompile(`^acpx-` + regexp.QuoteMeta(l.Session) + `-[0-9]+$`)
+	const elsewhere = "the cgroup named by the ledger entry was not used: it is not a directory a sidecar makes for that session"
+	if l.Cgroup != "" {
+		dir := filepath.Clean(l.Cgroup)
+		if !parents[filepath.Dir(dir)] || !name.MatchString(filepath.Base(dir)) {
+			return nil, elsewhere
+		}
+		return []string{dir}, ""
+	}
+	parent := filepath.Clean(l.CgroupParent)
+	if !parents[parent] {
+		return nil, elsewhere
+	}
+	ents, _ := os.ReadDir(parent)
+	for _, e := range ents {
+		if e.IsDir() && name.MatchString(e.Name()) {
+			dirs = append(dirs, filepath.Join(parent, e.Name()))
+		}
+	}
+	if len(dirs) == 0 {
+		return nil, "cgroup already removed"
+	}
+	return dirs, ""
+}
+
+// recoverCgroup kills one trusted leftover cgroup — when populated, only
+// if a process in it carries the tree's marker — and removes it (depth
+// first). It reports whether it is gone or empty, and how.
+func recoverCgroup(res *Termination, dir string, l Leftover, deadline time.Time) (empty bool, how string) {
 	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
 		removeV1Mirrors(dir) // the watchdog removed the v2 cgroup, not these
-		return true, false
+		return true, "cgroup already removed"
 	}
 	members := cgroupTreeProcs(dir)
+	how = "cgroup found empty (populated 0)"
 	if pop, _ := cgroupPopulated(dir); pop {
-		killed = true
+		proven := false
+		for _, pid := range members {
+			proven = proven || carriesMarker(pid, l.MarkerSHA256)
+		}
+		if !proven {
+			// Not the tree's as far as anything shows: its processes are
+			// left alone (the marker pass below still kills the tree's).
+			return true, "cgroup " + filepath.Base(dir) + " not killed: no process in it carries the tree's marker"
+		}
+		how = "cgroup.kill; cgroup.events populated 0"
 		rec := SignalRecord{Signal: "SIGKILL", Target: "tree", At: time.Now()}
 		if err := writeCgroupKill(dir); err != nil {
 			rec.Error = err.Error()
@@ -120,7 +213,7 @@ func recoverCgroup(res *Termination, dir string, leader int, deadline time.Time)
 	empty = waitCgroupEmpty(nil, nil, nil, dir, time.Until(deadline), nil)
 	for _, pid := range members {
 		role := RoleDescendant
-		if pid == leader {
+		if pid == l.Pid {
 			role = RoleProvider
 		}
 		res.Processes = append(res.Processes, ProcessRecord{Pid: pid, Role: role, Signal: "SIGKILL", ExitedAt: time.Now()})
@@ -130,20 +223,21 @@ func recoverCgroup(res *Termination, dir string, leader int, deadline time.Time)
 			res.Errors = append(res.Errors, ErrorRecord{Code: CodeCgroupRemove, Message: err.Error()})
 		}
 		removeV1Mirrors(dir) // its cgroup v1 limit dirs, if it had any
-
 	}
-	return empty, killed
+	return empty, how
 }
 
-// recoverByIdentity kills, pass after pass, every live process that is in
-// the leader's process group (the leader itself only when its start time
-// matches) or carries the marker; it reports whether a pass found none
-// before the deadline.
-func recoverByIdentity(res *Termination, l Leftover, deadline time.Time) bool {
+// recoverByMarker kills, pass after pass, every live process carrying the
+// tree's marker; it reports whether a pass found none before the deadline.
+func recoverByMarker(res *Termination, l Leftover, deadline time.Time) bool {
 	seen := map[procKey]bool{}
+	named := map[int]bool{}
+	for _, p := range res.Processes {
+		named[p.Pid] = true
+	}
 	for {
 		found := 0
-		for _, k := range leftoverMembers(l) {
+		for _, k := range markedProcs(l.MarkerSHA256) {
 			found++
 			if seen[k] {
 				continue
@@ -154,12 +248,18 @@ func recoverByIdentity(res *Termination, l Leftover, deadline time.Time) bool {
 				role = RoleProvider
 			}
 			rec := SignalRecord{Signal: "SIGKILL", Target: role, At: time.Now()}
-			if err := killPinned(k, l); err != nil && !errors.Is(err, unix.ESRCH) {
+			sent, err := signalPinned(k, unix.SIGKILL, func(pid int, _ procInfo) bool { return carriesMarker(pid, l.MarkerSHA256) })
+			if err != nil && !errors.Is(err, unix.ESRCH) {
 				rec.Error = err.Error()
 				res.Errors = append(res.Errors, ErrorRecord{Code: CodeSignalFailed, Message: "SIGKILL " + strconv.Itoa(k.pid) + ": " + err.Error()})
 			}
-			res.Signals = append(res.Signals, rec)
-			res.Processes = append(res.Processes, ProcessRecord{Pid: k.pid, Role: role, Signal: "SIGKILL", ExitedAt: time.Now()})
+			if sent || rec.Error != "" {
+				res.Signals = append(res.Signals, rec)
+			}
+			if !named[k.pid] {
+				named[k.pid] = true
+				res.Processes = append(res.Processes, ProcessRecord{Pid: k.pid, Role: role, Signal: "SIGKILL", ExitedAt: time.Now()})
+			}
 		}
 		if found == 0 {
 			return true
@@ -171,18 +271,9 @@ func recoverByIdentity(res *Termination, l Leftover, deadline time.Time) bool {
 	}
 }
 
-// leftoverMembers lists live processes belonging to l by group or marker.
-//
-// The group is used only while its leader (pid and start time) is alive:
-// that pins the group id, which could otherwise have been recycled by an
-// unrelated group (docs/rules.md#r22). Without the leader, only the marker
-// identifies the tree.
-func leftoverMembers(l Leftover) []procKey {
-	if l.Pid > 0 {
-		if info, ok := readStat(l.Pid); !ok || info.state == 'Z' || info.start != l.StartTicks {
-			l.Pgid = 0
-		}
-	}
+// markedProcs lists the live processes (zombies excluded, this one too)
+// carrying the marker whose digest is digest.
+func markedProcs(digest string) []procKey {
 	var out []procKey
 	ents, _ := os.ReadDir("/proc")
 	self := os.Getpid()
@@ -195,32 +286,25 @@ func leftoverMembers(l Leftover) []procKey {
 		if !ok || info.state == 'Z' {
 			continue
 		}
-		if belongs(pid, info, l) {
+		if carriesMarker(pid, digest) {
 			out = append(out, procKey{pid, info.start})
 		}
 	}
 	return out
 }
 
-func belongs(pid int, info procInfo, l Leftover) bool {
-	if l.Pgid > 0 && info.pgid == l.Pgid && (pid != l.Pid || info.start == l.StartTicks) {
-		return true
-	}
-	if l.Marker == "" {
+// carriesMarker reports whether pid's environment has a MarkerEnv entry
+// whose MarkerDigest is digest.
+func carriesMarker(pid int, digest string) bool {
+	env, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
+	if err != nil {
 		return false
 	}
-	env, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
-	return err == nil && bytes.Contains(append([]byte{0}, env...), []byte("\x00"+l.Marker+"\x00"))
-}
-
-// killPinned sends SIGKILL to k through signalPinned, re-checking that it
-// still belongs to l; unix.ESRCH if it was gone or no longer belongs.
-func killPinned(k procKey, l Leftover) error {
-	sent, err := signalPinned(k, unix.SIGKILL, func(pid int, info procInfo) bool {
-		return belongs(pid, info, l) || belongs(pid, info, Leftover{Marker: l.Marker})
-	})
-	if err == nil && !sent {
-		return unix.ESRCH
+	prefix := []byte(MarkerEnv + "=")
+	for _, kv := range bytes.Split(env, []byte{0}) {
+		if bytes.HasPrefix(kv, prefix) && MarkerDigest(string(kv)) == digest {
+			return true
+		}
 	}
-	return err
+	return false
 }

@@ -66,10 +66,15 @@ func (s *Store) LockKey(key string) (*KeyLock, error) {
 		return nil, err
 	}
 	p := s.KeyLockPath(key)
-	fd, err := unix.Open(p, unix.O_RDWR|unix.O_CREAT|unix.O_CLOEXEC|unix.O_NOFOLLOW, fileMode)
+	var f *os.File
+	err := withDir(s.sessions, func(d *SafeDir) (err error) {
+		f, err = d.OpenFile(filepath.Base(p), os.O_RDWR|os.O_CREATE, fileMode)
+		return err
+	})
 	if err != nil {
-		return nil, fmt.Errorf("store: key lock: %w", &os.PathError{Op: "open", Path: p, Err: err})
+		return nil, fmt.Errorf("store: key lock: %w", err)
 	}
+	fd := int(f.Fd())
 	for {
 		err = unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB)
 		if err != unix.EINTR {
@@ -79,7 +84,7 @@ func (s *Store) LockKey(key string) (*KeyLock, error) {
 	if err != nil {
 		var holder [32]byte
 		n, _ := unix.Pread(fd, holder[:], 0)
-		unix.Close(fd)
+		f.Close()
 		if err == unix.EWOULDBLOCK {
 			pid, _ := strconv.Atoi(strings.TrimSpace(string(holder[:max(n, 0)])))
 			return nil, &KeyHeldError{Pid: max(pid, 0)}
@@ -90,7 +95,7 @@ func (s *Store) LockKey(key string) (*KeyLock, error) {
 	if unix.Ftruncate(fd, 0) == nil {
 		_, _ = unix.Pwrite(fd, []byte(strconv.Itoa(os.Getpid())+"\n"), 0)
 	}
-	return &KeyLock{f: os.NewFile(uintptr(fd), p)}, nil
+	return &KeyLock{f: f}, nil
 }
 
 // KeyHeldError is LockKey's refusal: Pid is the pid the holder wrote

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -19,10 +18,12 @@ import (
 // admitted so that a later sidecar on the same stateDir can recognise and
 // kill it if this one dies (docs/operations.md, "The ownership ledger").
 // Pid and StartTime (clock ticks since boot, /proc/<pid>/stat field 22)
-// together pin the process identity; Pgid is its process group; Cgroup the
-// cgroup v2 path when contained there; Containment the protocol's
-// containment name (docs/protocol.md §12 `containment`); CreatedAt a
-// TimeLayout timestamp.
+// together pin the process identity; Pgid is its process group (reported,
+// never used to kill); Cgroup the cgroup v2 path when contained there;
+// Containment the protocol's containment name (docs/protocol.md §12
+// `containment`); CreatedAt a TimeLayout timestamp. An entry is a claim:
+// recovery kills only what it can prove (internal/reaper Recover), since
+// anyone who can write the state dir can write an entry.
 type Owned struct {
 	ID         string `json:"id"`
 	SidecarPid int    `json:"sidecarPid"`
@@ -38,11 +39,14 @@ type Owned struct {
 	// CgroupParent is the directory the provider's cgroup is (or would be)
 	// made in, for entries written before the launch.
 	CgroupParent string `json:"cgroupParent,omitempty"`
-	// Marker is the "NAME=value" environment entry every process of the
-	// tree inherits, so leftovers can be found without a cgroup.
-	Marker      string `json:"marker,omitempty"`
-	Containment string `json:"containment"`
-	CreatedAt   string `json:"createdAt"`
+	// MarkerSHA256 is the hex SHA-256 of the environment entry every
+	// process of the tree inherits (ACPX_SIDECAR_SESSION=<session
+	// id>.<unguessable token>; reaper.MarkerDigest): a process whose
+	// environment has the entry this digests is the tree's. The token
+	// itself is never written.
+	MarkerSHA256 string `json:"markerSha256,omitempty"`
+	Containment  string `json:"containment"`
+	CreatedAt    string `json:"createdAt"`
 }
 
 // ValidateOwnedID reports whether id can name a ledger file: 1–128 bytes of
@@ -89,20 +93,33 @@ func (s *Store) RemoveOwned(id string) error {
 	if err := ValidateOwnedID(id); err != nil {
 		return err
 	}
-	if err := os.Remove(filepath.Join(s.owned, id+".json")); err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil
+	return withDir(s.owned, func(d *SafeDir) error {
+		if err := d.Remove(id + ".json"); err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil
+			}
+			return fmt.Errorf("store: remove owned: %w", err)
 		}
-		return fmt.Errorf("store: remove owned: %w", err)
-	}
-	return syncDir(s.owned)
+		return d.Sync()
+	})
 }
 
+// MaxOwnedBytes bounds a ledger entry ListOwned reads (64 KiB); a larger
+// one is reported and skipped, never read.
+const MaxOwnedBytes = 64 << 10
+
 // ListOwned returns every readable ledger entry, sorted by ID. Entries that
-// cannot be read or parsed, or whose "id" differs from the file name, are
-// skipped and reported in the returned error (errors.Join, one per entry), so
-// a non-nil error can come with a usable list. Temp files are ignored.
+// cannot be read or parsed, whose "id" differs from the file name, that are
+// links, not the sidecar's uid's, writable by others or larger than
+// MaxOwnedBytes (SafeDir) are skipped and reported in the returned error
+// (errors.Join, one per entry), so a non-nil error can come with a usable
+// list. Temp files are ignored.
 func (s *Store) ListOwned() ([]Owned, error) {
+	d, err := OpenSafeDir(s.owned)
+	if err != nil {
+		return nil, fmt.Errorf("store: list owned: %w", err)
+	}
+	defer d.Close()
 	ents, err := os.ReadDir(s.owned)
 	if err != nil {
 		return nil, fmt.Errorf("store: list owned: %w", err)
@@ -114,8 +131,7 @@ func (s *Store) ListOwned() ([]Owned, error) {
 		if strings.HasPrefix(name, ".") || !strings.HasSuffix(name, ".json") {
 			continue
 		}
-		p := filepath.Join(s.owned, name)
-		b, err := os.ReadFile(p)
+		b, err := d.ReadFile(name, MaxOwnedBytes)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("store: owned %s: %w", name, err))
 			continue
@@ -218,17 +234,20 @@ func parseProcStat(b []byte) (ProcStat, error) {
 func (s *Store) RemoveStaleTemps(age time.Duration) int {
 	n := 0
 	for _, dir := range []string{s.owned, s.SessionsDir()} {
-		ents, _ := os.ReadDir(dir)
-		for _, e := range ents {
-			if !strings.HasPrefix(e.Name(), ".tmp-") {
-				continue
-			}
-			if info, err := e.Info(); err == nil && time.Since(info.ModTime()) > age {
-				if os.Remove(filepath.Join(dir, e.Name())) == nil {
-					n++
+		_ = withDir(dir, func(d *SafeDir) error {
+			ents, _ := os.ReadDir(dir)
+			for _, e := range ents {
+				if !strings.HasPrefix(e.Name(), ".tmp-") {
+					continue
+				}
+				if info, err := e.Info(); err == nil && time.Since(info.ModTime()) > age {
+					if d.Remove(e.Name()) == nil {
+						n++
+					}
 				}
 			}
-		}
+			return nil
+		})
 	}
 	return n
 }

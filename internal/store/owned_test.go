@@ -66,7 +66,7 @@ func TestOwned_WriteListRemove(t *testing.T) {
 		t.Error("WriteOwned(pid -1) accepted")
 	}
 	// Pid 0: an entry written before the launch.
-	if err := s.WriteOwned(Owned{ID: "pending", Pid: 0, Marker: "ACPX_SIDECAR_SESSION=s-1"}); err != nil {
+	if err := s.WriteOwned(Owned{ID: "pending", Pid: 0, MarkerSHA256: "00"}); err != nil {
 		t.Errorf("WriteOwned(pid 0, pending launch): %v", err)
 	}
 }

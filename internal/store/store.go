@@ -37,6 +37,10 @@ const (
 	fileMode = 0o600
 )
 
+// MaxRecordBytes bounds a record file Load reads (64 MiB); a larger one is
+// ErrCorrupt, never read into memory.
+const MaxRecordBytes = 64 << 20
+
 // Store is a handle on one stateDir. It holds no open files; all methods are
 // safe for concurrent use by goroutines and processes.
 type Store struct {
@@ -96,6 +100,11 @@ func (s *Store) ensureDir(d string, ours bool) error {
 	if err != nil {
 		return fmt.Errorf("store: %w", err)
 	}
+	if ours && isLink(d) {
+		// sessions/ and owned/ are the sidecar's own: a link there would
+		// send every record, lock and journal somewhere else.
+		return &UnsafeFileError{Path: d, Reason: "is a symbolic link"}
+	}
 	if !fi.IsDir() {
 		return fmt.Errorf("store: %s is not a directory", d)
 	}
@@ -143,11 +152,18 @@ func (s *Store) Load(key string) (*Record, error) {
 		return nil, err
 	}
 	p := s.RecordPath(key)
-	b, err := os.ReadFile(p)
+	var b []byte
+	err := withDir(s.sessions, func(d *SafeDir) (err error) {
+		b, err = d.ReadFile(filepath.Base(p), MaxRecordBytes)
+		return err
+	})
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("store: load %s: %w", filepath.Base(p), ErrNotFound)
 	}
 	if err != nil {
+		if errors.Is(err, ErrUnsafeFile) || errors.Is(err, ErrCorrupt) {
+			return nil, err
+		}
 		return nil, fmt.Errorf("store: load: %w", err)
 	}
 	r := new(Record)
@@ -246,23 +262,31 @@ func (s *Store) Delete(key string) error {
 		return err
 	}
 	defer unlock()
-	if err := os.Remove(s.RecordPath(key)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("store: delete: %w", err)
-	}
-	// Waiters notice the unlinked lock file (inode check in lock) and retry.
-	if err := os.Remove(s.lockPath(key)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("store: delete: %w", err)
-	}
-	return syncDir(s.sessions)
+	return withDir(s.sessions, func(d *SafeDir) error {
+		if err := d.Remove(filepath.Base(s.RecordPath(key))); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("store: delete: %w", err)
+		}
+		// Waiters notice the unlinked lock file (inode check in lock) and retry.
+		if err := d.Remove(filepath.Base(s.lockPath(key))); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("store: delete: %w", err)
+		}
+		return d.Sync()
+	})
 }
 
 // lock takes an exclusive flock on the key's lock file and returns its
 // release. After locking it checks that the path still names the locked
-// inode (Delete may have unlinked it meanwhile) and retries otherwise.
+// inode (Delete may have unlinked it meanwhile) and retries otherwise. The
+// lock file is opened through a SafeDir: a link there is refused.
 func (s *Store) lock(key string) (func(), error) {
 	p := s.lockPath(key)
+	d, err := OpenSafeDir(s.sessions)
+	if err != nil {
+		return nil, fmt.Errorf("store: lock: %w", err)
+	}
+	defer d.Close()
 	for {
-		f, err := os.OpenFile(p, os.O_RDWR|os.O_CREATE|unix.O_CLOEXEC, fileMode)
+		f, err := d.OpenFile(filepath.Base(p), os.O_RDWR|os.O_CREATE, fileMode)
 		if err != nil {
 			return nil, fmt.Errorf("store: lock: %w", err)
 		}
@@ -277,12 +301,12 @@ func (s *Store) lock(key string) (func(), error) {
 			f.Close()
 			return nil, fmt.Errorf("store: lock: %w", err)
 		}
-		var held, named unix.Stat_t
+		var held unix.Stat_t
 		if err := unix.Fstat(fd, &held); err != nil {
 			f.Close()
 			return nil, fmt.Errorf("store: lock: %w", err)
 		}
-		if unix.Stat(p, &named) == nil && held.Dev == named.Dev && held.Ino == named.Ino {
+		if named, err := d.Lstat(filepath.Base(p)); err == nil && held.Dev == named.Dev && held.Ino == named.Ino {
 			return func() { f.Close() }, nil // close releases the flock
 		}
 		f.Close()
@@ -294,42 +318,41 @@ func (s *Store) lock(key string) (func(), error) {
 // the write as a crash at that point would.
 var testHookBeforeRename func(tmp string) error
 
-// writeAtomic writes data to dir/name: temp file (0600) in dir, write,
-// fsync, close, rename, fsync dir. The temp name (".tmp-*") never ends in
-// ".json", so acpx's directory scan ignores it.
-func writeAtomic(dir, name string, data []byte) (err error) {
-	f, err := os.CreateTemp(dir, ".tmp-*")
-	if err != nil {
-		return fmt.Errorf("store: write: %w", err)
-	}
-	tmp := f.Name()
-	defer func() {
+// writeAtomic writes data to dir/name: temp file (0600, created
+// exclusively) in dir, write, fsync, close, rename, fsync dir — all through
+// one SafeDir, so no link is followed. The temp name (".tmp-*") never ends
+// in ".json", so acpx's directory scan ignores it.
+func writeAtomic(dir, name string, data []byte) error {
+	return withDir(dir, func(d *SafeDir) (err error) {
+		f, tmp, err := d.CreateTemp()
 		if err != nil {
-			f.Close()
-			os.Remove(tmp)
+			return fmt.Errorf("store: write: %w", err)
 		}
-	}()
-	if err = f.Chmod(fileMode); err != nil {
-		return fmt.Errorf("store: write: %w", err)
-	}
-	if _, err = f.Write(data); err != nil {
-		return fmt.Errorf("store: write: %w", err)
-	}
-	if err = f.Sync(); err != nil {
-		return fmt.Errorf("store: write: %w", err)
-	}
-	if err = f.Close(); err != nil {
-		return fmt.Errorf("store: write: %w", err)
-	}
-	if h := testHookBeforeRename; h != nil {
-		if err = h(tmp); err != nil {
-			return err
+		defer func() {
+			if err != nil {
+				f.Close()
+				_ = d.Remove(tmp)
+			}
+		}()
+		if _, err = f.Write(data); err != nil {
+			return fmt.Errorf("store: write: %w", err)
 		}
-	}
-	if err = os.Rename(tmp, filepath.Join(dir, name)); err != nil {
-		return fmt.Errorf("store: write: %w", err)
-	}
-	return syncDir(dir)
+		if err = f.Sync(); err != nil {
+			return fmt.Errorf("store: write: %w", err)
+		}
+		if err = f.Close(); err != nil {
+			return fmt.Errorf("store: write: %w", err)
+		}
+		if h := testHookBeforeRename; h != nil {
+			if err = h(filepath.Join(dir, tmp)); err != nil {
+				return err
+			}
+		}
+		if err = d.Rename(tmp, name); err != nil {
+			return fmt.Errorf("store: write: %w", err)
+		}
+		return d.Sync()
+	})
 }
 
 func syncDir(dir string) error {

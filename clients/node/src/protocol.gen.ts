@@ -932,6 +932,10 @@ export interface StatusResult {
    */
   queuedRequestIds?: TurnRequestId[];
   resources?: Resources;
+  /**
+   * The session was busy past --state-read-ms: this answer is its last snapshot, checked against the record (docs/protocol.md §20).
+   */
+  fromSnapshot?: boolean;
 }
 /**
  * Params of session/close (docs/protocol.md §8).
@@ -1082,6 +1086,10 @@ export interface StatsResult {
     cancelled: number;
   };
   updatesForwarded: number;
+  /**
+   * Agent session/updates that were not ACP SessionUpdates, dropped (docs/protocol.md §20).
+   */
+  updatesDropped: number;
   proofs: {
     complete: number;
     incomplete: number;
@@ -1158,9 +1166,13 @@ export interface PermissionNotification {
   requestId: TurnRequestId | null;
   toolCallId: string;
   kind: ToolKind;
-  decision: "approved" | "denied" | "escalated" | "cancelled" | "timeout";
+  decision: "approved" | "denied" | "escalated" | "cancelled" | "timeout" | "malformed" | "overflow";
   rule: string;
   optionId?: string;
+  /**
+   * The ACP kind of the option chosen (the one optionId names).
+   */
+  optionKind?: string;
 }
 /**
  * Params of session/exited: the provider died on its own (docs/protocol.md §9).

@@ -1,0 +1,49 @@
+package adapter
+
+import (
+	"time"
+
+	"github.com/acpx-sidecar/acpx-sidecar/protocol"
+)
+
+// maxPendingAsks returns the per-turn bounds on asks waiting for the host:
+// count and params bytes (Config.MaxPendingAsks, MaxPendingAskBytes).
+func (m *Manager) maxPendingAsks() (n, bytes int) {
+	n, bytes = m.cfg.MaxPendingAsks, m.cfg.MaxPendingAskBytes
+	if n <= 0 {
+		n = protocol.DefaultMaxPendingAsks
+	}
+	if bytes <= 0 {
+		bytes = protocol.DefaultMaxPendingAskBytes
+	}
+	return n, bytes
+}
+
+// stateRead is the bound on waiting for a busy actor to read its state
+// (Config.StateRead).
+func (m *Manager) stateRead() time.Duration {
+	if m.cfg.StateRead > 0 {
+		return m.cfg.StateRead
+	}
+	return protocol.DefaultStateReadMs * time.Millisecond
+}
+
+// decideOverflow decides an escalation the turn has no room for — maxN
+// asks already wait for the host, or this one's params would take their
+// bytes past maxB — as nonInteractivePermissions says, without asking the
+// host, audited with decision "overflow" (docs/protocol.md §20): "deny"
+// answers the agent with a reject option; "fail" answers it cancelled and
+// fails the turn with PERMISSION_APPROVAL_REQUIRED. An agent flooding
+// asks while the host is slow thus holds at most the bound in memory.
+func (s *session) decideOverflow(t *turn, ask *permissionAsk, pa *pendingAsk, maxN, maxB int) {
+	rule := pa.rule + "; more than " + itoa(maxN) + " asks or " + itoa(maxB) +
+		" bytes waiting for the host (--max-pending-asks, --max-pending-ask-bytes); nonInteractivePermissions:" +
+		s.open.NonInteractivePermissions
+	if s.open.NonInteractivePermissions == "fail" {
+		t.failErr = permissionRequiredError(pa.kind, "too many asks are waiting for the host")
+		s.answerPermissionAs(ask, pa, "", rule, protocol.DecisionOverflow)
+		s.cancelTurn(&t.requestID, "permission approval required")
+		return
+	}
+	s.answerPermissionAs(ask, pa, pickOption(pa.options, "reject_once", "reject_always"), rule, protocol.DecisionOverflow)
+}

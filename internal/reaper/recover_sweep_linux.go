@@ -1,0 +1,74 @@
+//go:build linux
+
+package reaper
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// SweptCgroup is one populated cgroup of a dead sidecar that
+// SweepDeadParents killed: its directory, the processes that were in it,
+// and whether it was observed empty and removed.
+type SweptCgroup struct {
+	Dir     string
+	Pids    []int
+	Removed bool
+}
+
+// SweepDeadParents ends what is left in the cgroups of dead sidecars,
+// ledger entry or not (docs/operations.md, "The ownership ledger"): below
+// the cgroup2 mount, every default parent <mount>/acpx-sidecar-<pid> whose
+// pid is gone (or a zombie) is walked; each populated provider cgroup in
+// it is killed with cgroup.kill, waited for (at most grace in all) and
+// removed, and so is the parent once empty. A tree whose agent deleted its
+// own ledger entry and killed both the sidecar and its watchdog is found
+// this way. A parent whose pid is alive again (recycled) is left for a
+// later sweep. It reports every cgroup it killed.
+func SweepDeadParents(grace time.Duration) []SweptCgroup {
+	mount, err := cgroup2Mount()
+	if err != nil {
+		return nil
+	}
+	ents, err := os.ReadDir(mount)
+	if err != nil {
+		return nil
+	}
+	deadline := time.Now().Add(grace)
+	var out []SweptCgroup
+	for _, e := range ents {
+		pidText, ok := strings.CutPrefix(e.Name(), "acpx-sidecar-")
+		pid, err := strconv.Atoi(pidText)
+		if !ok || err != nil || !e.IsDir() || pid == os.Getpid() {
+			continue
+		}
+		if info, alive := readStat(pid); alive && info.state != 'Z' {
+			continue
+		}
+		parent := filepath.Join(mount, e.Name())
+		children, _ := os.ReadDir(parent)
+		for _, c := range children {
+			dir := filepath.Join(parent, c.Name())
+			if !c.IsDir() {
+				continue
+			}
+			if pop, err := cgroupPopulated(dir); err != nil || !pop {
+				continue
+			}
+			sc := SweptCgroup{Dir: dir, Pids: cgroupTreeProcs(dir)}
+			_ = writeCgroupKill(dir)
+			if waitCgroupEmpty(nil, nil, nil, dir, time.Until(deadline), nil) {
+				sc.Removed = removeCgroupSubtree(dir) == nil
+				removeV1Mirrors(dir)
+			}
+			out = append(out, sc)
+		}
+		if pop, err := cgroupPopulated(parent); err == nil && !pop {
+			_ = removeCgroupSubtree(parent) // empty cgroups only, deepest first
+		}
+	}
+	return out
+}
