@@ -1,0 +1,114 @@
+//go:build linux || darwin
+
+package reaper
+
+import (
+	"reflect"
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/acpx-sidecar/acpx-sidecar/internal/proctable"
+)
+
+// These tests drive TableTree.update with made-up process tables, so each
+// membership rule of ModeProcessTable (and the gap it documents) is
+// checked exactly, without racing real processes.
+
+func testTableTree() *TableTree {
+	t := &TableTree{pid: 100, pgid: 100, start: 1000, marker: "M=1", members: map[tableKey]*tableMember{}, exited: make(chan struct{})}
+	t.addLocked(tableKey{100, 1000}, time.Unix(0, 0))
+	return t
+}
+
+func scanOf(at time.Time, marked []int, t *TableTree, procs ...proctable.Proc) *tableScan {
+	s := newTableScan(at, procs, -1)
+	s.marked = map[*TableTree][]int{t: marked}
+	return s
+}
+
+// livePids lists the live members of t in s, sorted.
+func livePids(t *TableTree, s *tableScan) []int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var out []int
+	for _, k := range t.liveLocked(s) {
+		out = append(out, k.pid)
+	}
+	sort.Ints(out)
+	return out
+}
+
+func TestTableUpdate_MembershipRules(t *testing.T) {
+	tr := testTableTree()
+	at := time.Unix(10, 0)
+	s := scanOf(at, []int{110}, tr,
+		proctable.Proc{Pid: 100, PPid: 50, Pgid: 100, Start: 1000},  // the leader
+		proctable.Proc{Pid: 101, PPid: 1, Pgid: 100, Start: 1005},   // orphan in the group
+		proctable.Proc{Pid: 103, PPid: 100, Pgid: 200, Start: 1001}, // child that left the group
+		proctable.Proc{Pid: 104, PPid: 103, Pgid: 200, Start: 1002}, // its child
+		proctable.Proc{Pid: 108, PPid: 100, Pgid: 300, Start: 900},  // "child" older than its parent: a recycled link
+		proctable.Proc{Pid: 110, PPid: 1, Pgid: 110, Start: 1010},   // orphan with the marker, own session
+		proctable.Proc{Pid: 111, PPid: 1, Pgid: 111, Start: 1011},   // orphan, own session, no marker: the gap
+		proctable.Proc{Pid: 112, PPid: 100, Pgid: 100, Start: 1012, Zombie: true},
+		proctable.Proc{Pid: 120, PPid: 1, Pgid: 120, Start: 20}, // unrelated
+	)
+	tr.update(s)
+	if got, want := livePids(tr, s), []int{100, 101, 103, 104, 110}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("live members %v, want %v (111 is the documented gap: no group, no marker, no chain)", got, want)
+	}
+	if m := tr.members[tableKey{112, 1012}]; m == nil || !m.dead {
+		t.Fatalf("zombie child of the leader: %+v, want a dead member", m)
+	}
+}
+
+func TestTableUpdate_GroupOnlyWhilePinned(t *testing.T) {
+	tr := testTableTree()
+	tr.leaderReaped = true // the leader's pid, and so the group id, are free
+	at := time.Unix(10, 0)
+	s := scanOf(at, nil, tr, proctable.Proc{Pid: 102, PPid: 1, Pgid: 100, Start: 2000})
+	tr.update(s)
+	if got := livePids(tr, s); len(got) != 0 {
+		t.Fatalf("live members %v: a process in a recycled group id was adopted", got)
+	}
+	// A live member in the group pins it again: its group mates belong.
+	tr2 := testTableTree()
+	tr2.leaderReaped = true
+	tr2.addLocked(tableKey{101, 1005}, time.Unix(1, 0))
+	s2 := scanOf(at, nil, tr2,
+		proctable.Proc{Pid: 101, PPid: 1, Pgid: 100, Start: 1005},
+		proctable.Proc{Pid: 102, PPid: 1, Pgid: 100, Start: 1006})
+	tr2.update(s2)
+	if got, want := livePids(tr2, s2), []int{101, 102}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("live members %v, want %v", got, want)
+	}
+}
+
+func TestTableUpdate_RecycledPidIsNotAMember(t *testing.T) {
+	tr := testTableTree()
+	tr.addLocked(tableKey{106, 1003}, time.Unix(1, 0))
+	at := time.Unix(10, 0)
+	s := scanOf(at, nil, tr,
+		proctable.Proc{Pid: 106, PPid: 1, Pgid: 106, Start: 5000}, // 106 recycled
+		proctable.Proc{Pid: 107, PPid: 106, Pgid: 106, Start: 5001})
+	tr.update(s)
+	if got := livePids(tr, s); len(got) != 0 {
+		t.Fatalf("live members %v: the recycled pid (or its child) was taken for the member", got)
+	}
+	for _, k := range []tableKey{{100, 1000}, {106, 1003}} {
+		if m := tr.members[k]; m == nil || !m.dead {
+			t.Fatalf("member %v absent from the table: %+v, want dead", k, m)
+		}
+	}
+}
+
+func TestTableUpdate_MemberFoundAfterTheScanBeganCountsLive(t *testing.T) {
+	tr := testTableTree()
+	at := time.Unix(10, 0)
+	s := scanOf(at, nil, tr, proctable.Proc{Pid: 100, PPid: 50, Pgid: 100, Start: 1000})
+	tr.addLocked(tableKey{130, 1100}, at.Add(time.Millisecond)) // known only after the read began
+	tr.update(s)
+	if got, want := livePids(tr, s), []int{100, 130}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("live members %v, want %v", got, want)
+	}
+}
