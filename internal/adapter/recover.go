@@ -13,9 +13,9 @@ import (
 	"github.com/acpx-sidecar/acpx-sidecar/protocol"
 )
 
-// selfStart is this sidecar's start time (clock ticks), recorded in every
+// selfStart is this sidecar's start time (procStart), recorded in every
 // ledger entry so a later sidecar can tell a live owner from a recycled pid.
-var selfStart, _ = store.ProcStartTime(os.Getpid())
+var selfStart, _ = procStart(os.Getpid())
 
 // Initialized sweeps the default stateDir's ownership ledger once the host
 // has the initialize result; other stateDirs are swept when first used.
@@ -51,11 +51,11 @@ func ownerAlive(o store.Owned) bool {
 	if o.SidecarPid == os.Getpid() {
 		return true
 	}
-	st, err := store.ReadProcStat(o.SidecarPid)
-	if err != nil || st.State == 'Z' {
+	start, alive := procStart(o.SidecarPid)
+	if !alive {
 		return false
 	}
-	return o.SidecarStartTime == 0 || st.StartTime == o.SidecarStartTime
+	return o.SidecarStartTime == 0 || start == o.SidecarStartTime
 }
 
 // sweep kills the leftovers of dead sidecars found in st's ledger and
@@ -131,7 +131,7 @@ func (m *Manager) recoverEntry(st *store.Store, o store.Owned) {
 // recoverOne kills what is left of one ledger entry and builds its proof.
 func (m *Manager) recoverOne(o store.Owned) *protocol.Proof {
 	started := protocol.At(time.Now())
-	t := reaper.Recover(reaper.Leftover{Pid: o.Pid, StartTicks: o.StartTime, Pgid: o.Pgid, Cgroup: o.Cgroup,
+	t := recoverLeftover(o.Containment, reaper.Leftover{Pid: o.Pid, StartTicks: o.StartTime, Pgid: o.Pgid, Cgroup: o.Cgroup,
 		CgroupGlob: cgroupGlob(o), Marker: o.Marker}, m.cfg.KillGrace)
 	proof := &protocol.Proof{CleanupID: newID("c-"), Session: o.Session, SessionKey: o.SessionKey,
 		Reason: "leftover of sidecar pid " + strconv.Itoa(o.SidecarPid), Origin: protocol.OriginRecovered,
