@@ -2,6 +2,7 @@ package main
 
 import (
 	"runtime"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -80,6 +81,25 @@ func startTable(log *zap.Logger) (containment, adapter.Launcher, error) {
 		return nil, nil, err
 	}
 	return ts, adapter.TableLauncher(ts), nil
+}
+
+// killTablesBeforeExit, on the way out of a shutdown that could not
+// finish, SIGKILLs every tree of a process-table supervisor
+// (TableSupervisor.Close), bounded by 2 s: no guardian or watchdog would
+// end them once this process is gone. Other modes need nothing here.
+func killTablesBeforeExit(sup containment) {
+	if modeOf(sup) != reaper.ModeProcessTable {
+		return
+	}
+	done := make(chan struct{})
+	go func() {
+		_ = sup.Close()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(2 * time.Second):
+	}
 }
 
 // modeOf is sup's mode, "" for none.

@@ -215,6 +215,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		time.AfterFunc(time.Duration(o.shutdownMs)*time.Millisecond+5*time.Second, func() {
 			log.Error("shutdown did not finish in time; exiting (guardians end the provider trees)")
 			_ = log.Sync()
+			killTablesBeforeExit(sup)
 			os.Exit(1)
 		})
 	}

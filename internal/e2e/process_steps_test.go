@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/acpx-sidecar/acpx-sidecar/internal/reaper"
 )
 
 // orphans reaps processes re-parented to the test process: the test makes
@@ -40,7 +42,7 @@ func trackChild(pid int) {
 // TestMain) ends it.
 func startOrphanReaper(t *testing.T) {
 	orphans.once.Do(func() {
-		if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+		if err := reaper.BecomeSubreaper(); err != nil {
 			t.Fatalf("PR_SET_CHILD_SUBREAPER: %v", err)
 		}
 		orphans.stop, orphans.done = make(chan struct{}), make(chan struct{})

@@ -1,0 +1,199 @@
+package e2e
+
+// Process-table containment (docs/operations.md, "macOS"): the macOS
+// algorithm run here with --containment=process-table. The containment,
+// cleanup, close and shutdown tests also run under it (`make test`'s second
+// e2e run sets ACPX_E2E_CONTAINMENT); these are the tests of what only this
+// mode does: no watchdog, so a SIGKILLed sidecar's trees are left to the
+// next sidecar on the same stateDir, and proofs that say what the mode
+// cannot see.
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/acpx-sidecar/acpx-sidecar/internal/testmark"
+)
+
+const processTable = "process-table"
+
+// TestProcessTable_ProofSaysWhatItCannotSee: initialize reports the mode, a
+// close proof is complete with containment "process-table", and its
+// verified.method names what was scanned and what this mode cannot see.
+func TestProcessTable_ProofSaysWhatItCannotSee(t *testing.T) {
+	e := newFaultEnv(t)
+	s := startSidecar(t, "--state-dir", e.stateDir, "--containment", processTable)
+	init := s.initialize(false)
+	if caps, _ := init["capabilities"].(map[string]any); caps["containment"] != processTable {
+		t.Fatalf("initialize capabilities %v, want containment process-table", init["capabilities"])
+	}
+	o := e.open(s, "pt", "")
+	if o.Process.Containment != processTable {
+		t.Errorf("open process.containment %q", o.Process.Containment)
+	}
+	pr := seedCloseProof(t, s, o.Session, nil)
+	if !pr.Complete || pr.Containment != processTable {
+		t.Fatalf("close proof %+v, want complete process-table", pr)
+	}
+	for _, want := range []string{"two consecutive scans", "reap cycle", "environment marker", "Not visible to this mode"} {
+		if !strings.Contains(pr.Verified.Method, want) {
+			t.Errorf("verified.method %q does not say %q", pr.Verified.Method, want)
+		}
+	}
+	waitNoMarked(t, e.mark, e.work, 5*time.Second)
+}
+
+// TestProcessTable_SidecarKilledTreesRecoveredByTheNextSidecar: the
+// sidecar is SIGKILLed with live sessions, one with a setsid'd grandchild
+// that ignores SIGTERM. This mode has no watchdog, so the grandchild
+// outlives the sidecar (asserted, or the test proves nothing); the next
+// sidecar on the same stateDir kills it from the ownership ledger and
+// reports each entry as a complete recovered proof (containment
+// process-table) naming every survivor; then nothing is alive and the
+// ledger is empty.
+func TestProcessTable_SidecarKilledTreesRecoveredByTheNextSidecar(t *testing.T) {
+	startOrphanReaper(t)
+	stateDir, cwd := t.TempDir(), t.TempDir()
+	mark := testmark.New()
+	killMarkedOnCleanup(t, mark)
+	s := startSidecar(t, "--state-dir", stateDir, "--containment", processTable)
+	trackChild(s.cmd.Process.Pid)
+	s.initialize(false)
+	a := openFault(t, s, "a", cwd, mark, "normal")
+	b := openFault(t, s, "b", cwd, mark, "grandchild")
+	grandchild := 0
+	for _, pid := range markedPids(mark, "") {
+		if pid != a.Process.Pid && pid != b.Process.Pid {
+			grandchild = pid
+		}
+	}
+	if grandchild == 0 {
+		t.Fatalf("no grandchild alive besides the providers %d and %d", a.Process.Pid, b.Process.Pid)
+	}
+	if err := s.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-s.exited
+	if !isMarkedAlive(mark, grandchild) {
+		t.Fatalf("the grandchild %d died with the sidecar: this test would prove nothing", grandchild)
+	}
+	survivors := markedPids(mark, "")
+
+	s2 := startSidecar(t, "--state-dir", stateDir, "--containment", processTable)
+	trackChild(s2.cmd.Process.Pid)
+	s2.initialize(false)
+	named := map[int]bool{}
+	for _, key := range []string{"a", "b"} {
+		raw := s2.waitNote("cleanup/proof", 10*time.Second, func(p json.RawMessage) bool {
+			var rp recoveredProof
+			return json.Unmarshal(p, &rp) == nil && rp.Proof.SessionKey == key && rp.Proof.Origin == "recovered"
+		})
+		var rp recoveredProof
+		_ = json.Unmarshal(raw, &rp)
+		if !rp.Proof.Complete || rp.Proof.Containment != processTable || !strings.HasPrefix(rp.Proof.Verified.Method, "process-table:") {
+			t.Errorf("recovered proof for %q: %+v", key, rp.Proof)
+		}
+		for _, p := range rp.Proof.Processes {
+			named[p.Pid] = true
+		}
+	}
+	if !named[grandchild] {
+		t.Errorf("recovered proofs do not name the surviving grandchild %d: %v", grandchild, named)
+	}
+	for _, pid := range survivors {
+		// A provider may still have been exiting on its stdin's EOF when
+		// survivors were listed; any other survivor must be named.
+		if pid != a.Process.Pid && pid != b.Process.Pid && !named[pid] {
+			t.Errorf("recovered proofs do not name surviving process %d: %v", pid, named)
+		}
+	}
+	waitNoMarked(t, mark, cwd, 5*time.Second)
+	s2.waitFor(5*time.Second, "empty ownership ledger", func() bool {
+		ents, _ := os.ReadDir(filepath.Join(stateDir, "owned"))
+		return len(ents) == 0
+	})
+	if _, status := s2.shutdownAndExit(); status != 0 {
+		t.Errorf("exit status %d", status)
+	}
+}
+
+// TestProcessTable_PreLaunchLedgerEntryRecoveredByMarker: a process-table
+// ledger entry written before its launch finished (pid 0, no group) leaves
+// only the environment marker; the next sidecar finds the leftover by it,
+// kills it and reports it recovered.
+func TestProcessTable_PreLaunchLedgerEntryRecoveredByMarker(t *testing.T) {
+	startOrphanReaper(t)
+	stateDir := t.TempDir()
+	mark := testmark.New()
+	killMarkedOnCleanup(t, mark)
+	session := "s-" + randHex(8)
+	marker := "ACPX_SIDECAR_SESSION=" + session
+	leftover := exec.Command("/bin/sleep", "300")
+	leftover.Env = append(os.Environ(), marker, testmark.Env+"="+mark)
+	leftover.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := leftover.Start(); err != nil {
+		t.Fatal(err)
+	}
+	trackChild(leftover.Process.Pid)
+	waited := make(chan struct{})
+	go func() { _ = leftover.Wait(); close(waited) }()
+	if err := os.MkdirAll(filepath.Join(stateDir, "owned"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	entry, _ := json.Marshal(map[string]any{"id": session, "sidecarPid": deadPid(t), "session": session,
+		"sessionKey": "pending", "pid": 0, "startTime": 0, "pgid": 0, "marker": marker, "containment": processTable,
+		"createdAt": "2026-11-29T00:00:00Z"})
+	if err := os.WriteFile(filepath.Join(stateDir, "owned", session+".json"), entry, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s := startSidecar(t, "--state-dir", stateDir, "--containment", processTable)
+	trackChild(s.cmd.Process.Pid)
+	s.initialize(false)
+	raw := s.waitNote("cleanup/proof", 10*time.Second, nil)
+	var rp recoveredProof
+	_ = json.Unmarshal(raw, &rp)
+	if rp.Proof.Origin != "recovered" || !rp.Proof.Complete || rp.Proof.Session != session || rp.Proof.Containment != processTable {
+		t.Fatalf("recovered proof: %s", raw)
+	}
+	named := false
+	for _, p := range rp.Proof.Processes {
+		named = named || p.Pid == leftover.Process.Pid && p.Signal == "SIGKILL"
+	}
+	if !named {
+		t.Errorf("the leftover %d is not named as killed: %s", leftover.Process.Pid, raw)
+	}
+	select {
+	case <-waited:
+	case <-time.After(5 * time.Second):
+		t.Fatalf("the leftover %d is still running", leftover.Process.Pid)
+	}
+	_, _ = s.shutdownAndExit()
+}
+
+// isMarkedAlive reports whether pid is a live process carrying mark.
+func isMarkedAlive(mark string, pid int) bool {
+	for _, p := range markedPids(mark, "") {
+		if p == pid {
+			return true
+		}
+	}
+	return false
+}
+
+// deadPid is a pid no process has (a dead "sidecar" of a ledger entry).
+func deadPid(t *testing.T) int {
+	for pid := 4194000; pid > 1000; pid-- {
+		if _, err := os.Stat("/proc/" + strconv.Itoa(pid)); os.IsNotExist(err) {
+			return pid
+		}
+	}
+	t.Fatal("no free pid")
+	return 0
+}
