@@ -67,7 +67,7 @@ type tableCore struct {
 	names   map[string]int        // marker variable names in use -> trees
 
 	scanMu sync.Mutex // one read at a time; guards envs and last
-	envs   map[tableKey]string
+	envs   map[tableKey]envRead
 	last   *tableScan
 
 	stop chan struct{}
@@ -101,7 +101,7 @@ func acquireTableCore(log *zap.Logger, procs proctable.Reader) (*tableCore, erro
 	}
 	c := &tableCore{log: log, procs: procs, self: os.Getpid(), leaders: map[int]*TableTree{},
 		trees: map[*TableTree]struct{}{}, markers: map[string]*TableTree{}, names: map[string]int{},
-		envs: map[tableKey]string{}, stop: make(chan struct{}), done: make(chan struct{})}
+		envs: map[tableKey]envRead{}, stop: make(chan struct{}), done: make(chan struct{})}
 	w, err := newTableWaiter(c)
 	if err != nil {
 		return nil, err
@@ -229,12 +229,27 @@ func newTableScan(at time.Time, list []proctable.Proc, self int) *tableScan {
 	return s
 }
 
+// envRead is what is known of one process's environment: the marker entry
+// found ("" none), or how many reads of it failed so far.
+type envRead struct {
+	entry string
+	fails int
+	done  bool
+}
+
+// envTries is how many failed reads of one process's environment are made
+// before it counts as carrying no marker: a read fails for a moment while a
+// process forks or execs (Darwin EIO), and for good for another user's
+// process (Darwin EINVAL, Linux EACCES), which must not be re-read on every
+// scan.
+const envTries = 3
+
 // markedIn reads the environment of every live process of s not read
-// before (envs caches the marker entry found, by pid and start time; an
-// unreadable process is retried next time; entries of processes gone are
-// dropped) and returns, per tree, the pids whose entry for one of the
-// "NAME=" prefixes is that tree's marker.
-func markedIn(s *tableScan, procs proctable.Reader, envs map[tableKey]string, markers map[string]*TableTree, names []string) map[*TableTree][]int {
+// before (envs caches, by pid and start time, the marker entry found, or
+// the failures, up to envTries; entries of processes gone are dropped) and
+// returns, per tree, the pids whose entry for one of the "NAME=" prefixes
+// is that tree's marker.
+func markedIn(s *tableScan, procs proctable.Reader, envs map[tableKey]envRead, markers map[string]*TableTree, names []string) map[*TableTree][]int {
 	for k := range envs {
 		if p, ok := s.procs[k.pid]; !ok || p.Start != k.start {
 			delete(envs, k)
@@ -249,16 +264,19 @@ func markedIn(s *tableScan, procs proctable.Reader, envs map[tableKey]string, ma
 			continue
 		}
 		k := tableKey{pid, p.Start}
-		entry, seen := envs[k]
-		if !seen {
+		r := envs[k]
+		if !r.done {
 			env, err := procs.Environ(pid)
 			if err != nil {
+				r.fails++
+				r.done = r.fails >= envTries
+				envs[k] = r
 				continue
 			}
-			entry = markerEntry(env, names)
-			envs[k] = entry
+			r = envRead{entry: markerEntry(env, names), done: true}
+			envs[k] = r
 		}
-		if t := markers[entry]; entry != "" && t != nil {
+		if t := markers[r.entry]; r.entry != "" && t != nil {
 			out[t] = append(out[t], pid)
 		}
 	}

@@ -49,7 +49,7 @@ func RecoverTable(l Leftover, grace time.Duration) Termination {
 	if name, _, ok := strings.Cut(l.Marker, "="); ok && name != "" {
 		names = []string{name + "="}
 	}
-	envs := map[tableKey]string{}
+	envs := map[tableKey]envRead{}
 	deadline := time.Now().Add(grace)
 	self := os.Getpid()
 	for clean := 0; clean < 2; {

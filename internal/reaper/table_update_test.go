@@ -3,6 +3,7 @@
 package reaper
 
 import (
+	"errors"
 	"reflect"
 	"sort"
 	"testing"
@@ -110,5 +111,52 @@ func TestTableUpdate_MemberFoundAfterTheScanBeganCountsLive(t *testing.T) {
 	tr.update(s)
 	if got, want := livePids(tr, s), []int{100, 130}; !reflect.DeepEqual(got, want) {
 		t.Fatalf("live members %v, want %v", got, want)
+	}
+}
+
+// fakeEnv is a proctable.Reader whose Environ answers from a map (a
+// missing pid fails) and counts its calls; List and Stat are unused.
+type fakeEnv struct {
+	env   map[int][]string
+	fail  map[int]int // pid -> failures still to return before env[pid]
+	calls map[int]int
+}
+
+func (f *fakeEnv) List() ([]proctable.Proc, error)  { return nil, nil }
+func (f *fakeEnv) Stat(int) (proctable.Proc, error) { return proctable.Proc{}, proctable.ErrNotFound }
+func (f *fakeEnv) Environ(pid int) ([]string, error) {
+	f.calls[pid]++
+	if f.fail[pid] > 0 {
+		f.fail[pid]--
+		return nil, errors.New("EIO")
+	}
+	if e, ok := f.env[pid]; ok {
+		return e, nil
+	}
+	return nil, errors.New("EINVAL")
+}
+
+// TestMarkedIn_ReadsEachEnvironmentOnceAndGivesUpOnUnreadable: a readable
+// environment is read once per process; a transient failure is retried and
+// the marker then found; a process whose environment never reads (another
+// user's) is tried envTries times, then left alone.
+func TestMarkedIn_ReadsEachEnvironmentOnceAndGivesUpOnUnreadable(t *testing.T) {
+	tr := testTableTree()
+	f := &fakeEnv{env: map[int][]string{10: {"A=1", "M=1"}, 11: {"M=1"}, 12: {"M=2"}},
+		fail: map[int]int{11: 1}, calls: map[int]int{}}
+	envs := map[tableKey]envRead{}
+	markers := map[string]*TableTree{"M=1": tr}
+	var got []int
+	for i := 0; i < envTries+2; i++ {
+		s := newTableScan(time.Unix(int64(i), 0), []proctable.Proc{{Pid: 10, Start: 1}, {Pid: 11, Start: 1},
+			{Pid: 12, Start: 1}, {Pid: 13, Start: 1}}, -1)
+		got = markedIn(s, f, envs, markers, []string{"M="})[tr]
+	}
+	sort.Ints(got)
+	if !reflect.DeepEqual(got, []int{10, 11}) {
+		t.Fatalf("marked %v, want [10 11]", got)
+	}
+	if want := map[int]int{10: 1, 11: 2, 12: 1, 13: envTries}; !reflect.DeepEqual(f.calls, want) {
+		t.Fatalf("environment reads %v, want %v", f.calls, want)
 	}
 }
