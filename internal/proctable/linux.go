@@ -88,7 +88,12 @@ func statPid(pid int) (Proc, error) {
 
 // parseStat parses /proc/<pid>/stat: comm (field 2) may hold spaces and
 // ')', so fields are counted from the last ')'; then state (3), ppid (4),
-// pgrp (5) and starttime (22).
+// pgrp (5), num_threads (20) and starttime (22). The state is the thread
+// group leader's: a leader thread that has exited shows 'Z' while other
+// threads of the process still run (pthread_exit of the main thread) or
+// are still tearing the process down (a SIGKILLed process freeing a large
+// heap: observed 'Z' with 2 threads for a moment), so the process is a
+// zombie only when it shows 'Z' (or 'X') with at most one thread left.
 func parseStat(b []byte) (Proc, bool) {
 	i := bytes.LastIndexByte(b, ')')
 	if i < 0 || i+2 >= len(b) {
@@ -100,7 +105,11 @@ func parseStat(b []byte) (Proc, bool) {
 	}
 	var p Proc
 	var err error
-	p.Zombie = f[0][0] == 'Z' || f[0][0] == 'X'
+	threads, err := strconv.Atoi(f[17])
+	if err != nil {
+		return Proc{}, false
+	}
+	p.Zombie = (f[0][0] == 'Z' || f[0][0] == 'X') && threads <= 1
 	if p.PPid, err = strconv.Atoi(f[1]); err != nil {
 		return Proc{}, false
 	}

@@ -99,4 +99,12 @@ func TestParseStat_CommWithParenthesesAndSpaces(t *testing.T) {
 	if _, ok := parseStat([]byte("42 (x) Z 1")); ok {
 		t.Fatal("a short line parsed")
 	}
+	// A leader thread that exited while another thread runs (or still
+	// tears the process down) shows 'Z': not a zombie until it is the last.
+	for threads, zombie := range map[string]bool{"1": true, "2": false, "6": false} {
+		line := "42 (x) Z 7 42 42 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 " + threads + " 0 123456 0 0"
+		if p, ok := parseStat([]byte(line)); !ok || p.Zombie != zombie {
+			t.Errorf("state Z with %s threads: %+v %v, want zombie %v", threads, p, ok, zombie)
+		}
+	}
 }

@@ -33,7 +33,8 @@ type Proc struct {
 	// same Reader on the same machine.
 	Start uint64
 	// Zombie is true for a process that has exited and waits to be reaped
-	// (Linux state 'Z', Darwin SZOMB): it runs nothing any more.
+	// (Linux state 'Z' with no thread left but the leader's, Darwin SZOMB):
+	// it runs nothing any more.
 	Zombie bool
 }
 
