@@ -6,14 +6,13 @@ package e2e
 // e2e run sets ACPX_E2E_CONTAINMENT); these are the tests of what only this
 // mode does: no watchdog, so a SIGKILLed sidecar's trees are left to the
 // next sidecar on the same stateDir, and proofs that say what the mode
-// cannot see.
+// cannot see. (A pre-launch ledger entry of this mode:
+// TestSidecarKilled_LedgerEntryWrittenBeforeLaunchIsRecovered.)
 
 import (
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -124,59 +123,6 @@ func TestProcessTable_SidecarKilledTreesRecoveredByTheNextSidecar(t *testing.T) 
 	}
 }
 
-// TestProcessTable_PreLaunchLedgerEntryRecoveredByMarker: a process-table
-// ledger entry written before its launch finished (pid 0, no group) leaves
-// only the environment marker; the next sidecar finds the leftover by it,
-// kills it and reports it recovered.
-func TestProcessTable_PreLaunchLedgerEntryRecoveredByMarker(t *testing.T) {
-	startOrphanReaper(t)
-	stateDir := t.TempDir()
-	mark := testmark.New()
-	killMarkedOnCleanup(t, mark)
-	session := "s-" + randHex(8)
-	marker := "ACPX_SIDECAR_SESSION=" + session
-	leftover := exec.Command("/bin/sleep", "300")
-	leftover.Env = append(os.Environ(), marker, testmark.Env+"="+mark)
-	leftover.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	if err := leftover.Start(); err != nil {
-		t.Fatal(err)
-	}
-	trackChild(leftover.Process.Pid)
-	waited := make(chan struct{})
-	go func() { _ = leftover.Wait(); close(waited) }()
-	if err := os.MkdirAll(filepath.Join(stateDir, "owned"), 0o700); err != nil {
-		t.Fatal(err)
-	}
-	entry, _ := json.Marshal(map[string]any{"id": session, "sidecarPid": deadPid(t), "session": session,
-		"sessionKey": "pending", "pid": 0, "startTime": 0, "pgid": 0, "marker": marker, "containment": processTable,
-		"createdAt": "2026-11-29T00:00:00Z"})
-	if err := os.WriteFile(filepath.Join(stateDir, "owned", session+".json"), entry, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	s := startSidecar(t, "--state-dir", stateDir, "--containment", processTable)
-	trackChild(s.cmd.Process.Pid)
-	s.initialize(false)
-	raw := s.waitNote("cleanup/proof", 10*time.Second, nil)
-	var rp recoveredProof
-	_ = json.Unmarshal(raw, &rp)
-	if rp.Proof.Origin != "recovered" || !rp.Proof.Complete || rp.Proof.Session != session || rp.Proof.Containment != processTable {
-		t.Fatalf("recovered proof: %s", raw)
-	}
-	named := false
-	for _, p := range rp.Proof.Processes {
-		named = named || p.Pid == leftover.Process.Pid && p.Signal == "SIGKILL"
-	}
-	if !named {
-		t.Errorf("the leftover %d is not named as killed: %s", leftover.Process.Pid, raw)
-	}
-	select {
-	case <-waited:
-	case <-time.After(5 * time.Second):
-		t.Fatalf("the leftover %d is still running", leftover.Process.Pid)
-	}
-	_, _ = s.shutdownAndExit()
-}
-
 // isMarkedAlive reports whether pid is a live process carrying mark.
 func isMarkedAlive(mark string, pid int) bool {
 	for _, p := range markedPids(mark, "") {
@@ -185,15 +131,4 @@ func isMarkedAlive(mark string, pid int) bool {
 		}
 	}
 	return false
-}
-
-// deadPid is a pid no process has (a dead "sidecar" of a ledger entry).
-func deadPid(t *testing.T) int {
-	for pid := 4194000; pid > 1000; pid-- {
-		if _, err := os.Stat("/proc/" + strconv.Itoa(pid)); os.IsNotExist(err) {
-			return pid
-		}
-	}
-	t.Fatal("no free pid")
-	return 0
 }

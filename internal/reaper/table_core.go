@@ -239,9 +239,10 @@ type envRead struct {
 
 // envTries is how many failed reads of one process's environment are made
 // before it counts as carrying no marker: a read fails for a moment while a
-// process forks or execs (Darwin EIO), and for good for another user's
-// process (Darwin EINVAL, Linux EACCES), which must not be re-read on every
-// scan.
+// process forks or execs (Darwin EIO; Linux reads an empty environment
+// while execve replaces the memory, so an empty one counts as failed too),
+// and for good for another user's process (Darwin EINVAL, Linux EACCES),
+// which must not be re-read on every scan.
 const envTries = 3
 
 // markedIn reads the environment of every live process of s not read
@@ -267,7 +268,7 @@ func markedIn(s *tableScan, procs proctable.Reader, envs map[tableKey]envRead, m
 		r := envs[k]
 		if !r.done {
 			env, err := procs.Environ(pid)
-			if err != nil {
+			if err != nil || len(env) == 0 {
 				r.fails++
 				r.done = r.fails >= envTries
 				envs[k] = r

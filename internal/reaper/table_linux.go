@@ -4,7 +4,6 @@ package reaper
 
 import (
 	"errors"
-	"fmt"
 	"os"
 	"os/signal"
 	"strconv"
@@ -37,31 +36,15 @@ func reapingOwnedElsewhere() error {
 // fdPath names an open file descriptor of the process that execve's it.
 func fdPath(fd int) string { return "/proc/self/fd/" + strconv.Itoa(fd) }
 
-// signalTablePinned opens a pidfd on k.pid (which pins the process it
-// names), re-reads the process table for that pid and sends sig through
-// the pidfd only if the process still has k's start time and is not a
-// zombie, so a recycled pid is never signalled (docs/rules.md#r22). A
-// process already gone is not an error; it reports whether sig was sent.
-func signalTablePinned(procs proctable.Reader, k tableKey, sig unix.Signal) (bool, error) {
-	fd, err := unix.PidfdOpen(k.pid, 0)
-	if err != nil {
-		if errors.Is(err, unix.ESRCH) {
-			return false, nil
-		}
-		return false, fmt.Errorf("pid %d: pidfd_open: %v", k.pid, err)
-	}
-	defer unix.Close(fd)
-	p, err := procs.Stat(k.pid)
-	if err != nil || p.Start != k.start || p.Zombie {
-		return false, nil
-	}
-	if err := unix.PidfdSendSignal(fd, sig, nil, 0); err != nil {
-		if errors.Is(err, unix.ESRCH) {
-			return false, nil
-		}
-		return false, fmt.Errorf("pid %d: %v", k.pid, err)
-	}
-	return true, nil
+// signalTablePinned sends sig to k through signalPinned, the package's one
+// "pin (pidfd), re-check, signal" step (docs/rules.md#r22): on Linux a
+// proctable start time is /proc/<pid>/stat field 22, the same as procKey's.
+// A process showing 'Z' is signalled too: it may be a leader thread that
+// exited while other threads run (proctable.Proc.Zombie); a real zombie
+// ignores the signal. A process already gone is not an error; it reports
+// whether sig was sent.
+func signalTablePinned(_ proctable.Reader, k tableKey, sig unix.Signal) (bool, error) {
+	return signalPinned(procKey{pid: k.pid, start: k.start}, sig, nil)
 }
 
 // tableWaiter reaps every child of this process on SIGCHLD (and every

@@ -204,11 +204,12 @@ func (t *TableTree) waitEmpty(done <-chan struct{}, d time.Duration, sig unix.Si
 			return empty, err
 		}
 		rem := time.Until(deadline)
-		if rem <= 0 || isDoneChan(done) {
+		if rem <= 0 {
 			return false, nil
 		}
 		select {
 		case <-done:
+			return false, nil
 		case <-time.After(min(rem, tablePoll)):
 		}
 	}
@@ -240,13 +241,4 @@ func (t *TableTree) finalize(bound time.Duration) Termination {
 	t.c.unregister(t)
 	t.s.forget(t)
 	return r
-}
-
-func isDoneChan(done <-chan struct{}) bool {
-	select {
-	case <-done:
-		return true
-	default:
-		return false
-	}
 }

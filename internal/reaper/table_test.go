@@ -3,7 +3,6 @@
 package reaper
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"io"
@@ -59,32 +58,6 @@ func startTableSh(t *testing.T, s *TableSupervisor, env []string, script string)
 	return tr
 }
 
-// readOut reads n lines from r, failing after a deadline.
-func readOut(t *testing.T, r io.ReadCloser, n int) []string {
-	t.Helper()
-	ch := make(chan []string, 1)
-	go func() {
-		sc := bufio.NewScanner(r)
-		var lines []string
-		for len(lines) < n && sc.Scan() {
-			lines = append(lines, sc.Text())
-		}
-		ch <- lines
-	}()
-	select {
-	case lines := <-ch:
-		if len(lines) < n {
-			t.Fatalf("stdout ended after %q, want %d lines", lines, n)
-		}
-		return lines
-	case <-time.After(10 * time.Second):
-		r.Close()
-		<-ch
-		t.Fatalf("no %d lines on stdout within deadline", n)
-	}
-	return nil
-}
-
 func requireTableComplete(t *testing.T, term Termination) {
 	t.Helper()
 	if !term.Complete || !term.Verified.TreeEmpty || term.Containment != ModeProcessTable || term.Verified.Method != methodTable {
@@ -129,7 +102,7 @@ func TestTable_IgnoredTermGetsKilled(t *testing.T) {
 	mark, env := newMark(t)
 	s := newTableSup(t, mark)
 	tr := startTableSh(t, s, env, `trap "" TERM; echo up; while :; do sleep 1; done`)
-	readOut(t, tr.Stdout(), 1)
+	readLines(t, tr, 1)
 	term := tr.Terminate(context.Background(), termGrace, killGrace)
 	requireTableComplete(t, term)
 	if got := strings.Join(sigNames(term), ","); got != "SIGTERM,SIGKILL" {
@@ -149,7 +122,7 @@ func TestTable_SetsidGrandchildKilledAndListed(t *testing.T) {
 	mark, env := newMark(t)
 	s := newTableSup(t, mark)
 	tr := startTableSh(t, s, env, `setsid sh -c 'trap "" TERM; echo $$; exec sleep 30' & wait`)
-	gc, err := strconv.Atoi(readOut(t, tr.Stdout(), 1)[0])
+	gc, err := strconv.Atoi(readLines(t, tr, 1)[0])
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,7 +145,7 @@ func TestTable_OrphanedEscapeeFoundByMarker(t *testing.T) {
 	mark, env := newMark(t)
 	s := newTableSup(t, mark)
 	tr := startTableSh(t, s, env, `(setsid sh -c 'trap "" TERM; echo $$; exec sleep 30' &); read x`)
-	esc, err := strconv.Atoi(readOut(t, tr.Stdout(), 1)[0])
+	esc, err := strconv.Atoi(readLines(t, tr, 1)[0])
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -227,7 +200,7 @@ func TestTable_SealBlocksStartAndExecFileRuns(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { tr.Stdin().Close(); tr.Stdout().Close(); tr.Stderr().Close() })
-	if got := readOut(t, tr.Stdout(), 1)[0]; got != "from-execfile" {
+	if got := readLines(t, tr, 1)[0]; got != "from-execfile" {
 		t.Fatalf("stdout %q", got)
 	}
 	requireTableComplete(t, tr.Terminate(context.Background(), termGrace, killGrace))
@@ -243,8 +216,8 @@ func TestTable_SealBlocksStartAndExecFileRuns(t *testing.T) {
 func TestTable_MarkerAddedWhenEnvHasNone(t *testing.T) {
 	mark, env := newMark(t)
 	s := newTableSup(t, mark)
-	tr := startTableSh(t, s, env, "echo up; exec sleep 30")
-	readOut(t, tr.Stdout(), 1)
+	tr := startTableSh(t, s, env, "echo up; read x")
+	readLines(t, tr, 1)
 	got, err := procsOf(t).Environ(tr.Pid())
 	if err != nil || !proctable.HasEntry(got, tr.marker) || !strings.HasPrefix(tr.marker, DefaultMarkerName+"=t-") {
 		t.Fatalf("provider environment %q (%v) lacks the tree marker %q", got, err, tr.marker)
@@ -293,7 +266,7 @@ func TestRecoverTable_KillsLeftoverByGroupAndMarker(t *testing.T) {
 		_ = cmd.Wait()
 		reapZombieChildren()
 	})
-	gc, err := strconv.Atoi(readOut(t, out, 1)[0])
+	gc, err := strconv.Atoi(readLines(t, stdoutOf{out}, 1)[0])
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -323,6 +296,11 @@ func reapZombieChildren() {
 		}
 	}
 }
+
+// stdoutOf is a plain pipe as readLines takes it.
+type stdoutOf struct{ r io.ReadCloser }
+
+func (s stdoutOf) Stdout() io.ReadCloser { return s.r }
 
 func procsOf(t *testing.T) proctable.Reader {
 	t.Helper()
