@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"fmt"
 	"os"
+	"os/exec"
 	"strconv"
 	"sync"
 	"testing"
@@ -36,6 +37,29 @@ func trackChild(pid int) {
 	}
 	orphans.tracked[pid] = true
 	orphans.mu.Unlock()
+}
+
+// runTracked runs cmd to its end as exec.Cmd.Output does, tracked from
+// its start (under the lock the orphan reaper checks), so the reaper never
+// takes its wait status: a short-lived child (e.g. `--version`) could
+// otherwise exit and be reaped between Start and trackChild.
+func runTracked(cmd *exec.Cmd) ([]byte, error) {
+	var out bytes.Buffer
+	cmd.Stdout = &out
+	orphans.mu.Lock()
+	err := cmd.Start()
+	if err == nil {
+		if orphans.tracked == nil {
+			orphans.tracked = map[int]bool{}
+		}
+		orphans.tracked[cmd.Process.Pid] = true
+	}
+	orphans.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	err = cmd.Wait()
+	return out.Bytes(), err
 }
 
 // startOrphanReaper starts the reaping loop once; stopOrphanReaper (from

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"os"
@@ -91,7 +92,11 @@ func TestLimits_RefusedWhereTheContainmentCannotEnforceThem(t *testing.T) {
 		})
 	}
 	t.Run("default flag under process-table", func(t *testing.T) {
-		out, err := exec.Command(sidecarBin, "--containment", "process-table", "--default-pids", "64").CombinedOutput()
+		cmd := exec.Command(sidecarBin, "--containment", "process-table", "--default-pids", "64")
+		var errb bytes.Buffer
+		cmd.Stderr = &errb
+		out, err := runTracked(cmd)
+		out = append(out, errb.Bytes()...)
 		var ee *exec.ExitError
 		if !errors.As(err, &ee) || ee.ExitCode() != 2 || !strings.Contains(string(out), "default-pids") {
 			t.Errorf("--default-pids under process-table: %v, %q; want exit 2 naming the flag", err, out)

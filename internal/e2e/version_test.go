@@ -10,7 +10,7 @@ import (
 // <version>" and initialize reports the same version in serverInfo (one
 // value, set at build time: internal/buildinfo).
 func TestVersion_FlagAndInitializeAgree(t *testing.T) {
-	out, err := exec.Command(sidecarBin, "--version").Output()
+	out, err := runTracked(exec.Command(sidecarBin, "--version"))
 	if err != nil {
 		t.Fatal(err)
 	}
