@@ -4,7 +4,6 @@ package reaper
 
 import (
 	"os"
-	"strings"
 	"sync"
 	"time"
 
@@ -25,8 +24,9 @@ import (
 //     updates every live tree's member set (TableTree.update), every
 //     tableScanInterval while a tree lives and on demand while one is
 //     terminated (scanAfter shares one read among concurrent callers);
-//   - the cache of environment reads: each process's environment is read
-//     once (per pid and start time) to find a marker entry;
+//   - the environment reads (table_env.go): each process's environment is
+//     read once (per pid and start time), off the scan's path, to find a
+//     marker entry;
 //   - the waiter (table_linux.go, table_darwin.go): reaps this process's
 //     children and hands each wait status to the tree it belongs to.
 
@@ -66,8 +66,8 @@ type tableCore struct {
 	markers map[string]*TableTree // "NAME=value" -> tree
 	names   map[string]int        // marker variable names in use -> trees
 
-	scanMu sync.Mutex // one read at a time; guards envs and last
-	envs   map[tableKey]envRead
+	scanMu sync.Mutex // one read at a time; guards last
+	envs   *envReader
 	last   *tableScan
 
 	stop chan struct{}
@@ -101,9 +101,10 @@ func acquireTableCore(log *zap.Logger, procs proctable.Reader) (*tableCore, erro
 	}
 	c := &tableCore{log: log, procs: procs, self: os.Getpid(), leaders: map[int]*TableTree{},
 		trees: map[*TableTree]struct{}{}, markers: map[string]*TableTree{}, names: map[string]int{},
-		envs: map[tableKey]envRead{}, stop: make(chan struct{}), done: make(chan struct{})}
+		envs: newEnvReader(procs, log), stop: make(chan struct{}), done: make(chan struct{})}
 	w, err := newTableWaiter(c)
 	if err != nil {
+		c.envs.close()
 		return nil, err
 	}
 	c.w = w
@@ -125,6 +126,7 @@ func releaseTableCore() {
 	close(c.stop)
 	<-c.done
 	c.w.close()
+	c.envs.close()
 }
 
 // run re-scans every tableScanInterval while a tree is registered.
@@ -205,7 +207,7 @@ func (c *tableCore) scanAfter(after time.Time) (*tableScan, error) {
 		names = append(names, n+"=")
 	}
 	c.mu.Unlock()
-	s.marked = markedIn(s, c.procs, c.envs, markers, names)
+	s.marked = c.envs.marked(s, markers, names, envWait)
 	for _, t := range trees {
 		t.update(s)
 	}
@@ -227,74 +229,6 @@ func newTableScan(at time.Time, list []proctable.Proc, self int) *tableScan {
 		s.byPgid[p.Pgid] = append(s.byPgid[p.Pgid], p.Pid)
 	}
 	return s
-}
-
-// envRead is what is known of one process's environment: the marker entry
-// found ("" none), or how many reads of it failed so far.
-type envRead struct {
-	entry string
-	fails int
-	done  bool
-}
-
-// envTries is how many failed reads of one process's environment are made
-// before it counts as carrying no marker: a read fails for a moment while a
-// process forks or execs (Darwin EIO; Linux reads an empty environment
-// while execve replaces the memory, so an empty one counts as failed too),
-// and for good for another user's process (Darwin EINVAL, Linux EACCES),
-// which must not be re-read on every scan.
-const envTries = 3
-
-// markedIn reads the environment of every live process of s not read
-// before (envs caches, by pid and start time, the marker entry found, or
-// the failures, up to envTries; entries of processes gone are dropped) and
-// returns, per tree, the pids whose entry for one of the "NAME=" prefixes
-// is that tree's marker.
-func markedIn(s *tableScan, procs proctable.Reader, envs map[tableKey]envRead, markers map[string]*TableTree, names []string) map[*TableTree][]int {
-	for k := range envs {
-		if p, ok := s.procs[k.pid]; !ok || p.Start != k.start {
-			delete(envs, k)
-		}
-	}
-	out := map[*TableTree][]int{}
-	if len(names) == 0 {
-		return out
-	}
-	for pid, p := range s.procs {
-		if p.Zombie {
-			continue
-		}
-		k := tableKey{pid, p.Start}
-		r := envs[k]
-		if !r.done {
-			env, err := procs.Environ(pid)
-			if err != nil || len(env) == 0 {
-				r.fails++
-				r.done = r.fails >= envTries
-				envs[k] = r
-				continue
-			}
-			r = envRead{entry: markerEntry(env, names), done: true}
-			envs[k] = r
-		}
-		if t := markers[r.entry]; r.entry != "" && t != nil {
-			out[t] = append(out[t], pid)
-		}
-	}
-	return out
-}
-
-// markerEntry returns the first entry of env that starts with one of the
-// "NAME=" prefixes, or "".
-func markerEntry(env []string, prefixes []string) string {
-	for _, e := range env {
-		for _, p := range prefixes {
-			if strings.HasPrefix(e, p) {
-				return e
-			}
-		}
-	}
-	return ""
 }
 
 // exited hands a wait status the waiter collected to its tree: the leader

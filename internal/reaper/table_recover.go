@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"go.uber.org/zap"
 	"golang.org/x/sys/unix"
 
 	"github.com/acpx-sidecar/acpx-sidecar/internal/proctable"
@@ -49,7 +50,8 @@ func RecoverTable(l Leftover, grace time.Duration) Termination {
 	if name, _, ok := strings.Cut(l.Marker, "="); ok && name != "" {
 		names = []string{name + "="}
 	}
-	envs := map[tableKey]envRead{}
+	envs := newEnvReader(procs, zap.NewNop())
+	defer envs.close()
 	deadline := time.Now().Add(grace)
 	self := os.Getpid()
 	for clean := 0; clean < 2; {
@@ -63,7 +65,7 @@ func RecoverTable(l Leftover, grace time.Duration) Termination {
 		s := newTableScan(at, list, self)
 		lp, ok := s.procs[l.Pid]
 		t.leaderReaped = !(l.Pid > 0 && l.StartTicks != 0 && ok && lp.Start == l.StartTicks)
-		s.marked = markedIn(s, procs, envs, map[string]*TableTree{l.Marker: t}, names)
+		s.marked = envs.marked(s, map[string]*TableTree{l.Marker: t}, names, envWait)
 		t.update(s)
 		n, errs := t.signalLive(s, unix.SIGKILL)
 		if n > 0 {

@@ -6,8 +6,11 @@ import (
 	"errors"
 	"reflect"
 	"sort"
+	"sync"
 	"testing"
 	"time"
+
+	"go.uber.org/zap"
 
 	"github.com/acpx-sidecar/acpx-sidecar/internal/proctable"
 )
@@ -115,17 +118,28 @@ func TestTableUpdate_MemberFoundAfterTheScanBeganCountsLive(t *testing.T) {
 }
 
 // fakeEnv is a proctable.Reader whose Environ answers from a map (a
-// missing pid fails) and counts its calls; List and Stat are unused.
+// missing pid fails, a pid in block waits for its channel to close) and
+// counts its calls; List and Stat are unused.
 type fakeEnv struct {
+	mu    sync.Mutex
 	env   map[int][]string
 	fail  map[int]int // pid -> failures still to return before env[pid]
+	block map[int]chan struct{}
 	calls map[int]int
 }
 
 func (f *fakeEnv) List() ([]proctable.Proc, error)  { return nil, nil }
 func (f *fakeEnv) Stat(int) (proctable.Proc, error) { return proctable.Proc{}, proctable.ErrNotFound }
 func (f *fakeEnv) Environ(pid int) ([]string, error) {
+	f.mu.Lock()
 	f.calls[pid]++
+	ch := f.block[pid]
+	f.mu.Unlock()
+	if ch != nil {
+		<-ch
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	if f.fail[pid] > 0 {
 		f.fail[pid]--
 		return nil, errors.New("EIO")
@@ -136,28 +150,62 @@ func (f *fakeEnv) Environ(pid int) ([]string, error) {
 	return nil, errors.New("EINVAL")
 }
 
-// TestMarkedIn_ReadsEachEnvironmentOnceAndGivesUpOnUnreadable: a readable
+func procsAt(i int, pids ...int) *tableScan {
+	var l []proctable.Proc
+	for _, pid := range pids {
+		l = append(l, proctable.Proc{Pid: pid, Start: 1})
+	}
+	return newTableScan(time.Unix(int64(i), 0), l, -1)
+}
+
+// TestEnvReader_ReadsEachEnvironmentOnceAndGivesUpOnUnreadable: a readable
 // environment is read once per process; a transient failure is retried and
 // the marker then found; a process whose environment never reads (another
 // user's), or reads empty (as mid-execve on Linux), is tried envTries
 // times, then left alone.
-func TestMarkedIn_ReadsEachEnvironmentOnceAndGivesUpOnUnreadable(t *testing.T) {
+func TestEnvReader_ReadsEachEnvironmentOnceAndGivesUpOnUnreadable(t *testing.T) {
 	tr := testTableTree()
 	f := &fakeEnv{env: map[int][]string{10: {"A=1", "M=1"}, 11: {"M=1"}, 12: {"M=2"}, 14: {}},
 		fail: map[int]int{11: 1}, calls: map[int]int{}}
-	envs := map[tableKey]envRead{}
+	r := newEnvReader(f, zap.NewNop())
+	defer r.close()
 	markers := map[string]*TableTree{"M=1": tr}
 	var got []int
 	for i := 0; i < envTries+2; i++ {
-		s := newTableScan(time.Unix(int64(i), 0), []proctable.Proc{{Pid: 10, Start: 1}, {Pid: 11, Start: 1},
-			{Pid: 12, Start: 1}, {Pid: 13, Start: 1}, {Pid: 14, Start: 1}}, -1)
-		got = markedIn(s, f, envs, markers, []string{"M="})[tr]
+		got = r.marked(procsAt(i, 10, 11, 12, 13, 14), markers, []string{"M="}, 5*time.Second)[tr]
 	}
 	sort.Ints(got)
 	if !reflect.DeepEqual(got, []int{10, 11}) {
 		t.Fatalf("marked %v, want [10 11]", got)
 	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	if want := map[int]int{10: 1, 11: 2, 12: 1, 13: envTries, 14: envTries}; !reflect.DeepEqual(f.calls, want) {
 		t.Fatalf("environment reads %v, want %v", f.calls, want)
+	}
+}
+
+// TestEnvReader_StuckReadDoesNotStallTheScan: a read that blocks (the
+// target holds its memory lock) costs a scan at most its wait; the other
+// processes' markers are found meanwhile, and the stuck one's once its read
+// returns.
+func TestEnvReader_StuckReadDoesNotStallTheScan(t *testing.T) {
+	tr := testTableTree()
+	release := make(chan struct{})
+	f := &fakeEnv{env: map[int][]string{20: {"M=1"}, 21: {"M=1"}}, block: map[int]chan struct{}{21: release},
+		calls: map[int]int{}}
+	r := newEnvReader(f, zap.NewNop())
+	defer r.close()
+	markers := map[string]*TableTree{"M=1": tr}
+	start := time.Now()
+	got := r.marked(procsAt(0, 20, 21), markers, []string{"M="}, 50*time.Millisecond)[tr]
+	if took := time.Since(start); !reflect.DeepEqual(got, []int{20}) || took > 5*time.Second {
+		t.Fatalf("with 21's read stuck: marked %v after %v, want [20] within the wait", got, took)
+	}
+	close(release)
+	got = r.marked(procsAt(1, 20, 21), markers, []string{"M="}, 5*time.Second)[tr]
+	sort.Ints(got)
+	if !reflect.DeepEqual(got, []int{20, 21}) {
+		t.Fatalf("after the read returned: marked %v, want [20 21]", got)
 	}
 }
