@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/sourcegraph/jsonrpc2"
+
+	"github.com/acpx-sidecar/acpx-sidecar/internal/buildinfo"
 )
 
 // Options say how Start runs the sidecar and where its notifications go.
@@ -221,7 +223,7 @@ func Spawn(ctx context.Context, opts Options) (*Client, error) {
 func (c *Client) Initialize(ctx context.Context) error {
 	params := map[string]any{
 		"protocolVersion": 1,
-		"clientInfo":      map[string]string{"name": "acpx-sidecar-go-client", "version": "0.1.0"},
+		"clientInfo":      map[string]string{"name": "acpx-sidecar-go-client", "version": buildinfo.Version()},
 		"capabilities":    map[string]bool{"permissionRequests": c.opts.OnPermission != nil || c.opts.OnRequest != nil},
 	}
 	return c.call(ctx, "initialize", params, &c.info)

@@ -125,8 +125,8 @@ func doctorLimits(containment string) map[string]any {
 }
 
 // checkDefaultLimits refuses --default-* limits that the containment in
-// force (sup; nil = none) cannot enforce (docs/protocol.md §18.2).
-func checkDefaultLimits(l limitFlags, sup *reaper.Supervisor) error {
+// force (mode; "" = none) cannot enforce (docs/protocol.md §18.2).
+func checkDefaultLimits(l limitFlags, mode reaper.Mode) error {
 	rl := reaper.Limits{MemoryBytes: l.memoryBytes, Pids: l.pids, CPUPercent: l.cpuPercent}
 	if !rl.Any() {
 		return nil
@@ -141,7 +141,7 @@ func checkDefaultLimits(l limitFlags, sup *reaper.Supervisor) error {
 		}
 	}
 	flags := strings.Join(names, ", ")
-	if sup == nil || sup.Mode() != reaper.ModeCgroup {
+	if !mode.EnforcesLimits() {
 		return fmt.Errorf("%s need cgroup containment", flags)
 	}
 	if ok, why := reaper.LimitsSupported(rl); !ok {

@@ -20,6 +20,7 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/acpx-sidecar/acpx-sidecar/internal/adapter"
+	"github.com/acpx-sidecar/acpx-sidecar/internal/buildinfo"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/journal"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/launchexec"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/reaper"
@@ -27,9 +28,6 @@ import (
 	"github.com/acpx-sidecar/acpx-sidecar/internal/sandbox"
 	"github.com/acpx-sidecar/acpx-sidecar/protocol"
 )
-
-// version is the sidecar version reported at initialize.
-const version = "0.1.0"
 
 func main() {
 	// First, before any flag parsing: the re-exec entries. A Supervisor
@@ -91,7 +89,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.Int64Var(&o.termMs, "term-grace-ms", 2000, "wait after SIGTERM, ms")
 	fs.Int64Var(&o.killMs, "kill-grace-ms", 2000, "wait after SIGKILL, ms")
 	fs.Int64Var(&o.shutdownMs, "shutdown-ms", 0, "shutdown bound, ms (default close+term+kill+1000)")
-	fs.StringVar(&o.containment, "containment", "auto", "auto, cgroup, subreaper or process-group (an alias of subreaper)")
+	fs.StringVar(&o.containment, "containment", "auto", "auto, cgroup, subreaper, process-group (an alias of subreaper) or process-table (the macOS mode; docs/operations.md)")
 	fs.StringVar(&o.cgroupParent, "cgroup-parent", "", "cgroup v2 directory under which provider cgroups are made (default: auto)")
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.IntVar(&o.maxProvLine, "max-provider-line-bytes", adapter.DefaultMaxProviderLineBytes, "largest provider stdout line, bytes")
@@ -146,9 +144,9 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		o.shutdownMs = o.closeMs + o.termMs + o.killMs + 1000
 	}
 	switch o.containment {
-	case "auto", "cgroup", "subreaper", "process-group":
+	case "auto", "cgroup", "subreaper", "process-group", "process-table":
 	default:
-		return nil, fmt.Errorf("--containment must be auto, cgroup, subreaper or process-group")
+		return nil, fmt.Errorf("--containment must be auto, cgroup, subreaper, process-group or process-table")
 	}
 	switch o.defaultSandbox {
 	case sandbox.Workspace, sandbox.Strict, sandbox.Off:
@@ -203,7 +201,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return 2
 	}
 	if o.printVersion {
-		fmt.Fprintln(stdout, "acpx-sidecar", version)
+		fmt.Fprintln(stdout, "acpx-sidecar", buildinfo.Version())
 		return 0
 	}
 	log := newLogger(o.logLevel, stderr)
@@ -213,20 +211,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if o.containment != "auto" {
 		mode = reaper.Mode(o.containment)
 	}
-	sup, err := newSupervisor(reaper.Options{Mode: mode, CgroupParent: o.cgroupParent, Logger: log.Named("reaper")})
-	if err == nil && mode == reaper.ModeProcessGroup {
-		log.Info("containment process-group is an alias of subreaper: the same per-provider guardian")
-	}
-	if err != nil && mode == "" {
-		// auto: the strongest mode failed to start (e.g. an unusable
-		// --cgroup-parent); fall back to the next ones.
-		for _, m := range []reaper.Mode{reaper.ModeSubreaper, reaper.ModeProcessGroup} {
-			log.Warn("containment unavailable; trying the next mode", zap.Error(err), zap.String("next", string(m)))
-			if sup, err = newSupervisor(reaper.Options{Mode: m, Logger: log.Named("reaper")}); err == nil {
-				break
-			}
-		}
-	}
+	sup, launcher, err := startContainment(mode, o.cgroupParent, log)
 	switch {
 	case err != nil && mode != "":
 		// A containment the host asked for by flag is a bad flag here.
@@ -236,9 +221,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		// Serve anyway: every open is refused before launch with
 		// PLATFORM_UNSUPPORTED (docs/rules.md#r2).
 		log.Error("no containment available; opens will be refused", zap.Error(err))
-		sup = nil
 	}
-	if err := checkDefaultLimits(o.limits, sup); err != nil {
+	if err := checkDefaultLimits(o.limits, modeOf(sup)); err != nil {
 		// Limits the operator asked for by flag and the machine cannot
 		// enforce are a bad flag, like a forced --containment.
 		fmt.Fprintln(stderr, "acpx-sidecar:", err)
@@ -260,6 +244,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		time.AfterFunc(time.Duration(o.shutdownMs)*time.Millisecond+5*time.Second, func() {
 			log.Error("shutdown did not finish in time; exiting (guardians end the provider trees)")
 			_ = log.Sync()
+			killTablesBeforeExit(sup)
 			os.Exit(1)
 		})
 	}
@@ -284,11 +269,9 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	cfg.JournalMaxBytes = o.journalMax
 	cfg.MaxPendingAsks, cfg.MaxPendingAskBytes = o.maxAsks, o.maxAskBytes
 	cfg.StateRead = time.Duration(o.stateReadMs) * time.Millisecond
-	if sup != nil {
-		cfg.Launcher = adapter.ReaperLauncher(sup)
-	}
+	cfg.Launcher = launcher
 	cfg.Logger = log.Named("session")
-	cfg.Version = version
+	cfg.Version = buildinfo.Version()
 	cfg.InheritEnv = o.inheritEnv
 	cfg.SidecarEnv = os.Environ()
 	cfg.BaseEnv = adapter.InheritedEnv(o.inheritEnv, cfg.SidecarEnv)
@@ -337,23 +320,12 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	return code
 }
 
-// newSupervisor makes this process a child subreaper, so that the tree of a
-// guardian that gets killed re-parents to the sidecar, which reaps it and
-// keeps containing it (reaper.BecomeSubreaper), then makes the Supervisor.
-// A failure of either is a containment that is unavailable.
-func newSupervisor(opts reaper.Options) (*reaper.Supervisor, error) {
-	if err := reaper.BecomeSubreaper(); err != nil {
-		return nil, err
-	}
-	return reaper.NewSupervisor(opts)
-}
-
 // doctor prints which containment mechanisms this machine offers and why,
 // the --inherit-env policy the given flags set and the names it passes,
 // which kinds of limits (docs/protocol.md §18.2) this machine can
 // enforce, and what its kernel sandbox enforces (docs/protocol.md §19).
 func doctor(stdout io.Writer, o *options) int {
-	mechs := reaper.Detect()
+	mechs := append(reaper.Detect(), reaper.DetectTable())
 	enc := json.NewEncoder(stdout)
 	enc.SetIndent("", "  ")
 	chosen := ""
@@ -372,7 +344,7 @@ func doctor(stdout io.Writer, o *options) int {
 	return 0
 }
 
-func initContainment(sup *reaper.Supervisor) string {
+func initContainment(sup containment) string {
 	if sup == nil {
 		return "none"
 	}

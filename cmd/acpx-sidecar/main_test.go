@@ -42,8 +42,8 @@ func TestRun_DoctorReportsMechanisms(t *testing.T) {
 	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
 		t.Fatalf("doctor output is not JSON: %v: %q", err, out.String())
 	}
-	if len(rep.Mechanisms) != 3 {
-		t.Fatalf("doctor lists %d mechanisms, want cgroup, subreaper, process-group", len(rep.Mechanisms))
+	if len(rep.Mechanisms) != 4 || rep.Mechanisms[3].Mode != "process-table" {
+		t.Fatalf("doctor lists %d mechanisms, want cgroup, subreaper, process-group, process-table", len(rep.Mechanisms))
 	}
 	for _, m := range rep.Mechanisms {
 		if m.Reason == "" {

@@ -20,6 +20,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/acpx-sidecar/acpx-sidecar/internal/buildinfo"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/profiles"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/reaper"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/store"
@@ -132,7 +133,7 @@ func DefaultConfig() Config {
 		TermGrace: 2 * time.Second, KillGrace: 2 * time.Second, Shutdown: 7 * time.Second,
 		ProtocolCloseAttempts: 4, RetainedRetryMin: 10 * time.Millisecond, RetainedRetryMax: 100 * time.Millisecond,
 		LateCloseReconcileAttempts: 3, PermissionTimeout: protocol.DefaultPermissionTimeoutMs * time.Millisecond,
-		MaxProviderLineBytes: DefaultMaxProviderLineBytes, Version: "0.1.0"}
+		MaxProviderLineBytes: DefaultMaxProviderLineBytes, Version: buildinfo.Version()}
 }
 
 // Manager routes host requests to session actors and owns retained

@@ -13,9 +13,9 @@ import (
 	"github.com/acpx-sidecar/acpx-sidecar/protocol"
 )
 
-// selfStart is this sidecar's start time (clock ticks), recorded in every
+// selfStart is this sidecar's start time (procStart), recorded in every
 // ledger entry so a later sidecar can tell a live owner from a recycled pid.
-var selfStart, _ = store.ProcStartTime(os.Getpid())
+var selfStart, _ = procStart(os.Getpid())
 
 // Initialized sweeps the default stateDir's ownership ledger once the host
 // has the initialize result; other stateDirs are swept when first used.
@@ -59,11 +59,11 @@ func ownerAlive(o store.Owned) bool {
 	if o.SidecarPid == os.Getpid() {
 		return true
 	}
-	st, err := store.ReadProcStat(o.SidecarPid)
-	if err != nil || st.State == 'Z' {
+	start, alive := procStart(o.SidecarPid)
+	if !alive {
 		return false
 	}
-	return o.SidecarStartTime == 0 || st.StartTime == o.SidecarStartTime
+	return o.SidecarStartTime == 0 || start == o.SidecarStartTime
 }
 
 // sweep kills the leftovers of dead sidecars found in st's ledger and
@@ -175,8 +175,8 @@ func (m *Manager) recoverOne(o store.Owned) (*protocol.Proof, error) {
 	if m.cfg.Launcher != nil {
 		own = m.cfg.Launcher.CgroupParent()
 	}
-	t, err := reaper.Recover(reaper.Leftover{Pid: o.Pid, StartTicks: o.StartTime, SidecarPid: o.SidecarPid, Session: o.Session,
-		Cgroup: o.Cgroup, CgroupParent: o.CgroupParent, MarkerSHA256: o.MarkerSHA256, OwnParent: own}, m.cfg.KillGrace)
+	t, err := recoverLeftover(o.Containment, reaper.Leftover{Pid: o.Pid, StartTicks: o.StartTime, Pgid: o.Pgid, SidecarPid: o.SidecarPid,
+		Session: o.Session, Cgroup: o.Cgroup, CgroupParent: o.CgroupParent, MarkerSHA256: o.MarkerSHA256, OwnParent: own}, m.cfg.KillGrace)
 	if err != nil {
 		return nil, err
 	}

@@ -50,11 +50,15 @@ func (m *Manager) defaultFS() string {
 // off), or "off" when caps cannot enforce it (a filesystem sandbox with
 // signals own-tree) or mode cannot carry a sandbox.
 func SandboxCaps(caps sandbox.Caps, def string, mode reaper.Mode) *protocol.SandboxCaps {
+	reason := caps.Reason
 	if def == "" || !caps.Filesystem() || !caps.Scopes() || !reaper.SandboxSupported(mode) {
 		def = sandbox.Off
 	}
+	if !reaper.SandboxSupported(mode) && mode != "" {
+		reason = "containment " + string(mode) + " cannot apply a sandbox"
+	}
 	return &protocol.SandboxCaps{LandlockABI: caps.LandlockABI, Filesystem: caps.Filesystem(), ConnectTCP: caps.ConnectTCP(),
-		Signals: caps.Scopes(), NetworkNone: caps.Namespaces, ReadOnlyBinds: caps.Namespaces, Default: def, Reason: caps.Reason}
+		Signals: caps.Scopes(), NetworkNone: caps.Namespaces, ReadOnlyBinds: caps.Namespaces, Default: def, Reason: reason}
 }
 
 // policyOf resolves the open's sandbox over the default: filesystem from

@@ -32,6 +32,7 @@ func TestContainment_SetsidGrandchildIgnoringTermIsReaped(t *testing.T) {
 		{"default-cgroup", nil},
 		{"subreaper", []string{"--containment", "subreaper"}},
 		{"process-group", []string{"--containment", "process-group"}},
+		{"process-table", []string{"--containment", "process-table"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newFaultEnv(t)
@@ -79,7 +80,7 @@ func TestContainment_SetsidGrandchildIgnoringTermIsReaped(t *testing.T) {
 // and the proof must list the tool processes as descendants. Run in every
 // containment mode this machine offers.
 func TestContainment_CodexBackgroundToolCommandIsReaped(t *testing.T) {
-	for _, mode := range []string{"cgroup", "subreaper", "process-group"} {
+	for _, mode := range []string{"cgroup", "subreaper", "process-group", "process-table"} {
 		t.Run(mode, func(t *testing.T) {
 			agent, codexHome, _ := codexEnv(t)
 			stateDir, work := t.TempDir(), t.TempDir()
@@ -157,9 +158,9 @@ func TestContainment_CodexBackgroundToolCommandIsReaped(t *testing.T) {
 // grandchild that ignores SIGTERM. The host gets session/exited (signal
 // SIGKILL, during idle) and a complete cleanup/proof (origin provider-exit)
 // naming the grandchild as a descendant; nothing survives; later prompts
-// fail PROVIDER_PROCESS_LOST. Both containment modes.
+// fail PROVIDER_PROCESS_LOST. Every containment mode.
 func TestContainment_ProviderKilledFromOutsideIsReportedAndItsLeftoversReaped(t *testing.T) {
-	for _, mode := range []string{"cgroup", "subreaper", "process-group"} {
+	for _, mode := range []string{"cgroup", "subreaper", "process-group", "process-table"} {
 		t.Run(mode, func(t *testing.T) {
 			e := newFaultEnv(t)
 			s := startSidecar(t, "--state-dir", e.stateDir, "--containment", mode, "--term-grace-ms", "300", "--kill-grace-ms", "500")
@@ -218,12 +219,13 @@ func TestContainment_ProviderKilledFromOutsideIsReportedAndItsLeftoversReaped(t 
 // Pid recycling itself cannot be forced here; the test shows the consequence
 // that signalling goes through pinned identities (cgroup or pidfd) rather
 // than a bare kill(-pgid). Run under the default containment and under
-// process-group containment.
+// process-group and process-table containment.
 func TestCleanup_GroupTerminatedAfterLeaderExits(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		args []string
-	}{{"default", nil}, {"process-group", []string{"--containment", "process-group"}}} {
+	}{{"default", nil}, {"process-group", []string{"--containment", "process-group"}},
+		{"process-table", []string{"--containment", "process-table"}}} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newFaultEnv(t)
 			s := startSidecar(t, seedArgs(e, tc.args...)...)

@@ -144,9 +144,32 @@ func (l lockedBuf) Write(p []byte) (int, error) {
 	return l.b.Write(p)
 }
 
-// startSidecar spawns the built sidecar with args (no initialize sent).
+// containmentEnv names the containment mode (e.g. "process-table") that
+// every sidecar of this run gets when its test asks for none: `make test`
+// runs the cleanup, close and shutdown tests a second time with it
+// (docs/operations.md, "macOS").
+const containmentEnv = "ACPX_E2E_CONTAINMENT"
+
+// withContainment appends --containment $ACPX_E2E_CONTAINMENT to args
+// that choose no containment.
+func withContainment(args []string) []string {
+	m := os.Getenv(containmentEnv)
+	if m == "" {
+		return args
+	}
+	for _, a := range args {
+		if a == "--containment" || strings.HasPrefix(a, "--containment=") {
+			return args
+		}
+	}
+	return append(append([]string(nil), args...), "--containment", m)
+}
+
+// startSidecar spawns the built sidecar with args (no initialize sent),
+// under $ACPX_E2E_CONTAINMENT when set and args choose no containment.
 func startSidecar(t testing.TB, args ...string) *sidecar {
 	t.Helper()
+	args = withContainment(args)
 	s := &sidecar{t: t, replies: map[string]*frame{}, stderr: &bytes.Buffer{}, exited: make(chan struct{}),
 		nextID: rawIDBase, later: map[string]chan map[string]json.RawMessage{}}
 	s.cond = sync.NewCond(&s.mu)

@@ -18,8 +18,6 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/acpx-sidecar/acpx-sidecar/internal/wirecheck"
 )
 
@@ -152,11 +150,12 @@ func TestShutdown_StdinEOFMidTurnAnswersTheTurn(t *testing.T) {
 // TestShutdown_HostThatStopsReadingCannotPinTheSidecar: a host that stops
 // reading stdout blocks every write; on SIGTERM the sidecar still exits
 // (after its shutdown bound plus a margin) and, because every guardian's
-// owner pipe closes with it, nothing of the session survives.
+// owner pipe closes with it (in process-table mode: because it kills the
+// trees before it goes), nothing of the session survives.
 func TestShutdown_HostThatStopsReadingCannotPinTheSidecar(t *testing.T) {
 	startOrphanReaper(t)
 	e := newFaultEnv(t)
-	cmd := exec.Command(sidecarBin, "--state-dir", e.stateDir, "--shutdown-ms", "500")
+	cmd := exec.Command(sidecarBin, withContainment([]string{"--state-dir", e.stateDir, "--shutdown-ms", "500"})...)
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -219,7 +218,7 @@ func TestShutdown_HostThatStopsReadingCannotPinTheSidecar(t *testing.T) {
 	// thread asleep in the kernel's pipe write.
 	fd := int(stdout.(*os.File).Fd())
 	for deadline := time.Now().Add(20 * time.Second); ; {
-		n, err := unix.IoctlGetInt(fd, unix.TIOCINQ)
+		n, err := pipeBytes(fd)
 		if err != nil {
 			t.Fatal(err)
 		}

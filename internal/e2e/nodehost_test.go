@@ -57,7 +57,7 @@ func TestNodeHost_FromPackedTarballsRunsCodex(t *testing.T) {
 		t.Skipf("%s is not set: run `make npm-pack` and set it to dist/npm", npmDistEnv)
 	}
 	tarballs := map[string]string{}
-	for _, pkg := range []string{"client", "linux-x64", "linux-arm64"} {
+	for _, pkg := range []string{"client", "linux-x64", "linux-arm64", "darwin-arm64", "darwin-x64"} {
 		matches, _ := filepath.Glob(filepath.Join(dist, "acpx-sidecar-"+pkg+"-*.tgz"))
 		if len(matches) != 1 {
 			t.Fatalf("want one tarball of @acpx-sidecar/%s in %s, found %v", pkg, dist, matches)
@@ -73,8 +73,10 @@ func TestNodeHost_FromPackedTarballsRunsCodex(t *testing.T) {
 		"name": "nodehost-scratch", "private": true, "type": "module",
 		"dependencies": map[string]string{"@acpx-sidecar/client": "file:" + tarballs["@acpx-sidecar/client"]},
 		"overrides": map[string]string{
-			"@acpx-sidecar/linux-x64":   "file:" + tarballs["@acpx-sidecar/linux-x64"],
-			"@acpx-sidecar/linux-arm64": "file:" + tarballs["@acpx-sidecar/linux-arm64"],
+			"@acpx-sidecar/linux-x64":    "file:" + tarballs["@acpx-sidecar/linux-x64"],
+			"@acpx-sidecar/linux-arm64":  "file:" + tarballs["@acpx-sidecar/linux-arm64"],
+			"@acpx-sidecar/darwin-arm64": "file:" + tarballs["@acpx-sidecar/darwin-arm64"],
+			"@acpx-sidecar/darwin-x64":   "file:" + tarballs["@acpx-sidecar/darwin-x64"],
 		},
 	}
 	writeJSONFile(t, filepath.Join(project, "package.json"), manifest)
@@ -90,8 +92,10 @@ func TestNodeHost_FromPackedTarballsRunsCodex(t *testing.T) {
 	if _, err := os.Stat(installed); err != nil {
 		t.Fatalf("the platform package's binary was not installed: %v", err)
 	}
-	if _, err := os.Stat(filepath.Join(project, "node_modules", "@acpx-sidecar", "linux-arm64")); err == nil {
-		t.Errorf("npm installed the linux-arm64 package on this machine")
+	for _, other := range []string{"linux-arm64", "darwin-arm64", "darwin-x64"} {
+		if _, err := os.Stat(filepath.Join(project, "node_modules", "@acpx-sidecar", other)); err == nil {
+			t.Errorf("npm installed the %s package on this machine", other)
+		}
 	}
 
 	// Codex offline: a private HOME and config pointing at the stub.

@@ -7,12 +7,15 @@ import (
 	"bytes"
 	"fmt"
 	"os"
+	"os/exec"
 	"strconv"
 	"sync"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/acpx-sidecar/acpx-sidecar/internal/reaper"
 )
 
 // orphans reaps processes re-parented to the test process: the test makes
@@ -36,11 +39,34 @@ func trackChild(pid int) {
 	orphans.mu.Unlock()
 }
 
+// runTracked runs cmd to its end as exec.Cmd.Output does, tracked from
+// its start (under the lock the orphan reaper checks), so the reaper never
+// takes its wait status: a short-lived child (e.g. `--version`) could
+// otherwise exit and be reaped between Start and trackChild.
+func runTracked(cmd *exec.Cmd) ([]byte, error) {
+	var out bytes.Buffer
+	cmd.Stdout = &out
+	orphans.mu.Lock()
+	err := cmd.Start()
+	if err == nil {
+		if orphans.tracked == nil {
+			orphans.tracked = map[int]bool{}
+		}
+		orphans.tracked[cmd.Process.Pid] = true
+	}
+	orphans.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	err = cmd.Wait()
+	return out.Bytes(), err
+}
+
 // startOrphanReaper starts the reaping loop once; stopOrphanReaper (from
 // TestMain) ends it.
 func startOrphanReaper(t *testing.T) {
 	orphans.once.Do(func() {
-		if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+		if err := reaper.BecomeSubreaper(); err != nil {
 			t.Fatalf("PR_SET_CHILD_SUBREAPER: %v", err)
 		}
 		orphans.stop, orphans.done = make(chan struct{}), make(chan struct{})

@@ -319,11 +319,14 @@ func seedReadJSON(t testing.TB, path string) map[string]any {
 func seedEnv(p map[string]any) map[string]string { return p["env"].(map[string]string) }
 
 // seedHogModes make a provider that ignores SIGTERM and whose exit after
-// SIGKILL takes the kernel milliseconds (2 GiB of touched memory to free):
-// with --kill-grace-ms 1 its tree is then not yet observed empty when the
-// first termination gives up, so the cleanup is retained
-// (docs/rules.md#r15).
-const seedHogModes = "ignore-term,hog=2048"
+// SIGKILL takes the kernel milliseconds (512 MiB of touched memory to
+// free): with --kill-grace-ms 1 its tree is then not yet observed empty
+// when the first termination gives up, so the cleanup is retained
+// (docs/rules.md#r15). Measured here: a SIGKILLed 512 MiB hog takes about
+// 130 ms to become a zombie, far past 1 ms; touching it at start takes
+// about 3 s. (It was 2 GiB: 12 s to touch on a quiet machine and over the
+// 30 s handshake bound under load.)
+const seedHogModes = "ignore-term,hog=512"
 
 // seedShortGraceArgs are sidecar flags under which a hog's first
 // termination cannot be proven.

@@ -165,9 +165,18 @@ func ledgerRecovers(t *testing.T, mode string) {
 // TestSidecarKilled_LedgerEntryWrittenBeforeLaunchIsRecovered: a sidecar
 // killed between its ledger entry and the launch's completion leaves an
 // entry without a pid; the next sidecar finds the tree by its environment
-// marker (the entry keeps its SHA-256) and reports it recovered.
+// marker (the entry keeps its SHA-256) and reports it recovered — for an
+// entry of a process-group sidecar with reaper.Recover, for one of a
+// process-table sidecar with that mode's own rules (containment
+// "process-table").
 func TestSidecarKilled_LedgerEntryWrittenBeforeLaunchIsRecovered(t *testing.T) {
 	startOrphanReaper(t)
+	for _, containment := range []string{"process-group", "process-table"} {
+		t.Run(containment, func(t *testing.T) { preLaunchEntryRecovered(t, containment) })
+	}
+}
+
+func preLaunchEntryRecovered(t *testing.T, containment string) {
 	stateDir := t.TempDir()
 	mark := testmark.New()
 	killMarkedOnCleanup(t, mark)
@@ -193,7 +202,7 @@ func TestSidecarKilled_LedgerEntryWrittenBeforeLaunchIsRecovered(t *testing.T) {
 		t.Fatal(err)
 	}
 	entry, _ := json.Marshal(map[string]any{"id": session, "sidecarPid": deadPid, "session": session,
-		"sessionKey": "pending", "pid": 0, "startTime": 0, "pgid": 0, "markerSha256": sha256Hex(marker), "containment": "process-group",
+		"sessionKey": "pending", "pid": 0, "startTime": 0, "pgid": 0, "markerSha256": sha256Hex(marker), "containment": containment,
 		"createdAt": "2026-11-29T00:00:00Z"})
 	if err := os.WriteFile(filepath.Join(stateDir, "owned", session+".json"), entry, 0o600); err != nil {
 		t.Fatal(err)
@@ -204,15 +213,15 @@ func TestSidecarKilled_LedgerEntryWrittenBeforeLaunchIsRecovered(t *testing.T) {
 	raw := s.waitNote("cleanup/proof", 10*time.Second, nil)
 	var rp recoveredProof
 	_ = json.Unmarshal(raw, &rp)
-	if rp.Proof.Origin != "recovered" || !rp.Proof.Complete || rp.Proof.Session != session {
-		t.Fatalf("recovered proof: %s", raw)
+	if rp.Proof.Origin != "recovered" || !rp.Proof.Complete || rp.Proof.Session != session || rp.Proof.Containment != containment {
+		t.Fatalf("recovered proof (want containment %s): %s", containment, raw)
 	}
 	named := false
 	for _, p := range rp.Proof.Processes {
-		named = named || p.Pid == leftover.Process.Pid
+		named = named || p.Pid == leftover.Process.Pid && p.Signal == "SIGKILL"
 	}
 	if !named {
-		t.Errorf("the leftover %d is not named: %s", leftover.Process.Pid, raw)
+		t.Errorf("the leftover %d is not named as killed: %s", leftover.Process.Pid, raw)
 	}
 	select {
 	case <-waited:

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"os"
@@ -63,7 +64,7 @@ func limitsEnforceable(t *testing.T) (bool, string) {
 // a flag error (exit status 2).
 func TestLimits_RefusedWhereTheContainmentCannotEnforceThem(t *testing.T) {
 	ok, why := limitsEnforceable(t)
-	modes := [][]string{{"--containment", "subreaper"}}
+	modes := [][]string{{"--containment", "subreaper"}, {"--containment", "process-table"}}
 	if !ok {
 		modes = append(modes, []string{"--containment", "cgroup"})
 	}
@@ -90,6 +91,17 @@ func TestLimits_RefusedWhereTheContainmentCannotEnforceThem(t *testing.T) {
 			seedCloseProof(t, s, o.Session, nil)
 		})
 	}
+	t.Run("default flag under process-table", func(t *testing.T) {
+		cmd := exec.Command(sidecarBin, "--containment", "process-table", "--default-pids", "64")
+		var errb bytes.Buffer
+		cmd.Stderr = &errb
+		out, err := runTracked(cmd)
+		out = append(out, errb.Bytes()...)
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 2 || !strings.Contains(string(out), "default-pids") {
+			t.Errorf("--default-pids under process-table: %v, %q; want exit 2 naming the flag", err, out)
+		}
+	})
 	if !ok {
 		t.Run("default flag", func(t *testing.T) {
 			cmd := exec.Command(sidecarBin, "--containment", "cgroup", "--default-pids", "64")

@@ -19,11 +19,11 @@ func fullTmpfs(t *testing.T) (dir string, fill, free func()) {
 		t.Skip("mounting a tmpfs needs root")
 	}
 	dir = t.TempDir()
-	if err := syscall.Mount("tmpfs", dir, "tmpfs", syscall.MS_NOSUID|syscall.MS_NODEV, "size=256k,mode=0700"); err != nil {
+	if err := mountTmpfs(dir, "size=256k,mode=0700"); err != nil {
 		t.Skipf("cannot mount a tmpfs: %v", err)
 	}
 	t.Cleanup(func() {
-		if err := syscall.Unmount(dir, syscall.MNT_DETACH); err != nil {
+		if err := unmountTmpfs(dir); err != nil {
 			t.Errorf("unmount %s: %v", dir, err)
 		}
 	})

@@ -20,8 +20,8 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
-	"golang.org/x/sys/unix"
 
+	"github.com/acpx-sidecar/acpx-sidecar/internal/reaper"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/testmark"
 )
 
@@ -43,7 +43,7 @@ func TestMain(m *testing.M) {
 	}
 	// Orphans of our agents (the grandchild) re-parent to us, not to PID 1,
 	// which never reaps (notes/common.md).
-	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+	if err := reaper.BecomeSubreaper(); err != nil {
 		fmt.Fprintln(os.Stderr, "PR_SET_CHILD_SUBREAPER:", err)
 		os.RemoveAll(dir)
 		os.Exit(1)

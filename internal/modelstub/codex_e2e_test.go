@@ -22,8 +22,8 @@ import (
 	"time"
 
 	acp "github.com/coder/acp-go-sdk"
-	"golang.org/x/sys/unix"
 
+	"github.com/acpx-sidecar/acpx-sidecar/internal/reaper"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/testmark"
 )
 
@@ -147,7 +147,7 @@ func TestCodexACP_RealAgentAgainstLoopbackModel(t *testing.T) {
 
 	// Orphans of the process group (the Rust binary once the launcher dies)
 	// re-parent to us instead of PID 1, which never reaps (common.md).
-	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+	if err := reaper.BecomeSubreaper(); err != nil {
 		t.Fatalf("PR_SET_CHILD_SUBREAPER: %v", err)
 	}
 

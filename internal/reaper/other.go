@@ -4,9 +4,6 @@ package reaper
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"errors"
 	"io"
 	"time"
 )
@@ -83,31 +80,6 @@ func (t *Tree) ExitStatus() ExitStatus { return ExitStatus{} }
 func (t *Tree) Terminate(context.Context, time.Duration, time.Duration) Termination {
 	return Termination{Errors: []ErrorRecord{{Code: "PLATFORM_UNSUPPORTED", Message: ErrUnsupported.Error()}}}
 }
-
-// Leftover identifies a tree an earlier sidecar owned (Linux only).
-type Leftover struct {
-	Pid          int
-	StartTicks   uint64
-	SidecarPid   int
-	Session      string
-	Cgroup       string
-	CgroupParent string
-	MarkerSHA256 string
-	OwnParent    string
-}
-
-// MarkerEnv names the environment entry every process of a provider tree
-// inherits.
-const MarkerEnv = "ACPX_SIDECAR_SESSION"
-
-// MarkerDigest is the hex SHA-256 of a marker entry.
-func MarkerDigest(entry string) string {
-	sum := sha256.Sum256([]byte(entry))
-	return hex.EncodeToString(sum[:])
-}
-
-// ErrUnprovable: see the Linux Recover.
-var ErrUnprovable = errors.New("reaper: the ledger entry names nothing recovery can prove")
 
 // SweptCgroup: see the Linux SweepDeadParents.
 type SweptCgroup struct {

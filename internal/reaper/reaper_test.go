@@ -6,6 +6,7 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -106,8 +107,9 @@ func startSh(t *testing.T, s *Supervisor, env []string, script string) *Tree {
 	return tr
 }
 
-// readLines reads n lines of the tree's stdout, failing after a deadline.
-func readLines(t *testing.T, tr *Tree, n int) []string {
+// readLines reads n lines of the tree's stdout, failing after a deadline
+// (tr: a *Tree or a *TableTree).
+func readLines(t *testing.T, tr interface{ Stdout() io.ReadCloser }, n int) []string {
 	t.Helper()
 	ch := make(chan []string, 1)
 	go func() {

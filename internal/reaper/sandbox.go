@@ -10,8 +10,11 @@ var ErrSandboxUnsupported = errors.New("reaper: this containment mode cannot app
 // SandboxSupported reports whether providers contained in mode can be
 // sandboxed. It is the one place that says so: cgroup mode (the sidecar
 // forks the launch entry) and subreaper / process-group (the guardian
-// forks it) can; any other mode (a process-table mode, say) refuses every
-// sandbox, and the sidecar reports its default as not enforced.
+// forks it) can; ModeProcessTable, whose providers are forked straight
+// from the sidecar with no launch entry to apply Landlock rules or a
+// network namespace (macOS has neither), and any other mode refuse every
+// explicit sandbox (PLATFORM_UNSUPPORTED), and the sidecar reports its
+// default as not enforced.
 func SandboxSupported(m Mode) bool {
 	switch m {
 	case ModeCgroup, ModeSubreaper, ModeProcessGroup:

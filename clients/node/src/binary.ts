@@ -2,8 +2,9 @@
  * Finding the acpx-sidecar executable, the way native tools on npm do
  * (esbuild, codex-acp): the client lists one package per platform as an
  * optional dependency (`@acpx-sidecar/linux-x64`, `@acpx-sidecar/linux-arm64`,
- * each with `os`/`cpu` fields so npm installs only the matching one), and
- * each holds the statically linked binary at `bin/acpx-sidecar`.
+ * `@acpx-sidecar/darwin-arm64`, `@acpx-sidecar/darwin-x64`, each with
+ * `os`/`cpu` fields so npm installs only the matching one), and each holds
+ * the binary at `bin/acpx-sidecar`.
  */
 
 import { accessSync, constants, statSync } from "node:fs";
@@ -19,6 +20,8 @@ export const BINARY_ENV = "ACPX_SIDECAR_BINARY";
 export const PLATFORM_PACKAGES: Readonly<Record<string, string>> = {
   "linux-x64": "@acpx-sidecar/linux-x64",
   "linux-arm64": "@acpx-sidecar/linux-arm64",
+  "darwin-arm64": "@acpx-sidecar/darwin-arm64",
+  "darwin-x64": "@acpx-sidecar/darwin-x64",
 };
 
 /**
@@ -27,8 +30,9 @@ export const PLATFORM_PACKAGES: Readonly<Record<string, string>> = {
  * non-empty, else `bin/acpx-sidecar` of this platform's package. Throws a
  * SidecarError `BINARY_NOT_FOUND` when the chosen path is not an
  * executable regular file, when the platform has no package (acpx-sidecar
- * runs on Linux only; docs/protocol.md §2), or when its package is not
- * installed (for example `npm install --omit=optional`).
+ * runs on Linux and macOS; Windows is refused, docs/operations.md "macOS"),
+ * or when its package is not installed (for example
+ * `npm install --omit=optional`).
  *
  * `from` is where the platform package is looked up (a file inside a
  * package directory); it defaults to this module, so the package that

@@ -32,11 +32,11 @@ export type TurnRequestId = string;
  */
 export type RequestId = string | number;
 /**
- * A containment mechanism for provider trees (docs/protocol.md §7 initialize, §12).
+ * A containment mechanism for provider trees (docs/protocol.md §7 initialize, §12); process-table is the macOS mode (docs/operations.md, macOS), also selectable on Linux with --containment=process-table.
  *
  * Schema: `$defs/Containment`.
  */
-export type Containment = "cgroup" | "subreaper" | "process-group";
+export type Containment = "cgroup" | "subreaper" | "process-group" | "process-table";
 /**
  * ACP ToolKind (docs/protocol.md §10).
  *
@@ -382,7 +382,7 @@ export interface ServerCapabilities {
   /**
    * The mechanism in force; none when no containment is available (every open is then refused PLATFORM_UNSUPPORTED).
    */
-  containment: "cgroup" | "subreaper" | "process-group" | "none";
+  containment: "cgroup" | "subreaper" | "process-group" | "process-table" | "none";
   /**
    * Agent profile names.
    */

@@ -17,6 +17,7 @@
 
 import { spawn, type ChildProcess } from "node:child_process";
 import { EventEmitter } from "node:events";
+import { createRequire } from "node:module";
 import type { Writable } from "node:stream";
 import {
   CancellationTokenSource,
@@ -107,7 +108,8 @@ export interface ExitStatus {
   signal: NodeJS.Signals | null;
 }
 
-const VERSION = "0.1.0";
+/** This package's version (package.json, stamped by `make npm-pack`), sent as clientInfo.version. */
+const VERSION: string = createRequire(import.meta.url)("../package.json").version;
 
 /** The events of a {@link Sidecar} and their arguments. */
 export interface SidecarEvents {

@@ -36,7 +36,8 @@ test("resolveBinary: option, then env, then the platform package", (t) => {
 test("resolveBinary: clear BINARY_NOT_FOUND errors", (t) => {
   const root = tempDir(t);
   const from = pathToFileURL(join(root, "x.js")).href;
-  assert.throws(() => resolveBinary(undefined, {}, from, "darwin-arm64"), { dataCode: "BINARY_NOT_FOUND", message: /no binary package for darwin-arm64/ });
+  assert.throws(() => resolveBinary(undefined, {}, from, "win32-x64"), { dataCode: "BINARY_NOT_FOUND", message: /no binary package for win32-x64/ });
+  assert.throws(() => resolveBinary(undefined, {}, from, "darwin-arm64"), { dataCode: "BINARY_NOT_FOUND", message: /@acpx-sidecar\/darwin-arm64 is not installed/ });
   assert.throws(() => resolveBinary(undefined, {}, from, "linux-x64"), { dataCode: "BINARY_NOT_FOUND", message: /@acpx-sidecar\/linux-x64 is not installed/ });
   // Installing only the client's tarball installs no binary: the message says how to get one.
   assert.throws(() => resolveBinary(undefined, {}, from, "linux-x64"), {

@@ -1,0 +1,56 @@
+package reaper
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"regexp"
+)
+
+// MarkerEnv names the environment entry every process of a provider tree
+// inherits, MarkerEnv=<session id>.<unguessable token> (the adapter sets
+// it). Recovery trusts only this name, never one a ledger entry gives: an
+// entry that could name the marker could name `HOME=/root`, which every
+// root process carries.
+const MarkerEnv = "ACPX_SIDECAR_SESSION"
+
+// MarkerDigest is the hex SHA-256 of a marker entry "MarkerEnv=value": what
+// the ledger keeps of it, so reading the ledger does not reveal a token.
+func MarkerDigest(entry string) string {
+	sum := sha256.Sum256([]byte(entry))
+	return hex.EncodeToString(sum[:])
+}
+
+// Leftover identifies a provider tree that an earlier sidecar owned, as its
+// ownership ledger claims — a claim recovery trusts only as far as it can
+// prove it (docs/operations.md, "The ownership ledger"): the leader's pid
+// and start time (field 22 of /proc/<pid>/stat, clock ticks; 0 when the
+// entry was written before the launch), the dead owner's pid, the session
+// id, the cgroup (or, before the launch, the parent it would be made in),
+// the MarkerDigest of the tree's marker entry, and this sidecar's own
+// configured cgroup parent (OwnParent, "" for the default layout). Pgid is
+// the leader's process group as the entry claims it: only RecoverTable
+// uses it, and only while the leader is proven (its start time matches and
+// it carries the marker); Recover never signals a group.
+type Leftover struct {
+	Pid          int
+	StartTicks   uint64
+	Pgid         int
+	SidecarPid   int
+	Session      string
+	Cgroup       string
+	CgroupParent string
+	MarkerSHA256 string
+	OwnParent    string
+}
+
+// ErrUnprovable is Recover's answer for a leftover it has no way to prove
+// anything of, or whose claims are evidence of a forgery: no marker digest
+// or a malformed session id; a pid that is alive with the entry's start
+// time but does not carry the tree's marker (a provider always does).
+// Nothing is killed and no proof can be made; the caller reports and
+// drops the entry.
+var ErrUnprovable = errors.New("reaper: the ledger entry names nothing recovery can prove")
+
+// sessionID is the shape of a sidecar session id.
+var sessionID = regexp.MustCompile(`^s-[0-9a-f]{1,64}$`)

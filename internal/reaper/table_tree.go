@@ -1,0 +1,294 @@
+//go:build linux || darwin
+
+package reaper
+
+import (
+	"io"
+	"sort"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/acpx-sidecar/acpx-sidecar/internal/proctable"
+)
+
+// TableTree is one provider launched under ModeProcessTable and every
+// process the process table attributes to it (TableTree.update). All
+// methods are safe for concurrent use. It satisfies the same interface as
+// *Tree (internal/adapter's Tree).
+type TableTree struct {
+	s     *TableSupervisor
+	c     *tableCore
+	procs proctable.Reader
+
+	pid, pgid  int
+	start      uint64 // leader start time (proctable.Proc.Start)
+	startedAt  time.Time
+	marker     string // "NAME=value" in the environment of the tree
+	markerName string // NAME
+
+	stdin  io.WriteCloser
+	stdout io.ReadCloser
+	stderr io.ReadCloser
+
+	exited chan struct{}
+	termMu sync.Mutex // serializes Terminate
+
+	mu           sync.Mutex
+	leaderReaped bool
+	status       ExitStatus
+	members      map[tableKey]*tableMember
+	order        []*tableMember
+	signals      []SignalRecord
+	errors       []ErrorRecord
+	verified     Verification
+	proven       bool
+}
+
+// tableMember is one process ever attributed to the tree.
+type tableMember struct {
+	key    tableKey
+	role   string
+	seen   time.Time // when the read that first found it began
+	dead   bool      // observed gone or a zombie
+	reaped bool      // its wait status was collected here
+	code   *int
+	sig    string // from its wait status
+	sent   string // the last signal the sidecar sent it
+	term   bool   // SIGTERM sent (once per process)
+	kill   bool   // SIGKILL sent (once per process)
+	at     time.Time
+}
+
+// Stdin is the write end of the provider's stdin pipe (caller closes it).
+func (t *TableTree) Stdin() io.WriteCloser { return t.stdin }
+
+// Stdout is the read end of the provider's stdout pipe.
+func (t *TableTree) Stdout() io.ReadCloser { return t.stdout }
+
+// Stderr is the read end of the provider's stderr pipe.
+func (t *TableTree) Stderr() io.ReadCloser { return t.stderr }
+
+// Pid is the provider (leader) pid.
+func (t *TableTree) Pid() int { return t.pid }
+
+// Pgid is the provider's process group (its own: the leader's pid).
+func (t *TableTree) Pgid() int { return t.pgid }
+
+// StartTicks is the leader's start time as the process table gives it
+// (proctable.Proc.Start: clock ticks since boot on Linux, microseconds
+// since the epoch on Darwin), kept in the ownership ledger against pid
+// reuse.
+func (t *TableTree) StartTicks() uint64 { return t.start }
+
+// StartedAt is when the provider was started.
+func (t *TableTree) StartedAt() time.Time { return t.startedAt }
+
+// Containment is ModeProcessTable.
+func (t *TableTree) Containment() Mode { return ModeProcessTable }
+
+// CgroupPath is "": this mode has no cgroup.
+func (t *TableTree) CgroupPath() string { return "" }
+
+// Exited is closed once the leader has been reaped.
+func (t *TableTree) Exited() <-chan struct{} { return t.exited }
+
+// ExitStatus is the leader's wait status, valid after Exited.
+func (t *TableTree) ExitStatus() ExitStatus {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.status
+}
+
+// Resources fails with ErrUnsupported: without a cgroup there are no
+// counters (docs/protocol.md §18.2).
+func (t *TableTree) Resources() (Resources, error) { return Resources{}, ErrUnsupported }
+
+// update brings the member set up to date from one read of the table:
+//   - a member is live while a process with its pid and start time is in
+//     the table and not a zombie; one absent from a read that began after
+//     it was found is gone;
+//   - the provider's process group: every process in it, while the group
+//     id is pinned — the leader is unreaped (this process's child: its id
+//     cannot be reused) or a live member is in the group (a group id is
+//     not reused while the group has a member);
+//   - every process carrying the tree's marker entry (s.marked);
+//   - every descendant of a live member by parent chain, a child counting
+//     only if it started no earlier than its parent (so a recycled parent
+//     pid adopts nothing).
+func (t *TableTree) update(s *tableScan) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.proven {
+		return
+	}
+	now := time.Now()
+	live := map[int]bool{}
+	pinned := !t.leaderReaped
+	for k, m := range t.members {
+		if m.dead {
+			continue
+		}
+		p, ok := s.procs[k.pid]
+		switch {
+		case ok && p.Start == k.start && !p.Zombie:
+			live[k.pid] = true
+			pinned = pinned || p.Pgid == t.pgid
+		case ok && p.Start == k.start, m.seen.Before(s.at):
+			m.dead, m.at = true, now
+		}
+	}
+	if pinned && t.pgid > 0 {
+		for _, pid := range s.byPgid[t.pgid] {
+			if !s.procs[pid].Zombie {
+				live[pid] = true
+			}
+		}
+	}
+	for _, pid := range s.marked[t] {
+		live[pid] = true
+	}
+	queue := make([]int, 0, len(live))
+	for pid := range live {
+		queue = append(queue, pid)
+	}
+	var zombies []int
+	for len(queue) > 0 {
+		pid := queue[len(queue)-1]
+		queue = queue[:len(queue)-1]
+		parent := s.procs[pid]
+		for _, ch := range s.children[pid] {
+			p := s.procs[ch]
+			if live[ch] || p.Start < parent.Start {
+				continue
+			}
+			if p.Zombie {
+				zombies = append(zombies, ch)
+				continue
+			}
+			live[ch] = true
+			queue = append(queue, ch)
+		}
+	}
+	for pid := range live {
+		t.addLocked(tableKey{pid, s.procs[pid].Start}, s.at)
+	}
+	for _, pid := range zombies {
+		if m := t.addLocked(tableKey{pid, s.procs[pid].Start}, s.at); !m.dead {
+			m.dead, m.at = true, now
+		}
+	}
+}
+
+// addLocked returns the member k, adding it (t.mu held).
+func (t *TableTree) addLocked(k tableKey, seen time.Time) *tableMember {
+	if m := t.members[k]; m != nil {
+		return m
+	}
+	role := RoleDescendant
+	if k.pid == t.pid && k.start == t.start {
+		role = RoleProvider
+	}
+	m := &tableMember{key: k, role: role, seen: seen}
+	t.members[k] = m
+	t.order = append(t.order, m)
+	return m
+}
+
+// claims reports whether a reaped child that is not the leader belongs to
+// this tree: a member by pid and start time (start 0: by pid among
+// members not yet gone), or a process of the group while the leader is
+// unreaped.
+func (t *TableTree) claims(k tableKey, pgid int) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.proven {
+		return false
+	}
+	if k.start != 0 {
+		if t.members[k] != nil {
+			return true
+		}
+	} else {
+		for mk, m := range t.members {
+			if mk.pid == k.pid && !m.reaped {
+				return true
+			}
+		}
+	}
+	return pgid == t.pgid && pgid > 0 && !t.leaderReaped
+}
+
+// recordExit stores a wait status collected by the waiter; the leader's
+// closes Exited.
+func (t *TableTree) recordExit(k tableKey, ws unix.WaitStatus, now time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var m *tableMember
+	if k.start == 0 {
+		for mk, mm := range t.members {
+			if mk.pid == k.pid && !mm.reaped {
+				m = mm
+			}
+		}
+	}
+	if m == nil {
+		m = t.addLocked(k, now)
+	}
+	m.reaped, m.dead, m.at = true, true, now
+	if ws.Signaled() {
+		m.sig = unix.SignalName(ws.Signal())
+	} else {
+		c := ws.ExitStatus()
+		m.code = &c
+	}
+	if m.role == RoleProvider && !t.leaderReaped {
+		t.leaderReaped = true
+		t.status = ExitStatus{Code: m.code, Signal: m.sig, At: now}
+		close(t.exited)
+	}
+}
+
+// liveLocked lists the members live in s: present with their start time
+// and not zombies, or found after s began (unknown to s, so counted live).
+func (t *TableTree) liveLocked(s *tableScan) []tableKey {
+	var out []tableKey
+	for k, m := range t.members {
+		if m.dead {
+			continue
+		}
+		p, ok := s.procs[k.pid]
+		if ok && p.Start == k.start && !p.Zombie || !ok && !m.seen.Before(s.at) {
+			out = append(out, k)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].pid < out[j].pid })
+	return out
+}
+
+// resultLocked is the cumulative Termination (t.mu held). A process this
+// sidecar did not reap (its parent, init or launchd did) is listed with
+// the last signal the sidecar sent it, or with neither exit code nor
+// signal if it ended before any.
+func (t *TableTree) resultLocked() Termination {
+	r := Termination{Signals: append([]SignalRecord{}, t.signals...), Containment: ModeProcessTable,
+		Verified: t.verified, Complete: t.proven, Errors: append([]ErrorRecord(nil), t.errors...)}
+	procs := make([]ProcessRecord, 0, len(t.order))
+	for _, m := range t.order {
+		if !m.dead {
+			continue
+		}
+		sig := m.sig
+		if !m.reaped {
+			sig = m.sent
+		}
+		procs = append(procs, ProcessRecord{Pid: m.key.pid, Role: m.role, ExitCode: m.code, Signal: sig,
+			ExitedAt: m.at, Reaped: m.reaped})
+	}
+	sort.SliceStable(procs, func(i, j int) bool {
+		return procs[i].Role == RoleProvider && procs[j].Role != RoleProvider
+	})
+	r.Processes = procs
+	return r
+}

@@ -1,0 +1,5 @@
+package store
+
+import "syscall"
+
+type syscallStat = syscall.Stat_t
