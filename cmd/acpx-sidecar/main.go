@@ -278,7 +278,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	cfg.DefaultLimits = o.limits.defaults()
 	cfg.LimitsSupported = reaper.LimitsSupported
 	cfg.Sandbox = adapter.SandboxConfig{Default: o.defaultSandbox, Caps: sandbox.Probe().Limit(o.assumeABI),
-		Protected: sandbox.CgroupMounts()}
+		Protected: append(sandbox.CgroupMounts(), selfInstallation()...)}
 	if sup != nil {
 		if sc := adapter.SandboxCaps(cfg.Sandbox.Caps, o.defaultSandbox, sup.Mode()); sc.Default != o.defaultSandbox {
 			log.Warn("the default sandbox cannot be enforced here; opens that name none run unsandboxed and say so (sandbox.enforced false)",
@@ -349,4 +349,17 @@ func initContainment(sup containment) string {
 		return "none"
 	}
 	return string(sup.Mode())
+}
+
+// selfInstallation is this binary's own installation as the sandbox keeps
+// it read-only (sandbox.Installation: the executable and the outermost
+// node_modules it lies in, e.g. a Node host's @acpx-sidecar/linux-x64):
+// an agent that could replace it would have its program run, unsandboxed,
+// by the next sidecar started from that path (docs/protocol.md §19).
+func selfInstallation() []string {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil
+	}
+	return sandbox.Installation(exe, nil)
 }

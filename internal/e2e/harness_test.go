@@ -169,6 +169,13 @@ func withContainment(args []string) []string {
 // under $ACPX_E2E_CONTAINMENT when set and args choose no containment.
 func startSidecar(t testing.TB, args ...string) *sidecar {
 	t.Helper()
+	return startSidecarBin(t, sidecarBin, args...)
+}
+
+// startSidecarBin is startSidecar of the executable at bin (a copy of the
+// built sidecar somewhere else, say).
+func startSidecarBin(t testing.TB, bin string, args ...string) *sidecar {
+	t.Helper()
 	args = withContainment(args)
 	s := &sidecar{t: t, replies: map[string]*frame{}, stderr: &bytes.Buffer{}, exited: make(chan struct{}),
 		nextID: rawIDBase, later: map[string]chan map[string]json.RawMessage{}}
@@ -179,7 +186,7 @@ func startSidecar(t testing.TB, args ...string) *sidecar {
 	}
 	s.wire = schema.NewConn()
 	s.c, err = client.Spawn(context.Background(), client.Options{
-		Binary:    sidecarBin,
+		Binary:    bin,
 		Args:      args,
 		Stderr:    lockedBuf{&s.errMu, s.stderr},
 		OnFrame:   s.tap,

@@ -45,6 +45,10 @@ type Supervisor struct {
 // share the default parent).
 var cgSeq atomic.Uint64
 
+// selfExe names the running sidecar's own image (proc(5)): exec of it runs
+// the inode this process was started from, whatever now sits at its path.
+const selfExe = "/proc/self/exe"
+
 var nameRE = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
 
 // Verified.Method texts of complete proofs (docs/protocol.md §12 `verified`).
@@ -125,11 +129,14 @@ func NewSupervisor(opts Options) (*Supervisor, error) {
 	}
 	gpath := opts.GuardianPath
 	if gpath == "" {
-		exe, err := os.Executable()
-		if err != nil {
+		if _, err := os.Executable(); err != nil {
 			return nil, fmt.Errorf("%w: cannot find this executable to re-execute as guardian: %v", ErrUnsupported, err)
 		}
-		gpath = exe
+		// The running image itself, not the file at its path: an agent
+		// that can write where the binary was installed may replace that
+		// file, and a re-exec by path would then run the agent's program
+		// outside every sandbox (as moby/sys reexec.Self does).
+		gpath = selfExe
 	}
 	if !filepath.IsAbs(gpath) {
 		return nil, fmt.Errorf("reaper: GuardianPath %q is not absolute", gpath)

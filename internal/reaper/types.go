@@ -251,7 +251,9 @@ type Options struct {
 	// sandbox); its main
 	// must call MaybeRunGuardian first thing (cmd/acpx-sidecar does; a test
 	// binary, re-executed by the default, must from its TestMain).
-	// "" = os.Executable(). NewSupervisor fails with ErrUnsupported if it
-	// cannot be found or is not executable.
+	// "" = this process's own image through /proc/self/exe (selfExe),
+	// never the file at os.Executable()'s path, which an agent may have
+	// replaced. NewSupervisor fails with ErrUnsupported if it cannot be
+	// found or is not executable.
 	GuardianPath string
 }
