@@ -58,6 +58,31 @@ func TestValidate_FirstBadFieldNamed(t *testing.T) {
 	}
 }
 
+// TestValidate_KeysThatDecodedToReplacementRefused: a sessionKey or
+// requestId holding U+FFFD — what a lone surrogate escape or an invalid
+// byte decodes to — is refused, since two such keys sent differently
+// would name one record; an ordinary non-ASCII key is not.
+func TestValidate_KeysThatDecodedToReplacementRefused(t *testing.T) {
+	for _, raw := range []string{`"tenant-\ud800"`, `"tenant-\udfff"`, `"tenant-\ufffd"`} {
+		var key string
+		if err := json.Unmarshal([]byte(raw), &key); err != nil {
+			t.Fatal(err)
+		}
+		p := OpenParams{SessionKey: key, Agent: "codex", Command: &Command{Path: "/bin/true"}, Cwd: "/tmp"}
+		if e := p.Validate(); e == nil || e.RPCCode != CodeInvalidParams || e.Data.Field != "sessionKey" {
+			t.Errorf("sessionKey %s: %+v, want -32602 field sessionKey", raw, e)
+		}
+		pp := PromptParams{Session: "s-1", RequestID: key, Prompt: json.RawMessage(`"hi"`)}
+		if e := pp.Validate(); e == nil || e.Data.Field != "requestId" {
+			t.Errorf("requestId %s: %+v, want field requestId", raw, e)
+		}
+	}
+	p := OpenParams{SessionKey: "tenant-é-日本", Agent: "codex", Command: &Command{Path: "/bin/true"}, Cwd: "/tmp"}
+	if e := p.Validate(); e != nil {
+		t.Errorf("a non-ASCII key: %v", e)
+	}
+}
+
 // TestValidate_EnvValuesNeverInMessages: docs/rules.md#r3 — validation
 // errors never echo an env value.
 func TestValidate_EnvValuesNeverInMessages(t *testing.T) {

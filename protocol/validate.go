@@ -41,6 +41,10 @@ func checkID(field, v string, max int) *Error {
 		return InvalidParams(field, field+" must not contain NUL")
 	case !utf8.ValidString(v):
 		return InvalidParams(field, field+" must be valid UTF-8")
+	case strings.ContainsRune(v, utf8.RuneError):
+		// A lone surrogate escape (\ud800) decodes to U+FFFD: two keys
+		// that differ only there would name one record.
+		return InvalidParams(field, field+" must not contain U+FFFD or a lone surrogate escape")
 	}
 	return nil
 }
