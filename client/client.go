@@ -8,6 +8,7 @@ import (
 	"log"
 	"os"
 	"os/exec"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -169,6 +170,11 @@ func Spawn(ctx context.Context, opts Options) (*Client, error) {
 	}
 	if opts.Binary == "" {
 		return nil, newError("start", DataCodeStart, nil, "Options.Binary is empty")
+	}
+	for i, a := range opts.Args {
+		if f, ok := strings.CutPrefix(a, "--framing"); ok && (f == "" && i+1 < len(opts.Args) && opts.Args[i+1] != "ndjson" || f != "" && f != "=ndjson") {
+			return nil, newError("start", DataCodeStart, nil, "Options.Args: this client speaks ndjson framing only (not %q)", strings.Join(opts.Args[i:min(i+2, len(opts.Args))], " "))
+		}
 	}
 	var args []string
 	if opts.StateDir != "" {

@@ -24,6 +24,10 @@ func TestStartReportsWhyTheSidecarExited(t *testing.T) {
 		// (docs/protocol.md §18.2); elsewhere the sidecar starts and the
 		// case is skipped.
 		{"default pids", []string{"--default-pids", "64"}, []string{"exit status 2", "--default-pids cannot be enforced"}},
+		// Refused before the spawn: this client reads NDJSON only, and an
+		// LSP-framed sidecar would leave Start waiting for its context.
+		{"lsp framing", []string{"--framing", "lsp"}, []string{"ndjson framing only"}},
+		{"lsp framing =", []string{"--framing=lsp"}, []string{"ndjson framing only"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

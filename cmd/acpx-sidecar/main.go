@@ -323,14 +323,17 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 // doctor prints which containment mechanisms this machine offers and why,
 // the --inherit-env policy the given flags set and the names it passes,
 // which kinds of limits (docs/protocol.md §18.2) this machine can
-// enforce, and what its kernel sandbox enforces (docs/protocol.md §19).
+// enforce, and what its kernel sandbox enforces (docs/protocol.md §19),
+// all for the containment the flags choose: the first available one under
+// --containment auto, else the one asked for ("" when it is unavailable:
+// exit 1, as the daemon would exit 2 on that flag).
 func doctor(stdout io.Writer, o *options) int {
 	mechs := append(reaper.Detect(), reaper.DetectTable())
 	enc := json.NewEncoder(stdout)
 	enc.SetIndent("", "  ")
 	chosen := ""
 	for _, m := range mechs {
-		if m.Available {
+		if m.Available && (o.containment == "auto" || o.containment == string(m.Mode)) {
 			chosen = string(m.Mode)
 			break
 		}

@@ -71,7 +71,7 @@ func (d *demo) startSidecar() error {
 	c, err := client.Start(ctx, client.Options{
 		Binary:     d.sidecarPath,
 		StateDir:   d.stateDir,
-		Args:       []string{"--log-level", "warn"},
+		Args:       []string{"--log-level", "debug"}, // everything it logs, so the secret check below reads something
 		Env:        append(os.Environ(), d.markEnv()),
 		Stderr:     logf,
 		OnUpdate:   d.showUpdate,
