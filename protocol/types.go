@@ -72,6 +72,10 @@ type ServerCaps struct {
 	// Sandbox is what this machine's kernel sandbox enforces
 	// (docs/protocol.md §19).
 	Sandbox *SandboxCaps `json:"sandbox,omitempty"`
+	// MaxSessions is --max-sessions in force (given, or derived from the
+	// descriptor limit): the live sessions this sidecar admits at once;
+	// an open beyond it is SIDECAR_AT_CAPACITY (docs/protocol.md §21).
+	MaxSessions int `json:"maxSessions,omitempty"`
 }
 
 // Bounds are the time bounds in force, in milliseconds

@@ -169,7 +169,21 @@ func withContainment(args []string) []string {
 // under $ACPX_E2E_CONTAINMENT when set and args choose no containment.
 func startSidecar(t testing.TB, args ...string) *sidecar {
 	t.Helper()
+	return startSidecarVia(t, nil, args...)
+}
+
+// startSidecarVia is startSidecar run through wrapper (a command that
+// execs its last argument in its own place, such as `prlimit --nofile=N:N
+// --`), so the sidecar starts under whatever the wrapper sets; nil runs
+// the sidecar directly.
+func startSidecarVia(t testing.TB, wrapper []string, args ...string) *sidecar {
+	t.Helper()
 	args = withContainment(args)
+	bin := sidecarBin
+	if len(wrapper) > 0 {
+		bin = wrapper[0]
+		args = append(append(append([]string(nil), wrapper[1:]...), sidecarBin), args...)
+	}
 	s := &sidecar{t: t, replies: map[string]*frame{}, stderr: &bytes.Buffer{}, exited: make(chan struct{}),
 		nextID: rawIDBase, later: map[string]chan map[string]json.RawMessage{}}
 	s.cond = sync.NewCond(&s.mu)
@@ -179,7 +193,7 @@ func startSidecar(t testing.TB, args ...string) *sidecar {
 	}
 	s.wire = schema.NewConn()
 	s.c, err = client.Spawn(context.Background(), client.Options{
-		Binary:    sidecarBin,
+		Binary:    bin,
 		Args:      args,
 		Stderr:    lockedBuf{&s.errMu, s.stderr},
 		OnFrame:   s.tap,
