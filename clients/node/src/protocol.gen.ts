@@ -92,6 +92,8 @@ export type DataCode =
   | "SESSION_CLOSING"
   | "SHUTTING_DOWN"
   | "SESSION_KEY_IN_USE"
+  | "SIDECAR_AT_CAPACITY"
+  | "RESOURCE_EXHAUSTED"
   | "UNKNOWN_AGENT"
   | "PLATFORM_UNSUPPORTED"
   | "SANDBOX_CONFLICT"
@@ -259,6 +261,14 @@ export interface ErrorData {
    * SANDBOX_CONFLICT: the never-writable paths a writable path of the sandbox is, lies inside, or holds (docs/protocol.md §19 Sandbox).
    */
   paths?: string[];
+  /**
+   * SIDECAR_AT_CAPACITY: the --max-sessions in force (docs/protocol.md §21 Capacity).
+   */
+  limit?: number;
+  /**
+   * RESOURCE_EXHAUSTED: what ran out, descriptors (EMFILE, ENFILE), processes (EAGAIN) or memory (ENOMEM) (docs/protocol.md §21 Capacity).
+   */
+  resource?: "fds" | "processes" | "memory";
 }
 /**
  * A cleanup proof (docs/protocol.md §12).
@@ -394,6 +404,10 @@ export interface ServerCapabilities {
   maxFrameBytes: number;
   inheritEnv?: InheritEnv;
   sandbox?: SandboxCapabilities;
+  /**
+   * --max-sessions in force (given, or derived from the descriptor limit): live sessions admitted at once; an open beyond it is SIDECAR_AT_CAPACITY (docs/protocol.md §21 Capacity).
+   */
+  maxSessions?: number;
 }
 /**
  * initialize.capabilities.sandbox and doctor's sandbox: what this machine's kernel sandbox enforces (docs/protocol.md §19 Sandbox).
