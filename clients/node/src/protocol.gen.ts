@@ -330,6 +330,10 @@ export interface ProofProcess {
   role: "provider" | "descendant";
   exitCode: number | null;
   signal?: string;
+  /**
+   * "parent": the process's own parent collected its wait status; the sidecar saw only that it was gone (docs/protocol.md §21 Proof entries). Every entry has exitCode, signal or reapedBy.
+   */
+  reapedBy?: "parent";
   exitedAt: Timestamp;
 }
 /**
