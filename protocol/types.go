@@ -343,6 +343,9 @@ type StatusResult struct {
 	// usage as of then), checked against the record like any other
 	// (docs/protocol.md §19).
 	FromSnapshot bool `json:"fromSnapshot,omitempty"`
+	// Persistence: whether the journal and the record are being written
+	// (docs/protocol.md §16).
+	Persistence *Persistence `json:"persistence,omitempty"`
 }
 
 // ListEntry is one session in `session/list`.

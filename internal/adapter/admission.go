@@ -439,6 +439,7 @@ func (s *session) admitted(a *admitted, reply Reply) {
 	s.binding = a.result.PermissionBinding
 	s.resumed = a.result.Resumed
 	s.replaying = false
+	s.flushHistory() // persistence.go
 	if a.record != nil {
 		s.restoreUsage(a.record)
 	}

@@ -49,7 +49,7 @@ func (h *batchRecHost) NotifyBatch(ns []jsonl.Notification) error {
 			continue
 		}
 		h.log = append(h.log, "update")
-		entry := []byte(`{"seq":` + jsonNumber(p.Seq) + `,"method":"session/update","params":`)
+		entry := []byte(`"session":"` + p.Session + `","seq":` + jsonNumber(p.Seq) + `,"method":"session/update","params":`)
 		if !bytes.Contains(onDisk, append(entry, n.Params...)) {
 			h.problems = append(h.problems, "update "+jsonNumber(p.Seq)+" reached the host before the journal file")
 		}
