@@ -354,6 +354,7 @@ func (s *session) admit(ctx context.Context, in admissionInput) admissionResult 
 		// The entry written before the launch (pid 0, marker, cgroup
 		// parent) still lets a later sidecar find this tree.
 		s.log.Warn("ownership ledger entry not updated with the provider's identity", zap.Error(err))
+		s.post(func() { s.health.ledgerErr = err }) // told and retried once admitted (persistence.go)
 	}
 	go s.drainStderr(tree.Stderr())
 	var conn *acpConn
@@ -440,6 +441,7 @@ func (s *session) admitted(a *admitted, reply Reply) {
 	s.resumed = a.result.Resumed
 	s.replaying = false
 	s.flushHistory() // persistence.go
+	s.reportLedger()
 	if a.record != nil {
 		s.restoreUsage(a.record)
 	}

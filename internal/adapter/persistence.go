@@ -22,6 +22,10 @@ import (
 type persistHealth struct {
 	journalDegraded bool
 	recordDegraded  bool
+	// ledgerErr: the ownership-ledger write after the launch failed (the
+	// first, before it, is fail-closed); ledgerDegraded: told to the host.
+	ledgerErr      error
+	ledgerDegraded bool
 }
 
 // status is session/status `persistence`.
@@ -130,4 +134,32 @@ func (s *session) flushHistory() {
 	}
 	s.noteJournalWrite(s.jn.Flush())
 	s.flushOut()
+}
+
+// reportLedger tells the host, once the open is answered, that the
+// ownership-ledger entry could not be updated with the provider's
+// identity (the entry written before the launch still lets a later
+// sidecar find the tree by its marker).
+func (s *session) reportLedger() {
+	if s.health.ledgerErr == nil || s.health.ledgerDegraded {
+		return
+	}
+	s.health.ledgerDegraded = true
+	s.notify(protocol.NotifySessionJournal, protocol.JournalNotice{Session: s.id, State: protocol.PersistenceDegraded,
+		File: protocol.PersistenceFileLedger, Error: journal.ErrReason(s.health.ledgerErr), SinceSeq: s.seq})
+}
+
+// retryLedger rewrites a ledger entry whose update failed (at each record
+// write) and tells the host ok when it works.
+func (s *session) retryLedger() {
+	if !s.health.ledgerDegraded || s.tree == nil || s.st == nil || !s.state.is(protocol.StateOpen, protocol.StateTurn) {
+		return // a closing session's entry is removed, never rewritten
+	}
+	if err := s.writeLedger(s.st, s.tree); err != nil {
+		s.health.ledgerErr = err
+		return
+	}
+	s.health.ledgerErr, s.health.ledgerDegraded = nil, false
+	s.notify(protocol.NotifySessionJournal, protocol.JournalNotice{Session: s.id, State: protocol.PersistenceOK,
+		File: protocol.PersistenceFileLedger, SinceSeq: s.seq})
 }

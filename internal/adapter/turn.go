@@ -352,4 +352,5 @@ func (s *session) persist(fn func(r *store.Record)) {
 		s.log.Warn("session record not updated", zap.Error(err))
 	}
 	s.noteRecordWrite(err) // persistence.go
+	s.retryLedger()
 }
