@@ -8,7 +8,7 @@ import assert from "node:assert/strict";
 
 import { spawnSidecar } from "../dist/index.js";
 import { frameChecker } from "./schema-check.mjs";
-import { faultOpen, markedPids, newMark, sidecarBin, sidecarEnv, skipReason, tempDir } from "./helpers.mjs";
+import { faultOpen, markedPids, newMark, sidecarBin, sidecarEnv, skipReason, tempDir, workDir } from "./helpers.mjs";
 
 /** seqsInOrder fails unless updates are consecutive seqs of session s and requestId rid. */
 function seqsInOrder(updates, s, rid) {
@@ -40,7 +40,7 @@ test("a flood and an update longer than a pipe read reach turn.updates and turn.
     },
   });
   t.after(() => sc.kill("SIGKILL"));
-  const s = await sc.open(faultOpen("flood-1", stateDir, mark, `flood=${flood},long-line=${long}`));
+  const s = await sc.open(faultOpen("flood-1", workDir(t), mark, `flood=${flood},long-line=${long}`));
 
   const one = s.prompt({ requestId: "t1", prompt: "go" });
   const got = [];
@@ -78,7 +78,7 @@ test("turns of several sessions flooding at once, their answers arriving while o
   sc.on("update", (u) => unclaimed.push(u));
   const open = [];
   // Floods of different lengths, so that answers come while others run.
-  for (let i = 0; i < sessions; i++) open.push(await sc.open(faultOpen(`flood-m${i}`, stateDir, mark, `flood=${flood * (i + 1)}`)));
+  for (let i = 0; i < sessions; i++) open.push(await sc.open(faultOpen(`flood-m${i}`, workDir(t), mark, `flood=${flood * (i + 1)}`)));
   for (let round = 0; round < 2; round++) {
     await Promise.all(
       open.map(async (s, i) => {
