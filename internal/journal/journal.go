@@ -384,31 +384,6 @@ func (j *Journal) ReadLimited(afterSeq uint64, limit, maxLine int) (Page, error)
 	return read(j.dir, j.stem, afterSeq, limit, maxLine)
 }
 
-// Reset starts the journal anew for a new session of its key: what is
-// buffered is dropped, every segment is removed and LastSeq is 0 again.
-// A key's journal holds its latest session, whose seq starts at 1
-// (docs/protocol.md §6, §16). Errors are the file system's; appending then
-// goes on to whatever live file exists.
-func (j *Journal) Reset() error {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	if j.closed {
-		return ErrClosed
-	}
-	j.buf = j.buf[:0]
-	if j.f != nil {
-		_ = j.f.Close()
-		j.f = nil
-	}
-	err := removeStem(j.dir, j.stem)
-	j.size, j.lastSeq, j.written = 0, 0, false
-	j.lastN, j.lastSession, j.h = 0, "", health{}
-	if oerr := j.openLive(); err == nil {
-		err = oerr
-	}
-	return err
-}
-
 // Remove deletes every segment of key's journal in sessionsDir (a missing
 // one is not an error).
 func Remove(sessionsDir, key string) error { return removeStem(sessionsDir, Stem(key)) }
