@@ -75,9 +75,9 @@ func (s *session) journalUnavailable(err error) {
 	raw, merr := json.Marshal(protocol.JournalNotice{Session: s.id, State: protocol.PersistenceDegraded,
 		File: protocol.PersistenceFileJournal, Error: journal.ErrReason(err), SinceSeq: s.seq + 1})
 	if merr == nil {
-		start := len(s.outBuf)
-		s.outBuf = append(s.outBuf, raw...)
-		s.out = append(s.out, outFrame{Method: protocol.NotifySessionJournal, Params: s.outBuf[start:]})
+		// Its own bytes, not outBuf's: this runs inside queueFrame, whose
+		// frame is outBuf from its start to the end (notify.go).
+		s.out = append(s.out, outFrame{Method: protocol.NotifySessionJournal, Params: raw})
 	}
 }
 

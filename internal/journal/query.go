@@ -86,7 +86,7 @@ func query(dir, stem string, q Query) (Page, error) {
 	if err != nil {
 		return page, err
 	}
-	if rotated && q.BySeq && sessionOf(first, nil) == session {
+	if rotated && q.BySeq && first.Session == session {
 		g := q.AfterSeq + 1
 		if q.AfterSeq == 0 {
 			g = 1

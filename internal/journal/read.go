@@ -188,6 +188,9 @@ func firstHead(dir, name string, maxLine int) (head, bool, error) {
 	var found bool
 	_, err := scan(dir, name, maxLine, func(line []byte) bool {
 		if hh, ok := parseHead(line); ok && json.Valid(line) {
+			if !hh.HasN {
+				hh.Session = string(legacySession(line))
+			}
 			h, found = hh, true
 			return false
 		}
