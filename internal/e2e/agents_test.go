@@ -268,7 +268,10 @@ func newAgentRun(t *testing.T, name string) *agentRun {
 		}
 		t.Skipf("%s not installed (run `make deps`): %v", name, err)
 	}
-	a.s = startSidecar(t, "--state-dir", a.stateDir)
+	// A real agent's handshake is its own start-up (OpenCode's takes 9-25 s
+	// on a loaded 2-core machine): bound it by 55 s, within call's 60 s,
+	// rather than the default 30 s, which it has missed under load.
+	a.s = startSidecar(t, "--state-dir", a.stateDir, "--handshake-timeout-ms", "55000")
 	a.s.onRequest = a.onPermission
 	a.s.initialize(true)
 	return a
