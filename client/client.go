@@ -21,7 +21,8 @@ import (
 // Options say how Start runs the sidecar and where its notifications go.
 // Every callback but OnFrame runs on a goroutine of this package, never on
 // the connection's read loop, so it may call the Client; OnProof,
-// OnExited, OnUpdate and OnDecision run one at a time, in wire order.
+// OnExited, OnUpdate, OnDecision and OnJournal run one at a time, in wire
+// order.
 type Options struct {
 	// Binary is the path of the acpx-sidecar executable (required).
 	Binary string
@@ -64,6 +65,11 @@ type Options struct {
 	OnUpdate func(Update)
 	// OnDecision receives session/permission audit notifications.
 	OnDecision func(PermissionDecision)
+	// OnJournal receives session/journal notifications: a session's
+	// journal, record or ledger stopped being written (State "degraded")
+	// or works again ("ok", with the Gap lost); updates keep flowing
+	// meanwhile (docs/protocol.md §16).
+	OnJournal func(JournalNotice)
 	// OnRequest, when set, answers every sidecar → host request instead of
 	// OnPermission, at the JSON-RPC level: it gets the request's id, method
 	// and params verbatim and returns the result (marshalled as JSON) or an

@@ -311,6 +311,11 @@ func (h handler) Handle(ctx context.Context, conn *jsonrpc2.Conn, req *jsonrpc2.
 		if f := c.opts.OnExited; f != nil {
 			c.events.push(func() { f(e) })
 		}
+	case "session/journal":
+		var n JournalNotice
+		if f := c.opts.OnJournal; f != nil && json.Unmarshal(params, &n) == nil {
+			c.events.push(func() { f(n) })
+		}
 	case "session/permission":
 		var d PermissionDecision
 		if json.Unmarshal(params, &d) != nil {

@@ -59,6 +59,14 @@ const (
 	// session of this sidecar already holds (an addition to the protocol's
 	// first specification; docs/protocol.md §15).
 	ErrSessionKeyInUse = "SESSION_KEY_IN_USE"
+	// ErrSidecarAtCapacity: session/open beyond --max-sessions; nothing
+	// launched, retryable, Data.Limit is the limit (docs/protocol.md §21).
+	ErrSidecarAtCapacity = "SIDECAR_AT_CAPACITY"
+	// ErrResourceExhausted: an admission step failed for want of
+	// descriptors, processes or memory (EMFILE, ENFILE, EAGAIN, ENOMEM);
+	// retryable, Data.Resource names which, with the proof
+	// (docs/protocol.md §21).
+	ErrResourceExhausted = "RESOURCE_EXHAUSTED"
 	// ErrInvalidParams is data.code of every -32602 error.
 	ErrInvalidParams = "INVALID_PARAMS"
 	// ErrInvalidRequest is data.code of -32600 errors.
@@ -98,7 +106,21 @@ type ErrorData struct {
 	// Paths names the never-writable paths of a SANDBOX_CONFLICT
 	// (docs/protocol.md §19).
 	Paths []string `json:"paths,omitempty"`
+	// Limit is the --max-sessions in force, on a SIDECAR_AT_CAPACITY
+	// (docs/protocol.md §21).
+	Limit *int `json:"limit,omitempty"`
+	// Resource is what ran out, on a RESOURCE_EXHAUSTED: ResourceFds,
+	// ResourceProcesses or ResourceMemory (docs/protocol.md §21).
+	Resource string `json:"resource,omitempty"`
 }
+
+// ErrorData.Resource values (docs/protocol.md §21): EMFILE and ENFILE are
+// descriptors, EAGAIN (fork) processes, ENOMEM memory.
+const (
+	ResourceFds       = "fds"
+	ResourceProcesses = "processes"
+	ResourceMemory    = "memory"
+)
 
 // ErrorData.HeldBy values (docs/protocol.md §5 SESSION_KEY_IN_USE).
 const (

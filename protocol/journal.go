@@ -19,11 +19,15 @@ const DefaultMaxQueuedTurns = 16
 
 // EventsParams are the params of `session/events`: the journal of
 // SessionKey in StateDir (absolute; default --state-dir), the entries
-// after seq AfterSeq (0 = from the start), at most Limit of them (default
+// after entry number AfterN (default 0: every session of the key), or —
+// with AfterSeq or Session — the entries of Session (default the latest)
+// after seq AfterSeq (0 = from its start), at most Limit of them (default
 // 1000, at most 10000; docs/protocol.md §16).
 type EventsParams struct {
 	SessionKey string `json:"sessionKey"`
 	StateDir   string `json:"stateDir,omitempty"`
+	AfterN     *int64 `json:"afterN,omitempty"`
+	Session    string `json:"session,omitempty"`
 	AfterSeq   *int64 `json:"afterSeq,omitempty"`
 	Limit      *int   `json:"limit,omitempty"`
 }
@@ -40,6 +44,15 @@ func (p *EventsParams) Validate() *Error {
 	if p.AfterSeq != nil && *p.AfterSeq < 0 {
 		return InvalidParams("afterSeq", "afterSeq must be 0 or more")
 	}
+	if p.AfterN != nil && *p.AfterN < 0 {
+		return InvalidParams("afterN", "afterN must be 0 or more")
+	}
+	if p.AfterN != nil && (p.AfterSeq != nil || p.Session != "") {
+		return InvalidParams("afterN", "afterN pages the whole key; afterSeq and session page one session: give one or the other")
+	}
+	if len(p.Session) > 256 {
+		return InvalidParams("session", "session is at most 256 bytes")
+	}
 	if p.Limit != nil && (*p.Limit < 1 || *p.Limit > 10000) {
 		return InvalidParams("limit", "limit must be 1–10000")
 	}
@@ -47,12 +60,17 @@ func (p *EventsParams) Validate() *Error {
 }
 
 // EventsResult is the result of `session/events`. Each event is one
-// journal entry {"seq","method","params","at"} verbatim; NextSeq is the
-// afterSeq of the next call; Truncated says wanted entries were rotated
-// away.
+// journal entry {"n","session","seq","method","params","at"} verbatim;
+// NextN is the afterN of the next call by n, NextSeq the afterSeq of the
+// next call by seq; Gaps are the ranges of n the answer's range lacks,
+// Complete is true only when there are none and nothing was truncated;
+// Truncated says wanted entries were rotated away.
 type EventsResult struct {
 	Events    []json.RawMessage `json:"events"`
+	NextN     uint64            `json:"nextN"`
 	NextSeq   uint64            `json:"nextSeq"`
+	Gaps      []JournalGap      `json:"gaps"`
+	Complete  bool              `json:"complete"`
 	Truncated bool              `json:"truncated"`
 }
 

@@ -93,14 +93,22 @@ type ProofSignal struct {
 }
 
 // ProofProcess is one process of the tree observed gone; Role is
-// "provider" or "descendant".
+// "provider" or "descendant". It always says how the process ended:
+// ExitCode, Signal, or ReapedBy ReapedByParent when its own parent reaped
+// it and the sidecar saw only that it was gone (docs/protocol.md §21,
+// Proof entries).
 type ProofProcess struct {
 	Pid      int    `json:"pid"`
 	Role     string `json:"role"`
 	ExitCode *int   `json:"exitCode"`
 	Signal   string `json:"signal,omitempty"`
+	ReapedBy string `json:"reapedBy,omitempty"`
 	ExitedAt Time   `json:"exitedAt"`
 }
+
+// ReapedByParent is ProofProcess.ReapedBy of a process whose wait status
+// its own parent collected: the sidecar saw it gone, never its status.
+const ReapedByParent = "parent"
 
 // ProofVerified says how emptiness was observed, e.g. method
 // "cgroup.events populated 0".

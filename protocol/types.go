@@ -72,6 +72,10 @@ type ServerCaps struct {
 	// Sandbox is what this machine's kernel sandbox enforces
 	// (docs/protocol.md §19).
 	Sandbox *SandboxCaps `json:"sandbox,omitempty"`
+	// MaxSessions is --max-sessions in force (given, or derived from the
+	// descriptor limit): the live sessions this sidecar admits at once;
+	// an open beyond it is SIDECAR_AT_CAPACITY (docs/protocol.md §21).
+	MaxSessions int `json:"maxSessions,omitempty"`
 }
 
 // Bounds are the time bounds in force, in milliseconds
@@ -339,6 +343,9 @@ type StatusResult struct {
 	// usage as of then), checked against the record like any other
 	// (docs/protocol.md §19).
 	FromSnapshot bool `json:"fromSnapshot,omitempty"`
+	// Persistence: whether the journal and the record are being written
+	// (docs/protocol.md §16).
+	Persistence *Persistence `json:"persistence,omitempty"`
 }
 
 // ListEntry is one session in `session/list`.

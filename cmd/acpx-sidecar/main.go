@@ -67,6 +67,7 @@ type options struct {
 	maxAsks       int
 	maxAskBytes   int
 	stateReadMs   int64
+	maxSessions   int
 	printVersion  bool
 	// defaultSandbox is --default-sandbox; assumeABI --assume-landlock-abi
 	// (-1: the kernel's).
@@ -104,6 +105,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.Int64Var(&o.stateReadMs, "state-read-ms", protocol.DefaultStateReadMs, "how long session/status waits for a busy session before it answers from the session's snapshot, ms (docs/protocol.md §20)")
 	fs.StringVar(&o.defaultSandbox, "default-sandbox", sandbox.Workspace, "kernel sandbox of an open that names none: workspace, strict or off; a default this machine cannot enforce is reported (sandbox.enforced false), not fatal (docs/protocol.md §19)")
 	fs.IntVar(&o.assumeABI, "assume-landlock-abi", -1, "treat the kernel as offering at most this Landlock ABI (0: none); for testing how opens are refused (-1: the kernel's)")
+	fs.IntVar(&o.maxSessions, "max-sessions", 0, "live sessions admitted at once; more are refused SIDECAR_AT_CAPACITY (0: derived from the descriptor limit; docs/protocol.md §21)")
 	fs.BoolVar(&o.printVersion, "version", false, "print the version and exit")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -136,6 +138,9 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		return nil, fmt.Errorf("--max-pending-asks must be positive and --max-pending-ask-bytes at least 1024")
 	case o.stateReadMs < 1 || o.stateReadMs > 60000:
 		return nil, fmt.Errorf("--state-read-ms must be 1-60000")
+	}
+	if err := checkMaxSessions(o.maxSessions); err != nil {
+		return nil, err
 	}
 	if err := o.limits.check(); err != nil {
 		return nil, err
@@ -270,6 +275,14 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	cfg.MaxPendingAsks, cfg.MaxPendingAskBytes = o.maxAsks, o.maxAskBytes
 	cfg.StateRead = time.Duration(o.stateReadMs) * time.Millisecond
 	cfg.Launcher = launcher
+	cfg.MaxSessions = o.maxSessions
+	nofile, err := raiseNofile()
+	if err != nil {
+		log.Warn("the descriptor limit could not be raised to its hard limit", zap.Error(err))
+	}
+	if o.maxSessions == 0 && nofile > 0 {
+		cfg.MaxSessions = maxSessionsFor(nofile)
+	}
 	cfg.Logger = log.Named("session")
 	cfg.Version = buildinfo.Version()
 	cfg.InheritEnv = o.inheritEnv
@@ -290,7 +303,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	mgr := adapter.NewManager(cfg, server)
 	log.Info("acpx-sidecar started", zap.Int("pid", os.Getpid()), zap.String("containment", initContainment(sup)),
-		zap.String("framing", o.framing))
+		zap.String("framing", o.framing), zap.Int("maxSessions", cfg.MaxSessions))
 
 	stopSignals := make(chan struct{})
 	go func() {

@@ -92,7 +92,8 @@ func (s *session) startAdmission(ctx context.Context, reply Reply) {
 	p := s.open
 	st, err := s.m.storeFor(p.StateDir)
 	if err != nil {
-		s.failBeforeLaunch(reply, protocol.Domain(protocol.ErrStoreUnavailable, "the state directory cannot be used: "+errText(err), true))
+		s.failBeforeLaunch(reply, orExhausted("the state directory could not be opened", err,
+			protocol.Domain(protocol.ErrStoreUnavailable, "the state directory cannot be used: "+errText(err), true)))
 		return
 	}
 	if !s.takeKeyHold(st, reply) { // before the record, journal or ledger is touched
@@ -235,7 +236,7 @@ func verifyCommand(c *protocol.Command) (*os.File, *protocol.Error) {
 	}
 	fd, err := unix.Open(c.Path, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return nil, notExec("cannot be opened without following symlinks")
+		return nil, orExhausted("command.path could not be opened", err, notExec("cannot be opened without following symlinks"))
 	}
 	f := os.NewFile(uintptr(fd), c.Path)
 	fi, err := f.Stat()
@@ -318,6 +319,9 @@ func (s *session) admit(ctx context.Context, in admissionInput) admissionResult 
 		if in.exe != nil {
 			in.exe.Close()
 		}
+		if e := exhausted("the ownership ledger entry could not be written, so nothing was launched", err); e != nil {
+			return admissionResult{err: e}
+		}
 		return admissionResult{err: protocol.Domain(protocol.ErrStoreUnavailable,
 			"the ownership ledger entry could not be written, so nothing was launched: "+errText(err), true),
 			reason: "admission failed before launch: the ownership ledger entry could not be written (STORE_UNAVAILABLE)"}
@@ -335,6 +339,8 @@ func (s *session) admit(ctx context.Context, in admissionInput) admissionResult 
 			e = protocol.Domain(protocol.ErrPlatformUnsupported, "the sandbox could not be applied, so the agent never ran: "+s.red.clean(err.Error()), false)
 		} else if errors.Is(err, reaper.ErrLimitsUnsupported) {
 			e = protocol.Domain(protocol.ErrPlatformUnsupported, "limits cannot be enforced: "+s.red.clean(err.Error()), false)
+		} else if x := exhausted("the provider could not be started", err); x != nil {
+			e = x
 		} else if errors.Is(err, syscall.E2BIG) {
 			// execve's argument list plus environment over the kernel's
 			// limit: the open's env or command.args are too large.
@@ -348,6 +354,7 @@ func (s *session) admit(ctx context.Context, in admissionInput) admissionResult 
 		// The entry written before the launch (pid 0, marker, cgroup
 		// parent) still lets a later sidecar find this tree.
 		s.log.Warn("ownership ledger entry not updated with the provider's identity", zap.Error(err))
+		s.post(func() { s.health.ledgerErr = err }) // told and retried once admitted (persistence.go)
 	}
 	go s.drainStderr(tree.Stderr())
 	var conn *acpConn
@@ -433,6 +440,8 @@ func (s *session) admitted(a *admitted, reply Reply) {
 	s.binding = a.result.PermissionBinding
 	s.resumed = a.result.Resumed
 	s.replaying = false
+	s.flushHistory() // persistence.go
+	s.reportLedger()
 	if a.record != nil {
 		s.restoreUsage(a.record)
 	}

@@ -348,7 +348,7 @@ func (s *session) retain(first *protocol.Proof) {
 		if discarded {
 			dir = "" // the journal was deleted with the record
 		}
-		s.m.notifyJournaled(dir, s.key, protocol.NotifyCleanupProof, protocol.ProofNotice{Proof: &proof})
+		s.m.notifyJournaled(dir, s.key, s.id, protocol.NotifyCleanupProof, protocol.ProofNotice{Proof: &proof})
 		if hold != nil {
 			hold() // after the key's last journal write
 		}

@@ -9,8 +9,11 @@ import (
 )
 
 // Events answers session/events (docs/protocol.md §16): the journal
-// entries of p.SessionKey in p.StateDir (default --state-dir) after
-// p.AfterSeq, at most p.Limit. It serves a live session's journal (what
+// entries of p.SessionKey in p.StateDir (default --state-dir) after entry
+// number p.AfterN — every session of the key — or, with p.AfterSeq or
+// p.Session, those of p.Session (default the latest) after p.AfterSeq; at
+// most p.Limit, with the gaps of the range and whether it is complete.
+// It serves a live session's journal (what
 // it buffered included), a closed one's, or one a dead sidecar left on
 // disk. The read runs off the host's read loop. Errors: -32602 for a key
 // too long for a file name or no stateDir; STORE_UNAVAILABLE when the
@@ -29,13 +32,15 @@ func (m *Manager) Events(p protocol.EventsParams, reply Reply) {
 			itoa(store.MaxEncodedKeyLen)+" bytes of encodeURIComponent)"))
 		return
 	}
-	var after uint64
+	q := journal.Query{Limit: journal.DefaultLimit, Session: p.Session, BySeq: p.AfterSeq != nil || p.Session != ""}
 	if p.AfterSeq != nil {
-		after = uint64(*p.AfterSeq)
+		q.AfterSeq = uint64(*p.AfterSeq)
 	}
-	limit := journal.DefaultLimit
+	if p.AfterN != nil {
+		q.AfterN = uint64(*p.AfterN)
+	}
 	if p.Limit != nil {
-		limit = *p.Limit
+		q.Limit = *p.Limit
 	}
 	sessions := filepath.Join(filepath.Clean(dir), "sessions")
 	m.readers.Add(1)
@@ -45,17 +50,22 @@ func (m *Manager) Events(p protocol.EventsParams, reply Reply) {
 		var err error
 		// A journal line is at most an update's line and its entry: a
 		// longer one (a segment someone else wrote) is skipped unread.
-		maxLine := m.cfg.MaxProviderLineBytes + 64<<10
+		q.MaxLine = m.cfg.MaxProviderLineBytes + 64<<10
 		if j, release := m.liveJournal(sessions, p.SessionKey); j != nil {
-			page, err = j.ReadLimited(after, limit, maxLine)
+			page, err = j.Query(q)
 			release()
 		} else {
-			page, err = journal.ReadDirLimited(sessions, p.SessionKey, after, limit, maxLine)
+			page, err = journal.QueryDir(sessions, p.SessionKey, q)
 		}
 		if err != nil {
 			reply(nil, protocol.Domain(protocol.ErrStoreUnavailable, "the session journal cannot be read: "+errText(err), true))
 			return
 		}
-		reply(protocol.EventsResult{Events: page.Events, NextSeq: page.NextSeq, Truncated: page.Truncated}, nil)
+		gaps := make([]protocol.JournalGap, len(page.Gaps))
+		for i, g := range page.Gaps {
+			gaps[i] = protocol.JournalGap{FromN: g.FromN, ToN: g.ToN, Reason: g.Reason}
+		}
+		reply(protocol.EventsResult{Events: page.Events, NextN: page.NextN, NextSeq: page.NextSeq, Gaps: gaps,
+			Complete: page.Complete, Truncated: page.Truncated}, nil)
 	}()
 }

@@ -217,7 +217,8 @@ func (s *session) handshake(ctx context.Context, in *admissionInput, conn *acpCo
 	rec, err := saveAdmitted(in, prior, &res, init, tree, ctl.usedStyle, pins)
 	if err != nil {
 		// docs/rules.md#r9: close the created session, fail with the store error.
-		return nil, st.SessionID, protocol.Domain(protocol.ErrStoreUnavailable, "the session record could not be saved: "+errText(err), true)
+		return nil, st.SessionID, orExhausted("the session record could not be saved", err,
+			protocol.Domain(protocol.ErrStoreUnavailable, "the session record could not be saved: "+errText(err), true))
 	}
 	return &admitted{result: res, caps: caps, modelCtl: ctl.usedStyle, record: rec, pins: pins}, st.SessionID, nil
 }

@@ -82,8 +82,8 @@ func (s *session) takeKeyHold(st *store.Store, reply Reply) bool {
 		return true
 	}
 	if !errors.Is(err, store.ErrKeyHeld) {
-		s.failBeforeLaunchWhy(reply, protocol.Domain(protocol.ErrStoreUnavailable,
-			"the session key's lock file cannot be used: "+errText(err), true),
+		s.failBeforeLaunchWhy(reply, orExhausted("the session key's lock file could not be opened", err,
+			protocol.Domain(protocol.ErrStoreUnavailable, "the session key's lock file cannot be used: "+errText(err), true)),
 			"admission failed before launch: the session key's lock could not be taken (STORE_UNAVAILABLE)")
 		return false
 	}

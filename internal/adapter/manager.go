@@ -125,6 +125,10 @@ type Config struct {
 	// segment is rotated (--journal-max-bytes; ≤ 0 means
 	// journal.DefaultMaxBytes).
 	JournalMaxBytes int64
+	// MaxSessions bounds the live sessions admitted at once
+	// (--max-sessions; ≤ 0 means none): an open beyond it is
+	// SIDECAR_AT_CAPACITY (capacity.go; docs/protocol.md §21).
+	MaxSessions int
 }
 
 // DefaultConfig returns the defaults of docs/rules.md#bounds.
@@ -205,7 +209,7 @@ func (m *Manager) Initialize(p protocol.InitializeParams) protocol.InitializeRes
 		containment = string(mode)
 	}
 	caps := protocol.ServerCaps{Containment: containment, Agents: profiles.Names(), InheritEnv: m.inheritPolicy(),
-		Sandbox: SandboxCaps(m.cfg.Sandbox.Caps, m.cfg.Sandbox.Default, mode)}
+		Sandbox: SandboxCaps(m.cfg.Sandbox.Caps, m.cfg.Sandbox.Default, mode), MaxSessions: max(m.cfg.MaxSessions, 0)}
 	return protocol.InitializeResult{ProtocolVersion: protocol.Version,
 		ServerInfo:   protocol.Implementation{Name: "acpx-sidecar", Version: m.cfg.Version},
 		Capabilities: caps,
@@ -277,6 +281,11 @@ func (m *Manager) Open(ctx context.Context, p protocol.OpenParams, reply Reply) 
 		m.mu.Unlock()
 		e := protocol.Domain(protocol.ErrSessionKeyInUse, "sessionKey is held by live session "+other.id, true)
 		e.Data.HeldBy = protocol.HeldByThisSidecar
+		reply(nil, e)
+		return
+	}
+	if e := m.atCapacityLocked(); e != nil {
+		m.mu.Unlock()
 		reply(nil, e)
 		return
 	}

@@ -43,11 +43,11 @@ type outFrame = jsonl.Notification
 const maxOutBatch = 128
 
 // ensureJournal opens the session key's journal on first use (the store's
-// sessions directory exists once admission opened the store). At the
-// session's first use the journal is started anew: a key's journal holds
-// its latest session, whose seq starts at 1 (docs/protocol.md §6, §16). A
-// journal that cannot be opened is logged once; the notifications still
-// go out.
+// sessions directory exists once admission opened the store). The
+// session's entries follow those of the key's earlier sessions: a key's
+// journal keeps every session of the key (docs/protocol.md §16). A
+// journal that cannot be opened is logged once and reported to the host
+// (session/journal degraded); the notifications still go out.
 func (s *session) ensureJournal() {
 	if s.jn != nil || s.jnFailed || s.st == nil {
 		return
@@ -56,13 +56,8 @@ func (s *session) ensureJournal() {
 	if err != nil {
 		s.jnFailed = true
 		s.log.Warn("session journal unavailable", zap.Error(err))
+		s.journalUnavailable(err)
 		return
-	}
-	if !s.jnStarted {
-		s.jnStarted = true
-		if err := j.Reset(); err != nil {
-			s.log.Warn("session journal not started anew", zap.Error(err))
-		}
 	}
 	s.jn, s.jnRelease = j, release
 }
@@ -99,9 +94,9 @@ func (s *session) queueFrame(method string, start int) {
 	params := s.outBuf[start:]
 	if s.jn != nil {
 		if method == protocol.NotifySessionUpdate {
-			s.jn.AppendUpdate(s.seq, params)
+			s.jn.AppendUpdateOf(s.id, s.seq, params)
 		} else {
-			s.jn.AppendNotice(method, params)
+			s.jn.AppendNoticeOf(s.id, s.seq, method, params)
 		}
 	}
 	s.out = append(s.out, outFrame{Method: method, Params: params})
@@ -114,10 +109,12 @@ func (s *session) flushOut() {
 		return
 	}
 	if s.jn != nil {
-		if err := s.jn.Flush(); err != nil && !s.jnWarned {
+		err := s.jn.Flush()
+		if err != nil && !s.jnWarned {
 			s.jnWarned = true
 			s.log.Warn("session journal write failed", zap.Error(err))
 		}
+		s.noteJournalWrite(err) // persistence.go: degraded/ok notices
 	}
 	var updates uint64
 	for i := range s.out {
@@ -168,7 +165,7 @@ func (s *session) journalRequest(method string, params any) {
 		return
 	}
 	if raw, err := json.Marshal(params); err == nil {
-		s.jn.AppendNotice(method, raw)
+		s.jn.AppendNoticeOf(s.id, s.seq, method, raw)
 		_ = s.jn.Flush()
 	}
 }
@@ -256,8 +253,9 @@ func (m *Manager) liveJournal(sessionsDir, key string) (*journal.Journal, func()
 
 // notifyJournaled journals and sends a notification from outside a
 // session actor (a retained cleanup's final proof, a recovered proof):
-// into the journal of key in stateDir, synced, then to the host.
-func (m *Manager) notifyJournaled(stateDir, key, method string, params any) {
+// into the journal of key in stateDir as an entry of session, synced,
+// then to the host.
+func (m *Manager) notifyJournaled(stateDir, key, session, method string, params any) {
 	raw, err := json.Marshal(params)
 	if err != nil {
 		m.log.Error("notification not encodable (a bug)", zap.String("method", method), zap.Error(err))
@@ -265,7 +263,7 @@ func (m *Manager) notifyJournaled(stateDir, key, method string, params any) {
 	}
 	if stateDir != "" && key != "" {
 		if j, release, err := m.acquireJournal(filepath.Join(stateDir, "sessions"), key); err == nil {
-			j.AppendNotice(method, raw)
+			j.AppendSessionNotice(session, method, raw)
 			_ = j.Sync()
 			release()
 		} else {

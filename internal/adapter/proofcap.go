@@ -25,8 +25,12 @@ func capProcesses(proof *protocol.Proof, procs []reaper.ProcessRecord) {
 			omitted++
 			continue
 		}
-		proof.Processes = append(proof.Processes, protocol.ProofProcess{Pid: p.Pid, Role: p.Role, ExitCode: p.ExitCode,
-			Signal: p.Signal, ExitedAt: protocol.At(p.ExitedAt)})
+		pp := protocol.ProofProcess{Pid: p.Pid, Role: p.Role, ExitCode: p.ExitCode,
+			Signal: p.Signal, ReapedBy: p.ReapedBy, ExitedAt: protocol.At(p.ExitedAt)}
+		if pp.ExitCode == nil && pp.Signal == "" {
+			pp.ReapedBy = protocol.ReapedByParent // docs/protocol.md §21: never none of them
+		}
+		proof.Processes = append(proof.Processes, pp)
 	}
 	if omitted > proof.ProcessesOmitted {
 		proof.ProcessesOmitted = omitted

@@ -24,6 +24,8 @@ func beforeLaunchReason(e *protocol.Error) string {
 		what = "the containment cannot enforce the open"
 	case protocol.ErrInvalidParams:
 		what = "invalid " + e.Data.Field
+	case protocol.ErrResourceExhausted:
+		what = "the sidecar ran out of " + resourceWords[e.Data.Resource]
 	}
 	code := e.Data.Code
 	if code == "" {
@@ -58,6 +60,8 @@ func launchedReason(e *protocol.Error) string {
 		return "control not supported by the agent (UNSUPPORTED_CONTROL)"
 	case protocol.ErrPolicyUnenforceable:
 		return "permission policy cannot be enforced (PERMISSION_POLICY_UNENFORCEABLE)"
+	case protocol.ErrResourceExhausted:
+		return "the sidecar ran out of " + resourceWords[e.Data.Resource] + " (RESOURCE_EXHAUSTED)"
 	case "":
 		return "session handshake failed"
 	}

@@ -205,7 +205,7 @@ func (m *Manager) notifyProof(st *store.Store, key string, p *protocol.Proof) {
 		m.log.Info("recovered proof not journaled: the key is held by another sidecar or its lock is unusable",
 			zap.String("sessionKey", key), zap.Error(err))
 	}
-	m.notifyJournaled(dir, key, protocol.NotifyCleanupProof, protocol.ProofNotice{Proof: p})
+	m.notifyJournaled(dir, key, p.Session, protocol.NotifyCleanupProof, protocol.ProofNotice{Proof: p})
 }
 
 // notePendingRecovery remembers (p non-nil) or forgets the latest

@@ -142,7 +142,8 @@ func (s *session) setupSandbox(p protocol.OpenParams, env []string) (sandboxSetu
 	if pol.Filesystem != sandbox.Off && paths.TmpDir == "" {
 		dir, err := os.MkdirTemp("", tmpPrefix(s.id)) // 0700
 		if err != nil {
-			return setup, env, protocol.Domain(protocol.ErrPlatformUnsupported, "the session's private TMPDIR could not be made: "+errText(err), true)
+			return setup, env, orExhausted("the session's private TMPDIR could not be made", err,
+				protocol.Domain(protocol.ErrPlatformUnsupported, "the session's private TMPDIR could not be made: "+errText(err), true))
 		}
 		if dir, err = filepath.EvalSymlinks(dir); err != nil {
 			return setup, env, protocol.Internal("the session's private TMPDIR vanished")

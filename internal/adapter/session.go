@@ -100,10 +100,13 @@ type session struct {
 	jn        *journal.Journal
 	jnRelease func()
 	jnFailed  bool // the journal could not be opened
-	jnStarted bool // the journal was started anew for this session
 	jnWarned  bool // a journal write failure was logged
 	out       []outFrame
 	outBuf    []byte
+
+	// health is the write health of the journal and the record
+	// (persistence.go).
+	health persistHealth
 
 	// keyHold releases the session's hold of its key's flock (keyhold.go);
 	// nil before admission took it and after it was dropped.
@@ -209,7 +212,8 @@ func (s *session) onUpdate(u providerUpdate) {
 	}
 	switch {
 	case s.replaying:
-		return // docs/protocol.md §11: replay is not live output
+		s.journalHistory(u.update) // docs/protocol.md §11: replay is not live output; §16: journaled as history
+		return
 	case s.state.is(protocol.StateAdmitting):
 		s.buffered = append(s.buffered, u)
 		return

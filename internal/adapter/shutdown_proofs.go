@@ -61,7 +61,7 @@ func (m *Manager) recordShutdownProofs(proofs []shutdownProof) {
 		go func() {
 			defer wg.Done()
 			for i := range work {
-				m.journalProof(proofs[i].s.stateDir, proofs[i].proof.SessionKey, raws[i])
+				m.journalProof(proofs[i].s.stateDir, proofs[i].proof.SessionKey, proofs[i].proof.Session, raws[i])
 			}
 		}()
 	}
@@ -96,11 +96,11 @@ func (m *Manager) recordShutdownProofs(proofs []shutdownProof) {
 	}
 }
 
-// journalProof appends a cleanup/proof entry with params raw to key's
-// journal in stateDir and syncs it, holding the key meanwhile: a key
+// journalProof appends a cleanup/proof entry of session with params raw
+// to key's journal in stateDir and syncs it, holding the key meanwhile: a key
 // another sidecar holds now (it opened the key after this session let it
 // go) is not written to.
-func (m *Manager) journalProof(stateDir, key string, raw json.RawMessage) {
+func (m *Manager) journalProof(stateDir, key, session string, raw json.RawMessage) {
 	if stateDir == "" || key == "" {
 		return
 	}
@@ -125,7 +125,7 @@ func (m *Manager) journalProof(stateDir, key string, raw json.RawMessage) {
 		return
 	}
 	defer release()
-	j.AppendNotice(protocol.NotifyCleanupProof, raw)
+	j.AppendSessionNotice(session, protocol.NotifyCleanupProof, raw)
 	if err := j.Sync(); err != nil {
 		m.log.Warn("shutdown proof journal entry not synced", zap.Error(err))
 	}

@@ -52,7 +52,7 @@ func (s *session) liveStatus() protocol.StatusResult {
 	res := protocol.StatusResult{Session: s.id, SessionKey: s.key, Agent: s.agent, State: s.state.current(), Identity: s.identity,
 		Closed: s.state.is(protocol.StateClosed), LastRequestID: s.lastReqID, ConfigOptions: s.configOpts,
 		Usage: protocol.UsageStatus{Cumulative: s.usage, PerRequest: make(map[string]protocol.Usage, len(s.perRequest)), Context: s.contextUsage}, Cost: s.cost,
-		PermissionBinding: s.binding, QueuedRequestIDs: s.queuedIDs()}
+		PermissionBinding: s.binding, QueuedRequestIDs: s.queuedIDs(), Persistence: s.health.status()}
 	for id, u := range s.perRequest {
 		res.Usage.PerRequest[id] = u
 	}

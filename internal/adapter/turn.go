@@ -347,7 +347,10 @@ func (s *session) persist(fn func(r *store.Record)) {
 	switch {
 	case errors.Is(err, errRecordTaken):
 		s.log.Info("session record not updated: it names another ACP session now (the key was reopened)")
+		return
 	case err != nil:
 		s.log.Warn("session record not updated", zap.Error(err))
 	}
+	s.noteRecordWrite(err) // persistence.go
+	s.retryLedger()
 }

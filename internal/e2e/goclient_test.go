@@ -80,6 +80,7 @@ func TestGoClient_CodexHost(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Start: %v", err)
 	}
+	trackChild(c.Process().Pid) // its Wait is the client's, not the orphan reaper's (another test may run one)
 	t.Cleanup(func() {
 		select {
 		case <-c.Done():

@@ -169,14 +169,35 @@ func withContainment(args []string) []string {
 // under $ACPX_E2E_CONTAINMENT when set and args choose no containment.
 func startSidecar(t testing.TB, args ...string) *sidecar {
 	t.Helper()
-	return startSidecarBin(t, sidecarBin, args...)
+	return startSidecarVia(t, nil, args...)
 }
 
 // startSidecarBin is startSidecar of the executable at bin (a copy of the
 // built sidecar somewhere else, say).
 func startSidecarBin(t testing.TB, bin string, args ...string) *sidecar {
 	t.Helper()
+	return startSidecarExec(t, bin, nil, args...)
+}
+
+// startSidecarVia is startSidecar run through wrapper (a command that
+// execs its last argument in its own place, such as `prlimit --nofile=N:N
+// --`), so the sidecar starts under whatever the wrapper sets; nil runs
+// the sidecar directly.
+func startSidecarVia(t testing.TB, wrapper []string, args ...string) *sidecar {
+	t.Helper()
+	return startSidecarExec(t, sidecarBin, wrapper, args...)
+}
+
+// startSidecarExec starts the sidecar executable sc, through wrapper when
+// it is not nil (startSidecarVia), with args.
+func startSidecarExec(t testing.TB, sc string, wrapper []string, args ...string) *sidecar {
+	t.Helper()
 	args = withContainment(args)
+	bin := sc
+	if len(wrapper) > 0 {
+		bin = wrapper[0]
+		args = append(append(append([]string(nil), wrapper[1:]...), sc), args...)
+	}
 	s := &sidecar{t: t, replies: map[string]*frame{}, stderr: &bytes.Buffer{}, exited: make(chan struct{}),
 		nextID: rawIDBase, later: map[string]chan map[string]json.RawMessage{}}
 	s.cond = sync.NewCond(&s.mu)

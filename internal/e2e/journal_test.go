@@ -220,6 +220,17 @@ func TestJournal_SidecarKilledMidTurn_NewHostCatchesUp(t *testing.T) {
 	if journal := journalUpdates(t, events); last.Seq != journal[len(journal)-1].Seq {
 		t.Errorf("the proof's seq %d is not the last update's %d", last.Seq, journal[len(journal)-1].Seq)
 	}
+	// The SIGKILL tore at most the last line: n stays gap-free across the
+	// two sidecars (the new one numbers on from the last whole entry).
+	byN, gaps, complete := readByN(t, s2, "sidecar-killed", "", 0, 1000)
+	if !complete || len(gaps) != 0 {
+		t.Errorf("by n after a SIGKILL: complete %v gaps %+v", complete, gaps)
+	}
+	for i, ev := range byN {
+		if ev.N != uint64(i+1) {
+			t.Fatalf("entry %d has n %d after a SIGKILL, want %d", i, ev.N, i+1)
+		}
+	}
 	if _, status := s2.shutdownAndExit(); status != 0 {
 		t.Errorf("exit status %d", status)
 	}
@@ -230,7 +241,9 @@ func TestJournal_SidecarKilledMidTurn_NewHostCatchesUp(t *testing.T) {
 // permission audits, the request the host was asked, the provider's exit,
 // its cleanup proof — in the order they were sent; an env secret of the
 // open appears in no journal file; a reopened key's session starts at seq 1
-// and starts the key's journal anew (docs/protocol.md §6, §16).
+// and a read by seq (afterSeq) serves the latest session only — the
+// earlier one is kept (TestJournal_ReopenKeepsEverySession; docs/protocol.md
+// §6, §16).
 func TestJournal_LiveSessionAndSecrets(t *testing.T) {
 	const secret = "journal-secret-value-7f3e"
 	e := newFaultEnv(t)

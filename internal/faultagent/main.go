@@ -49,6 +49,9 @@
 //	                   SIGKILL then takes the kernel measurable time)
 //	groupchild         like grandchild, but without setsid: the child stays
 //	                   in the provider's process group and session
+//	mortal-child       like groupchild, but the child dies of SIGTERM, and
+//	                   the agent reaps it (with ignore-term the agent
+//	                   outlives it: its proof entry is reapedBy "parent")
 //	new-on-term        session/new is answered only once SIGTERM arrives
 //	                   (SIGTERM is then trapped as with ignore-term)
 //	close-error-on-term  session/close is answered only once SIGTERM arrives,
@@ -147,6 +150,10 @@ import (
 
 // grandchildFlag is the hidden flag of the re-exec'ed grandchild.
 const grandchildFlag = "--faultagent-grandchild"
+
+// mortalArg after grandchildFlag makes a child that keeps SIGTERM's
+// default (mode mortal-child).
+const mortalArg = "mortal"
 
 // config is the parsed mode list.
 type config struct {
@@ -248,7 +255,7 @@ func parseModes(list string) (config, error) {
 			err = c.journalModes.parse(name, val, hasVal)
 		case "ask-flood", "deaf", "stdout-flood", "grow-file", "plant", "escape-ledger", "inject", "ask-variants", "double-answer":
 			err = c.attackModes.parse(name, val, hasVal)
-		case "record", "error-new", "agent-session-id", "hog", "groupchild", "new-on-term",
+		case "record", "error-new", "agent-session-id", "hog", "groupchild", "mortal-child", "new-on-term",
 			"close-error-on-term", "error-close", "stale-config", "no-config-options", "cost":
 			err = c.seedModes.parse(name, val, hasVal)
 		default:
@@ -325,6 +332,12 @@ func main() {
 			os.Exit(1)
 		}
 	}
+	if cfg.mortalChild {
+		if err := startGrandchild(false, mortalArg); err != nil {
+			logf("mortal-child: %v", err)
+			os.Exit(1)
+		}
+	}
 
 	a := newAgent(cfg, os.Stdout)
 	a.rec, a.term = rec, term
@@ -351,7 +364,7 @@ var hog []byte
 // as a process that ignores SIGTERM and sleeps forever, and returns once
 // the grandchild reports (one byte on an inherited pipe) that SIGTERM is
 // ignored. Its stdio is /dev/null, so it holds none of our pipes.
-func startGrandchild(setsid bool) error {
+func startGrandchild(setsid bool, extra ...string) error {
 	self, err := os.Executable()
 	if err != nil {
 		return err
@@ -361,7 +374,7 @@ func startGrandchild(setsid bool) error {
 		return err
 	}
 	defer r.Close()
-	cmd := exec.Command(self, grandchildFlag)
+	cmd := exec.Command(self, append([]string{grandchildFlag}, extra...)...)
 	cmd.ExtraFiles = []*os.File{w} // fd 3 in the grandchild
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: setsid}
 	if err := cmd.Start(); err != nil {
@@ -380,7 +393,9 @@ func startGrandchild(setsid bool) error {
 
 // grandchildMain is the body of the re-exec'ed grandchild.
 func grandchildMain() {
-	signal.Ignore(syscall.SIGTERM, syscall.SIGHUP, syscall.SIGINT)
+	if len(os.Args) < 3 || os.Args[2] != mortalArg {
+		signal.Ignore(syscall.SIGTERM, syscall.SIGHUP, syscall.SIGINT)
+	}
 	ready := os.NewFile(3, "ready")
 	if ready != nil {
 		_, _ = ready.Write([]byte{1})

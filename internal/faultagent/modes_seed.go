@@ -10,7 +10,7 @@ import (
 )
 
 // seedModes holds the modes the e2e tests of docs/rules.md use (see package
-// doc): record, error-new, agent-session-id, hog, groupchild, new-on-term,
+// doc): record, error-new, agent-session-id, hog, groupchild, mortal-child, new-on-term,
 // close-error-on-term, error-close, stale-config, no-config-options, cost.
 type seedModes struct {
 	recordFile       string  // record=<file>
@@ -18,6 +18,7 @@ type seedModes struct {
 	agentSessionID   string  // agent-session-id=<id>
 	hogMiB           int     // hog=<MiB>
 	groupChild       bool    // groupchild
+	mortalChild      bool    // mortal-child
 	newOnTerm        bool    // new-on-term
 	closeErrorOnTerm bool    // close-error-on-term
 	errorClose       int     // error-close=<n>
@@ -53,6 +54,8 @@ func (m *seedModes) parse(name, val string, hasVal bool) error {
 		m.hogMiB, err = num()
 	case "groupchild":
 		m.groupChild = true
+	case "mortal-child":
+		m.mortalChild = true
 	case "new-on-term":
 		m.newOnTerm = true
 	case "close-error-on-term":

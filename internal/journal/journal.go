@@ -5,11 +5,22 @@
 // lost frames (it crashed, or the sidecar was killed) reads them back with
 // session/events, also from a later sidecar.
 //
-// One line is {"seq": n, "method": "…", "params": {…}, "at": "…"}: params
-// are the notification's params as sent (raw JSON bytes, never
-// re-encoded), seq the session/update's seq, or for any other method the
-// seq of the last update before it, at the time it was appended (RFC 3339,
-// UTC, nanoseconds).
+// One line is {"n": k, "session": "s-…", "seq": n, "method": "…",
+// "params": {…}, "at": "…"}: n the key-wide entry number (from 1, one
+// more per entry, across every session of the key and every sidecar that
+// wrote it), session the sidecar's session id, params the notification's
+// params as sent (raw JSON bytes, never re-encoded), seq the
+// session/update's seq, or for any other method the seq of the last
+// update of that session before it, at the time it was appended (RFC
+// 3339, UTC, nanoseconds). A key's journal keeps every session of the key
+// (docs/protocol.md §16): only rotation by size drops entries. Lines
+// written before n existed ({"seq":…,"method":…} first) are read as
+// numbered by their place (legacy.go).
+//
+// An append that cannot be written (ENOSPC, EIO, EDQUOT) degrades the
+// journal instead of losing silently: the entries from then on are
+// counted, not kept, each Flush retries, and the first write that works
+// is a gap entry (MethodGap) naming the n's lost (health.go).
 //
 // Durability: Append only buffers; Flush hands the buffer to the kernel in
 // one write(2). The caller flushes before it writes the frames of the
@@ -99,8 +110,16 @@ type Journal struct {
 	size    int64  // bytes of the live segment, pending included
 	buf     []byte // appended, not yet written
 	lastSeq uint64
-	written bool // written since the last fsync
-	closed  bool
+	// lastN is the n of the last entry appended (0 if none); lastSession
+	// the session that appended it (lastSeq is that session's).
+	lastN       uint64
+	lastSession string
+	// bufFirstN and bufFirstSeq are the n and seq of the first entry in
+	// buf.
+	bufFirstN, bufFirstSeq uint64
+	h                      health // degraded state (health.go)
+	written                bool   // written since the last fsync
+	closed                 bool
 	// secPrefix is "2006-01-02T15:04:05." of second sec (UTC): the clock
 	// is formatted once a second, not once an entry.
 	sec       int64
@@ -122,12 +141,7 @@ func Open(sessionsDir, key string, maxBytes int64) (*Journal, error) {
 	if err := j.openLive(); err != nil {
 		return nil, err
 	}
-	for i := 0; i < Segments; i++ {
-		if seq, ok := lastSeqOf(j.dir, segmentName(j.stem, i), 0); ok {
-			j.lastSeq = seq
-			break
-		}
-	}
+	j.lastN, j.lastSession, j.lastSeq = lastEntryOf(j.dir, j.stem)
 	return j, nil
 }
 
@@ -174,32 +188,77 @@ func (j *Journal) LastSeq() uint64 {
 	return j.lastSeq
 }
 
-// AppendUpdate buffers a session/update entry with the update's seq;
-// params are its params as sent (valid JSON without a line break).
+// AppendUpdate buffers a session/update entry with the update's seq and
+// no session; params are its params as sent (valid JSON without a line
+// break). The sidecar's sessions use AppendUpdateOf.
 func (j *Journal) AppendUpdate(seq uint64, params []byte) {
+	j.AppendUpdateOf("", seq, params)
+}
+
+// AppendUpdateOf buffers a session/update entry of session (an id made
+// of JSON-safe characters, as the sidecar's "s-"+hex) with the update's
+// seq.
+func (j *Journal) AppendUpdateOf(session string, seq uint64, params []byte) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	j.appendLocked(seq, MethodUpdate, params)
+	j.appendLocked(session, seq, MethodUpdate, params)
 }
 
 // AppendNotice buffers an entry of any other method, with the seq of the
-// last update appended.
+// last update appended and no session.
 func (j *Journal) AppendNotice(method string, params []byte) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	j.appendLocked(j.lastSeq, method, params)
+	j.appendLocked("", j.lastSeq, method, params)
 }
 
-func (j *Journal) appendLocked(seq uint64, method string, params []byte) {
+// AppendNoticeOf buffers an entry of any other method of session, with
+// seq (the last update's seq of that session).
+func (j *Journal) AppendNoticeOf(session string, seq uint64, method string, params []byte) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.appendLocked(session, seq, method, params)
+}
+
+// AppendSessionNotice is AppendNoticeOf with the seq the journal last
+// saw of session: the last entry's seq when session appended it, else 0
+// (for writers outside the session's actor: a retained cleanup's proof).
+func (j *Journal) AppendSessionNotice(session, method string, params []byte) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	seq := uint64(0)
+	if session == j.lastSession {
+		seq = j.lastSeq
+	}
+	j.appendLocked(session, seq, method, params)
+}
+
+func (j *Journal) appendLocked(session string, seq uint64, method string, params []byte) {
 	if j.closed {
 		return
 	}
-	n := int64(len(`{"seq":,"method":"","params":,"at":""}`+"\n") + 20 + len(method) + len(params) + 35)
+	j.lastN++
+	j.lastSession, j.lastSeq = session, seq
+	if j.h.degraded {
+		j.h.gapTo = j.lastN // counted, not kept (health.go)
+		return
+	}
+	n := int64(len(`{"n":,"session":"","seq":,"method":"","params":,"at":""}`+"\n") + 40 + len(session) + len(method) + len(params) + 35)
 	if j.size > 0 && j.size+n > j.max {
 		j.rotateLocked()
 	}
 	start := len(j.buf)
-	b := append(j.buf, `{"seq":`...)
+	if start == 0 {
+		j.bufFirstN, j.bufFirstSeq = j.lastN, seq
+	}
+	b := append(j.buf, `{"n":`...)
+	b = strconv.AppendUint(b, j.lastN, 10)
+	if session != "" {
+		b = append(b, `,"session":"`...)
+		b = append(b, session...)
+		b = append(b, '"')
+	}
+	b = append(b, `,"seq":`...)
 	b = strconv.AppendUint(b, seq, 10)
 	b = append(b, `,"method":"`...)
 	b = append(b, method...)
@@ -210,9 +269,6 @@ func (j *Journal) appendLocked(seq uint64, method string, params []byte) {
 	b = append(b, "\"}\n"...)
 	j.buf = b
 	j.size += int64(len(b) - start)
-	if seq > j.lastSeq {
-		j.lastSeq = seq
-	}
 }
 
 // appendTime appends t as RFC 3339 UTC with nine fractional digits
@@ -263,14 +319,21 @@ func (j *Journal) Flush() error {
 }
 
 func (j *Journal) flushLocked() error {
+	if j.h.degraded {
+		return j.retryLocked() // health.go
+	}
 	if len(j.buf) == 0 {
 		return nil
 	}
 	if j.f == nil {
+		err := j.degradeLocked(0, ErrClosed)
 		j.buf = j.buf[:0]
-		return ErrClosed
+		return err
 	}
-	_, err := j.f.Write(j.buf)
+	w, err := j.f.Write(j.buf)
+	if err != nil {
+		err = j.degradeLocked(w, err)
+	}
 	j.buf = j.buf[:0]
 	j.written = true
 	return err
@@ -321,30 +384,6 @@ func (j *Journal) ReadLimited(afterSeq uint64, limit, maxLine int) (Page, error)
 	return read(j.dir, j.stem, afterSeq, limit, maxLine)
 }
 
-// Reset starts the journal anew for a new session of its key: what is
-// buffered is dropped, every segment is removed and LastSeq is 0 again.
-// A key's journal holds its latest session, whose seq starts at 1
-// (docs/protocol.md §6, §16). Errors are the file system's; appending then
-// goes on to whatever live file exists.
-func (j *Journal) Reset() error {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	if j.closed {
-		return ErrClosed
-	}
-	j.buf = j.buf[:0]
-	if j.f != nil {
-		_ = j.f.Close()
-		j.f = nil
-	}
-	err := removeStem(j.dir, j.stem)
-	j.size, j.lastSeq, j.written = 0, 0, false
-	if oerr := j.openLive(); err == nil {
-		err = oerr
-	}
-	return err
-}
-
 // Remove deletes every segment of key's journal in sessionsDir (a missing
 // one is not an error).
 func Remove(sessionsDir, key string) error { return removeStem(sessionsDir, Stem(key)) }
@@ -369,19 +408,26 @@ func removeStem(sessionsDir, stem string) error {
 // than maxLine (≤ 0 means DefaultMaxLineBytes; such a line is skipped
 // unread, so a segment grown by a hole without a newline costs no memory).
 func lastSeqOf(dir, name string, maxLine int) (uint64, bool) {
+	h, ok := lastHeadOf(dir, name, maxLine)
+	return h.Seq, ok
+}
+
+// lastHeadOf is the head of the last complete entry of segment name, found
+// as lastSeqOf finds it.
+func lastHeadOf(dir, name string, maxLine int) (head, bool) {
 	f, err := openSegment(dir, name)
 	if err != nil {
-		return 0, false
+		return head{}, false
 	}
 	defer f.Close()
 	st, err := f.Stat()
 	if err != nil || st.Size() == 0 {
-		return 0, false
+		return head{}, false
 	}
 	if maxLine <= 0 {
 		maxLine = DefaultMaxLineBytes
 	}
-	var found uint64
+	var found head
 	ok := false
 	_ = linesBackward(f, st.Size(), func(start, end int64) bool {
 		if end-start > int64(maxLine) {
@@ -392,7 +438,10 @@ func lastSeqOf(dir, name string, maxLine int) (uint64, bool) {
 			return false
 		}
 		if h, hok := parseHead(line); hok && json.Valid(line) {
-			found, ok = h.Seq, true
+			if !h.HasN {
+				h.Session = string(legacySession(line))
+			}
+			found, ok = h, true
 			return false
 		}
 		return true

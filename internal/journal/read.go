@@ -7,8 +7,6 @@ import (
 	"errors"
 	"io"
 	"os"
-
-	"github.com/acpx-sidecar/acpx-sidecar/internal/jsonl"
 )
 
 // DefaultLimit and MaxLimit bound the entries of one Read (session/events
@@ -27,11 +25,19 @@ type Page struct {
 	Events    []json.RawMessage
 	NextSeq   uint64
 	Truncated bool
+	// NextN is the n of the last event (the query's AfterN when there is
+	// none): the afterN of the next read by n.
+	NextN uint64
+	// Gaps are the ranges of n the read range lacks, oldest first
+	// (Query); Complete: there are none and nothing was truncated.
+	Gaps     []Gap
+	Complete bool
 }
 
 // ReadDir reads key's journal in sessionsDir from disk (the sidecar that
-// wrote it may be gone): the entries with seq > afterSeq — with afterSeq 0,
-// every entry kept, also those before the first update (seq 0) — at most
+// wrote it may be gone): the entries of its latest session (QueryDir
+// BySeq) with seq > afterSeq — with afterSeq 0, every entry of that
+// session kept, also those before the first update (seq 0) — at most
 // limit of them (≤ 0 means DefaultLimit, capped at MaxLimit), except that
 // a page never ends inside one seq's entries (an update and the notices
 // that followed it), so the next call with afterSeq = NextSeq neither
@@ -54,59 +60,7 @@ func ReadDirLimited(sessionsDir, key string, afterSeq uint64, limit, maxLine int
 }
 
 func read(dir, stem string, afterSeq uint64, limit, maxLine int) (Page, error) {
-	if maxLine <= 0 {
-		maxLine = DefaultMaxLineBytes
-	}
-	if limit <= 0 {
-		limit = DefaultLimit
-	}
-	if limit > MaxLimit {
-		limit = MaxLimit
-	}
-	page := Page{Events: []json.RawMessage{}, NextSeq: afterSeq}
-	want := func(seq uint64) bool { return afterSeq == 0 || seq > afterSeq }
-	oldest := Segments - 1
-	if first, ok, err := firstHead(dir, segmentName(stem, oldest), maxLine); err != nil {
-		return page, err
-	} else if ok {
-		// A .3 segment exists, so a rotation may have dropped older ones:
-		// the wanted start is lost if it lies before .3's first entry.
-		g := afterSeq + 1
-		if afterSeq == 0 {
-			g = 1
-		}
-		page.Truncated = first.Seq > g || (first.Seq == g && first.Method != MethodUpdate)
-	}
-	var last uint64
-	taken := 0
-	for i := oldest; i >= 0; i-- {
-		name := segmentName(stem, i)
-		if afterSeq > 0 {
-			if seq, ok := lastSeqOf(dir, name, maxLine); !ok || seq <= afterSeq {
-				continue // nothing wanted in this segment
-			}
-		}
-		done, err := scan(dir, name, maxLine, func(line []byte) bool {
-			h, ok := parseHead(line)
-			if !ok || !want(h.Seq) || !json.Valid(line) {
-				return true
-			}
-			if taken >= limit && h.Seq != last && last > 0 {
-				return false
-			}
-			page.Events = append(page.Events, jsonl.CleanRaw(append(json.RawMessage(nil), line...)))
-			last, taken = h.Seq, taken+1
-			page.NextSeq = h.Seq
-			return true
-		})
-		if err != nil {
-			return page, err
-		}
-		if done {
-			break
-		}
-	}
-	return page, nil
+	return query(dir, stem, Query{BySeq: true, AfterSeq: afterSeq, Limit: limit, MaxLine: maxLine})
 }
 
 // scan calls fn with every line of segment name in dir (without its '\n';
@@ -158,26 +112,52 @@ func scan(dir, name string, maxLine int, fn func(line []byte) bool) (stopped boo
 	}
 }
 
-// head is the start of a journal line.
+// head is the start of a journal line: N and Session when it has them
+// (HasN; a line written before n existed has neither), Seq and Method.
 type head struct {
-	Seq    uint64
-	Method string
+	N       uint64
+	HasN    bool
+	Session string
+	Seq     uint64
+	Method  string
 }
 
-// parseHead reads `{"seq":N,"method":"M"` at the start of line, as Append
-// writes it, without decoding the rest.
+// parseHead reads `{"n":K,"session":"S","seq":N,"method":"M"` (session
+// optional) or the older `{"seq":N,"method":"M"` at the start of line, as
+// Append writes it, without decoding the rest.
 func parseHead(line []byte) (head, bool) {
-	const p1, p2 = `{"seq":`, `,"method":"`
-	if !bytes.HasPrefix(line, []byte(p1)) {
+	const p0, p1, p2 = `{"n":`, `"seq":`, `,"method":"`
+	var h head
+	rest := line
+	switch {
+	case bytes.HasPrefix(rest, []byte(p0)):
+		v, k := leadingUint(rest[len(p0):])
+		if k == 0 {
+			return head{}, false
+		}
+		h.N, h.HasN = v, true
+		rest = rest[len(p0)+k:]
+		if s, ok := bytes.CutPrefix(rest, []byte(`,"session":"`)); ok {
+			end := bytes.IndexByte(s, '"')
+			if end < 0 {
+				return head{}, false
+			}
+			h.Session, rest = string(s[:end]), s[end+1:]
+		}
+		if len(rest) == 0 || rest[0] != ',' {
+			return head{}, false
+		}
+		rest = rest[1:]
+	case len(rest) > 0 && rest[0] == '{':
+		rest = rest[1:]
+	default:
 		return head{}, false
 	}
-	rest := line[len(p1):]
-	var seq uint64
-	n := 0
-	for n < len(rest) && rest[n] >= '0' && rest[n] <= '9' && n < 20 {
-		seq = seq*10 + uint64(rest[n]-'0')
-		n++
+	if !bytes.HasPrefix(rest, []byte(p1)) {
+		return head{}, false
 	}
+	rest = rest[len(p1):]
+	seq, n := leadingUint(rest)
 	if n == 0 || !bytes.HasPrefix(rest[n:], []byte(p2)) {
 		return head{}, false
 	}
@@ -186,7 +166,20 @@ func parseHead(line []byte) (head, bool) {
 	if end < 0 {
 		return head{}, false
 	}
-	return head{Seq: seq, Method: string(rest[:end])}, true
+	h.Seq, h.Method = seq, string(rest[:end])
+	return h, true
+}
+
+// leadingUint parses the decimal digits (at most 20) at the start of b:
+// their value and count.
+func leadingUint(b []byte) (uint64, int) {
+	var v uint64
+	n := 0
+	for n < len(b) && b[n] >= '0' && b[n] <= '9' && n < 20 {
+		v = v*10 + uint64(b[n]-'0')
+		n++
+	}
+	return v, n
 }
 
 // firstHead returns the head of the first whole entry of segment name.
@@ -195,6 +188,9 @@ func firstHead(dir, name string, maxLine int) (head, bool, error) {
 	var found bool
 	_, err := scan(dir, name, maxLine, func(line []byte) bool {
 		if hh, ok := parseHead(line); ok && json.Valid(line) {
+			if !hh.HasN {
+				hh.Session = string(legacySession(line))
+			}
 			h, found = hh, true
 			return false
 		}

@@ -65,7 +65,7 @@ func TestJournal_HoleWithoutNewlineCostsNoMemory(t *testing.T) {
 	if err := f.Truncate(st.Size() + hole); err != nil { // NUL bytes, no newline
 		t.Fatal(err)
 	}
-	line := []byte("\n" + `{"seq":2,"method":"session/update","params":` + string(updateParams(2)) + `,"at":"2026-01-01T00:00:00.000000000Z"}` + "\n")
+	line := []byte("\n" + `{"n":2,"seq":2,"method":"session/update","params":` + string(updateParams(2)) + `,"at":"2026-01-01T00:00:00.000000000Z"}` + "\n")
 	if _, err := f.WriteAt(line, st.Size()+hole); err != nil {
 		t.Fatal(err)
 	}

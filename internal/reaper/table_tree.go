@@ -269,8 +269,7 @@ func (t *TableTree) liveLocked(s *tableScan) []tableKey {
 
 // resultLocked is the cumulative Termination (t.mu held). A process this
 // sidecar did not reap (its parent, init or launchd did) is listed with
-// the last signal the sidecar sent it, or with neither exit code nor
-// signal if it ended before any.
+// reapedBy "parent" and the last signal the sidecar sent it, if any.
 func (t *TableTree) resultLocked() Termination {
 	r := Termination{Signals: append([]SignalRecord{}, t.signals...), Containment: ModeProcessTable,
 		Verified: t.verified, Complete: t.proven, Errors: append([]ErrorRecord(nil), t.errors...)}
@@ -283,8 +282,11 @@ func (t *TableTree) resultLocked() Termination {
 		if !m.reaped {
 			sig = m.sent
 		}
-		procs = append(procs, ProcessRecord{Pid: m.key.pid, Role: m.role, ExitCode: m.code, Signal: sig,
-			ExitedAt: m.at, Reaped: m.reaped})
+		pr := ProcessRecord{Pid: m.key.pid, Role: m.role, ExitCode: m.code, Signal: sig, ExitedAt: m.at, Reaped: m.reaped}
+		if !m.reaped {
+			pr.ReapedBy = ReapedByParent // its parent (init or launchd, once orphaned) collected its status
+		}
+		procs = append(procs, pr)
 	}
 	sort.SliceStable(procs, func(i, j int) bool {
 		return procs[i].Role == RoleProvider && procs[j].Role != RoleProvider

@@ -271,7 +271,7 @@ func (t *Tree) resultLocked() Termination {
 			continue // still alive: not (yet) part of the proof
 		}
 		procs = append(procs, ProcessRecord{Pid: m.key.pid, Role: m.role, ExitCode: m.code,
-			Signal: m.sig, ExitedAt: m.at, Reaped: m.reaped})
+			Signal: m.sig, ExitedAt: m.at, Reaped: m.reaped}.withHowEnded())
 	}
 	sort.SliceStable(procs, func(i, j int) bool {
 		return procs[i].Role == RoleProvider && procs[j].Role != RoleProvider

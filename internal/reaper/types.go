@@ -182,6 +182,24 @@ type ProcessRecord struct {
 	ExitedAt time.Time `json:"exitedAt"`
 	// Reaped is true if this process's wait status was collected here.
 	Reaped bool `json:"-"`
+	// ReapedBy is ReapedByParent when neither ExitCode nor Signal is
+	// known: the process was observed gone, its wait status collected by
+	// its own parent (docs/protocol.md §21, Proof entries).
+	ReapedBy string `json:"reapedBy,omitempty"`
+}
+
+// ReapedByParent is ProcessRecord.ReapedBy of a process its own parent
+// reaped (protocol.ReapedByParent).
+const ReapedByParent = "parent"
+
+// withHowEnded returns p with ReapedBy ReapedByParent when it carries
+// neither an exit code nor a signal, so every record says how its process
+// ended.
+func (p ProcessRecord) withHowEnded() ProcessRecord {
+	if p.ExitCode == nil && p.Signal == "" {
+		p.ReapedBy = ReapedByParent
+	}
+	return p
 }
 
 // Verification says how the tree was observed empty (docs/protocol.md §12

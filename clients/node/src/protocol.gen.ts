@@ -92,6 +92,8 @@ export type DataCode =
   | "SESSION_CLOSING"
   | "SHUTTING_DOWN"
   | "SESSION_KEY_IN_USE"
+  | "SIDECAR_AT_CAPACITY"
+  | "RESOURCE_EXHAUSTED"
   | "UNKNOWN_AGENT"
   | "PLATFORM_UNSUPPORTED"
   | "SANDBOX_CONFLICT"
@@ -139,13 +141,26 @@ export type SandboxNetwork =
       connectTcp: number[];
     };
 /**
- * One journal line: a notification (or host request, as sent) of the session; seq of non-update entries is the last update's (docs/protocol.md §16).
+ * One journal line: a notification (or host request, as sent) of a session of the key, a session/history entry (an update the agent replayed while loading, never sent live) or a journal/gap entry; n is the key-wide entry number, seq that of the session's last update for non-update entries (docs/protocol.md §16).
  *
  * Schema: `$defs/JournalEntry`.
  */
 export type JournalEntry = {
+  /**
+   * Key-wide entry number, from 1, one more per entry across every session of the key.
+   */
+  n: number;
+  session?: string;
   seq: number;
-  method: "session/update" | "session/permission" | "session/requestPermission" | "session/exited" | "cleanup/proof";
+  method:
+    | "session/update"
+    | "session/permission"
+    | "session/requestPermission"
+    | "session/exited"
+    | "cleanup/proof"
+    | "session/history"
+    | "session/journal"
+    | "journal/gap";
   params: {
     [k: string]: unknown;
   };
@@ -259,6 +274,14 @@ export interface ErrorData {
    * SANDBOX_CONFLICT: the never-writable paths a writable path of the sandbox is, lies inside, or holds (docs/protocol.md §19 Sandbox).
    */
   paths?: string[];
+  /**
+   * SIDECAR_AT_CAPACITY: the --max-sessions in force (docs/protocol.md §21 Capacity).
+   */
+  limit?: number;
+  /**
+   * RESOURCE_EXHAUSTED: what ran out, descriptors (EMFILE, ENFILE), processes (EAGAIN) or memory (ENOMEM) (docs/protocol.md §21 Capacity).
+   */
+  resource?: "fds" | "processes" | "memory";
 }
 /**
  * A cleanup proof (docs/protocol.md §12).
@@ -320,6 +343,10 @@ export interface ProofProcess {
   role: "provider" | "descendant";
   exitCode: number | null;
   signal?: string;
+  /**
+   * "parent": the process's own parent collected its wait status; the sidecar saw only that it was gone (docs/protocol.md §21 Proof entries). Every entry has exitCode, signal or reapedBy.
+   */
+  reapedBy?: "parent";
   exitedAt: Timestamp;
 }
 /**
@@ -394,6 +421,10 @@ export interface ServerCapabilities {
   maxFrameBytes: number;
   inheritEnv?: InheritEnv;
   sandbox?: SandboxCapabilities;
+  /**
+   * --max-sessions in force (given, or derived from the descriptor limit): live sessions admitted at once; an open beyond it is SIDECAR_AT_CAPACITY (docs/protocol.md §21 Capacity).
+   */
+  maxSessions?: number;
 }
 /**
  * initialize.capabilities.sandbox and doctor's sandbox: what this machine's kernel sandbox enforces (docs/protocol.md §19 Sandbox).
@@ -936,6 +967,13 @@ export interface StatusResult {
    * The session was busy past --state-read-ms: this answer is its last snapshot, checked against the record (docs/protocol.md §20).
    */
   fromSnapshot?: boolean;
+  /**
+   * Whether the session's journal and record are being written (docs/protocol.md §16).
+   */
+  persistence?: {
+    journal: "ok" | "degraded";
+    record: "ok" | "degraded";
+  };
 }
 /**
  * Params of session/close (docs/protocol.md §8).
@@ -1043,7 +1081,15 @@ export interface EventsParams {
   sessionKey: SessionKey;
   stateDir?: string;
   /**
-   * Entries with seq greater than this; default 0.
+   * Entries with n greater than this, of every session of the key; default 0. Excludes afterSeq and session.
+   */
+  afterN?: number;
+  /**
+   * With afterSeq: the session whose entries are read; default the latest (the last entry's).
+   */
+  session?: string;
+  /**
+   * Entries of session (default the latest) with seq greater than this; 0: all of them.
    */
   afterSeq?: number;
   /**
@@ -1058,11 +1104,33 @@ export interface EventsParams {
  */
 export interface EventsResult {
   events: JournalEntry[];
+  /**
+   * The n of the last event (afterN when none): afterN of the next read.
+   */
+  nextN: number;
   nextSeq: number;
+  /**
+   * Ranges of n the answer's range lacks, oldest first.
+   */
+  gaps: JournalGap[];
+  /**
+   * True only when the range has no gap and nothing was truncated; never across a gap.
+   */
+  complete: boolean;
   /**
    * The oldest wanted entries were rotated away.
    */
   truncated: boolean;
+}
+/**
+ * A range of journal entry numbers [fromN, toN] a reader will not find, and why: a write error ("ENOSPC: no space left on device"), "rotated" or "missing" (docs/protocol.md §16).
+ *
+ * Schema: `$defs/JournalGap`.
+ */
+export interface JournalGap {
+  fromN: number;
+  toN: number;
+  reason: string;
 }
 /**
  * Result of sidecar/stats: counters since the sidecar started (docs/protocol.md §17).
@@ -1199,6 +1267,25 @@ export interface ExitedNotification {
 export interface CleanupProofNotification {
   proof: Proof;
 }
+/**
+ * session/journal: the session's journal (or record) stopped being written (degraded) or works again (ok); updates keep flowing live meanwhile (docs/protocol.md §16).
+ *
+ * Schema: `$defs/JournalNotification`.
+ */
+export interface JournalNotification {
+  session: string;
+  state: "degraded" | "ok";
+  file: "journal" | "record" | "ledger";
+  /**
+   * degraded: the write error, e.g. "ENOSPC: no space left on device".
+   */
+  error?: string;
+  /**
+   * degraded: entries from this seq on may be missing from the journal; ok: the seq from which they are kept again.
+   */
+  sinceSeq: number;
+  gap?: JournalGap;
+}
 
 /* Definitions that name another one. */
 export type ShutdownParams = EmptyParams;
@@ -1249,6 +1336,8 @@ export interface ProtocolMethods {
   "session/permission": { kind: "notification"; direction: "sidecar"; params: PermissionNotification };
   /** docs/protocol.md §9 */
   "session/exited": { kind: "notification"; direction: "sidecar"; params: ExitedNotification };
+  /** docs/protocol.md §16 */
+  "session/journal": { kind: "notification"; direction: "sidecar"; params: JournalNotification };
   /** docs/protocol.md §9 */
   "cleanup/proof": { kind: "notification"; direction: "sidecar"; params: CleanupProofNotification };
 }

@@ -15,10 +15,12 @@ import type {
   CleanupProof,
   Command,
   Identity,
+  JournalNotice,
   Models,
   OpenParams,
   PromptResult,
   SessionUpdateParams,
+  StatusResult,
   Usage,
 } from "./types.js";
 
@@ -62,6 +64,10 @@ export interface AcpxRuntimePortOptions {
   onPermissionRequest?: PermissionHandler;
   /** Aborting it cancels the admission (ADMISSION_ABORTED, nothing left). */
   signal?: AbortSignal;
+  /** Receives this session's `session/journal` notices: its journal or
+   * record stopped being written (`degraded`) or works again (`ok`, with
+   * the `gap` lost); turns keep running meanwhile (docs/protocol.md §16). */
+  onJournalNotice?: (notice: JournalNotice) => void;
 }
 
 /** acpx's runtime events, as startTurn(...).events yields them. */
@@ -158,6 +164,9 @@ export interface AcpxRuntimeStatus {
   /** session, state, closed, process, queuedRequestIds (turns waiting
    * behind the running one), modes, permissionBinding of session/status. */
   details: Record<string, unknown>;
+  /** Whether the session's journal and record are being written
+   * (session/status `persistence`, docs/protocol.md §16). */
+  persistence?: StatusResult["persistence"];
 }
 
 /**
@@ -235,6 +244,12 @@ export async function openAcpxRuntimePort(options: AcpxRuntimePortOptions): Prom
       method: "session/open",
     });
   }
+  const onJournal = options.onJournalNotice;
+  if (onJournal) {
+    sc.on("journal", (n: JournalNotice) => {
+      if (n.session === session.id) onJournal(n);
+    });
+  }
   return new Port(session, owned, options.onPermissionRequest);
 }
 
@@ -282,6 +297,7 @@ class Port implements AcpxRuntimePort {
     };
     if (st.lastRequestId !== null) out.lastRequestId = st.lastRequestId;
     if (st.models) out.models = st.models;
+    if (st.persistence) out.persistence = st.persistence;
     if (st.usage || st.cost) {
       out.usage = { ...(st.usage ?? {}), ...(st.cost ? { cost: st.cost } : {}) };
     }

@@ -38,6 +38,7 @@ import type {
   EventsParams,
   EventsResult,
   Exited,
+  JournalNotice,
   InitializeResult,
   ListEntry,
   OpenParams,
@@ -117,6 +118,7 @@ export interface SidecarEvents {
   exited: [Exited];
   update: [SessionUpdateParams];
   permission: [PermissionDecision];
+  journal: [JournalNotice];
   exit: [ExitStatus];
 }
 
@@ -129,6 +131,9 @@ export interface SidecarEvents {
  * - `"update"` (SessionUpdateParams): updates no running turn claims
  *   (requestId null, late updates of an earlier turn);
  * - `"permission"` (PermissionDecision): `session/permission` audits;
+ * - `"journal"` (JournalNotice): `session/journal`: a session's journal or
+ *   record stopped being written (`degraded`) or works again (`ok`, with the
+ *   `gap` lost); updates keep flowing live meanwhile;
  * - `"exit"` (ExitStatus): the **sidecar process** ended (after its stdout
  *   closed); the same moment as the {@link Sidecar.exited} promise.
  *
@@ -195,6 +200,7 @@ export class Sidecar extends EventEmitter<SidecarEvents> {
       this.emit("exited", p);
     });
     conn.onNotification("cleanup/proof", (p: { proof: CleanupProof }) => void this.emit("proof", p.proof));
+    conn.onNotification("session/journal", (p: JournalNotice) => void this.emit("journal", p));
     conn.onRequest("session/requestPermission", (p: PermissionRequest) => this.answer(p));
   }
 
@@ -223,12 +229,15 @@ export class Sidecar extends EventEmitter<SidecarEvents> {
 
   /**
    * events runs session/events (docs/protocol.md §16): the journal entries
-   * of `sessionKey` with a `seq` greater than `afterSeq` (default 0: all
-   * kept), oldest first, at most `limit` (1–10000, default 1000) of them.
-   * Works for a live, closed or dead session, and for a key whose sidecar
-   * died (read from disk). Pass `nextSeq` as the next `afterSeq` until
-   * `events` is empty ({@link eventPages} does that). Errors: -32602
-   * INVALID_PARAMS (`field` names the bad member), STORE_UNAVAILABLE.
+   * of `sessionKey` — by default every session of the key, those with an
+   * entry number `n` greater than `afterN` (default 0); with `afterSeq` or
+   * `session`, those of `session` (default the latest) with a greater
+   * `seq` — oldest first, at most `limit` (1–10000, default 1000) of them,
+   * with the `gaps` of the range and whether it is `complete`. Works for a
+   * live, closed or dead session, and for a key whose sidecar died (read
+   * from disk). Pass `nextN` as the next `afterN` until `events` is empty
+   * ({@link eventPages} does that). Errors: -32602 INVALID_PARAMS (`field`
+   * names the bad member), STORE_UNAVAILABLE.
    */
   async events(params: EventsParams): Promise<EventsResult> {
     return this.request<EventsResult>("session/events", params);
@@ -236,19 +245,30 @@ export class Sidecar extends EventEmitter<SidecarEvents> {
 
   /**
    * eventPages pages through a key's journal with {@link events}: it
-   * yields each non-empty page (with its `truncated` flag), asking again
-   * with `afterSeq: nextSeq` until a page is empty. A page never ends
-   * inside one `seq`'s entries (docs/protocol.md §16), so nothing is
-   * skipped or repeated. Errors as for {@link events}, thrown from the
-   * iteration.
+   * yields each non-empty page (with its `gaps`, `complete` and `truncated`
+   * flags). By default it pages by `n` over every session of the key,
+   * asking again with `afterN: nextN` until a page is empty; given
+   * `afterSeq` or `session` it pages that session by `seq` (`afterSeq:
+   * nextSeq`; a page never ends inside one `seq`'s entries). Nothing is
+   * skipped or repeated (docs/protocol.md §16). Errors as for
+   * {@link events}, thrown from the iteration.
    */
   async *eventPages(params: EventsParams): AsyncGenerator<EventsResult, void, undefined> {
-    let afterSeq = params.afterSeq ?? 0;
+    if (params.afterSeq !== undefined || params.session !== undefined) {
+      let afterSeq = params.afterSeq ?? 0;
+      for (;;) {
+        const page = await this.events({ ...params, afterSeq });
+        if (page.events.length === 0) return;
+        yield page;
+        afterSeq = page.nextSeq;
+      }
+    }
+    let afterN = params.afterN ?? 0;
     for (;;) {
-      const page = await this.events({ ...params, afterSeq });
+      const page = await this.events({ ...params, afterN });
       if (page.events.length === 0) return;
       yield page;
-      afterSeq = page.nextSeq;
+      afterN = page.nextN;
     }
   }
 

@@ -21,6 +21,13 @@ export type PermissionOutcome = wire.RequestPermissionResult;
 export type PermissionDecision = wire.PermissionNotification;
 /** Params of session/exited: a provider died on its own. */
 export type Exited = wire.ExitedNotification;
+/** Params of session/journal: a session's journal (or record, or ledger)
+ * stopped being written (`state: "degraded"`) or works again (`"ok"`, with
+ * the `gap` of lost entries); updates keep flowing live meanwhile
+ * (docs/protocol.md §16). */
+export type JournalNotice = wire.JournalNotification;
+/** A range of journal entry numbers a reader will not find, and why. */
+export type JournalGap = wire.JournalGap;
 /** What Session.prompt takes: session/prompt params without `session`. */
 export type PromptInput = Omit<wire.PromptParams, "session">;
 /** What Session.close takes: session/close params without `session`. */

@@ -102,6 +102,14 @@ test("session/events pages through a key's journal; sidecar/stats counts; shutdo
   );
   assert.ok(all.events.every((e) => e.params.session === s.id), "the key's latest session");
   assert.equal(all.nextSeq, all.events.at(-1).seq);
+  assert.equal(all.nextN, all.events.at(-1).n);
+  assert.equal(all.complete, true);
+  assert.deepEqual(all.gaps, []);
+  assert.deepEqual(
+    all.events.map((e) => e.n),
+    all.events.map((_, i) => i + 1),
+    "n numbers the key's entries from 1 with no gap",
+  );
 
   const paged = [];
   let pages = 0;
@@ -109,11 +117,21 @@ test("session/events pages through a key's journal; sidecar/stats counts; shutdo
     pages++;
     paged.push(...page.events);
   }
-  assert.deepEqual(paged, all.events, "paging with nextSeq returns every entry once");
+  assert.deepEqual(paged, all.events, "paging with nextN returns every entry once");
   assert.ok(pages > 1);
+  const bySeq = [];
+  for await (const page of sc.eventPages({ sessionKey: "ev-1", afterSeq: 0, limit: 1 })) bySeq.push(...page.events);
+  assert.deepEqual(bySeq, all.events, "paging the latest session by seq returns the same entries");
   const tail = await sc.events({ sessionKey: "ev-1", afterSeq: updates[0].seq });
   assert.ok(tail.events.every((e) => e.seq > updates[0].seq));
-  assert.deepEqual(await sc.events({ sessionKey: "no-such-key" }), { events: [], nextSeq: 0, truncated: false });
+  assert.deepEqual(await sc.events({ sessionKey: "no-such-key" }), {
+    events: [],
+    nextN: 0,
+    nextSeq: 0,
+    gaps: [],
+    complete: true,
+    truncated: false,
+  });
   await assert.rejects(sc.events({ sessionKey: "ev-1", limit: 0 }), { code: -32602, dataCode: "INVALID_PARAMS", field: "limit" });
 
   const st = await sc.stats();

@@ -1,0 +1,93 @@
+package adapter
+
+import (
+	"errors"
+	"syscall"
+
+	"github.com/acpx-sidecar/acpx-sidecar/protocol"
+)
+
+// Capacity (docs/protocol.md §21): the Manager admits at most
+// Config.MaxSessions live sessions (those holding their key: admitting,
+// open, closing, or cleaned up by a retained retry), refusing the next
+// with SIDECAR_AT_CAPACITY before anything is made; and an admission step
+// that fails for want of descriptors, processes or memory is
+// RESOURCE_EXHAUSTED (retryable, data.resource) with its proof, never a
+// verdict on the host's input.
+
+// atCapacityLocked returns the SIDECAR_AT_CAPACITY refusal when live sessions
+// already fill Config.MaxSessions (≤ 0: no limit), else nil. Called under
+// m.mu.
+func (m *Manager) atCapacityLocked() *protocol.Error {
+	max := m.cfg.MaxSessions
+	if max <= 0 || len(m.keys) < max {
+		return nil
+	}
+	e := protocol.Domain(protocol.ErrSidecarAtCapacity, "the sidecar holds its maximum of "+itoa(max)+
+		" live sessions (--max-sessions); retry after one closes", true)
+	e.Data.Limit = &max
+	return e
+}
+
+// resourceOf names the resource err says ran out: protocol.ResourceFds
+// (EMFILE, ENFILE), ResourceProcesses (EAGAIN, as fork(2) and clone(2)
+// report RLIMIT_NPROC and pids.max), ResourceMemory (ENOMEM); "" for any
+// other error.
+func resourceOf(err error) string {
+	var errno syscall.Errno
+	if !errors.As(err, &errno) {
+		return ""
+	}
+	switch errno {
+	case syscall.EMFILE, syscall.ENFILE:
+		return protocol.ResourceFds
+	case syscall.EAGAIN:
+		return protocol.ResourceProcesses
+	case syscall.ENOMEM:
+		return protocol.ResourceMemory
+	}
+	return ""
+}
+
+// exhausted returns the RESOURCE_EXHAUSTED error for an admission step
+// (what, e.g. "the provider could not be started") that failed with err,
+// or nil when err is not an exhausted resource (resourceOf). The message
+// names the step and the errno, never an environment value.
+func exhausted(what string, err error) *protocol.Error {
+	res := resourceOf(err)
+	if res == "" {
+		return nil
+	}
+	var errno syscall.Errno
+	errors.As(err, &errno)
+	e := protocol.Domain(protocol.ErrResourceExhausted, what+": the sidecar ran out of "+resourceWords[res]+
+		" ("+errnoName(errno)+"); retry later", true)
+	e.Data.Resource = res
+	return e
+}
+
+var resourceWords = map[string]string{protocol.ResourceFds: "file descriptors",
+	protocol.ResourceProcesses: "processes", protocol.ResourceMemory: "memory"}
+
+func errnoName(e syscall.Errno) string {
+	switch e {
+	case syscall.EMFILE:
+		return "EMFILE"
+	case syscall.ENFILE:
+		return "ENFILE"
+	case syscall.EAGAIN:
+		return "EAGAIN"
+	case syscall.ENOMEM:
+		return "ENOMEM"
+	}
+	return e.Error()
+}
+
+// orExhausted is exhausted(what, err) when err is an exhausted resource,
+// else fallback.
+func orExhausted(what string, err error, fallback *protocol.Error) *protocol.Error {
+	if e := exhausted(what, err); e != nil {
+		return e
+	}
+	return fallback
+}

@@ -1,0 +1,62 @@
+package protocol
+
+// The journal's and record's write health, and the journal's gaps
+// (docs/protocol.md §16, "Journal: every session of a key, honest about
+// gaps").
+
+// NotifySessionJournal is the notification that a session's journal (or
+// record) stopped being written (State PersistenceDegraded) or works
+// again (PersistenceOK).
+const NotifySessionJournal = "session/journal"
+
+// JournalEntryHistory is the journal method (not a notification) of an update the agent
+// replayed while the session was loaded: journaled, never sent live.
+const JournalEntryHistory = "session/history"
+
+// JournalEntryGap is the journal method of a gap entry: the first entry
+// written once appends work again, naming the entries lost.
+const JournalEntryGap = "journal/gap"
+
+// Persistence states (JournalNotice.State, Persistence fields).
+const (
+	PersistenceOK       = "ok"
+	PersistenceDegraded = "degraded"
+)
+
+// JournalNotice.File values: which file's writes failed.
+const (
+	PersistenceFileJournal = "journal"
+	PersistenceFileRecord  = "record"
+	PersistenceFileLedger  = "ledger"
+)
+
+// JournalNotice is the params of `session/journal`. State is
+// PersistenceDegraded (writes of File fail with Error; updates keep
+// flowing live; SinceSeq is the seq from which entries may be missing)
+// or PersistenceOK (writes work again; for the journal, Gap names the
+// entries lost, written as a gap entry before those that follow).
+type JournalNotice struct {
+	Session  string      `json:"session"`
+	State    string      `json:"state"`
+	File     string      `json:"file"`
+	Error    string      `json:"error,omitempty"`
+	SinceSeq uint64      `json:"sinceSeq"`
+	Gap      *JournalGap `json:"gap,omitempty"`
+}
+
+// JournalGap is a range of journal entry numbers [FromN, ToN] that a
+// reader will not find, and why ("ENOSPC: no space left on device",
+// "rotated", "missing").
+type JournalGap struct {
+	FromN  uint64 `json:"fromN"`
+	ToN    uint64 `json:"toN"`
+	Reason string `json:"reason"`
+}
+
+// Persistence is session/status `persistence`: whether the session's
+// journal and record are being written (PersistenceOK) or not
+// (PersistenceDegraded).
+type Persistence struct {
+	Journal string `json:"journal"`
+	Record  string `json:"record"`
+}
