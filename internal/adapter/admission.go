@@ -363,6 +363,9 @@ func (s *session) admit(ctx context.Context, in admissionInput) admissionResult 
 				for _, u := range ev.updates {
 					s.onUpdate(u)
 				}
+				if ev.batch != nil {
+					ev.batch.release() // onUpdate kept none of its bytes
+				}
 			})
 		case ev.permission != nil:
 			n := len(ev.permission.params)

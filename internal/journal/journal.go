@@ -9,7 +9,8 @@
 // are the notification's params as sent (raw JSON bytes, never
 // re-encoded), seq the session/update's seq, or for any other method the
 // seq of the last update before it, at the time it was appended (RFC 3339,
-// UTC, nanoseconds).
+// UTC, nanoseconds; the clock is read once per write(2): the entries a
+// Flush writes together carry the time the first of them was appended).
 //
 // Durability: Append only buffers; Flush hands the buffer to the kernel in
 // one write(2). The caller flushes before it writes the frames of the
@@ -105,6 +106,9 @@ type Journal struct {
 	// is formatted once a second, not once an entry.
 	sec       int64
 	secPrefix []byte
+	// at is the stamp of the entries in buf (appendTime's form of the
+	// clock read at the first of them), valid while buf is not empty.
+	at []byte
 }
 
 // ErrClosed is returned by the methods of a closed Journal.
@@ -199,6 +203,9 @@ func (j *Journal) appendLocked(seq uint64, method string, params []byte) {
 		j.rotateLocked()
 	}
 	start := len(j.buf)
+	if start == 0 {
+		j.at = j.appendTime(j.at[:0], time.Now())
+	}
 	b := append(j.buf, `{"seq":`...)
 	b = strconv.AppendUint(b, seq, 10)
 	b = append(b, `,"method":"`...)
@@ -206,7 +213,7 @@ func (j *Journal) appendLocked(seq uint64, method string, params []byte) {
 	b = append(b, `","params":`...)
 	b = append(b, params...)
 	b = append(b, `,"at":"`...)
-	b = j.appendTime(b, time.Now())
+	b = append(b, j.at...)
 	b = append(b, "\"}\n"...)
 	j.buf = b
 	j.size += int64(len(b) - start)
