@@ -40,7 +40,7 @@ func (s *Supervisor) Start(spec Spec) (*Tree, error) {
 	if name == "" {
 		name = "provider"
 	}
-	if !nameRE.MatchString(name) {
+	if !validName(name) {
 		return nil, fmt.Errorf("reaper: Name %q must match [A-Za-z0-9._-]{1,64}", spec.Name)
 	}
 	s.mu.Lock()
