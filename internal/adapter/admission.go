@@ -344,11 +344,20 @@ func (s *session) admit(ctx context.Context, in admissionInput) admissionResult 
 		return admissionResult{err: e} // nothing was launched
 	}
 	s.hasTree.Store(true)
-	if err := s.writeLedger(in.st, tree); err != nil {
-		// The entry written before the launch (pid 0, marker, cgroup
-		// parent) still lets a later sidecar find this tree.
-		s.log.Warn("ownership ledger entry not updated with the provider's identity", zap.Error(err))
-	}
+	// The entry is completed with the tree's identity while the agent
+	// starts and answers the handshake: the entry written before the
+	// launch (pid 0, marker, cgroup parent) already lets a later sidecar
+	// find this tree, so nothing waits on this write (two fsyncs) but the
+	// end of admission, which never returns before it is done (a failed
+	// admission removes the entry after it; the open's result follows it).
+	ledgerDone := make(chan struct{})
+	go func() {
+		defer close(ledgerDone)
+		if err := s.writeLedger(in.st, tree); err != nil {
+			s.log.Warn("ownership ledger entry not updated with the provider's identity", zap.Error(err))
+		}
+	}()
+	defer func() { <-ledgerDone }()
 	go s.drainStderr(tree.Stderr())
 	var conn *acpConn
 	conn = newACPConn(tree.Stdin(), tree.Stdout(), s.m.cfg.MaxProviderLineBytes, s.log, func(ev providerEvent) bool {
