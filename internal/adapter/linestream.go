@@ -157,8 +157,9 @@ func (s *lineStream) ReadObject(v interface{}) error {
 		}
 		if err == nil {
 			if s.onUpdates != nil && s.takeUpdate(frame) {
-				if len(s.batch.ups) >= maxBatch || s.batchSize >= maxBatchBytes ||
-					cap(s.batch.buf)-len(s.batch.buf) < slabSpare || !s.in.LineReady() {
+				// (A dropped update, the first of a burst, leaves no batch.)
+				if b := s.batch; b != nil && (len(b.ups) >= maxBatch || s.batchSize >= maxBatchBytes ||
+					cap(b.buf)-len(b.buf) < slabSpare || !s.in.LineReady()) {
 					s.flush()
 				}
 				s.setPacing(true)

@@ -81,6 +81,7 @@ func TestLineStream_DropsBadLines(t *testing.T) {
 func TestLineStream_UpdatesTakenVerbatimInOrder(t *testing.T) {
 	up1 := `{ "sessionUpdate":"agent_message_chunk", "content":{"type":"text","text":"a\"<b>\u00e9"} }`
 	lines := []string{
+		`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":{"content":{}}}}`, // no sessionUpdate: dropped
 		`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":` + up1 + `}}`,
 		`{"jsonrpc":"2.0","method":"x"}`,
 		`{"params":{"update":{"sessionUpdate":"plan"}},"method":"session/update","jsonrpc":"2.0"}`,
