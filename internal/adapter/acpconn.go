@@ -22,10 +22,12 @@ import (
 const DefaultMaxProviderLineBytes = 256 << 20
 
 // providerEvent is what the provider connection posts to its session's
-// actor: ACP session/updates, in wire order (updates set), or an ACP
+// actor: ACP session/updates, in wire order (updates set; batch, if set,
+// holds them and is released once they are handled), or an ACP
 // session/request_permission (permission set).
 type providerEvent struct {
 	updates    []providerUpdate
+	batch      *lineSlab
 	permission *permissionAsk
 }
 
@@ -94,7 +96,7 @@ func newACPConn(stdin io.WriteCloser, stdout io.ReadCloser, maxLine int, log *za
 		badUpdate()
 	}
 	// The fast path: session/update lines go from the line to the actor.
-	st.onUpdates = func(us []providerUpdate) { post(providerEvent{updates: us}) }
+	st.onUpdates = func(b *lineSlab) { post(providerEvent{updates: b.ups, batch: b}) }
 	h := &acpHandler{post: post, log: log, badUpdate: st.onBadUpdate, frame: st.lastFrame}
 	c := jsonrpc2.NewConn(context.Background(), st, h, jsonrpc2.SetLogger(quietLogger{log}))
 	return &acpConn{conn: c, out: ob}

@@ -350,12 +350,21 @@ func (s *session) admit(ctx context.Context, in admissionInput) admissionResult 
 		return admissionResult{err: e} // nothing was launched
 	}
 	s.hasTree.Store(true)
-	if err := s.writeLedger(in.st, tree); err != nil {
-		// The entry written before the launch (pid 0, marker, cgroup
-		// parent) still lets a later sidecar find this tree.
-		s.log.Warn("ownership ledger entry not updated with the provider's identity", zap.Error(err))
-		s.post(func() { s.health.ledgerErr = err }) // told and retried once admitted (persistence.go)
-	}
+	// The entry is completed with the tree's identity while the agent
+	// starts and answers the handshake: the entry written before the
+	// launch (pid 0, marker, cgroup parent) already lets a later sidecar
+	// find this tree, so nothing waits on this write (two fsyncs) but the
+	// end of admission, which never returns before it is done (a failed
+	// admission removes the entry after it; the open's result follows it).
+	ledgerDone := make(chan struct{})
+	go func() {
+		defer close(ledgerDone)
+		if err := s.writeLedger(in.st, tree); err != nil {
+			s.log.Warn("ownership ledger entry not updated with the provider's identity", zap.Error(err))
+			s.post(func() { s.health.ledgerErr = err }) // told and retried once admitted (persistence.go)
+		}
+	}()
+	defer func() { <-ledgerDone }()
 	go s.drainStderr(tree.Stderr())
 	var conn *acpConn
 	conn = newACPConn(tree.Stdin(), tree.Stdout(), s.m.cfg.MaxProviderLineBytes, s.log, func(ev providerEvent) bool {
@@ -369,6 +378,9 @@ func (s *session) admit(ctx context.Context, in admissionInput) admissionResult 
 				defer s.gate.release(n)
 				for _, u := range ev.updates {
 					s.onUpdate(u)
+				}
+				if ev.batch != nil {
+					ev.batch.release() // onUpdate kept none of its bytes
 				}
 			})
 		case ev.permission != nil:

@@ -1,9 +1,11 @@
 package adapter
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"io"
+	"sync"
 
 	"github.com/acpx-sidecar/acpx-sidecar/internal/jsonl"
 )
@@ -21,7 +23,10 @@ import (
 // (docs/architecture.md, "Update path"). Updates that arrived together
 // (their lines already buffered) go as one batch, at most maxBatch updates
 // or maxBatchBytes; a batch is handed over before the read loop would wait
-// for the provider and before any other message. An update that is not an
+// for the provider and before any other message. A batch's lines after its
+// first are read into one reused buffer (a lineSlab, which goes to the
+// actor with the batch and comes back once handled), so a burst of updates
+// costs no allocation per line. An update that is not an
 // ACP SessionUpdate (no non-empty string sessionUpdate) is dropped and
 // reported to onBadUpdate; one whose frame held bytes a host must never
 // see verbatim (jsonl.Envelope.NeedsClean) is cleaned first. Anything the
@@ -32,9 +37,10 @@ type lineStream struct {
 	out    *jsonl.Writer
 	closer io.Closer
 	onDrop func(*jsonl.FrameError) // may be nil
-	// onUpdates receives session/updates in wire order (the slice and its
-	// bytes are the callee's to keep). nil = no fast path.
-	onUpdates func([]providerUpdate)
+	// onUpdates receives batches of session/updates in wire order; the
+	// callee calls the batch's release once it has handled them (their
+	// bytes are not to be kept past that). nil = no fast path.
+	onUpdates func(*lineSlab)
 	// onBadUpdate is told (never the content) of each session/update the
 	// fast path dropped; nil = not told.
 	onBadUpdate func(why string)
@@ -44,8 +50,8 @@ type lineStream struct {
 	// params the policy depends on from these bytes (jsonrpc2 re-encodes
 	// a request's params through a map, merging duplicate members).
 	frame     []byte
-	batch     []providerUpdate
-	batchSize int // bytes of the updates in batch
+	batch     *lineSlab // the batch being gathered, nil if none
+	batchSize int       // bytes of the updates in batch
 	// pacer, if the stream reads a paced pipe (pipepoll_linux.go), is told
 	// whether the read loop is taking a stream of updates.
 	pacer interface{ setPacing(bool) }
@@ -56,6 +62,32 @@ const (
 	maxBatch      = 128
 	maxBatchBytes = 1 << 20
 )
+
+// lineSlab is one batch of updates and the buffer holding the lines of
+// all but its first (its updates' bytes are subslices of buf or of a line
+// of their own). The actor calls release once it has handled the batch; the
+// slab then serves a later batch of any session (slabPool), so idle
+// sessions hold none.
+type lineSlab struct {
+	buf []byte
+	ups []providerUpdate
+}
+
+// slabBytes is a lineSlab's buffer: room for maxBatch lines of ~500 bytes.
+// A batch is handed over once less than slabSpare is left.
+const (
+	slabBytes = 64 << 10
+	slabSpare = 8 << 10
+)
+
+var slabPool = sync.Pool{New: func() any { return &lineSlab{buf: make([]byte, 0, slabBytes)} }}
+
+// release returns sl to the pool; nothing of it may be used afterwards.
+func (sl *lineSlab) release() {
+	clear(sl.ups)
+	sl.ups, sl.buf = sl.ups[:0], sl.buf[:0]
+	slabPool.Put(sl)
+}
 
 // providerUpdate is one ACP session/update: params.sessionId's contents
 // (nil if absent), params.update, verbatim but for what jsonl.Clean
@@ -113,14 +145,31 @@ func newLineStream(r io.Reader, w io.Writer, closer io.Closer, maxLine int, onDr
 // ends.
 func (s *lineStream) ReadObject(v interface{}) error {
 	for {
-		frame, err := s.in.ReadFrame()
+		var frame []byte
+		var err error
+		start := -1
+		if s.batch != nil {
+			// Within a burst: the line goes into the batch's buffer.
+			start = len(s.batch.buf)
+			s.batch.buf, frame, err = s.in.ReadFrameTo(s.batch.buf)
+		} else {
+			frame, err = s.in.ReadFrame()
+		}
 		if err == nil {
 			if s.onUpdates != nil && s.takeUpdate(frame) {
-				if len(s.batch) >= maxBatch || s.batchSize >= maxBatchBytes || !s.in.LineReady() {
+				// (A dropped update, the first of a burst, leaves no batch.)
+				if b := s.batch; b != nil && (len(b.ups) >= maxBatch || s.batchSize >= maxBatchBytes ||
+					cap(b.buf)-len(b.buf) < slabSpare || !s.in.LineReady()) {
 					s.flush()
 				}
 				s.setPacing(true)
 				continue
+			}
+			if start >= 0 && len(s.batch.buf) > start {
+				// Not an update: it leaves the batch's buffer, which is
+				// reused once the batch is handled.
+				frame = bytes.Clone(frame)
+				s.batch.buf = s.batch.buf[:start]
 			}
 			s.setPacing(false)
 			s.flush()
@@ -150,9 +199,12 @@ func (s *lineStream) setPacing(on bool) {
 
 // flush hands the batch to onUpdates.
 func (s *lineStream) flush() {
-	if len(s.batch) > 0 {
-		b := s.batch
+	if b := s.batch; b != nil {
 		s.batch, s.batchSize = nil, 0
+		if len(b.ups) == 0 {
+			b.release()
+			return
+		}
 		s.onUpdates(b)
 	}
 }
@@ -193,9 +245,9 @@ func (s *lineStream) takeUpdate(frame []byte) bool {
 		up = jsonl.Clean(make([]byte, 0, len(up)+8), up)
 	}
 	if s.batch == nil {
-		s.batch = make([]providerUpdate, 0, 8)
+		s.batch = slabPool.Get().(*lineSlab)
 	}
-	s.batch = append(s.batch, providerUpdate{sessionID: sid, update: up, kind: kindOf(kind)})
+	s.batch.ups = append(s.batch.ups, providerUpdate{sessionID: sid, update: up, kind: kindOf(kind)})
 	s.batchSize += len(up)
 	return true
 }

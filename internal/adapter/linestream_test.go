@@ -3,6 +3,8 @@ package adapter
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
+	"io"
 	"strings"
 	"testing"
 
@@ -79,6 +81,7 @@ func TestLineStream_DropsBadLines(t *testing.T) {
 func TestLineStream_UpdatesTakenVerbatimInOrder(t *testing.T) {
 	up1 := `{ "sessionUpdate":"agent_message_chunk", "content":{"type":"text","text":"a\"<b>\u00e9"} }`
 	lines := []string{
+		`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":{"content":{}}}}`, // no sessionUpdate: dropped
 		`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":` + up1 + `}}`,
 		`{"jsonrpc":"2.0","method":"x"}`,
 		`{"params":{"update":{"sessionUpdate":"plan"}},"method":"session/update","jsonrpc":"2.0"}`,
@@ -90,10 +93,11 @@ func TestLineStream_UpdatesTakenVerbatimInOrder(t *testing.T) {
 	var out bytes.Buffer
 	st := newLineStream(strings.NewReader(strings.Join(lines, "\n")+"\n"), &out, nil, 1<<20, nil)
 	var got []string
-	st.onUpdates = func(us []providerUpdate) {
-		for _, u := range us {
+	st.onUpdates = func(b *lineSlab) {
+		for _, u := range b.ups {
 			got = append(got, "update "+string(u.sessionID)+" "+string(u.update))
 		}
+		b.release()
 	}
 	for {
 		var m lineMsg
@@ -113,6 +117,78 @@ func TestLineStream_UpdatesTakenVerbatimInOrder(t *testing.T) {
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// TestLineStream_BatchBuffersAreReusedSafely: bursts of updates with
+// other messages between them arrive intact whether the batches are held
+// (their bytes stay as read until released) or released at once (their
+// buffers serve the next batches); a message between updates is decoded
+// from bytes of its own; and a burst costs far less than one allocation
+// per update.
+func TestLineStream_BatchBuffersAreReusedSafely(t *testing.T) {
+	var in strings.Builder
+	var want []string
+	for i := 0; i < 2000; i++ {
+		if i%300 == 299 {
+			fmt.Fprintf(&in, "{\"jsonrpc\":\"2.0\",\"method\":\"between %d\"}\n", i)
+			want = append(want, fmt.Sprintf("rpc between %d", i))
+			continue
+		}
+		up := fmt.Sprintf(`{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"chunk %d"}}`, i)
+		fmt.Fprintf(&in, `{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":%s}}`+"\n", up)
+		want = append(want, "update "+up)
+	}
+	for _, hold := range []bool{true, false} {
+		st := newLineStream(strings.NewReader(in.String()), io.Discard, nil, 1<<20, nil)
+		var got []string
+		var held []*lineSlab
+		var pending []providerUpdate
+		st.onUpdates = func(b *lineSlab) {
+			if hold {
+				held = append(held, b)
+				pending = append(pending, b.ups...)
+				return
+			}
+			for _, u := range b.ups {
+				got = append(got, "update "+string(u.update))
+			}
+			b.release()
+		}
+		for {
+			var m lineMsg
+			if err := st.ReadObject(&m); err != nil {
+				break
+			}
+			if !bytes.Contains(st.lastFrame(), []byte(m.Method)) {
+				t.Fatalf("hold %v: the frame of %q is not its own: %s", hold, m.Method, st.lastFrame())
+			}
+			for _, u := range pending {
+				got = append(got, "update "+string(u.update))
+			}
+			pending = nil
+			got = append(got, "rpc "+m.Method)
+		}
+		for _, u := range pending {
+			got = append(got, "update "+string(u.update))
+		}
+		if strings.Join(got, "\n") != strings.Join(want, "\n") {
+			t.Fatalf("hold %v: %d messages differ from the %d sent", hold, len(got), len(want))
+		}
+		for _, b := range held {
+			b.release()
+		}
+	}
+	line := `{"jsonrpc":"2.0","method":"session/update","params":{"update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"x"}}}}` + "\n"
+	burst := strings.Repeat(line, 1000)
+	allocs := testing.AllocsPerRun(5, func() {
+		st := newLineStream(strings.NewReader(burst), io.Discard, nil, 1<<20, nil)
+		st.onUpdates = func(b *lineSlab) { b.release() }
+		var m lineMsg
+		_ = st.ReadObject(&m)
+	})
+	if allocs > 100 {
+		t.Fatalf("%v allocations to take a burst of 1000 updates", allocs)
 	}
 }
 

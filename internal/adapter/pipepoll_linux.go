@@ -7,25 +7,31 @@ import (
 	"io"
 	"os"
 	"sync"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
 )
 
-// A provider's stdout is read outside the Go runtime's poller: the
-// runtime registers a pipe edge-triggered, and a pipe write signals it
+// A provider's stdout is read outside the Go runtime's own registration:
+// the runtime registers a pipe edge-triggered, and a pipe write signals it
 // every time, so an agent writing one line per write(2) wakes a sidecar
-// thread per line even while the read loop is not waiting for it. Here one
-// sidecar-wide epoll instance holds every provider stdout in one-shot
-// mode: a pipe is armed only when its reader found it empty, so it wakes
-// the sidecar at most once per wait; and while the provider is streaming
-// session/updates (the read loop's last message was one, and data came
-// within streamGap) an empty read first sleeps coalesceWait on a Go timer,
-// the pipe disarmed, so what the agent writes meanwhile is taken by one
-// read(2) and handed to the actor as one batch (docs/architecture.md,
-// "Update path"). The cost is up to ~1–2 ms of added latency per batch
-// during a stream of updates only; a request or response line that ends a
-// stream waits at most that once.
+// thread per line even while the read loop is not waiting for it. Here
+// each provider stdout is held by an epoll instance of its own in one-shot
+// mode (armed only when its reader found the pipe empty, so it signals at
+// most once per wait), and that epoll instance is what the runtime's
+// poller watches: a Read that must wait parks its goroutine in the
+// runtime's poller like any other file read, no thread is held in a
+// blocking epoll_wait (which the runtime's monitor would keep retaking,
+// waking itself every 20 µs for a while after each), and the read loop is
+// woken directly, without a goroutine in between. While the provider is
+// streaming session/updates (the read loop's last message was one, and
+// data came within streamGap) an empty read first sleeps coalesceWait on a
+// Go timer, the pipe disarmed, so what the agent writes meanwhile is taken
+// by one read(2) and handed to the actor as one batch
+// (docs/architecture.md, "Update path"). The cost is up to ~1–2 ms of
+// added latency per batch during a stream of updates only; a request or
+// response line that ends a stream waits at most that once.
 
 // Pacing of a streaming pipe.
 const (
@@ -33,30 +39,20 @@ const (
 	coalesceWait = 500 * time.Microsecond
 )
 
-// pipePoller is the shared epoll instance. Its loop runs while at least
-// one pipe is registered and stops with the last (owned by the set of
-// open pipeReaders).
-type pipePoller struct {
-	mu      sync.Mutex
-	epfd    int
-	evfd    int // eventfd: wakes the loop to stop
-	readers map[int32]*pipeReader
-	stopped chan struct{} // closed when the loop has ended
-}
-
-var sharedPoller pipePoller
-
-// pipeReader reads one provider stdout pipe (non-blocking fd) through the
-// shared poller. Read and Close may run concurrently; Read is called by
-// one goroutine (the connection's read loop).
+// pipeReader reads one provider stdout pipe (non-blocking fd) through its
+// own one-shot epoll instance (ep), which the runtime's poller watches.
+// Read and Close may run concurrently; Read is called by one goroutine
+// (the connection's read loop).
 type pipeReader struct {
 	fd       int
-	ready    chan struct{} // one token: the pipe became readable
+	ep       *os.File        // the epoll instance holding fd, in the runtime's poller
+	epc      syscall.RawConn // ep's, for waiting on it
 	closed   chan struct{}
 	closeMu  sync.Once
 	rmu      sync.Mutex // held around read(2): Close waits for it before close(2)
 	lastData time.Time
 	timer    *time.Timer
+	events   [1]unix.EpollEvent
 	// pacing: the read loop is taking session/updates (setPacing); only
 	// then does an empty read wait coalesceWait first.
 	pacing bool
@@ -67,10 +63,10 @@ type pipeReader struct {
 // message came, so requests and responses are never held back.
 func (r *pipeReader) setPacing(on bool) { r.pacing = on }
 
-// pollPipe moves r (a provider's stdout) to the shared poller: it
-// duplicates its descriptor, closes r (which takes it out of the runtime's
-// poller) and returns the reader of the duplicate. If r is not an *os.File
-// or anything fails, r itself is returned.
+// pollPipe moves r (a provider's stdout) to an epoll instance of its own:
+// it duplicates r's descriptor, closes r (which takes it out of the
+// runtime's poller) and returns the reader of the duplicate. If r is not an
+// *os.File or anything fails, r itself is returned.
 func pollPipe(r io.ReadCloser) io.ReadCloser {
 	f, ok := r.(*os.File)
 	if !ok {
@@ -86,12 +82,8 @@ func pollPipe(r io.ReadCloser) io.ReadCloser {
 	}); cerr != nil || err != nil {
 		return r
 	}
-	if err := unix.SetNonblock(dup, true); err != nil {
-		unix.Close(dup)
-		return r
-	}
-	pr := &pipeReader{fd: dup, ready: make(chan struct{}, 1), closed: make(chan struct{})}
-	if err := sharedPoller.add(pr); err != nil {
+	pr, err := newPipeReader(dup)
+	if err != nil {
 		unix.Close(dup)
 		return r
 	}
@@ -99,102 +91,59 @@ func pollPipe(r io.ReadCloser) io.ReadCloser {
 	return pr
 }
 
-// add registers pr (disarmed), starting the loop if it is the first.
-func (p *pipePoller) add(pr *pipeReader) error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.readers == nil {
-		epfd, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
-		if err != nil {
-			return err
-		}
-		evfd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
-		if err != nil {
-			unix.Close(epfd)
-			return err
-		}
-		if err := unix.EpollCtl(epfd, unix.EPOLL_CTL_ADD, evfd, &unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(evfd)}); err != nil {
-			unix.Close(epfd)
-			unix.Close(evfd)
-			return err
-		}
-		p.epfd, p.evfd, p.readers, p.stopped = epfd, evfd, map[int32]*pipeReader{}, make(chan struct{})
-		go p.loop(epfd, evfd, p.stopped)
+// newPipeReader makes fd non-blocking and registers it, disarmed, with a
+// new epoll instance that the runtime's poller watches.
+func newPipeReader(fd int) (*pipeReader, error) {
+	if err := unix.SetNonblock(fd, true); err != nil {
+		return nil, err
 	}
-	// Registered one-shot and disarmed: the first Read arms it.
-	if err := unix.EpollCtl(p.epfd, unix.EPOLL_CTL_ADD, pr.fd, &unix.EpollEvent{Events: unix.EPOLLONESHOT, Fd: int32(pr.fd)}); err != nil {
-		if len(p.readers) == 0 {
-			p.stopLocked()
-		}
-		return err
+	epfd, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
+	if err != nil {
+		return nil, err
 	}
-	p.readers[int32(pr.fd)] = pr
-	return nil
+	// Registered one-shot and disarmed: the first Read that finds the pipe
+	// empty arms it.
+	if err := unix.EpollCtl(epfd, unix.EPOLL_CTL_ADD, fd, &unix.EpollEvent{Events: unix.EPOLLONESHOT, Fd: int32(fd)}); err != nil {
+		unix.Close(epfd)
+		return nil, err
+	}
+	if err := unix.SetNonblock(epfd, true); err != nil {
+		unix.Close(epfd)
+		return nil, err
+	}
+	ep := os.NewFile(uintptr(epfd), "epoll") // non-blocking: in the runtime's poller
+	epc, err := ep.SyscallConn()
+	if err != nil {
+		ep.Close()
+		return nil, err
+	}
+	return &pipeReader{fd: fd, ep: ep, epc: epc, closed: make(chan struct{})}, nil
 }
 
-// arm asks for one wake-up when pr's pipe is readable (or hung up).
-func (p *pipePoller) arm(pr *pipeReader) error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.readers[int32(pr.fd)] != pr {
-		return os.ErrClosed
+// arm asks for one readiness of the pipe (readable or hung up) on ep.
+func (r *pipeReader) arm() error {
+	var err error
+	if cerr := r.epc.Control(func(epfd uintptr) {
+		err = unix.EpollCtl(int(epfd), unix.EPOLL_CTL_MOD, r.fd,
+			&unix.EpollEvent{Events: unix.EPOLLIN | unix.EPOLLRDHUP | unix.EPOLLONESHOT, Fd: int32(r.fd)})
+	}); cerr != nil {
+		return cerr
 	}
-	return unix.EpollCtl(p.epfd, unix.EPOLL_CTL_MOD, pr.fd,
-		&unix.EpollEvent{Events: unix.EPOLLIN | unix.EPOLLRDHUP | unix.EPOLLONESHOT, Fd: int32(pr.fd)})
+	return err
 }
 
-// remove unregisters pr; the loop stops with the last reader.
-func (p *pipePoller) remove(pr *pipeReader) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.readers[int32(pr.fd)] != pr {
-		return
-	}
-	_ = unix.EpollCtl(p.epfd, unix.EPOLL_CTL_DEL, pr.fd, nil)
-	delete(p.readers, int32(pr.fd))
-	if len(p.readers) == 0 {
-		p.stopLocked()
-	}
-}
-
-// stopLocked ends the loop (p.mu held); it closes the descriptors itself.
-func (p *pipePoller) stopLocked() {
-	var one [8]byte
-	one[0] = 1 // host byte order on little-endian; any non-zero value wakes it
-	_, _ = unix.Write(p.evfd, one[:])
-	p.readers = nil
-}
-
-// loop waits in epoll_wait (a blocking system call: one thread for every
-// provider pipe of the sidecar) and hands each readiness to its reader.
-func (p *pipePoller) loop(epfd, evfd int, stopped chan struct{}) {
-	defer close(stopped)
-	defer unix.Close(evfd)
-	defer unix.Close(epfd)
-	events := make([]unix.EpollEvent, 64)
-	for {
-		n, err := unix.EpollWait(epfd, events, -1)
-		if err != nil {
+// wait parks the caller in the runtime's poller until ep reports the
+// armed pipe ready (taking that one event), or ep is closed.
+func (r *pipeReader) wait() error {
+	return r.epc.Read(func(epfd uintptr) bool {
+		for {
+			n, err := unix.EpollWait(int(epfd), r.events[:], 0)
 			if errors.Is(err, unix.EINTR) {
 				continue
 			}
-			return
+			return n > 0 || err != nil
 		}
-		p.mu.Lock()
-		for _, ev := range events[:n] {
-			if int(ev.Fd) == evfd {
-				p.mu.Unlock()
-				return
-			}
-			if pr := p.readers[ev.Fd]; pr != nil {
-				select {
-				case pr.ready <- struct{}{}:
-				default:
-				}
-			}
-		}
-		p.mu.Unlock()
-	}
+	})
 }
 
 // Read reads what the pipe holds; when it is empty it waits (pacing a
@@ -225,14 +174,12 @@ func (r *pipeReader) Read(b []byte) (int, error) {
 			}
 			continue
 		}
-		if err := sharedPoller.arm(r); err != nil {
+		if err := r.arm(); err != nil {
 			return 0, os.ErrClosed
 		}
-		// A readiness already signalled (before the arm) is harmless:
-		// the read after it finds EAGAIN and arms again.
-		select {
-		case <-r.ready:
-		case <-r.closed:
+		// Data that came between the empty read and the arm is reported
+		// by the arm itself (epoll checks readiness when armed).
+		if err := r.wait(); err != nil {
 			return 0, os.ErrClosed
 		}
 		paced = true // data arrived after a wait: no pacing before it
@@ -272,7 +219,7 @@ func (r *pipeReader) Close() error {
 	var err error
 	r.closeMu.Do(func() {
 		close(r.closed)
-		sharedPoller.remove(r)
+		_ = r.ep.Close() // wakes a waiting Read
 		r.rmu.Lock()
 		err = unix.Close(r.fd)
 		r.rmu.Unlock()

@@ -14,7 +14,8 @@ import (
 	"go.uber.org/goleak"
 )
 
-// pipePair is an os.Pipe whose read end went to the shared poller.
+// pipePair is an os.Pipe whose read end went to an epoll instance of its
+// own (pollPipe).
 func pipePair(t *testing.T) (io.ReadCloser, *os.File) {
 	t.Helper()
 	r, w, err := os.Pipe()
@@ -31,7 +32,7 @@ func pipePair(t *testing.T) (io.ReadCloser, *os.File) {
 // TestPipeReader_DeliversInOrderThenEOF: what the writer writes, in
 // pieces with pauses between them (the reader paces while data keeps
 // coming, and waits armed across the pauses), arrives whole and in order; the writer's close is
-// io.EOF once drained. The poller's thread stops with the last reader.
+// io.EOF once drained.
 func TestPipeReader_DeliversInOrderThenEOF(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	r, w := pipePair(t)
@@ -89,5 +90,37 @@ func TestPipeReader_CloseWakesAWaitingRead(t *testing.T) {
 	_ = r.Close()
 	if _, err := w.Write([]byte("x")); err == nil {
 		t.Fatal("the pipe's read end is still open after Close")
+	}
+}
+
+// TestPipeReader_CloseReleasesItsDescriptors: each reader holds its pipe
+// and an epoll instance; Close releases both (the process's descriptor
+// table is back where it was).
+func TestPipeReader_CloseReleasesItsDescriptors(t *testing.T) {
+	count := func() int {
+		ents, err := os.ReadDir("/proc/self/fd")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(ents)
+	}
+	before := count()
+	var rs []io.ReadCloser
+	var ws []*os.File
+	for i := 0; i < 20; i++ {
+		r, w := pipePair(t)
+		rs, ws = append(rs, r), append(ws, w)
+	}
+	if got := count(); got < before+60 {
+		t.Fatalf("20 readers hold %d descriptors more, want 60 (pipe, write end, epoll each)", got-before)
+	}
+	for i := range rs {
+		if err := rs[i].Close(); err != nil {
+			t.Fatal(err)
+		}
+		ws[i].Close()
+	}
+	if got := count(); got != before {
+		t.Fatalf("%d descriptors after closing every reader, want %d", got, before)
 	}
 }

@@ -1,6 +1,7 @@
 package adapter
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -215,7 +216,8 @@ func (s *session) onUpdate(u providerUpdate) {
 		s.journalHistory(u.update) // docs/protocol.md §11: replay is not live output; §16: journaled as history
 		return
 	case s.state.is(protocol.StateAdmitting):
-		s.buffered = append(s.buffered, u)
+		// Kept past the batch, whose buffer is reused: copied.
+		s.buffered = append(s.buffered, providerUpdate{update: bytes.Clone(u.update), kind: u.kind})
 		return
 	case s.state.is(protocol.StateClosing, protocol.StateClosed, protocol.StateDead):
 		return // the turn was ended by close; nothing more is live output

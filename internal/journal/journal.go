@@ -12,7 +12,9 @@
 // params as sent (raw JSON bytes, never re-encoded), seq the
 // session/update's seq, or for any other method the seq of the last
 // update of that session before it, at the time it was appended (RFC
-// 3339, UTC, nanoseconds). A key's journal keeps every session of the key
+// 3339, UTC, nanoseconds; the clock is read once per write(2): the entries
+// a Flush writes together carry the time the first of them was appended).
+// A key's journal keeps every session of the key
 // (docs/protocol.md §16): only rotation by size drops entries. Lines
 // written before n existed ({"seq":…,"method":…} first) are read as
 // numbered by their place (legacy.go).
@@ -124,6 +126,9 @@ type Journal struct {
 	// is formatted once a second, not once an entry.
 	sec       int64
 	secPrefix []byte
+	// at is the stamp of the entries in buf (appendTime's form of the
+	// clock read at the first of them), valid while buf is not empty.
+	at []byte
 }
 
 // ErrClosed is returned by the methods of a closed Journal.
@@ -250,6 +255,7 @@ func (j *Journal) appendLocked(session string, seq uint64, method string, params
 	start := len(j.buf)
 	if start == 0 {
 		j.bufFirstN, j.bufFirstSeq = j.lastN, seq
+		j.at = j.appendTime(j.at[:0], time.Now())
 	}
 	b := append(j.buf, `{"n":`...)
 	b = strconv.AppendUint(b, j.lastN, 10)
@@ -265,7 +271,7 @@ func (j *Journal) appendLocked(session string, seq uint64, method string, params
 	b = append(b, `","params":`...)
 	b = append(b, params...)
 	b = append(b, `,"at":"`...)
-	b = j.appendTime(b, time.Now())
+	b = append(b, j.at...)
 	b = append(b, "\"}\n"...)
 	j.buf = b
 	j.size += int64(len(b) - start)

@@ -81,19 +81,34 @@ func DecodeMessage(frame []byte, v any) error {
 // error (io.ErrUnexpectedEOF or io.EOF for a truncated LSP body). The
 // returned slice is the caller's.
 func (r *Reader) ReadFrame() ([]byte, error) {
+	_, frame, err := r.ReadFrameTo(nil)
+	return frame, err
+}
+
+// ReadFrameTo is ReadFrame placing the frame in buf's spare capacity: an
+// NDJSON line that fits there is copied to buf[len(buf):], and it returns
+// buf extended by the line (terminator included) and the frame, a subslice
+// of it, so that a forwarder reading many lines into one reused buffer
+// allocates nothing per line. A frame that does not fit, or an LSP body,
+// gets an allocation of its own and buf comes back unchanged. Errors are
+// ReadFrame's (buf then unchanged).
+func (r *Reader) ReadFrameTo(buf []byte) (out, frame []byte, err error) {
 	for {
-		var frame []byte
-		var err error
+		var line []byte
+		inBuf := false
 		if r.framing == LSP {
-			frame, err = r.readLSP()
+			line, err = r.readLSP()
 		} else {
-			frame, err = r.readLine()
+			line, inBuf, err = r.readLine(buf)
 		}
 		if err != nil {
-			return nil, err
+			return buf, nil, err
 		}
-		if frame = bytes.TrimSpace(frame); len(frame) > 0 {
-			return frame, nil
+		if inBuf {
+			buf = buf[:len(buf)+len(line)]
+		}
+		if frame = bytes.TrimSpace(line); len(frame) > 0 {
+			return buf, frame, nil
 		}
 	}
 }
@@ -113,8 +128,10 @@ func (r *Reader) oversized(length int) *FrameError {
 // is skipped unstored; the dropped bytes are handed back to the runtime at
 // once (runtime.GC), so a peer that sends one over-limit line after
 // another reuses them instead of growing the heap (docs/protocol.md §20:
-// memory is bounded by the caps).
-func (r *Reader) readLine() ([]byte, error) {
+// memory is bounded by the caps). A line that fits dst's spare capacity is
+// copied there (dst[len(dst):]; inDst is then true), else into an
+// allocation of its own.
+func (r *Reader) readLine(dst []byte) (line []byte, inDst bool, err error) {
 	var parts [][]byte // the line's earlier buffers, copied
 	size := 0
 	tooLarge := false // once set, the rest of the line is skipped unstored
@@ -137,20 +154,25 @@ func (r *Reader) readLine() ([]byte, error) {
 		case errors.Is(err, bufio.ErrBufferFull):
 			continue
 		case err != nil && (!errors.Is(err, io.EOF) || size == 0 || tooLarge):
-			return nil, err
+			return nil, false, err
 		}
 		if tooLarge {
-			return nil, r.oversized(0)
+			return nil, false, r.oversized(0)
 		}
-		buf := make([]byte, 0, size)
+		var buf []byte
+		if inDst = cap(dst)-len(dst) >= size; inDst {
+			buf = dst[len(dst):len(dst):cap(dst)]
+		} else {
+			buf = make([]byte, 0, size)
+		}
 		for _, p := range parts {
 			buf = append(buf, p...)
 		}
 		buf = append(buf, chunk...)
 		if len(bytes.TrimRight(buf, "\r\n")) > r.maxBytes {
-			return nil, r.oversized(0)
+			return nil, false, r.oversized(0)
 		}
-		return buf, nil
+		return buf, inDst, nil
 	}
 }
 

@@ -289,3 +289,56 @@ func TestReader_OverCapLineHoldsAtMostTheCap(t *testing.T) {
 		t.Fatalf("next frame %q %v", f, err)
 	}
 }
+
+// TestReader_ReadFrameToFillsTheBuffer: lines that fit the buffer's spare
+// capacity are copied into it one after another (each frame a subslice of
+// it, trimmed; the buffer grows by each whole line), a line that does not
+// fit gets its own allocation and leaves the buffer as it was, and
+// reading them allocates nothing per line that fits.
+func TestReader_ReadFrameToFillsTheBuffer(t *testing.T) {
+	in := " {\"a\":1}\r\n\n{\"b\":2}\n" + `{"c":"` + strings.Repeat("x", 64) + "\"}\n{\"d\":4}\n"
+	r := NewReader(strings.NewReader(in), NDJSON, 0)
+	buf := make([]byte, 0, 32)
+	var frames []string
+	for {
+		out, frame, err := r.ReadFrameTo(buf)
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		inBuf := len(frame) > 0 && cap(out) > 0 && &out[:cap(out)][cap(out)-1] == &buf[:cap(buf)][cap(buf)-1] &&
+			len(out) > len(buf)
+		frames = append(frames, string(frame)+map[bool]string{true: " in", false: " own"}[inBuf])
+		if !inBuf && len(out) != len(buf) {
+			t.Fatalf("a frame of its own changed the buffer: len %d → %d", len(buf), len(out))
+		}
+		if inBuf && string(out[len(out)-len(frame)-1:len(out)-1]) != string(frame) && string(out[len(out)-len(frame)-2:len(out)-2]) != string(frame) {
+			t.Fatalf("frame %q is not the buffer's tail %q", frame, out)
+		}
+		buf = out
+	}
+	want := []string{`{"a":1} in`, `{"b":2} in`, `{"c":"` + strings.Repeat("x", 64) + `"} own`, `{"d":4} in`}
+	if strings.Join(frames, "|") != strings.Join(want, "|") {
+		t.Fatalf("frames %q, want %q", frames, want)
+	}
+	if string(buf) != " {\"a\":1}\r\n\n{\"b\":2}\n{\"d\":4}\n" {
+		t.Fatalf("buffer %q", buf)
+	}
+	line := []byte("{\"jsonrpc\":\"2.0\",\"method\":\"m\"}\n")
+	src := bytes.NewReader(bytes.Repeat(line, 1000))
+	r = NewReader(src, NDJSON, 0)
+	big := make([]byte, 0, 1000*len(line))
+	allocs := testing.AllocsPerRun(1, func() {
+		for {
+			var err error
+			if big, _, err = r.ReadFrameTo(big); err != nil {
+				return
+			}
+		}
+	})
+	if allocs > 5 || len(big) != 1000*len(line) {
+		t.Fatalf("%v allocations for 1000 lines into one buffer (%d bytes of %d)", allocs, len(big), 1000*len(line))
+	}
+}

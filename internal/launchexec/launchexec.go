@@ -1,6 +1,9 @@
 // Package launchexec is the launch entry: the first image of every
 // provider that needs work done inside its own process before the
-// agent's first instruction (docs/architecture.md, "Kernel sandbox").
+// agent's first instruction (docs/architecture.md, "Kernel sandbox"):
+// v1 limit joins, bind mounts, a network namespace, or any sandbox in
+// subreaper mode (a cgroup-mode plan of no_new_privs and Landlock only is
+// applied by the reaper on a thread of its own instead, with no entry).
 // The sidecar (cgroup mode) or the guardian (subreaper mode) forks
 //
 //	<sidecar binary> __launch status=<fd> [cloexec=<fd>] [sandbox=<plan JSON>] <v1 cgroup.procs>... -- <exec path> <argv0> <args>...

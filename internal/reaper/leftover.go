@@ -4,7 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
-	"regexp"
+	"strings"
 )
 
 // MarkerEnv names the environment entry every process of a provider tree
@@ -52,5 +52,19 @@ type Leftover struct {
 // drops the entry.
 var ErrUnprovable = errors.New("reaper: the ledger entry names nothing recovery can prove")
 
-// sessionID is the shape of a sidecar session id.
-var sessionID = regexp.MustCompile(`^s-[0-9a-f]{1,64}$`)
+// isSessionID reports whether s has the shape of a sidecar session id,
+// ^s-[0-9a-f]{1,64}$ (checked by hand: a compiled regexp of that bound
+// costs every start of the binary — the sidecar, its launch entries —
+// about a thousand allocations).
+func isSessionID(s string) bool {
+	hex, ok := strings.CutPrefix(s, "s-")
+	if !ok || len(hex) == 0 || len(hex) > 64 {
+		return false
+	}
+	for i := 0; i < len(hex); i++ {
+		if c := hex[i]; (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}

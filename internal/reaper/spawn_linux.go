@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/acpx-sidecar/acpx-sidecar/internal/launchexec"
+	"github.com/acpx-sidecar/acpx-sidecar/internal/sandbox"
 )
 
 // Start launches spec as a new provider tree. Stdin/Stdout/Stderr of the
@@ -40,7 +41,7 @@ func (s *Supervisor) Start(spec Spec) (*Tree, error) {
 	if name == "" {
 		name = "provider"
 	}
-	if !nameRE.MatchString(name) {
+	if !validName(name) {
 		return nil, fmt.Errorf("reaper: Name %q must match [A-Za-z0-9._-]{1,64}", spec.Name)
 	}
 	s.mu.Lock()
@@ -125,8 +126,12 @@ func (s *Supervisor) startDirect(spec Spec, name string) (*Tree, error) {
 		}
 	}
 	argv := append([]string{spec.Path}, spec.Args...)
+	// A sandbox that is only no_new_privs and a Landlock domain is applied
+	// on a thread of its own that then forks the provider (threadSandboxed);
+	// mounts, a network namespace or v1 limit cgroups need the launch entry.
+	onThread := len(v1) == 0 && threadSandboxed(spec.Sandbox)
 	var status *os.File // read end of the launch entry's status pipe
-	if plan := planJSON(spec.Sandbox); len(v1) > 0 || plan != "" {
+	if plan := planJSON(spec.Sandbox); !onThread && (len(v1) > 0 || plan != "") {
 		var statusW *os.File
 		if status, statusW, err = os.Pipe(); err != nil {
 			closeFiles(childEnds)
@@ -154,12 +159,20 @@ func (s *Supervisor) startDirect(spec Spec, name string) (*Tree, error) {
 	// The registry lock is held across fork so the reaper cannot see the
 	// provider exit before it is registered.
 	s.c.mu.Lock()
-	pid, err := s.c.fork.forkExec(path, argv, attr)
+	var pid int
+	if onThread {
+		pid, err = forkSandboxed(spec.Sandbox, spec.Path, path, argv, attr)
+	} else {
+		pid, err = s.c.fork.forkExec(path, argv, attr)
+		if err != nil {
+			err = fmt.Errorf("start %s: %w", spec.Path, err)
+		}
+	}
 	if err != nil {
 		s.c.mu.Unlock()
 		closeFiles(childEnds)
 		closeFiles(parentEnds)
-		return fail(fmt.Errorf("reaper: start %s: %w", spec.Path, err))
+		return fail(fmt.Errorf("reaper: %w", err))
 	}
 	p, _ := readStat(pid) // unreaped: readable even if it already exited
 	now := time.Now()
@@ -183,6 +196,49 @@ func (s *Supervisor) startDirect(spec Spec, name string) (*Tree, error) {
 	s.log.Debug("reaper: provider started", zap.Int("pid", pid), zap.String("path", spec.Path),
 		zap.String("containment", string(s.mode)), zap.String("cgroup", dir))
 	return t, nil
+}
+
+// threadSandboxed reports whether p is a sandbox forkSandboxed applies: not
+// empty, no read-only bind mounts and no network namespace (those need
+// the launch entry), i.e. no_new_privs and a Landlock domain only.
+func threadSandboxed(p *sandbox.Plan) bool {
+	return !p.Empty() && !p.NewNetNS && len(p.ReadOnly) == 0
+}
+
+// forkSandboxed starts a provider inside plan without a launch entry (and
+// so without a second Go runtime start on the open's path): a new OS
+// thread, locked to a goroutine that never unlocks it, applies plan to
+// itself (sandbox.Apply: no_new_privs and the Landlock domain are per
+// thread, inherited by a child it forks and kept across execve), then
+// forks and executes path from that thread, so the agent's first
+// instruction already runs inside the sandbox, as with the launch entry.
+// The goroutine then ends locked, and the runtime ends the restricted
+// thread with it: nothing else ever runs on it. The provider is the
+// thread's child until then and the main thread's after (the kernel
+// re-parents a dead thread's children within the process), which
+// central.children reads. Errors are "start <name>: …", wrapping
+// launchexec.ErrSandbox when the sandbox could not be applied (nothing
+// was forked), else the fork/exec error.
+func forkSandboxed(plan *sandbox.Plan, name, path string, argv []string, attr *syscall.ProcAttr) (int, error) {
+	type forked struct {
+		pid int
+		err error
+	}
+	done := make(chan forked, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread ends with this goroutine
+		if err := sandbox.Apply(plan); err != nil {
+			done <- forked{-1, fmt.Errorf("start %s: %w: %w", name, launchexec.ErrSandbox, err)}
+			return
+		}
+		pid, err := syscall.ForkExec(path, argv, attr)
+		if err != nil {
+			err = fmt.Errorf("start %s: %w", name, err)
+		}
+		done <- forked{pid, err}
+	}()
+	r := <-done
+	return r.pid, r.err
 }
 
 // isScript reports whether the open file starts with "#!". Unreadable

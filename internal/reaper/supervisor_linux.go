@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -49,7 +48,20 @@ var cgSeq atomic.Uint64
 // the inode this process was started from, whatever now sits at its path.
 const selfExe = "/proc/self/exe"
 
-var nameRE = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
+// validName reports whether a Spec.Name matches ^[A-Za-z0-9._-]{1,64}$
+// (by hand, not a regexp compiled at every start of the binary).
+func validName(s string) bool {
+	if len(s) == 0 || len(s) > 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('A' <= c && c <= 'Z' || 'a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '.' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
 
 // Verified.Method texts of complete proofs (docs/protocol.md §12 `verified`).
 const (

@@ -40,7 +40,7 @@ const methodTableRecovered = "process-table: two consecutive scans of the proces
 // CodeKillTimeout if grace ran out or the table could not be read.
 func RecoverTable(l Leftover, grace time.Duration) (Termination, error) {
 	res := Termination{Signals: []SignalRecord{}, Processes: []ProcessRecord{}, Errors: []ErrorRecord{}, Containment: ModeProcessTable}
-	if len(l.MarkerSHA256) != sha256.Size*2 || !sessionID.MatchString(l.Session) {
+	if len(l.MarkerSHA256) != sha256.Size*2 || !isSessionID(l.Session) {
 		return res, fmt.Errorf("%w: no marker digest or a malformed session id", ErrUnprovable)
 	}
 	procs, err := proctable.New()
