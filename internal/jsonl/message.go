@@ -5,7 +5,6 @@ import (
 	"errors"
 	"strconv"
 	"strings"
-	"unicode/utf8"
 )
 
 // CheckMessage checks that frame (non-empty, white space trimmed, as
@@ -21,12 +20,6 @@ import (
 func CheckMessage(frame []byte) error {
 	if len(frame) == 0 {
 		return bad(Malformed, "malformed JSON")
-	}
-	if !utf8.Valid(frame) {
-		// JSON text is UTF-8 (RFC 8259 §8.1); decoding would replace the
-		// bad bytes with U+FFFD, so an id or sessionKey would not come back
-		// as sent, and two different keys could become one.
-		return bad(Malformed, "a frame must be valid UTF-8")
 	}
 	if frame[0] == '[' {
 		if json.Valid(frame) {

@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // Reader reads frames from a byte stream. It is not safe for concurrent
@@ -47,14 +48,22 @@ func (r *Reader) LineReady() bool {
 // MaxBytes returns the Reader's frame limit in bytes.
 func (r *Reader) MaxBytes() int { return r.maxBytes }
 
-// ReadMessage reads the next frame, checks that it is one JSON-RPC 2.0
-// message and unmarshals it into v. A bad frame is consumed and reported as
-// a *FrameError (v is then unspecified, and the caller may read on); any
-// other error (io.EOF when the input ends cleanly) ends the stream.
+// ReadMessage reads the next frame of the host, checks that it is valid
+// UTF-8 and one JSON-RPC 2.0 message, and unmarshals it into v. A bad
+// frame is consumed and reported as a *FrameError (v is then unspecified,
+// and the caller may read on); any other error (io.EOF when the input ends
+// cleanly) ends the stream. Invalid UTF-8 is a Malformed frame here (JSON
+// text is UTF-8, RFC 8259 §8.1; decoding would replace the bad bytes with
+// U+FFFD, so an id or a sessionKey would not come back as sent and two
+// different keys could become one), while an agent's frames, read through
+// DecodeMessage, keep theirs for the cleaning of docs/protocol.md §20.
 func (r *Reader) ReadMessage(v any) error {
 	frame, err := r.ReadFrame()
 	if err != nil {
 		return err
+	}
+	if !utf8.Valid(frame) {
+		return bad(Malformed, "a frame must be valid UTF-8")
 	}
 	return DecodeMessage(frame, v)
 }

@@ -76,15 +76,20 @@ func TestReader_BadFramesAreReportedAndSkipped(t *testing.T) {
 		`{"jsonrpc":"2.0","id":-4,"method":"d"}`,
 		"",
 		`{"jsonrpc":"2.0","id":"s5","method":"e"}` + "\r",
+		"{\"jsonrpc\":\"2.0\",\"id\":\"\xc3\x28\",\"method\":\"u\"}",
+		"{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"u\",\"params\":{\"sessionKey\":\"bad\xffkey\"}}",
 		`{"jsonrpc":"2.0","method":"f"}`,
 	}, "\n")
 	got, bad := readAll(t, NDJSON, 4096, input)
 	if methods(got) != "a,e,f" {
 		t.Fatalf("delivered %v, want a,e,f", methods(got))
 	}
-	want := []Kind{Malformed, Batch, Invalid, Oversized, Invalid}
+	want := []Kind{Malformed, Batch, Invalid, Oversized, Invalid, Malformed, Malformed}
 	if !equalKinds(kinds(bad), want) {
 		t.Fatalf("bad frames %v, want %v", kinds(bad), want)
+	}
+	if r := bad[5].Reason; r != "a frame must be valid UTF-8" {
+		t.Errorf("invalid UTF-8 reported as %q", r)
 	}
 	if o := bad[3]; o.Reason != "frame exceeds 4096 bytes" || o.Limit != 4096 || o.Length != 0 {
 		t.Errorf("oversized line reported as %+v", o)
