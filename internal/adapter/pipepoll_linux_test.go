@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -94,25 +95,39 @@ func TestPipeReader_CloseWakesAWaitingRead(t *testing.T) {
 }
 
 // TestPipeReader_CloseReleasesItsDescriptors: each reader holds its pipe
-// and an epoll instance; Close releases both (the process's descriptor
-// table is back where it was).
+// and an epoll instance; Close releases both: no descriptor of this
+// process names the reader's pipe any more (its pipe:[inode] is gone from
+// /proc/self/fd once the write end is closed too) and its epoll file is
+// closed. Checked by identity, not by counting the descriptor table,
+// which goroutines of earlier tests may still be changing.
 func TestPipeReader_CloseReleasesItsDescriptors(t *testing.T) {
-	count := func() int {
+	targets := func() map[string]int {
 		ents, err := os.ReadDir("/proc/self/fd")
 		if err != nil {
 			t.Fatal(err)
 		}
-		return len(ents)
+		m := map[string]int{}
+		for _, e := range ents {
+			if l, err := os.Readlink("/proc/self/fd/" + e.Name()); err == nil {
+				m[l]++
+			}
+		}
+		return m
 	}
-	before := count()
-	var rs []io.ReadCloser
+	var rs []*pipeReader
 	var ws []*os.File
+	var pipes []string
 	for i := 0; i < 20; i++ {
 		r, w := pipePair(t)
-		rs, ws = append(rs, r), append(ws, w)
-	}
-	if got := count(); got < before+60 {
-		t.Fatalf("20 readers hold %d descriptors more, want 60 (pipe, write end, epoll each)", got-before)
+		pr := r.(*pipeReader)
+		l, err := os.Readlink("/proc/self/fd/" + strconv.Itoa(pr.fd))
+		if err != nil || !strings.HasPrefix(l, "pipe:[") {
+			t.Fatalf("reader %d's descriptor %d is %q (%v), want a pipe", i, pr.fd, l, err)
+		}
+		if el, err := os.Readlink("/proc/self/fd/" + strconv.Itoa(int(pr.ep.Fd()))); err != nil || el != "anon_inode:[eventpoll]" {
+			t.Fatalf("reader %d's epoll descriptor is %q (%v)", i, el, err)
+		}
+		rs, ws, pipes = append(rs, pr), append(ws, w), append(pipes, l)
 	}
 	for i := range rs {
 		if err := rs[i].Close(); err != nil {
@@ -120,7 +135,13 @@ func TestPipeReader_CloseReleasesItsDescriptors(t *testing.T) {
 		}
 		ws[i].Close()
 	}
-	if got := count(); got != before {
-		t.Fatalf("%d descriptors after closing every reader, want %d", got, before)
+	now := targets()
+	for i, l := range pipes {
+		if now[l] != 0 {
+			t.Errorf("reader %d: %d descriptors still name its %s after Close", i, now[l], l)
+		}
+		if err := rs[i].ep.Close(); !errors.Is(err, os.ErrClosed) {
+			t.Errorf("reader %d: its epoll file was still open (Close: %v)", i, err)
+		}
 	}
 }
