@@ -106,4 +106,3 @@ func startSidecarExec(t testing.TB, sc string, wrapper []string, args ...string)
 	})
 	return s
 }
-
