@@ -41,6 +41,9 @@ func (p *EventsParams) Validate() *Error {
 	if p.StateDir != "" && !filepath.IsAbs(p.StateDir) {
 		return InvalidParams("stateDir", "stateDir must be absolute")
 	}
+	if p.StateDir != "" {
+		p.StateDir = filepath.Clean(p.StateDir) // as OpenParams.Validate
+	}
 	if p.AfterSeq != nil && *p.AfterSeq < 0 {
 		return InvalidParams("afterSeq", "afterSeq must be 0 or more")
 	}

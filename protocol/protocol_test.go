@@ -83,6 +83,19 @@ func TestValidate_KeysThatDecodedToReplacementRefused(t *testing.T) {
 	}
 }
 
+// TestValidate_StateDirCleaned: one spelling per state directory, so
+// "/s/" and "/s" name one store (one ledger sweep, one set of key holds).
+func TestValidate_StateDirCleaned(t *testing.T) {
+	p := OpenParams{SessionKey: "k", Agent: "codex", Command: &Command{Path: "/bin/true"}, Cwd: "/tmp", StateDir: "/var/lib/acpx//x/../s/"}
+	if e := p.Validate(); e != nil || p.StateDir != "/var/lib/acpx/s" {
+		t.Fatalf("stateDir %q (%v), want /var/lib/acpx/s", p.StateDir, e)
+	}
+	ev := EventsParams{SessionKey: "k", StateDir: "/s/"}
+	if e := ev.Validate(); e != nil || ev.StateDir != "/s" {
+		t.Fatalf("events stateDir %q (%v), want /s", ev.StateDir, e)
+	}
+}
+
 // TestValidate_EnvValuesNeverInMessages: docs/rules.md#r3 — validation
 // errors never echo an env value.
 func TestValidate_EnvValuesNeverInMessages(t *testing.T) {

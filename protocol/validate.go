@@ -125,6 +125,11 @@ func (p *OpenParams) Validate() *Error {
 	if p.StateDir != "" && !filepath.IsAbs(p.StateDir) {
 		return InvalidParams("stateDir", "stateDir must be absolute")
 	}
+	if p.StateDir != "" {
+		// One spelling per directory: "/s" and "/s/" are one store, one
+		// ledger sweep, one set of key holds.
+		p.StateDir = filepath.Clean(p.StateDir)
+	}
 	if p.PermissionMode == "" {
 		p.PermissionMode = DefaultPermissionMode
 	} else if !permissionModes[p.PermissionMode] {

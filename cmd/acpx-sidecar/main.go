@@ -257,6 +257,9 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		Logger: log.Named("rpc"), OnShutdown: watchdog})
 	cfg := adapter.DefaultConfig()
 	cfg.StateDir = o.stateDir
+	if cfg.StateDir != "" {
+		cfg.StateDir = filepath.Clean(cfg.StateDir) // one spelling per directory, as for an open's stateDir
+	}
 	cfg.HandshakeTimeout = time.Duration(o.handshakeMs) * time.Millisecond
 	cfg.CloseTimeout = time.Duration(o.closeMs) * time.Millisecond
 	cfg.TermGrace = time.Duration(o.termMs) * time.Millisecond
