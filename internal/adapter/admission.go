@@ -481,6 +481,7 @@ func (s *session) drainStderr(r io.ReadCloser) {
 	// Provider stderr may echo secrets: it is read (so the provider never
 	// blocks on a full pipe) and counted, never logged verbatim.
 	n, _ := io.Copy(io.Discard, r)
+	_ = r.Close() // at EOF: the descriptor is released now, not when a GC finalizes it
 	s.log.Debug("provider stderr closed", zap.Int64("bytes", n))
 }
 
