@@ -335,12 +335,15 @@ func (s *session) admit(ctx context.Context, in admissionInput) admissionResult 
 		e := protocol.Domain(protocol.ErrCommandNotExecutable, "the provider could not be started: "+s.red.clean(err.Error()), false)
 		if errors.Is(err, reaper.ErrSealed) {
 			e = protocol.Domain(protocol.ErrShuttingDown, "the sidecar is shutting down", false)
+		} else if x := exhausted("the provider could not be started", err); x != nil {
+			// Before the sandbox's own refusal: a ruleset that could not be
+			// made for want of descriptors is a retry later, not a machine
+			// that cannot sandbox.
+			e = x
 		} else if errors.Is(err, launchexec.ErrSandbox) || errors.Is(err, reaper.ErrSandboxUnsupported) {
 			e = protocol.Domain(protocol.ErrPlatformUnsupported, "the sandbox could not be applied, so the agent never ran: "+s.red.clean(err.Error()), false)
 		} else if errors.Is(err, reaper.ErrLimitsUnsupported) {
 			e = protocol.Domain(protocol.ErrPlatformUnsupported, "limits cannot be enforced: "+s.red.clean(err.Error()), false)
-		} else if x := exhausted("the provider could not be started", err); x != nil {
-			e = x
 		} else if errors.Is(err, syscall.E2BIG) {
 			// execve's argument list plus environment over the kernel's
 			// limit: the open's env or command.args are too large.

@@ -2,6 +2,7 @@ package adapter
 
 import (
 	"errors"
+	"strings"
 	"syscall"
 
 	"github.com/acpx-sidecar/acpx-sidecar/protocol"
@@ -31,22 +32,33 @@ func (m *Manager) atCapacityLocked() *protocol.Error {
 
 // resourceOf names the resource err says ran out: protocol.ResourceFds
 // (EMFILE, ENFILE), ResourceProcesses (EAGAIN, as fork(2) and clone(2)
-// report RLIMIT_NPROC and pids.max), ResourceMemory (ENOMEM); "" for any
-// other error.
-func resourceOf(err error) string {
+// report RLIMIT_NPROC and pids.max), ResourceMemory (ENOMEM), with the
+// errno; "" for any other error. An error that carries no errno (a sandbox library's own
+// wrapping, a launch entry's report through its status pipe) is matched by
+// the errno's strerror text in its message.
+func resourceOf(err error) (string, syscall.Errno) {
 	var errno syscall.Errno
 	if !errors.As(err, &errno) {
-		return ""
+		msg := err.Error()
+		for _, e := range []syscall.Errno{syscall.EMFILE, syscall.ENFILE, syscall.ENOMEM} {
+			if strings.Contains(msg, e.Error()) {
+				errno = e
+				break
+			}
+		}
+		if errno == 0 {
+			return "", 0
+		}
 	}
 	switch errno {
 	case syscall.EMFILE, syscall.ENFILE:
-		return protocol.ResourceFds
+		return protocol.ResourceFds, errno
 	case syscall.EAGAIN:
-		return protocol.ResourceProcesses
+		return protocol.ResourceProcesses, errno
 	case syscall.ENOMEM:
-		return protocol.ResourceMemory
+		return protocol.ResourceMemory, errno
 	}
-	return ""
+	return "", 0
 }
 
 // exhausted returns the RESOURCE_EXHAUSTED error for an admission step
@@ -54,12 +66,10 @@ func resourceOf(err error) string {
 // or nil when err is not an exhausted resource (resourceOf). The message
 // names the step and the errno, never an environment value.
 func exhausted(what string, err error) *protocol.Error {
-	res := resourceOf(err)
+	res, errno := resourceOf(err)
 	if res == "" {
 		return nil
 	}
-	var errno syscall.Errno
-	errors.As(err, &errno)
 	e := protocol.Domain(protocol.ErrResourceExhausted, what+": the sidecar ran out of "+resourceWords[res]+
 		" ("+errnoName(errno)+"); retry later", true)
 	e.Data.Resource = res

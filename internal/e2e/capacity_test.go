@@ -206,3 +206,29 @@ func wantExhaustedProof(t *testing.T, d *capData) {
 		t.Errorf("RESOURCE_EXHAUSTED without a complete proof: %+v", d.Cleanup)
 	}
 }
+
+// TestCapacity_EveryDescriptorLimitIsRetryable: whichever admission step
+// the descriptors run out in — the Landlock ruleset of the default
+// sandbox included, whose library reports EMFILE in words only — the
+// refusal is retryable RESOURCE_EXHAUSTED with data.resource "fds", never
+// PLATFORM_UNSUPPORTED (docs/protocol.md §21). Limits 44–49 put the
+// exhaustion at each step (a fresh-user trial saw 47 and 48 refused as
+// an unsupported sandbox).
+func TestCapacity_EveryDescriptorLimitIsRetryable(t *testing.T) {
+	for n := 44; n <= 49; n++ {
+		t.Run(strconv.Itoa(n), func(t *testing.T) {
+			e := newFaultEnv(t)
+			s := startSidecarVia(t, prlimitNofile(t, n), seedArgs(e, "--max-sessions", "1000")...)
+			s.initialize(false)
+			open, d := fillUntilRefused(t, s, e, "lim-", 64)
+			if d.Code != "RESOURCE_EXHAUSTED" || d.Resource != "fds" || d.Retryable == nil || !*d.Retryable {
+				t.Fatalf("after %d sessions: refusal %+v, want retryable RESOURCE_EXHAUSTED fds", len(open), d)
+			}
+			wantExhaustedProof(t, d)
+			if _, status := s.shutdownAndExit(); status != 0 {
+				t.Errorf("exit status %d", status)
+			}
+			waitNoMarked(t, e.mark, e.work, 10*time.Second)
+		})
+	}
+}
