@@ -146,7 +146,10 @@ func query(dir, stem string, q Query) (Page, error) {
 				return true
 			}
 			if q.BySeq {
-				if taken >= limit && h.Seq != lastSeq && taken > 0 {
+				// A seq's entries are never split across pages, and a page
+				// never ends on seq 0: afterSeq 0 means "from the start", so
+				// a nextSeq of 0 would hand the same page back forever.
+				if taken >= limit && h.Seq != lastSeq && taken > 0 && lastSeq != 0 {
 					return false
 				}
 			} else if taken >= limit {

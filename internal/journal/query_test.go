@@ -185,3 +185,48 @@ func TestJournal_DegradedWritesAGap(t *testing.T) {
 		t.Fatalf("after the gap: %+v", p)
 	}
 }
+
+// TestJournal_BySeqPagingEndsWhenSeqZeroIsLong: a session whose entries
+// before its first update (seq 0: replayed history, say) outnumber the
+// limit is still paged through by seq, each entry once and in order: a
+// page does not end on seq 0 (afterSeq 0 would restart the read).
+func TestJournal_BySeqPagingEndsWhenSeqZeroIsLong(t *testing.T) {
+	dir := t.TempDir()
+	j, err := Open(dir, "k", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 6; i++ {
+		j.AppendNoticeOf("s-a", 0, "session/history", []byte(`{"session":"s-a"}`))
+	}
+	for seq := uint64(1); seq <= 3; seq++ {
+		j.AppendUpdateOf("s-a", seq, updateParams(seq))
+	}
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
+	var got []nEntry
+	after := uint64(0)
+	for pages := 0; ; pages++ {
+		if pages > 20 {
+			t.Fatalf("still paging after %d pages: %d entries so far", pages, len(got))
+		}
+		p, err := QueryDir(dir, "k", Query{BySeq: true, AfterSeq: after, Limit: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(p.Events) == 0 {
+			break
+		}
+		got = append(got, decodeN(t, p)...)
+		after = p.NextSeq
+	}
+	if len(got) != 9 {
+		t.Fatalf("%d entries, want 9", len(got))
+	}
+	for i, e := range got {
+		if e.N != uint64(i+1) {
+			t.Fatalf("entry %d has n %d: not every entry once, in order", i, e.N)
+		}
+	}
+}
