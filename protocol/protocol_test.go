@@ -96,6 +96,27 @@ func TestValidate_StateDirCleaned(t *testing.T) {
 	}
 }
 
+// TestValidate_UnknownSandboxMemberRefused: a sandbox member the sidecar
+// does not know is -32602 naming it, not silently ignored.
+func TestValidate_UnknownSandboxMemberRefused(t *testing.T) {
+	var p OpenParams
+	raw := `{"sessionKey":"k","agent":"codex","command":{"path":"/bin/true"},"cwd":"/tmp","sandbox":{"connectTcp":[1]}}`
+	if err := json.Unmarshal([]byte(raw), &p); err != nil {
+		t.Fatal(err)
+	}
+	if e := p.Validate(); e == nil || e.Data.Field != "sandbox.connectTcp" {
+		t.Fatalf("unknown sandbox member: %+v, want -32602 field sandbox.connectTcp", e)
+	}
+	raw = `{"sessionKey":"k","agent":"codex","command":{"path":"/bin/true"},"cwd":"/tmp","sandbox":{"network":{"connectTcp":[443]}}}`
+	p = OpenParams{}
+	if err := json.Unmarshal([]byte(raw), &p); err != nil {
+		t.Fatal(err)
+	}
+	if e := p.Validate(); e != nil {
+		t.Fatalf("a known sandbox: %v", e)
+	}
+}
+
 // TestValidate_EnvValuesNeverInMessages: docs/rules.md#r3 — validation
 // errors never echo an env value.
 func TestValidate_EnvValuesNeverInMessages(t *testing.T) {

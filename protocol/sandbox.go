@@ -39,6 +39,35 @@ type Sandbox struct {
 	Readable   []string        `json:"readable,omitempty"`
 	Network    *SandboxNetwork `json:"network,omitempty"`
 	Signals    string          `json:"signals,omitempty"`
+	// unknown is a member the host sent that a sandbox has not (say
+	// `connectTcp` beside `network`): validate refuses it, -32602
+	// sandbox.<member>, rather than silently running without it.
+	unknown string
+}
+
+// UnmarshalJSON reads `sandbox`, noting the first member it does not know
+// (validate refuses it).
+func (s *Sandbox) UnmarshalJSON(b []byte) error {
+	type plain Sandbox
+	var members map[string]json.RawMessage
+	if err := json.Unmarshal(b, &members); err != nil {
+		return err
+	}
+	var p plain
+	if err := json.Unmarshal(b, &p); err != nil {
+		return err
+	}
+	*s = Sandbox(p)
+	for k := range members {
+		switch k {
+		case "filesystem", "writable", "readable", "network", "signals":
+		default:
+			if s.unknown == "" || k < s.unknown {
+				s.unknown = k
+			}
+		}
+	}
+	return nil
 }
 
 // SandboxNetwork is `sandbox.network`: on the wire the string "all" or
@@ -122,6 +151,10 @@ type SandboxCaps struct {
 func (s *Sandbox) validate() *Error {
 	if s == nil {
 		return nil
+	}
+	if s.unknown != "" {
+		return InvalidParams("sandbox."+s.unknown, "sandbox has no member "+strconv.Quote(s.unknown)+
+			" (filesystem, writable, readable, network, signals; ports go in network: {\"connectTcp\": [ports]})")
 	}
 	switch s.Filesystem {
 	case "", SandboxWorkspace, SandboxStrict, SandboxOff:
