@@ -98,6 +98,7 @@ func query(dir, stem string, q Query) (Page, error) {
 	seenAny := false
 	var lastSeq uint64
 	taken := 0
+	var pending []Gap // by seq: numbers missing since the last entry taken
 	addGap := func(g Gap) {
 		if k := len(page.Gaps); k > 0 && page.Gaps[k-1].ToN+1 >= g.FromN && page.Gaps[k-1].Reason == g.Reason {
 			page.Gaps[k-1].ToN = max(page.Gaps[k-1].ToN, g.ToN)
@@ -134,6 +135,11 @@ func query(dir, stem string, q Query) (Page, error) {
 				}
 			} else if !q.BySeq && n > prevN+1 && n > q.AfterN+1 {
 				addGap(Gap{FromN: max(prevN+1, q.AfterN+1), ToN: n - 1, Reason: gapReason(h, line)})
+			} else if q.BySeq && taken > 0 && n > prevN+1 {
+				// Numbers missing after the page's first entry: they lie in
+				// its range if a later entry of the page follows them (any
+				// of them may have been this session's).
+				pending = append(pending, Gap{FromN: prevN + 1, ToN: n - 1, Reason: gapReason(h, line)})
 			}
 			prevN = n
 			var want bool
@@ -164,6 +170,10 @@ func query(dir, stem string, q Query) (Page, error) {
 			if !h.HasN {
 				out = numbered(line, n)
 			}
+			for _, g := range pending {
+				addGap(g)
+			}
+			pending = pending[:0]
 			page.Events = append(page.Events, jsonl.CleanRaw(append(json.RawMessage(nil), out...)))
 			taken++
 			lastSeq = h.Seq

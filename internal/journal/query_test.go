@@ -3,6 +3,8 @@ package journal
 import (
 	"encoding/json"
 	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -228,5 +230,42 @@ func TestJournal_BySeqPagingEndsWhenSeqZeroIsLong(t *testing.T) {
 		if e.N != uint64(i+1) {
 			t.Fatalf("entry %d has n %d: not every entry once, in order", i, e.N)
 		}
+	}
+}
+
+// TestJournal_BySeqReadReportsMissingNumbers: an entry missing from the
+// file (its n skipped) inside a read by seq's range is a gap, and the
+// read is not complete; one after the page's last entry is not the page's.
+func TestJournal_BySeqReadReportsMissingNumbers(t *testing.T) {
+	dir := t.TempDir()
+	j, err := Open(dir, "k", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for seq := uint64(1); seq <= 4; seq++ {
+		j.AppendUpdateOf("s-a", seq, updateParams(seq))
+	}
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, Stem("k")+".journal.ndjson")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.SplitAfter(string(b), "\n")
+	if err := os.WriteFile(path, []byte(lines[0]+strings.Join(lines[2:], "")), 0o600); err != nil { // n 2 lost
+		t.Fatal(err)
+	}
+	p, err := QueryDir(dir, "k", Query{BySeq: true, Session: "s-a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Complete || len(p.Gaps) != 1 || p.Gaps[0].FromN != 2 || p.Gaps[0].ToN != 2 || p.Gaps[0].Reason != "missing" {
+		t.Fatalf("complete %v gaps %+v, want n 2 missing", p.Complete, p.Gaps)
+	}
+	p, _ = QueryDir(dir, "k", Query{BySeq: true, Session: "s-a", AfterSeq: 2})
+	if !p.Complete || len(p.Gaps) != 0 {
+		t.Fatalf("after seq 2: complete %v gaps %+v, want complete", p.Complete, p.Gaps)
 	}
 }
