@@ -161,6 +161,28 @@ const (
 )
 
 // object scans an object at s.i ('{'), recording its members in e as role
+// memberKey reads one object member's `"key" :` (with the white space
+// around it) and leaves s at its value: the key's raw bytes (between the
+// quotes), whether it holds an escape, and false for anything else.
+func (s *scanner) memberKey() (key []byte, escaped, ok bool) {
+	s.ws()
+	if s.i >= len(s.b) || s.b[s.i] != '"' {
+		return nil, false, false
+	}
+	kstart := s.i
+	if escaped, ok = s.str(); !ok {
+		return nil, false, false
+	}
+	key = s.b[kstart+1 : s.i-1]
+	s.ws()
+	if s.i >= len(s.b) || s.b[s.i] != ':' {
+		return nil, false, false
+	}
+	s.i++
+	s.ws()
+	return key, escaped, true
+}
+
 // says; the envelope's "params" object is scanned as membersParams.
 func (s *scanner) object(depth int, e *Envelope, role int) bool {
 	if role == membersParams {
@@ -173,22 +195,10 @@ func (s *scanner) object(depth int, e *Envelope, role int) bool {
 		return true
 	}
 	for {
-		s.ws()
-		if s.i >= len(s.b) || s.b[s.i] != '"' {
-			return false
-		}
-		kstart := s.i
-		escaped, ok := s.str()
+		key, escaped, ok := s.memberKey()
 		if !ok {
 			return false
 		}
-		key := s.b[kstart+1 : s.i-1]
-		s.ws()
-		if s.i >= len(s.b) || s.b[s.i] != ':' {
-			return false
-		}
-		s.i++
-		s.ws()
 		vstart := s.i
 		var okv bool
 		switch {
@@ -402,106 +412,4 @@ func (s *scanner) digits() bool {
 		s.i++
 	}
 	return s.i > start
-}
-
-// Members calls fn with each member of obj, which must be one JSON object
-// (surrounding white space allowed), in order: key is the raw key without
-// its quotes (escaped reports an escape sequence in it: decode it before
-// comparing), val the raw value, both subslices of obj. It validates obj
-// in the same pass and returns false, having called fn for the members
-// before the fault, if obj is not one valid JSON object. It allocates
-// nothing; a strict decoder (duplicate and case-variant keys) is built on
-// it.
-func Members(obj []byte, fn func(key []byte, escaped bool, val []byte)) bool {
-	s := scanner{b: obj}
-	s.ws()
-	if s.i >= len(s.b) || s.b[s.i] != '{' {
-		return false
-	}
-	s.i++
-	s.ws()
-	if s.i < len(s.b) && s.b[s.i] == '}' {
-		s.i++
-		s.ws()
-		return s.i == len(s.b)
-	}
-	for {
-		s.ws()
-		if s.i >= len(s.b) || s.b[s.i] != '"' {
-			return false
-		}
-		kstart := s.i
-		escaped, ok := s.str()
-		if !ok {
-			return false
-		}
-		key := s.b[kstart+1 : s.i-1]
-		s.ws()
-		if s.i >= len(s.b) || s.b[s.i] != ':' {
-			return false
-		}
-		s.i++
-		s.ws()
-		vstart := s.i
-		if !s.value(1) {
-			return false
-		}
-		fn(key, escaped, s.b[vstart:s.i])
-		s.ws()
-		if s.i >= len(s.b) {
-			return false
-		}
-		switch s.b[s.i] {
-		case ',':
-			s.i++
-		case '}':
-			s.i++
-			s.ws()
-			return s.i == len(s.b)
-		default:
-			return false
-		}
-	}
-}
-
-// TopString returns the contents of the string member key of obj (a valid
-// JSON object, e.g. an Envelope value), scanning only until that member;
-// false if it is absent, not a string, or has escape sequences.
-func TopString(obj []byte, key string) ([]byte, bool) {
-	s := scanner{b: obj}
-	s.ws()
-	if s.i >= len(s.b) || s.b[s.i] != '{' {
-		return nil, false
-	}
-	s.i++
-	for {
-		s.ws()
-		if s.i >= len(s.b) || s.b[s.i] != '"' {
-			return nil, false
-		}
-		kstart := s.i
-		escaped, ok := s.str()
-		if !ok {
-			return nil, false
-		}
-		k := s.b[kstart+1 : s.i-1]
-		s.ws()
-		if s.i >= len(s.b) || s.b[s.i] != ':' {
-			return nil, false
-		}
-		s.i++
-		s.ws()
-		vstart := s.i
-		if !s.value(1) {
-			return nil, false
-		}
-		if !escaped && string(k) == key {
-			return StringValue(s.b[vstart:s.i])
-		}
-		s.ws()
-		if s.i >= len(s.b) || s.b[s.i] != ',' {
-			return nil, false
-		}
-		s.i++
-	}
 }
