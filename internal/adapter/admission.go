@@ -2,12 +2,8 @@ package adapter
 
 import (
 	"context"
-	"crypto/rand"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"io"
 	"os"
 	"strings"
 	"syscall"
@@ -15,7 +11,6 @@ import (
 
 	"github.com/sourcegraph/jsonrpc2"
 	"go.uber.org/zap"
-	"golang.org/x/sys/unix"
 
 	"github.com/acpx-sidecar/acpx-sidecar/internal/launchexec"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/profiles"
@@ -215,45 +210,6 @@ func (s *session) admissionFailed(proof *protocol.Proof, e *protocol.Error, repl
 		s.retain(proof)
 	}
 	s.finished = true
-}
-
-// verifyCommand checks the command is a regular executable file and, with
-// sha256, opens it without following symlinks, hashes it and returns that
-// open file to be executed (docs/rules.md#r4).
-func verifyCommand(c *protocol.Command) (*os.File, *protocol.Error) {
-	notExec := func(why string) *protocol.Error {
-		return protocol.Domain(protocol.ErrCommandNotExecutable, "command.path "+why, false)
-	}
-	if c.Sha256 == "" {
-		fi, err := os.Stat(c.Path)
-		if err != nil {
-			return nil, notExec("does not exist")
-		}
-		if !fi.Mode().IsRegular() || unix.Access(c.Path, unix.X_OK) != nil {
-			return nil, notExec("is not an executable file")
-		}
-		return nil, nil
-	}
-	fd, err := unix.Open(c.Path, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return nil, orExhausted("command.path could not be opened", err, notExec("cannot be opened without following symlinks"))
-	}
-	f := os.NewFile(uintptr(fd), c.Path)
-	fi, err := f.Stat()
-	if err != nil || !fi.Mode().IsRegular() || fi.Mode()&0o111 == 0 {
-		f.Close()
-		return nil, notExec("is not an executable file")
-	}
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		f.Close()
-		return nil, notExec("cannot be read")
-	}
-	if !strings.EqualFold(hex.EncodeToString(h.Sum(nil)), c.Sha256) {
-		f.Close()
-		return nil, protocol.Domain(protocol.ErrCommandDigestMismatch, "command.path does not match command.sha256", false)
-	}
-	return f, nil
 }
 
 // launchEnv is the base environment (Manager.baseEnvFor: the
@@ -478,47 +434,6 @@ func (s *session) admitted(a *admitted, reply Reply) {
 		// Shutdown asked to close while the handshake was finishing.
 		s.startCleanup("sidecar shutdown", protocol.OriginShutdown, ca.discard, nil)
 	}
-}
-
-func (s *session) drainStderr(r io.ReadCloser) {
-	// Provider stderr may echo secrets: it is read (so the provider never
-	// blocks on a full pipe) and counted, never logged verbatim.
-	n, _ := io.Copy(io.Discard, r)
-	_ = r.Close() // at EOF: the descriptor is released now, not when a GC finalizes it
-	s.log.Debug("provider stderr closed", zap.Int64("bytes", n))
-}
-
-// SessionMarkerEnv names the environment entry every provider process
-// (and every descendant that keeps its environment) carries:
-// ACPX_SIDECAR_SESSION=<session id>.<token>, the token 128 random bits
-// made for the session. The ledger keeps only its SHA-256, and the next
-// sidecar kills a dead one's leftover only when its environment has the
-// entry of that digest (docs/operations.md, "The ownership ledger").
-const SessionMarkerEnv = reaper.MarkerEnv
-
-// newToken is a session's marker token: 128 random bits, hex.
-func newToken() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
-}
-
-// marker is this session's SessionMarkerEnv entry.
-func (s *session) marker() string { return SessionMarkerEnv + "=" + s.id + "." + s.token }
-
-// writeLedger writes the ownership-ledger entry into st: before the launch
-// (tree nil: pid 0, the marker and the cgroup parent), then with the
-// tree's identity. The admission worker calls it; the error is the
-// store's (docs/protocol.md §18.5: the first write failing launches
-// nothing).
-func (s *session) writeLedger(st *store.Store, tree Tree) error {
-	o := store.Owned{ID: s.id, SidecarPid: os.Getpid(), SidecarStartTime: selfStart, Session: s.id, SessionKey: s.key,
-		MarkerSHA256: reaper.MarkerDigest(s.marker()), CgroupParent: s.m.cfg.Launcher.CgroupParent(),
-		Containment: string(s.m.cfg.Launcher.Mode()), CreatedAt: time.Now().UTC().Format(time.RFC3339Nano)}
-	if tree != nil {
-		o.Pid, o.StartTime, o.Pgid, o.Cgroup, o.Containment = tree.Pid(), tree.StartTicks(), tree.Pgid(), tree.CgroupPath(), string(tree.Containment())
-	}
-	return st.WriteOwned(o)
 }
 
 // acpError turns a provider call error into a redacted

@@ -1,0 +1,51 @@
+package adapter
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/acpx-sidecar/acpx-sidecar/protocol"
+	"golang.org/x/sys/unix"
+)
+
+// verifyCommand checks the command is a regular executable file and, with
+// sha256, opens it without following symlinks, hashes it and returns that
+// open file to be executed (docs/rules.md#r4).
+func verifyCommand(c *protocol.Command) (*os.File, *protocol.Error) {
+	notExec := func(why string) *protocol.Error {
+		return protocol.Domain(protocol.ErrCommandNotExecutable, "command.path "+why, false)
+	}
+	if c.Sha256 == "" {
+		fi, err := os.Stat(c.Path)
+		if err != nil {
+			return nil, notExec("does not exist")
+		}
+		if !fi.Mode().IsRegular() || unix.Access(c.Path, unix.X_OK) != nil {
+			return nil, notExec("is not an executable file")
+		}
+		return nil, nil
+	}
+	fd, err := unix.Open(c.Path, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, orExhausted("command.path could not be opened", err, notExec("cannot be opened without following symlinks"))
+	}
+	f := os.NewFile(uintptr(fd), c.Path)
+	fi, err := f.Stat()
+	if err != nil || !fi.Mode().IsRegular() || fi.Mode()&0o111 == 0 {
+		f.Close()
+		return nil, notExec("is not an executable file")
+	}
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		f.Close()
+		return nil, notExec("cannot be read")
+	}
+	if !strings.EqualFold(hex.EncodeToString(h.Sum(nil)), c.Sha256) {
+		f.Close()
+		return nil, protocol.Domain(protocol.ErrCommandDigestMismatch, "command.path does not match command.sha256", false)
+	}
+	return f, nil
+}

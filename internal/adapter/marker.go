@@ -1,0 +1,56 @@
+package adapter
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"io"
+	"os"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/acpx-sidecar/acpx-sidecar/internal/reaper"
+	"github.com/acpx-sidecar/acpx-sidecar/internal/store"
+)
+
+// drainStderr reads the provider's stderr to its end and closes it.
+func (s *session) drainStderr(r io.ReadCloser) {
+	// Provider stderr may echo secrets: it is read (so the provider never
+	// blocks on a full pipe) and counted, never logged verbatim.
+	n, _ := io.Copy(io.Discard, r)
+	_ = r.Close() // at EOF: the descriptor is released now, not when a GC finalizes it
+	s.log.Debug("provider stderr closed", zap.Int64("bytes", n))
+}
+
+// SessionMarkerEnv names the environment entry every provider process
+// (and every descendant that keeps its environment) carries:
+// ACPX_SIDECAR_SESSION=<session id>.<token>, the token 128 random bits
+// made for the session. The ledger keeps only its SHA-256, and the next
+// sidecar kills a dead one's leftover only when its environment has the
+// entry of that digest (docs/operations.md, "The ownership ledger").
+const SessionMarkerEnv = reaper.MarkerEnv
+
+// newToken is a session's marker token: 128 random bits, hex.
+func newToken() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// marker is this session's SessionMarkerEnv entry.
+func (s *session) marker() string { return SessionMarkerEnv + "=" + s.id + "." + s.token }
+
+// writeLedger writes the ownership-ledger entry into st: before the launch
+// (tree nil: pid 0, the marker and the cgroup parent), then with the
+// tree's identity. The admission worker calls it; the error is the
+// store's (docs/protocol.md §18.5: the first write failing launches
+// nothing).
+func (s *session) writeLedger(st *store.Store, tree Tree) error {
+	o := store.Owned{ID: s.id, SidecarPid: os.Getpid(), SidecarStartTime: selfStart, Session: s.id, SessionKey: s.key,
+		MarkerSHA256: reaper.MarkerDigest(s.marker()), CgroupParent: s.m.cfg.Launcher.CgroupParent(),
+		Containment: string(s.m.cfg.Launcher.Mode()), CreatedAt: time.Now().UTC().Format(time.RFC3339Nano)}
+	if tree != nil {
+		o.Pid, o.StartTime, o.Pgid, o.Cgroup, o.Containment = tree.Pid(), tree.StartTicks(), tree.Pgid(), tree.CgroupPath(), string(tree.Containment())
+	}
+	return st.WriteOwned(o)
+}
