@@ -6,6 +6,8 @@
  * Switch on `dataCode`, never on `message`.
  */
 
+import { ResponseError } from "vscode-jsonrpc/node";
+
 import type { CleanupProof, DataCode } from "./types.js";
 
 /**
@@ -97,4 +99,19 @@ export class SidecarError extends Error {
 /** localError makes a {@link SidecarError} with code 0. */
 export function localError(dataCode: LocalDataCode, message: string, method = "", cause?: unknown): SidecarError {
   return new SidecarError(0, dataCode, message, { method, cause });
+}
+
+/** toSidecarError maps a vscode-jsonrpc failure to a SidecarError. */
+export function toSidecarError(err: unknown, method: string): SidecarError {
+  if (err instanceof SidecarError) return err;
+  if (err instanceof ResponseError) {
+    const data = err.data !== null && typeof err.data === "object" ? (err.data as Record<string, unknown>) : undefined;
+    const dataCode = typeof data?.["code"] === "string" ? (data["code"] as SidecarDataCode) : undefined;
+    if (dataCode !== undefined) return new SidecarError(err.code, dataCode, err.message, { data, method, cause: err });
+    // No data.code: an error of the transport (vscode-jsonrpc's own codes,
+    // e.g. a closed connection or a failed write), not of the sidecar.
+    return localError(LocalDataCode.TRANSPORT, err.message, method, err);
+  }
+  const msg = err instanceof Error ? err.message : String(err);
+  return localError(LocalDataCode.TRANSPORT, msg, method, err);
 }

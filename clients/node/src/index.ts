@@ -2,7 +2,8 @@
  * @acpx-sidecar/client: a Node host's client for acpx-sidecar
  * (docs/protocol.md). Start with {@link spawnSidecar}.
  */
-export { spawnSidecar, Sidecar, toSidecarError } from "./sidecar.js";
+export { spawnSidecar, Sidecar } from "./sidecar.js";
+export { toSidecarError } from "./errors.js";
 export type { SpawnOptions, PermissionHandler, ExitStatus, SidecarEvents } from "./sidecar.js";
 export { Session } from "./session.js";
 export type { Turn, PromptOptions } from "./session.js";

@@ -22,16 +22,15 @@ import type { Writable } from "node:stream";
 import {
   CancellationTokenSource,
   createMessageConnection,
-  ResponseError,
   StreamMessageWriter,
   type Message,
   type MessageConnection,
-  type MessageWriter,
 } from "vscode-jsonrpc/node";
 
 import { resolveBinary } from "./binary.js";
+import { TappedWriter } from "./writer.js";
 import { LspReader } from "./reader.js";
-import { LocalDataCode, SidecarError, localError, type SidecarDataCode } from "./errors.js";
+import { LocalDataCode, SidecarError, localError, toSidecarError } from "./errors.js";
 import { Session, type TurnSink } from "./session.js";
 import type {
   CleanupProof,
@@ -426,21 +425,6 @@ function toolCallIdOf(req: PermissionRequest): string | undefined {
   return typeof tc?.toolCallId === "string" ? tc.toolCallId : undefined;
 }
 
-/** toSidecarError maps a vscode-jsonrpc failure to a SidecarError. */
-export function toSidecarError(err: unknown, method: string): SidecarError {
-  if (err instanceof SidecarError) return err;
-  if (err instanceof ResponseError) {
-    const data = err.data !== null && typeof err.data === "object" ? (err.data as Record<string, unknown>) : undefined;
-    const dataCode = typeof data?.["code"] === "string" ? (data["code"] as SidecarDataCode) : undefined;
-    if (dataCode !== undefined) return new SidecarError(err.code, dataCode, err.message, { data, method, cause: err });
-    // No data.code: an error of the transport (vscode-jsonrpc's own codes,
-    // e.g. a closed connection or a failed write), not of the sidecar.
-    return localError(LocalDataCode.TRANSPORT, err.message, method, err);
-  }
-  const msg = err instanceof Error ? err.message : String(err);
-  return localError(LocalDataCode.TRANSPORT, msg, method, err);
-}
-
 /**
  * spawnSidecar starts acpx-sidecar (`--framing=lsp --state-dir stateDir`
  * then `args`) and runs initialize (protocol version 1). Rejects with a
@@ -528,53 +512,5 @@ export async function spawnSidecar(opts: SpawnOptions): Promise<Sidecar> {
       throw localError(LocalDataCode.START_FAILED, `the sidecar exited during initialize (status ${st.code ?? st.signal})`, "initialize", err);
     }
     throw err;
-  }
-}
-
-/**
- * TappedWriter shows each message to onFrame before writing it, and
- * refuses (without writing or showing it) a request whose frame is larger
- * than maxFrameBytes (docs/protocol.md §3), leaving the refusal in
- * `refused` for Sidecar.request.
- */
-class TappedWriter implements MessageWriter {
-  /** The sidecar's maxFrameBytes once initialize answered; until then no limit. */
-  maxFrameBytes = Infinity;
-  /** The last refused request's error, taken by Sidecar.request. */
-  refused: SidecarError | undefined;
-  constructor(
-    private readonly inner: MessageWriter,
-    private readonly onFrame: SpawnOptions["onFrame"],
-  ) {}
-  get onError() {
-    return this.inner.onError;
-  }
-  get onClose() {
-    return this.inner.onClose;
-  }
-  write(msg: Message): Promise<void> {
-    const req = msg as { id?: unknown; method?: unknown };
-    if (this.maxFrameBytes !== Infinity && typeof req.method === "string" && req.id !== undefined) {
-      // vscode-jsonrpc encodes JSON.stringify(msg) as UTF-8: the frame body.
-      const frameBytes = Buffer.byteLength(JSON.stringify(msg), "utf8");
-      if (frameBytes > this.maxFrameBytes) {
-        const err = new SidecarError(
-          -32600,
-          "INVALID_REQUEST",
-          `${req.method}: the request's frame is ${frameBytes} bytes, more than the sidecar's maxFrameBytes (${this.maxFrameBytes}); not sent`,
-          { method: req.method, data: { code: "INVALID_REQUEST", retryable: false, frameBytes, maxFrameBytes: this.maxFrameBytes } },
-        );
-        this.refused = err;
-        return Promise.reject(err);
-      }
-    }
-    this.onFrame?.("sent", msg);
-    return this.inner.write(msg);
-  }
-  end(): void {
-    this.inner.end();
-  }
-  dispose(): void {
-    this.inner.dispose();
   }
 }
