@@ -273,6 +273,10 @@ func TestRecoverTable_KillsLeftoverByGroupAndMarker(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The grandchild prints its pid before it execs sleep; while execve
+	// builds the new image its environ reads empty, so wait until the
+	// marker scan sees it.
+	waitMarked(t, mark, gc)
 	p, err := procsOf(t).Stat(cmd.Process.Pid)
 	if err != nil {
 		t.Fatal(err)
@@ -299,6 +303,22 @@ func TestRecoverTable_KillsLeftoverByGroupAndMarker(t *testing.T) {
 		}
 	}
 	requireNoneAlive(t, mark)
+}
+
+// waitMarked waits (5 s deadline) until the marker scan lists pid.
+func waitMarked(t *testing.T, mark string, pid int) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		for _, p := range markedAlive(mark) {
+			if p == pid {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("pid %d not seen by the marker scan after 5 s", pid)
+		}
+		time.Sleep(2 * time.Millisecond) // polling the table, bounded
+	}
 }
 
 // reapZombieChildren reaps whatever children of this process exited (the
