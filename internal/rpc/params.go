@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/acpx-sidecar/acpx-sidecar/internal/strictjson"
 	"github.com/acpx-sidecar/acpx-sidecar/protocol"
 )
 
@@ -18,13 +19,23 @@ func errParamsNotObject() *protocol.Error {
 	return protocol.InvalidParams("params", "params must be an object")
 }
 
-// decode unmarshals params into v; a type mismatch names its field.
+// decode unmarshals params into v; a type mismatch names its field, and a
+// member named twice or in another case than the field's is -32602
+// (strictjson.Check: member names are case-sensitive, docs/protocol.md §3).
 func decode(raw *json.RawMessage, v any) *protocol.Error {
 	if raw == nil || string(*raw) == "null" {
 		return nil
 	}
 	if len(*raw) > 0 && (*raw)[0] != '{' {
 		return errParamsNotObject()
+	}
+	if err := strictjson.Check(*raw, v); err != nil {
+		se := err.(*strictjson.Error)
+		field := se.Path
+		if field == "" {
+			field = "params"
+		}
+		return protocol.InvalidParams(field, se.Error())
 	}
 	if err := json.Unmarshal(*raw, v); err != nil {
 		var te *json.UnmarshalTypeError

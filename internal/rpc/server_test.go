@@ -241,6 +241,10 @@ var scenarios = []scenario{
 		req(`{"jsonrpc":"2.0","id":51,"method":"sidecar/stats"}`),
 		req(`{"jsonrpc":"2.0","id":52,"method":"session/prompt","params":{"session":"s","requestId":"q","prompt":"hi","queue":"yes"}}`),
 		req(`{"jsonrpc":"2.0","id":53,"method":"session/prompt","params":{"session":"s","requestId":"q","prompt":"hi","queue":true}}`),
+		// member names are case-sensitive and each named once (strictjson)
+		req(`{"jsonrpc":"2.0","id":54,"method":"session/open","params":{"SessionKey":"k","agent":"a","command":{"path":"/x"},"cwd":"/"}}`),
+		req(`{"jsonrpc":"2.0","id":55,"method":"session/open","params":{"sessionKey":"k","agent":"a","command":{"PATH":"/x"},"cwd":"/"}}`),
+		req(`{"jsonrpc":"2.0","id":56,"method":"session/status","params":{"session":"s","session":"boom"}}`),
 		notif(`{"jsonrpc":"2.0","method":"session/list"}`),
 		notif(`{"jsonrpc":"2.0","method":"session/status","params":{"session":"s"}}`),
 		notif(`{"jsonrpc":"2.0","method":"nope"}`),
