@@ -342,22 +342,43 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 // enforce, and what its kernel sandbox enforces (docs/protocol.md §19),
 // all for the containment the flags choose: the first available one under
 // --containment auto, else the one asked for ("" when it is unavailable:
-// exit 1, as the daemon would exit 2 on that flag).
+// exit 1, as the daemon would exit 2 on that flag). The checks are the
+// daemon's: --cgroup-parent (reaper.CheckCgroupParent; under auto an
+// unusable one falls back to the next mode) and the --default-* limits
+// (checkDefaultLimits: exit 1). "problems" lists why, one sentence each.
 func doctor(stdout io.Writer, o *options) int {
 	mechs := append(reaper.Detect(), reaper.DetectTable())
 	enc := json.NewEncoder(stdout)
 	enc.SetIndent("", "  ")
 	chosen := ""
+	problems := []string{}
 	for _, m := range mechs {
-		if m.Available && (o.containment == "auto" || o.containment == string(m.Mode)) {
-			chosen = string(m.Mode)
-			break
+		if !m.Available || (o.containment != "auto" && o.containment != string(m.Mode)) {
+			continue
+		}
+		if m.Mode == reaper.ModeCgroup {
+			// The daemon's --cgroup-parent check (startContainment): under
+			// auto an unusable parent falls back to the next mode.
+			if err := reaper.CheckCgroupParent(o.cgroupParent); err != nil {
+				problems = append(problems, "--containment cgroup is unavailable: "+err.Error())
+				continue
+			}
+		}
+		chosen = string(m.Mode)
+		break
+	}
+	usable := chosen != ""
+	if usable {
+		if err := checkDefaultLimits(o.limits, reaper.Mode(chosen)); err != nil {
+			problems = append(problems, err.Error()) // the daemon exits 2
+			usable = false
 		}
 	}
 	_ = enc.Encode(map[string]any{"containment": chosen, "mechanisms": mechs,
 		"inheritEnv": doctorEnv(o.inheritEnv), "limits": doctorLimits(chosen),
-		"sandbox": adapter.SandboxCaps(sandbox.Probe().Limit(o.assumeABI), o.defaultSandbox, reaper.Mode(chosen))})
-	if chosen == "" {
+		"sandbox": adapter.SandboxCaps(sandbox.Probe().Limit(o.assumeABI), o.defaultSandbox, reaper.Mode(chosen)),
+		"problems": problems})
+	if !usable {
 		return 1
 	}
 	return 0

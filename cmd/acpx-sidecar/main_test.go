@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+
+	"github.com/acpx-sidecar/acpx-sidecar/internal/reaper"
 )
 
 // TestRun_BadFlagsExitTwo: docs/protocol.md §2 Command line — bad
@@ -52,5 +54,41 @@ func TestRun_DoctorReportsMechanisms(t *testing.T) {
 	}
 	if (code == 0) != (rep.Containment != "") {
 		t.Errorf("exit %d with containment %q", code, rep.Containment)
+	}
+}
+
+// TestRun_DoctorAgreesWithTheDaemon: `doctor` with a flag set the daemon
+// refuses (exit 2) exits 1 and says why; one the daemon starts with under
+// auto (falling back from an unusable --cgroup-parent) exits 0 and names
+// the mode the daemon would pick.
+func TestRun_DoctorAgreesWithTheDaemon(t *testing.T) {
+	if reaper.CheckCgroupParent("") != nil {
+		t.Skip("no cgroup v2 here: nothing to disagree about")
+	}
+	for _, c := range []struct {
+		args []string
+		code int
+		mode string
+	}{
+		{[]string{"--containment=cgroup", "--cgroup-parent=/nonexistent/x"}, 1, ""},
+		{[]string{"--cgroup-parent=/nonexistent/x"}, 0, "subreaper"},
+		{[]string{"--containment=process-table", "--default-pids=10"}, 1, "process-table"},
+		{nil, 0, "cgroup"},
+	} {
+		var out, errb bytes.Buffer
+		code := run(append([]string{"doctor"}, c.args...), strings.NewReader(""), &out, &errb)
+		var rep struct {
+			Containment string   `json:"containment"`
+			Problems    []string `json:"problems"`
+		}
+		if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+			t.Fatalf("%v: not JSON: %v", c.args, err)
+		}
+		if code != c.code || rep.Containment != c.mode {
+			t.Errorf("%v: exit %d containment %q, want %d %q (problems %q)", c.args, code, rep.Containment, c.code, c.mode, rep.Problems)
+		}
+		if c.code != 0 && len(rep.Problems) == 0 {
+			t.Errorf("%v: refused without a problem named", c.args)
+		}
 	}
 }

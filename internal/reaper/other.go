@@ -28,6 +28,9 @@ type Supervisor struct{}
 // (docs/rules.md#r2: the caller reports PLATFORM_UNSUPPORTED).
 func NewSupervisor(Options) (*Supervisor, error) { return nil, ErrUnsupported }
 
+// CheckCgroupParent reports ErrUnsupported: no cgroups here.
+func CheckCgroupParent(string) error { return ErrUnsupported }
+
 // Mode is "" on this platform.
 func (s *Supervisor) Mode() Mode { return "" }
 

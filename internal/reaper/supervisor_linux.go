@@ -23,6 +23,9 @@ type Supervisor struct {
 	mode     Mode
 	log      *zap.Logger
 	cgParent string // absolute; "" unless ModeCgroup
+	// cgMade are the directories NewSupervisor made for cgParent, its own
+	// and missing ancestors' (outermost first); Close removes them.
+	cgMade   []string
 	cgMount  string
 	c        *central
 	wd       *watchdogConn // ModeCgroup only; replaced if it dies (watchdog_linux.go)
@@ -170,10 +173,13 @@ func NewSupervisor(opts Options) (*Supervisor, error) {
 			sweepStaleV1Parents(log)
 		}
 		s.cgParent = filepath.Clean(s.cgParent)
-		if rel, err := filepath.Rel(mount, s.cgParent); err != nil || rel == "." || rel == ".." || len(rel) >= 3 && rel[:3] == "../" {
-			return nil, fmt.Errorf("reaper: CgroupParent %s is not below the cgroup2 mount %s", s.cgParent, mount)
+		if err := parentBelow(mount, s.cgParent); err != nil {
+			return nil, err
 		}
-		if err := os.MkdirAll(s.cgParent, 0o755); err != nil {
+		made, err := mkdirAllMade(s.cgParent)
+		s.cgMade = made
+		if err != nil {
+			s.removeMade()
 			return nil, fmt.Errorf("reaper: create cgroup parent: %w", err)
 		}
 	}
@@ -253,8 +259,77 @@ func (s *Supervisor) Close() error {
 			// Another Supervisor may still have children there (EBUSY).
 			s.log.Info("reaper: cgroup parent not removed", zap.String("cgroup", s.cgParent), zap.Error(err))
 		}
+		s.removeMade()
 	}
 	return nil
+}
+
+// removeMade removes the directories NewSupervisor made (innermost first);
+// one another process uses (EBUSY, ENOTEMPTY) is left.
+func (s *Supervisor) removeMade() {
+	for i := len(s.cgMade) - 1; i >= 0; i-- {
+		_ = os.Remove(s.cgMade[i])
+	}
+}
+
+// parentBelow refuses a cgroup parent that is not strictly below the
+// cgroup2 mount.
+func parentBelow(mount, parent string) error {
+	if rel, err := filepath.Rel(mount, parent); err != nil || rel == "." || rel == ".." || len(rel) >= 3 && rel[:3] == "../" {
+		return fmt.Errorf("reaper: CgroupParent %s is not below the cgroup2 mount %s", parent, mount)
+	}
+	return nil
+}
+
+// CheckCgroupParent reports whether parent (absolute; "" = the default, one
+// per sidecar below the cgroup2 mount) can be a Supervisor's CgroupParent
+// in ModeCgroup: below the cgroup2 mount, and the directory or its nearest
+// existing ancestor a writable cgroup directory. It makes nothing
+// (`doctor`). Errors: ErrUnsupported without cgroup v2, or the reason.
+func CheckCgroupParent(parent string) error {
+	mount, err := cgroup2Mount()
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrUnsupported, err)
+	}
+	if parent == "" {
+		return nil
+	}
+	parent = filepath.Clean(parent)
+	if err := parentBelow(mount, parent); err != nil {
+		return err
+	}
+	dir := parent
+	for {
+		if _, err := os.Stat(dir); err == nil {
+			break
+		}
+		dir = filepath.Dir(dir)
+	}
+	if err := unix.Access(dir, unix.W_OK); err != nil {
+		return fmt.Errorf("reaper: CgroupParent %s: %s is not writable: %v", parent, dir, err)
+	}
+	return nil
+}
+
+// mkdirAllMade is os.MkdirAll(dir, 0755) that returns the directories it
+// made, outermost first (also those made before an error).
+func mkdirAllMade(dir string) ([]string, error) {
+	var missing []string
+	for d := dir; ; d = filepath.Dir(d) {
+		if _, err := os.Stat(d); err == nil || d == filepath.Dir(d) {
+			break
+		}
+		missing = append(missing, d)
+	}
+	var made []string
+	for i := len(missing) - 1; i >= 0; i-- {
+		if err := os.Mkdir(missing[i], 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+			return made, err
+		} else if err == nil {
+			made = append(made, missing[i])
+		}
+	}
+	return made, nil
 }
 
 func (s *Supervisor) forget(t *Tree) {
