@@ -127,8 +127,8 @@ func query(dir, stem string, q Query) (Page, error) {
 			if !seenAny {
 				seenAny = true
 				if !q.BySeq && n > q.AfterN+1 {
-					reason := "missing"
-					if rotated {
+					reason := gapReason(h, line)
+					if rotated && reason == "missing" {
 						reason, page.Truncated = "rotated", true
 					}
 					addGap(Gap{FromN: q.AfterN + 1, ToN: n - 1, Reason: reason})

@@ -269,3 +269,47 @@ func TestJournal_BySeqReadReportsMissingNumbers(t *testing.T) {
 		t.Fatalf("after seq 2: complete %v gaps %+v, want complete", p.Complete, p.Gaps)
 	}
 }
+
+// TestJournal_GapBeforeTheFirstEntryKeepsItsReason: when the very first
+// writes fail (a state dir full from the start), the journal's first entry
+// is the gap entry, and a reader names the gap entry's reason, not
+// "missing" (found by a fresh-user trial on a full tmpfs).
+func TestJournal_GapBeforeTheFirstEntryKeepsItsReason(t *testing.T) {
+	dir := t.TempDir()
+	j, err := Open(dir, "f", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	j.mu.Lock()
+	good := j.f
+	j.mu.Unlock()
+	ro, err := os.Open(SegmentPath(dir, Stem("f"), 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ro.Close()
+	j.mu.Lock()
+	j.f = ro // writes fail from the first one
+	j.mu.Unlock()
+	j.AppendUpdateOf("s-1", 1, updateParams(1))
+	j.AppendUpdateOf("s-1", 2, updateParams(2))
+	if err := j.Flush(); err == nil {
+		t.Fatal("a failing write was not reported")
+	}
+	j.mu.Lock()
+	j.f = good
+	j.mu.Unlock()
+	if err := j.Flush(); err != nil {
+		t.Fatalf("recovery flush: %v", err)
+	}
+	reason := j.Health().LastGap.Reason
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, after := range []uint64{0, 1} {
+		p, _ := QueryDir(dir, "f", Query{AfterN: after})
+		if p.Complete || len(p.Gaps) != 1 || p.Gaps[0].FromN != after+1 || p.Gaps[0].Reason != reason || reason == "missing" || reason == "" {
+			t.Errorf("afterN %d: gaps %+v complete %v, want one from %d with reason %q", after, p.Gaps, p.Complete, after+1, reason)
+		}
+	}
+}
