@@ -47,3 +47,22 @@ func TestSecretEnv_RedactsInheritedValues(t *testing.T) {
 		t.Errorf("redacted %q", got)
 	}
 }
+
+// TestRedactor_RemovesJSONEscapedSpellings: a secret with a quote, a
+// backslash, a tab and a non-ASCII rune is removed from text whether the
+// agent quotes it raw, as Go's encoder escapes it, or as Python's
+// json.dumps does (ASCII-only); found by a fresh-user trial.
+func TestRedactor_RemovesJSONEscapedSpellings(t *testing.T) {
+	secret := "Sec\"ret\\Tab\tQq_é4455<"
+	r := newRedactor(map[string]string{"MY_KEY": secret})
+	for _, text := range []string{
+		"raw=" + secret,
+		`go=Sec\"ret\\Tab\tQq_é4455<`,
+		`html=Sec\"ret\\Tab\tQq_é4455\u003c`,
+		`python=Sec\"ret\\Tab\tQq_\u00e94455<`,
+	} {
+		if got := r.clean(text); strings.Contains(got, "4455") {
+			t.Errorf("%q cleaned to %q: the secret is still there", text, got)
+		}
+	}
+}

@@ -1,8 +1,12 @@
 package adapter
 
 import (
+	"bytes"
+	"encoding/json"
+	"fmt"
 	"sort"
 	"strings"
+	"unicode/utf16"
 )
 
 // minSecretLen: env values shorter than this (bytes) are not redacted from
@@ -18,6 +22,14 @@ func newRedactor(env map[string]string) *redactor {
 	for _, v := range env {
 		if len(v) >= minSecretLen {
 			r.values = append(r.values, v)
+			// An agent that puts the value in JSON text (an error message
+			// quoting its own JSON) writes it escaped: those spellings go
+			// too (found by a fresh-user trial).
+			for _, e := range escapedForms(v) {
+				if e != v {
+					r.values = append(r.values, e)
+				}
+			}
 		}
 	}
 	// Longest first, so a secret containing another is removed whole.
@@ -38,4 +50,31 @@ func (r *redactor) clean(text string) string {
 		text = text[:500] + "…"
 	}
 	return text
+}
+
+// escapedForms are v as the body of a JSON string, the ways common
+// encoders write it: Go's without and with HTML escaping, and ASCII-only
+// (\uXXXX for every non-ASCII rune, as Python's json.dumps does). Each
+// may equal v.
+func escapedForms(v string) []string {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(v)
+	plain := strings.TrimSuffix(b.String(), "\n")
+	plain = plain[1 : len(plain)-1]
+	html, _ := json.Marshal(v)
+	var ascii strings.Builder
+	for _, c := range plain {
+		switch {
+		case c < 0x80:
+			ascii.WriteRune(c)
+		case c > 0xFFFF:
+			r1, r2 := utf16.EncodeRune(c)
+			fmt.Fprintf(&ascii, "\\u%04x\\u%04x", r1, r2)
+		default:
+			fmt.Fprintf(&ascii, "\\u%04x", c)
+		}
+	}
+	return []string{plain, string(html[1 : len(html)-1]), ascii.String()}
 }
