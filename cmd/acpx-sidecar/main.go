@@ -169,7 +169,10 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 }
 
 func defaultStateDir() string {
-	if d, err := os.UserHomeDir(); err == nil && d != "" {
+	// A relative $HOME cannot be found either (docs/protocol.md §2): the
+	// default is then empty, not a relative directory blamed on a flag the
+	// operator never passed.
+	if d, err := os.UserHomeDir(); err == nil && filepath.IsAbs(d) {
 		return filepath.Join(d, ".acpx-sidecar")
 	}
 	return ""

@@ -92,3 +92,15 @@ func TestRun_DoctorAgreesWithTheDaemon(t *testing.T) {
 		}
 	}
 }
+
+// TestParseFlags_RelativeHomeMeansNoDefaultStateDir: a relative $HOME is
+// one that cannot be found (docs/protocol.md §2): no default state dir,
+// and no error naming --state-dir, which was never passed.
+func TestParseFlags_RelativeHomeMeansNoDefaultStateDir(t *testing.T) {
+	t.Setenv("HOME", "relative")
+	var errb bytes.Buffer
+	o, err := parseFlags(nil, &errb)
+	if err != nil || o.stateDir != "" {
+		t.Fatalf("HOME=relative: %v, stateDir %q; want no error and no default", err, o.stateDir)
+	}
+}
