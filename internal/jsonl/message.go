@@ -35,6 +35,11 @@ func CheckMessage(frame []byte) error {
 		}
 		return bad(NotObject, "a message must be a JSON object")
 	}
+	if k := duplicateEnvelopeMember(frame); k != "" {
+		// encoding/json keeps the last of two, other readers the first:
+		// which request or answer this is would depend on the reader.
+		return bad(Invalid, "member "+strconv.Quote(k)+" occurs twice")
+	}
 	for k := range m {
 		if envelopeCaseVariant(k) {
 			// encoding/json (and so jsonrpc2) would take it for the member
@@ -106,4 +111,27 @@ func isUintID(raw json.RawMessage) bool {
 	}
 	_, err := strconv.ParseInt(string(raw), 10, 64)
 	return err == nil
+}
+
+// duplicateEnvelopeMember returns a JSON-RPC envelope member name (jsonrpc,
+// id, method, params, result, error) that obj, a valid JSON object, names
+// twice (escapes decoded), or "".
+func duplicateEnvelopeMember(obj []byte) string {
+	var seen [6]bool
+	dup := ""
+	Members(obj, func(key []byte, escaped bool, _ []byte) {
+		k := string(key)
+		if escaped {
+			_ = json.Unmarshal([]byte(`"`+k+`"`), &k)
+		}
+		for i, name := range [...]string{"jsonrpc", "id", "method", "params", "result", "error"} {
+			if k == name {
+				if seen[i] && dup == "" {
+					dup = name
+				}
+				seen[i] = true
+			}
+		}
+	})
+	return dup
 }
