@@ -107,8 +107,17 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.IntVar(&o.assumeABI, "assume-landlock-abi", -1, "treat the kernel as offering at most this Landlock ABI (0: none); for testing how opens are refused (-1: the kernel's)")
 	fs.IntVar(&o.maxSessions, "max-sessions", 0, "live sessions admitted at once; more are refused SIDECAR_AT_CAPACITY (0: derived from the descriptor limit; docs/protocol.md §21)")
 	fs.BoolVar(&o.printVersion, "version", false, "print the version and exit")
+	// A bad flag is one line on stderr (run prints it), not the whole usage;
+	// -h prints the usage.
+	fs.SetOutput(io.Discard)
 	if err := fs.Parse(args); err != nil {
-		return nil, err
+		if err == flag.ErrHelp {
+			fs.SetOutput(stderr)
+			fmt.Fprintln(stderr, "Usage of acpx-sidecar:")
+			fs.PrintDefaults()
+			return nil, err
+		}
+		return nil, fmt.Errorf("%v (acpx-sidecar -h lists the flags)", err)
 	}
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected argument %q", fs.Arg(0))
