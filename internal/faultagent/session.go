@@ -76,6 +76,7 @@ func (a *agent) newSession(m message) {
 	res := a.sessionState(s)
 	a.mu.Unlock()
 	a.persist(s)
+	a.extNotifyNew(s.ID) // modes_ext.go
 	if !a.cfg.noSessionID {
 		res["sessionId"] = s.ID
 	}
