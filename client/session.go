@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/sourcegraph/jsonrpc2"
+
+	"github.com/acpx-sidecar/acpx-sidecar/protocol"
 )
 
 // Session is one admitted sidecar session. Its methods are safe for
@@ -316,6 +318,11 @@ func (h handler) Handle(ctx context.Context, conn *jsonrpc2.Conn, req *jsonrpc2.
 		if f := c.opts.OnJournal; f != nil && json.Unmarshal(params, &n) == nil {
 			c.events.push(func() { f(n) })
 		}
+	case protocol.NotifySessionExtNotification:
+		var n ExtNotification
+		if f := c.opts.OnExtNotification; f != nil && json.Unmarshal(params, &n) == nil {
+			c.events.push(func() { f(n) })
+		}
 	case "session/permission":
 		var d PermissionDecision
 		if json.Unmarshal(params, &d) != nil {
@@ -350,6 +357,10 @@ func (c *Client) answer(hctx, ctx context.Context, conn *jsonrpc2.Conn, id jsonr
 			}
 		}
 		_ = conn.ReplyWithError(ctx, id, re)
+		return
+	}
+	if method == protocol.MethodSessionExtRequest && c.opts.OnExtRequest != nil {
+		c.answerExt(hctx, ctx, conn, id, params) // ext.go
 		return
 	}
 	if method != "session/requestPermission" {
