@@ -48,6 +48,7 @@ import type {
   SessionUpdateParams,
   StatsResult,
 } from "./types.js";
+import { serveExtRequests, type ExtNotice, type ExtRequestHandler } from "./ext.js";
 
 /**
  * Answers one session/requestPermission (docs/protocol.md §9). `signal`
@@ -83,6 +84,11 @@ export interface SpawnOptions {
    * first); a throw or a bad answer counts as `cancelled`. Without it,
    * escalations follow each session's `nonInteractivePermissions`. */
   onPermissionRequest?: PermissionHandler;
+  /** Answers the agents' `_…` extension requests (docs/protocol.md §23).
+   * When given, initialize declares `capabilities.extRequests`; without
+   * it the agents get -32601. The `"extNotification"` event carries their
+   * `_…` notifications either way. */
+  onExtRequest?: ExtRequestHandler;
   /** Where the sidecar's JSON log lines (stderr) go: "ignore" (default),
    * "inherit", or a writable stream. */
   stderr?: "ignore" | "inherit" | Writable;
@@ -118,6 +124,7 @@ export interface SidecarEvents {
   update: [SessionUpdateParams];
   permission: [PermissionDecision];
   journal: [JournalNotice];
+  extNotification: [ExtNotice];
   exit: [ExitStatus];
 }
 
@@ -133,6 +140,8 @@ export interface SidecarEvents {
  * - `"journal"` (JournalNotice): `session/journal`: a session's journal or
  *   record stopped being written (`degraded`) or works again (`ok`, with the
  *   `gap` lost); updates keep flowing live meanwhile;
+ * - `"extNotification"` (ExtNotice): `session/extNotification`: an agent's
+ *   `_…` notification, params verbatim (docs/protocol.md §23);
  * - `"exit"` (ExitStatus): the **sidecar process** ended (after its stdout
  *   closed); the same moment as the {@link Sidecar.exited} promise.
  *
@@ -200,6 +209,7 @@ export class Sidecar extends EventEmitter<SidecarEvents> {
     });
     conn.onNotification("cleanup/proof", (p: { proof: CleanupProof }) => void this.emit("proof", p.proof));
     conn.onNotification("session/journal", (p: JournalNotice) => void this.emit("journal", p));
+    conn.onNotification("session/extNotification", (p: ExtNotice) => void this.emit("extNotification", p));
     conn.onRequest("session/requestPermission", (p: PermissionRequest) => this.answer(p));
   }
 
@@ -482,6 +492,11 @@ export async function spawnSidecar(opts: SpawnOptions): Promise<Sidecar> {
     return st;
   });
   const sc = new Sidecar(child, conn, exited, opts.onPermissionRequest, writer);
+  if (opts.onExtRequest) {
+    const gone = new AbortController();
+    void exited.then(() => gone.abort(new Error("the sidecar exited")));
+    serveExtRequests(conn, opts.onExtRequest, gone.signal);
+  }
   reader.updates = (p) => sc.route(p as SessionUpdateParams);
   void sc.exited.then((st) => sc.emit("exit", st));
   conn.onError(() => undefined);
@@ -493,7 +508,7 @@ export async function spawnSidecar(opts: SpawnOptions): Promise<Sidecar> {
       {
         protocolVersion: 1,
         clientInfo: opts.clientInfo ?? { name: "@acpx-sidecar/client", version: VERSION },
-        capabilities: { permissionRequests: opts.onPermissionRequest !== undefined },
+        capabilities: { permissionRequests: opts.onPermissionRequest !== undefined, extRequests: opts.onExtRequest !== undefined },
       },
       opts.signal,
     );
