@@ -328,3 +328,44 @@ func TestCapabilities_McpServersAndPromptBlocksReachTheAgentByteForByte(t *testi
 		t.Errorf("session/prompt on the agent's stdin:\n%s\nwant the block byte for byte:\n%s", promptLine, block)
 	}
 }
+
+// TestCapabilities_BooleanConfigOptionsAdvertisedAndAnswered: initialize
+// advertises clientCapabilities.session.configOptions.boolean, so the
+// fault agent offers its boolean option fa-fast, and
+// session/setConfigOption with a boolean sets and verifies it (ACP
+// session/set_config_option type boolean).
+func TestCapabilities_BooleanConfigOptionsAdvertisedAndAnswered(t *testing.T) {
+	e := newFaultEnv(t)
+	s := startSidecar(t, "--state-dir", e.stateDir)
+	initExt(s, false)
+	rec := seedRecordFile(t)
+	var o struct {
+		Session       string            `json:"session"`
+		ConfigOptions []json.RawMessage `json:"configOptions"`
+	}
+	s.mustCall("session/open", seedOpenParams(e, "bool", rec, ""), &o)
+	msgs := seedReadAgent(t, rec)
+	if inits := seedRecv(msgs, "initialize"); len(inits) != 1 ||
+		!strings.Contains(string(inits[0].Msg.Params), `"session":{"configOptions":{"boolean":{}}}`) {
+		t.Fatalf("initialize %v does not advertise boolean config options", inits)
+	}
+	if !strings.Contains(string(joinRaw(o.ConfigOptions)), `"id":"fa-fast"`) {
+		t.Fatalf("open configOptions %s lack the agent's boolean option", joinRaw(o.ConfigOptions))
+	}
+	var res struct {
+		ConfigOptions []json.RawMessage `json:"configOptions"`
+	}
+	s.mustCall("session/setConfigOption", map[string]any{"session": o.Session, "key": "fa-fast", "value": true}, &res)
+	if !strings.Contains(string(joinRaw(res.ConfigOptions)), `"currentValue":true,"id":"fa-fast"`) {
+		t.Errorf("after setConfigOption fa-fast=true: %s", joinRaw(res.ConfigOptions))
+	}
+	sets := seedRecv(seedReadAgent(t, rec), "session/set_config_option")
+	if len(sets) != 1 || !strings.Contains(string(sets[0].Msg.Params), `"type":"boolean"`) || !strings.Contains(string(sets[0].Msg.Params), `"value":true`) {
+		t.Errorf("agent got %v, want one boolean session/set_config_option", sets)
+	}
+}
+
+func joinRaw(raws []json.RawMessage) []byte {
+	b, _ := json.Marshal(raws)
+	return b
+}

@@ -55,6 +55,7 @@ type session struct {
 	Mode    string            `json:"mode"`
 	History []json.RawMessage `json:"history"` // recorded `update` objects, in order
 	Turns   int               `json:"turns"`   // prompts run (mode cost)
+	Fast    bool              `json:"fast"`    // the boolean config option fa-fast (modes_ext.go)
 
 	cancel chan struct{} // closed by session/cancel; nil when no turn runs
 }
@@ -68,6 +69,9 @@ type agent struct {
 
 	mu       sync.Mutex
 	sessions map[string]*session
+	// booleanOptions: the client advertised
+	// clientCapabilities.session.configOptions.boolean (guarded by mu).
+	booleanOptions bool
 	nextID   int
 	pending  map[string]chan message // our requests awaiting a response
 	eof      bool                    // stdin ended: no response can arrive
@@ -261,6 +265,7 @@ func (a *agent) initialize(m message) {
 		ProtocolVersion int `json:"protocolVersion"`
 	}
 	_ = json.Unmarshal(m.Params, &p)
+	a.noteBooleanOptions(m.Params) // modes_ext.go
 	caps := map[string]any{"loadSession": true}
 	sc := map[string]any{}
 	if !a.cfg.closeUnsupported {

@@ -216,3 +216,60 @@ func (a *agent) listSessions(m message) {
 	}
 	a.reply(m.ID, res)
 }
+
+// noteBooleanOptions records whether initialize's clientCapabilities
+// advertise session.configOptions.boolean: then every session carries the
+// boolean config option fa-fast (ACP: an agent sends boolean options only
+// to a client that takes them).
+func (a *agent) noteBooleanOptions(params json.RawMessage) {
+	var p struct {
+		ClientCapabilities struct {
+			Session *struct {
+				ConfigOptions *struct {
+					Boolean *json.RawMessage `json:"boolean"`
+				} `json:"configOptions"`
+			} `json:"session"`
+		} `json:"clientCapabilities"`
+	}
+	_ = json.Unmarshal(params, &p)
+	s := p.ClientCapabilities.Session
+	a.mu.Lock()
+	a.booleanOptions = s != nil && s.ConfigOptions != nil && s.ConfigOptions.Boolean != nil
+	a.mu.Unlock()
+}
+
+// withBoolean appends fa-fast to opts when the client takes boolean
+// options; a.mu must be held.
+func (a *agent) withBoolean(opts []any, s *session) []any {
+	if !a.booleanOptions {
+		return opts
+	}
+	return append(opts, map[string]any{"id": "fa-fast", "name": "Fast", "type": "boolean", "currentValue": s.Fast})
+}
+
+// setBoolean answers session/set_config_option of type boolean for
+// fa-fast; false when the request is not one.
+func (a *agent) setBoolean(m message, s *session) bool {
+	var p struct {
+		ConfigID string          `json:"configId"`
+		Type     string          `json:"type"`
+		Value    json.RawMessage `json:"value"`
+	}
+	_ = json.Unmarshal(m.Params, &p)
+	if p.Type != "boolean" {
+		return false
+	}
+	var v bool
+	a.mu.Lock()
+	if p.ConfigID != "fa-fast" || !a.booleanOptions || json.Unmarshal(p.Value, &v) != nil {
+		a.mu.Unlock()
+		a.fail(m.ID, codeInvalidParams, "unknown boolean config option or value")
+		return true
+	}
+	s.Fast = v
+	opts := a.withBoolean(configOptions(s), s)
+	a.mu.Unlock()
+	a.persist(s)
+	a.reply(m.ID, map[string]any{"configOptions": opts})
+	return true
+}
