@@ -72,9 +72,9 @@ type agent struct {
 	// booleanOptions: the client advertised
 	// clientCapabilities.session.configOptions.boolean (guarded by mu).
 	booleanOptions bool
-	nextID   int
-	pending  map[string]chan message // our requests awaiting a response
-	eof      bool                    // stdin ended: no response can arrive
+	nextID         int
+	pending        map[string]chan message // our requests awaiting a response
+	eof            bool                    // stdin ended: no response can arrive
 
 	inflight sync.WaitGroup // request handlers still running
 
