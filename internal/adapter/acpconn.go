@@ -171,6 +171,12 @@ func (h *acpHandler) Handle(ctx context.Context, conn *jsonrpc2.Conn, req *jsonr
 		if !h.post(providerEvent{permission: ask}) {
 			ask.answer(acp.NewRequestPermissionOutcomeCancelled())
 		}
+	case strings.HasPrefix(req.Method, "_") && malformed != "":
+		// A frame decoders disagree on never reaches the host.
+		h.log.Debug("malformed extension message discarded", zap.String("reason", malformed))
+		if !req.Notif {
+			_ = conn.ReplyWithError(context.Background(), req.ID, &jsonrpc2.Error{Code: jsonrpc2.CodeInvalidRequest, Message: "malformed message: " + malformed})
+		}
 	case strings.HasPrefix(req.Method, "_"):
 		// Extension methods reach the host (ext.go, docs/protocol.md §23).
 		h.post(providerEvent{ext: newExtEvent(conn, req, params)})

@@ -444,6 +444,7 @@ func (s *session) admitted(a *admitted, reply Reply) {
 		s.moveTo(protocol.StateOpen)
 		s.exitSeen = false
 		reply(a.result, nil)
+		s.flushExtBuffered()
 		s.onExit()
 		return
 	}

@@ -32,8 +32,21 @@ export type AgentSessionsPage = wire.AgentSessionsResult;
  */
 export type ExtRequestHandler = (req: ExtRequest, ctx: { signal: AbortSignal }) => unknown;
 
-/** @internal registers the session/extRequest handler on conn. */
-export function serveExtRequests(conn: MessageConnection, handler: ExtRequestHandler, signal: AbortSignal): void {
+/** The options of spawnSidecar for extension methods. */
+export interface ExtSpawnOptions {
+  /** Answers the agents' `_…` extension requests (docs/protocol.md §23).
+   * When given, initialize declares `capabilities.extRequests`; without
+   * it the agents get -32601. The `"extNotification"` event carries their
+   * `_…` notifications either way. */
+  onExtRequest?: ExtRequestHandler;
+}
+
+/** @internal registers the session/extRequest handler on conn; its signal
+ * aborts once `exited` settles. */
+export function serveExtRequests(conn: MessageConnection, handler: ExtRequestHandler, exited: Promise<unknown>): void {
+  const gone = new AbortController();
+  void exited.then(() => gone.abort(new Error("the sidecar exited")));
+  const signal = gone.signal;
   conn.onRequest("session/extRequest", async (p: ExtRequest) => {
     try {
       const res = await handler(p, { signal });

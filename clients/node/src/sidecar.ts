@@ -48,7 +48,7 @@ import type {
   SessionUpdateParams,
   StatsResult,
 } from "./types.js";
-import { serveExtRequests, type ExtNotice, type ExtRequestHandler } from "./ext.js";
+import { serveExtRequests, type ExtNotice, type ExtSpawnOptions } from "./ext.js";
 
 /**
  * Answers one session/requestPermission (docs/protocol.md §9). `signal`
@@ -63,7 +63,7 @@ export type PermissionHandler = (
 ) => PermissionOutcome | Promise<PermissionOutcome>;
 
 /** Options of {@link spawnSidecar}. */
-export interface SpawnOptions {
+export interface SpawnOptions extends ExtSpawnOptions {
   /** Absolute path of the executable; default `$ACPX_SIDECAR_BINARY`,
    * then the installed platform package (resolveBinary). */
   binary?: string;
@@ -84,11 +84,6 @@ export interface SpawnOptions {
    * first); a throw or a bad answer counts as `cancelled`. Without it,
    * escalations follow each session's `nonInteractivePermissions`. */
   onPermissionRequest?: PermissionHandler;
-  /** Answers the agents' `_…` extension requests (docs/protocol.md §23).
-   * When given, initialize declares `capabilities.extRequests`; without
-   * it the agents get -32601. The `"extNotification"` event carries their
-   * `_…` notifications either way. */
-  onExtRequest?: ExtRequestHandler;
   /** Where the sidecar's JSON log lines (stderr) go: "ignore" (default),
    * "inherit", or a writable stream. */
   stderr?: "ignore" | "inherit" | Writable;
@@ -492,11 +487,7 @@ export async function spawnSidecar(opts: SpawnOptions): Promise<Sidecar> {
     return st;
   });
   const sc = new Sidecar(child, conn, exited, opts.onPermissionRequest, writer);
-  if (opts.onExtRequest) {
-    const gone = new AbortController();
-    void exited.then(() => gone.abort(new Error("the sidecar exited")));
-    serveExtRequests(conn, opts.onExtRequest, gone.signal);
-  }
+  if (opts.onExtRequest) serveExtRequests(conn, opts.onExtRequest, exited);
   reader.updates = (p) => sc.route(p as SessionUpdateParams);
   void sc.exited.then((st) => sc.emit("exit", st));
   conn.onError(() => undefined);
