@@ -112,14 +112,20 @@ func (c *Client) answerExt(hctx, ctx context.Context, conn *jsonrpc2.Conn, id js
 		_ = conn.Reply(ctx, id, res)
 		return
 	}
-	re := &jsonrpc2.Error{Code: jsonrpc2.CodeInternalError, Message: err.Error()}
+	_ = conn.ReplyWithError(ctx, id, asRPCError(err))
+}
+
+// asRPCError is the JSON-RPC error a host callback's err is answered
+// with: an *Error with its Code, Message and Data; anything else -32603.
+func asRPCError(err error) *jsonrpc2.Error {
 	var ce *Error
-	if errors.As(err, &ce) {
-		re = &jsonrpc2.Error{Code: int64(ce.Code), Message: ce.Message}
-		if len(ce.Data) > 0 {
-			data := json.RawMessage(append([]byte(nil), ce.Data...))
-			re.Data = &data
-		}
+	if !errors.As(err, &ce) {
+		return &jsonrpc2.Error{Code: jsonrpc2.CodeInternalError, Message: err.Error()}
 	}
-	_ = conn.ReplyWithError(ctx, id, re)
+	re := &jsonrpc2.Error{Code: int64(ce.Code), Message: ce.Message}
+	if len(ce.Data) > 0 {
+		data := json.RawMessage(append([]byte(nil), ce.Data...))
+		re.Data = &data
+	}
+	return re
 }

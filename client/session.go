@@ -3,7 +3,6 @@ package client
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"time"
 
 	"github.com/sourcegraph/jsonrpc2"
@@ -347,16 +346,7 @@ func (c *Client) answer(hctx, ctx context.Context, conn *jsonrpc2.Conn, id jsonr
 			_ = conn.Reply(ctx, id, res)
 			return
 		}
-		re := &jsonrpc2.Error{Code: jsonrpc2.CodeInternalError, Message: err.Error()}
-		var ce *Error
-		if errors.As(err, &ce) {
-			re = &jsonrpc2.Error{Code: int64(ce.Code), Message: ce.Message}
-			if len(ce.Data) > 0 {
-				data := json.RawMessage(append([]byte(nil), ce.Data...))
-				re.Data = &data
-			}
-		}
-		_ = conn.ReplyWithError(ctx, id, re)
+		_ = conn.ReplyWithError(ctx, id, asRPCError(err))
 		return
 	}
 	if method == protocol.MethodSessionExtRequest && c.opts.OnExtRequest != nil {
