@@ -281,3 +281,33 @@ func TestExt_MetaReachesTheAgentUnderTheSidecarsKeys(t *testing.T) {
 		t.Errorf("data.field %q, want _meta", d.Field)
 	}
 }
+
+// TestExt_AgentRequestIsBoundedLikePermissions: a host that does not
+// answer an agent's `_…` request within permissionTimeoutMs leaves the
+// agent answered -32603, and its late answer is dropped (the turn goes on
+// and completes).
+func TestExt_AgentRequestIsBoundedLikePermissions(t *testing.T) {
+	e := newFaultEnv(t)
+	s := startSidecar(t, "--state-dir", e.stateDir)
+	held := make(chan *frame, 1)
+	s.onRequest = func(f *frame) any { held <- f; return nil } // answered late, below
+	initExt(s, true)
+	p := seedOpenParams(e, "ext-bound", seedRecordFile(t), "ext-ask=_fa/ask")
+	p["permissionTimeoutMs"] = 300
+	o := seedMustOpen(s, p)
+	turn := s.start("session/prompt", map[string]any{"session": o.Session, "requestId": "t1", "prompt": "go"})
+	var f *frame
+	select {
+	case f = <-held:
+	case <-time.After(20 * time.Second):
+		t.Fatal("no session/extRequest")
+	}
+	if r := s.await(turn, 30*time.Second); r.Error != nil {
+		t.Fatalf("t1: %s", r.Error.Message)
+	}
+	if got := extChunk(s, o.Session, "t1"); !strings.HasPrefix(got, "ext: error -32603 the host did not answer within 300ms") {
+		t.Errorf("agent got %q, want -32603 after permissionTimeoutMs", got)
+	}
+	s.send(map[string]any{"jsonrpc": "2.0", "id": f.ID, "result": map[string]any{"late": true}})
+	s.mustCall("session/prompt", map[string]any{"session": o.Session, "requestId": "t2", "prompt": "again"}, nil)
+}
