@@ -85,7 +85,11 @@
 //	                   fails (modes_limits.go)
 //	ext-notify, ext-ask=<method>, caps=<a+b>, auth-terminal=<id>, auth-fail,
 //	tap=<file>         extension methods, auth, session/list and
-//	                   capabilities (modes_ext.go)
+//	                   capabilities (modes_ext.go); in every mode `_fa/echo`,
+//	                   `_fa/fail` and `_fa/seen` answer extension messages,
+//	                   and a client advertising
+//	                   session.configOptions.boolean gets the boolean
+//	                   config option fa-fast
 //	probe              each turn runs its prompt's lines as sandbox probes
 //	                   (write, read, replace, kill, abstract, tcp, procfd,
 //	                   cgroup-escape, exec, child) and reports each result
