@@ -81,6 +81,16 @@ type Options struct {
 	// for hosts (and tests) that need methods or answers this package does
 	// not model.
 	OnRequest func(ctx context.Context, req Request) (any, error)
+	// OnExtRequest answers the agents' `_…` extension requests
+	// (session/extRequest, docs/protocol.md §23): its result is sent to
+	// the agent verbatim; an *Error is sent with its Code, Message and
+	// Data. When it is set, Initialize declares capabilities.extRequests
+	// (without it the agents get -32601). ctx ends when the connection
+	// closes. OnRequest, when set, takes these requests instead.
+	OnExtRequest func(ctx context.Context, req ExtRequest) (json.RawMessage, error)
+	// OnExtNotification receives the agents' `_…` notifications
+	// (session/extNotification), in wire order with the other callbacks.
+	OnExtNotification func(ExtNotification)
 	// OnFrame, when set, taps the connection: it is called with every
 	// frame this Client writes (before the bytes are written, under the
 	// write lock, so in wire order) and every line it reads from the
@@ -229,14 +239,16 @@ func Spawn(ctx context.Context, opts Options) (*Client, error) {
 
 // Initialize runs initialize (protocol version 1, clientInfo
 // "acpx-sidecar-go-client", capabilities.permissionRequests when
-// OnPermission or OnRequest is set) and keeps the result for Info. Errors:
+// OnPermission or OnRequest is set, capabilities.extRequests when
+// OnExtRequest is) and keeps the result for Info. Errors:
 // the sidecar's (-32602 with data.supported, -32600 when already
 // initialized), DataCodeTransport, DataCodeCancelled.
 func (c *Client) Initialize(ctx context.Context) error {
 	params := map[string]any{
 		"protocolVersion": 1,
 		"clientInfo":      map[string]string{"name": "acpx-sidecar-go-client", "version": buildinfo.Version()},
-		"capabilities":    map[string]bool{"permissionRequests": c.opts.OnPermission != nil || c.opts.OnRequest != nil},
+		"capabilities": map[string]bool{"permissionRequests": c.opts.OnPermission != nil || c.opts.OnRequest != nil,
+			"extRequests": c.opts.OnExtRequest != nil},
 	}
 	return c.call(ctx, "initialize", params, &c.info)
 }

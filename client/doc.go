@@ -25,6 +25,18 @@
 // config options, agent capabilities, MCP servers) are json.RawMessage.
 // Times are protocol.Time, which embeds time.Time.
 //
+// # Extensions and the agent's own sessions
+//
+// docs/protocol.md §23: Options.OnExtRequest answers the agents' `_…`
+// requests (Initialize then declares capabilities.extRequests) and
+// Options.OnExtNotification gets their `_…` notifications;
+// Session.ExtRequest and Session.ExtNotify call the agent's own;
+// Session.AgentSessions pages the agent's ACP session/list and
+// OpenParams.AgentSessionID resumes one of those sessions. OpenParams.Meta
+// and PromptParams.Meta reach the agent's _meta; OpenParams.AuthMethod
+// runs one of OpenResult.AuthMethods (AUTH_REQUIRED lists them in Data when
+// the agent needs one the open did not name).
+//
 // # Lower level
 //
 // Call, Send and Notify speak any method, including ones this package has

@@ -3,10 +3,11 @@ package client
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"time"
 
 	"github.com/sourcegraph/jsonrpc2"
+
+	"github.com/acpx-sidecar/acpx-sidecar/protocol"
 )
 
 // Session is one admitted sidecar session. Its methods are safe for
@@ -316,6 +317,11 @@ func (h handler) Handle(ctx context.Context, conn *jsonrpc2.Conn, req *jsonrpc2.
 		if f := c.opts.OnJournal; f != nil && json.Unmarshal(params, &n) == nil {
 			c.events.push(func() { f(n) })
 		}
+	case protocol.NotifySessionExtNotification:
+		var n ExtNotification
+		if f := c.opts.OnExtNotification; f != nil && json.Unmarshal(params, &n) == nil {
+			c.events.push(func() { f(n) })
+		}
 	case "session/permission":
 		var d PermissionDecision
 		if json.Unmarshal(params, &d) != nil {
@@ -340,16 +346,11 @@ func (c *Client) answer(hctx, ctx context.Context, conn *jsonrpc2.Conn, id jsonr
 			_ = conn.Reply(ctx, id, res)
 			return
 		}
-		re := &jsonrpc2.Error{Code: jsonrpc2.CodeInternalError, Message: err.Error()}
-		var ce *Error
-		if errors.As(err, &ce) {
-			re = &jsonrpc2.Error{Code: int64(ce.Code), Message: ce.Message}
-			if len(ce.Data) > 0 {
-				data := json.RawMessage(append([]byte(nil), ce.Data...))
-				re.Data = &data
-			}
-		}
-		_ = conn.ReplyWithError(ctx, id, re)
+		_ = conn.ReplyWithError(ctx, id, asRPCError(err))
+		return
+	}
+	if method == protocol.MethodSessionExtRequest && c.opts.OnExtRequest != nil {
+		c.answerExt(hctx, ctx, conn, id, params) // ext.go
 		return
 	}
 	if method != "session/requestPermission" {

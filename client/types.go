@@ -167,6 +167,12 @@ type OpenParams struct {
 	// Sandbox is the kernel sandbox of the provider tree (docs/protocol.md
 	// §19); nil leaves the sidecar's default (--default-sandbox).
 	Sandbox *Sandbox `json:"sandbox,omitempty"`
+	// Meta (an ACP _meta object, nil: none), AuthMethod, AgentSessionID
+	// and AdditionalDirectories: docs/protocol.md §23 (ext.go).
+	Meta                  json.RawMessage `json:"_meta,omitempty"`
+	AuthMethod            string          `json:"authMethod,omitempty"`
+	AgentSessionID        string          `json:"agentSessionId,omitempty"`
+	AdditionalDirectories []string        `json:"additionalDirectories,omitempty"`
 }
 
 // Sandbox is `sandbox` of session/open (docs/protocol.md §19): filesystem
@@ -192,6 +198,9 @@ type PromptParams struct {
 	// Queue waits behind the session's active turn instead of failing
 	// TURN_ACTIVE (docs/protocol.md §8, Queued turns).
 	Queue bool `json:"queue,omitempty"`
+	// Meta is an ACP _meta object for the agent's session/prompt (nil:
+	// none; docs/protocol.md §23).
+	Meta json.RawMessage `json:"_meta,omitempty"`
 }
 
 // Update is one session/update notification: Update is the ACP

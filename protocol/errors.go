@@ -6,6 +6,7 @@
 package protocol
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 )
@@ -112,6 +113,16 @@ type ErrorData struct {
 	// Resource is what ran out, on a RESOURCE_EXHAUSTED: ResourceFds,
 	// ResourceProcesses or ResourceMemory (docs/protocol.md §21).
 	Resource string `json:"resource,omitempty"`
+	// Capability names the agent capability a CAPABILITY_UNSUPPORTED
+	// lacks, as a dot path of ACP agentCapabilities (e.g.
+	// "promptCapabilities.image"; docs/protocol.md §23).
+	Capability string `json:"capability,omitempty"`
+	// AuthMethods are the agent's ACP AuthMethod[] verbatim, on an
+	// AUTH_REQUIRED (docs/protocol.md §23).
+	AuthMethods []json.RawMessage `json:"authMethods,omitempty"`
+	// AgentError is the agent's JSON-RPC error object verbatim, on an
+	// AGENT_ERROR (docs/protocol.md §23).
+	AgentError json.RawMessage `json:"agentError,omitempty"`
 }
 
 // ErrorData.Resource values (docs/protocol.md §21): EMFILE and ENFILE are

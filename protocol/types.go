@@ -47,6 +47,9 @@ type Implementation struct {
 // host answers `session/requestPermission` (docs/protocol.md §9).
 type HostCaps struct {
 	PermissionRequests bool `json:"permissionRequests"`
+	// ExtRequests: the host answers `session/extRequest`, the agents' `_…`
+	// requests (docs/protocol.md §23); without it they get -32601.
+	ExtRequests bool `json:"extRequests,omitempty"`
 }
 
 // InitializeResult is the result of `initialize`.
@@ -141,6 +144,13 @@ type OpenParams struct {
 	// Sandbox: docs/protocol.md §19 (protocol/sandbox.go); nil = the
 	// sidecar's default.
 	Sandbox *Sandbox `json:"sandbox,omitempty"`
+	// Meta, AuthMethod, AgentSessionID and AdditionalDirectories:
+	// docs/protocol.md §23 (protocol/ext.go). Meta is merged into the ACP
+	// session/new|load|resume `_meta` under the sidecar's own keys.
+	Meta                  json.RawMessage `json:"_meta,omitempty"`
+	AuthMethod            *string         `json:"authMethod,omitempty"`
+	AgentSessionID        *string         `json:"agentSessionId,omitempty"`
+	AdditionalDirectories []string        `json:"additionalDirectories,omitempty"`
 }
 
 // Identity is the admitted identity of a session (docs/rules.md#r8).
@@ -212,6 +222,9 @@ type OpenResult struct {
 	PermissionBinding PermissionBinding `json:"permissionBinding"`
 	// Sandbox is the kernel sandbox applied (docs/protocol.md §19).
 	Sandbox *SandboxResult `json:"sandbox,omitempty"`
+	// AuthMethods are the agent's ACP AuthMethod[] verbatim ([] when it
+	// offers none; docs/protocol.md §23).
+	AuthMethods []json.RawMessage `json:"authMethods"`
 }
 
 // PromptParams are the params of `session/prompt`. Prompt is a string or
@@ -224,6 +237,9 @@ type PromptParams struct {
 	// Queue: wait behind the active turn instead of TURN_ACTIVE
 	// (docs/protocol.md §8 session/prompt, Queued turns).
 	Queue bool `json:"queue,omitempty"`
+	// Meta is merged into the ACP session/prompt `_meta`
+	// (docs/protocol.md §23).
+	Meta json.RawMessage `json:"_meta,omitempty"`
 }
 
 // Usage is token usage in the host protocol's camelCase.

@@ -164,6 +164,9 @@ func (p *OpenParams) Validate() *Error {
 	if e := p.Sandbox.validate(); e != nil {
 		return e
 	}
+	if e := p.validateExt(); e != nil {
+		return e
+	}
 	for i, s := range p.McpServers {
 		if !json.Valid(s) || len(s) == 0 || s[0] != '{' {
 			return InvalidParams("mcpServers."+strconv.Itoa(i), "mcpServers entries must be objects")
@@ -207,7 +210,7 @@ func (p *PromptParams) Validate() *Error {
 	if p.TimeoutMs != nil && (*p.TimeoutMs < 1 || *p.TimeoutMs > maxPromptTimeoutMs) {
 		return InvalidParams("timeoutMs", "timeoutMs must be 1-86400000")
 	}
-	return nil
+	return checkMeta(p.Meta)
 }
 
 // Validate checks SessionRef.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"strings"
 	"syscall"
 	"time"
 
@@ -29,6 +30,7 @@ type providerEvent struct {
 	updates    []providerUpdate
 	batch      *lineSlab
 	permission *permissionAsk
+	ext        *extEvent // an agent's `_…` notification or request (ext.go)
 }
 
 // permissionAsk is one ACP session/request_permission waiting for its
@@ -169,8 +171,17 @@ func (h *acpHandler) Handle(ctx context.Context, conn *jsonrpc2.Conn, req *jsonr
 		if !h.post(providerEvent{permission: ask}) {
 			ask.answer(acp.NewRequestPermissionOutcomeCancelled())
 		}
+	case strings.HasPrefix(req.Method, "_") && malformed != "":
+		// A frame decoders disagree on never reaches the host.
+		h.log.Debug("malformed extension message discarded", zap.String("reason", malformed))
+		if !req.Notif {
+			_ = conn.ReplyWithError(context.Background(), req.ID, &jsonrpc2.Error{Code: jsonrpc2.CodeInvalidRequest, Message: "malformed message: " + malformed})
+		}
+	case strings.HasPrefix(req.Method, "_"):
+		// Extension methods reach the host (ext.go, docs/protocol.md §23).
+		h.post(providerEvent{ext: newExtEvent(conn, req, params)})
 	case req.Notif:
-		// Unknown notifications (extensions) are ignored.
+		// Unknown notifications are ignored.
 	default:
 		// The sidecar advertises no fs/terminal capability: refuse.
 		_ = conn.ReplyWithError(context.Background(), req.ID, &jsonrpc2.Error{

@@ -26,7 +26,7 @@ func TestActor_AdmissionFailureEndsTheTree(t *testing.T) {
 	agent := newFakeAgent()
 	const secret = "sk-fake-launch-secret"
 	agent.set("session/new", func(context.Context, *jsonrpc2.Conn, json.RawMessage) (any, error) {
-		return nil, &jsonrpc2.Error{Code: -32000, Message: "no session for key " + secret}
+		return nil, &jsonrpc2.Error{Code: -32603, Message: "no session for key " + secret} // not ACP auth_required (-32000): docs/protocol.md §23
 	})
 	l := &fakeLauncher{agent: agent}
 	m := fakeManager(t, l, newRecHost())

@@ -23,9 +23,22 @@ import (
 type agentCaps struct {
 	LoadSession         bool `json:"loadSession"`
 	SessionCapabilities struct {
-		Close  *json.RawMessage `json:"close"`
-		Resume *json.RawMessage `json:"resume"`
+		Close                 *json.RawMessage `json:"close"`
+		Resume                *json.RawMessage `json:"resume"`
+		List                  *json.RawMessage `json:"list"`
+		AdditionalDirectories *json.RawMessage `json:"additionalDirectories"`
 	} `json:"sessionCapabilities"`
+	// PromptCapabilities and McpCapabilities: what is checked before
+	// sending (docs/protocol.md §23, handshake_ext.go).
+	PromptCapabilities struct {
+		Image           bool `json:"image"`
+		Audio           bool `json:"audio"`
+		EmbeddedContext bool `json:"embeddedContext"`
+	} `json:"promptCapabilities"`
+	McpCapabilities struct {
+		HTTP bool `json:"http"`
+		SSE  bool `json:"sse"`
+	} `json:"mcpCapabilities"`
 }
 
 // admitted is what a successful admission hands to the actor.
@@ -101,6 +114,10 @@ func (s *session) startAdmission(ctx context.Context, reply Reply) {
 	}
 	if fi, err := os.Stat(p.Cwd); err != nil || !fi.IsDir() {
 		s.failBeforeLaunch(reply, protocol.InvalidParams("cwd", "cwd must be an existing directory"))
+		return
+	}
+	if e := checkAdditionalDirs(p); e != nil { // ext.go
+		s.failBeforeLaunch(reply, e)
 		return
 	}
 	exe, perr := verifyCommand(p.Command)
@@ -348,6 +365,12 @@ func (s *session) admit(ctx context.Context, in admissionInput) admissionResult 
 				defer s.gate.release(n)
 				s.onPermission(ev.permission)
 			})
+		case ev.ext != nil:
+			n := len(ev.ext.params)
+			return s.postGated(n, func() {
+				defer s.gate.release(n)
+				s.onExt(ev.ext)
+			})
 		}
 		return true
 	}, func() { s.m.stats.updatesDropped.Add(1) })
@@ -421,6 +444,7 @@ func (s *session) admitted(a *admitted, reply Reply) {
 		s.moveTo(protocol.StateOpen)
 		s.exitSeen = false
 		reply(a.result, nil)
+		s.flushExtBuffered()
 		s.onExit()
 		return
 	}
@@ -430,6 +454,7 @@ func (s *session) admitted(a *admitted, reply Reply) {
 		s.forward(u.update, s.trackUpdate(u.kind, u.update))
 	}
 	s.buffered = nil
+	s.flushExtBuffered() // ext.go
 	if ca := s.closeReq; ca != nil {
 		// Shutdown asked to close while the handshake was finishing.
 		s.startCleanup("sidecar shutdown", protocol.OriginShutdown, ca.discard, nil)

@@ -24,9 +24,8 @@ type initializeResult struct {
 		Title   string `json:"title"`
 		Version string `json:"version"`
 	} `json:"agentInfo"`
-	AuthMethods []struct {
-		ID string `json:"id"`
-	} `json:"authMethods"`
+	// AuthMethods are ACP AuthMethod[] verbatim (docs/protocol.md §23).
+	AuthMethods []json.RawMessage `json:"authMethods"`
 }
 
 // sessionState is the common part of ACP session/new, load and resume
@@ -87,12 +86,11 @@ func (s *session) handshake(ctx context.Context, in *admissionInput, conn *acpCo
 	p := in.open
 	var init initializeResult
 	// No fs/terminal capabilities: the agent uses its own (docs/protocol.md
-	// §14).
-	err := conn.call(ctx, acp.AgentMethodInitialize, acp.InitializeRequest{
-		ProtocolVersion:    acp.ProtocolVersionNumber,
-		ClientCapabilities: acp.ClientCapabilities{},
-		ClientInfo:         &acp.Implementation{Name: "acpx-sidecar", Version: s.m.cfg.Version},
-	}, &init)
+	// §14); boolean config options are answered (handshake_ext.go).
+	initParams, err := initializeParams(acp.ClientCapabilities{}, s.m.cfg.Version)
+	if err == nil {
+		err = conn.call(ctx, acp.AgentMethodInitialize, initParams, &init)
+	}
 	if err != nil {
 		return nil, "", s.acpError("initialize", err)
 	}
@@ -108,32 +106,48 @@ func (s *session) handshake(ctx context.Context, in *admissionInput, conn *acpCo
 	if init.AgentInfo != nil {
 		info.Name, info.Title, info.Version = init.AgentInfo.Name, init.AgentInfo.Title, init.AgentInfo.Version
 	}
-	if m := authMethod(in, init); m != "" {
+	authMethods := jsonl.CleanRaws(init.AuthMethods)
+	if authMethods == nil {
+		authMethods = []json.RawMessage{}
+	}
+	if p.AuthMethod != nil {
+		// The host's choice (docs/protocol.md §23) replaces the profile's rule.
+		if e := s.hostAuthenticate(ctx, conn, *p.AuthMethod, authMethodsOf(authMethods)); e != nil {
+			return nil, "", e
+		}
+	} else if m := authMethod(in, authMethodsOf(authMethods)); m != "" {
 		if err := conn.call(ctx, acp.AgentMethodAuthenticate, acp.AuthenticateRequest{MethodId: m}, nil); err != nil {
 			return nil, "", s.acpError("authenticate", err)
 		}
 	}
-	mcp := []acp.McpServer{}
-	for i, raw := range p.McpServers {
-		var srv acp.McpServer
-		if err := json.Unmarshal(raw, &srv); err != nil {
-			return nil, "", protocol.InvalidParams("mcpServers."+itoa(i), "not an ACP McpServer")
-		}
-		mcp = append(mcp, srv)
+	// Nothing the agent cannot take is sent (docs/protocol.md §23).
+	if e := checkSessionCaps(p, caps); e != nil {
+		return nil, "", e
 	}
 	var st sessionState
 	resumed := false
-	// A record whose session never ran a turn is not resumed: there is no
-	// history, and some agents cannot resume such a session (codex-acp 2.x).
-	if prior != nil && ranATurn(prior) && (caps.LoadSession || caps.SessionCapabilities.Resume != nil) {
+	resumeID := ""
+	switch {
+	case p.AgentSessionID != nil:
+		// The host names one of the agent's own sessions (session/agentSessions).
+		if !caps.LoadSession && caps.SessionCapabilities.Resume == nil {
+			return nil, "", capabilityError("loadSession", "agentSessionId")
+		}
+		resumeID = *p.AgentSessionID
+	case prior != nil && ranATurn(prior) && (caps.LoadSession || caps.SessionCapabilities.Resume != nil):
+		// A record whose session never ran a turn is not resumed: there is
+		// no history, and some agents cannot resume such a session
+		// (codex-acp 2.x).
+		resumeID = prior.AcpSessionID
+	}
+	if resumeID != "" {
 		// ACP session/resume where the agent offers it (it restores the
 		// session without replaying history), else session/load (acpx#332).
 		method := acp.AgentMethodSessionResume
-		meta := isolateMeta(in.prof, p, nil)
-		var params any = acp.ResumeSessionRequest{SessionId: acp.SessionId(prior.AcpSessionID), Cwd: p.Cwd, McpServers: mcp, Meta: meta}
+		params := newSessionParams(p, resumeID)
+		params.Meta = isolateMeta(in.prof, p, hostMeta(p.Meta))
 		if caps.SessionCapabilities.Resume == nil {
 			method = acp.AgentMethodSessionLoad
-			params = acp.LoadSessionRequest{SessionId: acp.SessionId(prior.AcpSessionID), Cwd: p.Cwd, McpServers: mcp, Meta: meta}
 			// Replayed history is not live output (docs/protocol.md,
 			// resume): the flag is posted before the request, so it
 			// precedes every replayed update.
@@ -142,22 +156,25 @@ func (s *session) handshake(ctx context.Context, in *admissionInput, conn *acpCo
 		err = late.call(ctx, conn, method, params, &st)
 		if err != nil {
 			// docs/rules.md#r10: close the recovered session, save nothing.
-			e := s.acpError(method, err)
-			e.Message += " (the record's session could not be resumed; open with resume:false for a new session)"
-			return nil, prior.AcpSessionID, e
+			e := s.sessionError(method, err, p, authMethods)
+			if e.Data.Code == protocol.ErrEnsureFailed && p.AgentSessionID == nil {
+				e.Message += " (the record's session could not be resumed; open with resume:false for a new session)"
+			}
+			return nil, resumeID, e
 		}
-		st.SessionID = prior.AcpSessionID
+		st.SessionID = resumeID
 		resumed = true
 	} else {
-		params := acp.NewSessionRequest{Cwd: p.Cwd, McpServers: mcp}
+		params := newSessionParams(p, "")
+		var own map[string]any
 		if p.SystemPrompt != "" {
-			params.Meta = map[string]any{"systemPrompt": map[string]string{"append": p.SystemPrompt}}
+			own = map[string]any{"systemPrompt": map[string]string{"append": p.SystemPrompt}}
 		}
 		// Settings that keep the workspace from granting permissions
 		// (docs/agents.md), when the policy needs the agent to ask.
-		params.Meta = isolateMeta(in.prof, p, params.Meta)
+		params.Meta = isolateMeta(in.prof, p, withMeta(hostMeta(p.Meta), own))
 		if err := late.call(ctx, conn, acp.AgentMethodSessionNew, params, &st); err != nil {
-			return nil, "", s.acpError("session/new", err)
+			return nil, "", s.sessionError("session/new", err, p, authMethods)
 		}
 	}
 	// docs/rules.md#r8: identity before admission.
@@ -167,13 +184,13 @@ func (s *session) handshake(ctx context.Context, in *admissionInput, conn *acpCo
 	ident := protocol.Identity{AcpxRecordID: p.SessionKey, BackendSessionID: st.SessionID, AgentSessionID: st.SessionID}
 	if v, ok := st.Meta["agentSessionId"].(string); ok && v != "" {
 		ident.AgentSessionID = v
-	} else if prior != nil && prior.AgentSessionID != "" {
+	} else if prior != nil && prior.AgentSessionID != "" && prior.AcpSessionID == st.SessionID {
 		ident.AgentSessionID = prior.AgentSessionID
 	}
 	res := protocol.OpenResult{Session: s.id, SessionKey: s.key, Identity: ident, Resumed: resumed, Agent: info,
 		Models: st.models(), Modes: st.modes(), ConfigOptions: jsonl.CleanRaws(st.ConfigOptions),
 		Process: protocol.ProcessInfo{Pid: tree.Pid(), Pgid: tree.Pgid(), StartedAt: protocol.At(tree.StartedAt()), Containment: string(tree.Containment())},
-		Sandbox: in.sandbox.result}
+		Sandbox: in.sandbox.result, AuthMethods: authMethods}
 	if res.ConfigOptions == nil {
 		res.ConfigOptions = []json.RawMessage{}
 	}
@@ -186,7 +203,7 @@ func (s *session) handshake(ctx context.Context, in *admissionInput, conn *acpCo
 	// without modes must not fail a resume the host asked no mode of).
 	wantModel, wantMode := p.Model, p.Mode
 	pinnedMode := false
-	if resumed {
+	if resumed && prior != nil {
 		if wantModel == "" {
 			wantModel = prior.Acpx.PinnedModelID
 		}
@@ -230,10 +247,10 @@ type pins struct{ model, mode string }
 
 // authMethod picks the profile's authenticate method: the first rule whose
 // env var the launch env holds and whose method the agent advertises.
-func authMethod(in *admissionInput, init initializeResult) string {
+func authMethod(in *admissionInput, methods []authInfo) string {
 	offered := map[string]bool{}
-	for _, m := range init.AuthMethods {
-		offered[m.ID] = true
+	for _, m := range methods {
+		offered[m.ID] = m.Type != "terminal"
 	}
 	for _, r := range in.prof.Auth {
 		if offered[r.MethodID] && in.envHas(r.EnvVar) {
@@ -374,11 +391,8 @@ func (l *lateHandshake) call(ctx context.Context, conn *acpConn, method string, 
 	}
 	if err = w.Wait(ctx, out); err != nil && ctx.Err() != nil {
 		l.waiter = &w
-		switch p := params.(type) {
-		case acp.LoadSessionRequest:
-			l.resumed = string(p.SessionId)
-		case acp.ResumeSessionRequest:
-			l.resumed = string(p.SessionId)
+		if p, ok := params.(sessionParams); ok {
+			l.resumed = p.SessionID
 		}
 	}
 	return err

@@ -2,8 +2,7 @@ package adapter
 
 import (
 	"context"
-
-	acp "github.com/coder/acp-go-sdk"
+	"encoding/json"
 
 	"github.com/acpx-sidecar/acpx-sidecar/protocol"
 )
@@ -24,7 +23,7 @@ import (
 type queuedTurn struct {
 	ctx      context.Context
 	p        protocol.PromptParams
-	prompt   []acp.ContentBlock
+	prompt   json.RawMessage
 	reply    Reply
 	stopHost func() bool // stops the $/cancelRequest hook while queued
 }
@@ -41,7 +40,7 @@ func (m *Manager) maxQueuedTurns() int {
 }
 
 // enqueue puts an admitted prompt behind the active turn.
-func (s *session) enqueue(ctx context.Context, p protocol.PromptParams, prompt []acp.ContentBlock, reply Reply) {
+func (s *session) enqueue(ctx context.Context, p protocol.PromptParams, prompt json.RawMessage, reply Reply) {
 	q := &queuedTurn{ctx: ctx, p: p, prompt: prompt, reply: reply}
 	rid := p.RequestID
 	q.stopHost = context.AfterFunc(ctx, func() {

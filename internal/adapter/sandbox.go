@@ -80,6 +80,9 @@ func (m *Manager) policyOf(p protocol.OpenParams) sandbox.Policy {
 		}
 		pol.Signals = sb.Signals
 	}
+	// The open's additionalDirectories are the agent's workspace too
+	// (docs/protocol.md §23): writable like cwd.
+	pol.Writable = append(pol.Writable, p.AdditionalDirectories...)
 	if pol.Signals == "" {
 		pol.Signals = sandbox.AllSignals
 		if pol.Filesystem != sandbox.Off {

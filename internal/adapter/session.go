@@ -77,8 +77,9 @@ type session struct {
 	pins           pins // the host's model and mode, re-applied on resume
 	resumed        bool
 	seq            uint64
-	replaying      bool             // drop updates (session/load replay)
-	buffered       []providerUpdate // updates that arrived during a new-session admission
+	replaying      bool                 // drop updates (session/load replay)
+	buffered       []providerUpdate     // updates that arrived during a new-session admission
+	extBuffered    []protocol.ExtNotice // extension notifications that arrived during admission (ext.go)
 	usedIDs        map[string]bool
 	turn           *turn
 	lastReqID      *string

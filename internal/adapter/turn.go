@@ -78,16 +78,15 @@ func (s *session) startTurn(ctx context.Context, p protocol.PromptParams, reply 
 		reply(nil, protocol.Domain(protocol.ErrDuplicateRequestID, "requestId "+quoteShort(p.RequestID)+" was already used in this session", false))
 		return
 	}
-	s.usedIDs[p.RequestID] = true
-	var prompt []acp.ContentBlock
-	if p.Prompt[0] == '"' {
-		var text string
-		_ = json.Unmarshal(p.Prompt, &text)
-		prompt = []acp.ContentBlock{acp.TextBlock(text)}
-	} else if err := json.Unmarshal(p.Prompt, &prompt); err != nil {
-		reply(nil, protocol.InvalidParams("prompt", "prompt is not an ACP ContentBlock[]"))
+	// The blocks go to the agent as the host wrote them, once the agent's
+	// promptCapabilities allow each (docs/protocol.md §23); a refused
+	// prompt leaves its requestId unused.
+	prompt, e := promptBlocks(p.Prompt, s.agentCaps)
+	if e != nil {
+		reply(nil, e)
 		return
 	}
+	s.usedIDs[p.RequestID] = true
 	if s.turn != nil {
 		s.enqueue(ctx, p, prompt, reply)
 		return
@@ -96,7 +95,7 @@ func (s *session) startTurn(ctx context.Context, p protocol.PromptParams, reply 
 }
 
 // beginTurn makes p the active turn and sends it to the agent.
-func (s *session) beginTurn(ctx context.Context, p protocol.PromptParams, prompt []acp.ContentBlock, reply Reply) {
+func (s *session) beginTurn(ctx context.Context, p protocol.PromptParams, prompt json.RawMessage, reply Reply) {
 	tctx, end := context.WithCancel(context.Background())
 	t := &turn{requestID: p.RequestID, ridJSON: jsonString(p.RequestID), reply: reply, ctx: tctx, end: end,
 		pending: map[*permissionAsk]*pendingAsk{}}
@@ -126,7 +125,7 @@ func (s *session) beginTurn(ctx context.Context, p protocol.PromptParams, prompt
 	conn, sid := s.conn, s.identity.BackendSessionID
 	go func() {
 		var resp promptResponse
-		err := conn.call(context.Background(), acp.AgentMethodSessionPrompt, acp.PromptRequest{SessionId: acp.SessionId(sid), Prompt: prompt}, &resp)
+		err := conn.call(context.Background(), acp.AgentMethodSessionPrompt, promptRequest{SessionID: sid, Prompt: prompt, Meta: p.Meta}, &resp)
 		s.post(func() { s.turnReturned(t, &resp, err) })
 	}()
 }

@@ -77,6 +77,7 @@ func runAgentSuite(t *testing.T, name string) {
 	a.prompt(main.Session, "t2o", "make a file\nrun: echo escaped > "+outside+"/escaped.txt")
 	a.wantNoFileIn(outside, "escaped.txt")
 	a.setModel(main)
+	a.agentSessions(main.Session, main.Identity.BackendSessionID)
 	a.close(main.Session)
 
 	// 2. Reopen (resume) under deny-all: the command never runs.

@@ -53,6 +53,7 @@ func TestGoClient_CodexHost(t *testing.T) {
 	var mu sync.Mutex
 	var asked []client.PermissionRequest
 	var decisions []client.PermissionDecision
+	var extNotes []client.ExtNotification
 	logs := &syncWriter{}
 	c, err := client.Start(ctx, client.Options{
 		Binary:   sidecarBin,
@@ -76,6 +77,13 @@ func TestGoClient_CodexHost(t *testing.T) {
 			mu.Unlock()
 		},
 		OnExited: func(e client.Exited) { t.Errorf("unexpected session/exited: %+v", e) },
+		// codex-acp 2.6 pushes `_auth/status_update` after initialize
+		// (docs/agents.md): it reaches the host (docs/protocol.md §23).
+		OnExtNotification: func(n client.ExtNotification) {
+			mu.Lock()
+			extNotes = append(extNotes, n)
+			mu.Unlock()
+		},
 	})
 	if err != nil {
 		t.Fatalf("Start: %v", err)
@@ -113,6 +121,16 @@ func TestGoClient_CodexHost(t *testing.T) {
 	if r := s.Result(); !r.PermissionBinding.Bound || r.Process.Pid == 0 {
 		t.Fatalf("open result: binding %+v, process %+v", r.PermissionBinding, r.Process)
 	}
+	waitUntil(t, 30*time.Second, "codex-acp's _auth/status_update", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, n := range extNotes {
+			if n.Method == "_auth/status_update" && n.Session == s.ID() && len(n.Params) > 0 {
+				return true
+			}
+		}
+		return false
+	})
 
 	var kinds []string
 	var seqs []uint64

@@ -29,7 +29,7 @@ func TestProfiles_AuthenticateByProfileRule(t *testing.T) {
 				// No rule: an agent that needs auth cannot be opened...
 				p := e.openParams("noauth", "auth=some-method:SOME_KEY")
 				p["agent"] = name
-				wantError(t, "open without an auth rule", s.call("session/open", p), -32000, "ACPX_SESSION_ENSURE_FAILED")
+				wantError(t, "open without an auth rule", s.call("session/open", p), -32000, "AUTH_REQUIRED")
 				// ...and one that needs none opens.
 				plain := e.openParams("plain", "normal")
 				plain["agent"] = name
@@ -64,7 +64,7 @@ func TestProfiles_AuthenticateByProfileRule(t *testing.T) {
 			p2 := e.openParams("unauthed", "auth="+rule.MethodID+":"+rule.EnvVar)
 			p2["agent"] = name
 			p2["permissionMode"] = "approve-all"
-			d := wantError(t, "open without credentials", s.call("session/open", p2), -32000, "ACPX_SESSION_ENSURE_FAILED")
+			d := wantError(t, "open without credentials", s.call("session/open", p2), -32000, "AUTH_REQUIRED")
 			if d.Cleanup == nil || !d.Cleanup.Complete {
 				t.Errorf("failed open without a complete cleanup proof: %+v", d)
 			}

@@ -145,7 +145,8 @@ type seedAgentMsg struct {
 
 // seedReadAgent reads the agent's record; a missing file is no line (the
 // agent never ran). A final line without its newline is still being written
-// and is left out.
+// and is left out. Every frame the sidecar sent the agent is checked
+// against the ACP v1 schema (checkACPRecord).
 func seedReadAgent(t testing.TB, path string) []seedAgentMsg {
 	t.Helper()
 	b, err := os.ReadFile(path)
@@ -169,6 +170,7 @@ func seedReadAgent(t testing.TB, path string) []seedAgentMsg {
 		out = append(out, m)
 		b = b[i+1:]
 	}
+	checkACPRecord(t, path, out) // acp_check_test.go
 	return out
 }
 

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 	"sync"
 )
 
@@ -42,8 +43,9 @@ type message struct {
 }
 
 type rpcError struct {
-	Code    int    `json:"code"`
-	Message string `json:"message"`
+	Code    int             `json:"code"`
+	Message string          `json:"message"`
+	Data    json.RawMessage `json:"data,omitempty"`
 }
 
 // session is one ACP session the agent holds.
@@ -53,6 +55,7 @@ type session struct {
 	Mode    string            `json:"mode"`
 	History []json.RawMessage `json:"history"` // recorded `update` objects, in order
 	Turns   int               `json:"turns"`   // prompts run (mode cost)
+	Fast    bool              `json:"fast"`    // the boolean config option fa-fast (modes_ext.go)
 
 	cancel chan struct{} // closed by session/cancel; nil when no turn runs
 }
@@ -66,9 +69,12 @@ type agent struct {
 
 	mu       sync.Mutex
 	sessions map[string]*session
-	nextID   int
-	pending  map[string]chan message // our requests awaiting a response
-	eof      bool                    // stdin ended: no response can arrive
+	// booleanOptions: the client advertised
+	// clientCapabilities.session.configOptions.boolean (guarded by mu).
+	booleanOptions bool
+	nextID         int
+	pending        map[string]chan message // our requests awaiting a response
+	eof            bool                    // stdin ended: no response can arrive
 
 	inflight sync.WaitGroup // request handlers still running
 
@@ -109,6 +115,7 @@ func (a *agent) handleLine(line []byte) {
 		logf("recv unparsable line (%d bytes): %v", len(line), err)
 		return
 	}
+	a.tap(append(append([]byte(nil), line...), '\n')) // mode tap (modes_ext.go)
 	a.rec.msg("recv", line)
 	if m.Method == "" {
 		logf("recv response id=%s", m.ID)
@@ -193,7 +200,10 @@ func (a *agent) notification(m message) {
 		a.cancelTurnLocked(sessionIDOf(m.Params))
 		a.mu.Unlock()
 	default:
-		// Unknown notifications are ignored (JSON-RPC 2.0 §4.1).
+		if strings.HasPrefix(m.Method, "_") {
+			a.extNotification(m) // modes_ext.go
+		}
+		// Other unknown notifications are ignored (JSON-RPC 2.0 §4.1).
 	}
 }
 
@@ -227,7 +237,17 @@ func (a *agent) request(m message) {
 		a.setConfigOption(m)
 	case "session/set_mode":
 		a.setMode(m)
+	case "session/list":
+		if !a.cfg.caps["list"] {
+			a.fail(m.ID, codeMethodNotFound, "method not found: session/list")
+			return
+		}
+		a.listSessions(m) // modes_ext.go
 	default:
+		if strings.HasPrefix(m.Method, "_") {
+			a.extRequest(m) // modes_ext.go
+			return
+		}
 		a.fail(m.ID, codeMethodNotFound, "method not found: "+m.Method)
 	}
 }
@@ -245,6 +265,7 @@ func (a *agent) initialize(m message) {
 		ProtocolVersion int `json:"protocolVersion"`
 	}
 	_ = json.Unmarshal(m.Params, &p)
+	a.noteBooleanOptions(m.Params) // modes_ext.go
 	caps := map[string]any{"loadSession": true}
 	sc := map[string]any{}
 	if !a.cfg.closeUnsupported {
@@ -253,11 +274,12 @@ func (a *agent) initialize(m message) {
 	if a.cfg.resume {
 		sc["resume"] = map[string]any{}
 	}
+	a.extCaps(caps, sc) // modes_ext.go
 	caps["sessionCapabilities"] = sc
 	a.reply(m.ID, map[string]any{
 		"protocolVersion":   1,
 		"agentInfo":         map[string]any{"name": agentName, "version": agentVersion},
 		"agentCapabilities": caps,
-		"authMethods":       a.cfg.advertised(),
+		"authMethods":       a.authAdvertised(),
 	})
 }

@@ -83,6 +83,13 @@
 //	turn-hog=<MiB>     each turn allocates that much memory (modes_limits.go)
 //	turn-forkbomb=<N>  each turn starts up to N sleeper children until a fork
 //	                   fails (modes_limits.go)
+//	ext-notify, ext-ask=<method>, caps=<a+b>, auth-terminal=<id>, auth-fail,
+//	tap=<file>         extension methods, auth, session/list and
+//	                   capabilities (modes_ext.go); in every mode `_fa/echo`,
+//	                   `_fa/fail` and `_fa/seen` answer extension messages,
+//	                   and a client advertising
+//	                   session.configOptions.boolean gets the boolean
+//	                   config option fa-fast
 //	probe              each turn runs its prompt's lines as sandbox probes
 //	                   (write, read, replace, kill, abstract, tcp, procfd,
 //	                   cgroup-escape, exec, child) and reports each result
@@ -178,6 +185,7 @@ type config struct {
 	limitModes       // turn-hog, turn-forkbomb (modes_limits.go)
 	attackModes      // ask-flood, deaf, stdout-flood, ... (modes_attack.go)
 	sandboxModes     // probe (modes_sandbox.go)
+	extModes         // ext-notify, ext-ask, caps, auth-terminal, auth-fail, tap (modes_ext.go)
 	stateDir         string
 }
 
@@ -248,6 +256,8 @@ func parseModes(list string) (config, error) {
 			err = c.limitModes.parse(name, val, hasVal)
 		case "probe":
 			c.probe = true
+		case "ext-notify", "ext-ask", "caps", "auth-terminal", "auth-fail", "tap":
+			err = c.parseExt(name, val, hasVal)
 		case "slow-turn":
 			n, err = num()
 			c.slowTurn = time.Duration(n) * time.Millisecond

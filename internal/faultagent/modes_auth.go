@@ -61,6 +61,10 @@ func (a *agent) authenticate(m message) {
 		MethodID string `json:"methodId"`
 	}
 	_ = json.Unmarshal(m.Params, &p)
+	if a.cfg.authFail {
+		a.fail(m.ID, -32000, "authentication failed for "+p.MethodID)
+		return
+	}
 	for _, am := range a.cfg.authMethods {
 		if am.id == p.MethodID {
 			a.mu.Lock()

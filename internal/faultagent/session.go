@@ -38,7 +38,7 @@ func (a *agent) sessionState(s *session) map[string]any {
 		},
 	}
 	if !a.cfg.noConfigOptions {
-		st["configOptions"] = configOptions(s)
+		st["configOptions"] = a.withBoolean(configOptions(s), s)
 	}
 	return st
 }
@@ -76,6 +76,7 @@ func (a *agent) newSession(m message) {
 	res := a.sessionState(s)
 	a.mu.Unlock()
 	a.persist(s)
+	a.extNotifyNew(s.ID) // modes_ext.go
 	if !a.cfg.noSessionID {
 		res["sessionId"] = s.ID
 	}
@@ -238,6 +239,9 @@ func (a *agent) setConfigOption(m message) {
 		a.fail(m.ID, codeNotFound, "session not found")
 		return
 	}
+	if a.setBoolean(m, s) { // modes_ext.go
+		return
+	}
 	var p struct {
 		ConfigID string `json:"configId"`
 		Value    string `json:"value"`
@@ -251,7 +255,7 @@ func (a *agent) setConfigOption(m message) {
 	if !a.cfg.staleConfig {
 		s.Model = p.Value
 	}
-	opts := configOptions(s)
+	opts := a.withBoolean(configOptions(s), s)
 	a.mu.Unlock()
 	a.persist(s)
 	a.reply(m.ID, map[string]any{"configOptions": opts})

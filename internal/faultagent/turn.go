@@ -83,6 +83,9 @@ func (a *agent) prompt(m message) {
 	if a.cfg.permissionKind != "" && !cancelled() {
 		emit(chunk("agent_message_chunk", a.askPermission(s.ID)))
 	}
+	if a.cfg.extAsk != "" && !cancelled() {
+		emit(chunk("agent_message_chunk", a.extAskTurn(s.ID))) // modes_ext.go
+	}
 	if a.cfg.permissionTitle != "" && !cancelled() {
 		emit(chunk("agent_message_chunk", a.askTitledPermission(s.ID)))
 	}

@@ -22,6 +22,10 @@ import (
 // lifecycle does not admit, or of no notification method, is dropped.
 func (s *Server) Handle(ctx context.Context, conn *jsonrpc2.Conn, req *jsonrpc2.Request) {
 	<-s.ready
+	if raw := s.stream.LastParams(); raw != nil && req.Params != nil {
+		// The params as the host wrote them (FrameStream.LastParams).
+		req.Params = &raw
+	}
 	m, known := lookup(req.Method, req.Notif)
 	if req.Notif {
 		ph := s.currentPhase()

@@ -123,6 +123,7 @@ func (s *Server) initialize(c *call) {
 	s.update(func(st *connState) {
 		st.advance(phaseReady)
 		st.hostPerms = p.Capabilities.PermissionRequests
+		st.hostExt = p.Capabilities.ExtRequests
 	})
 	res := s.backend.Initialize(p)
 	res.Pid = os.Getpid()

@@ -21,6 +21,7 @@ const (
 type connState struct {
 	phase     phase
 	hostPerms bool // capabilities.permissionRequests of initialize
+	hostExt   bool // capabilities.extRequests of initialize (ext.go)
 	// inflight holds the ids (idKey) of requests not yet answered.
 	inflight map[string]bool
 	// pending holds the cancel funcs of answerable-later requests whose

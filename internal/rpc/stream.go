@@ -12,6 +12,7 @@ import (
 	"errors"
 	"io"
 	"sync"
+	"unicode/utf8"
 
 	"github.com/acpx-sidecar/acpx-sidecar/internal/jsonl"
 	"github.com/acpx-sidecar/acpx-sidecar/protocol"
@@ -58,7 +59,43 @@ type FrameStream struct {
 
 	releaseOnce sync.Once
 	release     chan struct{}
+
+	// params are the params of the last message read, as the frame holds
+	// them (nil when it has none): jsonrpc2 re-encodes a request's params
+	// through a map, which sorts members and rewrites escapes, and what
+	// the host sends to an agent verbatim (mcpServers, prompt blocks,
+	// _meta, extension params) must keep its bytes (docs/protocol.md §23).
+	// Written and read only by the connection's read loop (Handle runs
+	// in it).
+	params json.RawMessage
 }
+
+// readMessage is jsonl.Reader.ReadMessage that also keeps the frame's
+// params (FrameStream.params).
+func (s *FrameStream) readMessage(v any) error {
+	s.params = nil
+	frame, err := s.in.ReadFrame()
+	if err != nil {
+		return err
+	}
+	if !utf8.Valid(frame) {
+		return &jsonl.FrameError{Kind: jsonl.Malformed, Reason: "a frame must be valid UTF-8"}
+	}
+	if err := jsonl.DecodeMessage(frame, v); err != nil {
+		return err
+	}
+	var p struct {
+		Params json.RawMessage `json:"params"`
+	}
+	if json.Unmarshal(frame, &p) == nil && len(p.Params) > 0 {
+		s.params = p.Params
+	}
+	return nil
+}
+
+// LastParams returns the params of the message being handled as the host
+// wrote them (nil: none). Only the read loop may call it.
+func (s *FrameStream) LastParams() json.RawMessage { return s.params }
 
 // NewFrameStream returns a FrameStream reading r and writing w. maxBytes
 // bounds one inbound frame (bytes; ≤ 0 means DefaultMaxFrameBytes). closer
@@ -114,7 +151,7 @@ func (s *FrameStream) Close() error {
 // returns io.EOF (or the read error) when the input ends.
 func (s *FrameStream) ReadObject(v interface{}) error {
 	for {
-		err := s.in.ReadMessage(v)
+		err := s.readMessage(v)
 		if err == nil {
 			return nil
 		}

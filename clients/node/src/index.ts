@@ -7,6 +7,7 @@ export { toSidecarError } from "./errors.js";
 export type { SpawnOptions, PermissionHandler, ExitStatus, SidecarEvents } from "./sidecar.js";
 export { Session } from "./session.js";
 export type { Turn, PromptOptions } from "./session.js";
+export type { ExtRequest, ExtNotice, ExtRequestHandler, ExtSpawnOptions, AgentSessionsPage } from "./ext.js";
 export { SidecarError, LocalDataCode } from "./errors.js";
 export type { SidecarDataCode } from "./errors.js";
 export { textOf, CHUNK_KINDS } from "./updates.js";

@@ -119,7 +119,11 @@ export type DataCode =
   | "PARSE_ERROR"
   | "METHOD_NOT_FOUND"
   | "NOT_INITIALIZED"
-  | "INTERNAL";
+  | "INTERNAL"
+  | "AUTH_REQUIRED"
+  | "AUTH_FAILED"
+  | "CAPABILITY_UNSUPPORTED"
+  | "AGENT_ERROR";
 /**
  * Every error the sidecar sends (docs/protocol.md §5): the numeric code, a secret-free message, and data. The JSON-RPC-level codes carry fixed data codes (the numeric table of §5).
  *
@@ -156,6 +160,8 @@ export type JournalEntry = {
     | "session/update"
     | "session/permission"
     | "session/requestPermission"
+    | "session/extNotification"
+    | "session/extRequest"
     | "session/exited"
     | "cleanup/proof"
     | "session/history"
@@ -178,6 +184,33 @@ export type RequestPermissionResult =
     }
   | {
       outcome: "cancelled";
+    };
+/**
+ * Params of session/extRequest. Host → sidecar: {session, method, params?}, sent to the agent verbatim. Sidecar → host: an agent's `_…` request, {session, requestId, method, params?} (docs/protocol.md §23).
+ *
+ * Schema: `$defs/ExtRequestParams`.
+ */
+export type ExtRequestParams =
+  | {
+      session: SessionId;
+      /**
+       * An extension method name: begins with `_`.
+       */
+      method: string;
+      params?:
+        | {
+            [k: string]: unknown;
+          }
+        | unknown[];
+    }
+  | {
+      session: SessionId;
+      requestId: string | null;
+      /**
+       * An extension method name: begins with `_`.
+       */
+      method: string;
+      params?: unknown;
     };
 
 /**
@@ -282,6 +315,22 @@ export interface ErrorData {
    * RESOURCE_EXHAUSTED: what ran out, descriptors (EMFILE, ENFILE), processes (EAGAIN) or memory (ENOMEM) (docs/protocol.md §21 Capacity).
    */
   resource?: "fds" | "processes" | "memory";
+  /**
+   * CAPABILITY_UNSUPPORTED: the agent capability the request needs, a dot path of ACP agentCapabilities (e.g. promptCapabilities.image; docs/protocol.md §23).
+   */
+  capability?: string;
+  /**
+   * AUTH_REQUIRED: the agent's ACP AuthMethod[] verbatim (docs/protocol.md §23).
+   */
+  authMethods?: AuthMethod[];
+  /**
+   * AGENT_ERROR: the agent's JSON-RPC error object verbatim (docs/protocol.md §23).
+   */
+  agentError?: {
+    code: number;
+    message: string;
+    [k: string]: unknown;
+  };
 }
 /**
  * A cleanup proof (docs/protocol.md §12).
@@ -368,6 +417,16 @@ export interface ProofError {
   message: string;
 }
 /**
+ * An ACP AuthMethod, verbatim.
+ *
+ * Schema: `$defs/AuthMethod`.
+ */
+export interface AuthMethod {
+  id: string;
+  type?: string;
+  [k: string]: unknown;
+}
+/**
  * A program and its version.
  *
  * Schema: `$defs/Implementation`.
@@ -386,6 +445,10 @@ export interface HostCapabilities {
    * true: the host answers session/requestPermission (docs/protocol.md §9).
    */
   permissionRequests?: boolean;
+  /**
+   * true: the host answers session/extRequest, the agents' `_…` requests; without it they get -32601 (docs/protocol.md §23).
+   */
+  extRequests?: boolean;
 }
 /**
  * Params of initialize (docs/protocol.md §7).
@@ -688,6 +751,24 @@ export interface OpenParams {
    */
   resume?: boolean;
   sandbox?: Sandbox;
+  /**
+   * ACP _meta: merged into the ACP request's _meta under the sidecar's own keys (docs/protocol.md §23).
+   */
+  _meta?: {
+    [k: string]: unknown;
+  };
+  /**
+   * An ACP AuthMethod id from the agent's authMethods: ACP authenticate runs it before the session is created or resumed (docs/protocol.md §23). Terminal-type methods are refused.
+   */
+  authMethod?: string;
+  /**
+   * One of the agent's own ACP sessions (session/agentSessions): resumed (session/resume, else session/load) instead of the record's (docs/protocol.md §23).
+   */
+  agentSessionId?: string;
+  /**
+   * Absolute paths of existing directories: ACP additionalDirectories where the agent advertises sessionCapabilities.additionalDirectories (else CAPABILITY_UNSUPPORTED), and writable in the sandbox (docs/protocol.md §23).
+   */
+  additionalDirectories?: string[];
 }
 /**
  * A session's admitted identity (docs/protocol.md §8 session/open result).
@@ -790,6 +871,10 @@ export interface OpenResult {
   process: ProcessInfo;
   permissionBinding: PermissionBinding;
   sandbox?: SandboxResult;
+  /**
+   * The agent's ACP AuthMethod[] verbatim ([] when it offers none; docs/protocol.md §23).
+   */
+  authMethods: AuthMethod[];
 }
 /**
  * An ACP ContentBlock, forwarded verbatim.
@@ -817,6 +902,12 @@ export interface PromptParams {
    * Wait behind the active turn instead of TURN_ACTIVE (docs/protocol.md §8 session/prompt, Queued turns).
    */
   queue?: boolean;
+  /**
+   * ACP _meta: merged into the ACP request's _meta under the sidecar's own keys (docs/protocol.md §23).
+   */
+  _meta?: {
+    [k: string]: unknown;
+  };
 }
 /**
  * Token usage (docs/protocol.md §8 session/prompt).
@@ -1286,6 +1377,49 @@ export interface JournalNotification {
   sinceSeq: number;
   gap?: JournalGap;
 }
+/**
+ * Result of session/extRequest. Host → sidecar: {result}, the agent's result verbatim. Sidecar → host: any JSON value, sent back to the agent verbatim (docs/protocol.md §23).
+ *
+ * Schema: `$defs/ExtRequestResult`.
+ */
+export interface ExtRequestResult {
+  [k: string]: unknown;
+}
+/**
+ * Params of session/extNotification: {session, method, params?}; host → sidecar, sent to the agent verbatim; sidecar → host, an agent's `_…` notification verbatim, journaled (docs/protocol.md §23).
+ *
+ * Schema: `$defs/ExtNotificationNotification`.
+ */
+export interface ExtNotificationNotification {
+  session: SessionId;
+  /**
+   * An extension method name: begins with `_`.
+   */
+  method: string;
+  params?: unknown;
+}
+/**
+ * Params of session/agentSessions (docs/protocol.md §23).
+ *
+ * Schema: `$defs/AgentSessionsParams`.
+ */
+export interface AgentSessionsParams {
+  session: SessionId;
+  cwd?: string;
+  cursor?: string | null;
+}
+/**
+ * Result of session/agentSessions: the agent's ACP session/list result verbatim ({sessions: SessionInfo[], nextCursor?}; docs/protocol.md §23).
+ *
+ * Schema: `$defs/AgentSessionsResult`.
+ */
+export interface AgentSessionsResult {
+  sessions: {
+    [k: string]: unknown;
+  }[];
+  nextCursor?: string | null;
+  [k: string]: unknown;
+}
 
 /* Definitions that name another one. */
 export type ShutdownParams = EmptyParams;
@@ -1340,4 +1474,10 @@ export interface ProtocolMethods {
   "session/journal": { kind: "notification"; direction: "sidecar"; params: JournalNotification };
   /** docs/protocol.md §9 */
   "cleanup/proof": { kind: "notification"; direction: "sidecar"; params: CleanupProofNotification };
+  /** docs/protocol.md §23 */
+  "session/extRequest": { kind: "request"; direction: "both"; params: ExtRequestParams; result: ExtRequestResult };
+  /** docs/protocol.md §23 */
+  "session/extNotification": { kind: "notification"; direction: "both"; params: ExtNotificationNotification };
+  /** docs/protocol.md §23 */
+  "session/agentSessions": { kind: "request"; direction: "host"; params: AgentSessionsParams; result: AgentSessionsResult };
 }

@@ -6,6 +6,7 @@
 import { LocalDataCode, SidecarError, localError } from "./errors.js";
 import { UpdateQueue } from "./queue.js";
 import type { PermissionHandler, Sidecar } from "./sidecar.js";
+import type { AgentSessionsPage } from "./ext.js";
 import type {
   CleanupProof,
   CloseInput,
@@ -161,6 +162,32 @@ export class Session {
       value,
     });
     return res.configOptions;
+  }
+
+  /**
+   * extRequest sends the agent its `_…` extension request (session/extRequest,
+   * docs/protocol.md §23) and resolves to the agent's result verbatim. A
+   * method without the `_` prefix rejects -32602 (field `method`), nothing
+   * sent; the agent's error rejects AGENT_ERROR (`data.agentError`).
+   */
+  async extRequest(method: string, params?: object): Promise<unknown> {
+    const p: Record<string, unknown> = { session: this.id, method };
+    if (params !== undefined) p["params"] = params;
+    const res = await this.sc.request<{ result: unknown }>("session/extRequest", p);
+    return res.result;
+  }
+
+  /** extNotify sends the agent its `_…` extension notification (session/extNotification). */
+  async extNotify(method: string, params?: object): Promise<void> {
+    const p: Record<string, unknown> = { session: this.id, method };
+    if (params !== undefined) p["params"] = params;
+    await this.sc.conn.sendNotification("session/extNotification", p);
+  }
+
+  /** agentSessions lists one page of the agent's own sessions (ACP session/list verbatim;
+   * UNSUPPORTED_CONTROL without sessionCapabilities.list). Open one with `agentSessionId`. */
+  agentSessions(p: { cwd?: string; cursor?: string } = {}): Promise<AgentSessionsPage> {
+    return this.sc.request<AgentSessionsPage>("session/agentSessions", { ...p, session: this.id });
   }
 
   /**

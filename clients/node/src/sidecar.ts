@@ -48,6 +48,7 @@ import type {
   SessionUpdateParams,
   StatsResult,
 } from "./types.js";
+import { serveExtRequests, type ExtNotice, type ExtSpawnOptions } from "./ext.js";
 
 /**
  * Answers one session/requestPermission (docs/protocol.md §9). `signal`
@@ -62,7 +63,7 @@ export type PermissionHandler = (
 ) => PermissionOutcome | Promise<PermissionOutcome>;
 
 /** Options of {@link spawnSidecar}. */
-export interface SpawnOptions {
+export interface SpawnOptions extends ExtSpawnOptions {
   /** Absolute path of the executable; default `$ACPX_SIDECAR_BINARY`,
    * then the installed platform package (resolveBinary). */
   binary?: string;
@@ -118,6 +119,7 @@ export interface SidecarEvents {
   update: [SessionUpdateParams];
   permission: [PermissionDecision];
   journal: [JournalNotice];
+  extNotification: [ExtNotice];
   exit: [ExitStatus];
 }
 
@@ -133,6 +135,8 @@ export interface SidecarEvents {
  * - `"journal"` (JournalNotice): `session/journal`: a session's journal or
  *   record stopped being written (`degraded`) or works again (`ok`, with the
  *   `gap` lost); updates keep flowing live meanwhile;
+ * - `"extNotification"` (ExtNotice): `session/extNotification`: an agent's
+ *   `_…` notification, params verbatim (docs/protocol.md §23);
  * - `"exit"` (ExitStatus): the **sidecar process** ended (after its stdout
  *   closed); the same moment as the {@link Sidecar.exited} promise.
  *
@@ -200,6 +204,7 @@ export class Sidecar extends EventEmitter<SidecarEvents> {
     });
     conn.onNotification("cleanup/proof", (p: { proof: CleanupProof }) => void this.emit("proof", p.proof));
     conn.onNotification("session/journal", (p: JournalNotice) => void this.emit("journal", p));
+    conn.onNotification("session/extNotification", (p: ExtNotice) => void this.emit("extNotification", p));
     conn.onRequest("session/requestPermission", (p: PermissionRequest) => this.answer(p));
   }
 
@@ -482,6 +487,7 @@ export async function spawnSidecar(opts: SpawnOptions): Promise<Sidecar> {
     return st;
   });
   const sc = new Sidecar(child, conn, exited, opts.onPermissionRequest, writer);
+  if (opts.onExtRequest) serveExtRequests(conn, opts.onExtRequest, exited);
   reader.updates = (p) => sc.route(p as SessionUpdateParams);
   void sc.exited.then((st) => sc.emit("exit", st));
   conn.onError(() => undefined);
@@ -493,7 +499,7 @@ export async function spawnSidecar(opts: SpawnOptions): Promise<Sidecar> {
       {
         protocolVersion: 1,
         clientInfo: opts.clientInfo ?? { name: "@acpx-sidecar/client", version: VERSION },
-        capabilities: { permissionRequests: opts.onPermissionRequest !== undefined },
+        capabilities: { permissionRequests: opts.onPermissionRequest !== undefined, extRequests: opts.onExtRequest !== undefined },
       },
       opts.signal,
     );
