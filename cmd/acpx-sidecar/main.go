@@ -388,7 +388,7 @@ func doctor(stdout io.Writer, o *options) int {
 	}
 	_ = enc.Encode(map[string]any{"containment": chosen, "mechanisms": mechs,
 		"inheritEnv": doctorEnv(o.inheritEnv), "limits": doctorLimits(chosen),
-		"sandbox": adapter.SandboxCaps(sandbox.Probe().Limit(o.assumeABI), o.defaultSandbox, reaper.Mode(chosen)),
+		"sandbox":  adapter.SandboxCaps(sandbox.Probe().Limit(o.assumeABI), o.defaultSandbox, reaper.Mode(chosen)),
 		"problems": problems})
 	if !usable {
 		return 1
