@@ -47,6 +47,9 @@ type Implementation struct {
 // host answers `session/requestPermission` (docs/protocol.md §9).
 type HostCaps struct {
 	PermissionRequests bool `json:"permissionRequests"`
+	// Elicitation: the ACP elicitation modes the host answers as
+	// session/elicitation (docs/protocol.md §22); nil declares none.
+	Elicitation *ElicitationCaps `json:"elicitation,omitempty"`
 }
 
 // InitializeResult is the result of `initialize`.
@@ -138,6 +141,9 @@ type OpenParams struct {
 	InheritEnv          []string `json:"inheritEnv,omitempty"`
 	Limits              *Limits  `json:"limits,omitempty"`
 	PermissionTimeoutMs *int64   `json:"permissionTimeoutMs,omitempty"`
+	// ElicitationTimeoutMs bounds one host elicitation (default
+	// permissionTimeoutMs; docs/protocol.md §22).
+	ElicitationTimeoutMs *int64 `json:"elicitationTimeoutMs,omitempty"`
 	// Sandbox: docs/protocol.md §19 (protocol/sandbox.go); nil = the
 	// sidecar's default.
 	Sandbox *Sandbox `json:"sandbox,omitempty"`

@@ -31,8 +31,8 @@ import (
 const schemaURL = "protocol.schema.json"
 
 // Method is one entry of the schema's x-methods: Kind is "request" or
-// "notification"; Direction is "host" (host → sidecar) or "sidecar"
-// (sidecar → host); Params and Result name $defs entries ("" when none);
+// "notification"; Direction is "host" (host → sidecar), "sidecar"
+// (sidecar → host) or "both"; Params and Result name $defs entries ("" when none);
 // Pending is true for methods specified but not yet implemented.
 type Method struct {
 	Name      string
@@ -129,7 +129,7 @@ func Load(path string) (*Schema, error) {
 			}
 			*dst = name
 		}
-		if (m.Kind != "request" && m.Kind != "notification") || (m.Direction != "host" && m.Direction != "sidecar") {
+		if (m.Kind != "request" && m.Kind != "notification") || (m.Direction != "host" && m.Direction != "sidecar" && m.Direction != "both") {
 			return nil, fmt.Errorf("x-methods %q: bad kind %q or direction %q", name, m.Kind, m.Direction)
 		}
 		s.methods[name] = m
@@ -304,7 +304,7 @@ func (c *Conn) Check(from From, frame []byte) error {
 		if isReq {
 			want = "request"
 		}
-		if !known || m.Direction != from.String() || m.Kind != want {
+		if !known || (m.Direction != from.String() && m.Direction != "both") || m.Kind != want {
 			return c.hostBadLocked(from, &id, frame, fmt.Sprintf("%q is not a %s→ %s in the schema", *env.Method, from, want))
 		}
 		if m.Params == "" {
