@@ -90,7 +90,7 @@ func (s *session) handshake(ctx context.Context, in *admissionInput, conn *acpCo
 	// §14).
 	err := conn.call(ctx, acp.AgentMethodInitialize, acp.InitializeRequest{
 		ProtocolVersion:    acp.ProtocolVersionNumber,
-		ClientCapabilities: acp.ClientCapabilities{},
+		ClientCapabilities: s.clientCapabilities(),
 		ClientInfo:         &acp.Implementation{Name: "acpx-sidecar", Version: s.m.cfg.Version},
 	}, &init)
 	if err != nil {
@@ -368,11 +368,12 @@ type lateHandshake struct {
 // call sends method and waits for its answer or ctx; when ctx ends first,
 // the request is kept as the pending late handshake.
 func (l *lateHandshake) call(ctx context.Context, conn *acpConn, method string, params, out any) error {
-	w, err := conn.dispatch(method, params)
+	w, id, err := conn.dispatch(method, params)
 	if err != nil {
 		return err
 	}
 	if err = w.Wait(ctx, out); err != nil && ctx.Err() != nil {
+		conn.cancelRequest(id) // still watched: a session it creates anyway is closed
 		l.waiter = &w
 		switch p := params.(type) {
 		case acp.LoadSessionRequest:
