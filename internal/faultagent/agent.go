@@ -75,6 +75,8 @@ type agent struct {
 	rec        *recorder     // mode record; nil records nothing
 	term       chan struct{} // closed at the first trapped SIGTERM
 	closeFails int           // session/close requests failed (mode error-close)
+	// clientElicit: initialize's clientCapabilities.elicitation (mode elicit).
+	clientElicit json.RawMessage
 }
 
 func newAgent(cfg config, out io.Writer) *agent {
@@ -242,9 +244,15 @@ func (a *agent) initialize(m message) {
 		return
 	}
 	var p struct {
-		ProtocolVersion int `json:"protocolVersion"`
+		ProtocolVersion    int `json:"protocolVersion"`
+		ClientCapabilities struct {
+			Elicitation json.RawMessage `json:"elicitation"`
+		} `json:"clientCapabilities"`
 	}
 	_ = json.Unmarshal(m.Params, &p)
+	a.mu.Lock()
+	a.clientElicit = p.ClientCapabilities.Elicitation
+	a.mu.Unlock()
 	caps := map[string]any{"loadSession": true}
 	sc := map[string]any{}
 	if !a.cfg.closeUnsupported {

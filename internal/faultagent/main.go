@@ -83,6 +83,17 @@
 //	turn-hog=<MiB>     each turn allocates that much memory (modes_limits.go)
 //	turn-forkbomb=<N>  each turn starts up to N sleeper children until a fork
 //	                   fails (modes_limits.go)
+//	elicit=<kind>      each turn sends elicitation/create: form (a
+//	                   requestedSchema with a required strategy enum and an
+//	                   integer count 1-9), url (elicitationId fa-elicit-1;
+//	                   an accepted one is followed by elicitation/complete)
+//	                   or malformed (form without requestedSchema); reports
+//	                   "elicit caps: <initialize's clientCapabilities
+//	                   .elicitation>" and "elicit: <action> <content>" or
+//	                   "elicit: error <code>" (modes_elicit.go)
+//	elicit-withdraw=<ms>  the elicitation is withdrawn with $/cancel_request
+//	                   after ms unless answered first
+//	permission-withdraw=<ms>  the permission=<kind> ask likewise
 //	probe              each turn runs its prompt's lines as sandbox probes
 //	                   (write, read, replace, kill, abstract, tcp, procfd,
 //	                   cgroup-escape, exec, child) and reports each result
@@ -178,6 +189,7 @@ type config struct {
 	limitModes       // turn-hog, turn-forkbomb (modes_limits.go)
 	attackModes      // ask-flood, deaf, stdout-flood, ... (modes_attack.go)
 	sandboxModes     // probe (modes_sandbox.go)
+	elicitModes      // elicit, elicit-withdraw, permission-withdraw (modes_elicit.go)
 	stateDir         string
 }
 
@@ -251,6 +263,8 @@ func parseModes(list string) (config, error) {
 		case "slow-turn":
 			n, err = num()
 			c.slowTurn = time.Duration(n) * time.Millisecond
+		case "elicit", "elicit-withdraw", "permission-withdraw":
+			err = c.elicitModes.parse(name, val, hasVal)
 		case "stream", "usage-grow":
 			err = c.journalModes.parse(name, val, hasVal)
 		case "ask-flood", "deaf", "stdout-flood", "grow-file", "plant", "escape-ledger", "inject", "ask-variants", "double-answer":
