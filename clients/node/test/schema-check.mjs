@@ -31,7 +31,7 @@ export function frameChecker() {
       const m = schema["x-methods"][msg.method];
       const from = direction === "sent" ? "host" : "sidecar";
       if (!m) return errors.push(`${direction} unknown method ${msg.method}`);
-      if (m.direction !== from) errors.push(`${msg.method} sent by the ${from}, schema says ${m.direction}`);
+      if (m.direction !== from && m.direction !== "both") errors.push(`${msg.method} sent by the ${from}, schema says ${m.direction}`);
       if ((msg.id !== undefined) !== (m.kind === "request")) errors.push(`${msg.method} as ${msg.id === undefined ? "notification" : "request"}, schema says ${m.kind}`);
       if (m.params) check(defName(m.params), msg.params ?? {}, `${msg.method} params`);
       if (msg.id !== undefined) pending[direction].set(msg.id, msg.method);
