@@ -1,9 +1,10 @@
 package modelstub
 
-// The question rule (Anthropic Messages API only): a line `ask:
-// <question>` in the last user message, in a request that declares
-// Claude Code's AskUserQuestion tool, is answered with one call of that
-// tool asking the question with the options AskOptions (single choice).
+// The question rule (Messages and Responses APIs): a line `ask:
+// <question>` in the last user message, in a request that declares the
+// agent's question tool (Claude Code's AskUserQuestion, codex's
+// request_user_input), is answered with one call of that tool asking the
+// question with the options AskOptions (single choice).
 // claude-agent-acp presents that call to a client that declared form
 // elicitation as an ACP elicitation/create (docs/agents.md, Claude); the
 // tool's result then gets DoneText (rule 1).
@@ -18,6 +19,9 @@ const (
 	AskPrefix = "ask:"
 	// AnthropicAskToolName is Claude Code's question tool.
 	AnthropicAskToolName = "AskUserQuestion"
+	// ResponsesAskToolName is codex's question tool (offered in its plan
+	// collaboration mode).
+	ResponsesAskToolName = "request_user_input"
 	// AskHeader is the question's header (Claude Code: at most 12
 	// characters).
 	AskHeader = "Choice"
@@ -45,4 +49,13 @@ func askInput(q string) map[string]any {
 		opts = append(opts, map[string]any{"label": l, "description": "Answer " + l})
 	}
 	return map[string]any{"questions": []any{map[string]any{"question": q, "header": AskHeader, "options": opts, "multiSelect": false}}}
+}
+
+// askInputCodex is the request_user_input arguments for question q.
+func askInputCodex(q string) map[string]any {
+	opts := []any{}
+	for _, l := range AskOptions {
+		opts = append(opts, map[string]any{"label": l, "description": "Answer " + l})
+	}
+	return map[string]any{"questions": []any{map[string]any{"id": "q1", "header": AskHeader, "question": q, "options": opts}}}
 }
