@@ -63,8 +63,8 @@ var elicitKeys = []string{"sessionId", "requestId", "toolCallId", "mode", "messa
 // parseElicitation decodes ACP elicitation/create params strictly: a
 // string message, mode "form" with an object requestedSchema (compiled,
 // elicit_schema.go) or "url" with string url and elicitationId; a
-// sessionId, when present, must be the session's. why is "" for a
-// well-formed request.
+// sessionId, when present, must be the session's (once it is known). why
+// is "" for a well-formed request.
 func (s *session) parseElicitation(params json.RawMessage) (pe *pendingElicit, why string) {
 	p, why := decodeStrict(params, elicitKeys...)
 	if why != "" {
@@ -79,7 +79,9 @@ func (s *session) parseElicitation(params json.RawMessage) (pe *pendingElicit, w
 		return pe, "mode is not a string"
 	}
 	pe.mode = mode
-	if sid, present, ok := p.str("sessionId"); !ok || present && sid != s.identity.BackendSessionID {
+	// Before the session exists (an agent asking during session/new) its
+	// id is not known yet; the request is then answered cancel (no turn).
+	if sid, present, ok := p.str("sessionId"); !ok || present && s.identity.BackendSessionID != "" && sid != s.identity.BackendSessionID {
 		return pe, "sessionId is not this session's"
 	}
 	switch mode {
