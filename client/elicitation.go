@@ -79,6 +79,10 @@ type ElicitationComplete struct {
 	Meta          json.RawMessage `json:"_meta,omitempty"`
 }
 
+// elicitBoundRule is the rule of an elicitation decided by
+// elicitationTimeoutMs.
+const elicitBoundRule = "elicitationTimeoutMs"
+
 // elicitTool is the toolCallID of an elicitation's permKey: elicitations
 // share the permission asks' settling (settle.go) by session and turn.
 const elicitTool = "\x00elicitation"
@@ -130,7 +134,13 @@ func (c *Client) onElicitationNotice(method string, params json.RawMessage) {
 		if json.Unmarshal(params, &d) != nil {
 			return
 		}
-		if d.Rule != "host" {
+		if d.Rule == elicitBoundRule {
+			// The bound decided the turn's oldest waiting elicitation
+			// (bounds run out in the order they were asked). Other
+			// outcomes settle otherwise: the host's own answer, a
+			// withdrawal ($/cancelRequest by id), the turn's end (its
+			// result), or were never put to the host (refused, no
+			// turn, overflow).
 			k := permKey{d.Session, deref(d.RequestID), elicitTool}
 			c.asks.settle(true, func(p permKey) bool { return p == k })
 		}

@@ -143,3 +143,60 @@ func TestElicitation_ModesRestrictWhatAgentsAreOffered(t *testing.T) {
 	}
 	assertNoMarkedProcess(t, mark)
 }
+
+// TestElicitation_BoundEndsTheHandlerContext: an elicitation the host
+// leaves unanswered past elicitationTimeoutMs is answered cancel by the
+// sidecar, and the handler's ctx ends with that audit, not only with the
+// turn (which goes on for 3 s: slow-turn).
+func TestElicitation_BoundEndsTheHandlerContext(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	mark := testmark.New()
+	ended := make(chan time.Time, 1)
+	c := start(t, client.Options{
+		OnElicitation: func(hctx context.Context, req client.ElicitationRequest) client.ElicitationResponse {
+			select {
+			case <-hctx.Done():
+				ended <- time.Now()
+			case <-time.After(30 * time.Second):
+			}
+			return client.Accept(json.RawMessage(`{"strategy":"balanced"}`))
+		},
+	})
+	s, err := c.Open(ctx, client.OpenParams{SessionKey: "client-elicit-bound", Agent: "generic",
+		Command: client.Command{Path: faultagentBin, Args: []string{"--mode", "elicit=form,slow-turn=3000"}}, Cwd: t.TempDir(),
+		Env: map[string]string{testmark.Env: mark}, ElicitationTimeoutMs: 300})
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	var got []string
+	res, err := s.Prompt(ctx, client.PromptParams{RequestID: "t1", Prompt: "ask"}, func(u client.Update) {
+		var chunk struct {
+			Content struct {
+				Text string `json:"text"`
+			} `json:"content"`
+		}
+		if json.Unmarshal(u.Update, &chunk) == nil && strings.HasPrefix(chunk.Content.Text, "elicit: ") {
+			got = append(got, chunk.Content.Text)
+		}
+	})
+	returned := time.Now()
+	if err != nil || res.Status != "completed" {
+		t.Fatalf("Prompt: %+v, %v", res, err)
+	}
+	if len(got) != 1 || got[0] != "elicit: cancel null" {
+		t.Errorf("agent reported %q, want the bound's cancel", got)
+	}
+	select {
+	case at := <-ended:
+		if returned.Sub(at) < time.Second { // the turn goes on 3 s after the bound
+			t.Errorf("the handler's ctx ended %v before the turn's end: with the turn, not at the bound", returned.Sub(at))
+		}
+	case <-ctx.Done():
+		t.Fatal("the handler's ctx did not end")
+	}
+	if _, err := s.Close(ctx, client.CloseParams{Reason: "done"}); err != nil {
+		t.Fatal(err)
+	}
+	assertNoMarkedProcess(t, mark)
+}

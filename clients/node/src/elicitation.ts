@@ -18,9 +18,9 @@ export type ElicitationResponse = ElicitationResult;
 /**
  * Answers one session/elicitation. `signal` aborts when the sidecar no
  * longer waits for the answer: the agent withdrew the request (the
- * sidecar's `$/cancelRequest`), a `session/elicitationDecided` decided it
- * without the host (turn end, `elicitationTimeoutMs`), the turn ended, the
- * session's agent exited, or the sidecar exited. An answer after that is
+ * sidecar's `$/cancelRequest`), a `session/elicitationDecided` with rule
+ * `elicitationTimeoutMs` decided the turn's oldest waiting one, the turn
+ * ended, the session's agent exited, or the sidecar exited. An answer after that is
  * ignored. A throw or a bad answer counts as `cancel`.
  */
 export type ElicitationHandler = (
@@ -74,7 +74,11 @@ export function abortOnCancel(token: CancellationToken | undefined, ac: AbortCon
  */
 export function installElicitation(sc: AskHost, conn: MessageConnection, handler: ElicitationHandler | undefined): void {
   conn.onNotification("session/elicitationDecided", (p: { session: string; requestId: string | null; rule: string }) => {
-    if (p.rule !== "host") {
+    // The bound decides the turn's oldest waiting elicitation (bounds run
+    // out in the order they were asked). Other outcomes settle otherwise:
+    // the host's own answer, a withdrawal ($/cancelRequest, by id), the
+    // turn's end, or were never put to the host (refused, no turn).
+    if (p.rule === "elicitationTimeoutMs") {
       const prefix = elicitPrefix(p.session, p.requestId);
       for (const [k, ac] of sc.asks) {
         if (k.startsWith(prefix)) {
