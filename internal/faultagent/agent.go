@@ -173,19 +173,27 @@ func (a *agent) fail(id json.RawMessage, code int, msg string) {
 
 // call sends a request to the client and waits for its response.
 func (a *agent) call(method string, params any) message {
+	_, ch := a.send(method, params)
+	return <-ch
+}
+
+// send sends a request to the client and returns its id and the channel
+// its response arrives on (at once a -32603 when stdin has ended).
+func (a *agent) send(method string, params any) (json.RawMessage, chan message) {
 	p, _ := json.Marshal(params)
+	ch := make(chan message, 1)
 	a.mu.Lock()
 	if a.eof {
 		a.mu.Unlock()
-		return message{Error: &rpcError{Code: -32603, Message: "client went away"}}
+		ch <- message{Error: &rpcError{Code: -32603, Message: "client went away"}}
+		return nil, ch
 	}
 	a.nextID++
 	id := json.RawMessage(strconv.Itoa(a.nextID))
-	ch := make(chan message, 1)
 	a.pending[string(id)] = ch
 	a.mu.Unlock()
 	a.write(message{ID: id, Method: method, Params: p})
-	return <-ch
+	return id, ch
 }
 
 func (a *agent) notification(m message) {

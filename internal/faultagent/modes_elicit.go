@@ -109,21 +109,10 @@ func (a *agent) elicitTurn(sessionID string) []string {
 // $/cancel_request {requestId} after that long if no answer came, and
 // then waits for the answer (the client must still send one, -32800).
 func (a *agent) callWithdraw(method string, params any, after time.Duration) message {
-	if after <= 0 {
-		return a.call(method, params)
+	id, ch := a.send(method, params)
+	if after <= 0 || id == nil {
+		return <-ch
 	}
-	p, _ := json.Marshal(params)
-	a.mu.Lock()
-	if a.eof {
-		a.mu.Unlock()
-		return message{Error: &rpcError{Code: -32603, Message: "client went away"}}
-	}
-	a.nextID++
-	id := json.RawMessage(strconv.Itoa(a.nextID))
-	ch := make(chan message, 1)
-	a.pending[string(id)] = ch
-	a.mu.Unlock()
-	a.write(message{ID: id, Method: method, Params: p})
 	t := time.NewTimer(after)
 	defer t.Stop()
 	select {
