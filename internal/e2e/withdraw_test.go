@@ -86,14 +86,23 @@ func TestWithdraw_AgentWithdrawsPermissionAndElicitation(t *testing.T) {
 // `$/cancel_request {"requestId": id}` cancels a running session/prompt
 // exactly like `$/cancelRequest {"id": id}`: status "cancelled".
 func TestWithdraw_HostCancelRequestACPSpelling(t *testing.T) {
+	cancelSlowTurn(t, "$/cancel_request", func(s *sidecar, id string) {
+		s.send(map[string]any{"jsonrpc": "2.0", "method": "$/cancel_request", "params": map[string]any{"requestId": json.RawMessage(id)}})
+	})
+}
+
+// cancelSlowTurn runs a slow turn, cancels its session/prompt request
+// (id: its id key) with cancel, and checks the result is status
+// "cancelled" (docs/protocol.md §7 $/cancelRequest).
+func cancelSlowTurn(t *testing.T, how string, cancel func(s *sidecar, id string)) {
 	e := newFaultEnv(t)
 	s := startSidecar(t, "--state-dir", e.stateDir)
 	s.initialize(false)
-	o := e.open(s, "cancel-acp", "slow-turn=30000")
+	o := e.open(s, "cancelreq", "slow-turn=30000")
 	id := s.start("session/prompt", map[string]any{"session": o.Session, "requestId": "t1", "prompt": "slow"})
 	s.waitTurnUpdate(o.Session, "t1")
-	s.send(map[string]any{"jsonrpc": "2.0", "method": "$/cancel_request", "params": map[string]any{"requestId": json.RawMessage(id)}})
-	res := decodeResult[turnResult](t, "turn cancelled by $/cancel_request", s.await(id, 20*time.Second))
+	cancel(s, id)
+	res := decodeResult[turnResult](t, "turn cancelled by "+how, s.await(id, 20*time.Second))
 	if res.Status != "cancelled" || res.RequestID != "t1" {
 		t.Errorf("turn result %+v, want status cancelled", res)
 	}
