@@ -5,15 +5,14 @@ import (
 	"encoding/json"
 
 	"github.com/sourcegraph/jsonrpc2"
+
+	"github.com/acpx-sidecar/acpx-sidecar/protocol"
 )
 
 // ElicitationModes are the ACP elicitation modes a host answers
 // (initialize.capabilities.elicitation, docs/protocol.md §22): the
 // sidecar offers agents exactly these.
-type ElicitationModes struct {
-	Form bool `json:"form,omitempty"`
-	URL  bool `json:"url,omitempty"`
-}
+type ElicitationModes = protocol.ElicitationCaps
 
 // ElicitationRequest is the sidecar's session/elicitation request: the
 // agent's ACP elicitation/create params (Elicitation verbatim; Mode,
@@ -61,23 +60,11 @@ func CancelElicitation() ElicitationResponse { return ElicitationResponse{Action
 // "withdrawn" (the agent withdrew it) or "refused" (the agent got an
 // error, the host was not asked); Rule who decided ("host", "turn ended",
 // "elicitationTimeoutMs", …); Error the refusal of the host's answer.
-type ElicitationDecided struct {
-	Session       string          `json:"session"`
-	RequestID     *string         `json:"requestId"`
-	ElicitationID string          `json:"elicitationId,omitempty"`
-	Mode          string          `json:"mode,omitempty"`
-	Action        string          `json:"action"`
-	Rule          string          `json:"rule"`
-	Error         json.RawMessage `json:"error,omitempty"`
-}
+type ElicitationDecided = protocol.ElicitationDecided
 
 // ElicitationComplete is a session/elicitationComplete notice: the agent
 // finished the url interaction ElicitationID names.
-type ElicitationComplete struct {
-	Session       string          `json:"session"`
-	ElicitationID string          `json:"elicitationId"`
-	Meta          json.RawMessage `json:"_meta,omitempty"`
-}
+type ElicitationComplete = protocol.ElicitationComplete
 
 // elicitBoundRule is the rule of an elicitation decided by
 // elicitationTimeoutMs.
