@@ -278,3 +278,34 @@ func TestElicitation_TurnEndsFirst(t *testing.T) {
 	closeProof(s, o.Session, nil)
 	waitNoMarked(t, e.mark, e.work, 10*time.Second)
 }
+
+// TestElicitation_PendingBoundShared: elicitations count against the
+// turn's --max-pending-asks: with a bound of 2 and a host holding every
+// ask, three elicitations sent at once put two to the host and answer the
+// third cancel at once (rule naming the bound); the held two end with
+// elicitationTimeoutMs.
+func TestElicitation_PendingBoundShared(t *testing.T) {
+	e := newFaultEnv(t)
+	s := startSidecar(t, "--state-dir", e.stateDir, "--max-pending-asks", "2")
+	reqs := elicitHost(s, func(f *frame) any { return nil })
+	initElicit(s, map[string]bool{"form": true})
+	session, res := elicitTurn(t, e, s, "elicit-bound-shared", "elicit=form,elicit-count=3", map[string]any{"elicitationTimeoutMs": 1000})
+	if res.Status != "completed" {
+		t.Errorf("turn %+v", res)
+	}
+	if n := len(reqs); n != 2 {
+		t.Errorf("the host was asked %d elicitations, want 2 (the bound)", n)
+	}
+	var rules []string
+	for _, n := range elicitNotes(s, session) {
+		if n.Action != "cancel" {
+			t.Errorf("audit %+v, want cancel", n)
+		}
+		rules = append(rules, n.Rule)
+	}
+	if len(rules) != 3 || !strings.HasPrefix(rules[0], "more than 2 asks") || rules[1] != "elicitationTimeoutMs" || rules[2] != "elicitationTimeoutMs" {
+		t.Errorf("audit rules %q, want the bound's refusal then two elicitationTimeoutMs", rules)
+	}
+	closeProof(s, session, nil)
+	waitNoMarked(t, e.mark, e.work, 10*time.Second)
+}

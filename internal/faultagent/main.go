@@ -91,6 +91,8 @@
 //	                   "elicit caps: <initialize's clientCapabilities
 //	                   .elicitation>" and "elicit: <action> <content>" or
 //	                   "elicit: error <code>" (modes_elicit.go)
+//	elicit-count=<n>   the turn sends n such elicitations at once and
+//	                   reports each answer, in the order sent
 //	elicit-withdraw=<ms>  the elicitation is withdrawn with $/cancel_request
 //	                   after ms unless answered first
 //	permission-withdraw=<ms>  the permission=<kind> ask likewise
@@ -263,7 +265,7 @@ func parseModes(list string) (config, error) {
 		case "slow-turn":
 			n, err = num()
 			c.slowTurn = time.Duration(n) * time.Millisecond
-		case "elicit", "elicit-withdraw", "permission-withdraw":
+		case "elicit", "elicit-count", "elicit-withdraw", "permission-withdraw":
 			err = c.elicitModes.parse(name, val, hasVal)
 		case "stream", "usage-grow":
 			err = c.journalModes.parse(name, val, hasVal)

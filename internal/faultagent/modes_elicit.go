@@ -1,13 +1,15 @@
 package main
 
 // The elicitation and withdrawal modes: elicit=<form|url|malformed>,
-// elicit-withdraw=<ms>, permission-withdraw=<ms> (see package doc).
+// elicit-count=<n>, elicit-withdraw=<ms>, permission-withdraw=<ms> (see
+// package doc).
 
 import (
 	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 	"time"
 )
 
@@ -26,6 +28,8 @@ type elicitModes struct {
 	// permissionWithdraw: the permission=<kind> ask is withdrawn with
 	// $/cancel_request this long after it was sent (0: never).
 	permissionWithdraw time.Duration
+	// elicitCount: the turn sends this many elicitations at once (0: one).
+	elicitCount int
 }
 
 // parse sets a mode of elicitModes from its value.
@@ -38,6 +42,12 @@ func (m *elicitModes) parse(name, val string, hasVal bool) error {
 		default:
 			return errors.New("mode elicit needs =form, =url or =malformed")
 		}
+	case "elicit-count":
+		n, err := strconv.Atoi(val)
+		if !hasVal || err != nil || n < 1 {
+			return errors.New("mode elicit-count needs =<n> ≥ 1")
+		}
+		m.elicitCount = n
 	case "elicit-withdraw", "permission-withdraw":
 		n, err := strconv.Atoi(val)
 		if !hasVal || err != nil || n <= 0 {
@@ -86,9 +96,29 @@ func (a *agent) elicitTurn(sessionID string) []string {
 	case "malformed":
 		delete(params, "requestedSchema")
 	}
-	resp := a.callWithdraw("elicitation/create", params, a.cfg.elicitWithdraw)
+	n := max(a.cfg.elicitCount, 1)
+	resps := make([]message, n)
+	var wg sync.WaitGroup
+	for i := range resps {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			resps[i] = a.callWithdraw("elicitation/create", params, a.cfg.elicitWithdraw)
+		}()
+	}
+	wg.Wait()
+	for _, resp := range resps {
+		out = append(out, a.elicitAnswer(resp))
+	}
+	return out
+}
+
+// elicitAnswer is the report of one elicitation's answer, "elicit:
+// <action> <content>" or "elicit: error <code>" (an accepted url one is
+// followed by elicitation/complete).
+func (a *agent) elicitAnswer(resp message) string {
 	if resp.Error != nil {
-		return append(out, fmt.Sprintf("elicit: error %d", resp.Error.Code))
+		return fmt.Sprintf("elicit: error %d", resp.Error.Code)
 	}
 	var r struct {
 		Action  string          `json:"action"`
@@ -102,7 +132,7 @@ func (a *agent) elicitTurn(sessionID string) []string {
 	if len(r.Content) == 0 {
 		r.Content = json.RawMessage("null")
 	}
-	return append(out, fmt.Sprintf("elicit: %s %s", r.Action, r.Content))
+	return fmt.Sprintf("elicit: %s %s", r.Action, r.Content)
 }
 
 // callWithdraw is call that, when after > 0, withdraws the request with
