@@ -51,6 +51,25 @@ type Options struct {
 	// nonInteractivePermissions (and a request, should one come, is
 	// answered Cancelled()).
 	OnPermission func(ctx context.Context, req PermissionRequest) PermissionOutcome
+	// OnElicitation answers session/elicitation: an agent's ACP
+	// elicitation/create (docs/protocol.md §22). When it is set, Start
+	// declares capabilities.elicitation (ElicitationModes, else both form
+	// and url), and each request is answered with what it returns, on
+	// its own goroutine. ctx ends as soon as the sidecar no longer waits
+	// for the answer, and OnElicitation should then return: when the
+	// agent withdrew the request (the sidecar's $/cancelRequest), when a
+	// session/elicitationDecided notice with rule elicitationTimeoutMs
+	// decides the turn's oldest waiting one, and in the cases listed for
+	// OnPermission (the turn's result, close, exit, shutdown). When nil (and OnRequest is nil) no elicitation is
+	// declared and agents are not offered it.
+	OnElicitation func(ctx context.Context, req ElicitationRequest) ElicitationResponse
+	// ElicitationModes, when set, are the modes declared instead of both
+	// (all false: none).
+	ElicitationModes *ElicitationModes
+	// OnElicitationDecided receives session/elicitationDecided audit
+	// notices; OnElicitationComplete session/elicitationComplete.
+	OnElicitationDecided  func(ElicitationDecided)
+	OnElicitationComplete func(ElicitationComplete)
 	// OnProof receives cleanup/proof notifications: provider-exit, late
 	// handshake, retained and recovered cleanups (docs/protocol.md §9),
 	// and the proofs of Opens whose ctx ended before the sidecar answered
@@ -240,15 +259,20 @@ func Spawn(ctx context.Context, opts Options) (*Client, error) {
 // Initialize runs initialize (protocol version 1, clientInfo
 // "acpx-sidecar-go-client", capabilities.permissionRequests when
 // OnPermission or OnRequest is set, capabilities.extRequests when
-// OnExtRequest is) and keeps the result for Info. Errors:
+// OnExtRequest is, capabilities.elicitation when OnElicitation or
+// ElicitationModes is set) and keeps the result for Info. Errors:
 // the sidecar's (-32602 with data.supported, -32600 when already
 // initialized), DataCodeTransport, DataCodeCancelled.
 func (c *Client) Initialize(ctx context.Context) error {
+	caps := map[string]any{"permissionRequests": c.opts.OnPermission != nil || c.opts.OnRequest != nil,
+		"extRequests": c.opts.OnExtRequest != nil}
+	if m := c.elicitationModes(); m != nil {
+		caps["elicitation"] = m
+	}
 	params := map[string]any{
 		"protocolVersion": 1,
 		"clientInfo":      map[string]string{"name": "acpx-sidecar-go-client", "version": buildinfo.Version()},
-		"capabilities": map[string]bool{"permissionRequests": c.opts.OnPermission != nil || c.opts.OnRequest != nil,
-			"extRequests": c.opts.OnExtRequest != nil},
+		"capabilities":    caps,
 	}
 	return c.call(ctx, "initialize", params, &c.info)
 }

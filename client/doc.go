@@ -89,4 +89,18 @@
 // ask without the host (its timeout, a cancel, the turn's end, a close,
 // shutdown; see Options.OnPermission). Callbacks may call the Client.
 // Done is closed only after every callback has returned.
+//
+// # Elicitation and withdrawn requests
+//
+// Options.OnElicitation answers session/elicitation, an agent's ACP
+// elicitation/create (docs/protocol.md §22): with it, Initialize declares
+// capabilities.elicitation (Options.ElicitationModes, else form and url)
+// and agents are offered exactly those modes. Answer with Accept (the
+// form's values, checked by the sidecar against the requested schema),
+// Decline or CancelElicitation. OnElicitationDecided receives every
+// outcome's audit, OnElicitationComplete an agent's finished url
+// interaction. When the agent withdraws a request the sidecar put to this
+// host (ACP $/cancel_request; permission or elicitation), the sidecar
+// sends $/cancelRequest for it and the handler's ctx ends; its answer is
+// then ignored.
 package client

@@ -263,27 +263,27 @@ func (h handler) Handle(ctx context.Context, conn *jsonrpc2.Conn, req *jsonrpc2.
 		params = *req.Params
 	}
 	if !req.Notif {
-		hctx, cancel := ctx, context.CancelFunc(func() {})
-		var ask *permAsk
-		if req.Method == "session/requestPermission" {
-			// Registered here, on the read loop, so that a notice read
-			// after this request finds it (settle.go).
-			hctx, cancel = context.WithCancel(ctx)
-			ask = c.asks.add(permRequestKey(params), cancel)
+		// Registered here, on the read loop, so that a notice (or the
+		// sidecar's $/cancelRequest) read after this request finds it
+		// (settle.go).
+		hctx, cancel := context.WithCancel(ctx)
+		var key permKey
+		switch req.Method {
+		case "session/requestPermission":
+			key = permRequestKey(params)
+		case "session/elicitation":
+			key = elicitRequestKey(params)
 		}
+		ask := c.asks.add(key, idJSON(req.ID), cancel)
 		id, method := req.ID, req.Method
 		started := c.track(func() {
 			defer cancel()
-			if ask != nil {
-				defer c.asks.remove(ask)
-			}
+			defer c.asks.remove(ask)
 			c.answer(hctx, ctx, conn, id, method, params)
 		})
 		if !started {
 			cancel()
-			if ask != nil {
-				c.asks.remove(ask)
-			}
+			c.asks.remove(ask)
 		}
 		return
 	}
@@ -322,6 +322,10 @@ func (h handler) Handle(ctx context.Context, conn *jsonrpc2.Conn, req *jsonrpc2.
 		if f := c.opts.OnExtNotification; f != nil && json.Unmarshal(params, &n) == nil {
 			c.events.push(func() { f(n) })
 		}
+	case "session/elicitationDecided", "session/elicitationComplete":
+		c.onElicitationNotice(req.Method, params)
+	case "$/cancelRequest":
+		c.onCancelRequest(params)
 	case "session/permission":
 		var d PermissionDecision
 		if json.Unmarshal(params, &d) != nil {
@@ -351,6 +355,10 @@ func (c *Client) answer(hctx, ctx context.Context, conn *jsonrpc2.Conn, id jsonr
 	}
 	if method == protocol.MethodSessionExtRequest && c.opts.OnExtRequest != nil {
 		c.answerExt(hctx, ctx, conn, id, params) // ext.go
+		return
+	}
+	if method == "session/elicitation" {
+		_ = conn.Reply(ctx, id, c.answerElicitation(hctx, params))
 		return
 	}
 	if method != "session/requestPermission" {

@@ -27,9 +27,13 @@ import (
 // permKey names one ask as the sidecar's notices name it.
 type permKey struct{ session, requestID, toolCallID string }
 
-// permAsk is one pending ask's handler context.
+// permAsk is one pending sidecar request's handler context: key names a
+// permission ask (or an elicitation, toolCallID elicitTool) as notices
+// name it; id is the request's JSON-RPC id (JSON text), which the
+// sidecar's $/cancelRequest names.
 type permAsk struct {
 	key    permKey
+	id     string
 	cancel context.CancelFunc
 }
 
@@ -41,8 +45,8 @@ type permAsks struct {
 	list []*permAsk
 }
 
-func (a *permAsks) add(k permKey, cancel context.CancelFunc) *permAsk {
-	p := &permAsk{key: k, cancel: cancel}
+func (a *permAsks) add(k permKey, id string, cancel context.CancelFunc) *permAsk {
+	p := &permAsk{key: k, id: id, cancel: cancel}
 	a.mu.Lock()
 	a.list = append(a.list, p)
 	a.mu.Unlock()
@@ -77,6 +81,20 @@ func (a *permAsks) settle(first bool, match func(permKey) bool) {
 	}
 	clear(a.list[len(kept):])
 	a.list = kept
+}
+
+// settleID cancels and removes the ask of request id (the sidecar's
+// $/cancelRequest: the agent withdrew it, docs/protocol.md §22).
+func (a *permAsks) settleID(id string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for i, p := range a.list {
+		if p.id == id {
+			p.cancel()
+			a.list = append(a.list[:i], a.list[i+1:]...)
+			return
+		}
+	}
 }
 
 // permRequestKey reads the key of a session/requestPermission request.

@@ -160,10 +160,13 @@ type OpenParams struct {
 	PermissionPolicy          *PermissionPolicy `json:"permissionPolicy,omitempty"`
 	NonInteractivePermissions string            `json:"nonInteractivePermissions,omitempty"`
 	PermissionTimeoutMs       int64             `json:"permissionTimeoutMs,omitempty"`
-	Limits                    *Limits           `json:"limits,omitempty"`
-	McpServers                []json.RawMessage `json:"mcpServers,omitempty"`
-	HandshakeTimeoutMs        int64             `json:"handshakeTimeoutMs,omitempty"`
-	Resume                    *bool             `json:"resume,omitempty"`
+	// ElicitationTimeoutMs bounds one host elicitation (0: the
+	// permission bound; docs/protocol.md §22).
+	ElicitationTimeoutMs int64             `json:"elicitationTimeoutMs,omitempty"`
+	Limits               *Limits           `json:"limits,omitempty"`
+	McpServers           []json.RawMessage `json:"mcpServers,omitempty"`
+	HandshakeTimeoutMs   int64             `json:"handshakeTimeoutMs,omitempty"`
+	Resume               *bool             `json:"resume,omitempty"`
 	// Sandbox is the kernel sandbox of the provider tree (docs/protocol.md
 	// §19); nil leaves the sidecar's default (--default-sandbox).
 	Sandbox *Sandbox `json:"sandbox,omitempty"`

@@ -143,5 +143,8 @@ func (p *OpenParams) validateSafety() *Error {
 	if t := p.PermissionTimeoutMs; t != nil && (*t < 1 || *t > MaxPermissionTimeoutMs) {
 		return InvalidParams("permissionTimeoutMs", "permissionTimeoutMs must be 1-86400000")
 	}
+	if t := p.ElicitationTimeoutMs; t != nil && (*t < 1 || *t > MaxPermissionTimeoutMs) {
+		return InvalidParams("elicitationTimeoutMs", "elicitationTimeoutMs must be 1-86400000")
+	}
 	return nil
 }

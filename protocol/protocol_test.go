@@ -43,6 +43,7 @@ func TestValidate_FirstBadFieldNamed(t *testing.T) {
 		"permissionPolicy.defaultAction": func(p *OpenParams) { p.PermissionPolicy = &PermissionPolicy{DefaultAction: "maybe"} },
 		"handshakeTimeoutMs":             func(p *OpenParams) { v := int64(600001); p.HandshakeTimeoutMs = &v },
 		"mcpServers.0":                   func(p *OpenParams) { p.McpServers = []json.RawMessage{json.RawMessage(`[]`)} },
+		"elicitationTimeoutMs":           func(p *OpenParams) { v := int64(0); p.ElicitationTimeoutMs = &v },
 	}
 	for field, breakIt := range cases {
 		p := ok()

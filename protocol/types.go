@@ -50,6 +50,9 @@ type HostCaps struct {
 	// ExtRequests: the host answers `session/extRequest`, the agents' `_…`
 	// requests (docs/protocol.md §23); without it they get -32601.
 	ExtRequests bool `json:"extRequests,omitempty"`
+	// Elicitation: the ACP elicitation modes the host answers as
+	// session/elicitation (docs/protocol.md §22); nil declares none.
+	Elicitation *ElicitationCaps `json:"elicitation,omitempty"`
 }
 
 // InitializeResult is the result of `initialize`.
@@ -141,6 +144,9 @@ type OpenParams struct {
 	InheritEnv          []string `json:"inheritEnv,omitempty"`
 	Limits              *Limits  `json:"limits,omitempty"`
 	PermissionTimeoutMs *int64   `json:"permissionTimeoutMs,omitempty"`
+	// ElicitationTimeoutMs bounds one host elicitation (default
+	// permissionTimeoutMs; docs/protocol.md §22).
+	ElicitationTimeoutMs *int64 `json:"elicitationTimeoutMs,omitempty"`
 	// Sandbox: docs/protocol.md §19 (protocol/sandbox.go); nil = the
 	// sidecar's default.
 	Sandbox *Sandbox `json:"sandbox,omitempty"`

@@ -100,7 +100,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.IntVar(&o.reconcile, "late-close-reconcile-attempts", 3, "ACP session/close attempts for a session created after its admission was given up (error answers retried; timeouts never)")
 	fs.IntVar(&o.maxQueued, "max-queued-turns", protocol.DefaultMaxQueuedTurns, "queue: true prompts that may wait behind a session's active turn (docs/protocol.md §8)")
 	fs.Int64Var(&o.journalMax, "journal-max-bytes", journal.DefaultMaxBytes, "size at which a session journal segment is rotated, bytes; 4 segments are kept (docs/protocol.md §16)")
-	fs.IntVar(&o.maxAsks, "max-pending-asks", protocol.DefaultMaxPendingAsks, "permission asks of one turn that may wait for the host; more are decided as nonInteractivePermissions says (docs/protocol.md §20)")
+	fs.IntVar(&o.maxAsks, "max-pending-asks", protocol.DefaultMaxPendingAsks, "permission asks and elicitations of one turn that may wait for the host; more are decided as nonInteractivePermissions says, or answered cancel (docs/protocol.md §20, §22)")
 	fs.IntVar(&o.maxAskBytes, "max-pending-ask-bytes", protocol.DefaultMaxPendingAskBytes, "bytes of the asks of one turn that may wait for the host (docs/protocol.md §20)")
 	fs.Int64Var(&o.stateReadMs, "state-read-ms", protocol.DefaultStateReadMs, "how long session/status waits for a busy session before it answers from the session's snapshot, ms (docs/protocol.md §20)")
 	fs.StringVar(&o.defaultSandbox, "default-sandbox", sandbox.Workspace, "kernel sandbox of an open that names none: workspace, strict or off; a default this machine cannot enforce is reported (sandbox.enforced false), not fatal (docs/protocol.md §19)")

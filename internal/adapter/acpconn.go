@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -31,15 +32,22 @@ type providerEvent struct {
 	batch      *lineSlab
 	permission *permissionAsk
 	ext        *extEvent // an agent's `_…` notification or request (ext.go)
+	// agentMsg: an ACP elicitation/create, elicitation/complete or
+	// $/cancel_request (agentcalls.go).
+	agentMsg *agentMsg
 }
 
 // permissionAsk is one ACP session/request_permission waiting for its
-// outcome. answer is called exactly once.
+// outcome. answer, or fail, is called exactly once.
 type permissionAsk struct {
 	params json.RawMessage
 	// malformed: the frame itself is (an envelope member twice...).
 	malformed string
 	answer    func(outcome acp.RequestPermissionOutcome)
+	// id is the request's JSON-RPC id as JSON text (what the agent's
+	// $/cancel_request names); fail answers it with an error instead.
+	id   string
+	fail func(code int64, message string)
 }
 
 // acpConn is the ACP client side of one provider: sourcegraph/jsonrpc2 over
@@ -50,6 +58,8 @@ type permissionAsk struct {
 type acpConn struct {
 	conn *jsonrpc2.Conn
 	out  *outbox // the agent's stdin
+	// seq numbers the requests sent to the agent (nextID).
+	seq atomic.Uint64
 }
 
 // stalled reports whether the agent is hung or has taken none of a write
@@ -104,14 +114,28 @@ func newACPConn(stdin io.WriteCloser, stdout io.ReadCloser, maxLine int, log *za
 	return &acpConn{conn: c, out: ob}
 }
 
+// call sends a request and waits for its answer or ctx; when ctx ends
+// first (a bound ran out, the host cancelled), the agent is sent
+// $/cancel_request for it (agentcancel.go).
 func (a *acpConn) call(ctx context.Context, method string, params, result any) error {
-	return a.conn.Call(ctx, method, params, result)
+	w, id, err := a.dispatch(method, params)
+	if err != nil {
+		return err
+	}
+	err = w.Wait(ctx, result)
+	if err != nil && ctx.Err() != nil {
+		a.cancelRequest(id)
+	}
+	return err
 }
 
 // dispatch sends a request and returns its waiter, which stays valid after
-// a Wait whose ctx ended (a late answer can still be read from it).
-func (a *acpConn) dispatch(method string, params any) (jsonrpc2.Waiter, error) {
-	return a.conn.DispatchCall(context.Background(), method, params)
+// a Wait whose ctx ended (a late answer can still be read from it), and
+// its id (for $/cancel_request).
+func (a *acpConn) dispatch(method string, params any) (jsonrpc2.Waiter, jsonrpc2.ID, error) {
+	id := a.nextID()
+	w, err := a.conn.DispatchCall(context.Background(), method, params, jsonrpc2.PickID(id))
+	return w, id, err
 }
 
 func (a *acpConn) notify(method string, params any) error {
@@ -167,10 +191,13 @@ func (h *acpHandler) Handle(ctx context.Context, conn *jsonrpc2.Conn, req *jsonr
 			if err := conn.Reply(context.Background(), id, acp.RequestPermissionResponse{Outcome: outcome}); err != nil {
 				h.log.Debug("permission answer not delivered", zap.Error(err))
 			}
-		}}
+		}, id: idText(id), fail: h.failer(conn, id)}
 		if !h.post(providerEvent{permission: ask}) {
 			ask.answer(acp.NewRequestPermissionOutcomeCancelled())
 		}
+	case h.agentMessage(conn, req, params, malformed):
+		// elicitation/create, elicitation/complete, $/cancel_request
+		// (agentcalls.go).
 	case strings.HasPrefix(req.Method, "_") && malformed != "":
 		// A frame decoders disagree on never reaches the host.
 		h.log.Debug("malformed extension message discarded", zap.String("reason", malformed))

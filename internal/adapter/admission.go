@@ -371,6 +371,12 @@ func (s *session) admit(ctx context.Context, in admissionInput) admissionResult 
 				defer s.gate.release(n)
 				s.onExt(ev.ext)
 			})
+		case ev.agentMsg != nil:
+			n := len(ev.agentMsg.params)
+			return s.postGated(n, func() {
+				defer s.gate.release(n)
+				s.onAgentMsg(ev.agentMsg)
+			})
 		}
 		return true
 	}, func() { s.m.stats.updatesDropped.Add(1) })

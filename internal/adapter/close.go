@@ -267,6 +267,7 @@ func (s *session) cleanup(in cleanupInput) *protocol.Proof {
 		}
 	}
 	if conn != nil && !in.keepConn {
+		conn.drain(drainBound) // a $/cancel_request of a timed-out close still reaches the agent
 		conn.close()
 	}
 	if tree != nil {

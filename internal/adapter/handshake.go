@@ -86,8 +86,9 @@ func (s *session) handshake(ctx context.Context, in *admissionInput, conn *acpCo
 	p := in.open
 	var init initializeResult
 	// No fs/terminal capabilities: the agent uses its own (docs/protocol.md
-	// §14); boolean config options are answered (handshake_ext.go).
-	initParams, err := initializeParams(acp.ClientCapabilities{}, s.m.cfg.Version)
+	// §14); boolean config options are answered (handshake_ext.go), and
+	// elicitation is offered as the host declared it (elicitation.go).
+	initParams, err := initializeParams(s.clientCapabilities(), s.m.cfg.Version)
 	if err == nil {
 		err = conn.call(ctx, acp.AgentMethodInitialize, initParams, &init)
 	}
@@ -385,11 +386,12 @@ type lateHandshake struct {
 // call sends method and waits for its answer or ctx; when ctx ends first,
 // the request is kept as the pending late handshake.
 func (l *lateHandshake) call(ctx context.Context, conn *acpConn, method string, params, out any) error {
-	w, err := conn.dispatch(method, params)
+	w, id, err := conn.dispatch(method, params)
 	if err != nil {
 		return err
 	}
 	if err = w.Wait(ctx, out); err != nil && ctx.Err() != nil {
+		conn.cancelRequest(id) // still watched: a session it creates anyway is closed
 		l.waiter = &w
 		if p, ok := params.(sessionParams); ok {
 			l.resumed = p.SessionID

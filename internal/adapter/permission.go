@@ -275,6 +275,7 @@ const decisionTimeout = protocol.DecisionTimeout
 // optionID "" or "cancelled" sends the cancelled outcome (audited as
 // "cancelled", except a "timeout" decision, which stays "timeout").
 func (s *session) answerPermissionAs(ask *permissionAsk, pa *pendingAsk, optionID, rule, decision string) {
+	s.settled(ask.id)
 	if t := s.turn; t != nil {
 		if _, ok := t.pending[ask]; ok {
 			delete(t.pending, ask)
@@ -331,12 +332,13 @@ func (s *session) escalate(t *turn, ask *permissionAsk, pa *pendingAsk, parsed p
 	params := protocol.PermissionRequestParams{Session: s.id, RequestID: &rid, ToolCall: parsed.toolCall, Options: parsed.options,
 		Kind: pa.kind, Rule: pa.rule}
 	s.journalRequest(protocol.RequestPermission, params)
-	ectx, cancel := context.WithCancel(t.ctx)
-	bound := s.boundEscalation(t, ask, pa, cancel)
+	ectx, cancel := context.WithCancelCause(t.ctx)
+	bound := s.boundEscalation(t, ask, pa, func() { cancel(nil) })
+	s.awaitWithdrawal(ask.id, func() { s.withdrawPermission(t, ask, pa, cancel) })
 	go func() {
 		res, err := s.m.host.RequestPermission(ectx, params)
 		bound.Stop()
-		cancel()
+		cancel(nil)
 		s.post(func() {
 			if s.turn != t || t.pending[ask] == nil {
 				return // the turn ended (or permissionTimeoutMs decided) first: the late answer changes nothing

@@ -1,6 +1,7 @@
 package adapter
 
 import (
+	"context"
 	"time"
 
 	"github.com/acpx-sidecar/acpx-sidecar/protocol"
@@ -46,4 +47,24 @@ func (s *session) decideOverflow(t *turn, ask *permissionAsk, pa *pendingAsk, ma
 		return
 	}
 	s.answerPermissionAs(ask, pa, pickOption(pa.options, "reject_once", "reject_always"), rule, protocol.DecisionOverflow)
+}
+
+// withdrawPermission settles an escalation the agent withdrew with
+// $/cancel_request (docs/protocol.md §22): the agent is answered -32800,
+// the host's session/requestPermission is cancelled with $/cancelRequest
+// (a late answer changes nothing: the ask is no longer pending), and the
+// withdrawal is audited with decision "withdrawn".
+func (s *session) withdrawPermission(t *turn, ask *permissionAsk, pa *pendingAsk, cancel context.CancelCauseFunc) {
+	if s.turn != t || t.pending[ask] == nil {
+		return
+	}
+	delete(t.pending, ask)
+	t.pendingBytes -= pa.size
+	if ask.fail != nil {
+		ask.fail(codeRequestCancelled, "request cancelled")
+	}
+	withdrawHost(cancel)
+	rid := t.requestID
+	s.notify(protocol.NotifySessionPermission, protocol.PermissionNotice{Session: s.id, RequestID: &rid,
+		ToolCallID: pa.toolCallID, Kind: pa.kind, Decision: protocol.DecisionWithdrawn, Rule: "agent $/cancel_request"})
 }

@@ -115,6 +115,9 @@ type session struct {
 	keyHold func()
 	// snapDirty: status-visible state changed since the last publish.
 	snapDirty bool
+	// withdrawable: what withdraws each host-bound request by the
+	// agent's request id, for its $/cancel_request (agentcalls.go).
+	withdrawable map[string]func()
 }
 
 func newSession(m *Manager, id string, p protocol.OpenParams, prof profiles.Profile) *session {

@@ -32,6 +32,9 @@ type turn struct {
 	// docs/protocol.md §20).
 	pendingBytes int
 	timers       []*time.Timer
+	// elicits: the elicitations waiting for the host (elicitation.go),
+	// within the same bound as pending.
+	elicits map[*agentMsg]*pendingElicit
 }
 
 // promptResponse is ACP session/prompt's result; ACP's Usage has the host
@@ -174,6 +177,7 @@ func (s *session) finishTurn(res protocol.PromptResult) {
 	for ask, pa := range t.pending {
 		s.answerPermission(ask, pa, nil, "cancelled", "turn ended")
 	}
+	s.cancelElicitations(t, "turn ended")
 	s.turn = nil
 	if s.state.is(protocol.StateTurn) {
 		s.moveTo(protocol.StateOpen)
@@ -234,6 +238,7 @@ func (s *session) cancelTurn(requestID *string, why string) bool {
 	for ask, pa := range t.pending {
 		s.answerPermission(ask, pa, nil, "cancelled", "turn cancelled")
 	}
+	s.cancelElicitations(t, "turn cancelled")
 	conn, sid := s.conn, s.identity.BackendSessionID
 	go func() {
 		_ = conn.notify(acp.AgentMethodSessionCancel, acp.CancelNotification{SessionId: acp.SessionId(sid)})

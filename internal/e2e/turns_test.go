@@ -85,20 +85,7 @@ func TestTurn_SessionCancelEndsTurnCancelled(t *testing.T) {
 // prompt's JSON-RPC id is the same as session/cancel for that turn
 // (docs/protocol.md, $/cancelRequest): the result is status "cancelled".
 func TestTurn_CancelRequestEndsTurnCancelled(t *testing.T) {
-	e := newFaultEnv(t)
-	s := startSidecar(t, "--state-dir", e.stateDir)
-	s.initialize(false)
-	o := e.open(s, "cancelreq", "slow-turn=30000")
-	id := s.start("session/prompt", map[string]any{"session": o.Session, "requestId": "t1", "prompt": "slow"})
-	s.waitTurnUpdate(o.Session, "t1")
-	s.cancelRequest(id)
-	f := s.await(id, 20*time.Second)
-	res := decodeResult[turnResult](t, "turn cancelled by $/cancelRequest", f)
-	if res.Status != "cancelled" || res.RequestID != "t1" {
-		t.Errorf("turn result %+v, want status cancelled", res)
-	}
-	closeProof(s, o.Session, nil)
-	waitNoMarked(t, e.mark, e.work, 10*time.Second)
+	cancelSlowTurn(t, "$/cancelRequest", (*sidecar).cancelRequest)
 }
 
 // TestStream_FloodOf20000UpdatesLosesNothing: 20000 unpaced updates of one

@@ -81,6 +81,8 @@ type agent struct {
 	rec        *recorder     // mode record; nil records nothing
 	term       chan struct{} // closed at the first trapped SIGTERM
 	closeFails int           // session/close requests failed (mode error-close)
+	// clientElicit: initialize's clientCapabilities.elicitation (mode elicit).
+	clientElicit json.RawMessage
 }
 
 func newAgent(cfg config, out io.Writer) *agent {
@@ -178,19 +180,27 @@ func (a *agent) fail(id json.RawMessage, code int, msg string) {
 
 // call sends a request to the client and waits for its response.
 func (a *agent) call(method string, params any) message {
+	_, ch := a.send(method, params)
+	return <-ch
+}
+
+// send sends a request to the client and returns its id and the channel
+// its response arrives on (at once a -32603 when stdin has ended).
+func (a *agent) send(method string, params any) (json.RawMessage, chan message) {
 	p, _ := json.Marshal(params)
+	ch := make(chan message, 1)
 	a.mu.Lock()
 	if a.eof {
 		a.mu.Unlock()
-		return message{Error: &rpcError{Code: -32603, Message: "client went away"}}
+		ch <- message{Error: &rpcError{Code: -32603, Message: "client went away"}}
+		return nil, ch
 	}
 	a.nextID++
 	id := json.RawMessage(strconv.Itoa(a.nextID))
-	ch := make(chan message, 1)
 	a.pending[string(id)] = ch
 	a.mu.Unlock()
 	a.write(message{ID: id, Method: method, Params: p})
-	return <-ch
+	return id, ch
 }
 
 func (a *agent) notification(m message) {
@@ -262,10 +272,16 @@ func (a *agent) initialize(m message) {
 		return
 	}
 	var p struct {
-		ProtocolVersion int `json:"protocolVersion"`
+		ProtocolVersion    int `json:"protocolVersion"`
+		ClientCapabilities struct {
+			Elicitation json.RawMessage `json:"elicitation"`
+		} `json:"clientCapabilities"`
 	}
 	_ = json.Unmarshal(m.Params, &p)
 	a.noteBooleanOptions(m.Params) // modes_ext.go
+	a.mu.Lock()
+	a.clientElicit = p.ClientCapabilities.Elicitation
+	a.mu.Unlock()
 	caps := map[string]any{"loadSession": true}
 	sc := map[string]any{}
 	if !a.cfg.closeUnsupported {

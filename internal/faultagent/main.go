@@ -90,6 +90,19 @@
 //	                   and a client advertising
 //	                   session.configOptions.boolean gets the boolean
 //	                   config option fa-fast
+//	elicit=<kind>      each turn sends elicitation/create: form (a
+//	                   requestedSchema with a required strategy enum and an
+//	                   integer count 1-9), url (elicitationId fa-elicit-1;
+//	                   an accepted one is followed by elicitation/complete)
+//	                   or malformed (form without requestedSchema); reports
+//	                   "elicit caps: <initialize's clientCapabilities
+//	                   .elicitation>" and "elicit: <action> <content>" or
+//	                   "elicit: error <code>" (modes_elicit.go)
+//	elicit-count=<n>   the turn sends n such elicitations at once and
+//	                   reports each answer, in the order sent
+//	elicit-withdraw=<ms>  the elicitation is withdrawn with $/cancel_request
+//	                   after ms unless answered first
+//	permission-withdraw=<ms>  the permission=<kind> ask likewise
 //	probe              each turn runs its prompt's lines as sandbox probes
 //	                   (write, read, replace, kill, abstract, tcp, procfd,
 //	                   cgroup-escape, exec, child) and reports each result
@@ -186,6 +199,7 @@ type config struct {
 	attackModes      // ask-flood, deaf, stdout-flood, ... (modes_attack.go)
 	sandboxModes     // probe (modes_sandbox.go)
 	extModes         // ext-notify, ext-ask, caps, auth-terminal, auth-fail, tap (modes_ext.go)
+	elicitModes      // elicit, elicit-withdraw, permission-withdraw (modes_elicit.go)
 	stateDir         string
 }
 
@@ -261,6 +275,8 @@ func parseModes(list string) (config, error) {
 		case "slow-turn":
 			n, err = num()
 			c.slowTurn = time.Duration(n) * time.Millisecond
+		case "elicit", "elicit-count", "elicit-withdraw", "permission-withdraw":
+			err = c.elicitModes.parse(name, val, hasVal)
 		case "stream", "usage-grow":
 			err = c.journalModes.parse(name, val, hasVal)
 		case "ask-flood", "deaf", "stdout-flood", "grow-file", "plant", "escape-ledger", "inject", "ask-variants", "double-answer":

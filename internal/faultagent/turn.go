@@ -86,6 +86,11 @@ func (a *agent) prompt(m message) {
 	if a.cfg.extAsk != "" && !cancelled() {
 		emit(chunk("agent_message_chunk", a.extAskTurn(s.ID))) // modes_ext.go
 	}
+	if a.cfg.elicit != "" && !cancelled() {
+		for _, c := range a.elicitTurn(s.ID) {
+			emit(chunk("agent_message_chunk", c))
+		}
+	}
 	if a.cfg.permissionTitle != "" && !cancelled() {
 		emit(chunk("agent_message_chunk", a.askTitledPermission(s.ID)))
 	}
@@ -153,7 +158,7 @@ func (a *agent) requestPermission(sessionID string, toolCall map[string]any, kin
 		options = append(options, map[string]any{"optionId": strings.ReplaceAll(k, "_", "-"), "name": names[k], "kind": k})
 	}
 	params := map[string]any{"sessionId": sessionID, "toolCall": toolCall, "options": options}
-	resp := a.call("session/request_permission", params)
+	resp := a.callWithdraw("session/request_permission", params, a.cfg.permissionWithdraw)
 	if resp.Error != nil {
 		return fmt.Sprintf("permission: error %d", resp.Error.Code)
 	}

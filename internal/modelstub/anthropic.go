@@ -96,9 +96,13 @@ func decideAnthropic(req anthropicRequest) (reply, error) {
 	if hasResult && lastUser == len(req.Messages)-1 {
 		return reply{kind: KindToolResult}, nil
 	}
-	allowed := false
+	allowed, ask := false, false
 	for _, t := range req.Tools {
 		allowed = allowed || t.Name == AnthropicToolName
+		ask = ask || t.Name == AnthropicAskToolName
+	}
+	if q, ok := askLine(text); ok && ask {
+		return reply{kind: KindAskUser, cmd: q}, nil // askuser.go
 	}
 	return decideText(text).textOnly(allowed), nil
 }
@@ -133,7 +137,7 @@ func anthropicContent(raw json.RawMessage) (text string, hasResult bool, err err
 
 // anthropicStop is the stop_reason of a reply.
 func anthropicStop(rep reply) string {
-	if rep.kind == KindFunctionCall {
+	if rep.kind == KindFunctionCall || rep.kind == KindAskUser {
 		return "tool_use"
 	}
 	return "end_turn"
@@ -153,12 +157,13 @@ func anthropicEvents(rep reply, n int, model string) []sseEvent {
 		"usage": map[string]any{"input_tokens": UsageInput, "output_tokens": 0,
 			"cache_creation_input_tokens": 0, "cache_read_input_tokens": 0},
 	}})
-	if rep.kind == KindFunctionCall {
+	if rep.kind == KindFunctionCall || rep.kind == KindAskUser {
+		name, input := anthropicTool(rep)
 		add("content_block_start", map[string]any{"index": 0, "content_block": map[string]any{
-			"type": "tool_use", "id": fmt.Sprintf("toolu_%d", n), "name": AnthropicToolName, "input": map[string]any{},
+			"type": "tool_use", "id": fmt.Sprintf("toolu_%d", n), "name": name, "input": map[string]any{},
 		}})
 		add("content_block_delta", map[string]any{"index": 0, "delta": map[string]any{
-			"type": "input_json_delta", "partial_json": string(mustJSON(commandArgs(rep.cmd))),
+			"type": "input_json_delta", "partial_json": string(mustJSON(input)),
 		}})
 	} else {
 		add("content_block_start", map[string]any{"index": 0, "content_block": map[string]any{"type": "text", "text": ""}})
@@ -179,9 +184,9 @@ func anthropicEvents(rep reply, n int, model string) []sseEvent {
 // without "stream":true.
 func anthropicMessageJSON(rep reply, n int, model string) map[string]any {
 	block := map[string]any{"type": "text", "text": strings.Join(rep.deltas(), "")}
-	if rep.kind == KindFunctionCall {
-		block = map[string]any{"type": "tool_use", "id": fmt.Sprintf("toolu_%d", n),
-			"name": AnthropicToolName, "input": commandArgs(rep.cmd)}
+	if rep.kind == KindFunctionCall || rep.kind == KindAskUser {
+		name, input := anthropicTool(rep)
+		block = map[string]any{"type": "tool_use", "id": fmt.Sprintf("toolu_%d", n), "name": name, "input": input}
 	}
 	return map[string]any{
 		"id": fmt.Sprintf("msg_%d", n), "type": "message", "role": "assistant", "model": model,
@@ -189,4 +194,13 @@ func anthropicMessageJSON(rep reply, n int, model string) map[string]any {
 		"usage": map[string]any{"input_tokens": UsageInput, "output_tokens": UsageOutput,
 			"cache_creation_input_tokens": 0, "cache_read_input_tokens": 0},
 	}
+}
+
+// anthropicTool is the tool a tool-call reply calls and its input: Bash
+// with the command, or AskUserQuestion with the question (askuser.go).
+func anthropicTool(rep reply) (string, any) {
+	if rep.kind == KindAskUser {
+		return AnthropicAskToolName, askInput(rep.cmd)
+	}
+	return AnthropicToolName, commandArgs(rep.cmd)
 }

@@ -44,8 +44,9 @@
 // Except on the Responses API, requests that do not declare the shell tool
 // (title and other side requests of the agents) always get text. Every
 // reply reports usage UsageInput/UsageOutput/UsageTotal tokens (10/5/15)
-// in the API's own shape. A `run:` line is the only control; there are no
-// delays or faults.
+// in the API's own shape. A `run:` line is the only control (and, on the
+// Messages API, an `ask:` line: askuser.go); there are no delays or
+// faults.
 //
 // The stub never logs request headers (they carry the API key), query
 // strings (Gemini may carry `key=`) nor request bodies (they carry the

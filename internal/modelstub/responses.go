@@ -32,6 +32,9 @@ type inputItem struct {
 func decideResponses(body []byte) (reply, error) {
 	var req struct {
 		Input json.RawMessage `json:"input"`
+		Tools []struct {
+			Name string `json:"name"`
+		} `json:"tools"`
 	}
 	if err := json.Unmarshal(body, &req); err != nil {
 		return reply{}, fmt.Errorf("body is not a JSON object: %w", err)
@@ -65,7 +68,13 @@ func decideResponses(body []byte) (reply, error) {
 	if lastUser < 0 {
 		return reply{kind: KindText}, nil
 	}
-	return decideText(contentText(items[lastUser].Content)), nil
+	text := contentText(items[lastUser].Content)
+	for _, t := range req.Tools {
+		if q, ok := askLine(text); ok && t.Name == ResponsesAskToolName {
+			return reply{kind: KindAskUser, cmd: q}, nil // askuser.go
+		}
+	}
+	return decideText(text), nil
 }
 
 // responsesEvents builds the stream for a reply; n numbers the ids
@@ -81,18 +90,21 @@ func responsesEvents(rep reply, n int) []sseEvent {
 	add("response.created", map[string]any{"response": map[string]any{"id": respID}})
 
 	switch rep.kind {
-	case KindFunctionCall:
-		args := mustJSON(map[string]string{
+	case KindFunctionCall, KindAskUser:
+		name, args := ToolName, mustJSON(map[string]string{
 			"cmd":                 rep.cmd,
 			"sandbox_permissions": "require_escalated",
 			"justification":       Justification,
 		})
+		if rep.kind == KindAskUser {
+			name, args = ResponsesAskToolName, mustJSON(askInputCodex(rep.cmd))
+		}
 		item := func(arguments string, status string) map[string]any {
 			return map[string]any{
 				"type":      "function_call",
 				"id":        fmt.Sprintf("fc_%d", n),
 				"call_id":   fmt.Sprintf("call_%d", n),
-				"name":      ToolName,
+				"name":      name,
 				"arguments": arguments,
 				"status":    status,
 			}

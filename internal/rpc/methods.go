@@ -41,6 +41,7 @@ var methods = map[string]method{
 	protocol.MethodShutdown:         {run: (*Server).shutdown},
 	protocol.MethodExit:             {flags: notification | afterShutdown, run: (*Server).exit},
 	protocol.MethodCancelRequest:    {flags: notification | afterShutdown, run: (*Server).cancelRequest},
+	protocol.MethodCancelRequestACP: {flags: notification | afterShutdown, run: (*Server).cancelRequestACP},
 	protocol.MethodSessionOpen:      {run: backendCallCtx(Backend.Open)},
 	protocol.MethodSessionPrompt:    {run: backendCallCtx(Backend.Prompt)},
 	protocol.MethodSessionCancel:    {run: backendCall(Backend.Cancel)},
@@ -124,6 +125,9 @@ func (s *Server) initialize(c *call) {
 		st.advance(phaseReady)
 		st.hostPerms = p.Capabilities.PermissionRequests
 		st.hostExt = p.Capabilities.ExtRequests
+		if e := p.Capabilities.Elicitation; e != nil {
+			st.hostElicit = *e
+		}
 	})
 	res := s.backend.Initialize(p)
 	res.Pid = os.Getpid()
@@ -185,7 +189,25 @@ func (s *Server) cancelRequest(c *call) {
 	if c.params == nil || json.Unmarshal(*c.params, &p) != nil {
 		return
 	}
-	key := idKeyRaw(p.ID)
+	s.cancelPending(p.ID)
+}
+
+// cancelRequestACP is cancelRequest spelt the ACP way: $/cancel_request
+// {"requestId": id} (docs/protocol.md §22).
+func (s *Server) cancelRequestACP(c *call) {
+	var p struct {
+		RequestID json.RawMessage `json:"requestId"`
+	}
+	if c.params == nil || json.Unmarshal(*c.params, &p) != nil {
+		return
+	}
+	s.cancelPending(p.RequestID)
+}
+
+// cancelPending cancels the ctx of the pending request whose id is the
+// JSON value id; unknown ids are ignored.
+func (s *Server) cancelPending(id json.RawMessage) {
+	key := idKeyRaw(id)
 	var cancel context.CancelFunc
 	s.update(func(st *connState) { cancel = st.pending[key] })
 	if cancel != nil {

@@ -8,8 +8,8 @@ import (
 
 // TestMethods_TableAdmission pins each row's lifecycle flags: only
 // initialize before initialize; only the notifications exit and
-// $/cancelRequest after shutdown (session/extNotification is the one
-// notification that is not); a request never finds a notification's
+// $/cancelRequest (either spelling) after shutdown (session/extNotification
+// is the one notification that is not); a request never finds a notification's
 // row nor the other way round.
 func TestMethods_TableAdmission(t *testing.T) {
 	for name, m := range methods {
@@ -24,7 +24,7 @@ func TestMethods_TableAdmission(t *testing.T) {
 			t.Errorf("%s: lookup(notif=%v) finds a row of the other kind", name, !notif)
 		}
 		wantBefore := name == protocol.MethodInitialize
-		wantAfter := name == protocol.MethodExit || name == protocol.MethodCancelRequest
+		wantAfter := name == protocol.MethodExit || name == protocol.MethodCancelRequest || name == protocol.MethodCancelRequestACP
 		if m.admits(phaseNew) != wantBefore || m.admits(phaseShutdown) != wantAfter || !m.admits(phaseReady) {
 			t.Errorf("%s: admits new=%v ready=%v shutdown=%v", name, m.admits(phaseNew), m.admits(phaseReady), m.admits(phaseShutdown))
 		}

@@ -80,6 +80,8 @@ type Server struct {
 
 	// asked: the host sent `shutdown` (ShutdownRequested, shutdown_requested.go).
 	asked atomic.Bool
+	// hostSeq numbers the sidecar's requests to the host (callHost).
+	hostSeq atomic.Uint64
 }
 
 // Options configure a Server. In/Out are the host's stdin/stdout.
@@ -232,7 +234,7 @@ func (s *Server) PermissionRequests() bool {
 // waits for its answer or ctx (docs/protocol.md §9).
 func (s *Server) RequestPermission(ctx context.Context, p protocol.PermissionRequestParams) (protocol.PermissionRequestResult, error) {
 	var res protocol.PermissionRequestResult
-	err := s.conn.Call(ctx, protocol.RequestPermission, p, &res)
+	err := s.callHost(ctx, protocol.RequestPermission, p, &res)
 	return res, err
 }
 

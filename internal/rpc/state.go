@@ -1,6 +1,10 @@
 package rpc
 
-import "context"
+import (
+	"context"
+
+	"github.com/acpx-sidecar/acpx-sidecar/protocol"
+)
 
 // phase is where the connection is in the lifecycle (docs/protocol.md §4). It
 // only moves forward: new → ready (initialize) → shutdown (shutdown, exit,
@@ -22,6 +26,8 @@ type connState struct {
 	phase     phase
 	hostPerms bool // capabilities.permissionRequests of initialize
 	hostExt   bool // capabilities.extRequests of initialize (ext.go)
+	// hostElicit: capabilities.elicitation of initialize.
+	hostElicit protocol.ElicitationCaps
 	// inflight holds the ids (idKey) of requests not yet answered.
 	inflight map[string]bool
 	// pending holds the cancel funcs of answerable-later requests whose

@@ -21,7 +21,7 @@ import (
 // them without the others fails here.
 
 var (
-	methodToken = regexp.MustCompile("`(\\$/[A-Za-z]+|[a-z]+/[A-Za-z]+|initialize|shutdown|exit)`")
+	methodToken = regexp.MustCompile("`(\\$/[A-Za-z_]+|[a-z]+/[A-Za-z]+|initialize|shutdown|exit)`")
 	codeToken   = regexp.MustCompile("`([A-Z][A-Z0-9_]+)`")
 )
 

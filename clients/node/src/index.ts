@@ -13,6 +13,8 @@ export type { SidecarDataCode } from "./errors.js";
 export { textOf, CHUNK_KINDS } from "./updates.js";
 export { resolveBinary, BINARY_ENV, PLATFORM_PACKAGES } from "./binary.js";
 export { selected, cancelled, selectKind } from "./permission.js";
+export { accept, decline, cancelElicitation } from "./elicitation.js";
+export type { ElicitationHandler, ElicitationRequest, ElicitationResponse } from "./elicitation.js";
 export { openAcpxRuntimePort } from "./runtime-port.js";
 export type * from "./runtime-port.js";
 export type * from "./types.js";

@@ -2,6 +2,18 @@
 
 import type { PermissionOutcome, PermissionRequest } from "./types.js";
 
+/**
+ * Answers one session/requestPermission (docs/protocol.md §9). `signal`
+ * aborts when the sidecar settled the ask without this answer: a
+ * `session/permission` decision for it (e.g. `timeout` at
+ * `permissionTimeoutMs`, `cancelled`), the end of its turn, the session's
+ * `session/exited`, or the sidecar's exit. An answer after that is ignored.
+ */
+export type PermissionHandler = (
+  req: PermissionRequest,
+  ctx: { signal: AbortSignal },
+) => PermissionOutcome | Promise<PermissionOutcome>;
+
 /** selected answers with the option whose optionId is given. */
 export function selected(optionId: string): PermissionOutcome {
   return { outcome: "selected", optionId };
@@ -21,4 +33,15 @@ export function cancelled(): PermissionOutcome {
 export function selectKind(req: PermissionRequest, kind: string): PermissionOutcome {
   const o = req.options.find((opt) => opt.kind === kind);
   return o ? selected(o.optionId) : cancelled();
+}
+
+/** askKey names one permission ask: session, requestId, toolCallId. @internal */
+export function askKey(session: string, requestId: string | null | undefined, toolCallId: string | undefined): string {
+  return session + "\0" + (requestId ?? "") + "\0" + (toolCallId ?? "");
+}
+
+/** toolCallIdOf is the ask's toolCall.toolCallId, if any. @internal */
+export function toolCallIdOf(req: PermissionRequest): string | undefined {
+  const tc = req.toolCall as { toolCallId?: unknown } | undefined;
+  return typeof tc?.toolCallId === "string" ? tc.toolCallId : undefined;
 }

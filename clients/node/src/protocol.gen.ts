@@ -166,7 +166,10 @@ export type JournalEntry = {
     | "cleanup/proof"
     | "session/history"
     | "session/journal"
-    | "journal/gap";
+    | "journal/gap"
+    | "session/elicitation"
+    | "session/elicitationDecided"
+    | "session/elicitationComplete";
   params: {
     [k: string]: unknown;
   };
@@ -185,6 +188,29 @@ export type RequestPermissionResult =
   | {
       outcome: "cancelled";
     };
+/**
+ * ACP CreateElicitationRequest params (verbatim, an open object): mode form with requestedSchema, or url with url and elicitationId.
+ *
+ * Schema: `$defs/AcpElicitation`.
+ */
+export type AcpElicitation = {
+  mode: "form" | "url";
+  message: string;
+  sessionId?: string;
+  toolCallId?: string | null;
+  requestedSchema?: {
+    [k: string]: unknown;
+  };
+  url?: string;
+  elicitationId?: string;
+  [k: string]: unknown;
+};
+/**
+ * ACP ElicitationContentValue: a string, number, boolean or array of strings.
+ *
+ * Schema: `$defs/ElicitationContentValue`.
+ */
+export type ElicitationContentValue = string | number | boolean | string[];
 /**
  * Params of session/extRequest. Host → sidecar: {session, method, params?}, sent to the agent verbatim. Sidecar → host: an agent's `_…` request, {session, requestId, method, params?} (docs/protocol.md §23).
  *
@@ -449,6 +475,16 @@ export interface HostCapabilities {
    * true: the host answers session/extRequest, the agents' `_…` requests; without it they get -32601 (docs/protocol.md §23).
    */
   extRequests?: boolean;
+  elicitation?: ElicitationCapabilities;
+}
+/**
+ * initialize.capabilities.elicitation: true for each ACP elicitation mode the host answers (docs/protocol.md §22 Elicitation and withdrawn requests).
+ *
+ * Schema: `$defs/ElicitationCapabilities`.
+ */
+export interface ElicitationCapabilities {
+  form?: boolean;
+  url?: boolean;
 }
 /**
  * Params of initialize (docs/protocol.md §7).
@@ -576,12 +612,24 @@ export interface ShutdownResult {
   proofs: Proof[];
 }
 /**
- * Params of $/cancelRequest: the id of a pending session/open or session/prompt (docs/protocol.md §7).
+ * Params of $/cancelRequest. From the host: the id of a pending session/open or session/prompt (docs/protocol.md §7). From the sidecar: the id of its own request (session/requestPermission, session/elicitation) the agent withdrew (docs/protocol.md §22 Elicitation and withdrawn requests).
  *
  * Schema: `$defs/CancelRequestNotification`.
  */
 export interface CancelRequestNotification {
   id: RequestId;
+  [k: string]: unknown;
+}
+/**
+ * Params of $/cancel_request, $/cancelRequest spelt the ACP way: the id of a pending session/open or session/prompt (docs/protocol.md §22 Elicitation and withdrawn requests).
+ *
+ * Schema: `$defs/CancelRequestAcpNotification`.
+ */
+export interface CancelRequestAcpNotification {
+  requestId: RequestId;
+  _meta?: {
+    [k: string]: unknown;
+  } | null;
   [k: string]: unknown;
 }
 /**
@@ -769,6 +817,10 @@ export interface OpenParams {
    * Absolute paths of existing directories: ACP additionalDirectories where the agent advertises sessionCapabilities.additionalDirectories (else CAPABILITY_UNSUPPORTED), and writable in the sandbox (docs/protocol.md §23).
    */
   additionalDirectories?: string[];
+  /**
+   * Bound of a host elicitation; default permissionTimeoutMs (docs/protocol.md §22 Elicitation and withdrawn requests).
+   */
+  elicitationTimeoutMs?: number;
 }
 /**
  * A session's admitted identity (docs/protocol.md §8 session/open result).
@@ -1316,7 +1368,7 @@ export interface RequestPermissionParams {
   rule: string;
 }
 /**
- * Params of session/permission: every permission decision, for audit (docs/protocol.md §9; timeout: §18.3).
+ * Params of session/permission: every permission decision, for audit (docs/protocol.md §9; timeout: §18.3). withdrawn: the agent withdrew the ask ($/cancel_request; §22).
  *
  * Schema: `$defs/PermissionNotification`.
  */
@@ -1325,13 +1377,63 @@ export interface PermissionNotification {
   requestId: TurnRequestId | null;
   toolCallId: string;
   kind: ToolKind;
-  decision: "approved" | "denied" | "escalated" | "cancelled" | "timeout" | "malformed" | "overflow";
+  decision: "approved" | "denied" | "escalated" | "cancelled" | "timeout" | "malformed" | "overflow" | "withdrawn";
   rule: string;
   optionId?: string;
   /**
    * The ACP kind of the option chosen (the one optionId names).
    */
   optionKind?: string;
+}
+/**
+ * Params of the sidecar -> host request session/elicitation: the agent's ACP elicitation/create params verbatim (docs/protocol.md §22 Elicitation and withdrawn requests).
+ *
+ * Schema: `$defs/ElicitationParams`.
+ */
+export interface ElicitationParams {
+  session: SessionId;
+  requestId: TurnRequestId | null;
+  elicitation: AcpElicitation;
+}
+/**
+ * The host's answer to session/elicitation, the ACP CreateElicitationResponse: accept (content: the form's values, checked against the requested schema), decline or cancel (docs/protocol.md §22 Elicitation and withdrawn requests).
+ *
+ * Schema: `$defs/ElicitationResult`.
+ */
+export interface ElicitationResult {
+  action: "accept" | "decline" | "cancel";
+  content?: {
+    [k: string]: ElicitationContentValue;
+  } | null;
+  _meta?: {
+    [k: string]: unknown;
+  } | null;
+}
+/**
+ * Params of session/elicitationDecided: every elicitation outcome, for audit. action is what the agent was answered (accept, decline, cancel), withdrawn (the agent's $/cancel_request; the agent got -32800) or refused (the agent got -32601 or -32602, the host was not asked); error, when the host's answer was refused (content not matching the requested schema), is that -32602 (docs/protocol.md §22 Elicitation and withdrawn requests).
+ *
+ * Schema: `$defs/ElicitationDecidedNotification`.
+ */
+export interface ElicitationDecidedNotification {
+  session: SessionId;
+  requestId: TurnRequestId | null;
+  elicitationId?: string;
+  mode?: string;
+  action: "accept" | "decline" | "cancel" | "withdrawn" | "refused";
+  rule: string;
+  error?: ErrorObject;
+}
+/**
+ * Params of session/elicitationComplete: an agent's ACP elicitation/complete of a url elicitation (docs/protocol.md §22 Elicitation and withdrawn requests).
+ *
+ * Schema: `$defs/ElicitationCompleteNotification`.
+ */
+export interface ElicitationCompleteNotification {
+  session: SessionId;
+  elicitationId: string;
+  _meta?: {
+    [k: string]: unknown;
+  };
 }
 /**
  * Params of session/exited: the provider died on its own (docs/protocol.md §9).
@@ -1439,7 +1541,9 @@ export interface ProtocolMethods {
   /** docs/protocol.md §7 */
   "exit": { kind: "notification"; direction: "host"; params: undefined };
   /** docs/protocol.md §7 */
-  "$/cancelRequest": { kind: "notification"; direction: "host"; params: CancelRequestNotification };
+  "$/cancelRequest": { kind: "notification"; direction: "both"; params: CancelRequestNotification };
+  /** docs/protocol.md §22 Elicitation and withdrawn requests */
+  "$/cancel_request": { kind: "notification"; direction: "host"; params: CancelRequestAcpNotification };
   /** docs/protocol.md §8 */
   "session/open": { kind: "request"; direction: "host"; params: OpenParams; result: OpenResult };
   /** docs/protocol.md §8 */
@@ -1468,6 +1572,12 @@ export interface ProtocolMethods {
   "session/requestPermission": { kind: "request"; direction: "sidecar"; params: RequestPermissionParams; result: RequestPermissionResult };
   /** docs/protocol.md §9 */
   "session/permission": { kind: "notification"; direction: "sidecar"; params: PermissionNotification };
+  /** docs/protocol.md §22 Elicitation and withdrawn requests */
+  "session/elicitation": { kind: "request"; direction: "sidecar"; params: ElicitationParams; result: ElicitationResult };
+  /** docs/protocol.md §22 Elicitation and withdrawn requests */
+  "session/elicitationDecided": { kind: "notification"; direction: "sidecar"; params: ElicitationDecidedNotification };
+  /** docs/protocol.md §22 Elicitation and withdrawn requests */
+  "session/elicitationComplete": { kind: "notification"; direction: "sidecar"; params: ElicitationCompleteNotification };
   /** docs/protocol.md §9 */
   "session/exited": { kind: "notification"; direction: "sidecar"; params: ExitedNotification };
   /** docs/protocol.md §16 */

@@ -22,6 +22,7 @@ import type { Writable } from "node:stream";
 import {
   CancellationTokenSource,
   createMessageConnection,
+  type CancellationToken,
   StreamMessageWriter,
   type Message,
   type MessageConnection,
@@ -32,8 +33,15 @@ import { TappedWriter } from "./writer.js";
 import { LspReader } from "./reader.js";
 import { LocalDataCode, SidecarError, localError, toSidecarError } from "./errors.js";
 import { Session, type TurnSink } from "./session.js";
+import { abortOnCancel, installElicitation, type ElicitationHandler } from "./elicitation.js";
+import { askKey, toolCallIdOf, type PermissionHandler } from "./permission.js";
+
+export type { PermissionHandler } from "./permission.js";
 import type {
   CleanupProof,
+  ElicitationCapabilities,
+  ElicitationCompleteNotification,
+  ElicitationDecidedNotification,
   EventsParams,
   EventsResult,
   Exited,
@@ -49,18 +57,6 @@ import type {
   StatsResult,
 } from "./types.js";
 import { serveExtRequests, type ExtNotice, type ExtSpawnOptions } from "./ext.js";
-
-/**
- * Answers one session/requestPermission (docs/protocol.md §9). `signal`
- * aborts when the sidecar settled the ask without this answer: a
- * `session/permission` decision for it (e.g. `timeout` at
- * `permissionTimeoutMs`, `cancelled`), the end of its turn, the session's
- * `session/exited`, or the sidecar's exit. An answer after that is ignored.
- */
-export type PermissionHandler = (
-  req: PermissionRequest,
-  ctx: { signal: AbortSignal },
-) => PermissionOutcome | Promise<PermissionOutcome>;
 
 /** Options of {@link spawnSidecar}. */
 export interface SpawnOptions extends ExtSpawnOptions {
@@ -84,6 +80,13 @@ export interface SpawnOptions extends ExtSpawnOptions {
    * first); a throw or a bad answer counts as `cancelled`. Without it,
    * escalations follow each session's `nonInteractivePermissions`. */
   onPermissionRequest?: PermissionHandler;
+  /** Answers agents' elicitations (docs/protocol.md §22). When given,
+   * initialize declares `capabilities.elicitation` (`elicitationModes`,
+   * default both form and url) and agents are offered those modes; without
+   * it agents are offered none. */
+  onElicitation?: ElicitationHandler;
+  /** The modes declared with onElicitation; default `{form: true, url: true}`. */
+  elicitationModes?: ElicitationCapabilities;
   /** Where the sidecar's JSON log lines (stderr) go: "ignore" (default),
    * "inherit", or a writable stream. */
   stderr?: "ignore" | "inherit" | Writable;
@@ -120,6 +123,8 @@ export interface SidecarEvents {
   permission: [PermissionDecision];
   journal: [JournalNotice];
   extNotification: [ExtNotice];
+  elicitationDecided: [ElicitationDecidedNotification];
+  elicitationComplete: [ElicitationCompleteNotification];
   exit: [ExitStatus];
 }
 
@@ -132,6 +137,8 @@ export interface SidecarEvents {
  * - `"update"` (SessionUpdateParams): updates no running turn claims
  *   (requestId null, late updates of an earlier turn);
  * - `"permission"` (PermissionDecision): `session/permission` audits;
+ * - `"elicitationDecided"`, `"elicitationComplete"`: the elicitation audits
+ *   and an agent's finished url interaction (docs/protocol.md §22);
  * - `"journal"` (JournalNotice): `session/journal`: a session's journal or
  *   record stopped being written (`degraded`) or works again (`ok`, with the
  *   `gap` lost); updates keep flowing live meanwhile;
@@ -178,6 +185,7 @@ export class Sidecar extends EventEmitter<SidecarEvents> {
     exited: Promise<ExitStatus>,
     onPermission?: PermissionHandler,
     writer?: TappedWriter,
+    onElicitation?: ElicitationHandler,
   ) {
     super();
     this.child = child;
@@ -205,7 +213,8 @@ export class Sidecar extends EventEmitter<SidecarEvents> {
     conn.onNotification("cleanup/proof", (p: { proof: CleanupProof }) => void this.emit("proof", p.proof));
     conn.onNotification("session/journal", (p: JournalNotice) => void this.emit("journal", p));
     conn.onNotification("session/extNotification", (p: ExtNotice) => void this.emit("extNotification", p));
-    conn.onRequest("session/requestPermission", (p: PermissionRequest) => this.answer(p));
+    conn.onRequest("session/requestPermission", (p: PermissionRequest, token) => this.answer(p, token));
+    installElicitation(this, conn, onElicitation);
   }
 
   /** The exit status once the process has ended, else undefined. */
@@ -393,13 +402,14 @@ export class Sidecar extends EventEmitter<SidecarEvents> {
     else this.emit("update", p);
   }
 
-  private async answer(req: PermissionRequest): Promise<PermissionOutcome> {
+  private async answer(req: PermissionRequest, token?: CancellationToken): Promise<PermissionOutcome> {
     const sink = req.requestId === null ? undefined : this.turns.get(req.session + "\0" + req.requestId);
     const handler = sink?.onPermissionRequest ?? this.onPermission;
     if (!handler) return { outcome: "cancelled" };
     const key = askKey(req.session, req.requestId, toolCallIdOf(req));
     const ac = new AbortController();
     this.asks.set(key, ac);
+    abortOnCancel(token, ac);
     // Once the sidecar settled the ask, a late answer changes nothing:
     // answer cancelled and drop the ask, whether or not the handler returns.
     const settled = new Promise<undefined>((resolve) =>
@@ -417,17 +427,6 @@ export class Sidecar extends EventEmitter<SidecarEvents> {
     }
     return { outcome: "cancelled" };
   }
-}
-
-/** askKey names one permission ask: session, requestId, toolCallId. */
-function askKey(session: string, requestId: string | null | undefined, toolCallId: string | undefined): string {
-  return session + "\0" + (requestId ?? "") + "\0" + (toolCallId ?? "");
-}
-
-/** toolCallIdOf is the ask's toolCall.toolCallId, if any. */
-function toolCallIdOf(req: PermissionRequest): string | undefined {
-  const tc = req.toolCall as { toolCallId?: unknown } | undefined;
-  return typeof tc?.toolCallId === "string" ? tc.toolCallId : undefined;
 }
 
 /**
@@ -486,7 +485,7 @@ export async function spawnSidecar(opts: SpawnOptions): Promise<Sidecar> {
     conn.dispose();
     return st;
   });
-  const sc = new Sidecar(child, conn, exited, opts.onPermissionRequest, writer);
+  const sc = new Sidecar(child, conn, exited, opts.onPermissionRequest, writer, opts.onElicitation);
   if (opts.onExtRequest) serveExtRequests(conn, opts.onExtRequest, exited);
   reader.updates = (p) => sc.route(p as SessionUpdateParams);
   void sc.exited.then((st) => sc.emit("exit", st));
@@ -499,7 +498,11 @@ export async function spawnSidecar(opts: SpawnOptions): Promise<Sidecar> {
       {
         protocolVersion: 1,
         clientInfo: opts.clientInfo ?? { name: "@acpx-sidecar/client", version: VERSION },
-        capabilities: { permissionRequests: opts.onPermissionRequest !== undefined, extRequests: opts.onExtRequest !== undefined },
+        capabilities: {
+          permissionRequests: opts.onPermissionRequest !== undefined,
+          extRequests: opts.onExtRequest !== undefined,
+          ...(opts.onElicitation ? { elicitation: opts.elicitationModes ?? { form: true, url: true } } : {}),
+        },
       },
       opts.signal,
     );

@@ -1,0 +1,172 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+
+	"github.com/sourcegraph/jsonrpc2"
+
+	"github.com/acpx-sidecar/acpx-sidecar/protocol"
+)
+
+// ElicitationModes are the ACP elicitation modes a host answers
+// (initialize.capabilities.elicitation, docs/protocol.md §22): the
+// sidecar offers agents exactly these.
+type ElicitationModes = protocol.ElicitationCaps
+
+// ElicitationRequest is the sidecar's session/elicitation request: the
+// agent's ACP elicitation/create params (Elicitation verbatim; Mode,
+// Message, RequestedSchema, URL and ElicitationID read from it for
+// convenience). RequestID is the turn's id.
+type ElicitationRequest struct {
+	Session     string          `json:"session"`
+	RequestID   string          `json:"requestId"`
+	Elicitation json.RawMessage `json:"elicitation"`
+
+	// Mode is "form" or "url".
+	Mode    string `json:"-"`
+	Message string `json:"-"`
+	// RequestedSchema is the form's JSON Schema (form mode).
+	RequestedSchema json.RawMessage `json:"-"`
+	// URL and ElicitationID are the url mode's.
+	URL           string `json:"-"`
+	ElicitationID string `json:"-"`
+}
+
+// ElicitationResponse is the host's answer, ACP CreateElicitationResponse:
+// make it with Accept, Decline or CancelElicitation. The zero value is
+// sent as cancel. An accepted form's Content must match the requested
+// schema, else the agent is answered cancel and the refusal is reported
+// in the ElicitationDecided notice (Error, -32602).
+type ElicitationResponse struct {
+	Action  string          `json:"action"`
+	Content json.RawMessage `json:"content,omitempty"`
+}
+
+// Accept answers with action "accept" and the form's values (nil for a
+// url elicitation: the user consented to open it).
+func Accept(content json.RawMessage) ElicitationResponse {
+	return ElicitationResponse{Action: "accept", Content: content}
+}
+
+// Decline answers with action "decline": the user said no.
+func Decline() ElicitationResponse { return ElicitationResponse{Action: "decline"} }
+
+// CancelElicitation answers with action "cancel": dismissed.
+func CancelElicitation() ElicitationResponse { return ElicitationResponse{Action: "cancel"} }
+
+// ElicitationDecided is a session/elicitationDecided audit notice: Action
+// is what the agent was answered ("accept", "decline", "cancel"),
+// "withdrawn" (the agent withdrew it) or "refused" (the agent got an
+// error, the host was not asked); Rule who decided ("host", "turn ended",
+// "elicitationTimeoutMs", …); Error the refusal of the host's answer.
+type ElicitationDecided = protocol.ElicitationDecided
+
+// ElicitationComplete is a session/elicitationComplete notice: the agent
+// finished the url interaction ElicitationID names.
+type ElicitationComplete = protocol.ElicitationComplete
+
+// elicitBoundRule is the rule of an elicitation decided by
+// elicitationTimeoutMs.
+const elicitBoundRule = "elicitationTimeoutMs"
+
+// elicitTool is the toolCallID of an elicitation's permKey: elicitations
+// share the permission asks' settling (settle.go) by session and turn.
+const elicitTool = "\x00elicitation"
+
+// elicitationModes is what Initialize declares: Options.ElicitationModes,
+// or both modes when OnElicitation is set.
+func (c *Client) elicitationModes() *ElicitationModes {
+	if m := c.opts.ElicitationModes; m != nil {
+		if !m.Form && !m.URL {
+			return nil
+		}
+		return m
+	}
+	if c.opts.OnElicitation != nil {
+		return &ElicitationModes{Form: true, URL: true}
+	}
+	return nil
+}
+
+// answerElicitation answers session/elicitation through
+// Options.OnElicitation (cancel without it).
+func (c *Client) answerElicitation(hctx context.Context, params json.RawMessage) ElicitationResponse {
+	var req ElicitationRequest
+	if c.opts.OnElicitation == nil || json.Unmarshal(params, &req) != nil {
+		return CancelElicitation()
+	}
+	var e struct {
+		Mode            string          `json:"mode"`
+		Message         string          `json:"message"`
+		RequestedSchema json.RawMessage `json:"requestedSchema"`
+		URL             string          `json:"url"`
+		ElicitationID   string          `json:"elicitationId"`
+	}
+	_ = json.Unmarshal(req.Elicitation, &e)
+	req.Mode, req.Message, req.RequestedSchema, req.URL, req.ElicitationID = e.Mode, e.Message, e.RequestedSchema, e.URL, e.ElicitationID
+	out := c.opts.OnElicitation(hctx, req)
+	if out.Action == "" {
+		out = CancelElicitation()
+	}
+	return out
+}
+
+// onElicitationNotice handles session/elicitationDecided and
+// session/elicitationComplete.
+func (c *Client) onElicitationNotice(method string, params json.RawMessage) {
+	switch method {
+	case "session/elicitationDecided":
+		var d ElicitationDecided
+		if json.Unmarshal(params, &d) != nil {
+			return
+		}
+		if d.Rule == elicitBoundRule {
+			// The bound decided the turn's oldest waiting elicitation
+			// (bounds run out in the order they were asked). Other
+			// outcomes settle otherwise: the host's own answer, a
+			// withdrawal ($/cancelRequest by id), the turn's end (its
+			// result), or were never put to the host (refused, no
+			// turn, overflow).
+			k := permKey{d.Session, deref(d.RequestID), elicitTool}
+			c.asks.settle(true, func(p permKey) bool { return p == k })
+		}
+		if f := c.opts.OnElicitationDecided; f != nil {
+			c.events.push(func() { f(d) })
+		}
+	case "session/elicitationComplete":
+		var n ElicitationComplete
+		if f := c.opts.OnElicitationComplete; f != nil && json.Unmarshal(params, &n) == nil {
+			c.events.push(func() { f(n) })
+		}
+	}
+}
+
+// onCancelRequest handles the sidecar's $/cancelRequest {"id"}: the agent
+// withdrew the request the sidecar had put to this host, so that
+// request's handler context ends (its answer is ignored).
+func (c *Client) onCancelRequest(params json.RawMessage) {
+	var p struct {
+		ID *jsonrpc2.ID `json:"id"`
+	}
+	if json.Unmarshal(params, &p) != nil || p.ID == nil {
+		return
+	}
+	c.asks.settleID(idJSON(*p.ID))
+}
+
+// idJSON is a JSON-RPC id as JSON text.
+func idJSON(id jsonrpc2.ID) string {
+	b, _ := json.Marshal(id)
+	return string(b)
+}
+
+// elicitRequestKey reads the key of a session/elicitation request.
+func elicitRequestKey(params json.RawMessage) permKey {
+	var r struct {
+		Session   string  `json:"session"`
+		RequestID *string `json:"requestId"`
+	}
+	_ = json.Unmarshal(params, &r)
+	return permKey{r.Session, deref(r.RequestID), elicitTool}
+}

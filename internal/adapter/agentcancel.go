@@ -1,0 +1,44 @@
+package adapter
+
+import (
+	"context"
+	"time"
+
+	"github.com/sourcegraph/jsonrpc2"
+)
+
+// nextID is the id of the next request to the agent: every request gets
+// its id here, from 1 (0 would read as unset to jsonrpc2), so the sender
+// knows it for $/cancel_request.
+func (a *acpConn) nextID() jsonrpc2.ID { return jsonrpc2.ID{Num: a.seq.Add(1)} }
+
+// cancelRequest tells the agent the sidecar no longer waits for request
+// id: ACP $/cancel_request {"requestId": id} (docs/protocol.md §22, "When
+// the sidecar gives up on a request it sent an agent"). Best effort: the
+// outbox never blocks, and an agent that stopped reading gets nothing.
+func (a *acpConn) cancelRequest(id jsonrpc2.ID) {
+	_ = a.conn.Notify(context.Background(), acpCancelRequest, map[string]jsonrpc2.ID{"requestId": id})
+}
+
+// drainBound bounds how long a closing connection waits for its queued
+// frames (a $/cancel_request just sent) to reach the agent's pipe.
+const drainBound = 100 * time.Millisecond
+
+// drain waits until everything queued for the agent was written to its
+// pipe, the agent is found hung, or d passes (a best-effort flush before
+// close: Close drops what is still queued).
+func (a *acpConn) drain(d time.Duration) {
+	if a.out == nil {
+		return
+	}
+	deadline := time.Now().Add(d)
+	for {
+		a.out.mu.Lock()
+		idle := len(a.out.q) == 0 && a.out.busySince.IsZero() || a.out.hung || a.out.closed
+		a.out.mu.Unlock()
+		if idle || time.Now().After(deadline) {
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
+}

@@ -1,0 +1,320 @@
+package adapter
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	acp "github.com/coder/acp-go-sdk"
+	"go.uber.org/zap"
+
+	"github.com/acpx-sidecar/acpx-sidecar/internal/jsonl"
+	"github.com/acpx-sidecar/acpx-sidecar/protocol"
+)
+
+// ElicitationHost is the part of a Host that carries ACP elicitation
+// (docs/protocol.md §22). A Host without it declared no elicitation:
+// agents are not offered it and their elicitation/create is refused
+// -32601.
+type ElicitationHost interface {
+	// Elicitation is initialize.capabilities.elicitation: the modes the
+	// host answers.
+	Elicitation() protocol.ElicitationCaps
+	// RequestElicitation sends session/elicitation and waits for the
+	// host's answer or ctx (the turn's). A ctx ended with cause
+	// protocol.ErrWithdrawn (the agent withdrew it) sends the host
+	// $/cancelRequest for it.
+	RequestElicitation(ctx context.Context, p protocol.ElicitationParams) (protocol.ElicitationResult, error)
+}
+
+// elicitCaps returns the elicitation modes the host declared (none for a
+// Host without ElicitationHost).
+func (m *Manager) elicitCaps() (ElicitationHost, protocol.ElicitationCaps) {
+	eh, ok := m.host.(ElicitationHost)
+	if !ok {
+		return nil, protocol.ElicitationCaps{}
+	}
+	return eh, eh.Elicitation()
+}
+
+// elicitAnswer is ACP CreateElicitationResponse as the sidecar sends it
+// to the agent.
+type elicitAnswer struct {
+	Action  string          `json:"action"`
+	Content json.RawMessage `json:"content,omitempty"`
+}
+
+// elicitCancel is the answer of an elicitation nobody answered (turn end,
+// bound, a refused host answer).
+var elicitCancel = elicitAnswer{Action: protocol.ElicitCancel}
+
+// pendingElicit is an elicitation waiting for the host.
+type pendingElicit struct {
+	mode          string
+	elicitationID string
+	form          *formSchema // the requested schema (form mode)
+	size          int         // bytes of the ACP params (the turn's pending-ask bound)
+}
+
+// elicitKeys are the members of ACP elicitation/create params the sidecar
+// reads: a key differing from one only by case makes it malformed.
+var elicitKeys = []string{"sessionId", "requestId", "toolCallId", "mode", "message", "requestedSchema", "elicitationId", "url"}
+
+// parseElicitation decodes ACP elicitation/create params strictly: a
+// string message, mode "form" with an object requestedSchema (compiled,
+// elicit_schema.go) or "url" with string url and elicitationId; a
+// sessionId, when present, must be the session's (once it is known). why
+// is "" for a well-formed request.
+func (s *session) parseElicitation(params json.RawMessage) (pe *pendingElicit, why string) {
+	p, why := decodeStrict(params, elicitKeys...)
+	if why != "" {
+		return nil, "params: " + why
+	}
+	pe = &pendingElicit{size: len(params)}
+	if _, present, ok := p.str("message"); !ok || !present {
+		return pe, "message is not a string"
+	}
+	mode, present, ok := p.str("mode")
+	if !ok || !present {
+		return pe, "mode is not a string"
+	}
+	pe.mode = mode
+	// Before the session exists (an agent asking during session/new) its
+	// id is not known yet; the request is then answered cancel (no turn).
+	if sid, present, ok := p.str("sessionId"); !ok || present && s.identity.BackendSessionID != "" && sid != s.identity.BackendSessionID {
+		return pe, "sessionId is not this session's"
+	}
+	switch mode {
+	case "form":
+		rs, ok := p["requestedSchema"]
+		if !ok || len(rs) == 0 || rs[0] != '{' {
+			return pe, "requestedSchema is not an object"
+		}
+		f, why := compileForm(rs)
+		if why != "" {
+			return pe, "requestedSchema: " + why
+		}
+		pe.form = f
+	case "url":
+		id, present, ok := p.str("elicitationId")
+		if !ok || !present || id == "" {
+			return pe, "elicitationId is not a string"
+		}
+		pe.elicitationID = id
+		if u, present, ok := p.str("url"); !ok || !present || u == "" {
+			return pe, "url is not a string"
+		}
+	}
+	return pe, ""
+}
+
+// onElicitation answers an ACP elicitation/create on the actor
+// (docs/protocol.md §22): refused -32601 when the host declared no
+// elicitation, -32602 when it is malformed or of a mode the host did not
+// declare; answered cancel outside a live turn and beyond the turn's
+// bound on asks waiting for the host; else put to the host.
+func (s *session) onElicitation(m *agentMsg) {
+	eh, caps := s.m.elicitCaps()
+	if !caps.Any() {
+		s.refuseElicit(m, &pendingElicit{}, -32601, "elicitation is not supported by this client", "the host declared no elicitation")
+		return
+	}
+	pe, why := s.parseElicitation(m.params)
+	if m.malformed != "" {
+		why = m.malformed
+	}
+	if why != "" {
+		if pe == nil {
+			pe = &pendingElicit{}
+		}
+		s.refuseElicit(m, pe, -32602, "invalid elicitation/create: "+why, "malformed: "+why)
+		return
+	}
+	if !caps.Allows(pe.mode) {
+		s.refuseElicit(m, pe, -32602, "elicitation mode "+quoteShort(pe.mode)+" was not advertised", "mode "+quoteShort(pe.mode)+" not declared by the host")
+		return
+	}
+	t := s.turn
+	if t == nil || t.cancelled || !s.state.is(protocol.StateTurn) {
+		s.answerElicit(m, pe, elicitCancel, "no active turn", nil)
+		return
+	}
+	if maxN, maxB := s.m.maxPendingAsks(); len(t.pending)+len(t.elicits) >= maxN || t.pendingBytes+pe.size > maxB {
+		s.answerElicit(m, pe, elicitCancel, "more than "+itoa(maxN)+" asks or "+itoa(maxB)+
+			" bytes waiting for the host (--max-pending-asks, --max-pending-ask-bytes)", nil)
+		return
+	}
+	s.escalateElicit(t, eh, m, pe)
+}
+
+// escalateElicit puts the elicitation to the host, bounded by
+// elicitationTimeoutMs and the turn, withdrawable by the agent.
+func (s *session) escalateElicit(t *turn, eh ElicitationHost, m *agentMsg, pe *pendingElicit) {
+	if t.elicits == nil {
+		t.elicits = map[*agentMsg]*pendingElicit{}
+	}
+	t.elicits[m] = pe
+	t.pendingBytes += pe.size
+	rid := t.requestID
+	params := protocol.ElicitationParams{Session: s.id, RequestID: &rid, Elicitation: jsonl.CleanRaw(m.params)}
+	s.journalRequest(protocol.MethodSessionElicitation, params)
+	ectx, cancel := context.WithCancelCause(t.ctx)
+	bound := time.AfterFunc(s.elicitationTimeout(), func() {
+		s.post(func() {
+			if s.turn == t && t.elicits[m] != nil {
+				s.answerElicit(m, pe, elicitCancel, "elicitationTimeoutMs", nil)
+			}
+		})
+		cancel(nil) // after the decision is queued
+	})
+	s.awaitWithdrawal(m.id, func() {
+		if s.turn != t || t.elicits[m] == nil {
+			return
+		}
+		s.dropElicit(m, pe)
+		m.fail(codeRequestCancelled, "request cancelled")
+		withdrawHost(cancel)
+		s.auditElicit(pe, protocol.DecisionWithdrawn, "agent $/cancel_request", nil)
+	})
+	go func() {
+		res, err := eh.RequestElicitation(ectx, params)
+		bound.Stop()
+		cancel(nil)
+		s.post(func() {
+			if s.turn != t || t.elicits[m] == nil {
+				return // settled first (turn end, bound, withdrawal): the late answer changes nothing
+			}
+			if err != nil {
+				s.answerElicit(m, pe, elicitCancel, "host error", nil)
+				return
+			}
+			ans, herr := checkElicitAnswer(pe, res)
+			if herr != nil {
+				s.log.Warn("host elicitation answer refused", zap.String("reason", herr.Message))
+				s.answerElicit(m, pe, elicitCancel, "host answer refused", herr)
+				return
+			}
+			s.answerElicit(m, pe, ans, "host", nil)
+		})
+	}()
+}
+
+// checkElicitAnswer checks the host's answer: a known action; an accepted
+// form's content matching the requested schema. The error is the -32602
+// reported to the host (in the audit notice).
+func checkElicitAnswer(pe *pendingElicit, res protocol.ElicitationResult) (elicitAnswer, *protocol.Error) {
+	switch res.Action {
+	case protocol.ElicitDecline, protocol.ElicitCancel:
+		return elicitAnswer{Action: res.Action}, nil
+	case protocol.ElicitAccept:
+	default:
+		return elicitAnswer{}, protocol.InvalidParams("action", "action must be accept, decline or cancel")
+	}
+	if pe.form == nil || len(res.Content) == 0 || string(res.Content) == "null" {
+		if pe.form != nil && len(pe.form.required) > 0 {
+			return elicitAnswer{}, protocol.InvalidParams("content", "content is missing the required "+quoteShort(pe.form.required[0]))
+		}
+		return elicitAnswer{Action: protocol.ElicitAccept}, nil
+	}
+	if field, why := pe.form.check(res.Content); why != "" {
+		return elicitAnswer{}, protocol.InvalidParams(field, "content does not match the requested schema: "+why)
+	}
+	return elicitAnswer{Action: protocol.ElicitAccept, Content: jsonl.CleanRaw(res.Content)}, nil
+}
+
+// dropElicit removes m from its turn's pending elicitations.
+func (s *session) dropElicit(m *agentMsg, pe *pendingElicit) {
+	if t := s.turn; t != nil {
+		if _, ok := t.elicits[m]; ok {
+			delete(t.elicits, m)
+			t.pendingBytes -= pe.size
+		}
+	}
+}
+
+// answerElicit answers the agent once with ans and audits it (herr: the
+// refusal of the host's answer).
+func (s *session) answerElicit(m *agentMsg, pe *pendingElicit, ans elicitAnswer, rule string, herr *protocol.Error) {
+	s.settled(m.id)
+	s.dropElicit(m, pe)
+	m.reply(ans)
+	s.auditElicit(pe, ans.Action, rule, herr)
+}
+
+// refuseElicit answers the agent with a JSON-RPC error and audits it as
+// "refused".
+func (s *session) refuseElicit(m *agentMsg, pe *pendingElicit, code int64, message, rule string) {
+	s.log.Info("elicitation refused", zap.String("rule", rule))
+	m.fail(code, message)
+	s.auditElicit(pe, protocol.ElicitRefused, rule, nil)
+}
+
+// auditElicit sends session/elicitationDecided (journaled).
+func (s *session) auditElicit(pe *pendingElicit, action, rule string, herr *protocol.Error) {
+	var rid *string
+	if s.turn != nil {
+		r := s.turn.requestID
+		rid = &r
+	}
+	n := protocol.ElicitationDecided{Session: s.id, RequestID: rid, ElicitationID: pe.elicitationID, Mode: pe.mode,
+		Action: action, Rule: rule}
+	if herr != nil {
+		n.Error = herr.Wire()
+	}
+	s.notify(protocol.NotifySessionElicitationDecided, n)
+}
+
+// cancelElicitations answers the turn's pending elicitations cancel (the
+// turn ended or was cancelled: its authority is gone).
+func (s *session) cancelElicitations(t *turn, rule string) {
+	for m, pe := range t.elicits {
+		s.answerElicit(m, pe, elicitCancel, rule, nil)
+	}
+}
+
+// onElicitationComplete forwards an ACP elicitation/complete as
+// session/elicitationComplete to a host that declared url mode.
+func (s *session) onElicitationComplete(m *agentMsg) {
+	if _, caps := s.m.elicitCaps(); !caps.URL || m.malformed != "" {
+		return
+	}
+	p, why := decodeStrict(m.params, "elicitationId", "_meta")
+	if why != "" {
+		return
+	}
+	id, present, ok := p.str("elicitationId")
+	if !ok || !present {
+		return
+	}
+	n := protocol.ElicitationComplete{Session: s.id, ElicitationID: id}
+	if meta, ok := p["_meta"]; ok && len(meta) > 0 && meta[0] == '{' {
+		n.Meta = jsonl.CleanRaw(meta)
+	}
+	s.notify(protocol.NotifySessionElicitationComplete, n)
+}
+
+// elicitationTimeout is the bound on one host elicitation: the open's
+// elicitationTimeoutMs, else the permission bound (docs/protocol.md §22).
+func (s *session) elicitationTimeout() time.Duration {
+	if p := s.open.ElicitationTimeoutMs; p != nil {
+		return time.Duration(*p) * time.Millisecond
+	}
+	return s.permissionTimeout()
+}
+
+// clientCapabilities are the ACP clientCapabilities sent in initialize:
+// no fs/terminal (docs/protocol.md §14) and exactly the elicitation
+// modes the host declared (none: no elicitation member).
+func (s *session) clientCapabilities() acp.ClientCapabilities {
+	var cc acp.ClientCapabilities
+	if _, caps := s.m.elicitCaps(); caps.Any() {
+		cc.Elicitation = &acp.ElicitationCapabilities{}
+		if caps.Form {
+			cc.Elicitation.Form = &acp.ElicitationFormCapabilities{}
+		}
+		if caps.URL {
+			cc.Elicitation.Url = &acp.ElicitationUrlCapabilities{}
+		}
+	}
+	return cc
+}

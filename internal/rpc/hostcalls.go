@@ -1,0 +1,50 @@
+package rpc
+
+import (
+	"context"
+	"errors"
+
+	"github.com/sourcegraph/jsonrpc2"
+	"go.uber.org/zap"
+
+	"github.com/acpx-sidecar/acpx-sidecar/protocol"
+)
+
+// callHost sends the sidecar → host request method with params and waits
+// for its answer (decoded into result) or ctx. Every sidecar request gets
+// its id here, from one counter (from 1), so the id is known to the
+// sender: when ctx ends with cause protocol.ErrWithdrawn (the agent
+// withdrew the request it stands for), the host is sent
+// $/cancelRequest {"id": <that id>} and a later answer is ignored
+// (docs/protocol.md §22 Withdrawn requests).
+func (s *Server) callHost(ctx context.Context, method string, params, result any) error {
+	<-s.ready
+	id := jsonrpc2.ID{Num: s.hostSeq.Add(1)}
+	w, err := s.conn.DispatchCall(ctx, method, params, jsonrpc2.PickID(id))
+	if err != nil {
+		return err
+	}
+	err = w.Wait(ctx, result)
+	if ctx.Err() != nil && errors.Is(context.Cause(ctx), protocol.ErrWithdrawn) {
+		if nerr := s.conn.Notify(context.Background(), protocol.MethodCancelRequest, map[string]jsonrpc2.ID{"id": id}); nerr != nil {
+			s.log.Debug("$/cancelRequest not sent to the host", zap.Error(nerr))
+		}
+	}
+	return err
+}
+
+// Elicitation returns the elicitation modes the host declared at
+// initialize (capabilities.elicitation).
+func (s *Server) Elicitation() protocol.ElicitationCaps {
+	var c protocol.ElicitationCaps
+	s.update(func(st *connState) { c = st.hostElicit })
+	return c
+}
+
+// RequestElicitation sends session/elicitation to the host and waits for
+// its answer or ctx (docs/protocol.md §22).
+func (s *Server) RequestElicitation(ctx context.Context, p protocol.ElicitationParams) (protocol.ElicitationResult, error) {
+	var res protocol.ElicitationResult
+	err := s.callHost(ctx, protocol.MethodSessionElicitation, p, &res)
+	return res, err
+}

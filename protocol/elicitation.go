@@ -1,0 +1,118 @@
+package protocol
+
+import (
+	"encoding/json"
+	"errors"
+)
+
+// Elicitation and withdrawn requests (docs/protocol.md §22; the ACP
+// elicitation of 2026-07-24 and $/cancel_request of 2026-06-29).
+const (
+	// MethodSessionElicitation is the sidecar → host request that carries
+	// an agent's ACP elicitation/create (only to a host that declared
+	// capabilities.elicitation).
+	MethodSessionElicitation = "session/elicitation"
+	// NotifySessionElicitationDecided audits every elicitation outcome.
+	NotifySessionElicitationDecided = "session/elicitationDecided"
+	// NotifySessionElicitationComplete carries an agent's ACP
+	// elicitation/complete.
+	NotifySessionElicitationComplete = "session/elicitationComplete"
+	// MethodCancelRequestACP is $/cancelRequest spelt the ACP way, with
+	// params {"requestId": id}; the host may send either.
+	MethodCancelRequestACP = "$/cancel_request"
+)
+
+// Elicitation actions (ACP CreateElicitationResponse action) and the
+// outcomes the sidecar audits besides them.
+const (
+	ElicitAccept  = "accept"
+	ElicitDecline = "decline"
+	ElicitCancel  = "cancel"
+	// ElicitRefused: the agent's request was answered with an error
+	// (-32601 without the host capability, -32602 for a mode the host did
+	// not declare or a malformed request); the host was not asked.
+	ElicitRefused = "refused"
+	// DecisionWithdrawn is the session/permission decision and the
+	// session/elicitationDecided action of a request the agent withdrew
+	// with $/cancel_request: the agent was answered -32800 and the host
+	// sent $/cancelRequest for its copy.
+	DecisionWithdrawn = "withdrawn"
+)
+
+// ErrWithdrawn is the cause a host request's context ends with when the
+// request was withdrawn (the agent's $/cancel_request): the host
+// connection then sends the host $/cancelRequest {"id": <its id>}
+// (docs/protocol.md §22).
+var ErrWithdrawn = errors.New("the agent withdrew the request")
+
+// ElicitationCaps is initialize.capabilities.elicitation: the ACP
+// elicitation modes the host can answer (docs/protocol.md §22). The
+// sidecar advertises exactly these to agents.
+type ElicitationCaps struct {
+	Form bool `json:"form,omitempty"`
+	URL  bool `json:"url,omitempty"`
+}
+
+// Any reports whether any mode is declared.
+func (c ElicitationCaps) Any() bool { return c.Form || c.URL }
+
+// Allows reports whether ACP elicitation mode mode ("form", "url") is
+// declared.
+func (c ElicitationCaps) Allows(mode string) bool {
+	return mode == "form" && c.Form || mode == "url" && c.URL
+}
+
+// ElicitationParams are the params of session/elicitation: Elicitation is
+// the agent's ACP elicitation/create params verbatim; RequestID the
+// turn's.
+type ElicitationParams struct {
+	Session     string          `json:"session"`
+	RequestID   *string         `json:"requestId"`
+	Elicitation json.RawMessage `json:"elicitation"`
+}
+
+// ElicitationResult is the host's answer, the ACP CreateElicitationResponse:
+// Action "accept" (Content the form's values, checked against the
+// requested schema), "decline" or "cancel".
+type ElicitationResult struct {
+	Action  string          `json:"action"`
+	Content json.RawMessage `json:"content,omitempty"`
+	Meta    json.RawMessage `json:"_meta,omitempty"`
+}
+
+// ElicitationDecided is the session/elicitationDecided audit notice.
+// Action is what the agent was answered ("accept", "decline", "cancel"),
+// "withdrawn" or "refused"; Rule who or what decided ("host", "turn
+// ended", "elicitationTimeoutMs", …). Error, on a host answer the sidecar
+// refused (content not matching the requested schema), is that refusal:
+// code -32602 with data.field naming the first bad member.
+type ElicitationDecided struct {
+	Session       string     `json:"session"`
+	RequestID     *string    `json:"requestId"`
+	ElicitationID string     `json:"elicitationId,omitempty"`
+	Mode          string     `json:"mode,omitempty"`
+	Action        string     `json:"action"`
+	Rule          string     `json:"rule"`
+	Error         *WireError `json:"error,omitempty"`
+}
+
+// WireError is a JSON-RPC error object as it appears inside a
+// notification: {code, message, data}.
+type WireError struct {
+	Code    int       `json:"code"`
+	Message string    `json:"message"`
+	Data    ErrorData `json:"data"`
+}
+
+// Wire returns e as a WireError.
+func (e *Error) Wire() *WireError {
+	return &WireError{Code: e.RPCCode, Message: e.Message, Data: e.Data}
+}
+
+// ElicitationComplete is session/elicitationComplete: the agent's ACP
+// elicitation/complete params (ElicitationID, _meta) for session.
+type ElicitationComplete struct {
+	Session       string          `json:"session"`
+	ElicitationID string          `json:"elicitationId"`
+	Meta          json.RawMessage `json:"_meta,omitempty"`
+}
