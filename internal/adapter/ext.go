@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/sourcegraph/jsonrpc2"
@@ -35,6 +36,9 @@ type ExtHost interface {
 // extEvent is an agent's `_…` notification (reply nil) or request.
 type extEvent struct {
 	method string
+	// id is a request's JSON-RPC id as JSON text (idText): what the
+	// agent's $/cancel_request names it by.
+	id     string
 	params json.RawMessage
 	// reply answers the agent's request exactly once: result, or err.
 	reply func(result json.RawMessage, err *jsonrpc2.Error)
@@ -47,6 +51,7 @@ func newExtEvent(conn *jsonrpc2.Conn, req *jsonrpc2.Request, params json.RawMess
 		return ev
 	}
 	id := req.ID
+	ev.id = idText(id)
 	ev.reply = func(result json.RawMessage, err *jsonrpc2.Error) {
 		var werr error
 		if err != nil {
@@ -88,21 +93,33 @@ func (s *session) onExt(ev *extEvent) {
 	params := protocol.ExtRequestNotice{Session: s.id, RequestID: rid, Method: ev.method, Params: ev.params}
 	s.journalRequest(protocol.MethodSessionExtRequest, params)
 	bound := s.permissionTimeout()
-	ctx, cancel := s.boundedCtx(bound)
+	bctx, cancel := s.boundedCtx(bound)
+	ctx, withdraw := context.WithCancelCause(bctx)
+	// The agent answered exactly once: by the host's answer, the bound, or
+	// its own $/cancel_request (docs/protocol.md §22 Withdrawn requests:
+	// -32800 to the agent, $/cancelRequest to the host, a late host answer
+	// ignored).
+	var once sync.Once
+	answer := func(res json.RawMessage, err *jsonrpc2.Error) { once.Do(func() { ev.reply(res, err) }) }
+	s.awaitWithdrawal(ev.id, func() {
+		answer(nil, &jsonrpc2.Error{Code: codeRequestCancelled, Message: "request withdrawn by the agent"})
+		withdrawHost(withdraw)
+	})
 	go func() {
 		defer cancel()
 		res, err := h.ExtRequest(ctx, params)
+		s.post(func() { s.settled(ev.id) })
 		var je *jsonrpc2.Error
 		switch {
 		case err == nil:
-			ev.reply(jsonl.CleanRaw(res), nil)
+			answer(jsonl.CleanRaw(res), nil)
 		case errors.As(err, &je):
-			ev.reply(nil, je) // the host's error verbatim
+			answer(nil, je) // the host's error verbatim
 		case ctx.Err() != nil:
-			ev.reply(nil, &jsonrpc2.Error{Code: jsonrpc2.CodeInternalError,
+			answer(nil, &jsonrpc2.Error{Code: jsonrpc2.CodeInternalError,
 				Message: "the host did not answer within " + bound.String() + " (permissionTimeoutMs), or the session ended"})
 		default:
-			ev.reply(nil, &jsonrpc2.Error{Code: jsonrpc2.CodeInternalError, Message: "the host connection is gone"})
+			answer(nil, &jsonrpc2.Error{Code: jsonrpc2.CodeInternalError, Message: "the host connection is gone"})
 		}
 	}()
 }

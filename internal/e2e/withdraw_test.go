@@ -134,3 +134,32 @@ func TestWithdraw_SidecarCancelsWhatItGaveUpOn(t *testing.T) {
 	}
 	waitNoMarked(t, e.mark, e.work, 10*time.Second)
 }
+
+// TestWithdraw_AgentWithdrawsAnExtensionRequest: the fault agent withdraws
+// its `_…` request (ext-withdraw) while the host holds it: the agent is
+// answered -32800, the host gets $/cancelRequest with the id of the
+// sidecar's own session/extRequest, and the host's late answer changes
+// nothing (docs/protocol.md §22: every request the sidecar put to the
+// host, extension requests included).
+func TestWithdraw_AgentWithdrawsAnExtensionRequest(t *testing.T) {
+	e := newFaultEnv(t)
+	s := startSidecar(t, "--state-dir", e.stateDir)
+	reqs := elicitHost(s, func(f *frame) any { return nil }) // held
+	initExt(s, true)
+	o := seedMustOpen(s, seedOpenParams(e, "withdraw-ext", seedRecordFile(t), "ext-ask=_fa/ask,ext-withdraw=200"))
+	id := s.start("session/prompt", map[string]any{"session": o.Session, "requestId": "t1", "prompt": "ask"})
+	f := nextRequest(t, reqs, "session/extRequest")
+	waitHostCancel(t, s, f.ID)
+	if r := s.await(id, 20*time.Second); r.Error != nil {
+		t.Fatalf("turn: %s", r.Error.Message)
+	}
+	if got := extChunk(s, o.Session, "t1"); !strings.HasPrefix(got, "ext: error -32800 ") {
+		t.Errorf("agent got %q, want -32800", got)
+	}
+	s.send(map[string]any{"jsonrpc": "2.0", "id": f.ID, "result": map[string]any{"late": true}})
+	if st := statusOf(s, o.Session); st.State != "open" {
+		t.Errorf("state after the late answer %q, want open", st.State)
+	}
+	closeProof(s, o.Session, nil)
+	waitNoMarked(t, e.mark, e.work, 10*time.Second)
+}

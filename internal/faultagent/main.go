@@ -103,6 +103,7 @@
 //	elicit-withdraw=<ms>  the elicitation is withdrawn with $/cancel_request
 //	                   after ms unless answered first
 //	permission-withdraw=<ms>  the permission=<kind> ask likewise
+//	ext-withdraw=<ms>  the ext-ask=<method> request likewise
 //	probe              each turn runs its prompt's lines as sandbox probes
 //	                   (write, read, replace, kill, abstract, tcp, procfd,
 //	                   cgroup-escape, exec, child) and reports each result
@@ -275,7 +276,7 @@ func parseModes(list string) (config, error) {
 		case "slow-turn":
 			n, err = num()
 			c.slowTurn = time.Duration(n) * time.Millisecond
-		case "elicit", "elicit-count", "elicit-withdraw", "permission-withdraw":
+		case "elicit", "elicit-count", "elicit-withdraw", "permission-withdraw", "ext-withdraw":
 			err = c.elicitModes.parse(name, val, hasVal)
 		case "stream", "usage-grow":
 			err = c.journalModes.parse(name, val, hasVal)

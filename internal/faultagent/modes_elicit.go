@@ -28,6 +28,9 @@ type elicitModes struct {
 	// permissionWithdraw: the permission=<kind> ask is withdrawn with
 	// $/cancel_request this long after it was sent (0: never).
 	permissionWithdraw time.Duration
+	// extWithdraw: the ext-ask=<method> request is withdrawn with
+	// $/cancel_request this long after it was sent (0: never).
+	extWithdraw time.Duration
 	// elicitCount: the turn sends this many elicitations at once (0: one).
 	elicitCount int
 }
@@ -48,15 +51,18 @@ func (m *elicitModes) parse(name, val string, hasVal bool) error {
 			return errors.New("mode elicit-count needs =<n> ≥ 1")
 		}
 		m.elicitCount = n
-	case "elicit-withdraw", "permission-withdraw":
+	case "elicit-withdraw", "permission-withdraw", "ext-withdraw":
 		n, err := strconv.Atoi(val)
 		if !hasVal || err != nil || n <= 0 {
 			return fmt.Errorf("mode %s needs =<ms>", name)
 		}
 		d := time.Duration(n) * time.Millisecond
-		if name == "elicit-withdraw" {
+		switch name {
+		case "elicit-withdraw":
 			m.elicitWithdraw = d
-		} else {
+		case "ext-withdraw":
+			m.extWithdraw = d
+		default:
 			m.permissionWithdraw = d
 		}
 	default:

@@ -160,7 +160,7 @@ func (a *agent) extNotifyNew(id string) {
 
 // extAskTurn sends the ext-ask request and reports its outcome.
 func (a *agent) extAskTurn(sessionID string) string {
-	r := a.call(a.cfg.extAsk, map[string]any{"sessionId": sessionID, "q": "ping"})
+	r := a.callWithdraw(a.cfg.extAsk, map[string]any{"sessionId": sessionID, "q": "ping"}, a.cfg.extWithdraw)
 	if r.Error != nil {
 		return "ext: error " + strconv.Itoa(r.Error.Code) + " " + r.Error.Message + " " + string(r.Error.Data)
 	}

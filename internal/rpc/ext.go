@@ -78,7 +78,9 @@ func (s *Server) ExtRequests() bool {
 // error as a *jsonrpc2.Error (docs/protocol.md §23).
 func (s *Server) ExtRequest(ctx context.Context, p protocol.ExtRequestNotice) (json.RawMessage, error) {
 	var res json.RawMessage
-	err := s.conn.Call(ctx, protocol.MethodSessionExtRequest, p, &res)
+	// callHost (hostcalls.go): the one numbering of the sidecar's requests
+	// to the host, and $/cancelRequest when the agent withdraws it.
+	err := s.callHost(ctx, protocol.MethodSessionExtRequest, p, &res)
 	var je *jsonrpc2.Error
 	if errors.As(err, &je) {
 		return nil, je

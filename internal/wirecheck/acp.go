@@ -85,7 +85,8 @@ func LoadACP(path string) (*ACPSchema, error) {
 		switch {
 		case method == "":
 			continue
-		case side == "agent" && (strings.HasSuffix(name, "Request") || strings.HasSuffix(name, "Notification")):
+		case (side == "agent" || side == "protocol") && (strings.HasSuffix(name, "Request") || strings.HasSuffix(name, "Notification")):
+			// "protocol": sent by either side ($/cancel_request).
 			into = s.params
 		case side == "client" && strings.HasSuffix(name, "Response"):
 			into = s.results
