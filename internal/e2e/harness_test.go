@@ -24,6 +24,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -127,6 +128,9 @@ type sidecar struct {
 	// wire validates every frame, both directions, against
 	// docs/protocol.schema.json; a violation fails the test.
 	wire *wirecheck.Conn
+	// hostUnchecked: the test writes host frames that break the schema on
+	// purpose (bad answers); only the sidecar's frames are checked.
+	hostUnchecked atomic.Bool
 }
 
 // rawIDBase is where ids that tests choose for raw requests start, far

@@ -11,6 +11,7 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -208,6 +209,39 @@ func TestPermission_UnknownOptionIDIsCancelled(t *testing.T) {
 		t.Errorf("audit %+v, want cancelled without optionId", d)
 	}
 	closeClean(t, s, o.Session, e.mark, e.work)
+}
+
+// TestPermission_CaseVariantOrTwiceNamedAnswerIsCancelled: member names
+// of the host's answer are case-sensitive and named once (docs/protocol.md
+// §3): "OptionID", "OPTIONID", "Outcome" or two optionIds never select an
+// option — the ask is cancelled, in either order of the members (the
+// last one had won; found by a fresh-user trial).
+func TestPermission_CaseVariantOrTwiceNamedAnswerIsCancelled(t *testing.T) {
+	for i, answer := range []string{
+		`{"outcome":"selected","OptionID":"reject-once","optionId":"allow-once"}`,
+		`{"outcome":"selected","optionId":"allow-once","OptionID":"reject-once"}`,
+		`{"outcome":"selected","OPTIONID":"allow-once"}`,
+		`{"Outcome":"selected","optionId":"allow-once"}`,
+		`{"outcome":"selected","optionId":"reject-once","optionId":"allow-once"}`,
+	} {
+		t.Run(strconv.Itoa(i), func(t *testing.T) {
+			e := newFaultEnv(t)
+			s := startSidecar(t, "--state-dir", e.stateDir)
+			s.hostUnchecked.Store(true) // the answers break the schema on purpose
+			serveHost(s, func(int, *frame) any { return json.RawMessage(answer) })
+			s.initialize(true)
+			o := e.open(s, "perm-strict", "permission=execute")
+			var res turnResult
+			s.mustCall("session/prompt", map[string]any{"session": o.Session, "requestId": "t1", "prompt": "ask"}, &res)
+			if got := permissionChunk(s, o.Session, "t1"); got != "permission: cancelled" {
+				t.Errorf("%s: agent got %q, want \"permission: cancelled\"", answer, got)
+			}
+			if d := finalDecision(t, s, o.Session, "t1"); d.Decision == "approved" {
+				t.Errorf("%s: audit %+v, want not approved", answer, d)
+			}
+			closeClean(t, s, o.Session, e.mark, e.work)
+		})
+	}
 }
 
 // TestRunning_LateHostAnswerNeverApprovesNextTurn (docs/rules.md#r27): turn

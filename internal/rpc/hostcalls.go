@@ -2,11 +2,14 @@ package rpc
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 
 	"github.com/sourcegraph/jsonrpc2"
 	"go.uber.org/zap"
 
+	"github.com/acpx-sidecar/acpx-sidecar/internal/strictjson"
 	"github.com/acpx-sidecar/acpx-sidecar/protocol"
 )
 
@@ -24,7 +27,20 @@ func (s *Server) callHost(ctx context.Context, method string, params, result any
 	if err != nil {
 		return err
 	}
-	err = w.Wait(ctx, result)
+	var raw json.RawMessage
+	err = w.Wait(ctx, &raw)
+	if err == nil && result != nil {
+		// The host's answer is case-sensitive and names each member once
+		// (docs/protocol.md §3): "OptionID" is not optionId, and of two
+		// optionIds neither is taken. A refused answer is an error: a
+		// permission it meant is not granted, an elicitation is cancelled.
+		if serr := strictjson.Check(raw, result); serr != nil {
+			s.log.Warn("host answer refused", zap.String("method", method), zap.String("reason", serr.Error()))
+			err = fmt.Errorf("the host's answer to %s: %w", method, serr)
+		} else if uerr := json.Unmarshal(raw, result); uerr != nil {
+			err = fmt.Errorf("the host's answer to %s: %w", method, uerr)
+		}
+	}
 	if ctx.Err() != nil && errors.Is(context.Cause(ctx), protocol.ErrWithdrawn) {
 		if nerr := s.conn.Notify(context.Background(), protocol.MethodCancelRequest, map[string]jsonrpc2.ID{"id": id}); nerr != nil {
 			s.log.Debug("$/cancelRequest not sent to the host", zap.Error(nerr))
