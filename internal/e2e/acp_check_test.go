@@ -60,3 +60,14 @@ func checkACPRecord(t testing.TB, path string, msgs []seedAgentMsg) {
 		acpChecked.Store(key, len(msgs))
 	}
 }
+
+// acpCheckedParams are e.openParams(key, modes) with the fault agent
+// recording what it receives (record=); when the test ends, every frame
+// the sidecar sent that agent is checked against the ACP v1 schema
+// (checkACPRecord, through seedReadAgent).
+func acpCheckedParams(t *testing.T, e *faultEnv, key, modes string) map[string]any {
+	t.Helper()
+	rec := seedRecordFile(t)
+	t.Cleanup(func() { seedReadAgent(t, rec) }) // before the record's directory is removed
+	return seedOpenParams(e, key, rec, modes)
+}

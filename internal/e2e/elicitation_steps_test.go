@@ -123,7 +123,7 @@ func waitHostCancel(t *testing.T, s *sidecar, id json.RawMessage) {
 // params), runs one turn "t1" and returns the session and the turn.
 func elicitTurn(t *testing.T, e *faultEnv, s *sidecar, key, modes string, extra map[string]any) (string, turnResult) {
 	t.Helper()
-	p := e.openParams(key, modes)
+	p := acpCheckedParams(t, e, key, modes)
 	for k, v := range extra {
 		p[k] = v
 	}

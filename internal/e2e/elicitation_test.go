@@ -258,7 +258,8 @@ func TestElicitation_TurnEndsFirst(t *testing.T) {
 		return map[string]any{"action": "decline"}
 	})
 	initElicit(s, map[string]bool{"form": true})
-	o := e.open(s, "elicit-turn-end", "elicit=form")
+	var o openResult
+	s.mustCall("session/open", acpCheckedParams(t, e, "elicit-turn-end", "elicit=form"), &o)
 	id := s.start("session/prompt", map[string]any{"session": o.Session, "requestId": "t1", "prompt": "ask"})
 	f := nextRequest(t, reqs, "session/elicitation")
 	s.mustCall("session/cancel", map[string]any{"session": o.Session}, nil)

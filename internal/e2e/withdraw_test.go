@@ -33,7 +33,7 @@ func TestWithdraw_AgentWithdrawsPermissionAndElicitation(t *testing.T) {
 			s := startSidecar(t, "--state-dir", e.stateDir)
 			reqs := elicitHost(s, func(f *frame) any { return nil }) // held: never answered in time
 			initElicit(s, map[string]bool{"form": true})
-			p := e.openParams("withdraw-"+c.name, c.modes)
+			p := acpCheckedParams(t, e, "withdraw-"+c.name, c.modes)
 			p["permissionPolicy"] = map[string]any{"escalate": []string{"execute"}}
 			var o openResult
 			s.mustCall("session/open", p, &o)
@@ -98,7 +98,8 @@ func cancelSlowTurn(t *testing.T, how string, cancel func(s *sidecar, id string)
 	e := newFaultEnv(t)
 	s := startSidecar(t, "--state-dir", e.stateDir)
 	s.initialize(false)
-	o := e.open(s, "cancelreq", "slow-turn=30000")
+	var o openResult
+	s.mustCall("session/open", acpCheckedParams(t, e, "cancelreq", "slow-turn=30000"), &o)
 	id := s.start("session/prompt", map[string]any{"session": o.Session, "requestId": "t1", "prompt": "slow"})
 	s.waitTurnUpdate(o.Session, "t1")
 	cancel(s, id)
@@ -146,7 +147,7 @@ func TestWithdraw_AgentWithdrawsAnExtensionRequest(t *testing.T) {
 	s := startSidecar(t, "--state-dir", e.stateDir)
 	reqs := elicitHost(s, func(f *frame) any { return nil }) // held
 	initExt(s, true)
-	o := seedMustOpen(s, seedOpenParams(e, "withdraw-ext", seedRecordFile(t), "ext-ask=_fa/ask,ext-withdraw=200"))
+	o := seedMustOpen(s, acpCheckedParams(t, e, "withdraw-ext", "ext-ask=_fa/ask,ext-withdraw=200"))
 	id := s.start("session/prompt", map[string]any{"session": o.Session, "requestId": "t1", "prompt": "ask"})
 	f := nextRequest(t, reqs, "session/extRequest")
 	waitHostCancel(t, s, f.ID)
