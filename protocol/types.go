@@ -93,9 +93,11 @@ type Bounds struct {
 	// backoff: 10 ms doubling to 100 ms (docs/rules.md#r20).
 	RetainedRetryMinMs int64 `json:"retainedRetryMinMs"`
 	RetainedRetryMaxMs int64 `json:"retainedRetryMaxMs"`
-	// LateCloseReconcileAttempts bounds re-verifications after a late
-	// protocol-close failure, per failure generation (docs/rules.md#r29).
-	LateCloseReconcileAttempts int `json:"lateCloseReconcileAttempts"`
+	// RetainedCloseWindowMs bounds, all attempts together, the ACP
+	// session/close of a session the agent created after its admission
+	// was given up; its failures are retried for no count within it
+	// (docs/rules.md#r20).
+	RetainedCloseWindowMs int64 `json:"retainedCloseWindowMs"`
 }
 
 // Command is the only executable launched for a session: an absolute path,

@@ -61,7 +61,7 @@ type options struct {
 	closeAttempts int
 	retryMinMs    int64
 	retryMaxMs    int64
-	reconcile     int
+	lateWindowMs  int64
 	maxQueued     int
 	journalMax    int64
 	maxAsks       int
@@ -97,7 +97,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.IntVar(&o.closeAttempts, "protocol-close-attempts", 4, "ACP session/close attempts per target (1 + retries)")
 	fs.Int64Var(&o.retryMinMs, "retained-retry-min-ms", 10, "retained cleanup backoff start, ms")
 	fs.Int64Var(&o.retryMaxMs, "retained-retry-max-ms", 100, "retained cleanup backoff cap, ms")
-	fs.IntVar(&o.reconcile, "late-close-reconcile-attempts", 3, "ACP session/close attempts for a session created after its admission was given up (error answers retried; timeouts never)")
+	fs.Int64Var(&o.lateWindowMs, "retained-close-window-ms", 10000, "ACP session/close of a session created after its admission was given up: failures retried with backoff for no count within this, ms")
 	fs.IntVar(&o.maxQueued, "max-queued-turns", protocol.DefaultMaxQueuedTurns, "queue: true prompts that may wait behind a session's active turn (docs/protocol.md §8)")
 	fs.Int64Var(&o.journalMax, "journal-max-bytes", journal.DefaultMaxBytes, "size at which a session journal segment is rotated, bytes; 4 segments are kept (docs/protocol.md §16)")
 	fs.IntVar(&o.maxAsks, "max-pending-asks", protocol.DefaultMaxPendingAsks, "permission asks of one turn that may wait for the host; more are decided as nonInteractivePermissions says (docs/protocol.md §20)")
@@ -126,8 +126,8 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		return nil, fmt.Errorf("--close-timeout-ms, --term-grace-ms and --kill-grace-ms must be positive")
 	case o.shutdownMs < 0:
 		return nil, fmt.Errorf("--shutdown-ms must not be negative")
-	case o.closeAttempts < 1 || o.reconcile < 0:
-		return nil, fmt.Errorf("--protocol-close-attempts must be at least 1 and --late-close-reconcile-attempts not negative")
+	case o.closeAttempts < 1 || o.lateWindowMs < 1:
+		return nil, fmt.Errorf("--protocol-close-attempts and --retained-close-window-ms must be at least 1")
 	case o.retryMinMs < 1 || o.retryMaxMs < o.retryMinMs:
 		return nil, fmt.Errorf("--retained-retry-min-ms must be positive and at most --retained-retry-max-ms")
 	case o.maxQueued < 0 || o.maxQueued > 10000:
@@ -269,7 +269,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	cfg.ProtocolCloseAttempts = o.closeAttempts
 	cfg.RetainedRetryMin = time.Duration(o.retryMinMs) * time.Millisecond
 	cfg.RetainedRetryMax = time.Duration(o.retryMaxMs) * time.Millisecond
-	cfg.LateCloseReconcileAttempts = o.reconcile
+	cfg.RetainedCloseWindow = time.Duration(o.lateWindowMs) * time.Millisecond
 	cfg.MaxQueuedTurns = o.maxQueued
 	if o.maxQueued == 0 {
 		cfg.MaxQueuedTurns = -1 // no queue: every queue: true prompt behind a turn is TURN_ACTIVE

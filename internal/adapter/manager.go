@@ -69,9 +69,12 @@ type Config struct {
 	// RetainedRetryMin and RetainedRetryMax bound the retained cleanup
 	// backoff (default 10 ms doubling to 100 ms).
 	RetainedRetryMin, RetainedRetryMax time.Duration
-	// LateCloseReconcileAttempts bounds re-verification after a late
-	// protocol-close failure (default 3).
-	LateCloseReconcileAttempts int
+	// RetainedCloseWindow bounds the ACP session/close of a retained
+	// target (a session created after its admission was given up), all
+	// attempts together: a failing close is retried with backoff for no
+	// count until it succeeds, this has passed or the provider is gone
+	// (default 10 s; docs/rules.md#r20).
+	RetainedCloseWindow time.Duration
 	// BaseEnv is the environment every provider inherits ("K=V"), before
 	// the open's inheritEnv names and env are added: InheritedEnv of the
 	// --inherit-env policy (docs/protocol.md §18.1).
@@ -136,7 +139,7 @@ func DefaultConfig() Config {
 	return Config{HandshakeTimeout: 30 * time.Second, CloseTimeout: 2 * time.Second,
 		TermGrace: 2 * time.Second, KillGrace: 2 * time.Second, Shutdown: 7 * time.Second,
 		ProtocolCloseAttempts: 4, RetainedRetryMin: 10 * time.Millisecond, RetainedRetryMax: 100 * time.Millisecond,
-		LateCloseReconcileAttempts: 3, PermissionTimeout: protocol.DefaultPermissionTimeoutMs * time.Millisecond,
+		RetainedCloseWindow: 10 * time.Second, PermissionTimeout: protocol.DefaultPermissionTimeoutMs * time.Millisecond,
 		MaxProviderLineBytes: DefaultMaxProviderLineBytes, Version: buildinfo.Version()}
 }
 
@@ -197,7 +200,7 @@ func (m *Manager) Bounds() protocol.Bounds {
 		CloseTimeoutMs: m.cfg.CloseTimeout.Milliseconds(), TermGraceMs: m.cfg.TermGrace.Milliseconds(),
 		KillGraceMs: m.cfg.KillGrace.Milliseconds(), ShutdownMs: m.cfg.Shutdown.Milliseconds(),
 		ProtocolCloseAttempts: m.cfg.ProtocolCloseAttempts, RetainedRetryMinMs: m.cfg.RetainedRetryMin.Milliseconds(),
-		RetainedRetryMaxMs: m.cfg.RetainedRetryMax.Milliseconds(), LateCloseReconcileAttempts: m.cfg.LateCloseReconcileAttempts}
+		RetainedRetryMaxMs: m.cfg.RetainedRetryMax.Milliseconds(), RetainedCloseWindowMs: m.cfg.RetainedCloseWindow.Milliseconds()}
 }
 
 // Initialize answers `initialize` (docs/protocol.md §7); Pid is filled by rpc.

@@ -10,6 +10,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/acpx-sidecar/acpx-sidecar/internal/cleanup"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/journal"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/profiles"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/store"
@@ -368,9 +369,5 @@ func (s *session) listEntry() protocol.ListEntry {
 // incompleteProof is used by Shutdown for a session whose close did not
 // answer within the bound; it reads only immutable fields.
 func (s *session) incompleteProof(why string) *protocol.Proof {
-	now := time.Now()
-	return &protocol.Proof{CleanupID: newID("c-"), Session: s.id, SessionKey: s.key, Reason: why, Origin: protocol.OriginShutdown,
-		ProtocolClose: protocol.ProtocolClose{Outcome: protocol.CloseSkipped}, Signals: []protocol.ProofSignal{},
-		Processes: []protocol.ProofProcess{}, Containment: string(s.m.cfg.Launcher.Mode()),
-		StartedAt: protocol.At(now), FinishedAt: protocol.At(now), Errors: []protocol.ProofError{{Code: protocol.ErrCleanupIncomplete, Message: why}}}
+	return cleanup.Incomplete(s.target(why, protocol.OriginShutdown), why, time.Now())
 }
