@@ -1,6 +1,7 @@
 package cleanup
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -15,17 +16,7 @@ func codes(errs []protocol.ProofError) []string {
 	return out
 }
 
-func eq(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}
+func eq(a, b []string) bool { return slices.Equal(a, b) }
 
 const (
 	failed   = protocol.ErrProtocolCloseFailed

@@ -71,8 +71,10 @@ func TestRun_ErrorsInOrder(t *testing.T) {
 	a := &fakeAgent{answers: []answer{{err: errRefused}, {}}}
 	tr := &fakeTree{incomplete: 1}
 	p, _ := Run(Job{Target: Target{Origin: protocol.OriginClose}, Send: a.send,
-		Close:     ClosePolicy{Attempt: time.Second, Window: time.Second, Attempts: 4, Backoff: Backoff{Min: time.Millisecond, Max: time.Millisecond}},
-		Before:    func() []protocol.ProofError { return []protocol.ProofError{{Code: protocol.ErrProviderOOM, Message: "oom"}} },
+		Close: ClosePolicy{Attempt: time.Second, Window: time.Second, Attempts: 4, Backoff: Backoff{Min: time.Millisecond, Max: time.Millisecond}},
+		Before: func() []protocol.ProofError {
+			return []protocol.ProofError{{Code: protocol.ErrProviderOOM, Message: "oom"}}
+		},
 		Terminate: tr.terminate, Clean: redact})
 	if got := codes(p.Errors); !eq(got, []string{failed, protocol.ErrProviderOOM, "PROVIDER_KILL_TIMEOUT"}) {
 		t.Fatalf("errors %v", got)
