@@ -75,6 +75,9 @@ type agent struct {
 	rec        *recorder     // mode record; nil records nothing
 	term       chan struct{} // closed at the first trapped SIGTERM
 	closeFails int           // session/close requests failed (mode error-close)
+	// slowCloseDone: the first session/close was answered late
+	// (mode slow-error-close).
+	slowCloseDone bool
 }
 
 func newAgent(cfg config, out io.Writer) *agent {
