@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -109,15 +108,7 @@ func TestCleanup_TimedOutCloseThatLaterFailsIsRetried(t *testing.T) {
 // data.cleanup says protocolClose ok and still lists both failures, and
 // data.causes is the store error, then both failures, in order.
 func TestAdmission_FailedOpenCarriesEveryCleanupError(t *testing.T) {
-	e := newFaultEnv(t)
-	s := startSidecar(t, seedArgs(e)...)
-	s.initialize(false)
-	if err := os.MkdirAll(e.recordPath("unsavable"), 0o700); err != nil {
-		t.Fatal(err)
-	}
-	rec := seedRecordFile(t)
-	d := seedWantError(t, "open whose record save fails", s.call("session/open", seedOpenParams(e, "unsavable", rec, "error-close=2")),
-		-32000, "STORE_UNAVAILABLE")
+	e, rec, d := unsavableOpen(t, "error-close=2")
 	fails := []string{"PROTOCOL_CLOSE_FAILED", "PROTOCOL_CLOSE_FAILED"}
 	if d.Cleanup == nil || !d.Cleanup.Complete || d.Cleanup.ProtocolClose.Outcome != "ok" || !slices.Equal(d.Cleanup.errorCodes(), fails) {
 		t.Fatalf("data.cleanup %+v: want complete, protocolClose ok, both failures kept", d.Cleanup)
