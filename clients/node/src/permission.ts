@@ -2,6 +2,48 @@
 
 import type { PermissionOutcome, PermissionRequest } from "./types.js";
 
+/**
+ * Answers one session/requestPermission (docs/protocol.md §9). `signal`
+ * aborts when the sidecar settled the ask without this answer: a
+ * `session/permission` decision for it (e.g. `timeout` at
+ * `permissionTimeoutMs`, `cancelled`), the end of its turn, the session's
+ * `session/exited`, or the sidecar's exit. An answer after that is ignored.
+ */
+export type PermissionHandler = (
+  req: PermissionRequest,
+  ctx: { signal: AbortSignal },
+) => PermissionOutcome | Promise<PermissionOutcome>;
+
+/**
+ * askHandler runs handler on one ask and returns its answer: `selected`
+ * with the handler's optionId, else `cancelled` — when the handler fails,
+ * answers anything else, or `settled` aborts first (once the sidecar
+ * settled the ask, a late answer changes nothing).
+ */
+export async function askHandler(handler: PermissionHandler, req: PermissionRequest, settled: AbortSignal): Promise<PermissionOutcome> {
+  const aborted = new Promise<undefined>((resolve) => settled.addEventListener("abort", () => resolve(undefined), { once: true }));
+  try {
+    const out = await Promise.race([Promise.resolve(handler(req, { signal: settled })), aborted]);
+    if (out && out.outcome === "selected" && typeof out.optionId === "string") {
+      return { outcome: "selected", optionId: out.optionId };
+    }
+  } catch {
+    // A failing handler must not approve anything: cancelled.
+  }
+  return { outcome: "cancelled" };
+}
+
+/** askKey names one permission ask: session, requestId, toolCallId. */
+export function askKey(session: string, requestId: string | null | undefined, toolCallId: string | undefined): string {
+  return session + "\0" + (requestId ?? "") + "\0" + (toolCallId ?? "");
+}
+
+/** toolCallIdOf is the ask's toolCall.toolCallId, if any. */
+export function toolCallIdOf(req: PermissionRequest): string | undefined {
+  const tc = req.toolCall as { toolCallId?: unknown } | undefined;
+  return typeof tc?.toolCallId === "string" ? tc.toolCallId : undefined;
+}
+
 /** selected answers with the option whose optionId is given. */
 export function selected(optionId: string): PermissionOutcome {
   return { outcome: "selected", optionId };

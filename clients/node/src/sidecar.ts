@@ -32,6 +32,9 @@ import { TappedWriter } from "./writer.js";
 import { LspReader } from "./reader.js";
 import { LocalDataCode, SidecarError, localError, toSidecarError } from "./errors.js";
 import { Session, type TurnSink } from "./session.js";
+import { askHandler, askKey, toolCallIdOf, type PermissionHandler } from "./permission.js";
+
+export type { PermissionHandler } from "./permission.js";
 import type {
   CleanupProof,
   EventsParams,
@@ -48,18 +51,6 @@ import type {
   SessionUpdateParams,
   StatsResult,
 } from "./types.js";
-
-/**
- * Answers one session/requestPermission (docs/protocol.md §9). `signal`
- * aborts when the sidecar settled the ask without this answer: a
- * `session/permission` decision for it (e.g. `timeout` at
- * `permissionTimeoutMs`, `cancelled`), the end of its turn, the session's
- * `session/exited`, or the sidecar's exit. An answer after that is ignored.
- */
-export type PermissionHandler = (
-  req: PermissionRequest,
-  ctx: { signal: AbortSignal },
-) => PermissionOutcome | Promise<PermissionOutcome>;
 
 /** Options of {@link spawnSidecar}. */
 export interface SpawnOptions {
@@ -388,6 +379,20 @@ export class Sidecar extends EventEmitter<SidecarEvents> {
     else this.emit("update", p);
   }
 
+  /** @internal beginTurn routes turn key's updates and asks to sink (SessionHost); false when key has a running turn. */
+  beginTurn(key: string, sink: TurnSink): boolean {
+    if (this.turns.has(key)) return false;
+    this.turns.set(key, sink);
+    return true;
+  }
+
+  /** @internal endTurn stops routing to turn key of session and settles its open asks (SessionHost). */
+  endTurn(session: string, key: string, sink: TurnSink): void {
+    this.turns.delete(key);
+    if (this.routed.get(session)?.sink === sink) this.routed.delete(session);
+    this.settleAsks(key + "\0", "the turn ended");
+  }
+
   private async answer(req: PermissionRequest): Promise<PermissionOutcome> {
     const sink = req.requestId === null ? undefined : this.turns.get(req.session + "\0" + req.requestId);
     const handler = sink?.onPermissionRequest ?? this.onPermission;
@@ -395,34 +400,12 @@ export class Sidecar extends EventEmitter<SidecarEvents> {
     const key = askKey(req.session, req.requestId, toolCallIdOf(req));
     const ac = new AbortController();
     this.asks.set(key, ac);
-    // Once the sidecar settled the ask, a late answer changes nothing:
-    // answer cancelled and drop the ask, whether or not the handler returns.
-    const settled = new Promise<undefined>((resolve) =>
-      ac.signal.addEventListener("abort", () => resolve(undefined), { once: true }),
-    );
     try {
-      const out = await Promise.race([Promise.resolve(handler(req, { signal: ac.signal })), settled]);
-      if (out && out.outcome === "selected" && typeof out.optionId === "string") {
-        return { outcome: "selected", optionId: out.optionId };
-      }
-    } catch {
-      // A failing handler must not approve anything: cancelled.
+      return await askHandler(handler, req, ac.signal);
     } finally {
       if (this.asks.get(key) === ac) this.asks.delete(key);
     }
-    return { outcome: "cancelled" };
   }
-}
-
-/** askKey names one permission ask: session, requestId, toolCallId. */
-function askKey(session: string, requestId: string | null | undefined, toolCallId: string | undefined): string {
-  return session + "\0" + (requestId ?? "") + "\0" + (toolCallId ?? "");
-}
-
-/** toolCallIdOf is the ask's toolCall.toolCallId, if any. */
-function toolCallIdOf(req: PermissionRequest): string | undefined {
-  const tc = req.toolCall as { toolCallId?: unknown } | undefined;
-  return typeof tc?.toolCallId === "string" ? tc.toolCallId : undefined;
 }
 
 /**
