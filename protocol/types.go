@@ -241,9 +241,9 @@ type Usage struct {
 // Cost is a money amount with its basis: "turn" in a prompt result,
 // "session-cumulative" in status (docs/rules.md#r30).
 type Cost struct {
-	Amount   float64 `json:"amount"`
-	Currency string  `json:"currency"`
-	Basis    string  `json:"basis"`
+	Amount   float64   `json:"amount"`
+	Currency string    `json:"currency"`
+	Basis    CostBasis `json:"basis"`
 }
 
 // TurnError is the error of a failed turn.
@@ -257,7 +257,7 @@ type TurnError struct {
 // "cancelled" or "failed"; StopReason is the ACP stop reason.
 type PromptResult struct {
 	RequestID  string     `json:"requestId"`
-	Status     string     `json:"status"`
+	Status     TurnStatus `json:"status"`
 	StopReason string     `json:"stopReason,omitempty"`
 	Usage      *Usage     `json:"usage,omitempty"`
 	Cost       *Cost      `json:"cost,omitempty"`
@@ -378,7 +378,7 @@ type ExitedNotice struct {
 	Pid        int    `json:"pid"`
 	ExitCode   *int   `json:"exitCode,omitempty"`
 	Signal     string `json:"signal,omitempty"`
-	During     string `json:"during"`
+	During     During `json:"during"`
 	// Reason is "exit", "signal" or "oom" (docs/protocol.md §18.2).
 	Reason string `json:"reason"`
 }

@@ -74,9 +74,9 @@ func (s *session) startCleanup(reason string, origin protocol.ProofOrigin, disca
 	}
 	if s.turn != nil {
 		s.cancelTurn(nil, "session closing")
-		s.finishTurn(protocol.PromptResult{Status: "cancelled", StopReason: "cancelled"})
+		s.finishTurn(protocol.PromptResult{Status: protocol.TurnCancelled, StopReason: protocol.StopCancelled})
 	}
-	s.endQueued(protocol.PromptResult{Status: "cancelled", StopReason: "cancelled"})
+	s.endQueued(protocol.PromptResult{Status: protocol.TurnCancelled, StopReason: protocol.StopCancelled})
 	in := cleanupInput{conn: s.conn, tree: s.tree, sessionID: s.identity.BackendSessionID, reason: reason,
 		origin: origin, closeSupported: s.closeSupported}
 	if dead {

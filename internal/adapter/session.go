@@ -193,10 +193,10 @@ func (s *session) run(ctx context.Context, reply Reply) {
 // stop releases what the actor still holds when the manager stops it.
 func (s *session) stop() {
 	s.flushOut()
-	s.endQueued(protocol.PromptResult{Status: "failed", Error: &protocol.TurnError{
+	s.endQueued(protocol.PromptResult{Status: protocol.TurnFailed, Error: &protocol.TurnError{
 		Code: protocol.ErrShuttingDown, Message: "the sidecar shut down before the turn started"}})
 	if s.turn != nil {
-		s.finishTurn(protocol.PromptResult{Status: "failed", Error: &protocol.TurnError{
+		s.finishTurn(protocol.PromptResult{Status: protocol.TurnFailed, Error: &protocol.TurnError{
 			Code: protocol.ErrShuttingDown, Message: "the sidecar shut down during the turn"}})
 	}
 	if s.conn != nil {
@@ -300,7 +300,7 @@ func (s *session) trackUpdate(kind updateKind, update json.RawMessage) *string {
 		// ACP UsageUpdate.cost is the session's cumulative cost: the turn's
 		// cost is its growth since the turn began (docs/rules.md#r30).
 		if u.Cost != nil {
-			s.cost = &protocol.Cost{Amount: u.Cost.Amount, Currency: u.Cost.Currency, Basis: "session-cumulative"}
+			s.cost = &protocol.Cost{Amount: u.Cost.Amount, Currency: u.Cost.Currency, Basis: protocol.CostSessionCumulative}
 		}
 		if u.Used != nil && u.Size != nil && *u.Used >= 0 && *u.Size >= 0 {
 			s.contextUsage = &protocol.ContextUsage{Used: *u.Used, Size: *u.Size}
@@ -314,7 +314,7 @@ func (s *session) trackUpdate(kind updateKind, update json.RawMessage) *string {
 				if delta < 0 { // the agent restarted its count (e.g. a new process after resume)
 					delta = u.Cost.Amount
 				}
-				s.turn.cost = &protocol.Cost{Amount: delta, Currency: u.Cost.Currency, Basis: "turn"}
+				s.turn.cost = &protocol.Cost{Amount: delta, Currency: u.Cost.Currency, Basis: protocol.CostTurn}
 			}
 		}
 	}
@@ -337,17 +337,17 @@ func (s *session) onExit() {
 	}
 	st := s.tree.ExitStatus()
 	ooms := oomKills(s.tree)
-	during := "idle"
+	during := protocol.DuringIdle
 	if s.turn != nil || s.lostInTurn {
-		during = "turn"
+		during = protocol.DuringTurn
 	}
-	s.log.Warn("provider exited on its own", zap.String("during", during))
+	s.log.Warn("provider exited on its own", zap.String("during", string(during)))
 	s.notify(protocol.NotifySessionExited, protocol.ExitedNotice{Session: s.id, SessionKey: s.key,
 		Pid: s.tree.Pid(), ExitCode: st.Code, Signal: st.Signal, During: during, Reason: exitReason(st, ooms)})
-	s.endQueued(protocol.PromptResult{Status: "failed", Error: &protocol.TurnError{
+	s.endQueued(protocol.PromptResult{Status: protocol.TurnFailed, Error: &protocol.TurnError{
 		Code: protocol.ErrProviderProcessLost, Message: "the provider process exited before the turn started"}})
 	if s.turn != nil {
-		s.finishTurn(protocol.PromptResult{Status: "failed", Error: &protocol.TurnError{
+		s.finishTurn(protocol.PromptResult{Status: protocol.TurnFailed, Error: &protocol.TurnError{
 			Code: protocol.ErrProviderProcessLost, Message: "the provider process exited during the turn"}})
 	}
 	s.moveTo(protocol.StateDead)
