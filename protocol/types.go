@@ -248,9 +248,9 @@ type Cost struct {
 
 // TurnError is the error of a failed turn.
 type TurnError struct {
-	Code      string `json:"code"`
-	Message   string `json:"message"`
-	Retryable bool   `json:"retryable"`
+	Code      DataCode `json:"code"`
+	Message   string   `json:"message"`
+	Retryable bool     `json:"retryable"`
 }
 
 // PromptResult is the result of `session/prompt`. Status is "completed",

@@ -91,7 +91,7 @@ func CloseACP(p ClosePolicy, send Sender) CloseResult {
 	}
 	timeoutMsg := "session/close did not answer within " + p.Attempt.String()
 	var r CloseResult
-	fail := func(code, msg string, outcome protocol.CloseOutcome) {
+	fail := func(code protocol.DataCode, msg string, outcome protocol.CloseOutcome) {
 		r.Errors = append(r.Errors, protocol.ProofError{Code: code, Message: msg})
 		r.Close = protocol.ProtocolClose{Outcome: outcome, Error: msg}
 	}

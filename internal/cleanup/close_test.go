@@ -11,7 +11,7 @@ import (
 func codes(errs []protocol.ProofError) []string {
 	out := make([]string, len(errs))
 	for i, e := range errs {
-		out[i] = e.Code
+		out[i] = string(e.Code)
 	}
 	return out
 }
@@ -19,8 +19,8 @@ func codes(errs []protocol.ProofError) []string {
 func eq(a, b []string) bool { return slices.Equal(a, b) }
 
 const (
-	failed   = protocol.ErrProtocolCloseFailed
-	timedOut = protocol.ErrProtocolCloseTimeout
+	failed   = string(protocol.ErrProtocolCloseFailed)
+	timedOut = string(protocol.ErrProtocolCloseTimeout)
 )
 
 // TestCloseACP_ErrorAnswersRetriedOneAtATime (docs/rules.md#r16): an error

@@ -76,7 +76,7 @@ func ApplyTermination(p *protocol.Proof, t reaper.Termination, clean func(string
 		if clean != nil {
 			msg = clean(msg)
 		}
-		p.Errors = append(p.Errors, protocol.ProofError{Code: e.Code, Message: msg})
+		p.Errors = append(p.Errors, protocol.ProofError{Code: protocol.DataCode(e.Code), Message: msg})
 	}
 	p.Verified = protocol.ProofVerified{TreeEmpty: t.Verified.TreeEmpty, Method: t.Verified.Method}
 	p.Complete = t.Complete

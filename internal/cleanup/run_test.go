@@ -76,7 +76,7 @@ func TestRun_ErrorsInOrder(t *testing.T) {
 			return []protocol.ProofError{{Code: protocol.ErrProviderOOM, Message: "oom"}}
 		},
 		Terminate: tr.terminate, Clean: redact})
-	if got := codes(p.Errors); !eq(got, []string{failed, protocol.ErrProviderOOM, "PROVIDER_KILL_TIMEOUT"}) {
+	if got := codes(p.Errors); !eq(got, []string{failed, string(protocol.ErrProviderOOM), "PROVIDER_KILL_TIMEOUT"}) {
 		t.Fatalf("errors %v", got)
 	}
 	if p.ProtocolClose.Outcome != protocol.CloseOK || p.Complete || strings.Contains(p.Errors[2].Message, "secret-xyz") {
@@ -143,7 +143,7 @@ func TestRetain_StopsWithTheSidecar(t *testing.T) {
 // whose cleanup outlived shutdown's bound.
 func TestIncomplete_ShutdownPastItsBound(t *testing.T) {
 	p := Incomplete(Target{Session: "s", Origin: protocol.OriginShutdown, Containment: reaper.ModeCgroup}, "shutdown bound exceeded", time.Now())
-	if p.Complete || p.Containment != "cgroup" || !eq(codes(p.Errors), []string{protocol.ErrCleanupIncomplete}) || p.ProtocolClose.Outcome != protocol.CloseSkipped {
+	if p.Complete || p.Containment != "cgroup" || !eq(codes(p.Errors), []string{string(protocol.ErrCleanupIncomplete)}) || p.ProtocolClose.Outcome != protocol.CloseSkipped {
 		t.Fatalf("proof %+v", p)
 	}
 }
