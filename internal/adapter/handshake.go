@@ -243,7 +243,7 @@ func authMethod(in *admissionInput, init initializeResult) string {
 	return ""
 }
 
-func nowStamp() string { return time.Now().UTC().Format("2006-01-02T15:04:05.000Z") }
+func nowStamp() string { return store.FormatTime(time.Now()) }
 
 // saveAdmitted writes the record of an admitted session (no env, ever:
 // docs/rules.md#r3).
@@ -264,7 +264,7 @@ func saveAdmitted(in *admissionInput, prior *store.Record, res *protocol.OpenRes
 	rec.ClosedAt = nil
 	pid := tree.Pid()
 	rec.Pid = &pid
-	started := tree.StartedAt().UTC().Format("2006-01-02T15:04:05.000Z")
+	started := store.FormatTime(tree.StartedAt())
 	rec.AgentStartedAt = &started
 	rec.ProtocolVersion = init.ProtocolVersion
 	rec.AgentCapabilities = init.AgentCapabilities
