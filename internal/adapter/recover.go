@@ -2,6 +2,7 @@ package adapter
 
 import (
 	"os"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"time"
@@ -208,13 +209,17 @@ func (m *Manager) notePendingRecovery(id string, p *protocol.Proof) {
 	m.pendingRecovered[id] = p
 }
 
-// storeFor returns the store of stateDir dir, opening it (and sweeping its
+// storeFor returns the store of stateDir dir (keyed by its cleaned path),
+// opening it (and sweeping its
 // ledger once the host is initialized) on first use.
 func (m *Manager) storeFor(dir string) (*store.Store, error) { return m.storeForSweep(dir, nil) }
 
 // storeForSweep is storeFor; the ledger sweep of a store it opens counts
 // in first (may be nil; recover.go).
 func (m *Manager) storeForSweep(dir string, first *sync.WaitGroup) (*store.Store, error) {
+	if dir != "" {
+		dir = filepath.Clean(dir) // one store (and one sweep) per directory: "/s" and "/s/" are the same
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if st, ok := m.stores[dir]; ok {
