@@ -384,7 +384,7 @@ func (s *session) admit(ctx context.Context, in admissionInput) admissionResult 
 		// tree is terminated; the connection stays open until then.
 		lateDone := make(chan *cleanup.CloseResult, 1)
 		go func() { lateDone <- late.watch(s, conn, tree) }()
-		proof := s.cleanup(cleanupInput{conn: conn, tree: tree, sessionID: sessionID, reason: reason,
+		proof := s.cleanup(cleanupInput{conn: conn, tree: tree, backendSessionID: sessionID, reason: reason,
 			origin: protocol.OriginAdmission, closeSupported: late.closeSupported, keepConn: late.waiter != nil})
 		lateClose := <-lateDone
 		herr.Data.Cleanup = proof

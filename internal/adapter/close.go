@@ -77,10 +77,10 @@ func (s *session) startCleanup(reason string, origin protocol.ProofOrigin, disca
 		s.finishTurn(protocol.PromptResult{Status: protocol.TurnCancelled, StopReason: protocol.StopCancelled})
 	}
 	s.endQueued(protocol.PromptResult{Status: protocol.TurnCancelled, StopReason: protocol.StopCancelled})
-	in := cleanupInput{conn: s.conn, tree: s.tree, sessionID: s.identity.BackendSessionID, reason: reason,
+	in := cleanupInput{conn: s.conn, tree: s.tree, backendSessionID: s.identity.BackendSessionID, reason: reason,
 		origin: origin, closeSupported: s.closeSupported}
 	if dead {
-		in.sessionID = "" // nothing to close at protocol level
+		in.backendSessionID = "" // nothing to close at protocol level
 	}
 	go func() {
 		proof := s.cleanup(in)
@@ -192,10 +192,11 @@ func (s *session) markClosed(discard bool) {
 type cleanupInput struct {
 	conn *acpConn // nil: no connection
 	tree Tree     // nil: nothing was launched
-	// sessionID is the ACP session to close; "" skips the protocol close.
-	sessionID string
-	reason    string
-	origin    protocol.ProofOrigin
+	// backendSessionID is the ACP session to close (Identity.BackendSessionID);
+	// "" skips the protocol close.
+	backendSessionID string
+	reason           string
+	origin           protocol.ProofOrigin
 	// closeSupported: the agent advertised sessionCapabilities.close.
 	closeSupported bool
 	// keepConn closes the provider connection only after the tree is gone
@@ -210,7 +211,7 @@ type cleanupInput struct {
 // through internal/cleanup. It blocks; it runs off the actor and reads
 // only in and the session's immutable fields.
 func (s *session) cleanup(in cleanupInput) *protocol.Proof {
-	conn, tree, sessionID := in.conn, in.tree, in.sessionID
+	conn, tree, sessionID := in.conn, in.tree, in.backendSessionID
 	job := cleanup.Job{Target: s.target(in.reason, in.origin), Clean: s.red.clean}
 	alive := tree != nil
 	if alive {
