@@ -167,8 +167,9 @@ func (m *Manager) recoverEntry(st *store.Store, o store.Owned, firstDone func())
 }
 
 // leftoverTerminator kills what is left of one ledger entry — what it can
-// prove is the entry's tree (reaper.Recover, reaper.RecoverTable) — each
-// time it is called. Errors: reaper.ErrUnprovable.
+// prove is the entry's tree (the Launcher's Recoverer: reaper.Recover,
+// reaper.RecoverTable) — each time it is called. Errors:
+// reaper.ErrUnprovable.
 func (m *Manager) leftoverTerminator(o store.Owned) cleanup.Terminator {
 	own := ""
 	if m.cfg.Launcher != nil {
@@ -176,7 +177,11 @@ func (m *Manager) leftoverTerminator(o store.Owned) cleanup.Terminator {
 	}
 	l := reaper.Leftover{Pid: o.Pid, StartTicks: o.StartTime, Pgid: o.Pgid, SidecarPid: o.SidecarPid,
 		Session: o.Session, Cgroup: o.Cgroup, CgroupParent: o.CgroupParent, MarkerSHA256: o.MarkerSHA256, OwnParent: own}
-	return func() (reaper.Termination, error) { return recoverLeftover(o.Containment, l, m.cfg.KillGrace) }
+	recoverFn := recoverLeftover
+	if r, ok := m.cfg.Launcher.(Recoverer); ok {
+		recoverFn = r.Recover
+	}
+	return func() (reaper.Termination, error) { return recoverFn(o.Containment, l, m.cfg.KillGrace) }
 }
 
 // notifyProof sends a recovered proof, journaled as the sessionKey's
