@@ -20,6 +20,23 @@ const (
 // itself.
 const StopCancelled = "cancelled"
 
+// Decision is PermissionNotice.Decision, the audited outcome of one
+// permission ask (docs/protocol.md §9 session/permission).
+type Decision string
+
+// Permission decisions; DecisionTimeout, DecisionMalformed and
+// DecisionOverflow are the bounds' (limits.go, hardening.go).
+const (
+	// DecisionApproved: an allow option was chosen.
+	DecisionApproved Decision = "approved"
+	// DecisionDenied: a reject option was chosen.
+	DecisionDenied Decision = "denied"
+	// DecisionEscalated: the ask went to the host (session/requestPermission).
+	DecisionEscalated Decision = "escalated"
+	// DecisionCancelled: the agent was answered cancelled.
+	DecisionCancelled Decision = "cancelled"
+)
+
 // CostBasis is Cost.Basis (docs/rules.md#r30).
 type CostBasis string
 

@@ -122,7 +122,7 @@ const (
 	MaxPermissionTimeoutMs = 24 * 60 * 60 * 1000
 	// DecisionTimeout is session/permission `decision` of an escalation
 	// the host did not answer within permissionTimeoutMs.
-	DecisionTimeout = "timeout"
+	DecisionTimeout Decision = "timeout"
 )
 
 // MaxProofProcesses caps Proof.Processes; the rest are counted in

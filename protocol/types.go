@@ -389,14 +389,14 @@ type ExitedNotice struct {
 // (DecisionOverflow). OptionKind is the ACP kind of the option chosen
 // (the one OptionID names), so an audit never infers it.
 type PermissionNotice struct {
-	Session    string  `json:"session"`
-	RequestID  *string `json:"requestId"`
-	ToolCallID string  `json:"toolCallId"`
-	Kind       string  `json:"kind"`
-	Decision   string  `json:"decision"`
-	Rule       string  `json:"rule"`
-	OptionID   string  `json:"optionId,omitempty"`
-	OptionKind string  `json:"optionKind,omitempty"`
+	Session    string   `json:"session"`
+	RequestID  *string  `json:"requestId"`
+	ToolCallID string   `json:"toolCallId"`
+	Kind       string   `json:"kind"`
+	Decision   Decision `json:"decision"`
+	Rule       string   `json:"rule"`
+	OptionID   string   `json:"optionId,omitempty"`
+	OptionKind string   `json:"optionKind,omitempty"`
 }
 
 // PermissionRequestParams are the params of the sidecar → host request
