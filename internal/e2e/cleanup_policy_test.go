@@ -34,18 +34,22 @@ func causeCodes(cs []seedCause) []string {
 }
 
 // lateSessionOpen opens with an agent that creates its session only once
-// SIGTERM arrives (new-on-term) plus modes, lets the handshake time out,
-// and returns the failed open's error data and the late session's
-// cleanup/proof. The term grace is long, so the late close's retries run
-// before the tree is killed.
+// SIGTERM arrives (new-on-term) plus modes, cancels the open once the
+// agent has received session/new (so a slow initialize on a loaded
+// machine cannot be what is given up), and returns the failed open's
+// error data and the late session's cleanup/proof. The term grace is
+// long, so the late close's retries run before the tree is killed.
 func lateSessionOpen(t *testing.T, modes string) (*faultEnv, string, *seedErr, seedProof) {
 	e := newFaultEnv(t)
 	s := startSidecar(t, seedArgs(e, "--term-grace-ms", "4000")...)
 	s.initialize(false)
 	rec := seedRecordFile(t)
 	p := seedOpenParams(e, "late", rec, "new-on-term,"+modes)
-	p["handshakeTimeoutMs"] = 200
-	d := seedWantError(t, "open whose handshake was given up", s.call("session/open", p), -32000, "ACPX_SESSION_HANDSHAKE_TIMEOUT")
+	p["handshakeTimeoutMs"] = 60000
+	id := s.start("session/open", p)
+	seedWaitAgent(t, rec, "session/new received", func(m []seedAgentMsg) bool { return len(seedRecv(m, "session/new")) == 1 })
+	s.cancelRequest(id)
+	d := seedWantError(t, "open cancelled during its handshake", s.await(id, 30*time.Second), -32800, "ADMISSION_ABORTED")
 	if d.Cleanup == nil || !d.Cleanup.Complete {
 		t.Fatalf("data.cleanup %+v: want complete", d.Cleanup)
 	}
@@ -59,7 +63,8 @@ func lateSessionOpen(t *testing.T, modes string) (*faultEnv, string, *seedErr, s
 // close's budget would allow, were it counted) and the fifth succeeds,
 // one attempt in flight at a time. The late proof says ok and lists the
 // four failures in order; the failed open's data.causes carry the
-// handshake error, then every cleanup error in order, the four close
+// open's own error (ADMISSION_ABORTED), then every cleanup error in
+// order, the four close
 // failures last.
 func TestCleanup_LateSessionCloseRetriedBeyondAnyCount(t *testing.T) {
 	e, rec, d, late := lateSessionOpen(t, "error-close=4")
@@ -74,7 +79,7 @@ func TestCleanup_LateSessionCloseRetriedBeyondAnyCount(t *testing.T) {
 		t.Errorf("session/close traffic %s, want four failures then ok, one at a time", got)
 	}
 	got := causeCodes(d.Causes)
-	if len(got) < 5 || got[0] != "ACPX_SESSION_HANDSHAKE_TIMEOUT" || !slices.Equal(got[len(got)-4:], fails) {
+	if len(got) < 5 || got[0] != "ADMISSION_ABORTED" || !slices.Equal(got[len(got)-4:], fails) {
 		t.Errorf("failed open's data.causes %v: want the handshake error, the cleanup's errors, then the four close failures", got)
 	}
 	waitNoMarked(t, e.mark, e.work, 10*time.Second)
