@@ -64,8 +64,7 @@ func lateSessionOpen(t *testing.T, modes string) (*faultEnv, string, *seedErr, s
 // one attempt in flight at a time. The late proof says ok and lists the
 // four failures in order; the failed open's data.causes carry the
 // open's own error (ADMISSION_ABORTED), then every cleanup error in
-// order, the four close
-// failures last.
+// order, the four close failures last.
 func TestCleanup_LateSessionCloseRetriedBeyondAnyCount(t *testing.T) {
 	e, rec, d, late := lateSessionOpen(t, "error-close=4")
 	if late.ProtocolClose.Outcome != "ok" || !late.Complete || late.Reason != "admission aborted" {
