@@ -123,12 +123,15 @@ func (s *session) finishCleanup(proof *protocol.Proof) {
 	} else {
 		s.retain(proof)
 	}
-	defer s.release()
 	s.flushOut()
 	if !explicit {
 		s.notify(protocol.NotifyCleanupProof, protocol.ProofNotice{Proof: proof})
+		s.release()
 		return
 	}
+	// The key's hold goes before the answer: a host that has the proof
+	// may open the key at once, from another sidecar too.
+	s.release()
 	for _, w := range ca.waiters {
 		s.replyProof(w, proof)
 	}
