@@ -86,8 +86,9 @@ type Bounds struct {
 	TermGraceMs        int64 `json:"termGraceMs"`
 	KillGraceMs        int64 `json:"killGraceMs"`
 	ShutdownMs         int64 `json:"shutdownMs"`
-	// ProtocolCloseAttempts bounds ACP session/close attempts per target
-	// (1 + 3 retries; a timed-out close is never retried: docs/rules.md#r16).
+	// ProtocolCloseAttempts bounds the ACP session/close attempts of a
+	// live session's close (1 + 3 retries, inside one closeTimeoutMs, so a
+	// timed-out attempt ends it: docs/rules.md#r16).
 	ProtocolCloseAttempts int `json:"protocolCloseAttempts"`
 	// RetainedRetryMinMs and RetainedRetryMaxMs are the retained cleanup
 	// backoff: 10 ms doubling to 100 ms (docs/rules.md#r20).

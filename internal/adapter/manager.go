@@ -63,8 +63,10 @@ type Config struct {
 	KillGrace time.Duration
 	// Shutdown bounds `shutdown` (default 7 s).
 	Shutdown time.Duration
-	// ProtocolCloseAttempts bounds ACP session/close attempts per target
-	// (default 4 = 1 + 3 retries).
+	// ProtocolCloseAttempts bounds the ACP session/close attempts of a
+	// live session's close, all inside one CloseTimeout (default 4 = 1 + 3
+	// retries); a retained target's are bounded by RetainedCloseWindow
+	// instead (docs/rules.md#r16, #r20).
 	ProtocolCloseAttempts int
 	// RetainedRetryMin and RetainedRetryMax bound the retained cleanup
 	// backoff (default 10 ms doubling to 100 ms).
