@@ -165,15 +165,12 @@ type Manager struct {
 	// proofs can be sent.
 	initialized bool
 
-	// jmu guards journals: the session journals open now (notify.go).
-	jmu      sync.Mutex
-	journals map[string]*journalRef
+	// journals are the session journals open now (notify.go).
+	journals registry[journalRef]
 	stats    managerStats
-
-	// klmu guards keyLocks: the session-key flocks this sidecar holds, by
+	// keyLocks are the session-key flocks this sidecar holds, by
 	// lock-file path (keyhold.go).
-	klmu     sync.Mutex
-	keyLocks map[string]*keyLockRef
+	keyLocks registry[keyLockRef]
 
 	actors   sync.WaitGroup
 	retained sync.WaitGroup
@@ -192,8 +189,7 @@ func NewManager(cfg Config, host Host) *Manager {
 	}
 	return &Manager{cfg: cfg, host: host, log: cfg.Logger, sessions: map[string]*session{},
 		keys: map[string]*session{}, stores: map[string]*store.Store{}, stopCh: make(chan struct{}),
-		pendingRecovered: map[string]*protocol.Proof{}, journals: map[string]*journalRef{},
-		keyLocks: map[string]*keyLockRef{}}
+		pendingRecovered: map[string]*protocol.Proof{}}
 }
 
 // Bounds reports the bounds in force (initialize.bounds), in ms.
