@@ -7,7 +7,7 @@ BIN   := bin
 # loopback model stub and demo host that `make demo` runs. The test-only
 # fault agent (internal/faultagent) is not among them: the tests that need
 # it build it into their own temp dirs.
-BUILD_PKGS := ./cmd/acpx-sidecar ./internal/modelstub/cmd/modelstub ./examples/demohost
+BUILD_PKGS := ./cmd/acpx-sidecar ./examples/modelstub ./examples/demohost
 
 # The version, set once: the VERSION file. Every build of the product here
 # gets it through -X (internal/buildinfo; `--version` and initialize report

@@ -348,7 +348,7 @@ func contains(list []string, s string) bool {
 
 func hasDecision(ds []client.PermissionDecision, decision string) bool {
 	for _, d := range ds {
-		if d.Decision == decision {
+		if string(d.Decision) == decision {
 			return true
 		}
 	}

@@ -6,6 +6,8 @@ import (
 	"sync"
 
 	"github.com/sourcegraph/jsonrpc2"
+
+	"github.com/acpx-sidecar/acpx-sidecar/protocol"
 )
 
 // A permission handler (Options.OnPermission, or Options.OnRequest for
@@ -119,7 +121,7 @@ func deref(s *string) string {
 
 // onDecision settles the ask a session/permission notice decided.
 func (c *Client) onDecision(d PermissionDecision) {
-	if d.Decision == "escalated" || d.Rule == "host" {
+	if d.Decision == protocol.DecisionEscalated || d.Rule == "host" {
 		return
 	}
 	k := permKey{d.Session, deref(d.RequestID), d.ToolCallID}

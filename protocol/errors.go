@@ -24,62 +24,66 @@ const (
 	CodeDomain         = -32000 // a domain failure; Data.Code says which
 )
 
-// Stable data.code strings (docs/protocol.md §5). Hosts switch on these,
-// never on messages.
+// DataCode is an error's stable `data.code` (docs/protocol.md §5), also a
+// proof error's and a failed turn's `code`. Hosts switch on these, never on
+// messages.
+type DataCode string
+
+// Stable data.code strings (docs/protocol.md §5).
 const (
-	ErrSessionNotFound       = "SESSION_NOT_FOUND"
-	ErrTurnActive            = "TURN_ACTIVE"
-	ErrDuplicateRequestID    = "DUPLICATE_REQUEST_ID"
-	ErrSessionClosing        = "SESSION_CLOSING"
-	ErrShuttingDown          = "SHUTTING_DOWN"
-	ErrUnknownAgent          = "UNKNOWN_AGENT"
-	ErrPlatformUnsupported   = "PLATFORM_UNSUPPORTED"
-	ErrCommandNotExecutable  = "COMMAND_NOT_EXECUTABLE"
-	ErrCommandDigestMismatch = "COMMAND_DIGEST_MISMATCH"
-	ErrAdmissionAborted      = "ADMISSION_ABORTED"
-	ErrHandshakeTimeout      = "ACPX_SESSION_HANDSHAKE_TIMEOUT"
-	ErrEnsureFailed          = "ACPX_SESSION_ENSURE_FAILED"
-	ErrIdentityInvalid       = "ACPX_IDENTITY_INVALID"
-	ErrModelUnavailable      = "MODEL_UNAVAILABLE"
-	ErrModeUnavailable       = "MODE_UNAVAILABLE"
-	ErrUnsupportedControl    = "UNSUPPORTED_CONTROL"
+	ErrSessionNotFound       DataCode = "SESSION_NOT_FOUND"
+	ErrTurnActive            DataCode = "TURN_ACTIVE"
+	ErrDuplicateRequestID    DataCode = "DUPLICATE_REQUEST_ID"
+	ErrSessionClosing        DataCode = "SESSION_CLOSING"
+	ErrShuttingDown          DataCode = "SHUTTING_DOWN"
+	ErrUnknownAgent          DataCode = "UNKNOWN_AGENT"
+	ErrPlatformUnsupported   DataCode = "PLATFORM_UNSUPPORTED"
+	ErrCommandNotExecutable  DataCode = "COMMAND_NOT_EXECUTABLE"
+	ErrCommandDigestMismatch DataCode = "COMMAND_DIGEST_MISMATCH"
+	ErrAdmissionAborted      DataCode = "ADMISSION_ABORTED"
+	ErrHandshakeTimeout      DataCode = "ACPX_SESSION_HANDSHAKE_TIMEOUT"
+	ErrEnsureFailed          DataCode = "ACPX_SESSION_ENSURE_FAILED"
+	ErrIdentityInvalid       DataCode = "ACPX_IDENTITY_INVALID"
+	ErrModelUnavailable      DataCode = "MODEL_UNAVAILABLE"
+	ErrModeUnavailable       DataCode = "MODE_UNAVAILABLE"
+	ErrUnsupportedControl    DataCode = "UNSUPPORTED_CONTROL"
 	// ErrPolicyUnenforceable: the permission policy needs the agent to ask
 	// (anything but a plain approve-all), but the agent cannot be bound to
 	// ask: the host named an autonomous mode, or the agent offers no asking
 	// mode (docs/agents.md).
-	ErrPolicyUnenforceable      = "PERMISSION_POLICY_UNENFORCEABLE"
-	ErrProviderProcessLost      = "PROVIDER_PROCESS_LOST"
-	ErrStoreUnavailable         = "STORE_UNAVAILABLE"
-	ErrPersistedSessionMissing  = "ACPX_PERSISTED_SESSION_MISSING"
-	ErrPersistedSessionMismatch = "ACPX_PERSISTED_SESSION_IDENTITY_MISMATCH"
-	ErrPermissionRequired       = "PERMISSION_APPROVAL_REQUIRED"
-	ErrCleanupIncomplete        = "CLEANUP_INCOMPLETE"
+	ErrPolicyUnenforceable      DataCode = "PERMISSION_POLICY_UNENFORCEABLE"
+	ErrProviderProcessLost      DataCode = "PROVIDER_PROCESS_LOST"
+	ErrStoreUnavailable         DataCode = "STORE_UNAVAILABLE"
+	ErrPersistedSessionMissing  DataCode = "ACPX_PERSISTED_SESSION_MISSING"
+	ErrPersistedSessionMismatch DataCode = "ACPX_PERSISTED_SESSION_IDENTITY_MISMATCH"
+	ErrPermissionRequired       DataCode = "PERMISSION_APPROVAL_REQUIRED"
+	ErrCleanupIncomplete        DataCode = "CLEANUP_INCOMPLETE"
 	// ErrTurnTimeout: error.code of a turn that exceeded its timeoutMs.
-	ErrTurnTimeout = "TURN_TIMEOUT"
+	ErrTurnTimeout DataCode = "TURN_TIMEOUT"
 	// ErrSessionKeyInUse: session/open for a sessionKey that another live
 	// session of this sidecar already holds (an addition to the protocol's
 	// first specification; docs/protocol.md §15).
-	ErrSessionKeyInUse = "SESSION_KEY_IN_USE"
+	ErrSessionKeyInUse DataCode = "SESSION_KEY_IN_USE"
 	// ErrSidecarAtCapacity: session/open beyond --max-sessions; nothing
 	// launched, retryable, Data.Limit is the limit (docs/protocol.md §21).
-	ErrSidecarAtCapacity = "SIDECAR_AT_CAPACITY"
+	ErrSidecarAtCapacity DataCode = "SIDECAR_AT_CAPACITY"
 	// ErrResourceExhausted: an admission step failed for want of
 	// descriptors, processes or memory (EMFILE, ENFILE, EAGAIN, ENOMEM);
 	// retryable, Data.Resource names which, with the proof
 	// (docs/protocol.md §21).
-	ErrResourceExhausted = "RESOURCE_EXHAUSTED"
+	ErrResourceExhausted DataCode = "RESOURCE_EXHAUSTED"
 	// ErrInvalidParams is data.code of every -32602 error.
-	ErrInvalidParams = "INVALID_PARAMS"
+	ErrInvalidParams DataCode = "INVALID_PARAMS"
 	// ErrInvalidRequest is data.code of -32600 errors.
-	ErrInvalidRequest = "INVALID_REQUEST"
+	ErrInvalidRequest DataCode = "INVALID_REQUEST"
 	// ErrParse is data.code of -32700 errors.
-	ErrParse = "PARSE_ERROR"
+	ErrParse DataCode = "PARSE_ERROR"
 	// ErrMethodNotFound is data.code of -32601 errors.
-	ErrMethodNotFound = "METHOD_NOT_FOUND"
+	ErrMethodNotFound DataCode = "METHOD_NOT_FOUND"
 	// ErrNotInitialized is data.code of -32002 errors.
-	ErrNotInitialized = "NOT_INITIALIZED"
+	ErrNotInitialized DataCode = "NOT_INITIALIZED"
 	// ErrInternal is data.code of -32603 errors.
-	ErrInternal = "INTERNAL"
+	ErrInternal DataCode = "INTERNAL"
 )
 
 // ErrorData is the `data` member of every error the sidecar sends
@@ -88,12 +92,12 @@ const (
 // failed request had launched; Supported lists protocol versions for an
 // unsupported initialize.
 type ErrorData struct {
-	Code      string `json:"code"`
-	Retryable bool   `json:"retryable"`
-	Field     string `json:"field,omitempty"`
-	Cleanup   *Proof `json:"cleanup,omitempty"`
-	Proof     *Proof `json:"proof,omitempty"`
-	Supported []int  `json:"supported,omitempty"`
+	Code      DataCode `json:"code"`
+	Retryable bool     `json:"retryable"`
+	Field     string   `json:"field,omitempty"`
+	Cleanup   *Proof   `json:"cleanup,omitempty"`
+	Proof     *Proof   `json:"proof,omitempty"`
+	Supported []int    `json:"supported,omitempty"`
 	// Causes lists aggregated underlying failures in order (docs/rules.md#r12).
 	Causes []ProofError `json:"causes,omitempty"`
 	// Queued is the number of turns already queued, on a TURN_ACTIVE for
@@ -155,7 +159,7 @@ type Error struct {
 func (e *Error) Error() string { return fmt.Sprintf("%s: %s", e.Data.Code, e.Message) }
 
 // Domain returns a -32000 error with the given data.code.
-func Domain(code, message string, retryable bool) *Error {
+func Domain(code DataCode, message string, retryable bool) *Error {
 	return &Error{RPCCode: CodeDomain, Message: message, Data: ErrorData{Code: code, Retryable: retryable}}
 }
 

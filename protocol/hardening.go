@@ -8,12 +8,12 @@ const (
 	// name occurs twice, differs from one the policy reads only by case,
 	// has the wrong type, or two options share an optionId. The agent is
 	// answered cancelled.
-	DecisionMalformed = "malformed"
+	DecisionMalformed Decision = "malformed"
 	// DecisionOverflow is session/permission `decision` of an escalation
 	// decided as nonInteractivePermissions says because the turn already
 	// had --max-pending-asks asks waiting for the host, or their params
 	// would pass --max-pending-ask-bytes.
-	DecisionOverflow = "overflow"
+	DecisionOverflow Decision = "overflow"
 
 	// DefaultMaxPendingAsks bounds the permission asks of one turn waiting
 	// for the host (--max-pending-asks).

@@ -112,7 +112,7 @@ const (
 // ErrProviderOOM is the proof error code of a tree in which the OOM
 // killer killed a process at the session's memory limit (docs/protocol.md
 // §18.2).
-const ErrProviderOOM = "PROVIDER_OOM"
+const ErrProviderOOM DataCode = "PROVIDER_OOM"
 
 // Permission bound (docs/protocol.md §18.3).
 const (
@@ -122,7 +122,7 @@ const (
 	MaxPermissionTimeoutMs = 24 * 60 * 60 * 1000
 	// DecisionTimeout is session/permission `decision` of an escalation
 	// the host did not answer within permissionTimeoutMs.
-	DecisionTimeout = "timeout"
+	DecisionTimeout Decision = "timeout"
 )
 
 // MaxProofProcesses caps Proof.Processes; the rest are counted in

@@ -41,15 +41,23 @@ const (
 	CloseSkipped CloseOutcome = "skipped"
 )
 
-// Codes of ProofError.Code written by the session side; the reaper's
-// (SIGNAL_DELIVERY_FAILED, PROVIDER_KILL_TIMEOUT, CGROUP_REMOVE_FAILED) are
-// internal/reaper's, and a synthesized shutdown proof uses
+// Codes of ProofError.Code (docs/protocol.md §12 `errors`): the protocol
+// close's, then the termination's (internal/reaper writes those as its
+// ErrorRecord codes); a synthesized shutdown proof uses
 // ErrCleanupIncomplete.
 const (
+	// ErrSignalDeliveryFailed: a signal could not be delivered.
+	ErrSignalDeliveryFailed DataCode = "SIGNAL_DELIVERY_FAILED"
+	// ErrProviderKillTimeout: the tree was not observed empty within
+	// killGrace after SIGKILL ("provider did not exit after SIGKILL").
+	ErrProviderKillTimeout DataCode = "PROVIDER_KILL_TIMEOUT"
+	// ErrCgroupRemoveFailed: the tree is empty but its cgroup directory
+	// could not be removed (the proof stays complete).
+	ErrCgroupRemoveFailed DataCode = "CGROUP_REMOVE_FAILED"
 	// ErrProtocolCloseTimeout: session/close did not answer in time.
-	ErrProtocolCloseTimeout = "PROTOCOL_CLOSE_TIMEOUT"
+	ErrProtocolCloseTimeout DataCode = "PROTOCOL_CLOSE_TIMEOUT"
 	// ErrProtocolCloseFailed: session/close was answered with an error.
-	ErrProtocolCloseFailed = "PROTOCOL_CLOSE_FAILED"
+	ErrProtocolCloseFailed DataCode = "PROTOCOL_CLOSE_FAILED"
 )
 
 // Proof is a cleanup proof (docs/protocol.md §12). Complete is true only when
@@ -120,8 +128,8 @@ type ProofVerified struct {
 // ProofError is one error of a cleanup, in the order they happened
 // (docs/rules.md#r12).
 type ProofError struct {
-	Code    string `json:"code"`
-	Message string `json:"message"`
+	Code    DataCode `json:"code"`
+	Message string   `json:"message"`
 }
 
 // Time is a timestamp on the wire: RFC 3339 in UTC with exactly nine

@@ -14,7 +14,7 @@ import (
 // dirs, the cgroup filesystem, the command's installation) and the
 // sidecar cannot keep that path read-only; data.paths names them
 // (docs/protocol.md §19, Sandbox).
-const ErrSandboxConflict = "SANDBOX_CONFLICT"
+const ErrSandboxConflict DataCode = "SANDBOX_CONFLICT"
 
 // Sandbox filesystem modes, network modes and signal scopes
 // (docs/protocol.md §19).

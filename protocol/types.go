@@ -92,16 +92,19 @@ type Bounds struct {
 	TermGraceMs        int64 `json:"termGraceMs"`
 	KillGraceMs        int64 `json:"killGraceMs"`
 	ShutdownMs         int64 `json:"shutdownMs"`
-	// ProtocolCloseAttempts bounds ACP session/close attempts per target
-	// (1 + 3 retries; a timed-out close is never retried: docs/rules.md#r16).
+	// ProtocolCloseAttempts bounds the ACP session/close attempts of a
+	// live session's close (1 + 3 retries, inside one closeTimeoutMs, so a
+	// timed-out attempt ends it: docs/rules.md#r16).
 	ProtocolCloseAttempts int `json:"protocolCloseAttempts"`
 	// RetainedRetryMinMs and RetainedRetryMaxMs are the retained cleanup
 	// backoff: 10 ms doubling to 100 ms (docs/rules.md#r20).
 	RetainedRetryMinMs int64 `json:"retainedRetryMinMs"`
 	RetainedRetryMaxMs int64 `json:"retainedRetryMaxMs"`
-	// LateCloseReconcileAttempts bounds re-verifications after a late
-	// protocol-close failure, per failure generation (docs/rules.md#r29).
-	LateCloseReconcileAttempts int `json:"lateCloseReconcileAttempts"`
+	// RetainedCloseWindowMs bounds, all attempts together, the ACP
+	// session/close of a session the agent created after its admission
+	// was given up; its failures are retried for no count within it
+	// (docs/rules.md#r20).
+	RetainedCloseWindowMs int64 `json:"retainedCloseWindowMs"`
 }
 
 // Command is the only executable launched for a session: an absolute path,
@@ -261,23 +264,23 @@ type Usage struct {
 // Cost is a money amount with its basis: "turn" in a prompt result,
 // "session-cumulative" in status (docs/rules.md#r30).
 type Cost struct {
-	Amount   float64 `json:"amount"`
-	Currency string  `json:"currency"`
-	Basis    string  `json:"basis"`
+	Amount   float64   `json:"amount"`
+	Currency string    `json:"currency"`
+	Basis    CostBasis `json:"basis"`
 }
 
 // TurnError is the error of a failed turn.
 type TurnError struct {
-	Code      string `json:"code"`
-	Message   string `json:"message"`
-	Retryable bool   `json:"retryable"`
+	Code      DataCode `json:"code"`
+	Message   string   `json:"message"`
+	Retryable bool     `json:"retryable"`
 }
 
 // PromptResult is the result of `session/prompt`. Status is "completed",
 // "cancelled" or "failed"; StopReason is the ACP stop reason.
 type PromptResult struct {
 	RequestID  string     `json:"requestId"`
-	Status     string     `json:"status"`
+	Status     TurnStatus `json:"status"`
 	StopReason string     `json:"stopReason,omitempty"`
 	Usage      *Usage     `json:"usage,omitempty"`
 	Cost       *Cost      `json:"cost,omitempty"`
@@ -398,7 +401,7 @@ type ExitedNotice struct {
 	Pid        int    `json:"pid"`
 	ExitCode   *int   `json:"exitCode,omitempty"`
 	Signal     string `json:"signal,omitempty"`
-	During     string `json:"during"`
+	During     During `json:"during"`
 	// Reason is "exit", "signal" or "oom" (docs/protocol.md §18.2).
 	Reason string `json:"reason"`
 }
@@ -409,14 +412,14 @@ type ExitedNotice struct {
 // (DecisionOverflow). OptionKind is the ACP kind of the option chosen
 // (the one OptionID names), so an audit never infers it.
 type PermissionNotice struct {
-	Session    string  `json:"session"`
-	RequestID  *string `json:"requestId"`
-	ToolCallID string  `json:"toolCallId"`
-	Kind       string  `json:"kind"`
-	Decision   string  `json:"decision"`
-	Rule       string  `json:"rule"`
-	OptionID   string  `json:"optionId,omitempty"`
-	OptionKind string  `json:"optionKind,omitempty"`
+	Session    string   `json:"session"`
+	RequestID  *string  `json:"requestId"`
+	ToolCallID string   `json:"toolCallId"`
+	Kind       string   `json:"kind"`
+	Decision   Decision `json:"decision"`
+	Rule       string   `json:"rule"`
+	OptionID   string   `json:"optionId,omitempty"`
+	OptionKind string   `json:"optionKind,omitempty"`
 }
 
 // PermissionRequestParams are the params of the sidecar → host request

@@ -61,7 +61,7 @@ type options struct {
 	closeAttempts int
 	retryMinMs    int64
 	retryMaxMs    int64
-	reconcile     int
+	lateWindowMs  int64
 	maxQueued     int
 	journalMax    int64
 	maxAsks       int
@@ -85,19 +85,20 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	o.inheritEnv = protocol.InheritMinimal
 	fs.Var(&inheritEnvFlag{&o.inheritEnv, &o.inheritEnvOld}, "inherit-env", "what providers take from the sidecar's environment: minimal (PATH, HOME, USER, LOGNAME, SHELL, LANG, LC_*, TERM, TZ, TMPDIR), all or none (docs/protocol.md §18.1)")
 	o.limits.register(fs)
-	fs.Int64Var(&o.handshakeMs, "handshake-timeout-ms", 30000, "default handshake bound, ms (docs/rules.md#bounds)")
-	fs.Int64Var(&o.closeMs, "close-timeout-ms", 2000, "ACP session/close bound, ms")
-	fs.Int64Var(&o.termMs, "term-grace-ms", 2000, "wait after SIGTERM, ms")
-	fs.Int64Var(&o.killMs, "kill-grace-ms", 2000, "wait after SIGKILL, ms")
+	d := adapter.DefaultConfig() // every bound's default is stated there once
+	fs.Int64Var(&o.handshakeMs, "handshake-timeout-ms", d.HandshakeTimeout.Milliseconds(), "default handshake bound, ms (docs/rules.md#bounds)")
+	fs.Int64Var(&o.closeMs, "close-timeout-ms", d.CloseTimeout.Milliseconds(), "ACP session/close bound, ms")
+	fs.Int64Var(&o.termMs, "term-grace-ms", d.TermGrace.Milliseconds(), "wait after SIGTERM, ms")
+	fs.Int64Var(&o.killMs, "kill-grace-ms", d.KillGrace.Milliseconds(), "wait after SIGKILL, ms")
 	fs.Int64Var(&o.shutdownMs, "shutdown-ms", 0, "shutdown bound, ms (default close+term+kill+1000)")
 	fs.StringVar(&o.containment, "containment", "auto", "auto, cgroup, subreaper, process-group (an alias of subreaper) or process-table (the macOS mode; docs/operations.md)")
 	fs.StringVar(&o.cgroupParent, "cgroup-parent", "", "cgroup v2 directory under which provider cgroups are made (default: auto)")
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.IntVar(&o.maxProvLine, "max-provider-line-bytes", adapter.DefaultMaxProviderLineBytes, "largest provider stdout line, bytes")
-	fs.IntVar(&o.closeAttempts, "protocol-close-attempts", 4, "ACP session/close attempts per target (1 + retries)")
-	fs.Int64Var(&o.retryMinMs, "retained-retry-min-ms", 10, "retained cleanup backoff start, ms")
-	fs.Int64Var(&o.retryMaxMs, "retained-retry-max-ms", 100, "retained cleanup backoff cap, ms")
-	fs.IntVar(&o.reconcile, "late-close-reconcile-attempts", 3, "ACP session/close attempts for a session created after its admission was given up (error answers retried; timeouts never)")
+	fs.IntVar(&o.closeAttempts, "protocol-close-attempts", d.ProtocolCloseAttempts, "ACP session/close attempts per target (1 + retries)")
+	fs.Int64Var(&o.retryMinMs, "retained-retry-min-ms", d.RetainedRetryMin.Milliseconds(), "retained cleanup backoff start, ms")
+	fs.Int64Var(&o.retryMaxMs, "retained-retry-max-ms", d.RetainedRetryMax.Milliseconds(), "retained cleanup backoff cap, ms")
+	fs.Int64Var(&o.lateWindowMs, "retained-close-window-ms", d.RetainedCloseWindow.Milliseconds(), "ACP session/close of a session created after its admission was given up: failures retried with backoff for no count within this, ms")
 	fs.IntVar(&o.maxQueued, "max-queued-turns", protocol.DefaultMaxQueuedTurns, "queue: true prompts that may wait behind a session's active turn (docs/protocol.md §8)")
 	fs.Int64Var(&o.journalMax, "journal-max-bytes", journal.DefaultMaxBytes, "size at which a session journal segment is rotated, bytes; 4 segments are kept (docs/protocol.md §16)")
 	fs.IntVar(&o.maxAsks, "max-pending-asks", protocol.DefaultMaxPendingAsks, "permission asks and elicitations of one turn that may wait for the host; more are decided as nonInteractivePermissions says, or answered cancel (docs/protocol.md §20, §22)")
@@ -135,8 +136,8 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		return nil, fmt.Errorf("--close-timeout-ms, --term-grace-ms and --kill-grace-ms must be positive")
 	case o.shutdownMs < 0:
 		return nil, fmt.Errorf("--shutdown-ms must not be negative")
-	case o.closeAttempts < 1 || o.reconcile < 0:
-		return nil, fmt.Errorf("--protocol-close-attempts must be at least 1 and --late-close-reconcile-attempts not negative")
+	case o.closeAttempts < 1 || o.lateWindowMs < 1:
+		return nil, fmt.Errorf("--protocol-close-attempts and --retained-close-window-ms must be at least 1")
 	case o.retryMinMs < 1 || o.retryMaxMs < o.retryMinMs:
 		return nil, fmt.Errorf("--retained-retry-min-ms must be positive and at most --retained-retry-max-ms")
 	case o.maxQueued < 0 || o.maxQueued > 10000:
@@ -281,7 +282,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	cfg.ProtocolCloseAttempts = o.closeAttempts
 	cfg.RetainedRetryMin = time.Duration(o.retryMinMs) * time.Millisecond
 	cfg.RetainedRetryMax = time.Duration(o.retryMaxMs) * time.Millisecond
-	cfg.LateCloseReconcileAttempts = o.reconcile
+	cfg.RetainedCloseWindow = time.Duration(o.lateWindowMs) * time.Millisecond
 	cfg.MaxQueuedTurns = o.maxQueued
 	if o.maxQueued == 0 {
 		cfg.MaxQueuedTurns = -1 // no queue: every queue: true prompt behind a turn is TURN_ACTIVE

@@ -13,7 +13,7 @@
 //
 //	make deps
 //	go build -o bin/acpx-sidecar ./cmd/acpx-sidecar
-//	go build -o bin/modelstub ./internal/modelstub/cmd/modelstub
+//	go build -o bin/modelstub ./examples/modelstub
 //	go run ./examples/demohost [--agent NAME] [--repo-root DIR] [--sidecar PATH]
 //	                           [--modelstub PATH] [--command PATH]
 //

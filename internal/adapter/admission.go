@@ -12,6 +12,7 @@ import (
 	"github.com/sourcegraph/jsonrpc2"
 	"go.uber.org/zap"
 
+	"github.com/acpx-sidecar/acpx-sidecar/internal/cleanup"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/launchexec"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/profiles"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/reaper"
@@ -88,7 +89,7 @@ type admissionResult struct {
 	proof *protocol.Proof
 	// lateClose is the protocol close of a session the agent created
 	// after admission gave up (docs/rules.md#r6), nil if none appeared.
-	lateClose *protocol.ProtocolClose
+	lateClose *cleanup.CloseResult
 	// closeSupported: the agent advertised sessionCapabilities.close.
 	closeSupported bool
 	// reason overrides the proof reason of a failure that launched
@@ -163,11 +164,14 @@ func (s *session) finishAdmission(r admissionResult, reply Reply) {
 		if r.lateClose != nil {
 			// The late session's own cleanup, after the open's answer
 			// (docs/protocol.md §9 cleanup/proof; docs/rules.md#r6).
-			lp := *r.proof
-			lp.CleanupID = newID("c-")
+			// It shares the record's termination; its own close errors
+			// come first, in order.
+			lp := cleanup.Copy(r.proof)
+			lp.CleanupID = cleanup.NewCleanupID()
 			lp.Reason = "admission aborted"
-			lp.ProtocolClose = *r.lateClose
-			s.notify(protocol.NotifyCleanupProof, protocol.ProofNotice{Proof: &lp})
+			lp.ProtocolClose = r.lateClose.Close
+			lp.Errors = append(append([]protocol.ProofError{}, r.lateClose.Errors...), r.proof.Errors...)
+			s.notify(protocol.NotifyCleanupProof, protocol.ProofNotice{Proof: lp})
 		}
 	}
 }
@@ -189,12 +193,7 @@ func (s *session) failBeforeLaunchWhy(reply Reply, e *protocol.Error, reason str
 	if reason == "" {
 		reason = beforeLaunchReason(e)
 	}
-	now := time.Now()
-	proof := &protocol.Proof{CleanupID: newID("c-"), Session: s.id, SessionKey: s.key, Reason: reason,
-		Origin: protocol.OriginAdmission, ProtocolClose: protocol.ProtocolClose{Outcome: protocol.CloseSkipped}, Signals: []protocol.ProofSignal{},
-		Processes: []protocol.ProofProcess{}, Containment: string(s.m.cfg.Launcher.Mode()),
-		Verified: protocol.ProofVerified{TreeEmpty: true, Method: "nothing was launched"}, Complete: true,
-		StartedAt: protocol.At(now), FinishedAt: protocol.At(now), Errors: []protocol.ProofError{}}
+	proof := cleanup.NothingLaunched(s.target(reason, protocol.OriginAdmission), time.Now())
 	s.moveTo(protocol.StateClosed)
 	s.proof = proof
 	if e.Data.Field == "" {
@@ -412,16 +411,21 @@ func (s *session) admit(ctx context.Context, in admissionInput) admissionResult 
 		reason := launchedReason(herr)
 		// A session the agent creates after we gave up is closed while the
 		// tree is terminated; the connection stays open until then.
-		lateDone := make(chan *protocol.ProtocolClose, 1)
-		go func() { lateDone <- late.watch(s, conn) }()
-		proof := s.cleanup(cleanupInput{conn: conn, tree: tree, sessionID: sessionID, reason: reason,
+		lateDone := make(chan *cleanup.CloseResult, 1)
+		go func() { lateDone <- late.watch(s, conn, tree) }()
+		proof := s.cleanup(cleanupInput{conn: conn, tree: tree, backendSessionID: sessionID, reason: reason,
 			origin: protocol.OriginAdmission, closeSupported: late.closeSupported, keepConn: late.waiter != nil})
 		lateClose := <-lateDone
 		herr.Data.Cleanup = proof
 		// docs/rules.md#r11, #r12: the handshake error first, then each cleanup
-		// error in order (signal deliveries, then "did not exit after SIGKILL").
-		if len(proof.Errors) > 0 {
-			herr.Data.Causes = append([]protocol.ProofError{{Code: herr.Data.Code, Message: herr.Message}}, proof.Errors...)
+		// error in order: the protocol close's attempts, signal deliveries,
+		// "did not exit after SIGKILL", then a late session's close attempts.
+		errs := append([]protocol.ProofError{}, proof.Errors...)
+		if lateClose != nil {
+			errs = append(errs, lateClose.Errors...)
+		}
+		if len(errs) > 0 {
+			herr.Data.Causes = append([]protocol.ProofError{{Code: herr.Data.Code, Message: herr.Message}}, errs...)
 			herr.Message = "handshake and provider cleanup failed: " + herr.Message
 		}
 		return admissionResult{err: herr, proof: proof, lateClose: lateClose, closeSupported: late.closeSupported}

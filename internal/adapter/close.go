@@ -2,13 +2,13 @@ package adapter
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	acp "github.com/coder/acp-go-sdk"
 	"github.com/sourcegraph/jsonrpc2"
 	"go.uber.org/zap"
 
+	"github.com/acpx-sidecar/acpx-sidecar/internal/cleanup"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/journal"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/reaper"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/store"
@@ -74,13 +74,13 @@ func (s *session) startCleanup(reason string, origin protocol.ProofOrigin, disca
 	}
 	if s.turn != nil {
 		s.cancelTurn(nil, "session closing")
-		s.finishTurn(protocol.PromptResult{Status: "cancelled", StopReason: "cancelled"})
+		s.finishTurn(protocol.PromptResult{Status: protocol.TurnCancelled, StopReason: protocol.StopCancelled})
 	}
-	s.endQueued(protocol.PromptResult{Status: "cancelled", StopReason: "cancelled"})
-	in := cleanupInput{conn: s.conn, tree: s.tree, sessionID: s.identity.BackendSessionID, reason: reason,
+	s.endQueued(protocol.PromptResult{Status: protocol.TurnCancelled, StopReason: protocol.StopCancelled})
+	in := cleanupInput{conn: s.conn, tree: s.tree, backendSessionID: s.identity.BackendSessionID, reason: reason,
 		origin: origin, closeSupported: s.closeSupported}
 	if dead {
-		in.sessionID = "" // nothing to close at protocol level
+		in.backendSessionID = "" // nothing to close at protocol level
 	}
 	go func() {
 		proof := s.cleanup(in)
@@ -123,12 +123,15 @@ func (s *session) finishCleanup(proof *protocol.Proof) {
 	} else {
 		s.retain(proof)
 	}
-	defer s.release()
 	s.flushOut()
 	if !explicit {
 		s.notify(protocol.NotifyCleanupProof, protocol.ProofNotice{Proof: proof})
+		s.release()
 		return
 	}
+	// The key's hold goes before the answer: a host that has the proof
+	// may open the key at once, from another sidecar too.
+	s.release()
 	for _, w := range ca.waiters {
 		s.replyProof(w, proof)
 	}
@@ -192,10 +195,11 @@ func (s *session) markClosed(discard bool) {
 type cleanupInput struct {
 	conn *acpConn // nil: no connection
 	tree Tree     // nil: nothing was launched
-	// sessionID is the ACP session to close; "" skips the protocol close.
-	sessionID string
-	reason    string
-	origin    protocol.ProofOrigin
+	// backendSessionID is the ACP session to close (Identity.BackendSessionID);
+	// "" skips the protocol close.
+	backendSessionID string
+	reason           string
+	origin           protocol.ProofOrigin
 	// closeSupported: the agent advertised sessionCapabilities.close.
 	closeSupported bool
 	// keepConn closes the provider connection only after the tree is gone
@@ -203,18 +207,15 @@ type cleanupInput struct {
 	keepConn bool
 }
 
-// cleanup closes the ACP session where the agent offers it (bounded by
-// CloseTimeout; skipped when no session exists, docs/rules.md#r5, or the
-// agent is hung: it has taken none of a write for CloseTimeout), then
-// terminates the tree and builds the proof. It blocks; it runs off the
-// actor and reads only in and the session's immutable fields.
+// cleanup closes the ACP session where the agent offers it (the live
+// close policy, Manager.liveClose; skipped when no session exists,
+// docs/rules.md#r5, or the agent is hung: it has taken none of a write for
+// CloseTimeout), then terminates the tree and builds the proof, all
+// through internal/cleanup. It blocks; it runs off the actor and reads
+// only in and the session's immutable fields.
 func (s *session) cleanup(in cleanupInput) *protocol.Proof {
-	conn, tree, sessionID := in.conn, in.tree, in.sessionID
-	started := time.Now()
-	proof := &protocol.Proof{CleanupID: newID("c-"), Session: s.id, SessionKey: s.key, Reason: in.reason, Origin: in.origin,
-		ProtocolClose: protocol.ProtocolClose{Outcome: protocol.CloseSkipped}, Signals: []protocol.ProofSignal{},
-		Processes: []protocol.ProofProcess{}, Containment: string(s.m.cfg.Launcher.Mode()), StartedAt: protocol.At(started),
-		Errors: []protocol.ProofError{}}
+	conn, tree, sessionID := in.conn, in.tree, in.backendSessionID
+	job := cleanup.Job{Target: s.target(in.reason, in.origin), Clean: s.red.clean}
 	alive := tree != nil
 	if alive {
 		select {
@@ -226,90 +227,84 @@ func (s *session) cleanup(in cleanupInput) *protocol.Proof {
 	switch {
 	case sessionID == "" || conn == nil || !alive:
 	case !in.closeSupported:
-		proof.ProtocolClose.Outcome = protocol.CloseUnsupported
+		job.Skip = protocol.ProtocolClose{Outcome: protocol.CloseUnsupported}
 	case conn.stalled(s.m.cfg.CloseTimeout):
 		// An agent that stopped reading its stdin is hung: a session/close
 		// could not reach it within the bound, so the tree is ended at
 		// once (docs/protocol.md §20).
-		proof.ProtocolClose = protocol.ProtocolClose{Outcome: protocol.CloseSkipped,
+		job.Skip = protocol.ProtocolClose{Outcome: protocol.CloseSkipped,
 			Error: "the agent is not reading its stdin (hung): session/close not sent"}
 	default:
-		// One bounded budget for every attempt; an error answer is retried
-		// with backoff up to ProtocolCloseAttempts, a timed-out attempt never
-		// is: it stays the target's only close (docs/rules.md#r16, #r20).
-		ctx, cancel := context.WithTimeout(context.Background(), s.m.cfg.CloseTimeout)
-		var err error
-		backoff := s.m.cfg.RetainedRetryMin
-		for attempt := 1; ; attempt++ {
-			err = conn.call(ctx, acp.AgentMethodSessionClose, acp.CloseSessionRequest{SessionId: acp.SessionId(sessionID)}, nil)
-			if err == nil || ctx.Err() != nil || errors.Is(err, jsonrpc2.ErrClosed) || attempt >= s.m.cfg.ProtocolCloseAttempts {
-				break
-			}
-			select {
-			case <-time.After(backoff):
-			case <-ctx.Done():
-			}
-			if backoff *= 2; backoff > s.m.cfg.RetainedRetryMax {
-				backoff = s.m.cfg.RetainedRetryMax
-			}
-		}
-		cancel()
-		switch {
-		case err == nil:
-			proof.ProtocolClose.Outcome = protocol.CloseOK
-		case errors.Is(err, context.DeadlineExceeded):
-			proof.ProtocolClose = protocol.ProtocolClose{Outcome: protocol.CloseTimeout, Error: "session/close did not answer within " + s.m.cfg.CloseTimeout.String()}
-			proof.Errors = append(proof.Errors, protocol.ProofError{Code: protocol.ErrProtocolCloseTimeout, Message: proof.ProtocolClose.Error})
-		default:
-			msg := s.acpError("session/close", err).Message
-			proof.ProtocolClose = protocol.ProtocolClose{Outcome: protocol.CloseError, Error: msg}
-			proof.Errors = append(proof.Errors, protocol.ProofError{Code: protocol.ErrProtocolCloseFailed, Message: msg})
-		}
+		job.Send, job.Close = closeSender(conn, sessionID), s.closePolicy(s.m.liveClose(), tree)
 	}
 	if conn != nil && !in.keepConn {
-		conn.drain(drainBound) // a $/cancel_request of a timed-out close still reaches the agent
-		conn.close()
+		job.AfterClose = func() {
+			conn.drain(drainBound) // a $/cancel_request of a timed-out close still reaches the agent
+			conn.close()
+		}
 	}
 	if tree != nil {
-		proof.Containment = string(tree.Containment())
-		if n := oomKills(tree); n > 0 {
-			proof.Errors = append(proof.Errors, oomProofError(n))
+		job.Target.Containment = tree.Containment()
+		job.Before = func() []protocol.ProofError {
+			if n := oomKills(tree); n > 0 {
+				return []protocol.ProofError{oomProofError(n)}
+			}
+			return nil
 		}
-		s.applyTermination(proof, tree.Terminate(context.Background(), s.m.cfg.TermGrace, s.m.cfg.KillGrace))
+		job.Terminate = s.m.terminator(tree)
 	}
+	proof, _ := cleanup.Run(job) // a live tree's Terminator never refuses
 	if conn != nil && in.keepConn {
 		conn.close()
 	}
-	if tree == nil {
-		proof.Complete, proof.Verified = true, protocol.ProofVerified{TreeEmpty: true, Method: "nothing was launched"}
-	}
-	proof.Attempts = 1
-	proof.FinishedAt = protocol.At(time.Now())
-	proof.DurationMs = proof.FinishedAt.Sub(started).Milliseconds()
 	return proof
 }
 
-// applyTermination copies a reaper result into proof, redacting messages.
-func (s *session) applyTermination(proof *protocol.Proof, t reaper.Termination) {
-	applyTerminationTo(proof, t, s.red.clean)
+// target names this session's cleanup for internal/cleanup.
+func (s *session) target(reason string, origin protocol.ProofOrigin) cleanup.Target {
+	return cleanup.Target{Session: s.id, SessionKey: s.key, Reason: reason, Origin: origin, Containment: s.m.cfg.Launcher.Mode()}
 }
 
-// applyTerminationTo copies t into proof; clean filters error messages.
-func applyTerminationTo(proof *protocol.Proof, t reaper.Termination, clean func(string) string) {
-	for _, sg := range t.Signals {
-		proof.Signals = append(proof.Signals, protocol.ProofSignal{Signal: sg.Signal, Target: sg.Target, At: protocol.At(sg.At), Error: sg.Error})
+// closePolicy is p bounded by tree's exit, with the session's redacted
+// message of an agent's error.
+func (s *session) closePolicy(p cleanup.ClosePolicy, tree Tree) cleanup.ClosePolicy {
+	if tree != nil {
+		p.Gone = tree.Exited()
 	}
-	capProcesses(proof, t.Processes)
-	for _, e := range t.Errors {
-		proof.Errors = append(proof.Errors, protocol.ProofError{Code: e.Code, Message: clean(e.Message)})
-	}
-	proof.Verified = protocol.ProofVerified{TreeEmpty: t.Verified.TreeEmpty, Method: t.Verified.Method}
-	proof.Complete = t.Complete
+	p.Describe = func(err error) string { return s.acpError("session/close", err).Message }
+	return p
 }
+
+// closeSender sends ACP session/close for sessionID on conn.
+func closeSender(conn *acpConn, sessionID string) cleanup.Sender {
+	return func() (cleanup.Call, error) {
+		w, id, err := conn.dispatch(acp.AgentMethodSessionClose, acp.CloseSessionRequest{SessionId: acp.SessionId(sessionID)})
+		if err != nil {
+			return nil, err
+		}
+		return waiterCall{w: &w, conn: conn, id: id}, nil
+	}
+}
+
+// waiterCall is a dispatched jsonrpc2 request as a cleanup.Call (and a
+// cleanup.Abandoner: the agent is sent $/cancel_request for a close the
+// sidecar gave up on, docs/protocol.md §22).
+type waiterCall struct {
+	w    *jsonrpc2.Waiter
+	conn *acpConn
+	id   jsonrpc2.ID
+}
+
+// Wait waits for the answer (its result is not read).
+func (c waiterCall) Wait(ctx context.Context) error { return c.w.Wait(ctx, nil) }
+
+// Abandon sends the agent $/cancel_request for this close.
+func (c waiterCall) Abandon() { c.conn.cancelRequest(c.id) }
 
 // retain hands an incomplete cleanup to a retained owner that retries
 // process termination with backoff until the tree is proven gone
-// (docs/rules.md#r15, #r20), then sends the final proof as cleanup/proof.
+// (cleanup.Retain; docs/rules.md#r15, #r20), then sends the final proof
+// as cleanup/proof.
 func (s *session) retain(first *protocol.Proof) {
 	tree, st := s.tree, s.st // the worker gets copies, never the fields
 	if tree == nil {
@@ -322,36 +317,52 @@ func (s *session) retain(first *protocol.Proof) {
 	go func() {
 		defer s.m.retained.Done()
 		defer s.m.stats.retained.Add(-1)
-		proof := *first
-		proof.Signals = append([]protocol.ProofSignal(nil), first.Signals...)
-		proof.Processes = append([]protocol.ProofProcess(nil), first.Processes...)
-		proof.Errors = append([]protocol.ProofError(nil), first.Errors...)
-		backoff := s.m.cfg.RetainedRetryMin
-		for !proof.Complete {
-			select {
-			case <-time.After(backoff):
-			case <-s.m.stopCh:
-				return
-			}
-			if backoff *= 2; backoff > s.m.cfg.RetainedRetryMax {
-				backoff = s.m.cfg.RetainedRetryMax
-			}
-			proof.Attempts++
-			s.applyTermination(&proof, tree.Terminate(context.Background(), s.m.cfg.TermGrace, s.m.cfg.KillGrace))
+		proof, ok := cleanup.Retain(cleanup.Retained{First: first, Terminate: s.m.terminator(tree),
+			Backoff: s.m.backoff(), Stop: s.m.stopCh, Clean: s.red.clean})
+		if !ok {
+			return
 		}
-		proof.FinishedAt = protocol.At(time.Now())
-		proof.DurationMs = proof.FinishedAt.Sub(proof.StartedAt.Time).Milliseconds()
 		_ = st.RemoveOwned(s.id)
 		s.removePrivateTmp()
 		s.m.releaseKey(s)
-		s.post(func() { s.proof = &proof })
+		s.post(func() { s.proof = proof })
 		dir := st.Dir()
 		if discarded {
 			dir = "" // the journal was deleted with the record
 		}
-		s.m.notifyJournaled(dir, s.key, s.id, protocol.NotifyCleanupProof, protocol.ProofNotice{Proof: &proof})
+		s.m.notifyJournaled(dir, s.key, s.id, protocol.NotifyCleanupProof, protocol.ProofNotice{Proof: proof})
 		if hold != nil {
 			hold() // after the key's last journal write
 		}
 	}()
+}
+
+// liveClose is the close policy of a live session (host close, shutdown,
+// a failed admission's own session): one closeTimeoutMs budget for every
+// attempt, at most ProtocolCloseAttempts of them (docs/rules.md#r16).
+func (m *Manager) liveClose() cleanup.ClosePolicy {
+	return cleanup.ClosePolicy{Attempt: m.cfg.CloseTimeout, Window: m.cfg.CloseTimeout,
+		Attempts: m.cfg.ProtocolCloseAttempts, Backoff: m.backoff()}
+}
+
+// retainedClose is the close policy of a retained target (a session the
+// agent created after its admission was given up): each attempt bounded
+// by closeTimeoutMs, retried with backoff for no count, only until
+// RetainedCloseWindow has passed or the provider is gone
+// (docs/rules.md#r16, #r20).
+func (m *Manager) retainedClose() cleanup.ClosePolicy {
+	return cleanup.ClosePolicy{Attempt: m.cfg.CloseTimeout, Window: m.cfg.RetainedCloseWindow, Backoff: m.backoff()}
+}
+
+// backoff is the one cleanup backoff (retainedRetryMinMs doubling to
+// retainedRetryMaxMs).
+func (m *Manager) backoff() cleanup.Backoff {
+	return cleanup.Backoff{Min: m.cfg.RetainedRetryMin, Max: m.cfg.RetainedRetryMax}
+}
+
+// terminator ends tree with the configured graces.
+func (m *Manager) terminator(tree Tree) cleanup.Terminator {
+	return func() (reaper.Termination, error) {
+		return tree.Terminate(context.Background(), m.cfg.TermGrace, m.cfg.KillGrace), nil
+	}
 }

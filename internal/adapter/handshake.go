@@ -3,12 +3,12 @@ package adapter
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"time"
 
 	acp "github.com/coder/acp-go-sdk"
 	"github.com/sourcegraph/jsonrpc2"
 
+	"github.com/acpx-sidecar/acpx-sidecar/internal/cleanup"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/jsonl"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/store"
 	"github.com/acpx-sidecar/acpx-sidecar/protocol"
@@ -261,7 +261,7 @@ func authMethod(in *admissionInput, methods []authInfo) string {
 	return ""
 }
 
-func nowStamp() string { return time.Now().UTC().Format("2006-01-02T15:04:05.000Z") }
+func nowStamp() string { return store.FormatTime(time.Now()) }
 
 // saveAdmitted writes the record of an admitted session (no env, ever:
 // docs/rules.md#r3).
@@ -282,7 +282,7 @@ func saveAdmitted(in *admissionInput, prior *store.Record, res *protocol.OpenRes
 	rec.ClosedAt = nil
 	pid := tree.Pid()
 	rec.Pid = &pid
-	started := tree.StartedAt().UTC().Format("2006-01-02T15:04:05.000Z")
+	started := store.FormatTime(tree.StartedAt())
 	rec.AgentStartedAt = &started
 	rec.ProtocolVersion = init.ProtocolVersion
 	rec.AgentCapabilities = init.AgentCapabilities
@@ -401,9 +401,11 @@ func (l *lateHandshake) call(ctx context.Context, conn *acpConn, method string, 
 }
 
 // watch waits for the late answer (until the connection closes) and, if
-// it created a session, closes it with ACP session/close bounded by
-// CloseTimeout. It returns nil when no late session appeared.
-func (l *lateHandshake) watch(s *session, conn *acpConn) *protocol.ProtocolClose {
+// it created a session, closes it under the retained close policy
+// (Manager.retainedClose: failures retried with backoff for no count,
+// bounded by RetainedCloseWindow and by tree's exit; docs/rules.md#r16,
+// #r20). It returns nil when no late session appeared.
+func (l *lateHandshake) watch(s *session, conn *acpConn, tree Tree) *cleanup.CloseResult {
 	if l.waiter == nil {
 		return nil
 	}
@@ -419,27 +421,8 @@ func (l *lateHandshake) watch(s *session, conn *acpConn) *protocol.ProtocolClose
 		return nil
 	}
 	if !l.closeSupported {
-		return &protocol.ProtocolClose{Outcome: protocol.CloseUnsupported}
+		return &cleanup.CloseResult{Close: protocol.ProtocolClose{Outcome: protocol.CloseUnsupported}}
 	}
-	// A close the agent answers with an error is reconciled: tried again,
-	// at most LateCloseReconcileAttempts times in all (docs/rules.md#r29);
-	// a timeout is never retried (docs/rules.md#r16).
-	ctx, cancel := context.WithTimeout(context.Background(), s.m.cfg.CloseTimeout)
-	defer cancel()
-	var err error
-	for attempt := 1; ; attempt++ {
-		err = conn.call(ctx, acp.AgentMethodSessionClose, acp.CloseSessionRequest{SessionId: acp.SessionId(id)}, nil)
-		var je *jsonrpc2.Error
-		if err == nil || !errors.As(err, &je) || attempt >= max(1, s.m.cfg.LateCloseReconcileAttempts) {
-			break
-		}
-	}
-	switch {
-	case err == nil:
-		return &protocol.ProtocolClose{Outcome: protocol.CloseOK}
-	case ctx.Err() != nil:
-		return &protocol.ProtocolClose{Outcome: protocol.CloseTimeout, Error: "session/close did not answer within " + s.m.cfg.CloseTimeout.String()}
-	default:
-		return &protocol.ProtocolClose{Outcome: protocol.CloseError, Error: s.acpError("session/close", err).Message}
-	}
+	r := cleanup.CloseACP(s.closePolicy(s.m.retainedClose(), tree), closeSender(conn, id))
+	return &r
 }

@@ -2,6 +2,7 @@ package adapter
 
 import (
 	"errors"
+	"sync"
 
 	"github.com/acpx-sidecar/acpx-sidecar/internal/store"
 	"github.com/acpx-sidecar/acpx-sidecar/protocol"
@@ -29,29 +30,29 @@ type keyLockRef struct {
 // the store's.
 func (m *Manager) holdKey(st *store.Store, key string) (func(), error) {
 	path := st.KeyLockPath(key)
-	m.klmu.Lock()
-	defer m.klmu.Unlock()
-	ref := m.keyLocks[path]
+	m.keyLocks.mu.Lock()
+	defer m.keyLocks.mu.Unlock()
+	ref := m.keyLocks.refs[path]
 	if ref == nil {
 		l, err := st.LockKey(key)
 		if err != nil {
 			return nil, err
 		}
 		ref = &keyLockRef{l: l}
-		m.keyLocks[path] = ref
+		m.keyLocks.put(path, ref)
 	}
 	ref.refs++
 	released := false
 	return func() {
-		m.klmu.Lock()
-		defer m.klmu.Unlock()
+		m.keyLocks.mu.Lock()
+		defer m.keyLocks.mu.Unlock()
 		if released {
 			return
 		}
 		released = true
 		if ref.refs--; ref.refs == 0 {
-			if m.keyLocks[path] == ref {
-				delete(m.keyLocks, path)
+			if m.keyLocks.refs[path] == ref {
+				delete(m.keyLocks.refs, path)
 			}
 			ref.l.Release()
 		}
@@ -62,11 +63,11 @@ func (m *Manager) holdKey(st *store.Store, key string) (func(), error) {
 // cleanup stopped by shutdown keeps its hold until then; the process exit
 // would drop it anyway).
 func (m *Manager) releaseAllKeyLocks() {
-	m.klmu.Lock()
-	defer m.klmu.Unlock()
-	for path, ref := range m.keyLocks {
+	m.keyLocks.mu.Lock()
+	defer m.keyLocks.mu.Unlock()
+	for path, ref := range m.keyLocks.refs {
 		ref.l.Release()
-		delete(m.keyLocks, path)
+		delete(m.keyLocks.refs, path)
 	}
 }
 
@@ -127,4 +128,19 @@ func (s *session) recordIsOurs() bool {
 	}
 	s.log.Info("record and journal not discarded: the key was reopened since")
 	return false
+}
+
+// registry is a table of shared, reference-counted handles by key (the
+// Manager's open journals and held key flocks), guarded by its own mutex.
+type registry[T any] struct {
+	mu   sync.Mutex
+	refs map[string]*T
+}
+
+// put adds v under key; the caller holds r.mu.
+func (r *registry[T]) put(key string, v *T) {
+	if r.refs == nil {
+		r.refs = map[string]*T{}
+	}
+	r.refs[key] = v
 }

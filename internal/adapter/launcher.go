@@ -65,10 +65,23 @@ type Tree interface {
 	Terminate(ctx context.Context, termGrace, killGrace time.Duration) reaper.Termination
 }
 
+// Recoverer is implemented by a Launcher that also ends what a dead
+// sidecar left (ReaperLauncher does): recovery of a ledger entry
+// (recover.go) goes through the Launcher as a live launch does, so a fake
+// launcher fakes recovery too. A Launcher without it (or none) recovers
+// with the reaper directly.
+type Recoverer interface {
+	// Recover kills what is provably left of l, a tree the containment
+	// mode named wrote, waiting grace for its exit. Errors:
+	// reaper.ErrUnprovable (the entry names nothing recovery can prove).
+	Recover(containment string, l reaper.Leftover, grace time.Duration) (reaper.Termination, error)
+}
+
 // The concrete reaper types satisfy the adapter's interfaces.
 var (
-	_ Tree     = (*reaper.Tree)(nil)
-	_ Launcher = reaperLauncher{}
+	_ Tree      = (*reaper.Tree)(nil)
+	_ Launcher  = reaperLauncher{}
+	_ Recoverer = reaperLauncher{}
 )
 
 // ReaperLauncher adapts a *reaper.Supervisor to Launcher (its Start

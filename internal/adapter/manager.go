@@ -63,15 +63,20 @@ type Config struct {
 	KillGrace time.Duration
 	// Shutdown bounds `shutdown` (default 7 s).
 	Shutdown time.Duration
-	// ProtocolCloseAttempts bounds ACP session/close attempts per target
-	// (default 4 = 1 + 3 retries).
+	// ProtocolCloseAttempts bounds the ACP session/close attempts of a
+	// live session's close, all inside one CloseTimeout (default 4 = 1 + 3
+	// retries); a retained target's are bounded by RetainedCloseWindow
+	// instead (docs/rules.md#r16, #r20).
 	ProtocolCloseAttempts int
 	// RetainedRetryMin and RetainedRetryMax bound the retained cleanup
 	// backoff (default 10 ms doubling to 100 ms).
 	RetainedRetryMin, RetainedRetryMax time.Duration
-	// LateCloseReconcileAttempts bounds re-verification after a late
-	// protocol-close failure (default 3).
-	LateCloseReconcileAttempts int
+	// RetainedCloseWindow bounds the ACP session/close of a retained
+	// target (a session created after its admission was given up), all
+	// attempts together: a failing close is retried with backoff for no
+	// count until it succeeds, this has passed or the provider is gone
+	// (default 10 s; docs/rules.md#r20).
+	RetainedCloseWindow time.Duration
 	// BaseEnv is the environment every provider inherits ("K=V"), before
 	// the open's inheritEnv names and env are added: InheritedEnv of the
 	// --inherit-env policy (docs/protocol.md §18.1).
@@ -136,7 +141,7 @@ func DefaultConfig() Config {
 	return Config{HandshakeTimeout: 30 * time.Second, CloseTimeout: 2 * time.Second,
 		TermGrace: 2 * time.Second, KillGrace: 2 * time.Second, Shutdown: 7 * time.Second,
 		ProtocolCloseAttempts: 4, RetainedRetryMin: 10 * time.Millisecond, RetainedRetryMax: 100 * time.Millisecond,
-		LateCloseReconcileAttempts: 3, PermissionTimeout: protocol.DefaultPermissionTimeoutMs * time.Millisecond,
+		RetainedCloseWindow: 10 * time.Second, PermissionTimeout: protocol.DefaultPermissionTimeoutMs * time.Millisecond,
 		MaxProviderLineBytes: DefaultMaxProviderLineBytes, Version: buildinfo.Version()}
 }
 
@@ -160,15 +165,12 @@ type Manager struct {
 	// proofs can be sent.
 	initialized bool
 
-	// jmu guards journals: the session journals open now (notify.go).
-	jmu      sync.Mutex
-	journals map[string]*journalRef
+	// journals are the session journals open now (notify.go).
+	journals registry[journalRef]
 	stats    managerStats
-
-	// klmu guards keyLocks: the session-key flocks this sidecar holds, by
+	// keyLocks are the session-key flocks this sidecar holds, by
 	// lock-file path (keyhold.go).
-	klmu     sync.Mutex
-	keyLocks map[string]*keyLockRef
+	keyLocks registry[keyLockRef]
 
 	actors   sync.WaitGroup
 	retained sync.WaitGroup
@@ -187,8 +189,7 @@ func NewManager(cfg Config, host Host) *Manager {
 	}
 	return &Manager{cfg: cfg, host: host, log: cfg.Logger, sessions: map[string]*session{},
 		keys: map[string]*session{}, stores: map[string]*store.Store{}, stopCh: make(chan struct{}),
-		pendingRecovered: map[string]*protocol.Proof{}, journals: map[string]*journalRef{},
-		keyLocks: map[string]*keyLockRef{}}
+		pendingRecovered: map[string]*protocol.Proof{}}
 }
 
 // Bounds reports the bounds in force (initialize.bounds), in ms.
@@ -197,7 +198,7 @@ func (m *Manager) Bounds() protocol.Bounds {
 		CloseTimeoutMs: m.cfg.CloseTimeout.Milliseconds(), TermGraceMs: m.cfg.TermGrace.Milliseconds(),
 		KillGraceMs: m.cfg.KillGrace.Milliseconds(), ShutdownMs: m.cfg.Shutdown.Milliseconds(),
 		ProtocolCloseAttempts: m.cfg.ProtocolCloseAttempts, RetainedRetryMinMs: m.cfg.RetainedRetryMin.Milliseconds(),
-		RetainedRetryMaxMs: m.cfg.RetainedRetryMax.Milliseconds(), LateCloseReconcileAttempts: m.cfg.LateCloseReconcileAttempts}
+		RetainedRetryMaxMs: m.cfg.RetainedRetryMax.Milliseconds(), RetainedCloseWindowMs: m.cfg.RetainedCloseWindow.Milliseconds()}
 }
 
 // Initialize answers `initialize` (docs/protocol.md §7); Pid is filled by rpc.

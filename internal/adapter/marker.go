@@ -48,7 +48,7 @@ func (s *session) marker() string { return SessionMarkerEnv + "=" + s.id + "." +
 func (s *session) writeLedger(st *store.Store, tree Tree) error {
 	o := store.Owned{ID: s.id, SidecarPid: os.Getpid(), SidecarStartTime: selfStart, Session: s.id, SessionKey: s.key,
 		MarkerSHA256: reaper.MarkerDigest(s.marker()), CgroupParent: s.m.cfg.Launcher.CgroupParent(),
-		Containment: string(s.m.cfg.Launcher.Mode()), CreatedAt: time.Now().UTC().Format(time.RFC3339Nano)}
+		Containment: string(s.m.cfg.Launcher.Mode()), CreatedAt: store.FormatTime(time.Now())}
 	if tree != nil {
 		o.Pid, o.StartTime, o.Pgid, o.Cgroup, o.Containment = tree.Pid(), tree.StartTicks(), tree.Pgid(), tree.CgroupPath(), string(tree.Containment())
 	}

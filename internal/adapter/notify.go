@@ -206,28 +206,28 @@ type journalRef struct {
 // returned release closes it when its last user is done.
 func (m *Manager) acquireJournal(sessionsDir, key string) (*journal.Journal, func(), error) {
 	id := sessionsDir + "\x00" + key
-	m.jmu.Lock()
-	defer m.jmu.Unlock()
-	ref := m.journals[id]
+	m.journals.mu.Lock()
+	defer m.journals.mu.Unlock()
+	ref := m.journals.refs[id]
 	if ref == nil {
 		j, err := journal.Open(sessionsDir, key, m.cfg.JournalMaxBytes)
 		if err != nil {
 			return nil, nil, err
 		}
 		ref = &journalRef{j: j}
-		m.journals[id] = ref
+		m.journals.put(id, ref)
 	}
 	ref.refs++
 	released := false
 	return ref.j, func() {
-		m.jmu.Lock()
-		defer m.jmu.Unlock()
+		m.journals.mu.Lock()
+		defer m.journals.mu.Unlock()
 		if released {
 			return
 		}
 		released = true
 		if ref.refs--; ref.refs == 0 {
-			delete(m.journals, id)
+			delete(m.journals.refs, id)
 			if err := ref.j.Close(); err != nil {
 				m.log.Warn("session journal not closed cleanly", zap.Error(err))
 			}
@@ -238,9 +238,9 @@ func (m *Manager) acquireJournal(sessionsDir, key string) (*journal.Journal, fun
 // liveJournal returns the journal of key in sessionsDir if this sidecar
 // has it open, with a reference the caller releases.
 func (m *Manager) liveJournal(sessionsDir, key string) (*journal.Journal, func()) {
-	m.jmu.Lock()
-	ref := m.journals[sessionsDir+"\x00"+key]
-	m.jmu.Unlock()
+	m.journals.mu.Lock()
+	ref := m.journals.refs[sessionsDir+"\x00"+key]
+	m.journals.mu.Unlock()
 	if ref == nil {
 		return nil, nil
 	}

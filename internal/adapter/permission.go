@@ -260,9 +260,9 @@ func (s *session) onPermission(ask *permissionAsk) {
 // sends the cancelled outcome. approved non-nil marks an approval in the
 // audit notice.
 func (s *session) answerPermission(ask *permissionAsk, pa *pendingAsk, approved *struct{}, optionID, rule string) {
-	decision := "denied"
+	decision := protocol.DecisionDenied
 	if approved != nil {
-		decision = "approved"
+		decision = protocol.DecisionApproved
 	}
 	s.answerPermissionAs(ask, pa, optionID, rule, decision)
 }
@@ -274,7 +274,7 @@ const decisionTimeout = protocol.DecisionTimeout
 // answerPermissionAs answers the agent once and audits decision; an
 // optionID "" or "cancelled" sends the cancelled outcome (audited as
 // "cancelled", except a "timeout" decision, which stays "timeout").
-func (s *session) answerPermissionAs(ask *permissionAsk, pa *pendingAsk, optionID, rule, decision string) {
+func (s *session) answerPermissionAs(ask *permissionAsk, pa *pendingAsk, optionID, rule string, decision protocol.Decision) {
 	s.settled(ask.id)
 	if t := s.turn; t != nil {
 		if _, ok := t.pending[ask]; ok {
@@ -288,7 +288,7 @@ func (s *session) answerPermissionAs(ask *permissionAsk, pa *pendingAsk, optionI
 		switch decision {
 		case decisionTimeout, protocol.DecisionMalformed, protocol.DecisionOverflow:
 		default:
-			decision = "cancelled"
+			decision = protocol.DecisionCancelled
 		}
 		optionID = ""
 	} else {
@@ -328,7 +328,7 @@ func (s *session) escalate(t *turn, ask *permissionAsk, pa *pendingAsk, parsed p
 	t.pendingBytes += pa.size
 	rid := t.requestID
 	s.notify(protocol.NotifySessionPermission, protocol.PermissionNotice{Session: s.id, RequestID: &rid,
-		ToolCallID: pa.toolCallID, Kind: pa.kind, Decision: "escalated", Rule: pa.rule})
+		ToolCallID: pa.toolCallID, Kind: pa.kind, Decision: protocol.DecisionEscalated, Rule: pa.rule})
 	params := protocol.PermissionRequestParams{Session: s.id, RequestID: &rid, ToolCall: parsed.toolCall, Options: parsed.options,
 		Kind: pa.kind, Rule: pa.rule}
 	s.journalRequest(protocol.RequestPermission, params)

@@ -56,7 +56,7 @@ func (s *session) cancelQueued(requestID string) bool {
 	for i, q := range s.queue {
 		if q.p.RequestID == requestID {
 			s.queue = append(s.queue[:i], s.queue[i+1:]...)
-			s.answerQueued(q, protocol.PromptResult{Status: "cancelled", StopReason: "cancelled"})
+			s.answerQueued(q, protocol.PromptResult{Status: protocol.TurnCancelled, StopReason: protocol.StopCancelled})
 			return true
 		}
 	}

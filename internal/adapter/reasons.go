@@ -29,9 +29,9 @@ func beforeLaunchReason(e *protocol.Error) string {
 	}
 	code := e.Data.Code
 	if code == "" {
-		code = "INTERNAL"
+		code = protocol.ErrInternal
 	}
-	return "admission failed before launch: " + what + " (" + code + ")"
+	return "admission failed before launch: " + what + " (" + string(code) + ")"
 }
 
 // launchedReason is the reason of a failed admission after the launch.
@@ -65,5 +65,5 @@ func launchedReason(e *protocol.Error) string {
 	case "":
 		return "session handshake failed"
 	}
-	return "session handshake failed (" + e.Data.Code + ")"
+	return "session handshake failed (" + string(e.Data.Code) + ")"
 }

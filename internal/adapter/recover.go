@@ -2,12 +2,14 @@ package adapter
 
 import (
 	"os"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"time"
 
 	"go.uber.org/zap"
 
+	"github.com/acpx-sidecar/acpx-sidecar/internal/cleanup"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/reaper"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/store"
 	"github.com/acpx-sidecar/acpx-sidecar/protocol"
@@ -117,7 +119,12 @@ func (m *Manager) sweepLedger(st *store.Store, first *sync.WaitGroup) {
 // session id) is reported in the log and removed: no process is killed and
 // no proof sent for it. firstDone is called after the first attempt.
 func (m *Manager) recoverEntry(st *store.Store, o store.Owned, firstDone func()) {
-	proof, err := m.recoverOne(o)
+	// The same seam as a live tree's cleanup: a Job whose Terminator is
+	// the leftover's recovery, then the retained retry.
+	end := m.leftoverTerminator(o)
+	proof, err := cleanup.Run(cleanup.Job{Target: cleanup.Target{Session: o.Session, SessionKey: o.SessionKey,
+		Reason: "leftover of sidecar pid " + strconv.Itoa(o.SidecarPid), Origin: protocol.OriginRecovered,
+		Containment: reaper.Mode(o.Containment)}, Terminate: end})
 	firstDone()
 	if err != nil {
 		m.log.Warn("ownership ledger entry refused: it names nothing recovery can prove (no process killed, no proof sent)",
@@ -127,24 +134,17 @@ func (m *Manager) recoverEntry(st *store.Store, o store.Owned, firstDone func())
 		}
 		return
 	}
-	for backoff := m.cfg.RetainedRetryMin; !proof.Complete; {
-		m.notifyProof(st, o.SessionKey, proof)
-		m.notePendingRecovery(o.ID, proof)
-		select {
-		case <-time.After(backoff):
-		case <-m.stopCh:
+	if !proof.Complete {
+		progress := func(p *protocol.Proof) {
+			m.notifyProof(st, o.SessionKey, p)
+			m.notePendingRecovery(o.ID, p)
+		}
+		progress(proof)
+		var ok bool
+		if proof, ok = cleanup.Retain(cleanup.Retained{First: proof, Terminate: end, Backoff: m.backoff(),
+			Stop: m.stopCh, Progress: progress}); !ok {
 			return
 		}
-		if backoff *= 2; backoff > m.cfg.RetainedRetryMax {
-			backoff = m.cfg.RetainedRetryMax
-		}
-		next, err := m.recoverOne(o)
-		if err != nil {
-			return
-		}
-		next.CleanupID, next.StartedAt, next.Attempts = proof.CleanupID, proof.StartedAt, proof.Attempts+1
-		next.DurationMs = next.FinishedAt.Sub(next.StartedAt.Time).Milliseconds()
-		proof = next
 	}
 	m.notePendingRecovery(o.ID, nil)
 	if err := st.RemoveOwned(o.ID); err != nil {
@@ -166,29 +166,22 @@ func (m *Manager) recoverEntry(st *store.Store, o store.Owned, firstDone func())
 	m.notifyProof(st, o.SessionKey, proof)
 }
 
-// recoverOne kills what is left of one ledger entry — what it can prove
-// is the entry's tree (reaper.Recover) — and builds its proof. Errors:
+// leftoverTerminator kills what is left of one ledger entry — what it can
+// prove is the entry's tree (the Launcher's Recoverer: reaper.Recover,
+// reaper.RecoverTable) — each time it is called. Errors:
 // reaper.ErrUnprovable.
-func (m *Manager) recoverOne(o store.Owned) (*protocol.Proof, error) {
-	started := protocol.At(time.Now())
+func (m *Manager) leftoverTerminator(o store.Owned) cleanup.Terminator {
 	own := ""
 	if m.cfg.Launcher != nil {
 		own = m.cfg.Launcher.CgroupParent()
 	}
-	t, err := recoverLeftover(o.Containment, reaper.Leftover{Pid: o.Pid, StartTicks: o.StartTime, Pgid: o.Pgid, SidecarPid: o.SidecarPid,
-		Session: o.Session, Cgroup: o.Cgroup, CgroupParent: o.CgroupParent, MarkerSHA256: o.MarkerSHA256, OwnParent: own}, m.cfg.KillGrace)
-	if err != nil {
-		return nil, err
+	l := reaper.Leftover{Pid: o.Pid, StartTicks: o.StartTime, Pgid: o.Pgid, SidecarPid: o.SidecarPid,
+		Session: o.Session, Cgroup: o.Cgroup, CgroupParent: o.CgroupParent, MarkerSHA256: o.MarkerSHA256, OwnParent: own}
+	recoverFn := recoverLeftover
+	if r, ok := m.cfg.Launcher.(Recoverer); ok {
+		recoverFn = r.Recover
 	}
-	proof := &protocol.Proof{CleanupID: newID("c-"), Session: o.Session, SessionKey: o.SessionKey,
-		Reason: "leftover of sidecar pid " + strconv.Itoa(o.SidecarPid), Origin: protocol.OriginRecovered,
-		ProtocolClose: protocol.ProtocolClose{Outcome: protocol.CloseSkipped}, Signals: []protocol.ProofSignal{},
-		Processes: []protocol.ProofProcess{}, StartedAt: started, Errors: []protocol.ProofError{}, Attempts: 1}
-	applyTerminationTo(proof, t, func(s string) string { return s })
-	proof.Containment = string(t.Containment)
-	proof.FinishedAt = protocol.At(time.Now())
-	proof.DurationMs = proof.FinishedAt.Sub(started.Time).Milliseconds()
-	return proof, nil
+	return func() (reaper.Termination, error) { return recoverFn(o.Containment, l, m.cfg.KillGrace) }
 }
 
 // notifyProof sends a recovered proof, journaled as the sessionKey's
@@ -221,13 +214,17 @@ func (m *Manager) notePendingRecovery(id string, p *protocol.Proof) {
 	m.pendingRecovered[id] = p
 }
 
-// storeFor returns the store of stateDir dir, opening it (and sweeping its
+// storeFor returns the store of stateDir dir (keyed by its cleaned path),
+// opening it (and sweeping its
 // ledger once the host is initialized) on first use.
 func (m *Manager) storeFor(dir string) (*store.Store, error) { return m.storeForSweep(dir, nil) }
 
 // storeForSweep is storeFor; the ledger sweep of a store it opens counts
 // in first (may be nil; recover.go).
 func (m *Manager) storeForSweep(dir string, first *sync.WaitGroup) (*store.Store, error) {
+	if dir != "" {
+		dir = filepath.Clean(dir) // one store (and one sweep) per directory: "/s" and "/s/" are the same
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if st, ok := m.stores[dir]; ok {

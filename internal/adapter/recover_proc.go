@@ -20,6 +20,11 @@ func recoverLeftover(containment string, l reaper.Leftover, grace time.Duration)
 	return reaper.Recover(l, grace)
 }
 
+// Recover is recoverLeftover (Recoverer).
+func (reaperLauncher) Recover(containment string, l reaper.Leftover, grace time.Duration) (reaper.Termination, error) {
+	return recoverLeftover(containment, l, grace)
+}
+
 // procStart is pid's start time as the process table gives it
 // (proctable.Proc.Start: on Linux the same clock ticks as /proc/<pid>/stat
 // field 22), and whether a live (non-zombie) process has that pid. The

@@ -74,7 +74,7 @@ func TestActor_PermissionTimeoutHoldsWithAHostThatIgnoresItsContext(t *testing.T
 	wait(t, start(func(r Reply) { m.Status(protocol.SessionRef{Session: id}, r) }))
 	var decisions []string
 	for _, n := range notesOf[protocol.PermissionNotice](h, protocol.NotifySessionPermission) {
-		decisions = append(decisions, n.Decision)
+		decisions = append(decisions, string(n.Decision))
 	}
 	if strings.Join(decisions, ",") != "escalated,timeout" {
 		t.Errorf("audit decisions %v, want escalated then timeout only", decisions)

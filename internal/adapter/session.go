@@ -10,6 +10,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/acpx-sidecar/acpx-sidecar/internal/cleanup"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/journal"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/profiles"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/store"
@@ -196,10 +197,10 @@ func (s *session) run(ctx context.Context, reply Reply) {
 // stop releases what the actor still holds when the manager stops it.
 func (s *session) stop() {
 	s.flushOut()
-	s.endQueued(protocol.PromptResult{Status: "failed", Error: &protocol.TurnError{
+	s.endQueued(protocol.PromptResult{Status: protocol.TurnFailed, Error: &protocol.TurnError{
 		Code: protocol.ErrShuttingDown, Message: "the sidecar shut down before the turn started"}})
 	if s.turn != nil {
-		s.finishTurn(protocol.PromptResult{Status: "failed", Error: &protocol.TurnError{
+		s.finishTurn(protocol.PromptResult{Status: protocol.TurnFailed, Error: &protocol.TurnError{
 			Code: protocol.ErrShuttingDown, Message: "the sidecar shut down during the turn"}})
 	}
 	if s.conn != nil {
@@ -303,7 +304,7 @@ func (s *session) trackUpdate(kind updateKind, update json.RawMessage) *string {
 		// ACP UsageUpdate.cost is the session's cumulative cost: the turn's
 		// cost is its growth since the turn began (docs/rules.md#r30).
 		if u.Cost != nil {
-			s.cost = &protocol.Cost{Amount: u.Cost.Amount, Currency: u.Cost.Currency, Basis: "session-cumulative"}
+			s.cost = &protocol.Cost{Amount: u.Cost.Amount, Currency: u.Cost.Currency, Basis: protocol.CostSessionCumulative}
 		}
 		if u.Used != nil && u.Size != nil && *u.Used >= 0 && *u.Size >= 0 {
 			s.contextUsage = &protocol.ContextUsage{Used: *u.Used, Size: *u.Size}
@@ -317,7 +318,7 @@ func (s *session) trackUpdate(kind updateKind, update json.RawMessage) *string {
 				if delta < 0 { // the agent restarted its count (e.g. a new process after resume)
 					delta = u.Cost.Amount
 				}
-				s.turn.cost = &protocol.Cost{Amount: delta, Currency: u.Cost.Currency, Basis: "turn"}
+				s.turn.cost = &protocol.Cost{Amount: delta, Currency: u.Cost.Currency, Basis: protocol.CostTurn}
 			}
 		}
 	}
@@ -340,17 +341,17 @@ func (s *session) onExit() {
 	}
 	st := s.tree.ExitStatus()
 	ooms := oomKills(s.tree)
-	during := "idle"
+	during := protocol.DuringIdle
 	if s.turn != nil || s.lostInTurn {
-		during = "turn"
+		during = protocol.DuringTurn
 	}
-	s.log.Warn("provider exited on its own", zap.String("during", during))
+	s.log.Warn("provider exited on its own", zap.String("during", string(during)))
 	s.notify(protocol.NotifySessionExited, protocol.ExitedNotice{Session: s.id, SessionKey: s.key,
 		Pid: s.tree.Pid(), ExitCode: st.Code, Signal: st.Signal, During: during, Reason: exitReason(st, ooms)})
-	s.endQueued(protocol.PromptResult{Status: "failed", Error: &protocol.TurnError{
+	s.endQueued(protocol.PromptResult{Status: protocol.TurnFailed, Error: &protocol.TurnError{
 		Code: protocol.ErrProviderProcessLost, Message: "the provider process exited before the turn started"}})
 	if s.turn != nil {
-		s.finishTurn(protocol.PromptResult{Status: "failed", Error: &protocol.TurnError{
+		s.finishTurn(protocol.PromptResult{Status: protocol.TurnFailed, Error: &protocol.TurnError{
 			Code: protocol.ErrProviderProcessLost, Message: "the provider process exited during the turn"}})
 	}
 	s.moveTo(protocol.StateDead)
@@ -372,9 +373,5 @@ func (s *session) listEntry() protocol.ListEntry {
 // incompleteProof is used by Shutdown for a session whose close did not
 // answer within the bound; it reads only immutable fields.
 func (s *session) incompleteProof(why string) *protocol.Proof {
-	now := time.Now()
-	return &protocol.Proof{CleanupID: newID("c-"), Session: s.id, SessionKey: s.key, Reason: why, Origin: protocol.OriginShutdown,
-		ProtocolClose: protocol.ProtocolClose{Outcome: protocol.CloseSkipped}, Signals: []protocol.ProofSignal{},
-		Processes: []protocol.ProofProcess{}, Containment: string(s.m.cfg.Launcher.Mode()),
-		StartedAt: protocol.At(now), FinishedAt: protocol.At(now), Errors: []protocol.ProofError{{Code: protocol.ErrCleanupIncomplete, Message: why}}}
+	return cleanup.Incomplete(s.target(why, protocol.OriginShutdown), why, time.Now())
 }

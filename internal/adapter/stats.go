@@ -33,11 +33,11 @@ type managerStats struct {
 }
 
 // countTurn counts an answered turn by its status.
-func (st *managerStats) countTurn(status string) {
+func (st *managerStats) countTurn(status protocol.TurnStatus) {
 	switch status {
-	case "completed":
+	case protocol.TurnCompleted:
 		st.completed.Add(1)
-	case "cancelled":
+	case protocol.TurnCancelled:
 		st.cancelled.Add(1)
 	default:
 		st.failed.Add(1)

@@ -115,7 +115,7 @@ func mergeRecord(res protocol.StatusResult, st *store.Store) (any, error) {
 	}
 	res.Usage.PerRequest = per
 	if c := rec.CumulativeCost; c != nil {
-		res.Cost = &protocol.Cost{Amount: c.Amount, Currency: c.Currency, Basis: "session-cumulative"}
+		res.Cost = &protocol.Cost{Amount: c.Amount, Currency: c.Currency, Basis: protocol.CostSessionCumulative}
 	}
 	if c := rec.Acpx.ContextUsage; c != nil {
 		res.Usage.Context = &protocol.ContextUsage{Used: c.Used, Size: c.Size}

@@ -139,16 +139,16 @@ func (s *session) turnReturned(t *turn, resp *promptResponse, err error) {
 	if s.turn != t {
 		return // the turn already ended (cancel grace, close, provider loss)
 	}
-	res := protocol.PromptResult{Status: "completed", StopReason: resp.StopReason}
+	res := protocol.PromptResult{Status: protocol.TurnCompleted, StopReason: resp.StopReason}
 	switch {
 	case err != nil && errors.Is(err, jsonrpc2.ErrClosed):
 		s.lostInTurn = true
-		res = protocol.PromptResult{Status: "failed", Error: &protocol.TurnError{
+		res = protocol.PromptResult{Status: protocol.TurnFailed, Error: &protocol.TurnError{
 			Code: protocol.ErrProviderProcessLost, Message: "the provider connection closed during the turn"}}
 	case err != nil && t.cancelled:
-		res = protocol.PromptResult{Status: "cancelled", StopReason: "cancelled"}
+		res = protocol.PromptResult{Status: protocol.TurnCancelled, StopReason: protocol.StopCancelled}
 	case errors.Is(err, errAgentHung):
-		res = protocol.PromptResult{Status: "failed", Error: &protocol.TurnError{Code: protocol.ErrEnsureFailed,
+		res = protocol.PromptResult{Status: protocol.TurnFailed, Error: &protocol.TurnError{Code: protocol.ErrEnsureFailed,
 			Message: "the prompt could not be sent: the agent is not reading its stdin (hung)"}}
 	case err != nil:
 		var je *jsonrpc2.Error
@@ -156,9 +156,9 @@ func (s *session) turnReturned(t *turn, resp *promptResponse, err error) {
 		if errors.As(err, &je) {
 			msg += ": " + s.red.clean(je.Message)
 		}
-		res = protocol.PromptResult{Status: "failed", Error: &protocol.TurnError{Code: protocol.ErrEnsureFailed, Message: msg}}
-	case resp.StopReason == "cancelled" || t.cancelled:
-		res.Status = "cancelled"
+		res = protocol.PromptResult{Status: protocol.TurnFailed, Error: &protocol.TurnError{Code: protocol.ErrEnsureFailed, Message: msg}}
+	case resp.StopReason == protocol.StopCancelled || t.cancelled:
+		res.Status = protocol.TurnCancelled
 	}
 	if err == nil {
 		res.Usage = resp.Usage
@@ -187,8 +187,8 @@ func (s *session) finishTurn(res protocol.PromptResult) {
 	for _, tm := range t.timers {
 		tm.Stop()
 	}
-	if t.failErr != nil && res.Status != "failed" {
-		res.Status, res.Error = "failed", t.failErr
+	if t.failErr != nil && res.Status != protocol.TurnFailed {
+		res.Status, res.Error = protocol.TurnFailed, t.failErr
 	}
 	res.RequestID = t.requestID
 	if res.Cost == nil && t.cost != nil {
@@ -246,7 +246,7 @@ func (s *session) cancelTurn(requestID *string, why string) bool {
 	t.timers = append(t.timers, time.AfterFunc(s.m.cfg.CloseTimeout, func() {
 		s.post(func() {
 			if s.turn == t {
-				s.finishTurn(protocol.PromptResult{Status: "cancelled", StopReason: "cancelled"})
+				s.finishTurn(protocol.PromptResult{Status: protocol.TurnCancelled, StopReason: protocol.StopCancelled})
 			}
 		})
 	}))
@@ -262,7 +262,7 @@ func (s *session) restoreUsage(r *store.Record) {
 		s.perRequest[id] = usageFromRecord(u)
 	}
 	if c := r.CumulativeCost; c != nil {
-		s.cost = &protocol.Cost{Amount: c.Amount, Currency: c.Currency, Basis: "session-cumulative"}
+		s.cost = &protocol.Cost{Amount: c.Amount, Currency: c.Currency, Basis: protocol.CostSessionCumulative}
 	}
 	if c := r.Acpx.ContextUsage; c != nil {
 		s.contextUsage = &protocol.ContextUsage{Used: c.Used, Size: c.Size}

@@ -1,6 +1,6 @@
 // Package agentenv prepares everything a host needs to run one of today's
 // real ACP agents offline against the loopback model stub
-// (internal/modelstub, internal/modelstub/cmd/modelstub): the command to
+// (internal/modelstub, examples/modelstub): the command to
 // launch, the environment to pass and the private per-session directory
 // holding the agent's HOME, TMPDIR, XDG dirs and config files. The result
 // is plain data for the `command` and `env` fields of a sidecar

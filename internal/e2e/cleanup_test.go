@@ -84,18 +84,7 @@ func TestCleanup_OneProtocolCloseInFlightPerTarget(t *testing.T) {
 	if pr.ProtocolClose.Outcome != "ok" || !pr.Complete {
 		t.Errorf("proof protocolClose %+v complete %v, want ok after retries", pr.ProtocolClose, pr.Complete)
 	}
-	var seq []string
-	for _, m := range seedReadAgent(t, rec) {
-		switch {
-		case m.Dir == "recv" && m.Msg.Method == "session/close":
-			seq = append(seq, "close")
-		case m.Dir == "sent" && m.Msg.Method == "" && m.Msg.Error != nil && strings.Contains(m.Msg.Error.Message, "close failed"):
-			seq = append(seq, "error")
-		case m.Dir == "sent" && m.Msg.Method == "" && string(m.Msg.Result) == "{}":
-			seq = append(seq, "ok")
-		}
-	}
-	if got := strings.Join(seq, ","); got != "close,error,close,error,close,ok" {
+	if got := closeTraffic(seedReadAgent(t, rec)); got != "close,error,close,error,close,ok" {
 		t.Errorf("session/close traffic %s, want close,error,close,error,close,ok (one attempt in flight at a time)", got)
 	}
 	waitNoMarked(t, e.mark, e.work, 10*time.Second)

@@ -157,7 +157,7 @@ func TestGoClient_CodexHost(t *testing.T) {
 	}
 	var audit []string
 	for _, d := range decisions {
-		audit = append(audit, d.Decision+"/"+d.Rule)
+		audit = append(audit, string(d.Decision)+"/"+d.Rule)
 	}
 	mu.Unlock()
 	if !anyHasPrefix(audit, "escalated/permissionPolicy.escalate") || !anyHasPrefix(audit, "approved/host") {

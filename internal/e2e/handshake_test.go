@@ -117,15 +117,7 @@ func TestAdmission_IdentityCheckedBeforeAdmission(t *testing.T) {
 // STORE_UNAVAILABLE and the session the agent created is closed with that
 // identity (ACP session/close naming it, protocolClose ok), provider gone.
 func TestAdmission_RecordSaveFailureClosesCreatedSession(t *testing.T) {
-	e := newFaultEnv(t)
-	s := startSidecar(t, seedArgs(e)...)
-	s.initialize(false)
-	if err := os.MkdirAll(e.recordPath("unsavable"), 0o700); err != nil {
-		t.Fatal(err)
-	}
-	rec := seedRecordFile(t)
-	d := seedWantError(t, "open whose record save fails", s.call("session/open", seedOpenParams(e, "unsavable", rec, "")),
-		-32000, "STORE_UNAVAILABLE")
+	e, rec, d := unsavableOpen(t, "")
 	if d.Cleanup == nil || !d.Cleanup.Complete || d.Cleanup.ProtocolClose.Outcome != "ok" {
 		t.Errorf("data.cleanup %+v: want complete with protocolClose ok", d.Cleanup)
 	}
@@ -141,6 +133,22 @@ func TestAdmission_RecordSaveFailureClosesCreatedSession(t *testing.T) {
 		t.Errorf("created session %q: session/close requests %v, want one naming it", created, closes)
 	}
 	waitNoMarked(t, e.mark, e.work, 10*time.Second)
+}
+
+// unsavableOpen opens key "unsavable" (fault agent modes) whose record
+// cannot be saved (a directory stands where the record file goes), and
+// returns the failed open's error data and the agent's record file.
+func unsavableOpen(t *testing.T, modes string) (*faultEnv, string, seedErr) {
+	e := newFaultEnv(t)
+	s := startSidecar(t, seedArgs(e)...)
+	s.initialize(false)
+	if err := os.MkdirAll(e.recordPath("unsavable"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	rec := seedRecordFile(t)
+	d := seedWantError(t, "open whose record save fails", s.call("session/open", seedOpenParams(e, "unsavable", rec, modes)),
+		-32000, "STORE_UNAVAILABLE")
+	return e, rec, d
 }
 
 // TestAdmission_RecoveredSessionHandshakeFailureClosesRecoveredIdentity

@@ -355,7 +355,11 @@ func seedLateHandshake(t *testing.T, cancel bool) (seedProof, seedProof) {
 		p["handshakeTimeoutMs"] = 60000
 		wantRPC, wantCode = -32800, "ADMISSION_ABORTED"
 	} else {
-		p["handshakeTimeoutMs"] = 200
+		// Long enough for initialize and session/new to reach the agent
+		// on a loaded machine: what times out must be session/new, which
+		// this agent answers only at SIGTERM (an initialize given up late
+		// creates no session to close).
+		p["handshakeTimeoutMs"] = 1500
 	}
 	id := s.start("session/open", p)
 	if cancel {

@@ -83,6 +83,9 @@ type agent struct {
 	closeFails int           // session/close requests failed (mode error-close)
 	// clientElicit: initialize's clientCapabilities.elicitation (mode elicit).
 	clientElicit json.RawMessage
+	// slowCloseDone: the first session/close was answered late
+	// (mode slow-error-close).
+	slowCloseDone bool
 }
 
 func newAgent(cfg config, out io.Writer) *agent {

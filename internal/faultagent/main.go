@@ -57,6 +57,8 @@
 //	close-error-on-term  session/close is answered only once SIGTERM arrives,
 //	                   and then with an error (SIGTERM trapped as above)
 //	error-close=<n>    the first n session/close requests fail with -32603
+//	slow-error-close=<ms>  the first session/close is answered after <ms>,
+//	                   with -32603; later ones as without it
 //	stale-config       session/set_config_option answers success but keeps
 //	                   the old value (the answer shows the old currentValue)
 //	no-config-options  session results carry no configOptions (model
@@ -283,7 +285,7 @@ func parseModes(list string) (config, error) {
 		case "ask-flood", "deaf", "stdout-flood", "grow-file", "plant", "escape-ledger", "inject", "ask-variants", "double-answer":
 			err = c.attackModes.parse(name, val, hasVal)
 		case "record", "error-new", "agent-session-id", "hog", "groupchild", "mortal-child", "new-on-term",
-			"close-error-on-term", "error-close", "stale-config", "no-config-options", "cost":
+			"close-error-on-term", "error-close", "slow-error-close", "stale-config", "no-config-options", "cost":
 			err = c.seedModes.parse(name, val, hasVal)
 		default:
 			return c, fmt.Errorf("unknown mode %q", name)

@@ -11,7 +11,7 @@ import (
 
 // seedModes holds the modes the e2e tests of docs/rules.md use (see package
 // doc): record, error-new, agent-session-id, hog, groupchild, mortal-child, new-on-term,
-// close-error-on-term, error-close, stale-config, no-config-options, cost.
+// close-error-on-term, error-close, slow-error-close, stale-config, no-config-options, cost.
 type seedModes struct {
 	recordFile       string  // record=<file>
 	errorNew         string  // error-new=<text>
@@ -22,6 +22,7 @@ type seedModes struct {
 	newOnTerm        bool    // new-on-term
 	closeErrorOnTerm bool    // close-error-on-term
 	errorClose       int     // error-close=<n>
+	slowErrorCloseMs int     // slow-error-close=<ms>
 	staleConfig      bool    // stale-config
 	noConfigOptions  bool    // no-config-options
 	cost             float64 // cost=<amount> (per turn; reported cumulative)
@@ -62,6 +63,8 @@ func (m *seedModes) parse(name, val string, hasVal bool) error {
 		m.closeErrorOnTerm = true
 	case "error-close":
 		m.errorClose, err = num()
+	case "slow-error-close":
+		m.slowErrorCloseMs, err = num()
 	case "stale-config":
 		m.staleConfig = true
 	case "no-config-options":

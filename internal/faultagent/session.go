@@ -177,7 +177,16 @@ func (a *agent) closeSession(m message) {
 	if failIt {
 		a.closeFails++
 	}
+	slow := a.cfg.slowErrorCloseMs > 0 && !a.slowCloseDone
+	a.slowCloseDone = a.slowCloseDone || slow
 	a.mu.Unlock()
+	if slow {
+		logf("slow-error-close: failing the first session/close after %d ms", a.cfg.slowErrorCloseMs)
+		time.AfterFunc(time.Duration(a.cfg.slowErrorCloseMs)*time.Millisecond, func() {
+			a.fail(m.ID, -32603, "faultagent: slow close failed")
+		})
+		return
+	}
 	if failIt {
 		a.fail(m.ID, -32603, "faultagent: close failed")
 		return

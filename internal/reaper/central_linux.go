@@ -131,6 +131,29 @@ func (c *central) run() {
 // starts after three int32s, aligned to the pointer size.
 func siginfoPid(info *unix.Siginfo) int { return procfs.SiginfoPid(info) }
 
+// reapRegistered reaps pid, an exited child registered as a helper or a
+// guardian (what names which): wait4 (retried on EINTR), then forget
+// (called under c.mu) drops its registration and done gets its status.
+// It reports false when wait4 failed (logged; the pass stops).
+func (c *central) reapRegistered(pid int, what string, forget func(), done func(unix.WaitStatus)) bool {
+	var ws unix.WaitStatus
+	var err error
+	for {
+		if _, err = unix.Wait4(pid, &ws, unix.WNOHANG, nil); !errors.Is(err, unix.EINTR) {
+			break
+		}
+	}
+	if err != nil {
+		c.log.Warn("reaper: wait4 of "+what+" failed", zap.Int("pid", pid), zap.Error(err))
+		return false
+	}
+	c.mu.Lock()
+	forget()
+	c.mu.Unlock()
+	done(ws)
+	return true
+}
+
 // reapPass reaps every exited child of this process. Each exited child is
 // first peeked (WNOWAIT) so its /proc entries can still be read to attribute
 // it to a tree, then reaped with wait4(pid).
@@ -154,40 +177,16 @@ func (c *central) reapPass() {
 		gt := c.guardians[pid]
 		hf := c.helpers[pid]
 		c.mu.Unlock()
-		if hf != nil {
-			var ws unix.WaitStatus
-			var err error
-			for {
-				if _, err = unix.Wait4(pid, &ws, unix.WNOHANG, nil); !errors.Is(err, unix.EINTR) {
-					break
-				}
-			}
-			if err != nil {
-				c.log.Warn("reaper: wait4 of helper failed", zap.Int("pid", pid), zap.Error(err))
+		switch {
+		case hf != nil:
+			if !c.reapRegistered(pid, "helper", func() { delete(c.helpers, pid) }, hf) {
 				return
 			}
-			c.mu.Lock()
-			delete(c.helpers, pid)
-			c.mu.Unlock()
-			hf(ws)
 			continue
-		}
-		if gt != nil {
-			var ws unix.WaitStatus
-			var err error
-			for {
-				if _, err = unix.Wait4(pid, &ws, unix.WNOHANG, nil); !errors.Is(err, unix.EINTR) {
-					break
-				}
-			}
-			if err != nil {
-				c.log.Warn("reaper: wait4 of guardian failed", zap.Int("pid", pid), zap.Error(err))
+		case gt != nil:
+			if !c.reapRegistered(pid, "guardian", func() { delete(c.guardians, pid) }, gt.guardianReapedStatus) {
 				return
 			}
-			c.mu.Lock()
-			delete(c.guardians, pid)
-			c.mu.Unlock()
-			gt.guardianReapedStatus(ws)
 			continue
 		}
 		owners, key := c.attribute(pid)

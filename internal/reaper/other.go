@@ -6,6 +6,8 @@ import (
 	"context"
 	"io"
 	"time"
+
+	"github.com/acpx-sidecar/acpx-sidecar/protocol"
 )
 
 // Detect reports every mode unavailable: containment needs Linux
@@ -81,7 +83,7 @@ func (t *Tree) ExitStatus() ExitStatus { return ExitStatus{} }
 
 // Terminate reports an incomplete result on this platform.
 func (t *Tree) Terminate(context.Context, time.Duration, time.Duration) Termination {
-	return Termination{Errors: []ErrorRecord{{Code: "PLATFORM_UNSUPPORTED", Message: ErrUnsupported.Error()}}}
+	return Termination{Errors: []ErrorRecord{{Code: string(protocol.ErrPlatformUnsupported), Message: ErrUnsupported.Error()}}}
 }
 
 // SweptCgroup: see the Linux SweepDeadParents.

@@ -58,6 +58,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/acpx-sidecar/acpx-sidecar/internal/sandbox"
+	"github.com/acpx-sidecar/acpx-sidecar/protocol"
 )
 
 // Mode names a containment mechanism. Its string is the value of
@@ -82,17 +83,17 @@ const (
 	RoleDescendant = "descendant"
 )
 
-// Error codes used in ErrorRecord.Code.
+// Error codes used in ErrorRecord.Code: the proof's (protocol).
 const (
 	// CodeSignalFailed: a signal could not be delivered (other than "no
 	// such process", which only means the process already exited).
-	CodeSignalFailed = "SIGNAL_DELIVERY_FAILED"
+	CodeSignalFailed = string(protocol.ErrSignalDeliveryFailed)
 	// CodeKillTimeout: the tree was not observed empty within killGrace after
 	// SIGKILL (docs/rules.md#r12; message "provider did not exit after SIGKILL").
-	CodeKillTimeout = "PROVIDER_KILL_TIMEOUT"
+	CodeKillTimeout = string(protocol.ErrProviderKillTimeout)
 	// CodeCgroupRemove: the tree is empty but its cgroup directory could not
 	// be removed (the proof is still complete).
-	CodeCgroupRemove = "CGROUP_REMOVE_FAILED"
+	CodeCgroupRemove = string(protocol.ErrCgroupRemoveFailed)
 )
 
 // ErrSealed is returned by Supervisor.Start after Supervisor.Seal; nothing is

@@ -14,6 +14,25 @@ export type PermissionHandler = (
   ctx: { signal: AbortSignal },
 ) => PermissionOutcome | Promise<PermissionOutcome>;
 
+/**
+ * askHandler runs handler on one ask and returns its answer: `selected`
+ * with the handler's optionId, else `cancelled` — when the handler fails,
+ * answers anything else, or `settled` aborts first (once the sidecar
+ * settled the ask, a late answer changes nothing).
+ */
+export async function askHandler(handler: PermissionHandler, req: PermissionRequest, settled: AbortSignal): Promise<PermissionOutcome> {
+  const aborted = new Promise<undefined>((resolve) => settled.addEventListener("abort", () => resolve(undefined), { once: true }));
+  try {
+    const out = await Promise.race([Promise.resolve(handler(req, { signal: settled })), aborted]);
+    if (out && out.outcome === "selected" && typeof out.optionId === "string") {
+      return { outcome: "selected", optionId: out.optionId };
+    }
+  } catch {
+    // A failing handler must not approve anything: cancelled.
+  }
+  return { outcome: "cancelled" };
+}
+
 /** selected answers with the option whose optionId is given. */
 export function selected(optionId: string): PermissionOutcome {
   return { outcome: "selected", optionId };

@@ -572,7 +572,7 @@ export interface Bounds {
   protocolCloseAttempts: number;
   retainedRetryMinMs: number;
   retainedRetryMaxMs: number;
-  lateCloseReconcileAttempts: number;
+  retainedCloseWindowMs: number;
 }
 /**
  * Result of initialize (docs/protocol.md §7).

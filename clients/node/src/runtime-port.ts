@@ -9,6 +9,7 @@
  */
 
 import { LocalDataCode, SidecarError, localError } from "./errors.js";
+import { toEvent, toResult, type AcpxRuntimeEvent, type AcpxRuntimeTurnResult } from "./runtime-events.js";
 import type { Session, Turn } from "./session.js";
 import { spawnSidecar, type PermissionHandler, type Sidecar, type SpawnOptions } from "./sidecar.js";
 import type {
@@ -18,11 +19,11 @@ import type {
   JournalNotice,
   Models,
   OpenParams,
-  PromptResult,
-  SessionUpdateParams,
   StatusResult,
   Usage,
 } from "./types.js";
+
+export type { AcpxRuntimeEvent, AcpxRuntimeTurnResult } from "./runtime-events.js";
 
 /** Options of {@link openAcpxRuntimePort}. */
 export interface AcpxRuntimePortOptions {
@@ -62,45 +63,15 @@ export interface AcpxRuntimePortOptions {
   resume?: boolean;
   /** Default answer to permission requests of this port's turns. */
   onPermissionRequest?: PermissionHandler;
-  /** Aborting it cancels the admission (ADMISSION_ABORTED, nothing left). */
+  /** Aborting it cancels the admission: the open rejects -32800
+   * ADMISSION_ABORTED whose `cause` is `signal.reason`, nothing left; a
+   * signal aborted already spawns and sends nothing. */
   signal?: AbortSignal;
   /** Receives this session's `session/journal` notices: its journal or
    * record stopped being written (`degraded`) or works again (`ok`, with
    * the `gap` lost); turns keep running meanwhile (docs/protocol.md §16). */
   onJournalNotice?: (notice: JournalNotice) => void;
 }
-
-/** acpx's runtime events, as startTurn(...).events yields them. */
-export type AcpxRuntimeEvent =
-  | { type: "text_delta"; text: string; stream: "output" | "thought"; tag: string; messageId?: string }
-  | {
-      type: "status";
-      text: string;
-      tag: string;
-      used?: number;
-      size?: number;
-      cost?: { amount: number; currency: string };
-      entries?: unknown[];
-      availableCommands?: Array<{ name: string; description?: string; hasInput: boolean }>;
-    }
-  | {
-      type: "tool_call";
-      text: string;
-      tag: string;
-      toolCallId?: string;
-      status?: string;
-      title?: string;
-      kind?: string;
-      locations?: unknown[];
-      rawInput?: unknown;
-      rawOutput?: unknown;
-      content?: unknown[];
-    };
-
-/** acpx's turn result; `usage` and `cost` are the sidecar's additions. */
-export type AcpxRuntimeTurnResult =
-  | { status: "completed" | "cancelled"; stopReason?: string; usage?: Usage; cost?: PromptResult["cost"] }
-  | { status: "failed"; stopReason?: string; usage?: Usage; error: { message: string; code: string; retryable: boolean } };
 
 /** Input of {@link AcpxRuntimePort.startTurn}. */
 export interface AcpxRuntimeTurnInput {
@@ -197,17 +168,25 @@ export interface AcpxRuntimePort {
  * validation failed" first), or the spawn's errors.
  */
 export async function openAcpxRuntimePort(options: AcpxRuntimePortOptions): Promise<AcpxRuntimePort> {
+  const signal = options.signal;
+  // A signal aborted already: nothing is spawned, nothing sent.
+  if (signal?.aborted) throw admissionAborted(signal, "the open was aborted before anything was started");
   let owned: Sidecar | undefined;
   let sc = options.sidecar;
   if (!sc) {
     if (!options.spawn) throw localError(LocalDataCode.START_FAILED, "give sidecar or spawn", "openAcpxRuntimePort");
     const fallback = options.onPermissionRequest;
-    owned = await spawnSidecar({
-      ...options.spawn,
-      // Declared so that each turn's handler can answer; none → cancelled.
-      onPermissionRequest: fallback ?? (() => ({ outcome: "cancelled" })),
-      ...(options.signal ? { signal: options.signal } : {}),
-    });
+    try {
+      owned = await spawnSidecar({
+        ...options.spawn,
+        // Declared so that each turn's handler can answer; none → cancelled.
+        onPermissionRequest: fallback ?? (() => ({ outcome: "cancelled" })),
+        ...(signal ? { signal } : {}),
+      });
+    } catch (err) {
+      if (signal?.aborted) throw admissionAborted(signal, "the open was aborted while the sidecar started", err);
+      throw err;
+    }
     sc = owned;
   }
   const env: Record<string, string> = {};
@@ -231,9 +210,10 @@ export async function openAcpxRuntimePort(options: AcpxRuntimePortOptions): Prom
 
   let session: Session;
   try {
-    session = await sc.open(params, options.signal ? { signal: options.signal } : {});
+    session = await sc.open(params, signal ? { signal } : {});
   } catch (err) {
     if (owned) await owned.shutdown().catch(() => undefined);
+    if (signal?.aborted) throw admissionAborted(signal, "the open was aborted during its handshake", err);
     throw err;
   }
   const id = session.identity;
@@ -251,6 +231,21 @@ export async function openAcpxRuntimePort(options: AcpxRuntimePortOptions): Prom
     });
   }
   return new Port(session, owned, options.onPermissionRequest);
+}
+
+/**
+ * admissionAborted is the port's rejection of an open its caller's signal
+ * aborted: -32800 `ADMISSION_ABORTED` whose `cause` is the caller's exact
+ * abort reason (`signal.reason`), keeping the sidecar's `data` (the
+ * cleanup proof of what was launched) when the error of the call had it.
+ */
+function admissionAborted(signal: AbortSignal, message: string, err?: unknown): SidecarError {
+  const data = err instanceof SidecarError ? err.data : undefined;
+  return new SidecarError(-32800, "ADMISSION_ABORTED", message, {
+    method: "session/open",
+    cause: signal.reason,
+    ...(data ? { data } : {}),
+  });
 }
 
 class Port implements AcpxRuntimePort {
@@ -420,80 +415,4 @@ function refusedTurn(requestId: string, err: SidecarError): AcpxRuntimeTurn {
     cancel: async () => undefined,
     closeStream: async () => undefined,
   };
-}
-
-function toResult(r: PromptResult): AcpxRuntimeTurnResult {
-  const extra = {
-    ...(r.stopReason !== undefined ? { stopReason: r.stopReason } : {}),
-    ...(r.usage ? { usage: r.usage } : {}),
-  };
-  if (r.status === "failed") {
-    const e = r.error ?? { code: "ACPX_SESSION_ENSURE_FAILED", message: "the turn failed", retryable: false };
-    return { status: "failed", ...extra, error: { message: e.message, code: e.code, retryable: e.retryable } };
-  }
-  return { status: r.status, ...extra, ...(r.cost ? { cost: r.cost } : {}) };
-}
-
-/** toEvent maps one ACP SessionUpdate to acpx's event shape (undefined: not an event). */
-export function toEvent(p: SessionUpdateParams): AcpxRuntimeEvent | undefined {
-  const u = p.update as Record<string, unknown> & { sessionUpdate: string };
-  const tag = u.sessionUpdate;
-  switch (tag) {
-    case "agent_message_chunk":
-    case "agent_thought_chunk": {
-      const c = u["content"] as { type?: string; text?: string } | undefined;
-      if (c?.type !== "text" || typeof c.text !== "string") return undefined;
-      return {
-        type: "text_delta",
-        text: c.text,
-        stream: tag === "agent_thought_chunk" ? "thought" : "output",
-        tag,
-        ...(typeof u["messageId"] === "string" && u["messageId"] !== "" ? { messageId: u["messageId"] as string } : {}),
-      };
-    }
-    case "user_message_chunk":
-      return undefined;
-    case "tool_call":
-    case "tool_call_update": {
-      const title = typeof u["title"] === "string" ? (u["title"] as string) : undefined;
-      const ev: AcpxRuntimeEvent = { type: "tool_call", text: title ?? String(u["toolCallId"] ?? tag), tag };
-      for (const k of ["toolCallId", "status", "title", "kind", "locations", "rawInput", "rawOutput", "content"] as const) {
-        if (u[k] !== undefined) (ev as Record<string, unknown>)[k] = u[k];
-      }
-      return ev;
-    }
-    case "usage_update": {
-      const used = typeof u["used"] === "number" ? (u["used"] as number) : undefined;
-      const size = typeof u["size"] === "number" ? (u["size"] as number) : undefined;
-      return {
-        type: "status",
-        text: `usage updated: ${used ?? "?"}/${size ?? "?"}`,
-        tag,
-        ...(used !== undefined ? { used } : {}),
-        ...(size !== undefined ? { size } : {}),
-        ...(u["cost"] ? { cost: u["cost"] as { amount: number; currency: string } } : {}),
-      };
-    }
-    case "plan":
-      return { type: "status", text: "plan updated", tag, entries: Array.isArray(u["entries"]) ? (u["entries"] as unknown[]) : [] };
-    case "available_commands_update": {
-      const cmds = Array.isArray(u["availableCommands"]) ? (u["availableCommands"] as Array<Record<string, unknown>>) : [];
-      return {
-        type: "status",
-        text: "available commands updated",
-        tag,
-        availableCommands: cmds
-          .filter((c) => typeof c["name"] === "string")
-          .map((c) => ({
-            name: c["name"] as string,
-            ...(typeof c["description"] === "string" ? { description: c["description"] as string } : {}),
-            hasInput: c["input"] !== undefined && c["input"] !== null,
-          })),
-      };
-    }
-    case "current_mode_update":
-      return { type: "status", text: `mode ${String(u["currentModeId"] ?? "")}`, tag };
-    default:
-      return { type: "status", text: tag.replaceAll("_", " "), tag };
-  }
 }

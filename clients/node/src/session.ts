@@ -5,7 +5,7 @@
 
 import { LocalDataCode, SidecarError, localError } from "./errors.js";
 import { UpdateQueue } from "./queue.js";
-import type { PermissionHandler, Sidecar } from "./sidecar.js";
+import type { PermissionHandler } from "./permission.js";
 import type { AgentSessionsPage } from "./ext.js";
 import type {
   CleanupProof,
@@ -65,7 +65,22 @@ export interface Turn {
   cancel(): Promise<boolean>;
 }
 
-/** Session is one admitted session of a {@link Sidecar}. */
+/**
+ * @internal SessionHost is what a Session needs of its Sidecar (which
+ * implements it), so session.ts does not import sidecar.ts: requests, and
+ * the routing of a turn's updates and permission asks to its sink.
+ */
+export interface SessionHost {
+  request<R>(method: string, params: unknown, signal?: AbortSignal): Promise<R>;
+  /** Sends a host → sidecar notification. */
+  notify(method: string, params: unknown): Promise<void>;
+  /** Routes turn key's updates and asks to sink; false when key has a running turn. */
+  beginTurn(key: string, sink: TurnSink): boolean;
+  /** Stops routing to turn key of session and settles its open asks. */
+  endTurn(session: string, key: string, sink: TurnSink): void;
+}
+
+/** Session is one admitted session of a Sidecar. */
 export class Session {
   /** The sidecar's session id (`s-…`). */
   readonly id: string;
@@ -73,10 +88,10 @@ export class Session {
   readonly sessionKey: string;
   /** The session/open result (identity, agent, models, modes, process, permissionBinding). */
   readonly opened: OpenResult;
-  private readonly sc: Sidecar;
+  private readonly sc: SessionHost;
 
   /** @internal made by Sidecar.open */
-  constructor(sc: Sidecar, opened: OpenResult) {
+  constructor(sc: SessionHost, opened: OpenResult) {
     this.sc = sc;
     this.opened = opened;
     this.id = opened.session;
@@ -100,7 +115,8 @@ export class Session {
     const { onPermissionRequest, signal, ...wireParams } = p;
     const params = { ...wireParams, session: this.id };
     let result: Promise<PromptResult>;
-    if (this.sc.turns.has(key)) {
+    const sink = { updates, onPermissionRequest };
+    if (!this.sc.beginTurn(key, sink)) {
       updates.end();
       result = Promise.reject(
         new SidecarError(-32000, "DUPLICATE_REQUEST_ID", `requestId ${JSON.stringify(p.requestId)} has a running turn`, {
@@ -108,12 +124,8 @@ export class Session {
         }),
       );
     } else {
-      const sink = { updates, onPermissionRequest };
-      this.sc.turns.set(key, sink);
       result = this.sc.request<PromptResult>("session/prompt", params, signal).finally(() => {
-        this.sc.turns.delete(key);
-        if (this.sc.routed.get(this.id)?.sink === sink) this.sc.routed.delete(this.id);
-        this.sc.settleAsks(key + "\0", "the turn ended");
+        this.sc.endTurn(this.id, key, sink);
         updates.end();
       });
     }
@@ -181,7 +193,7 @@ export class Session {
   async extNotify(method: string, params?: object): Promise<void> {
     const p: Record<string, unknown> = { session: this.id, method };
     if (params !== undefined) p["params"] = params;
-    await this.sc.conn.sendNotification("session/extNotification", p);
+    await this.sc.notify("session/extNotification", p);
   }
 
   /** agentSessions lists one page of the agent's own sessions (ACP session/list verbatim;

@@ -34,7 +34,7 @@ import { LspReader } from "./reader.js";
 import { LocalDataCode, SidecarError, localError, toSidecarError } from "./errors.js";
 import { Session, type TurnSink } from "./session.js";
 import { abortOnCancel, installElicitation, type ElicitationHandler } from "./elicitation.js";
-import { askKey, toolCallIdOf, type PermissionHandler } from "./permission.js";
+import { askHandler, askKey, toolCallIdOf, type PermissionHandler } from "./permission.js";
 
 export type { PermissionHandler } from "./permission.js";
 import type {
@@ -338,6 +338,11 @@ export class Sidecar extends EventEmitter<SidecarEvents> {
     return this.exited;
   }
 
+  /** @internal notify sends one host → sidecar notification (SessionHost). */
+  notify(method: string, params: unknown): Promise<void> {
+    return this.conn.sendNotification(method, params);
+  }
+
   /**
    * @internal request sends one request and maps every failure to
    * SidecarError. A request whose encoded frame (the JSON-RPC message's
@@ -402,6 +407,20 @@ export class Sidecar extends EventEmitter<SidecarEvents> {
     else this.emit("update", p);
   }
 
+  /** @internal beginTurn routes turn key's updates and asks to sink (SessionHost); false when key has a running turn. */
+  beginTurn(key: string, sink: TurnSink): boolean {
+    if (this.turns.has(key)) return false;
+    this.turns.set(key, sink);
+    return true;
+  }
+
+  /** @internal endTurn stops routing to turn key of session and settles its open asks (SessionHost). */
+  endTurn(session: string, key: string, sink: TurnSink): void {
+    this.turns.delete(key);
+    if (this.routed.get(session)?.sink === sink) this.routed.delete(session);
+    this.settleAsks(key + "\0", "the turn ended");
+  }
+
   private async answer(req: PermissionRequest, token?: CancellationToken): Promise<PermissionOutcome> {
     const sink = req.requestId === null ? undefined : this.turns.get(req.session + "\0" + req.requestId);
     const handler = sink?.onPermissionRequest ?? this.onPermission;
@@ -410,22 +429,11 @@ export class Sidecar extends EventEmitter<SidecarEvents> {
     const ac = new AbortController();
     this.asks.set(key, ac);
     abortOnCancel(token, ac);
-    // Once the sidecar settled the ask, a late answer changes nothing:
-    // answer cancelled and drop the ask, whether or not the handler returns.
-    const settled = new Promise<undefined>((resolve) =>
-      ac.signal.addEventListener("abort", () => resolve(undefined), { once: true }),
-    );
     try {
-      const out = await Promise.race([Promise.resolve(handler(req, { signal: ac.signal })), settled]);
-      if (out && out.outcome === "selected" && typeof out.optionId === "string") {
-        return { outcome: "selected", optionId: out.optionId };
-      }
-    } catch {
-      // A failing handler must not approve anything: cancelled.
+      return await askHandler(handler, req, ac.signal);
     } finally {
       if (this.asks.get(key) === ac) this.asks.delete(key);
     }
-    return { outcome: "cancelled" };
   }
 }
 

@@ -9,7 +9,7 @@
 // internal/. `make build` builds it into bin/modelstub because `make demo`
 // (examples/demohost) runs it; by hand:
 //
-//	go build -o bin/modelstub ./internal/modelstub/cmd/modelstub
+//	go build -o bin/modelstub ./examples/modelstub
 //
 // Usage:
 //

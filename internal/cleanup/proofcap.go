@@ -1,4 +1,4 @@
-package adapter
+package cleanup
 
 import (
 	"github.com/acpx-sidecar/acpx-sidecar/internal/reaper"

@@ -1,0 +1,37 @@
+package adapter
+
+import (
+	"testing"
+
+	"go.uber.org/goleak"
+)
+
+// TestManager_OneStorePerDirectory: a stateDir is keyed by its cleaned
+// path, so "/d", "/d/" and "/d/." share one store (and so one ledger
+// sweep); another directory gets its own.
+func TestManager_OneStorePerDirectory(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	m := NewManager(DefaultConfig(), &fakeHost{})
+	dir, other := t.TempDir(), t.TempDir()
+	a, err := m.storeFor(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, spelling := range []string{dir + "/", dir + "/.", dir + "//"} {
+		b, err := m.storeFor(spelling)
+		if err != nil || b != a {
+			t.Errorf("storeFor(%q) = %p, %v; want the store of %q (%p)", spelling, b, err, dir, a)
+		}
+	}
+	if c, err := m.storeFor(other); err != nil || c == a {
+		t.Errorf("storeFor(%q) = %p, %v; want a store of its own", other, c, err)
+	}
+	m.mu.Lock()
+	n := len(m.stores)
+	m.mu.Unlock()
+	if n != 2 {
+		t.Errorf("%d stores, want 2", n)
+	}
+	m.Shutdown()
+	m.Wait()
+}

@@ -1,0 +1,102 @@
+package cleanup
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"time"
+
+	"github.com/acpx-sidecar/acpx-sidecar/internal/reaper"
+	"github.com/acpx-sidecar/acpx-sidecar/protocol"
+)
+
+// Target names what one cleanup ends: the sidecar session, its
+// sessionKey, why and from where (docs/protocol.md §12).
+type Target struct {
+	// Session is the sidecar's session id ("s-…").
+	Session string
+	// SessionKey is the host's key (= the record id, docs/rules.md#r18).
+	SessionKey string
+	// Reason is copied into the proof ("host close", …).
+	Reason string
+	// Origin is what started the cleanup.
+	Origin protocol.ProofOrigin
+	// Containment is the containment mode in force (the tree's own, once
+	// there is a tree, replaces it).
+	Containment reaper.Mode
+}
+
+// NewCleanupID is a fresh proof cleanupId: "c-" and 16 hex digits.
+func NewCleanupID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return "c-" + hex.EncodeToString(b[:])
+}
+
+// Begin is the one constructor of a proof: t's names, a fresh cleanupId,
+// protocolClose "skipped", empty (never null) lists, attempts 1, startedAt
+// now. Nothing is complete until ApplyTermination or NothingLaunched says
+// so.
+func Begin(t Target, now time.Time) *protocol.Proof {
+	return &protocol.Proof{CleanupID: NewCleanupID(), Session: t.Session, SessionKey: t.SessionKey,
+		Reason: t.Reason, Origin: t.Origin, ProtocolClose: protocol.ProtocolClose{Outcome: protocol.CloseSkipped},
+		Signals: []protocol.ProofSignal{}, Processes: []protocol.ProofProcess{}, Containment: string(t.Containment),
+		Attempts: 1, StartedAt: protocol.At(now), Errors: []protocol.ProofError{}}
+}
+
+// NothingLaunched is the complete proof of a cleanup with no tree
+// (docs/rules.md#r1): verified by construction, finished at startedAt.
+func NothingLaunched(t Target, now time.Time) *protocol.Proof {
+	p := Begin(t, now)
+	p.Complete, p.Verified = true, protocol.ProofVerified{TreeEmpty: true, Method: "nothing was launched"}
+	Finish(p, now)
+	return p
+}
+
+// Incomplete is the proof of a cleanup that did not finish in time (a
+// shutdown past its bound): incomplete, one CLEANUP_INCOMPLETE error
+// saying why.
+func Incomplete(t Target, why string, now time.Time) *protocol.Proof {
+	p := Begin(t, now)
+	p.Errors = append(p.Errors, protocol.ProofError{Code: protocol.ErrCleanupIncomplete, Message: why})
+	Finish(p, now)
+	return p
+}
+
+// ApplyTermination copies a termination's facts into p (signals, the
+// capped process list, errors with messages filtered by clean, the
+// verification and completeness). t's facts are cumulative, so a retry
+// applies its own result over the first's.
+func ApplyTermination(p *protocol.Proof, t reaper.Termination, clean func(string) string) {
+	for _, sg := range t.Signals {
+		p.Signals = append(p.Signals, protocol.ProofSignal{Signal: sg.Signal, Target: sg.Target, At: protocol.At(sg.At), Error: sg.Error})
+	}
+	capProcesses(p, t.Processes)
+	for _, e := range t.Errors {
+		msg := e.Message
+		if clean != nil {
+			msg = clean(msg)
+		}
+		p.Errors = append(p.Errors, protocol.ProofError{Code: protocol.DataCode(e.Code), Message: msg})
+	}
+	p.Verified = protocol.ProofVerified{TreeEmpty: t.Verified.TreeEmpty, Method: t.Verified.Method}
+	p.Complete = t.Complete
+	if t.Containment != "" {
+		p.Containment = string(t.Containment)
+	}
+}
+
+// Finish stamps finishedAt (now) and durationMs (since startedAt).
+func Finish(p *protocol.Proof, now time.Time) {
+	p.FinishedAt = protocol.At(now)
+	p.DurationMs = now.Sub(p.StartedAt.Time).Milliseconds()
+}
+
+// Copy is a deep copy of p (its lists are not shared), for a retry that
+// keeps adding to a proof already handed out.
+func Copy(p *protocol.Proof) *protocol.Proof {
+	c := *p
+	c.Signals = append([]protocol.ProofSignal{}, p.Signals...)
+	c.Processes = append([]protocol.ProofProcess{}, p.Processes...)
+	c.Errors = append([]protocol.ProofError{}, p.Errors...)
+	return &c
+}
