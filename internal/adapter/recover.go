@@ -181,7 +181,17 @@ func (m *Manager) leftoverTerminator(o store.Owned) cleanup.Terminator {
 	if r, ok := m.cfg.Launcher.(Recoverer); ok {
 		recoverFn = r.Recover
 	}
-	return func() (reaper.Termination, error) { return recoverFn(o.Containment, l, m.cfg.KillGrace) }
+	return func() (reaper.Termination, error) {
+		t, err := recoverFn(o.Containment, l, m.cfg.KillGrace)
+		if o.Containment != "" {
+			// The proof names the mode the tree was launched under, as the
+			// ledger recorded it ("subreaper", not the recovery's
+			// "process-group": docs/protocol.md §2, reported under the name
+			// asked for; found by a fresh-user trial).
+			t.Containment = reaper.Mode(o.Containment)
+		}
+		return t, err
+	}
 }
 
 // notifyProof sends a recovered proof, journaled as the sessionKey's

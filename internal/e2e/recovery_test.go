@@ -145,6 +145,10 @@ func ledgerRecovers(t *testing.T, mode string) {
 	if !rp.Proof.Complete || rp.Proof.SessionKey != "survivor" || rp.Proof.Session != open.Session {
 		t.Fatalf("recovered proof: %+v", rp.Proof)
 	}
+	if rp.Proof.Containment != mode {
+		// Reported under the name the tree was launched with (§2).
+		t.Errorf("recovered proof containment %q, want %q", rp.Proof.Containment, mode)
+	}
 	named := map[int]bool{}
 	for _, p := range rp.Proof.Processes {
 		named[p.Pid] = true
