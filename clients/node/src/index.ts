@@ -2,9 +2,11 @@
  * @acpx-sidecar/client: a Node host's client for acpx-sidecar
  * (docs/protocol.md). Start with {@link spawnSidecar}.
  */
-export { spawnSidecar, Sidecar } from "./sidecar.js";
+export { Sidecar } from "./sidecar.js";
+export { spawnSidecar } from "./spawn.js";
 export { toSidecarError } from "./errors.js";
-export type { SpawnOptions, PermissionHandler, ExitStatus, SidecarEvents } from "./sidecar.js";
+export type { PermissionHandler, ExitStatus, SidecarEvents } from "./sidecar.js";
+export type { SpawnOptions } from "./spawn.js";
 export { Session } from "./session.js";
 export type { Turn, PromptOptions } from "./session.js";
 export type { ExtRequest, ExtNotice, ExtRequestHandler, ExtSpawnOptions, AgentSessionsPage } from "./ext.js";

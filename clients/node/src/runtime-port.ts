@@ -11,7 +11,8 @@
 import { LocalDataCode, SidecarError, localError } from "./errors.js";
 import { toEvent, toResult, type AcpxRuntimeEvent, type AcpxRuntimeTurnResult } from "./runtime-events.js";
 import type { Session, Turn } from "./session.js";
-import { spawnSidecar, type PermissionHandler, type Sidecar, type SpawnOptions } from "./sidecar.js";
+import type { PermissionHandler, Sidecar } from "./sidecar.js";
+import { spawnSidecar, type SpawnOptions } from "./spawn.js";
 import type {
   CleanupProof,
   Command,
