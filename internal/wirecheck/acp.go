@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -51,17 +50,8 @@ func ACPDefault() (*ACPSchema, error) {
 // LoadACP compiles the ACP schema at path. Errors: unreadable, not a JSON
 // Schema, or without the Client message.
 func LoadACP(path string) (*ACPSchema, error) {
-	b, err := os.ReadFile(path)
+	root, c, err := compilerFor(path, acpSchemaURL)
 	if err != nil {
-		return nil, err
-	}
-	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(b))
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	root, _ := doc.(map[string]any)
-	c := jsonschema.NewCompiler()
-	if err := c.AddResource(acpSchemaURL, doc); err != nil {
 		return nil, err
 	}
 	s := &ACPSchema{params: map[string]*jsonschema.Schema{}, results: map[string]*jsonschema.Schema{}}

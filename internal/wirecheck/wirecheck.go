@@ -75,20 +75,8 @@ func Default() (*Schema, error) {
 // read, is not a draft 2020-12 schema, or x-methods names a missing $defs
 // entry.
 func Load(path string) (*Schema, error) {
-	b, err := os.ReadFile(path)
+	root, c, err := compilerFor(path, schemaURL)
 	if err != nil {
-		return nil, err
-	}
-	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(b))
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	root, ok := doc.(map[string]any)
-	if !ok {
-		return nil, fmt.Errorf("%s: not a JSON object", path)
-	}
-	c := jsonschema.NewCompiler()
-	if err := c.AddResource(schemaURL, doc); err != nil {
 		return nil, err
 	}
 	s := &Schema{doc: root, methods: map[string]Method{}, defs: map[string]*jsonschema.Schema{}}
@@ -446,4 +434,27 @@ func (s *Schema) Properties(name string) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// compilerFor reads the JSON Schema document at path and returns its root
+// object and a compiler holding it as url. Errors: unreadable, not JSON,
+// not an object.
+func compilerFor(path, url string) (map[string]any, *jsonschema.Compiler, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(b))
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", path, err)
+	}
+	root, ok := doc.(map[string]any)
+	if !ok {
+		return nil, nil, fmt.Errorf("%s: not a JSON object", path)
+	}
+	c := jsonschema.NewCompiler()
+	if err := c.AddResource(url, doc); err != nil {
+		return nil, nil, err
+	}
+	return root, c, nil
 }
