@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"strconv"
+	"strings"
 
 	acp "github.com/coder/acp-go-sdk"
 	"github.com/sourcegraph/jsonrpc2"
@@ -179,14 +180,21 @@ func capabilityError(capability, what string) *protocol.Error {
 // sessionCapabilities.additionalDirectories.
 func checkSessionCaps(p protocol.OpenParams, caps agentCaps) *protocol.Error {
 	for i, raw := range p.McpServers {
-		var srv struct {
-			Type string `json:"type"`
-		}
-		_ = json.Unmarshal(raw, &srv)
+		at := "mcpServers." + strconv.Itoa(i)
+		typ, present, why := memberType(raw)
 		switch {
-		case srv.Type == "http" && !caps.McpCapabilities.HTTP:
+		case why != "":
+			return protocol.InvalidParams(at, at+": "+why)
+		case !present:
+			typ = "stdio" // ACP McpServerStdio has no type
+		}
+		switch {
+		case typ != "stdio" && typ != "http" && typ != "sse":
+			// Nothing the sidecar cannot check is sent (docs/protocol.md §23).
+			return protocol.InvalidParams(at+".type", at+".type "+quoteShort(typ)+" is not an ACP MCP transport (stdio, http, sse)")
+		case typ == "http" && !caps.McpCapabilities.HTTP:
 			return capabilityError("mcpCapabilities.http", "mcpServers."+strconv.Itoa(i)+" (type http)")
-		case srv.Type == "sse" && !caps.McpCapabilities.SSE:
+		case typ == "sse" && !caps.McpCapabilities.SSE:
 			return capabilityError("mcpCapabilities.sse", "mcpServers."+strconv.Itoa(i)+" (type sse)")
 		}
 	}
@@ -201,6 +209,38 @@ func checkSessionCaps(p protocol.OpenParams, caps agentCaps) *protocol.Error {
 var promptBlockCaps = map[string]string{"image": "promptCapabilities.image", "audio": "promptCapabilities.audio",
 	"resource": "promptCapabilities.embeddedContext"}
 
+// knownBlockTypes are the ACP ContentBlock types (schema v1).
+var knownBlockTypes = map[string]bool{"text": true, "image": true, "audio": true, "resource": true, "resource_link": true}
+
+// memberType reads the "type" member of raw, a JSON object that is sent
+// on verbatim, the way every reader will: exactly one member named
+// "type" (none: present false), a string. why is set (and typ empty) for
+// an object that names a member twice, a case variant of "type" ("Type":
+// encoding/json would have read it as the type while the agent reads
+// "type"; found by a fresh-user trial), a non-string type, or a value that
+// is not an object.
+func memberType(raw json.RawMessage) (typ string, present bool, why string) {
+	ms, err := objectMembers(raw)
+	switch {
+	case errors.Is(err, errDuplicateKey):
+		return "", false, "a member name occurs twice"
+	case err != nil:
+		return "", false, "not a JSON object"
+	}
+	for _, m := range ms {
+		switch {
+		case m.key == "type":
+			if json.Unmarshal(m.val, &typ) != nil {
+				return "", false, "type must be a string"
+			}
+			present = true
+		case strings.EqualFold(m.key, "type"):
+			return "", false, "unknown member " + quoteShort(m.key) + "; member names are case-sensitive"
+		}
+	}
+	return typ, present, ""
+}
+
 // promptBlocks returns the prompt as the ACP ContentBlock[] to send, the
 // host's blocks verbatim (a string prompt becomes one text block), or
 // CAPABILITY_UNSUPPORTED for a block the agent's promptCapabilities do not
@@ -212,17 +252,25 @@ func promptBlocks(prompt json.RawMessage, caps agentCaps) (json.RawMessage, *pro
 		b, _ := json.Marshal([]acp.ContentBlock{acp.TextBlock(text)})
 		return b, nil
 	}
-	var blocks []struct {
-		Type string `json:"type"`
-	}
+	var blocks []json.RawMessage
 	if err := json.Unmarshal(prompt, &blocks); err != nil {
 		return nil, protocol.InvalidParams("prompt", "prompt is not an ACP ContentBlock[]")
 	}
 	have := map[string]bool{"promptCapabilities.image": caps.PromptCapabilities.Image,
 		"promptCapabilities.audio": caps.PromptCapabilities.Audio, "promptCapabilities.embeddedContext": caps.PromptCapabilities.EmbeddedContext}
-	for i, b := range blocks {
-		if c, ok := promptBlockCaps[b.Type]; ok && !have[c] {
-			return nil, capabilityError(c, "prompt."+strconv.Itoa(i)+" (type "+b.Type+")")
+	for i, raw := range blocks {
+		at := "prompt." + strconv.Itoa(i)
+		typ, _, why := memberType(raw)
+		if why != "" {
+			return nil, protocol.InvalidParams(at, at+": "+why)
+		}
+		if !knownBlockTypes[typ] {
+			// The bytes go to the agent as written: a type the sidecar does
+			// not know is one it could not check (docs/protocol.md §23).
+			return nil, protocol.InvalidParams(at+".type", at+".type "+quoteShort(typ)+" is not an ACP ContentBlock type (text, image, audio, resource, resource_link)")
+		}
+		if c, ok := promptBlockCaps[typ]; ok && !have[c] {
+			return nil, capabilityError(c, at+" (type "+typ+")")
 		}
 	}
 	return jsonl.CleanRaw(prompt), nil

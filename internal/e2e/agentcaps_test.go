@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -286,6 +287,50 @@ func TestCapabilities_RefusedBeforeSending(t *testing.T) {
 		}
 		if n := len(seedRecv(seedReadAgent(t, rec), "session/new")); n != 0 {
 			t.Errorf("%s: the agent got session/new", c.typ)
+		}
+	}
+}
+
+// TestCapabilities_NoTypeTheCheckCannotRead: the blocks and mcpServers
+// entries go to the agent byte for byte, so the check reads their type as
+// the agent will: a case variant of "type" beside it, a type named twice,
+// a type in another case or one ACP does not define is -32602 and never
+// reaches the agent (a "Type":"text" beside "type":"audio" had passed the
+// check as text and reached an agent without promptCapabilities.audio;
+// found by a fresh-user trial).
+func TestCapabilities_NoTypeTheCheckCannotRead(t *testing.T) {
+	e := newFaultEnv(t)
+	s := startSidecar(t, "--state-dir", e.stateDir)
+	s.hostUnchecked.Store(true) // some of these blocks break the schema on purpose
+	initExt(s, false)
+	rec := seedRecordFile(t)
+	o := seedMustOpen(s, seedOpenParams(e, "caps-strict", rec, ""))
+	for i, blocks := range []string{
+		`[{"type":"audio","data":"x","Type":"text"}]`,
+		`[{"Type":"text","type":"audio","data":"x"}]`,
+		`[{"type":"text","text":"a","type":"image"}]`,
+		`[{"type":"IMAGE","mimeType":"image/png","data":"x"}]`,
+		`[{"type":"video","data":"x"}]`,
+		`[{"text":"no type"}]`,
+	} {
+		f := s.call("session/prompt", map[string]any{"session": o.Session, "requestId": "r" + strconv.Itoa(i), "prompt": json.RawMessage(blocks)})
+		wantError(t, blocks, f, -32602, "INVALID_PARAMS")
+	}
+	if n := len(seedRecv(seedReadAgent(t, rec), "session/prompt")); n != 0 {
+		t.Errorf("the agent got %d session/prompt, want none", n)
+	}
+	for i, srv := range []string{
+		`{"type":"http","name":"x","url":"http://127.0.0.1:1","headers":[],"Type":"stdio","command":"/bin/true","args":[],"env":[]}`,
+		`{"type":"websocket","name":"x","url":"ws://127.0.0.1:1"}`,
+	} {
+		rec := seedRecordFile(t)
+		p := seedOpenParams(e, "mcp-strict-"+strconv.Itoa(i), rec, "")
+		p["mcpServers"] = []any{json.RawMessage(srv)}
+		mark := ownMark(t, p)
+		wantError(t, srv, s.call("session/open", p), -32602, "INVALID_PARAMS")
+		waitNoMarked(t, mark, "", 10*time.Second)
+		if n := len(seedRecv(seedReadAgent(t, rec), "session/new")); n != 0 {
+			t.Errorf("%s: the agent got session/new", srv)
 		}
 	}
 }
