@@ -164,3 +164,29 @@ func TestWithdraw_AgentWithdrawsAnExtensionRequest(t *testing.T) {
 	closeProof(s, o.Session, nil)
 	waitNoMarked(t, e.mark, e.work, 10*time.Second)
 }
+
+// TestWithdraw_HostToldWhenTheSidecarStopsWaiting: an extension request
+// the host holds past its bound (permissionTimeoutMs) is answered -32603
+// to the agent and the host gets $/cancelRequest for it, so its handler
+// can stop (docs/protocol.md §22; the host had been told nothing; found by
+// a fresh-user trial).
+func TestWithdraw_HostToldWhenTheSidecarStopsWaiting(t *testing.T) {
+	e := newFaultEnv(t)
+	s := startSidecar(t, "--state-dir", e.stateDir)
+	reqs := elicitHost(s, func(f *frame) any { return nil }) // held
+	initExt(s, true)
+	p := acpCheckedParams(t, e, "bound-ext", "ext-ask=_fa/ask")
+	p["permissionTimeoutMs"] = 300
+	o := seedMustOpen(s, p)
+	id := s.start("session/prompt", map[string]any{"session": o.Session, "requestId": "t1", "prompt": "ask"})
+	f := nextRequest(t, reqs, "session/extRequest")
+	waitHostCancel(t, s, f.ID)
+	if r := s.await(id, 20*time.Second); r.Error != nil {
+		t.Fatalf("turn: %s", r.Error.Message)
+	}
+	if got := extChunk(s, o.Session, "t1"); !strings.HasPrefix(got, "ext: error -32603 ") {
+		t.Errorf("agent got %q, want -32603", got)
+	}
+	closeProof(s, o.Session, nil)
+	waitNoMarked(t, e.mark, e.work, 10*time.Second)
+}

@@ -16,8 +16,9 @@ import (
 // callHost sends the sidecar → host request method with params and waits
 // for its answer (decoded into result) or ctx. Every sidecar request gets
 // its id here, from one counter (from 1), so the id is known to the
-// sender: when ctx ends with cause protocol.ErrWithdrawn (the agent
-// withdrew the request it stands for), the host is sent
+// sender: when ctx ends before the answer — the agent withdrew the
+// request it stands for (cause protocol.ErrWithdrawn), a bound ran out,
+// the turn or the session ended — the host is sent
 // $/cancelRequest {"id": <that id>} and a later answer is ignored
 // (docs/protocol.md §22 Withdrawn requests).
 func (s *Server) callHost(ctx context.Context, method string, params, result any) error {
@@ -41,7 +42,10 @@ func (s *Server) callHost(ctx context.Context, method string, params, result any
 			err = fmt.Errorf("the host's answer to %s: %w", method, uerr)
 		}
 	}
-	if ctx.Err() != nil && errors.Is(context.Cause(ctx), protocol.ErrWithdrawn) {
+	if err != nil && ctx.Err() != nil && !errors.Is(err, jsonrpc2.ErrClosed) {
+		// The sidecar stopped waiting: the agent withdrew the request
+		// (protocol.ErrWithdrawn), a bound ran out, the turn or session
+		// ended. The host's handler can stop too.
 		if nerr := s.conn.Notify(context.Background(), protocol.MethodCancelRequest, map[string]jsonrpc2.ID{"id": id}); nerr != nil {
 			s.log.Debug("$/cancelRequest not sent to the host", zap.Error(nerr))
 		}

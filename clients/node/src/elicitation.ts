@@ -58,12 +58,14 @@ function elicitPrefix(session: string, requestId: string | null | undefined): st
 
 /**
  * abortOnCancel aborts ac when the sidecar cancels the request (its
- * `$/cancelRequest`: the agent withdrew it, docs/protocol.md §22).
+ * `$/cancelRequest`: the agent withdrew it, its bound ran out, the turn
+ * or session ended; docs/protocol.md §22).
  * @internal
  */
 export function abortOnCancel(token: CancellationToken | undefined, ac: AbortController): void {
-  if (token?.isCancellationRequested) ac.abort(new Error("withdrawn by the agent"));
-  token?.onCancellationRequested(() => ac.abort(new Error("withdrawn by the agent")));
+  const why = () => new Error("cancelled by the sidecar ($/cancelRequest: withdrawn by the agent, its bound ran out, or the turn ended)");
+  if (token?.isCancellationRequested) ac.abort(why());
+  token?.onCancellationRequested(() => ac.abort(why()));
 }
 
 /**

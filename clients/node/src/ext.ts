@@ -4,7 +4,9 @@
  * (Session.extRequest, extNotify, agentSessions).
  */
 
-import { ResponseError, type MessageConnection } from "vscode-jsonrpc/node";
+import { ResponseError, type CancellationToken, type MessageConnection } from "vscode-jsonrpc/node";
+
+import { abortOnCancel } from "./elicitation.js";
 
 import type * as wire from "./protocol.gen.js";
 
@@ -28,7 +30,10 @@ export type AgentSessionsPage = wire.AgentSessionsResult;
  * Answers an agent's `_…` request. What it returns (or resolves to) is sent
  * to the agent verbatim; a throw of `{code, message, data?}` (a
  * SidecarError or any object with a numeric `code`) is sent as that JSON-RPC
- * error, any other throw as -32603. `signal` aborts when the sidecar exits.
+ * error, any other throw as -32603. `signal` aborts when the sidecar exits
+ * or sends `$/cancelRequest` for the request (the agent withdrew it, its
+ * bound ran out, the turn or session ended: docs/protocol.md §22); an
+ * answer after that is ignored.
  */
 export type ExtRequestHandler = (req: ExtRequest, ctx: { signal: AbortSignal }) => unknown;
 
@@ -47,9 +52,17 @@ export function serveExtRequests(conn: MessageConnection, handler: ExtRequestHan
   const gone = new AbortController();
   void exited.then(() => gone.abort(new Error("the sidecar exited")));
   const signal = gone.signal;
-  conn.onRequest("session/extRequest", async (p: ExtRequest) => {
+  conn.onRequest("session/extRequest", async (p: ExtRequest, token: CancellationToken) => {
+    // The handler's signal aborts when the sidecar exits or sends
+    // $/cancelRequest for it (the agent withdrew it, a bound ran out, the
+    // turn or session ended: docs/protocol.md §22), as for permissions.
+    const ac = new AbortController();
+    const onGone = () => ac.abort(signal.reason);
+    if (signal.aborted) onGone();
+    else signal.addEventListener("abort", onGone, { once: true });
+    abortOnCancel(token, ac);
     try {
-      const res = await handler(p, { signal });
+      const res = await handler(p, { signal: ac.signal });
       return res === undefined ? null : res;
     } catch (err) {
       const e = err as { code?: unknown; message?: unknown; data?: unknown };
@@ -57,6 +70,8 @@ export function serveExtRequests(conn: MessageConnection, handler: ExtRequestHan
         return new ResponseError(e.code, typeof e.message === "string" ? e.message : "error", e.data);
       }
       return new ResponseError(-32603, err instanceof Error ? err.message : String(err));
+    } finally {
+      signal.removeEventListener("abort", onGone);
     }
   });
 }

@@ -101,7 +101,7 @@ export async function spawnSidecar(opts: SpawnOptions): Promise<Sidecar> {
     child.once("error", (err) => reject(localError(LocalDataCode.START_FAILED, `${binary}: ${err.message}`, "spawn", err)));
   });
   const reader = new LspReader(child.stdout!, opts.onFrame);
-  const writer = new TappedWriter(new StreamMessageWriter(child.stdin!), opts.onFrame);
+  const writer = new TappedWriter(new StreamMessageWriter(child.stdin!), opts.onFrame, () => !child.stdin || child.stdin.destroyed || child.stdin.writableEnded);
   const conn = createMessageConnection(reader, writer, undefined, {
     messageStrategy: {
       handleMessage(m: Message, next: (m: Message) => void) {

@@ -16,6 +16,10 @@ export class TappedWriter implements MessageWriter {
   constructor(
     private readonly inner: MessageWriter,
     private readonly onFrame: ((direction: "sent" | "received", message: Message) => void) | undefined,
+    /** True once the sidecar's stdin is gone: a write then would throw
+     * ERR_STREAM_DESTROYED out of the stream, uncaught (a handler that
+     * answers after the sidecar exited crashed the host). */
+    private readonly gone: () => boolean = () => false,
   ) {}
   get onError() {
     return this.inner.onError;
@@ -38,6 +42,13 @@ export class TappedWriter implements MessageWriter {
         this.refused = err;
         return Promise.reject(err);
       }
+    }
+    if (this.gone()) {
+      // Nobody reads it: a request fails (its caller sees the sidecar's
+      // exit), an answer or notification is dropped.
+      return typeof req.method === "string" && req.id !== undefined
+        ? Promise.reject(new Error("the sidecar's stdin is closed"))
+        : Promise.resolve();
     }
     this.onFrame?.("sent", msg);
     return this.inner.write(msg);

@@ -71,3 +71,49 @@ test("extRequest, extNotify, onExtRequest, the extNotification event, agentSessi
   assert.equal(frames.errors.filter(refused).length, 1);
   assert.deepEqual(frames.errors.filter((e) => !refused(e)), [], "every other frame both ways fits docs/protocol.schema.json");
 });
+
+test("onExtRequest: the signal aborts on the agent's withdrawal, and an answer after the sidecar exited does not crash the host", { skip: skipReason }, async (t) => {
+  const mark = newMark();
+  let aborted;
+  let asked2 = false;
+  let gotRequest;
+  const asked = new Promise((r) => (gotRequest = r));
+  const sc = await spawnSidecar({
+    binary: sidecarBin,
+    stateDir: tempDir(t),
+    env: sidecarEnv(mark),
+    onExtRequest: (req, { signal }) => {
+      if (req.requestId === "t2") {
+        asked2 = true;
+        // Answers after the sidecar is gone (shut down below): dropped,
+        // never a crash (ERR_STREAM_DESTROYED had killed the host).
+        return new Promise((resolve) => setTimeout(() => resolve({ late: true }), 800));
+      }
+      gotRequest();
+      return new Promise((resolve) => {
+        signal.addEventListener("abort", () => {
+          aborted = true;
+          resolve({ late: true }); // ignored: the agent withdrew it
+        });
+      });
+    },
+  });
+  t.after(() => sc.kill("SIGKILL"));
+  const p = faultOpen("node-ext-withdraw", workDir(t), mark, "normal", {});
+  p.command.args = ["--mode", "ext-ask=_fa/ask,ext-withdraw=200"];
+  const s = await sc.open(p);
+  const turn = s.prompt({ requestId: "t1", prompt: "ask" });
+  for await (const _ of turn.updates) {
+    // drained
+  }
+  await turn.result;
+  await asked;
+  assert.equal(aborted, true, "the handler's signal did not abort on the agent's $/cancel_request");
+  // A second turn's request is answered only after the sidecar exited.
+  const t2 = s.prompt({ requestId: "t2", prompt: "ask" });
+  t2.result.catch(() => undefined);
+  await waitFor(() => asked2, 10000, "the second turn's extension request");
+  await sc.shutdown();
+  await new Promise((r) => setTimeout(r, 1200)); // the late answer's write happens now
+  assert.deepEqual(markedPids(mark), []);
+});
