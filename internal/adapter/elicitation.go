@@ -3,6 +3,7 @@ package adapter
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"time"
 
 	acp "github.com/coder/acp-go-sdk"
@@ -184,7 +185,15 @@ func (s *session) escalateElicit(t *turn, eh ElicitationHost, m *agentMsg, pe *p
 			if s.turn != t || t.elicits[m] == nil {
 				return // settled first (turn end, bound, withdrawal): the late answer changes nothing
 			}
-			if err != nil {
+			var refused *protocol.Error
+			switch {
+			case errors.As(err, &refused) && refused.RPCCode == protocol.CodeInvalidParams:
+				// An answer of the wrong shape (not an object, a member
+				// named twice or in another case): refused like a schema
+				// mismatch (docs/protocol.md §22).
+				s.answerElicit(m, pe, elicitCancel, "host answer refused", refused)
+				return
+			case err != nil:
 				s.answerElicit(m, pe, elicitCancel, "host error", nil)
 				return
 			}

@@ -188,20 +188,27 @@ func TestElicitation_MalformedRefused(t *testing.T) {
 func TestElicitation_BadAnswerRefused(t *testing.T) {
 	e := newFaultEnv(t)
 	s := startSidecar(t, "--state-dir", e.stateDir)
+	accept := func(content map[string]any) any { return map[string]any{"action": "accept", "content": content} }
 	cases := []struct {
-		content map[string]any
+		content any // the whole answer
 		field   string
 	}{
-		{map[string]any{"strategy": "reckless"}, "content.strategy"},
-		{map[string]any{"strategy": "balanced", "extra": "x"}, "content.extra"},
-		{map[string]any{"count": 3}, "content.strategy"},
-		{map[string]any{"strategy": "balanced", "count": 12}, "content.count"},
+		{accept(map[string]any{"strategy": "reckless"}), "content.strategy"},
+		{accept(map[string]any{"strategy": "balanced", "extra": "x"}), "content.extra"},
+		{accept(map[string]any{"count": 3}), "content.strategy"},
+		{accept(map[string]any{"strategy": "balanced", "count": 12}), "content.count"},
+		// Answers of the wrong shape: refused the same way (they had been
+		// audited "host error" without the -32602; a fresh-user trial).
+		{"accept", "result"},
+		{json.RawMessage(`{"action":"accept","content":{"strategy":"balanced"},"Action":"decline"}`), "Action"},
 	}
-	var current atomic.Value // the content the host answers
-	elicitHost(s, func(f *frame) any { return map[string]any{"action": "accept", "content": current.Load()} })
+	s.hostUnchecked.Store(true) // the last two answers break the schema on purpose
+	var current atomic.Value // the answer the host sends, as JSON
+	elicitHost(s, func(f *frame) any { return current.Load().(json.RawMessage) })
 	initElicit(s, map[string]bool{"form": true})
 	for i, c := range cases {
-		current.Store(c.content)
+		b, _ := json.Marshal(c.content)
+		current.Store(json.RawMessage(b))
 		session, res := elicitTurn(t, e, s, fmt.Sprintf("elicit-bad-%d", i), "elicit=form", nil)
 		if res.Status != "completed" {
 			t.Errorf("%v: turn %+v", c.content, res)

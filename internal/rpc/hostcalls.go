@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 
 	"github.com/sourcegraph/jsonrpc2"
 	"go.uber.org/zap"
@@ -35,11 +34,17 @@ func (s *Server) callHost(ctx context.Context, method string, params, result any
 		// (docs/protocol.md §3): "OptionID" is not optionId, and of two
 		// optionIds neither is taken. A refused answer is an error: a
 		// permission it meant is not granted, an elicitation is cancelled.
+		// The error is a -32602 *protocol.Error naming what is wrong (the
+		// elicitation path reports it to the host in its audit notice).
 		if serr := strictjson.Check(raw, result); serr != nil {
 			s.log.Warn("host answer refused", zap.String("method", method), zap.String("reason", serr.Error()))
-			err = fmt.Errorf("the host's answer to %s: %w", method, serr)
+			field := serr.(*strictjson.Error).Path
+			if field == "" {
+				field = "result"
+			}
+			err = protocol.InvalidParams(field, "the host's answer to "+method+": "+serr.Error())
 		} else if uerr := json.Unmarshal(raw, result); uerr != nil {
-			err = fmt.Errorf("the host's answer to %s: %w", method, uerr)
+			err = protocol.InvalidParams("result", "the host's answer to "+method+" does not match its schema")
 		}
 	}
 	if err != nil && ctx.Err() != nil && !errors.Is(err, jsonrpc2.ErrClosed) {
