@@ -105,7 +105,10 @@ type Options struct {
 	// the agent verbatim; an *Error is sent with its Code, Message and
 	// Data. When it is set, Initialize declares capabilities.extRequests
 	// (without it the agents get -32601). ctx ends when the connection
-	// closes. OnRequest, when set, takes these requests instead.
+	// closes or the sidecar sends $/cancelRequest for the request (the
+	// agent withdrew it, its bound ran out, the turn or session ended:
+	// docs/protocol.md §22); an answer after that is ignored. OnRequest,
+	// when set, takes these requests instead.
 	OnExtRequest func(ctx context.Context, req ExtRequest) (json.RawMessage, error)
 	// OnExtNotification receives the agents' `_…` notifications
 	// (session/extNotification), in wire order with the other callbacks.
