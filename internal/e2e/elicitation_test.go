@@ -203,7 +203,7 @@ func TestElicitation_BadAnswerRefused(t *testing.T) {
 		{json.RawMessage(`{"action":"accept","content":{"strategy":"balanced"},"Action":"decline"}`), "Action"},
 	}
 	s.hostUnchecked.Store(true) // the last two answers break the schema on purpose
-	var current atomic.Value // the answer the host sends, as JSON
+	var current atomic.Value    // the answer the host sends, as JSON
 	elicitHost(s, func(f *frame) any { return current.Load().(json.RawMessage) })
 	initElicit(s, map[string]bool{"form": true})
 	for i, c := range cases {
