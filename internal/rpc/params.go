@@ -57,7 +57,9 @@ func jsonKind(goKind string) string {
 		return "a string"
 	case "bool":
 		return "a boolean"
-	case "int", "int64", "int32", "uint64", "float64":
+	case "int", "int64", "int32", "uint64", "uint32", "uint":
+		return "an integer"
+	case "float64", "float32":
 		return "a number"
 	case "slice":
 		return "an array"
