@@ -48,6 +48,10 @@ type options struct {
 	stateDir      string
 	inheritEnv    string
 	inheritEnvOld string // the old boolean spelling given, if any
+	// lateReconcile is the removed --late-close-reconcile-attempts, still
+	// accepted (and ignored, with a warning) so an operator's old command
+	// line keeps starting; -1: not given.
+	lateReconcile int
 	limits        limitFlags
 	handshakeMs   int64
 	closeMs       int64
@@ -98,6 +102,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.IntVar(&o.closeAttempts, "protocol-close-attempts", d.ProtocolCloseAttempts, "ACP session/close attempts per target (1 + retries)")
 	fs.Int64Var(&o.retryMinMs, "retained-retry-min-ms", d.RetainedRetryMin.Milliseconds(), "retained cleanup backoff start, ms")
 	fs.Int64Var(&o.retryMaxMs, "retained-retry-max-ms", d.RetainedRetryMax.Milliseconds(), "retained cleanup backoff cap, ms")
+	fs.IntVar(&o.lateReconcile, "late-close-reconcile-attempts", -1, "deprecated and ignored: a late session's close is bounded by --retained-close-window-ms, not a count")
 	fs.Int64Var(&o.lateWindowMs, "retained-close-window-ms", d.RetainedCloseWindow.Milliseconds(), "ACP session/close of a session created after its admission was given up: failures retried with backoff for no count within this, ms")
 	fs.IntVar(&o.maxQueued, "max-queued-turns", protocol.DefaultMaxQueuedTurns, "queue: true prompts that may wait behind a session's active turn (docs/protocol.md §8)")
 	fs.Int64Var(&o.journalMax, "journal-max-bytes", journal.DefaultMaxBytes, "size at which a session journal segment is rotated, bytes; 4 segments are kept (docs/protocol.md §16)")
@@ -313,6 +318,9 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			log.Warn("the default sandbox cannot be enforced here; opens that name none run unsandboxed and say so (sandbox.enforced false)",
 				zap.String("defaultSandbox", o.defaultSandbox), zap.Int("landlockAbi", sc.LandlockABI), zap.String("reason", sc.Reason))
 		}
+	}
+	if o.lateReconcile >= 0 {
+		log.Warn("--late-close-reconcile-attempts is deprecated and ignored: a late session's ACP close is retried within --retained-close-window-ms (docs/rules.md#r20)")
 	}
 	if o.inheritEnvOld != "" {
 		log.Warn("--inherit-env=" + o.inheritEnvOld + " is the old boolean spelling; it means --inherit-env=" + o.inheritEnv)

@@ -104,3 +104,14 @@ func TestParseFlags_RelativeHomeMeansNoDefaultStateDir(t *testing.T) {
 		t.Fatalf("HOME=relative: %v, stateDir %q; want no error and no default", err, o.stateDir)
 	}
 }
+
+// TestParseFlags_RemovedReconcileFlagStillStarts: the removed
+// --late-close-reconcile-attempts is accepted (and ignored) so an
+// operator's old command line keeps starting.
+func TestParseFlags_RemovedReconcileFlagStillStarts(t *testing.T) {
+	var errb bytes.Buffer
+	o, err := parseFlags([]string{"--late-close-reconcile-attempts", "3", "--state-dir", "/tmp/x"}, &errb)
+	if err != nil || o.lateReconcile != 3 {
+		t.Fatalf("%v (lateReconcile %d), want accepted", err, o.lateReconcile)
+	}
+}
