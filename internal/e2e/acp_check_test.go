@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"encoding/json"
+	"path/filepath"
 	"sync"
 	"testing"
 
@@ -70,4 +71,28 @@ func acpCheckedParams(t *testing.T, e *faultEnv, key, modes string) map[string]a
 	rec := seedRecordFile(t)
 	t.Cleanup(func() { seedReadAgent(t, rec) }) // before the record's directory is removed
 	return seedOpenParams(e, key, rec, modes)
+}
+
+// acpTapped launches a's sessions through the fault agent's __tap-exec
+// (a recording pipe in front of the real agent) and, when the test ends,
+// checks every frame the sidecar sent the agent against the ACP v1 schema
+// (checkACPRecord, through seedReadAgent), and that frames were recorded.
+func acpTapped(t *testing.T, a *agentRun) {
+	t.Helper()
+	// In the session's cwd: writable under the default sandbox (the real
+	// agents get private HOMEs, so seedRecordFile's directory is not).
+	a.tapRecord = filepath.Join(a.work, ".acp-tap.jsonl")
+	t.Cleanup(func() {
+		msgs := seedReadAgent(t, a.tapRecord)
+		recv := 0
+		for _, m := range msgs {
+			if m.Dir == "recv" {
+				recv++
+			}
+		}
+		t.Logf("the tap recorded %d lines, %d the sidecar sent the agent (checked against the ACP v1 schema)", len(msgs), recv)
+		if n := len(seedRecv(msgs, "initialize")); n == 0 {
+			t.Errorf("the tap recorded no initialize: the real agent's frames went unchecked")
+		}
+	})
 }

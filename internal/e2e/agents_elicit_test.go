@@ -40,6 +40,7 @@ func TestAgent_CodexQuestionIsAnElicitation(t *testing.T) {
 // accepts the first option; setup (may be nil) runs after the open.
 func agentQuestion(t *testing.T, name string, setup func(a *agentRun, session string)) {
 	a := newAgentRun(t, name)
+	acpTapped(t, a)
 	// A sidecar of its own, whose host declares form elicitation.
 	a.stateDir = t.TempDir()
 	a.s = startSidecar(t, "--state-dir", a.stateDir, "--handshake-timeout-ms", "55000")

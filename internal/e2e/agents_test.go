@@ -250,6 +250,11 @@ type agentRun struct {
 	marks    []string
 
 	answers map[string]string // session -> option kind the host picks
+	// tapRecord, when set, is a record file: every session is launched
+	// through the fault agent's __tap-exec, and when the test ends every
+	// frame the sidecar sent the real agent is checked against the ACP v1
+	// schema (acpTapped).
+	tapRecord string
 }
 
 func newAgentRun(t *testing.T, name string) *agentRun {
@@ -338,7 +343,11 @@ func (a *agentRun) openParamsFor(l *agentenv.Launch, key string, extra map[strin
 	for k, v := range l.Env {
 		env[k] = v
 	}
-	p := map[string]any{"sessionKey": key, "agent": l.Agent, "command": l.Command, "cwd": a.work, "env": env}
+	var command any = l.Command
+	if a.tapRecord != "" {
+		command = agentenv.Command{Path: faultBin, Args: append([]string{"__tap-exec", a.tapRecord, l.Command.Path}, l.Command.Args...)}
+	}
+	p := map[string]any{"sessionKey": key, "agent": l.Agent, "command": command, "cwd": a.work, "env": env}
 	for k, v := range extra {
 		p[k] = v
 	}

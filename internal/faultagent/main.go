@@ -302,6 +302,10 @@ func main() {
 		grandchildMain()
 		return
 	}
+	if len(os.Args) > 1 && os.Args[1] == tapExecFlag {
+		tapExecMain(os.Args[2:])
+		return
+	}
 	if len(os.Args) > 2 && os.Args[1] == probeChildFlag {
 		probeChildMain(os.Args[2])
 		return
