@@ -13,6 +13,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"go.uber.org/zap"
 	"golang.org/x/sys/unix"
@@ -148,15 +149,31 @@ func TestStart_V1ExecFile(t *testing.T) {
 				// close-on-exec): not the status pipe, not the executable.
 				allowed := inheritableFDs(t)
 				allowed["0"], allowed["1"], allowed["2"] = true, true, true
-				ents, err := os.ReadDir("/proc/" + strconv.Itoa(tr.Pid()) + "/fd")
-				if err != nil {
-					t.Fatal(err)
-				}
-				for _, e := range ents {
-					if !allowed[e.Name()] {
-						target, _ := os.Readlink("/proc/" + strconv.Itoa(tr.Pid()) + "/fd/" + e.Name())
-						t.Errorf("the provider holds descriptor %s -> %s", e.Name(), target)
+				// The shell prints, then execs sleep, whose dynamic loader
+				// holds each library it maps open for a moment: a leaked
+				// descriptor stays, a loader's goes. Wait (bounded) for
+				// sleep and for no descriptor outside the allowed ones.
+				waitComm(t, tr.Pid(), "sleep")
+				var extra []string
+				for deadline := time.Now().Add(5 * time.Second); ; {
+					extra = extra[:0]
+					ents, err := os.ReadDir("/proc/" + strconv.Itoa(tr.Pid()) + "/fd")
+					if err != nil {
+						t.Fatal(err)
 					}
+					for _, e := range ents {
+						if !allowed[e.Name()] {
+							target, _ := os.Readlink("/proc/" + strconv.Itoa(tr.Pid()) + "/fd/" + e.Name())
+							extra = append(extra, e.Name()+" -> "+target)
+						}
+					}
+					if len(extra) == 0 || time.Now().After(deadline) {
+						break
+					}
+					time.Sleep(2 * time.Millisecond) // polling /proc, bounded
+				}
+				for _, x := range extra {
+					t.Errorf("the provider holds descriptor %s", x)
 				}
 			} else {
 				waitExited(t, tr)

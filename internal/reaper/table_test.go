@@ -305,6 +305,21 @@ func TestRecoverTable_KillsLeftoverByGroupAndMarker(t *testing.T) {
 	requireNoneAlive(t, mark)
 }
 
+// waitComm waits (5 s deadline) until process pid's comm is want.
+func waitComm(t *testing.T, pid int, want string) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/comm")
+		if strings.TrimSpace(string(b)) == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("pid %d is %q after 5 s, want %q", pid, strings.TrimSpace(string(b)), want)
+		}
+		time.Sleep(2 * time.Millisecond) // polling /proc, bounded
+	}
+}
+
 // waitMarked waits (5 s deadline) until the marker scan lists pid.
 func waitMarked(t *testing.T, mark string, pid int) {
 	t.Helper()
