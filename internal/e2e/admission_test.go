@@ -83,7 +83,7 @@ func TestAdmission_UncontainablePlatformRefusedBeforeLaunch(t *testing.T) {
 		cmd.Stdin = strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1,"clientInfo":{"name":"e2e","version":"0"}}}` + "\n")
 		var out, errb bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &out, &errb
-		err := cmd.Run()
+		_, err := runTracked(cmd)
 		ee, ok := err.(*exec.ExitError)
 		if !ok || ee.ExitCode() != 2 {
 			t.Fatalf("sidecar with an unusable --cgroup-parent: err %v, want exit status 2\nstderr: %s", err, errb.String())

@@ -96,7 +96,9 @@ func startLSPSidecar(t *testing.T, args ...string) *lspPeer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := p.cmd.Start(); err != nil {
+	// Tracked: its Wait is this peer's, not the orphan reaper's (another
+	// test may run one; a taken zombie made ExitCode -1 in CI).
+	if err := startTracked(p.cmd); err != nil {
 		t.Fatal(err)
 	}
 	go func() {

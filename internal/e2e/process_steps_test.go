@@ -45,8 +45,23 @@ func trackChild(pid int) {
 // otherwise exit and be reaped between Start and trackChild.
 func runTracked(cmd *exec.Cmd) ([]byte, error) {
 	var out bytes.Buffer
-	cmd.Stdout = &out
+	if cmd.Stdout == nil {
+		cmd.Stdout = &out
+	}
+	if err := startTracked(cmd); err != nil {
+		return nil, err
+	}
+	err := cmd.Wait()
+	return out.Bytes(), err
+}
+
+// startTracked is cmd.Start with the child tracked from its start (see
+// runTracked): its wait status stays for cmd.Wait. Every child a test
+// Waits for is started so (an untracked one's zombie could be taken by
+// the orphan reaper: cmd.Wait then fails and ExitCode is -1).
+func startTracked(cmd *exec.Cmd) error {
 	orphans.mu.Lock()
+	defer orphans.mu.Unlock()
 	err := cmd.Start()
 	if err == nil {
 		if orphans.tracked == nil {
@@ -54,12 +69,7 @@ func runTracked(cmd *exec.Cmd) ([]byte, error) {
 		}
 		orphans.tracked[cmd.Process.Pid] = true
 	}
-	orphans.mu.Unlock()
-	if err != nil {
-		return nil, err
-	}
-	err = cmd.Wait()
-	return out.Bytes(), err
+	return err
 }
 
 // startOrphanReaper starts the reaping loop once; stopOrphanReaper (from

@@ -36,7 +36,7 @@ func requireLimits(t *testing.T) {
 // can enforce every kind of limit (docs/protocol.md §18.2), and why not.
 func limitsEnforceable(t *testing.T) (bool, string) {
 	t.Helper()
-	out, _ := exec.Command(sidecarBin, "doctor").Output()
+	out, _ := runTracked(exec.Command(sidecarBin, "doctor"))
 	var d struct {
 		Containment string `json:"containment"`
 		Limits      map[string]struct {
@@ -105,7 +105,10 @@ func TestLimits_RefusedWhereTheContainmentCannotEnforceThem(t *testing.T) {
 	if !ok {
 		t.Run("default flag", func(t *testing.T) {
 			cmd := exec.Command(sidecarBin, "--containment", "cgroup", "--default-pids", "64")
-			out, err := cmd.CombinedOutput()
+			var combined bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &combined, &combined
+			_, err := runTracked(cmd)
+			out := combined.Bytes()
 			var ee *exec.ExitError
 			if !errors.As(err, &ee) || ee.ExitCode() != 2 || !strings.Contains(string(out), "default-pids") {
 				t.Errorf("unenforceable --default-pids: %v, %q; want exit 2 naming the flag (%s)", err, out, why)
