@@ -1,7 +1,7 @@
 package main
 
 import (
-	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -72,29 +72,18 @@ func tapExecMain(args []string) {
 	}
 }
 
-// copyLines copies r to w line by line, showing each complete JSON line to
-// note first (a line that is not one JSON value is copied, not noted).
+// copyLines copies r to w line by line (readLines), showing each complete
+// JSON line to note first (a line that is not one JSON object is copied,
+// not noted). It stops at the end of r or the first failed write.
 func copyLines(r io.Reader, w io.Writer, note func([]byte)) {
-	br := bufio.NewReaderSize(r, 1<<16)
-	for {
-		line, err := br.ReadBytes('\n')
-		if len(line) > 0 {
-			if body := trimLine(line); len(body) > 0 && body[0] == '{' {
-				note(body)
-			}
-			if _, werr := w.Write(line); werr != nil {
-				return
-			}
-		}
-		if err != nil {
+	var werr error
+	_ = readLines(r, func(line []byte) {
+		if werr != nil {
 			return
 		}
-	}
-}
-
-func trimLine(b []byte) []byte {
-	for len(b) > 0 && (b[len(b)-1] == '\n' || b[len(b)-1] == '\r') {
-		b = b[:len(b)-1]
-	}
-	return b
+		if body := bytes.TrimRight(line, "\r\n"); len(body) > 0 && body[0] == '{' {
+			note(body)
+		}
+		_, werr = w.Write(line)
+	})
 }
