@@ -37,10 +37,7 @@ func objectMembers(raw json.RawMessage) ([]member, error) {
 	var out []member
 	dup := false
 	ok := jsonl.Members(raw, func(k []byte, escaped bool, v []byte) {
-		key := string(k)
-		if escaped {
-			_ = json.Unmarshal([]byte(`"`+key+`"`), &key)
-		}
+		key := jsonl.MemberName(k, escaped)
 		for _, m := range out {
 			if m.key == key {
 				dup = true

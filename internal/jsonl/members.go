@@ -1,9 +1,21 @@
 package jsonl
 
+import "encoding/json"
+
+// MemberName is a key as Members reports it, decoded: escape sequences
+// resolved when escaped is set (the name every JSON reader compares).
+func MemberName(key []byte, escaped bool) string {
+	k := string(key)
+	if escaped {
+		_ = json.Unmarshal([]byte(`"`+k+`"`), &k)
+	}
+	return k
+}
+
 // Members calls fn with each member of obj, which must be one JSON object
 // (surrounding white space allowed), in order: key is the raw key without
-// its quotes (escaped reports an escape sequence in it: decode it before
-// comparing), val the raw value, both subslices of obj. It validates obj
+// its quotes (escaped reports an escape sequence in it: MemberName decodes it
+// before comparing), val the raw value, both subslices of obj. It validates obj
 // in the same pass and returns false, having called fn for the members
 // before the fault, if obj is not one valid JSON object. It allocates
 // nothing; a strict decoder (duplicate and case-variant keys) is built on

@@ -120,10 +120,7 @@ func duplicateEnvelopeMember(obj []byte) string {
 	var seen [6]bool
 	dup := ""
 	Members(obj, func(key []byte, escaped bool, _ []byte) {
-		k := string(key)
-		if escaped {
-			_ = json.Unmarshal([]byte(`"`+k+`"`), &k)
-		}
+		k := MemberName(key, escaped)
 		for i, name := range [...]string{"jsonrpc", "id", "method", "params", "result", "error"} {
 			if k == name {
 				if seen[i] && dup == "" {

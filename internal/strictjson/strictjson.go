@@ -106,10 +106,7 @@ func checkObject(raw []byte, path string, lookup func(string) (reflect.Type, str
 		if err != nil {
 			return
 		}
-		key := string(k)
-		if escaped {
-			_ = json.Unmarshal([]byte(`"`+key+`"`), &key)
-		}
+		key := jsonl.MemberName(k, escaped)
 		at := join(path, key)
 		if seen[key] {
 			err = &Error{Path: at, Reason: "member " + strconv.Quote(key) + " occurs twice"}
