@@ -70,7 +70,9 @@ func TestCloseACP_RetainedTargetBoundedByTime(t *testing.T) {
 	if took := time.Since(start); took > 5*time.Second {
 		t.Fatalf("the close took %v past an 80ms window", took)
 	}
-	if r.Close.Outcome != protocol.CloseError || r.Sent < 5 || len(r.Errors) != r.Sent {
+	// The window may end during an attempt's wait (that attempt is then
+	// reported timed out) or during a backoff (the last error stands).
+	if (r.Close.Outcome != protocol.CloseError && r.Close.Outcome != protocol.CloseTimeout) || r.Sent < 5 || len(r.Errors) != r.Sent {
 		t.Fatalf("result outcome %v sent %d errors %d: want error after several attempts, one error each", r.Close.Outcome, r.Sent, len(r.Errors))
 	}
 }

@@ -44,19 +44,29 @@ func Begin(t Target, now time.Time) *protocol.Proof {
 }
 
 // NothingLaunched is the complete proof of a cleanup with no tree
-// (docs/rules.md#r1): verified by construction, finished at startedAt.
+// (docs/rules.md#r1): verified by construction, attempts 0 (nothing was
+// tried: docs/protocol.md §5 cleanup), finished at startedAt.
 func NothingLaunched(t Target, now time.Time) *protocol.Proof {
 	p := Begin(t, now)
-	p.Complete, p.Verified = true, protocol.ProofVerified{TreeEmpty: true, Method: "nothing was launched"}
+	markNothingLaunched(p)
 	Finish(p, now)
 	return p
 }
 
+// markNothingLaunched makes p the proof of a cleanup with no tree:
+// complete by construction, nothing attempted.
+func markNothingLaunched(p *protocol.Proof) {
+	p.Attempts = 0
+	p.Complete, p.Verified = true, protocol.ProofVerified{TreeEmpty: true, Method: "nothing was launched"}
+}
+
 // Incomplete is the proof of a cleanup that did not finish in time (a
-// shutdown past its bound): incomplete, one CLEANUP_INCOMPLETE error
+// shutdown past its bound): incomplete, attempts 0 (no attempt of its
+// finished: docs/protocol.md §7 shutdown), one CLEANUP_INCOMPLETE error
 // saying why.
 func Incomplete(t Target, why string, now time.Time) *protocol.Proof {
 	p := Begin(t, now)
+	p.Attempts = 0
 	p.Errors = append(p.Errors, protocol.ProofError{Code: protocol.ErrCleanupIncomplete, Message: why})
 	Finish(p, now)
 	return p

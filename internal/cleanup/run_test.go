@@ -59,7 +59,7 @@ func TestRun_NothingLaunchedIsCompleteByConstruction(t *testing.T) {
 		t.Fatalf("proof %+v err %v", p, err)
 	}
 	q := NothingLaunched(Target{Session: "s"}, time.Now())
-	if !q.Complete || q.Verified != p.Verified || q.CleanupID == p.CleanupID {
+	if !q.Complete || q.Verified != p.Verified || q.CleanupID == p.CleanupID || q.Attempts != 0 || p.Attempts != 0 {
 		t.Errorf("NothingLaunched %+v", q)
 	}
 }
@@ -143,7 +143,7 @@ func TestRetain_StopsWithTheSidecar(t *testing.T) {
 // whose cleanup outlived shutdown's bound.
 func TestIncomplete_ShutdownPastItsBound(t *testing.T) {
 	p := Incomplete(Target{Session: "s", Origin: protocol.OriginShutdown, Containment: reaper.ModeCgroup}, "shutdown bound exceeded", time.Now())
-	if p.Complete || p.Containment != "cgroup" || !eq(codes(p.Errors), []string{string(protocol.ErrCleanupIncomplete)}) || p.ProtocolClose.Outcome != protocol.CloseSkipped {
+	if p.Complete || p.Attempts != 0 || p.Containment != "cgroup" || !eq(codes(p.Errors), []string{string(protocol.ErrCleanupIncomplete)}) || p.ProtocolClose.Outcome != protocol.CloseSkipped {
 		t.Fatalf("proof %+v", p)
 	}
 }
