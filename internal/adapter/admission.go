@@ -108,7 +108,7 @@ func (s *session) startAdmission(ctx context.Context, reply Reply) {
 	if !s.takeKeyHold(st, reply) { // before the record, journal or ledger is touched
 		return
 	}
-	s.st = st
+	s.rec.st = st
 	if ctx.Err() != nil { // docs/rules.md#r1
 		s.failBeforeLaunch(reply, abortedError())
 		return
@@ -135,7 +135,7 @@ func (s *session) startAdmission(ctx context.Context, reply Reply) {
 		s.failBeforeLaunch(reply, perr)
 		return
 	}
-	s.tmpDir = sb.tmpDir
+	s.end.tmpDir = sb.tmpDir
 	in := admissionInput{open: p, prof: s.prof, st: st, exe: exe, env: env, baseEnv: base,
 		timeout: s.m.cfg.HandshakeTimeout, limits: s.m.effectiveLimits(p), sandbox: sb}
 	if p.HandshakeTimeoutMs != nil {
@@ -150,7 +150,7 @@ func (s *session) startAdmission(ctx context.Context, reply Reply) {
 // finishAdmission adopts the admission worker's result on the actor and
 // answers the open.
 func (s *session) finishAdmission(r admissionResult, reply Reply) {
-	s.closeSupported = r.closeSupported
+	s.rec.closeSupported = r.closeSupported
 	switch {
 	case r.adm != nil:
 		s.admitted(r.adm, reply)
@@ -158,7 +158,7 @@ func (s *session) finishAdmission(r admissionResult, reply Reply) {
 		s.failBeforeLaunchWhy(reply, r.err, r.reason)
 	default:
 		s.moveTo(protocol.StateClosed)
-		s.proof = r.proof
+		s.end.proof = r.proof
 		s.m.stats.countProof(r.proof)
 		s.admissionFailed(r.proof, r.err, reply)
 		if r.lateClose != nil {
@@ -195,7 +195,7 @@ func (s *session) failBeforeLaunchWhy(reply Reply, e *protocol.Error, reason str
 	}
 	proof := cleanup.NothingLaunched(s.target(reason, protocol.OriginAdmission), time.Now())
 	s.moveTo(protocol.StateClosed)
-	s.proof = proof
+	s.end.proof = proof
 	if e.Data.Field == "" {
 		e.Data.Cleanup = proof
 	}
@@ -210,14 +210,14 @@ func (s *session) admissionFailed(proof *protocol.Proof, e *protocol.Error, repl
 	if proof.Complete {
 		s.removePrivateTmp()
 	}
-	if proof.Complete && s.hasTree.Load() {
-		if err := s.st.RemoveOwned(s.id); err != nil {
+	if proof.Complete && s.end.hasTree.Load() {
+		if err := s.rec.st.RemoveOwned(s.id); err != nil {
 			s.log.Warn("ledger entry not removed", zap.Error(err))
 		}
 	}
 	reply(nil, e)
-	if ca := s.closeReq; ca != nil {
-		s.closeReq = nil
+	if ca := s.end.closeReq; ca != nil {
+		s.end.closeReq = nil
 		for _, w := range ca.waiters {
 			s.replyProof(w, proof)
 		}
@@ -225,7 +225,7 @@ func (s *session) admissionFailed(proof *protocol.Proof, e *protocol.Error, repl
 	if !proof.Complete {
 		s.retain(proof)
 	}
-	s.finished = true
+	s.end.finished = true
 }
 
 // launchEnv is the base environment (Manager.baseEnvFor: the
@@ -324,7 +324,7 @@ func (s *session) admit(ctx context.Context, in admissionInput) admissionResult 
 		_ = in.st.RemoveOwned(s.id)
 		return admissionResult{err: e} // nothing was launched
 	}
-	s.hasTree.Store(true)
+	s.end.hasTree.Store(true)
 	// The entry is completed with the tree's identity while the agent
 	// starts and answers the handshake: the entry written before the
 	// launch (pid 0, marker, cgroup parent) already lets a later sidecar
@@ -336,7 +336,7 @@ func (s *session) admit(ctx context.Context, in admissionInput) admissionResult 
 		defer close(ledgerDone)
 		if err := s.writeLedger(in.st, tree); err != nil {
 			s.log.Warn("ownership ledger entry not updated with the provider's identity", zap.Error(err))
-			s.post(func() { s.health.ledgerErr = err }) // told and retried once admitted (persistence.go)
+			s.post(func() { s.pub.health.ledgerErr = err }) // told and retried once admitted (persistence.go)
 		}
 	}()
 	defer func() { <-ledgerDone }()
@@ -350,7 +350,7 @@ func (s *session) admit(ctx context.Context, in admissionInput) admissionResult 
 				n += len(u.update)
 			}
 			return s.postGated(n, func() {
-				defer s.gate.release(n)
+				defer s.act.gate.release(n)
 				for _, u := range ev.updates {
 					s.onUpdate(u)
 				}
@@ -361,30 +361,30 @@ func (s *session) admit(ctx context.Context, in admissionInput) admissionResult 
 		case ev.permission != nil:
 			n := len(ev.permission.params)
 			return s.postGated(n, func() {
-				defer s.gate.release(n)
+				defer s.act.gate.release(n)
 				s.onPermission(ev.permission)
 			})
 		case ev.ext != nil:
 			n := len(ev.ext.params)
 			return s.postGated(n, func() {
-				defer s.gate.release(n)
+				defer s.act.gate.release(n)
 				s.onExt(ev.ext)
 			})
 		case ev.agentMsg != nil:
 			n := len(ev.agentMsg.params)
 			return s.postGated(n, func() {
-				defer s.gate.release(n)
+				defer s.act.gate.release(n)
 				s.onAgentMsg(ev.agentMsg)
 			})
 		}
 		return true
 	}, func() { s.m.stats.updatesDropped.Add(1) })
-	s.post(func() { s.tree, s.conn = tree, conn })
+	s.post(func() { s.end.tree, s.conn = tree, conn })
 	go func() {
 		select {
 		case <-tree.Exited():
 			s.post(s.onExit)
-		case <-s.quit:
+		case <-s.act.quit:
 		}
 	}()
 
@@ -435,24 +435,24 @@ func (s *session) admit(ctx context.Context, in admissionInput) admissionResult 
 
 // admitted installs a successful admission on the actor and answers the open.
 func (s *session) admitted(a *admitted, reply Reply) {
-	s.identity = a.result.Identity
-	s.agentInfo = a.result.Agent
-	s.agentCaps = a.caps
-	s.models, s.modes, s.configOpts = a.result.Models, a.result.Modes, a.result.ConfigOptions
-	s.modelCtl = a.modelCtl
-	s.pins = a.pins
-	s.binding = a.result.PermissionBinding
-	s.resumed = a.result.Resumed
-	s.replaying = false
+	s.rec.identity = a.result.Identity
+	s.rec.agentInfo = a.result.Agent
+	s.rec.agentCaps = a.caps
+	s.ctl.models, s.ctl.modes, s.ctl.configOpts = a.result.Models, a.result.Modes, a.result.ConfigOptions
+	s.ctl.modelCtl = a.modelCtl
+	s.ctl.pins = a.pins
+	s.ctl.binding = a.result.PermissionBinding
+	s.rec.resumed = a.result.Resumed
+	s.turns.replaying = false
 	s.flushHistory() // persistence.go
 	s.reportLedger()
 	if a.record != nil {
 		s.restoreUsage(a.record)
 	}
-	if s.exitSeen {
+	if s.end.exitSeen {
 		// Died between the handshake and now: report as idle death.
 		s.moveTo(protocol.StateOpen)
-		s.exitSeen = false
+		s.end.exitSeen = false
 		reply(a.result, nil)
 		s.flushExtBuffered()
 		s.onExit()
@@ -460,12 +460,12 @@ func (s *session) admitted(a *admitted, reply Reply) {
 	}
 	s.moveTo(protocol.StateOpen)
 	reply(a.result, nil)
-	for _, u := range s.buffered {
+	for _, u := range s.turns.buffered {
 		s.forward(u.update, s.trackUpdate(u.kind, u.update))
 	}
-	s.buffered = nil
+	s.turns.buffered = nil
 	s.flushExtBuffered() // ext.go
-	if ca := s.closeReq; ca != nil {
+	if ca := s.end.closeReq; ca != nil {
 		// Shutdown asked to close while the handshake was finishing.
 		s.startCleanup("sidecar shutdown", protocol.OriginShutdown, ca.discard, nil)
 	}

@@ -118,15 +118,15 @@ func (s *session) awaitWithdrawal(id string, withdraw func()) {
 	if id == "" {
 		return
 	}
-	if s.withdrawable == nil {
-		s.withdrawable = map[string]func(){}
+	if s.turns.withdrawable == nil {
+		s.turns.withdrawable = map[string]func(){}
 	}
-	s.withdrawable[id] = withdraw
+	s.turns.withdrawable[id] = withdraw
 }
 
 // settled forgets the withdrawal of the agent's request id: it was
 // answered.
-func (s *session) settled(id string) { delete(s.withdrawable, id) }
+func (s *session) settled(id string) { delete(s.turns.withdrawable, id) }
 
 // withdraw runs the withdrawal registered for the agent's request id
 // (docs/protocol.md §22 Withdrawn requests): the agent is answered
@@ -134,11 +134,11 @@ func (s *session) settled(id string) { delete(s.withdrawable, id) }
 // withdrawal audited. Unknown ids (answered already, never put to the
 // host) are ignored.
 func (s *session) withdraw(id string) {
-	f := s.withdrawable[id]
+	f := s.turns.withdrawable[id]
 	if f == nil {
 		return
 	}
-	delete(s.withdrawable, id)
+	delete(s.turns.withdrawable, id)
 	s.log.Info("the agent withdrew a request put to the host")
 	f()
 }

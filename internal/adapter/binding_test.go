@@ -138,11 +138,11 @@ func TestPermission_ShellCommandsAreExecuteWhateverTheLabel(t *testing.T) {
 // call that started in turn t1 and arrives during t2 (or between turns)
 // is attributed to t1; one of the running turn's own calls is not.
 func TestUpdates_LateToolCallUpdateKeepsItsTurn(t *testing.T) {
-	s := &session{toolTurns: map[string]string{}, turn: &turn{requestID: "t1"}}
+	s := &session{turns: turnState{toolTurns: map[string]string{}, turn: &turn{requestID: "t1"}}}
 	if rid := trackRaw(s, `{"sessionUpdate":"tool_call","toolCallId":"call_8","status":"in_progress"}`); rid != nil {
 		t.Fatalf("a new tool call is the running turn's: got %q", *rid)
 	}
-	s.turn = &turn{requestID: "t2"}
+	s.turns.turn = &turn{requestID: "t2"}
 	if rid := trackRaw(s, `{"sessionUpdate":"tool_call","toolCallId":"call_9"}`); rid != nil {
 		t.Fatalf("t2's own call attributed to %q", *rid)
 	}
@@ -153,7 +153,7 @@ func TestUpdates_LateToolCallUpdateKeepsItsTurn(t *testing.T) {
 	if rid == nil || *rid != "t1" {
 		t.Fatalf("late update of t1's call: %v, want t1", rid)
 	}
-	if _, kept := s.toolTurns["call_8"]; kept {
+	if _, kept := s.turns.toolTurns["call_8"]; kept {
 		t.Errorf("a completed call is still tracked")
 	}
 }

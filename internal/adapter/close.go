@@ -2,6 +2,7 @@ package adapter
 
 import (
 	"context"
+	"sync/atomic"
 	"time"
 
 	acp "github.com/coder/acp-go-sdk"
@@ -14,6 +15,40 @@ import (
 	"github.com/acpx-sidecar/acpx-sidecar/internal/store"
 	"github.com/acpx-sidecar/acpx-sidecar/protocol"
 )
+
+// cleanupHandoff is what a session hands to its cleanup
+// (internal/cleanup): the tree and what the launch made for it (the
+// environment marker's token, the private TMPDIR, the key's flock), the
+// host's close in flight and the proof once there is one. hasTree and
+// provenBeforeShutdown are read off the actor (Shutdown); abortAdmission
+// is set before the actor starts; the rest is actor-owned.
+type cleanupHandoff struct {
+	tree Tree
+	// hasTree: a tree was launched (admission may still be running).
+	hasTree atomic.Bool
+	// provenBeforeShutdown: closed with a complete proof before shutdown
+	// began, so shutdown does not repeat that proof.
+	provenBeforeShutdown atomic.Bool
+	// abortAdmission cancels the admission.
+	abortAdmission context.CancelCauseFunc
+	// token is the unguessable part of the session's environment marker
+	// (marker.go): never logged, journaled or reported.
+	token string
+	// tmpDir is the private TMPDIR made for the session ("" if none),
+	// removed once the tree is proven gone (sandbox.go).
+	tmpDir string
+	// keyHold releases the session's hold of its key's flock (keyhold.go);
+	// nil before admission took it and after it was dropped.
+	keyHold    func()
+	pid        int // the provider's pid, kept after the tree handle is released
+	exitSeen   bool
+	closeReq   *closeAttempt
+	closeAsked time.Time // when the host's close arrived (closeToProofMs)
+	proof      *protocol.Proof
+	// finished: the open failed or the session was retired: the actor
+	// stops.
+	finished bool
+}
 
 // closeAttempt is the one close in flight for a session; concurrent closes
 // wait on it (docs/protocol.md §8 session/close: concurrent closes share one
@@ -29,31 +64,31 @@ type closeAttempt struct {
 // close handles session/close and shutdown on the actor. Idempotent: after
 // a proof exists it is returned again.
 func (s *session) close(reason string, origin protocol.ProofOrigin, discard bool, reply Reply) {
-	if origin == protocol.OriginClose && s.proof == nil && s.closeAsked.IsZero() {
-		s.closeAsked = time.Now() // sidecar/stats closeToProofMs
+	if origin == protocol.OriginClose && s.end.proof == nil && s.end.closeAsked.IsZero() {
+		s.end.closeAsked = time.Now() // sidecar/stats closeToProofMs
 	}
 	switch {
-	case s.proof != nil && s.closeReq == nil && !s.state.is(protocol.StateDead):
-		s.replyProof(reply, s.proof)
+	case s.end.proof != nil && s.end.closeReq == nil && !s.state.is(protocol.StateDead):
+		s.replyProof(reply, s.end.proof)
 		return
-	case s.closeReq != nil:
-		s.closeReq.waiters = append(s.closeReq.waiters, reply)
-		s.closeReq.discard = s.closeReq.discard || discard
+	case s.end.closeReq != nil:
+		s.end.closeReq.waiters = append(s.end.closeReq.waiters, reply)
+		s.end.closeReq.discard = s.end.closeReq.discard || discard
 		return
 	case s.state.is(protocol.StateAdmitting):
 		// Shutdown during admission: the admission ends (aborted) and its
 		// proof answers this close too.
-		s.closeReq = &closeAttempt{waiters: []Reply{reply}, discard: discard}
+		s.end.closeReq = &closeAttempt{waiters: []Reply{reply}, discard: discard}
 		if origin == protocol.OriginShutdown {
-			s.abortAdmission(errShutdownAbort)
+			s.end.abortAdmission(errShutdownAbort)
 		}
 		return
-	case s.state.is(protocol.StateDead) && s.proof != nil:
+	case s.state.is(protocol.StateDead) && s.end.proof != nil:
 		// The provider died and its cleanup finished: this close only
 		// marks the record.
 		s.moveTo(protocol.StateClosed)
 		s.markClosed(discard)
-		s.replyProof(reply, s.proof)
+		s.replyProof(reply, s.end.proof)
 		return
 	}
 	s.startCleanup(reason, origin, discard, reply)
@@ -61,24 +96,24 @@ func (s *session) close(reason string, origin protocol.ProofOrigin, discard bool
 
 // startCleanup runs protocol close + tree termination off the actor.
 func (s *session) startCleanup(reason string, origin protocol.ProofOrigin, discard bool, reply Reply) {
-	if s.closeReq == nil {
-		s.closeReq = &closeAttempt{}
+	if s.end.closeReq == nil {
+		s.end.closeReq = &closeAttempt{}
 	}
 	if reply != nil {
-		s.closeReq.waiters = append(s.closeReq.waiters, reply)
+		s.end.closeReq.waiters = append(s.end.closeReq.waiters, reply)
 	}
-	s.closeReq.discard = s.closeReq.discard || discard
+	s.end.closeReq.discard = s.end.closeReq.discard || discard
 	dead := s.state.is(protocol.StateDead)
 	if !dead {
 		s.moveTo(protocol.StateClosing)
 	}
-	if s.turn != nil {
+	if s.turns.turn != nil {
 		s.cancelTurn(nil, "session closing")
 		s.finishTurn(protocol.PromptResult{Status: protocol.TurnCancelled, StopReason: protocol.StopCancelled})
 	}
 	s.endQueued(protocol.PromptResult{Status: protocol.TurnCancelled, StopReason: protocol.StopCancelled})
-	in := cleanupInput{conn: s.conn, tree: s.tree, backendSessionID: s.identity.BackendSessionID, reason: reason,
-		origin: origin, closeSupported: s.closeSupported}
+	in := cleanupInput{conn: s.conn, tree: s.end.tree, backendSessionID: s.rec.identity.BackendSessionID, reason: reason,
+		origin: origin, closeSupported: s.rec.closeSupported}
 	if dead {
 		in.backendSessionID = "" // nothing to close at protocol level
 	}
@@ -91,20 +126,20 @@ func (s *session) startCleanup(reason string, origin protocol.ProofOrigin, disca
 		// (finishCleanup); doing it now, while the worker closes the ACP
 		// session and ends the tree, takes the record's write and fsyncs
 		// off the path from close to proof.
-		s.markClosed(s.closeReq.discard)
-		s.closeReq.marked, s.closeReq.markedDiscard = true, s.closeReq.discard
+		s.markClosed(s.end.closeReq.discard)
+		s.end.closeReq.marked, s.end.closeReq.markedDiscard = true, s.end.closeReq.discard
 	}
 }
 
 // finishCleanup adopts a cleanup's proof on the actor.
 func (s *session) finishCleanup(proof *protocol.Proof) {
-	ca := s.closeReq
-	s.closeReq = nil
-	s.proof = proof
+	ca := s.end.closeReq
+	s.end.closeReq = nil
+	s.end.proof = proof
 	s.m.stats.countProof(proof)
-	if !s.closeAsked.IsZero() {
-		s.m.stats.sampleClose(time.Since(s.closeAsked))
-		s.closeAsked = time.Time{}
+	if !s.end.closeAsked.IsZero() {
+		s.m.stats.sampleClose(time.Since(s.end.closeAsked))
+		s.end.closeAsked = time.Time{}
 	}
 	explicit := ca != nil && len(ca.waiters) > 0
 	if !s.state.is(protocol.StateDead) || explicit {
@@ -117,7 +152,7 @@ func (s *session) finishCleanup(proof *protocol.Proof) {
 		}
 	}
 	if proof.Complete {
-		_ = s.st.RemoveOwned(s.id)
+		_ = s.rec.st.RemoveOwned(s.id)
 		s.removePrivateTmp()
 		s.m.releaseKey(s)
 	} else {
@@ -142,10 +177,10 @@ func (s *session) finishCleanup(proof *protocol.Proof) {
 // repeated close answer from, and lets the manager retire the oldest
 // finished sessions.
 func (s *session) release() {
-	if s.tree != nil {
-		s.pid = s.tree.Pid()
+	if s.end.tree != nil {
+		s.end.pid = s.end.tree.Pid()
 	}
-	s.conn, s.tree, s.buffered = nil, nil, nil
+	s.conn, s.end.tree, s.turns.buffered = nil, nil, nil
 	s.closeJournal()
 	s.dropKeyHold()
 	s.m.noteFinished(s)
@@ -163,21 +198,21 @@ func (s *session) replyProof(reply Reply, proof *protocol.Proof) {
 
 // markClosed marks the record closed (docs/rules.md#r25) or deletes it.
 func (s *session) markClosed(discard bool) {
-	if s.st == nil || s.identity.BackendSessionID == "" {
+	if s.rec.st == nil || s.rec.identity.BackendSessionID == "" {
 		return
 	}
 	if discard {
 		if !s.recordIsOurs() {
 			return // the key was reopened since: its record and journal are not ours
 		}
-		if err := s.st.Delete(s.key); err != nil {
+		if err := s.rec.st.Delete(s.key); err != nil {
 			s.log.Warn("session record not deleted", zap.Error(err))
 		}
-		s.discarded = true
+		s.rec.discarded = true
 		// The journal goes with the record (docs/protocol.md §16).
 		s.closeJournal()
-		s.jnFailed = true // and is not started again by a later notification
-		if err := journal.Remove(s.st.SessionsDir(), s.key); err != nil {
+		s.pub.jnFailed = true // and is not started again by a later notification
+		if err := journal.Remove(s.rec.st.SessionsDir(), s.key); err != nil {
 			s.log.Warn("session journal not deleted", zap.Error(err))
 		}
 		return
@@ -306,13 +341,13 @@ func (c waiterCall) Abandon() { c.conn.cancelRequest(c.id) }
 // (cleanup.Retain; docs/rules.md#r15, #r20), then sends the final proof
 // as cleanup/proof.
 func (s *session) retain(first *protocol.Proof) {
-	tree, st := s.tree, s.st // the worker gets copies, never the fields
+	tree, st := s.end.tree, s.rec.st // the worker gets copies, never the fields
 	if tree == nil {
 		return
 	}
 	s.m.retained.Add(1)
 	s.m.stats.retained.Add(1)
-	discarded := s.discarded
+	discarded := s.rec.discarded
 	hold, _ := s.m.holdKey(st, s.key) // this process holds it: a reference
 	go func() {
 		defer s.m.retained.Done()
@@ -325,7 +360,7 @@ func (s *session) retain(first *protocol.Proof) {
 		_ = st.RemoveOwned(s.id)
 		s.removePrivateTmp()
 		s.m.releaseKey(s)
-		s.post(func() { s.proof = proof })
+		s.post(func() { s.end.proof = proof })
 		dir := st.Dir()
 		if discarded {
 			dir = "" // the journal was deleted with the record

@@ -28,6 +28,20 @@ type configOption struct {
 	CurrentValue json.RawMessage `json:"currentValue"`
 }
 
+// controlState is the session's agent controls as last reported or set
+// (docs/protocol.md §10): the agent's models, modes and config options, the
+// control style that sets a model, the host's pins re-applied on resume and
+// the permission binding. Actor-owned; a controls worker gets a copy
+// (controls).
+type controlState struct {
+	models     *protocol.Models
+	modes      *protocol.Modes
+	configOpts []json.RawMessage
+	modelCtl   string
+	pins       pins // the host's model and mode, re-applied on resume
+	binding    protocol.PermissionBinding
+}
+
 // controls selects a model, mode or config option and verifies it against
 // what the agent then reports (docs/rules.md#r24). It works on copies and
 // runs off the actor; the actor adopts models/modes/configOpts after.
@@ -203,7 +217,7 @@ func (s *session) control(kind controlKind, name string, raw json.RawMessage, re
 	if mode, ok := s.modeNamed(kind, name, raw); ok {
 		// A mode in which the agent decides alone would leave the policy
 		// unenforced (docs/agents.md).
-		if e := checkModeChange(s.prof, s.open, mode, s.modes); e != nil {
+		if e := checkModeChange(s.prof, s.open, mode, s.ctl.modes); e != nil {
 			reply(nil, e)
 			return
 		}
@@ -211,9 +225,9 @@ func (s *session) control(kind controlKind, name string, raw json.RawMessage, re
 	// The worker's input: copies, since the actor keeps updating its own
 	// models and modes in place (trackUpdate) while the request runs. The
 	// worker replaces what it changes, so only a replaced value is adopted.
-	models, modes := cloneModels(s.models), cloneModes(s.modes)
-	ctl := &controls{conn: s.conn, sessionID: s.identity.BackendSessionID, models: models, modes: modes,
-		configOpts: s.configOpts, usedStyle: s.modelCtl, red: s.red}
+	models, modes := cloneModels(s.ctl.models), cloneModes(s.ctl.modes)
+	ctl := &controls{conn: s.conn, sessionID: s.rec.identity.BackendSessionID, models: models, modes: modes,
+		configOpts: s.ctl.configOpts, usedStyle: s.ctl.modelCtl, red: s.red}
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), s.m.cfg.HandshakeTimeout)
 		defer cancel()
@@ -224,37 +238,37 @@ func (s *session) control(kind controlKind, name string, raw json.RawMessage, re
 				return
 			}
 			if ctl.models != models {
-				s.models = ctl.models
+				s.ctl.models = ctl.models
 			}
 			if ctl.modes != modes {
-				s.modes = ctl.modes
+				s.ctl.modes = ctl.modes
 			}
-			s.configOpts, s.modelCtl = ctl.configOpts, ctl.usedStyle
-			s.snapDirty = true
+			s.ctl.configOpts, s.ctl.modelCtl = ctl.configOpts, ctl.usedStyle
+			s.act.snapDirty = true
 			// What the host selects is pinned: re-applied on resume.
-			if s.models != nil && (kind == controlModel || s.isOption(name, "model")) {
-				s.pins.model = s.models.CurrentModelID
+			if s.ctl.models != nil && (kind == controlModel || s.isOption(name, "model")) {
+				s.ctl.pins.model = s.ctl.models.CurrentModelID
 			}
 			if mode, ok := s.modeNamed(kind, name, raw); ok {
-				s.pins.mode = mode
+				s.ctl.pins.mode = mode
 				// The host chose the mode: the binding now says so
 				// (checkModeChange let an autonomous one through only
 				// under a plain approve-all).
 				if b := s.prof.Binding; len(b.AskModes) > 0 {
-					s.binding = protocol.PermissionBinding{Bound: b.Asks(mode), Mode: mode, Via: viaHostMode, Autonomous: !b.Asks(mode)}
+					s.ctl.binding = protocol.PermissionBinding{Bound: b.Asks(mode), Mode: mode, Via: viaHostMode, Autonomous: !b.Asks(mode)}
 				} else {
-					s.binding.Mode = mode // bound by launch settings, or not at all
+					s.ctl.binding.Mode = mode // bound by launch settings, or not at all
 				}
 			}
 			s.persist(nil)
 			s.flushOut() // the updates the agent sent before its answer go first
 			switch kind {
 			case controlModel:
-				reply(map[string]any{"models": s.models}, nil)
+				reply(map[string]any{"models": s.ctl.models}, nil)
 			case controlMode:
-				reply(map[string]any{"modes": s.modes}, nil)
+				reply(map[string]any{"modes": s.ctl.modes}, nil)
 			default:
-				reply(map[string]any{"configOptions": s.configOpts}, nil)
+				reply(map[string]any{"configOptions": s.ctl.configOpts}, nil)
 			}
 		})
 	}()
@@ -277,7 +291,7 @@ func (s *session) modeNamed(kind controlKind, name string, raw json.RawMessage) 
 
 // isOption reports whether config option id is the one of category cat.
 func (s *session) isOption(id, cat string) bool {
-	o := findOption(s.configOpts, func(o configOption) bool { return o.ID == id })
+	o := findOption(s.ctl.configOpts, func(o configOption) bool { return o.ID == id })
 	return o != nil && (o.ID == cat || o.Category == cat)
 }
 

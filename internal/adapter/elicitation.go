@@ -82,7 +82,7 @@ func (s *session) parseElicitation(params json.RawMessage) (pe *pendingElicit, w
 	pe.mode = mode
 	// Before the session exists (an agent asking during session/new) its
 	// id is not known yet; the request is then answered cancel (no turn).
-	if sid, present, ok := p.str("sessionId"); !ok || present && s.identity.BackendSessionID != "" && sid != s.identity.BackendSessionID {
+	if sid, present, ok := p.str("sessionId"); !ok || present && s.rec.identity.BackendSessionID != "" && sid != s.rec.identity.BackendSessionID {
 		return pe, "sessionId is not this session's"
 	}
 	switch mode {
@@ -135,7 +135,7 @@ func (s *session) onElicitation(m *agentMsg) {
 		s.refuseElicit(m, pe, -32602, "elicitation mode "+quoteShort(pe.mode)+" was not advertised", "mode "+quoteShort(pe.mode)+" not declared by the host")
 		return
 	}
-	t := s.turn
+	t := s.turns.turn
 	if t == nil || t.cancelled || !s.state.is(protocol.StateTurn) {
 		s.answerElicit(m, pe, elicitCancel, "no active turn", nil)
 		return
@@ -162,14 +162,14 @@ func (s *session) escalateElicit(t *turn, eh ElicitationHost, m *agentMsg, pe *p
 	ectx, cancel := context.WithCancelCause(t.ctx)
 	bound := time.AfterFunc(s.elicitationTimeout(), func() {
 		s.post(func() {
-			if s.turn == t && t.elicits[m] != nil {
+			if s.turns.turn == t && t.elicits[m] != nil {
 				s.answerElicit(m, pe, elicitCancel, "elicitationTimeoutMs", nil)
 			}
 		})
 		cancel(nil) // after the decision is queued
 	})
 	s.awaitWithdrawal(m.id, func() {
-		if s.turn != t || t.elicits[m] == nil {
+		if s.turns.turn != t || t.elicits[m] == nil {
 			return
 		}
 		s.dropElicit(m, pe)
@@ -182,7 +182,7 @@ func (s *session) escalateElicit(t *turn, eh ElicitationHost, m *agentMsg, pe *p
 		bound.Stop()
 		cancel(nil)
 		s.post(func() {
-			if s.turn != t || t.elicits[m] == nil {
+			if s.turns.turn != t || t.elicits[m] == nil {
 				return // settled first (turn end, bound, withdrawal): the late answer changes nothing
 			}
 			var refused *protocol.Error
@@ -233,7 +233,7 @@ func checkElicitAnswer(pe *pendingElicit, res protocol.ElicitationResult) (elici
 
 // dropElicit removes m from its turn's pending elicitations.
 func (s *session) dropElicit(m *agentMsg, pe *pendingElicit) {
-	if t := s.turn; t != nil {
+	if t := s.turns.turn; t != nil {
 		if _, ok := t.elicits[m]; ok {
 			delete(t.elicits, m)
 			t.pendingBytes -= pe.size
@@ -261,8 +261,8 @@ func (s *session) refuseElicit(m *agentMsg, pe *pendingElicit, code int64, messa
 // auditElicit sends session/elicitationDecided (journaled).
 func (s *session) auditElicit(pe *pendingElicit, action, rule string, herr *protocol.Error) {
 	var rid *string
-	if s.turn != nil {
-		r := s.turn.requestID
+	if s.turns.turn != nil {
+		r := s.turns.turn.requestID
 		rid = &r
 	}
 	n := protocol.ElicitationDecided{Session: s.id, RequestID: rid, ElicitationID: pe.elicitationID, Mode: pe.mode,

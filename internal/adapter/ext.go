@@ -73,7 +73,7 @@ func (s *session) onExt(ev *extEvent) {
 		n := protocol.ExtNotice{Session: s.id, Method: ev.method, Params: ev.params}
 		switch {
 		case s.state.is(protocol.StateAdmitting):
-			s.extBuffered = append(s.extBuffered, n) // sent once the open is answered
+			s.turns.extBuffered = append(s.turns.extBuffered, n) // sent once the open is answered
 		case s.state.is(protocol.StateClosed, protocol.StateDead):
 		default:
 			s.notify(protocol.NotifySessionExtNotification, n)
@@ -86,8 +86,8 @@ func (s *session) onExt(ev *extEvent) {
 		return
 	}
 	var rid *string
-	if s.turn != nil {
-		r := s.turn.requestID
+	if s.turns.turn != nil {
+		r := s.turns.turn.requestID
 		rid = &r
 	}
 	params := protocol.ExtRequestNotice{Session: s.id, RequestID: rid, Method: ev.method, Params: ev.params}
@@ -136,7 +136,7 @@ func (s *session) boundedCtx(d time.Duration) (context.Context, context.CancelFu
 	}
 	go func() {
 		select {
-		case <-s.quit:
+		case <-s.act.quit:
 			cancel()
 		case <-ctx.Done():
 		}
@@ -147,10 +147,10 @@ func (s *session) boundedCtx(d time.Duration) (context.Context, context.CancelFu
 // flushExtBuffered sends the extension notifications that arrived during
 // admission, after the open's answer (the host knows the session then).
 func (s *session) flushExtBuffered() {
-	for _, n := range s.extBuffered {
+	for _, n := range s.turns.extBuffered {
 		s.notify(protocol.NotifySessionExtNotification, n)
 	}
-	s.extBuffered = nil
+	s.turns.extBuffered = nil
 }
 
 // agentCallBound bounds a host → agent extension request or
@@ -207,7 +207,7 @@ func (m *Manager) ExtNotification(p protocol.ExtNotificationParams) {
 func (m *Manager) AgentSessions(p protocol.AgentSessionsParams, reply Reply) {
 	if s := m.lookup(p.Session, reply); s != nil {
 		s.send(reply, func() {
-			if s.usable() == nil && s.agentCaps.SessionCapabilities.List == nil {
+			if s.usable() == nil && s.rec.agentCaps.SessionCapabilities.List == nil {
 				reply(nil, protocol.Domain(protocol.ErrUnsupportedControl, "the agent does not offer session/list (no sessionCapabilities.list)", false))
 				return
 			}

@@ -152,7 +152,7 @@ func (s *session) handshake(ctx context.Context, in *admissionInput, conn *acpCo
 			// Replayed history is not live output (docs/protocol.md,
 			// resume): the flag is posted before the request, so it
 			// precedes every replayed update.
-			s.post(func() { s.replaying = true })
+			s.post(func() { s.turns.replaying = true })
 		}
 		err = late.call(ctx, conn, method, params, &st)
 		if err != nil {

@@ -59,11 +59,11 @@ func (g *byteGate) release(n int) {
 // must call s.gate.release(n) when it has handled the event. False if the
 // actor has stopped (the bytes are released).
 func (s *session) postGated(n int, fn func()) bool {
-	if !s.gate.acquire(n, s.quit) {
+	if !s.act.gate.acquire(n, s.act.quit) {
 		return false
 	}
 	if !s.post(fn) {
-		s.gate.release(n)
+		s.act.gate.release(n)
 		return false
 	}
 	return true

@@ -25,9 +25,9 @@ func forwardSession(b *testing.B, journaled bool) *session {
 	cfg.StateDir = dir
 	m := NewManager(cfg, newDiscardHost())
 	s := newSession(m, "s-0123456789abcdef", protocol.OpenParams{SessionKey: "bench", StateDir: dir}, profiles.Profile{})
-	s.st = st
-	s.jnFailed = !journaled
-	s.turn = &turn{requestID: "t1", ridJSON: jsonString("t1")}
+	s.rec.st = st
+	s.pub.jnFailed = !journaled
+	s.turns.turn = &turn{requestID: "t1", ridJSON: jsonString("t1")}
 	b.Cleanup(s.closeJournal)
 	return s
 }
@@ -60,7 +60,7 @@ func BenchmarkForwardUpdate(b *testing.B) {
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
 				s.forward(update, nil)
-				if len(s.out) >= 64 {
+				if len(s.pub.out) >= 64 {
 					s.flushOut()
 				}
 			}

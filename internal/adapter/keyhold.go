@@ -79,7 +79,7 @@ func (m *Manager) releaseAllKeyLocks() {
 func (s *session) takeKeyHold(st *store.Store, reply Reply) bool {
 	release, err := s.m.holdKey(st, s.key)
 	if err == nil {
-		s.keyHold = release
+		s.end.keyHold = release
 		return true
 	}
 	if !errors.Is(err, store.ErrKeyHeld) {
@@ -98,7 +98,7 @@ func (s *session) takeKeyHold(st *store.Store, reply Reply) bool {
 	s.moveTo(protocol.StateClosed)
 	s.m.forget(s, false)
 	reply(nil, e)
-	s.finished = true
+	s.end.finished = true
 	return false
 }
 
@@ -106,9 +106,9 @@ func (s *session) takeKeyHold(st *store.Store, reply Reply) bool {
 // when its cleanup is over and its journal closed (release), and when its
 // actor stops.
 func (s *session) dropKeyHold() {
-	if s.keyHold != nil {
-		s.keyHold()
-		s.keyHold = nil
+	if s.end.keyHold != nil {
+		s.end.keyHold()
+		s.end.keyHold = nil
 	}
 }
 
@@ -122,8 +122,8 @@ var errRecordTaken = errors.New("the record names another ACP session")
 // session whose key was reopened since — by this sidecar or another —
 // leaves the successor's record and journal alone.
 func (s *session) recordIsOurs() bool {
-	r, err := s.st.Load(s.key)
-	if err != nil || r.AcpSessionID == s.identity.BackendSessionID {
+	r, err := s.rec.st.Load(s.key)
+	if err != nil || r.AcpSessionID == s.rec.identity.BackendSessionID {
 		return true
 	}
 	s.log.Info("record and journal not discarded: the key was reopened since")

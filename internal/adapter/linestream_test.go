@@ -199,10 +199,10 @@ func TestUpdateNotice_IsTheNoticeJSON(t *testing.T) {
 	notice := func(rid []byte, seq uint64, up string) []byte {
 		s := &session{id: "s-1"}
 		s.emitUpdate(rid, seq, json.RawMessage(up))
-		if len(s.out) != 1 {
-			t.Fatalf("queued %d frames", len(s.out))
+		if len(s.pub.out) != 1 {
+			t.Fatalf("queued %d frames", len(s.pub.out))
 		}
-		return s.out[0].Params
+		return s.pub.out[0].Params
 	}
 	up := `{"sessionUpdate":"agent_message_chunk", "content":{"text":"<x>"}}`
 	rid := "t\"1\n"

@@ -2,6 +2,7 @@ package adapter
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/acpx-sidecar/acpx-sidecar/internal/store"
@@ -111,31 +112,31 @@ type sessionSnapshot struct {
 // actor.
 func (s *session) publish() {
 	e := protocol.ListEntry{Session: s.id, SessionKey: s.key, Agent: s.agent, State: s.state.current()}
-	if s.identity.BackendSessionID != "" {
-		id := s.identity
+	if s.rec.identity.BackendSessionID != "" {
+		id := s.rec.identity
 		e.Identity = &id
 	}
-	if s.turn != nil {
-		r := s.turn.requestID
+	if s.turns.turn != nil {
+		r := s.turns.turn.requestID
 		e.ActiveRequestID = &r
 	}
-	snap := &sessionSnapshot{entry: e, st: s.st, discarded: s.discarded}
+	snap := &sessionSnapshot{entry: e, st: s.rec.st, discarded: s.rec.discarded}
 	if !s.state.is(protocol.StateAdmitting) {
 		st := s.liveStatus()
 		snap.status = &st
 		if !s.state.is(protocol.StateClosed) {
-			snap.tree = s.tree
+			snap.tree = s.end.tree
 		}
 	}
-	s.snap.Store(snap)
-	s.snapDirty = false
+	s.act.snap.Store(snap)
+	s.act.snapDirty = false
 }
 
 // statusFromSnapshot answers session/status from the last snapshot, with
 // the process and the persisted record checked and merged as the actor
 // would (status.go), marked FromSnapshot. Safe off the actor.
 func (s *session) statusFromSnapshot() (any, error) {
-	snap := s.snap.Load()
+	snap := s.act.snap.Load()
 	if snap == nil || snap.status == nil {
 		return nil, protocol.Domain(protocol.ErrSessionNotFound, "the session is still being admitted", true)
 	}
@@ -157,4 +158,21 @@ func (s *session) statusBounded(reply Reply) {
 		timer.Stop()
 		reply(s.status())
 	})
+}
+
+// actorLoop is how work reaches a session's actor and how its state is
+// read off it: mb carries host requests (send), inbox provider events and
+// worker results (post), both run in order on the one actor goroutine
+// (session.run). Its members are safe to use from any goroutine.
+type actorLoop struct {
+	mb    *mailbox
+	inbox chan func()
+	gate  *byteGate     // agent bytes posted to inbox, not yet handled (inboxgate.go)
+	quit  chan struct{} // closed when the actor has stopped
+	// snap is the actor's last published state: what session/list,
+	// sidecar/stats and a bounded session/status read.
+	snap atomic.Pointer[sessionSnapshot]
+	// snapDirty: status-visible state changed since the last publish
+	// (actor-owned).
+	snapDirty bool
 }

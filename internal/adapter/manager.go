@@ -292,7 +292,7 @@ func (m *Manager) Open(ctx context.Context, p protocol.OpenParams, reply Reply) 
 	}
 	s := newSession(m, newID("s-"), p, prof)
 	actx, cancel := context.WithCancelCause(ctx)
-	s.abortAdmission = cancel
+	s.end.abortAdmission = cancel
 	m.sessions[s.id] = s
 	m.keys[p.SessionKey] = s
 	m.actors.Add(1)
@@ -338,11 +338,11 @@ func (m *Manager) noteFinished(s *session) {
 	m.mu.Unlock()
 	for _, old := range retire {
 		if old == s {
-			s.finished = true
+			s.end.finished = true
 			continue
 		}
 		old := old
-		go old.send(func(any, error) {}, func() { old.finished = true })
+		go old.send(func(any, error) {}, func() { old.end.finished = true })
 	}
 }
 
@@ -406,12 +406,12 @@ func (m *Manager) Shutdown() []*protocol.Proof {
 	for i, s := range all {
 		i, s := i, s
 		s.send(func(any, error) { results <- res{i: i} }, func() {
-			if s.state.is(protocol.StateClosed) && s.proof != nil && s.proof.Complete {
-				s.provenBeforeShutdown.Store(true)
+			if s.state.is(protocol.StateClosed) && s.end.proof != nil && s.end.proof.Complete {
+				s.end.provenBeforeShutdown.Store(true)
 				results <- res{i: i} // closed and proven before shutdown
 				return
 			}
-			delivered := s.state.is(protocol.StateDead) && s.proof != nil // its provider-exit proof
+			delivered := s.state.is(protocol.StateDead) && s.end.proof != nil // its provider-exit proof
 			s.close("sidecar shutdown", protocol.OriginShutdown, false, func(r any, err error) {
 				var p *protocol.Proof
 				if cr, ok := r.(protocol.CloseResult); ok {
@@ -422,7 +422,7 @@ func (m *Manager) Shutdown() []*protocol.Proof {
 						p = pe.Data.Cleanup
 					}
 				}
-				results <- res{i: i, p: p, delivered: delivered, skip: s.discarded}
+				results <- res{i: i, p: p, delivered: delivered, skip: s.rec.discarded}
 			})
 		})
 	}
@@ -447,7 +447,7 @@ func (m *Manager) Shutdown() []*protocol.Proof {
 	out := make([]*protocol.Proof, 0, len(proofs))
 	final := make([]shutdownProof, 0, len(proofs))
 	for i, p := range proofs {
-		if p == nil && all[i].launched() && !all[i].provenBeforeShutdown.Load() {
+		if p == nil && all[i].launched() && !all[i].end.provenBeforeShutdown.Load() {
 			p = all[i].incompleteProof("shutdown bound exceeded")
 		}
 		if p != nil {

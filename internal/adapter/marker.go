@@ -38,7 +38,7 @@ func newToken() string {
 }
 
 // marker is this session's SessionMarkerEnv entry.
-func (s *session) marker() string { return SessionMarkerEnv + "=" + s.id + "." + s.token }
+func (s *session) marker() string { return SessionMarkerEnv + "=" + s.id + "." + s.end.token }
 
 // writeLedger writes the ownership-ledger entry into st: before the launch
 // (tree nil: pid 0, the marker and the cgroup parent), then with the

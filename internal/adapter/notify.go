@@ -21,6 +21,21 @@ import (
 // one host write (docs/protocol.md §16, Session journal;
 // docs/architecture.md, "Update path").
 
+// publisher is a session's outgoing side: the key's journal it appends to,
+// the frames queued for the host and the buffer they are encoded into, the
+// session's update sequence and the write health of journal and record
+// (persistence.go). Actor-owned.
+type publisher struct {
+	jn        *journal.Journal
+	jnRelease func()
+	jnFailed  bool // the journal could not be opened
+	jnWarned  bool // a journal write failure was logged
+	out       []outFrame
+	outBuf    []byte
+	seq       uint64 // the last session/update seq sent
+	health    persistHealth
+}
+
 // BatchHost is a Host that writes several notifications at once: NotifyBatch
 // writes ns in order as consecutive frames (one write(2) for a batch under
 // 1 MiB), serialized with its other writes so that nothing comes between
@@ -49,32 +64,32 @@ const maxOutBatch = 128
 // journal that cannot be opened is logged once and reported to the host
 // (session/journal degraded); the notifications still go out.
 func (s *session) ensureJournal() {
-	if s.jn != nil || s.jnFailed || s.st == nil {
+	if s.pub.jn != nil || s.pub.jnFailed || s.rec.st == nil {
 		return
 	}
-	j, release, err := s.m.acquireJournal(s.st.SessionsDir(), s.key)
+	j, release, err := s.m.acquireJournal(s.rec.st.SessionsDir(), s.key)
 	if err != nil {
-		s.jnFailed = true
+		s.pub.jnFailed = true
 		s.log.Warn("session journal unavailable", zap.Error(err))
 		s.journalUnavailable(err)
 		return
 	}
-	s.jn, s.jnRelease = j, release
+	s.pub.jn, s.pub.jnRelease = j, release
 }
 
 // closeJournal syncs and releases the session's journal.
 func (s *session) closeJournal() {
 	s.flushOut()
-	if s.jn != nil {
-		s.jnRelease()
-		s.jn, s.jnRelease = nil, nil
+	if s.pub.jn != nil {
+		s.pub.jnRelease()
+		s.pub.jn, s.pub.jnRelease = nil, nil
 	}
 }
 
 // syncJournal makes the journal durable (fsync): at turn end and close.
 func (s *session) syncJournal() {
-	if s.jn != nil {
-		if err := s.jn.Sync(); err != nil {
+	if s.pub.jn != nil {
+		if err := s.pub.jn.Sync(); err != nil {
 			s.log.Warn("session journal not synced", zap.Error(err))
 		}
 	}
@@ -83,42 +98,42 @@ func (s *session) syncJournal() {
 // emit journals one notification — params are its params as they go on
 // the wire — and queues its frame for flushOut.
 func (s *session) emit(method string, params []byte) {
-	start := len(s.outBuf)
-	s.outBuf = append(s.outBuf, params...)
+	start := len(s.pub.outBuf)
+	s.pub.outBuf = append(s.pub.outBuf, params...)
 	s.queueFrame(method, start)
 }
 
 // queueFrame journals outBuf[start:] as method's params and queues it.
 func (s *session) queueFrame(method string, start int) {
 	s.ensureJournal()
-	params := s.outBuf[start:]
-	if s.jn != nil {
+	params := s.pub.outBuf[start:]
+	if s.pub.jn != nil {
 		if method == protocol.NotifySessionUpdate {
-			s.jn.AppendUpdateOf(s.id, s.seq, params)
+			s.pub.jn.AppendUpdateOf(s.id, s.pub.seq, params)
 		} else {
-			s.jn.AppendNoticeOf(s.id, s.seq, method, params)
+			s.pub.jn.AppendNoticeOf(s.id, s.pub.seq, method, params)
 		}
 	}
-	s.out = append(s.out, outFrame{Method: method, Params: params})
+	s.pub.out = append(s.pub.out, outFrame{Method: method, Params: params})
 }
 
 // flushOut writes the journal's buffer, then sends every queued frame in
 // order.
 func (s *session) flushOut() {
-	if len(s.out) == 0 {
+	if len(s.pub.out) == 0 {
 		return
 	}
-	if s.jn != nil {
-		err := s.jn.Flush()
-		if err != nil && !s.jnWarned {
-			s.jnWarned = true
+	if s.pub.jn != nil {
+		err := s.pub.jn.Flush()
+		if err != nil && !s.pub.jnWarned {
+			s.pub.jnWarned = true
 			s.log.Warn("session journal write failed", zap.Error(err))
 		}
 		s.noteJournalWrite(err) // persistence.go: degraded/ok notices
 	}
 	var updates uint64
-	for i := range s.out {
-		if s.out[i].Method == protocol.NotifySessionUpdate {
+	for i := range s.pub.out {
+		if s.pub.out[i].Method == protocol.NotifySessionUpdate {
 			updates++
 		}
 	}
@@ -126,20 +141,20 @@ func (s *session) flushOut() {
 		s.m.stats.updatesForwarded.Add(updates)
 	}
 	if bh, ok := s.m.host.(BatchHost); ok {
-		if err := bh.NotifyBatch(s.out); err != nil {
-			s.log.Debug("notifications not delivered", zap.Int("frames", len(s.out)), zap.Error(err))
+		if err := bh.NotifyBatch(s.pub.out); err != nil {
+			s.log.Debug("notifications not delivered", zap.Int("frames", len(s.pub.out)), zap.Error(err))
 		}
 	} else {
-		for _, f := range s.out {
+		for _, f := range s.pub.out {
 			if err := s.m.host.Notify(f.Method, json.RawMessage(f.Params)); err != nil {
 				s.log.Debug("notification not delivered", zap.String("method", f.Method), zap.Error(err))
 			}
 		}
 	}
-	clear(s.out) // drop the references into outBuf's old arrays
-	s.out, s.outBuf = s.out[:0], s.outBuf[:0]
-	if cap(s.outBuf) > 1<<20 {
-		s.outBuf = nil // a burst of large updates: do not keep its buffer
+	clear(s.pub.out) // drop the references into outBuf's old arrays
+	s.pub.out, s.pub.outBuf = s.pub.out[:0], s.pub.outBuf[:0]
+	if cap(s.pub.outBuf) > 1<<20 {
+		s.pub.outBuf = nil // a burst of large updates: do not keep its buffer
 	}
 }
 
@@ -161,12 +176,12 @@ func (s *session) notify(method string, params any) {
 func (s *session) journalRequest(method string, params any) {
 	s.flushOut()
 	s.ensureJournal()
-	if s.jn == nil {
+	if s.pub.jn == nil {
 		return
 	}
 	if raw, err := json.Marshal(params); err == nil {
-		s.jn.AppendNoticeOf(s.id, s.seq, method, raw)
-		_ = s.jn.Flush()
+		s.pub.jn.AppendNoticeOf(s.id, s.pub.seq, method, raw)
+		_ = s.pub.jn.Flush()
 	}
 }
 
@@ -175,8 +190,8 @@ func (s *session) journalRequest(method string, params any) {
 // buffer, without re-encoding the agent's update: rid is the requestId
 // already JSON-encoded (a string or null).
 func (s *session) emitUpdate(rid []byte, seq uint64, update json.RawMessage) {
-	start := len(s.outBuf)
-	b := append(s.outBuf, `{"session":"`...)
+	start := len(s.pub.outBuf)
+	b := append(s.pub.outBuf, `{"session":"`...)
 	b = append(b, s.id...) // "s-" + hex: nothing to escape
 	b = append(b, `","requestId":`...)
 	b = append(b, rid...)
@@ -184,7 +199,7 @@ func (s *session) emitUpdate(rid []byte, seq uint64, update json.RawMessage) {
 	b = strconv.AppendUint(b, seq, 10)
 	b = append(b, `,"update":`...)
 	b = append(b, update...)
-	s.outBuf = append(b, '}')
+	s.pub.outBuf = append(b, '}')
 	s.queueFrame(protocol.NotifySessionUpdate, start)
 }
 

@@ -237,7 +237,7 @@ func (s *session) onPermission(ask *permissionAsk) {
 	head, opts := parsed.head, parsed.opts
 	kind := policyKind(head)
 	pa := &pendingAsk{toolCallID: head.ToolCallID, kind: kind, options: opts, size: len(ask.params)}
-	t := s.turn
+	t := s.turns.turn
 	if t == nil || t.cancelled || !s.state.is(protocol.StateTurn) {
 		// The authority belongs to a live turn (docs/rules.md#r27).
 		pa.rule = "no active turn"
@@ -276,7 +276,7 @@ const decisionTimeout = protocol.DecisionTimeout
 // "cancelled", except a "timeout" decision, which stays "timeout").
 func (s *session) answerPermissionAs(ask *permissionAsk, pa *pendingAsk, optionID, rule string, decision protocol.Decision) {
 	s.settled(ask.id)
-	if t := s.turn; t != nil {
+	if t := s.turns.turn; t != nil {
 		if _, ok := t.pending[ask]; ok {
 			delete(t.pending, ask)
 			t.pendingBytes -= pa.size
@@ -296,8 +296,8 @@ func (s *session) answerPermissionAs(ask *permissionAsk, pa *pendingAsk, optionI
 		ask.answer(acp.NewRequestPermissionOutcomeSelected(acp.PermissionOptionId(optionID)))
 	}
 	var rid *string
-	if s.turn != nil {
-		r := s.turn.requestID
+	if s.turns.turn != nil {
+		r := s.turns.turn.requestID
 		rid = &r
 	}
 	s.notify(protocol.NotifySessionPermission, protocol.PermissionNotice{Session: s.id, RequestID: rid,
@@ -340,7 +340,7 @@ func (s *session) escalate(t *turn, ask *permissionAsk, pa *pendingAsk, parsed p
 		bound.Stop()
 		cancel(nil)
 		s.post(func() {
-			if s.turn != t || t.pending[ask] == nil {
+			if s.turns.turn != t || t.pending[ask] == nil {
 				return // the turn ended (or permissionTimeoutMs decided) first: the late answer changes nothing
 			}
 			optionID := ""

@@ -55,7 +55,7 @@ func (s *session) decideOverflow(t *turn, ask *permissionAsk, pa *pendingAsk, ma
 // (a late answer changes nothing: the ask is no longer pending), and the
 // withdrawal is audited with decision "withdrawn".
 func (s *session) withdrawPermission(t *turn, ask *permissionAsk, pa *pendingAsk, cancel context.CancelCauseFunc) {
-	if s.turn != t || t.pending[ask] == nil {
+	if s.turns.turn != t || t.pending[ask] == nil {
 		return
 	}
 	delete(t.pending, ask)

@@ -26,7 +26,7 @@ func (s *session) permissionTimeout() time.Duration {
 func (s *session) boundEscalation(t *turn, ask *permissionAsk, pa *pendingAsk, cancel context.CancelFunc) *time.Timer {
 	return time.AfterFunc(s.permissionTimeout(), func() {
 		s.post(func() {
-			if s.turn == t && t.pending[ask] != nil {
+			if s.turns.turn == t && t.pending[ask] != nil {
 				s.decideTimedOut(t, ask, pa)
 			}
 		})

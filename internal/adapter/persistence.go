@@ -46,20 +46,20 @@ func (p persistHealth) status() *protocol.Persistence {
 // flushed before its frame.
 func (s *session) noteJournalWrite(err error) {
 	switch {
-	case err != nil && !s.health.journalDegraded:
-		s.health.journalDegraded = true
-		h := s.jn.Health()
+	case err != nil && !s.pub.health.journalDegraded:
+		s.pub.health.journalDegraded = true
+		h := s.pub.jn.Health()
 		s.emitJournalNotice(protocol.JournalNotice{Session: s.id, State: protocol.PersistenceDegraded,
 			File: protocol.PersistenceFileJournal, Error: journal.ErrReason(err), SinceSeq: h.SinceSeq})
-	case err == nil && s.health.journalDegraded:
-		s.health.journalDegraded = false
-		s.jnWarned = false
-		h := s.jn.Health()
+	case err == nil && s.pub.health.journalDegraded:
+		s.pub.health.journalDegraded = false
+		s.pub.jnWarned = false
+		h := s.pub.jn.Health()
 		g := h.LastGap
 		s.emitJournalNotice(protocol.JournalNotice{Session: s.id, State: protocol.PersistenceOK,
-			File: protocol.PersistenceFileJournal, SinceSeq: s.seq + 1,
+			File: protocol.PersistenceFileJournal, SinceSeq: s.pub.seq + 1,
 			Gap: &protocol.JournalGap{FromN: g.FromN, ToN: g.ToN, Reason: g.Reason}})
-		if ferr := s.jn.Flush(); ferr != nil {
+		if ferr := s.pub.jn.Flush(); ferr != nil {
 			s.noteJournalWrite(ferr)
 		}
 	}
@@ -68,16 +68,16 @@ func (s *session) noteJournalWrite(err error) {
 // journalUnavailable reports a journal that could not be opened at all:
 // degraded, with no later recovery for this session.
 func (s *session) journalUnavailable(err error) {
-	if s.health.journalDegraded {
+	if s.pub.health.journalDegraded {
 		return
 	}
-	s.health.journalDegraded = true
+	s.pub.health.journalDegraded = true
 	raw, merr := json.Marshal(protocol.JournalNotice{Session: s.id, State: protocol.PersistenceDegraded,
-		File: protocol.PersistenceFileJournal, Error: journal.ErrReason(err), SinceSeq: s.seq + 1})
+		File: protocol.PersistenceFileJournal, Error: journal.ErrReason(err), SinceSeq: s.pub.seq + 1})
 	if merr == nil {
 		// Its own bytes, not outBuf's: this runs inside queueFrame, whose
 		// frame is outBuf from its start to the end (notify.go).
-		s.out = append(s.out, outFrame{Method: protocol.NotifySessionJournal, Params: raw})
+		s.pub.out = append(s.pub.out, outFrame{Method: protocol.NotifySessionJournal, Params: raw})
 	}
 }
 
@@ -86,14 +86,14 @@ func (s *session) journalUnavailable(err error) {
 // success after failures ok.
 func (s *session) noteRecordWrite(err error) {
 	switch {
-	case err != nil && !s.health.recordDegraded:
-		s.health.recordDegraded = true
+	case err != nil && !s.pub.health.recordDegraded:
+		s.pub.health.recordDegraded = true
 		s.notify(protocol.NotifySessionJournal, protocol.JournalNotice{Session: s.id, State: protocol.PersistenceDegraded,
-			File: protocol.PersistenceFileRecord, Error: journal.ErrReason(err), SinceSeq: s.seq})
-	case err == nil && s.health.recordDegraded:
-		s.health.recordDegraded = false
+			File: protocol.PersistenceFileRecord, Error: journal.ErrReason(err), SinceSeq: s.pub.seq})
+	case err == nil && s.pub.health.recordDegraded:
+		s.pub.health.recordDegraded = false
 		s.notify(protocol.NotifySessionJournal, protocol.JournalNotice{Session: s.id, State: protocol.PersistenceOK,
-			File: protocol.PersistenceFileRecord, SinceSeq: s.seq})
+			File: protocol.PersistenceFileRecord, SinceSeq: s.pub.seq})
 	}
 }
 
@@ -114,7 +114,7 @@ func (s *session) emitJournalNotice(n protocol.JournalNotice) {
 // live), so a host can rebuild the conversation after a reopen.
 func (s *session) journalHistory(update json.RawMessage) {
 	s.ensureJournal()
-	if s.jn == nil {
+	if s.pub.jn == nil {
 		return
 	}
 	b := make([]byte, 0, len(update)+48)
@@ -123,16 +123,16 @@ func (s *session) journalHistory(update json.RawMessage) {
 	b = append(b, `","update":`...)
 	b = append(b, update...)
 	b = append(b, '}')
-	s.jn.AppendNoticeOf(s.id, s.seq, protocol.JournalEntryHistory, b)
+	s.pub.jn.AppendNoticeOf(s.id, s.pub.seq, protocol.JournalEntryHistory, b)
 }
 
 // flushHistory writes the session/history entries a load journaled (they
 // have no frame to go before) once the load is over.
 func (s *session) flushHistory() {
-	if s.jn == nil {
+	if s.pub.jn == nil {
 		return
 	}
-	s.noteJournalWrite(s.jn.Flush())
+	s.noteJournalWrite(s.pub.jn.Flush())
 	s.flushOut()
 }
 
@@ -141,25 +141,25 @@ func (s *session) flushHistory() {
 // identity (the entry written before the launch still lets a later
 // sidecar find the tree by its marker).
 func (s *session) reportLedger() {
-	if s.health.ledgerErr == nil || s.health.ledgerDegraded {
+	if s.pub.health.ledgerErr == nil || s.pub.health.ledgerDegraded {
 		return
 	}
-	s.health.ledgerDegraded = true
+	s.pub.health.ledgerDegraded = true
 	s.notify(protocol.NotifySessionJournal, protocol.JournalNotice{Session: s.id, State: protocol.PersistenceDegraded,
-		File: protocol.PersistenceFileLedger, Error: journal.ErrReason(s.health.ledgerErr), SinceSeq: s.seq})
+		File: protocol.PersistenceFileLedger, Error: journal.ErrReason(s.pub.health.ledgerErr), SinceSeq: s.pub.seq})
 }
 
 // retryLedger rewrites a ledger entry whose update failed (at each record
 // write) and tells the host ok when it works.
 func (s *session) retryLedger() {
-	if !s.health.ledgerDegraded || s.tree == nil || s.st == nil || !s.state.is(protocol.StateOpen, protocol.StateTurn) {
+	if !s.pub.health.ledgerDegraded || s.end.tree == nil || s.rec.st == nil || !s.state.is(protocol.StateOpen, protocol.StateTurn) {
 		return // a closing session's entry is removed, never rewritten
 	}
-	if err := s.writeLedger(s.st, s.tree); err != nil {
-		s.health.ledgerErr = err
+	if err := s.writeLedger(s.rec.st, s.end.tree); err != nil {
+		s.pub.health.ledgerErr = err
 		return
 	}
-	s.health.ledgerErr, s.health.ledgerDegraded = nil, false
+	s.pub.health.ledgerErr, s.pub.health.ledgerDegraded = nil, false
 	s.notify(protocol.NotifySessionJournal, protocol.JournalNotice{Session: s.id, State: protocol.PersistenceOK,
-		File: protocol.PersistenceFileLedger, SinceSeq: s.seq})
+		File: protocol.PersistenceFileLedger, SinceSeq: s.pub.seq})
 }

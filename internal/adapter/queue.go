@@ -46,16 +46,16 @@ func (s *session) enqueue(ctx context.Context, p protocol.PromptParams, prompt j
 	q.stopHost = context.AfterFunc(ctx, func() {
 		s.post(func() { s.cancelQueued(rid) })
 	})
-	s.queue = append(s.queue, q)
+	s.turns.queue = append(s.turns.queue, q)
 	s.m.stats.turnsQueued.Add(1)
 }
 
 // cancelQueued answers the queued turn requestID names "cancelled" and
 // drops it; false if no queued turn has that id.
 func (s *session) cancelQueued(requestID string) bool {
-	for i, q := range s.queue {
+	for i, q := range s.turns.queue {
 		if q.p.RequestID == requestID {
-			s.queue = append(s.queue[:i], s.queue[i+1:]...)
+			s.turns.queue = append(s.turns.queue[:i], s.turns.queue[i+1:]...)
 			s.answerQueued(q, protocol.PromptResult{Status: protocol.TurnCancelled, StopReason: protocol.StopCancelled})
 			return true
 		}
@@ -75,8 +75,8 @@ func (s *session) answerQueued(q *queuedTurn, res protocol.PromptResult) {
 
 // endQueued answers every queued turn with res, oldest first.
 func (s *session) endQueued(res protocol.PromptResult) {
-	queue := s.queue
-	s.queue = nil
+	queue := s.turns.queue
+	s.turns.queue = nil
 	for _, q := range queue {
 		s.answerQueued(q, res)
 	}
@@ -85,11 +85,11 @@ func (s *session) endQueued(res protocol.PromptResult) {
 // startQueued starts the oldest queued turn when the session is open and
 // idle (the connection not lost: the provider's exit answers the queue).
 func (s *session) startQueued() {
-	if s.turn != nil || len(s.queue) == 0 || !s.state.is(protocol.StateOpen) || s.lostInTurn {
+	if s.turns.turn != nil || len(s.turns.queue) == 0 || !s.state.is(protocol.StateOpen) || s.turns.lostInTurn {
 		return
 	}
-	q := s.queue[0]
-	s.queue = s.queue[1:]
+	q := s.turns.queue[0]
+	s.turns.queue = s.turns.queue[1:]
 	q.stopHost()
 	s.m.stats.turnsQueued.Add(-1)
 	s.beginTurn(q.ctx, q.p, q.prompt, q.reply)
@@ -98,8 +98,8 @@ func (s *session) startQueued() {
 // queuedIDs lists the queued turns' request ids in the order they will
 // run (session/status queuedRequestIds).
 func (s *session) queuedIDs() []string {
-	ids := make([]string, 0, len(s.queue))
-	for _, q := range s.queue {
+	ids := make([]string, 0, len(s.turns.queue))
+	for _, q := range s.turns.queue {
 		ids = append(ids, q.p.RequestID)
 	}
 	return ids

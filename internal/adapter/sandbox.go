@@ -269,8 +269,8 @@ func nonNil(s []string) []string {
 // removePrivateTmp removes the session's private TMPDIR once its tree is
 // proven gone (docs/protocol.md §19).
 func (s *session) removePrivateTmp() {
-	if s.tmpDir != "" {
-		_ = os.RemoveAll(s.tmpDir)
+	if s.end.tmpDir != "" {
+		_ = os.RemoveAll(s.end.tmpDir)
 	}
 }
 

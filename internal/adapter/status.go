@@ -12,7 +12,7 @@ import (
 // applyConfigOptions adopts a config_option_update and keeps models/modes
 // in step with the options of category model/mode.
 func (s *session) applyConfigOptions(opts []json.RawMessage) {
-	s.configOpts = jsonl.CleanRaws(opts) // reported to the host verbatim
+	s.ctl.configOpts = jsonl.CleanRaws(opts) // reported to the host verbatim
 	for _, raw := range opts {
 		var o configOption
 		if json.Unmarshal(raw, &o) != nil {
@@ -23,10 +23,10 @@ func (s *session) applyConfigOptions(opts []json.RawMessage) {
 			continue
 		}
 		switch {
-		case (o.ID == "model" || o.Category == "model") && s.models != nil:
-			s.models.CurrentModelID = listedModelID(opts, v, s.models.AvailableModelIDs)
-		case (o.ID == "mode" || o.Category == "mode") && s.modes != nil:
-			s.modes.CurrentModeID = v
+		case (o.ID == "model" || o.Category == "model") && s.ctl.models != nil:
+			s.ctl.models.CurrentModelID = listedModelID(opts, v, s.ctl.models.AvailableModelIDs)
+		case (o.ID == "mode" || o.Category == "mode") && s.ctl.modes != nil:
+			s.ctl.modes.CurrentModeID = v
 		}
 	}
 }
@@ -38,33 +38,30 @@ func (s *session) status() (any, error) {
 		return nil, protocol.Domain(protocol.ErrSessionNotFound, "the session is still being admitted", true)
 	}
 	res := s.liveStatus()
-	processStatus(&res, s.tree)
-	if s.identity.BackendSessionID == "" || s.discarded {
+	processStatus(&res, s.end.tree)
+	if s.rec.identity.BackendSessionID == "" || s.rec.discarded {
 		return res, nil // nothing was admitted or the record was discarded
 	}
-	return mergeRecord(res, s.st)
+	return mergeRecord(res, s.rec.st)
 }
 
 // liveStatus is the actor's own part of a status answer (no process, no
 // record), built from copies: it may outlive this turn of the actor loop
 // (a snapshot).
 func (s *session) liveStatus() protocol.StatusResult {
-	res := protocol.StatusResult{Session: s.id, SessionKey: s.key, Agent: s.agent, State: s.state.current(), Identity: s.identity,
-		Closed: s.state.is(protocol.StateClosed), LastRequestID: s.lastReqID, ConfigOptions: s.configOpts,
-		Usage: protocol.UsageStatus{Cumulative: s.usage, PerRequest: make(map[string]protocol.Usage, len(s.perRequest)), Context: s.contextUsage}, Cost: s.cost,
-		PermissionBinding: s.binding, QueuedRequestIDs: s.queuedIDs(), Persistence: s.health.status()}
-	for id, u := range s.perRequest {
-		res.Usage.PerRequest[id] = u
-	}
-	if s.models != nil {
-		m := *s.models
+	res := protocol.StatusResult{Session: s.id, SessionKey: s.key, Agent: s.agent, State: s.state.current(), Identity: s.rec.identity,
+		Closed: s.state.is(protocol.StateClosed), LastRequestID: s.turns.lastReqID, ConfigOptions: s.ctl.configOpts,
+		Usage: s.acct.status(), Cost: s.acct.cost,
+		PermissionBinding: s.ctl.binding, QueuedRequestIDs: s.queuedIDs(), Persistence: s.pub.health.status()}
+	if s.ctl.models != nil {
+		m := *s.ctl.models
 		res.Models = &m
 	}
-	if s.modes != nil {
-		m := *s.modes
+	if s.ctl.modes != nil {
+		m := *s.ctl.modes
 		res.Modes = &m
 	}
-	res.Process.Pid = s.pid
+	res.Process.Pid = s.end.pid
 	res.Summary = s.summary()
 	return res
 }

@@ -44,18 +44,6 @@ type promptResponse struct {
 	Usage      *protocol.Usage `json:"usage"`
 }
 
-// usageFromRecord converts the record's snake_case usage.
-func usageFromRecord(u store.TokenUsage) protocol.Usage {
-	return protocol.Usage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, TotalTokens: u.TotalTokens,
-		CachedReadTokens: u.CachedReadTokens, CachedWriteTokens: u.CachedWriteTokens, ThoughtTokens: u.ThoughtTokens}
-}
-
-// usageToRecord converts usage for the record.
-func usageToRecord(u protocol.Usage) store.TokenUsage {
-	return store.TokenUsage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, TotalTokens: u.TotalTokens,
-		CachedReadTokens: u.CachedReadTokens, CachedWriteTokens: u.CachedWriteTokens, ThoughtTokens: u.ThoughtTokens}
-}
-
 // startTurn admits one session/prompt (docs/protocol.md §8
 // session/prompt): one active turn per session (TURN_ACTIVE) unless the
 // prompt asks to queue behind it (queue.go), request ids unique within
@@ -65,32 +53,32 @@ func (s *session) startTurn(ctx context.Context, p protocol.PromptParams, reply 
 		reply(nil, e)
 		return
 	}
-	if s.turn != nil && !p.Queue {
-		reply(nil, protocol.Domain(protocol.ErrTurnActive, "turn "+quoteShort(s.turn.requestID)+" is still running", true))
+	if s.turns.turn != nil && !p.Queue {
+		reply(nil, protocol.Domain(protocol.ErrTurnActive, "turn "+quoteShort(s.turns.turn.requestID)+" is still running", true))
 		return
 	}
-	if s.turn != nil && len(s.queue) >= s.m.maxQueuedTurns() {
-		e := protocol.Domain(protocol.ErrTurnActive, "turn "+quoteShort(s.turn.requestID)+" is still running and "+
-			itoa(len(s.queue))+" turns are queued (--max-queued-turns)", true)
-		n := len(s.queue)
+	if s.turns.turn != nil && len(s.turns.queue) >= s.m.maxQueuedTurns() {
+		e := protocol.Domain(protocol.ErrTurnActive, "turn "+quoteShort(s.turns.turn.requestID)+" is still running and "+
+			itoa(len(s.turns.queue))+" turns are queued (--max-queued-turns)", true)
+		n := len(s.turns.queue)
 		e.Data.Queued = &n
 		reply(nil, e)
 		return
 	}
-	if s.usedIDs[p.RequestID] {
+	if s.turns.usedIDs[p.RequestID] {
 		reply(nil, protocol.Domain(protocol.ErrDuplicateRequestID, "requestId "+quoteShort(p.RequestID)+" was already used in this session", false))
 		return
 	}
 	// The blocks go to the agent as the host wrote them, once the agent's
 	// promptCapabilities allow each (docs/protocol.md §23); a refused
 	// prompt leaves its requestId unused.
-	prompt, e := promptBlocks(p.Prompt, s.agentCaps)
+	prompt, e := promptBlocks(p.Prompt, s.rec.agentCaps)
 	if e != nil {
 		reply(nil, e)
 		return
 	}
-	s.usedIDs[p.RequestID] = true
-	if s.turn != nil {
+	s.turns.usedIDs[p.RequestID] = true
+	if s.turns.turn != nil {
 		s.enqueue(ctx, p, prompt, reply)
 		return
 	}
@@ -108,24 +96,24 @@ func (s *session) beginTurn(ctx context.Context, p protocol.PromptParams, prompt
 	if p.TimeoutMs != nil {
 		t.timers = append(t.timers, time.AfterFunc(time.Duration(*p.TimeoutMs)*time.Millisecond, func() {
 			s.post(func() {
-				if s.turn == t {
+				if s.turns.turn == t {
 					t.failErr = &protocol.TurnError{Code: protocol.ErrTurnTimeout, Message: "the turn exceeded timeoutMs", Retryable: true}
 					s.cancelTurn(&t.requestID, "turn timeout")
 				}
 			})
 		}))
 	}
-	if s.cost != nil {
-		t.costBase = s.cost.Amount
+	if s.acct.cost != nil {
+		t.costBase = s.acct.cost.Amount
 	}
-	s.turn = t
+	s.turns.turn = t
 	s.moveTo(protocol.StateTurn)
 	// The id is on disk before the agent sees the prompt: a sidecar killed
 	// mid-turn leaves it used, and the record shows the session ran a turn.
 	s.persist(func(r *store.Record) { recordRequestID(r, p.RequestID) })
 	rid := p.RequestID
-	s.lastReqID = &rid
-	conn, sid := s.conn, s.identity.BackendSessionID
+	s.turns.lastReqID = &rid
+	conn, sid := s.conn, s.rec.identity.BackendSessionID
 	go func() {
 		var resp promptResponse
 		err := conn.call(context.Background(), acp.AgentMethodSessionPrompt, promptRequest{SessionID: sid, Prompt: prompt, Meta: p.Meta}, &resp)
@@ -136,13 +124,13 @@ func (s *session) beginTurn(ctx context.Context, p protocol.PromptParams, prompt
 // turnReturned handles the ACP session/prompt response, after every update
 // the agent sent before it (same ordered inbox).
 func (s *session) turnReturned(t *turn, resp *promptResponse, err error) {
-	if s.turn != t {
+	if s.turns.turn != t {
 		return // the turn already ended (cancel grace, close, provider loss)
 	}
 	res := protocol.PromptResult{Status: protocol.TurnCompleted, StopReason: resp.StopReason}
 	switch {
 	case err != nil && errors.Is(err, jsonrpc2.ErrClosed):
-		s.lostInTurn = true
+		s.turns.lostInTurn = true
 		res = protocol.PromptResult{Status: protocol.TurnFailed, Error: &protocol.TurnError{
 			Code: protocol.ErrProviderProcessLost, Message: "the provider connection closed during the turn"}}
 	case err != nil && t.cancelled:
@@ -170,7 +158,7 @@ func (s *session) turnReturned(t *turn, resp *promptResponse, err error) {
 // asks `cancelled`, sends the queued frames, accounts usage and cost,
 // persists, fsyncs the journal, replies, and starts the next queued turn.
 func (s *session) finishTurn(res protocol.PromptResult) {
-	t := s.turn
+	t := s.turns.turn
 	if t == nil {
 		return
 	}
@@ -178,7 +166,7 @@ func (s *session) finishTurn(res protocol.PromptResult) {
 		s.answerPermission(ask, pa, nil, "cancelled", "turn ended")
 	}
 	s.cancelElicitations(t, "turn ended")
-	s.turn = nil
+	s.turns.turn = nil
 	if s.state.is(protocol.StateTurn) {
 		s.moveTo(protocol.StateOpen)
 	}
@@ -196,10 +184,7 @@ func (s *session) finishTurn(res protocol.PromptResult) {
 	}
 	s.flushOut() // the turn's updates go out before the record write
 	if res.Usage != nil {
-		s.perRequest[t.requestID] = *res.Usage
-		s.usage.InputTokens += res.Usage.InputTokens
-		s.usage.OutputTokens += res.Usage.OutputTokens
-		s.usage.TotalTokens += res.Usage.TotalTokens
+		s.acct.addTurn(t.requestID, *res.Usage)
 	}
 	s.persist(func(r *store.Record) {
 		recordRequestID(r, t.requestID)
@@ -216,7 +201,7 @@ func (s *session) finishTurn(res protocol.PromptResult) {
 	// Every update of the turn is sent, and durable, before its answer.
 	s.syncJournal()
 	s.m.stats.countTurn(res.Status)
-	s.snapDirty = true // usage, lastRequestId
+	s.act.snapDirty = true // usage, lastRequestId
 	t.reply(res, nil)
 	s.startQueued()
 }
@@ -226,7 +211,7 @@ func (s *session) finishTurn(res protocol.PromptResult) {
 // `cancelled`, and the turn ends `cancelled` when the agent answers or
 // after CloseTimeout at the latest. Reports whether a turn was cancelled.
 func (s *session) cancelTurn(requestID *string, why string) bool {
-	t := s.turn
+	t := s.turns.turn
 	if t == nil || (requestID != nil && *requestID != t.requestID) {
 		return false
 	}
@@ -239,13 +224,13 @@ func (s *session) cancelTurn(requestID *string, why string) bool {
 		s.answerPermission(ask, pa, nil, "cancelled", "turn cancelled")
 	}
 	s.cancelElicitations(t, "turn cancelled")
-	conn, sid := s.conn, s.identity.BackendSessionID
+	conn, sid := s.conn, s.rec.identity.BackendSessionID
 	go func() {
 		_ = conn.notify(acp.AgentMethodSessionCancel, acp.CancelNotification{SessionId: acp.SessionId(sid)})
 	}()
 	t.timers = append(t.timers, time.AfterFunc(s.m.cfg.CloseTimeout, func() {
 		s.post(func() {
-			if s.turn == t {
+			if s.turns.turn == t {
 				s.finishTurn(protocol.PromptResult{Status: protocol.TurnCancelled, StopReason: protocol.StopCancelled})
 			}
 		})
@@ -255,31 +240,20 @@ func (s *session) cancelTurn(requestID *string, why string) bool {
 
 // restoreUsage loads usage, cost and used request ids from a resumed record.
 func (s *session) restoreUsage(r *store.Record) {
-	if u := r.CumulativeTokenUsage; u != nil {
-		s.usage = usageFromRecord(*u)
-	}
-	for id, u := range r.RequestTokenUsage {
-		s.perRequest[id] = usageFromRecord(u)
-	}
-	if c := r.CumulativeCost; c != nil {
-		s.cost = &protocol.Cost{Amount: c.Amount, Currency: c.Currency, Basis: protocol.CostSessionCumulative}
-	}
-	if c := r.Acpx.ContextUsage; c != nil {
-		s.contextUsage = &protocol.ContextUsage{Used: c.Used, Size: c.Size}
-	}
-	s.lastReqID = r.LastRequestID
+	s.acct.restore(r)
+	s.turns.lastReqID = r.LastRequestID
 	// Request ids stay unique across resume (docs/protocol.md §8
 	// session/prompt).
 	for id := range r.RequestTokenUsage {
-		s.usedIDs[id] = true
+		s.turns.usedIDs[id] = true
 	}
 	if r.LastRequestID != nil {
-		s.usedIDs[*r.LastRequestID] = true
+		s.turns.usedIDs[*r.LastRequestID] = true
 	}
 	var ids []string
 	if raw, ok := r.Acpx.Extra[requestIDsKey]; ok && json.Unmarshal(raw, &ids) == nil {
 		for _, id := range ids {
-			s.usedIDs[id] = true
+			s.turns.usedIDs[id] = true
 		}
 	}
 }
@@ -317,32 +291,19 @@ func ranATurn(r *store.Record) bool {
 
 // persist writes the actor's view into the record; fn may add to it.
 func (s *session) persist(fn func(r *store.Record)) {
-	if s.st == nil || s.identity.BackendSessionID == "" {
+	if s.rec.st == nil || s.rec.identity.BackendSessionID == "" {
 		return
 	}
-	err := s.st.Update(s.key, func(r *store.Record) error {
-		if r.AcpSessionID != s.identity.BackendSessionID {
+	err := s.rec.st.Update(s.key, func(r *store.Record) error {
+		if r.AcpSessionID != s.rec.identity.BackendSessionID {
 			return errRecordTaken
 		}
 		r.LastUsedAt = nowStamp()
-		r.LastSeq = int64(s.seq)
-		applyControlsToRecord(r, s.models, s.modes)
-		r.Acpx.ModelControl = s.modelCtl
-		r.Acpx.PinnedModelID, r.Acpx.PinnedModeID = s.pins.model, s.pins.mode
-		cu := usageToRecord(s.usage)
-		r.CumulativeTokenUsage = &cu
-		if r.RequestTokenUsage == nil {
-			r.RequestTokenUsage = map[string]store.TokenUsage{}
-		}
-		for id, u := range s.perRequest {
-			r.RequestTokenUsage[id] = usageToRecord(u)
-		}
-		if s.cost != nil {
-			r.CumulativeCost = &store.Cost{Amount: s.cost.Amount, Currency: s.cost.Currency}
-		}
-		if c := s.contextUsage; c != nil {
-			r.Acpx.ContextUsage = &store.ContextUsage{Used: c.Used, Size: c.Size}
-		}
+		r.LastSeq = int64(s.pub.seq)
+		applyControlsToRecord(r, s.ctl.models, s.ctl.modes)
+		r.Acpx.ModelControl = s.ctl.modelCtl
+		r.Acpx.PinnedModelID, r.Acpx.PinnedModeID = s.ctl.pins.model, s.ctl.pins.mode
+		s.acct.toRecord(r)
 		if fn != nil {
 			fn(r)
 		}
