@@ -45,7 +45,7 @@ func TestActor_AdmissionFailureEndsTheTree(t *testing.T) {
 	if pr == nil || !pr.Complete || pr.Origin != protocol.OriginAdmission || pr.ProtocolClose.Outcome != protocol.CloseSkipped {
 		t.Fatalf("cleanup proof %+v: want complete, origin admission, protocol close skipped", pr)
 	}
-	if pr.Containment != string(fakeMode) || len(pr.Processes) != 1 || pr.Processes[0].Pid != l.tree(0).Pid() {
+	if pr.Containment != string(fakeMode) || len(pr.Processes) != 1 || pr.Processes[0].Pid != l.tree(0).Info().Pid {
 		t.Errorf("proof containment %q processes %+v: want the fake tree's", pr.Containment, pr.Processes)
 	}
 	if n := l.tree(0).terminated(); n != 1 {

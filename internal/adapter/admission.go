@@ -340,9 +340,9 @@ func (s *session) admit(ctx context.Context, in admissionInput) admissionResult 
 		}
 	}()
 	defer func() { <-ledgerDone }()
-	go s.drainStderr(tree.Stderr())
+	go s.drainStderr(tree.Stdio().Stderr)
 	var conn *acpConn
-	conn = newACPConn(tree.Stdin(), tree.Stdout(), s.m.cfg.MaxProviderLineBytes, s.log, func(ev providerEvent) bool {
+	conn = newACPConn(tree.Stdio().Stdin, tree.Stdio().Stdout, s.m.cfg.MaxProviderLineBytes, s.log, func(ev providerEvent) bool {
 		switch {
 		case ev.updates != nil:
 			n := 0

@@ -178,7 +178,7 @@ func (s *session) finishCleanup(proof *protocol.Proof) {
 // finished sessions.
 func (s *session) release() {
 	if s.end.tree != nil {
-		s.end.pid = s.end.tree.Pid()
+		s.end.pid = s.end.tree.Info().Pid
 	}
 	s.conn, s.end.tree, s.turns.buffered = nil, nil, nil
 	s.closeJournal()
@@ -279,7 +279,7 @@ func (s *session) cleanup(in cleanupInput) *protocol.Proof {
 		}
 	}
 	if tree != nil {
-		job.Target.Containment = tree.Containment()
+		job.Target.Containment = tree.Info().Containment
 		job.Before = func() []protocol.ProofError {
 			if n := oomKills(tree); n > 0 {
 				return []protocol.ProofError{oomProofError(n)}

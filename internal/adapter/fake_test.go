@@ -107,18 +107,13 @@ type fakeTree struct {
 	res          reaper.Resources // what Resources reports while cgroup is set
 }
 
-func (t *fakeTree) Stdin() io.WriteCloser    { return t.stdinW }
-func (t *fakeTree) Stdout() io.ReadCloser    { return t.stdoutR }
-func (t *fakeTree) Stderr() io.ReadCloser    { return io.NopCloser(strings.NewReader("")) }
-func (t *fakeTree) Pid() int                 { return t.pid }
-func (t *fakeTree) Pgid() int                { return t.pid }
-func (t *fakeTree) StartTicks() uint64       { return 1 }
-func (t *fakeTree) StartedAt() time.Time     { return t.started }
-func (t *fakeTree) Containment() reaper.Mode { return fakeMode }
-func (t *fakeTree) CgroupPath() string {
+func (t *fakeTree) Stdio() reaper.Stdio {
+	return reaper.Stdio{Stdin: t.stdinW, Stdout: t.stdoutR, Stderr: io.NopCloser(strings.NewReader(""))}
+}
+func (t *fakeTree) Info() reaper.TreeInfo {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return t.cgroup
+	return reaper.TreeInfo{Pid: t.pid, Pgid: t.pid, StartTicks: 1, StartedAt: t.started, Containment: fakeMode, CgroupPath: t.cgroup}
 }
 func (t *fakeTree) Resources() (reaper.Resources, error) {
 	t.mu.Lock()

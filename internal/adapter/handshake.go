@@ -188,9 +188,10 @@ func (s *session) handshake(ctx context.Context, in *admissionInput, conn *acpCo
 	} else if prior != nil && prior.AgentSessionID != "" && prior.AcpSessionID == st.SessionID {
 		ident.AgentSessionID = prior.AgentSessionID
 	}
+	ti := tree.Info()
 	res := protocol.OpenResult{Session: s.id, SessionKey: s.key, Identity: ident, Resumed: resumed, Agent: info,
 		Models: st.models(), Modes: st.modes(), ConfigOptions: jsonl.CleanRaws(st.ConfigOptions),
-		Process: protocol.ProcessInfo{Pid: tree.Pid(), Pgid: tree.Pgid(), StartedAt: protocol.At(tree.StartedAt()), Containment: string(tree.Containment())},
+		Process: protocol.ProcessInfo{Pid: ti.Pid, Pgid: ti.Pgid, StartedAt: protocol.At(ti.StartedAt), Containment: string(ti.Containment)},
 		Sandbox: in.sandbox.result, AuthMethods: authMethods}
 	if res.ConfigOptions == nil {
 		res.ConfigOptions = []json.RawMessage{}
@@ -280,9 +281,9 @@ func saveAdmitted(in *admissionInput, prior *store.Record, res *protocol.OpenRes
 	rec.LastUsedAt = now
 	rec.Closed = false
 	rec.ClosedAt = nil
-	pid := tree.Pid()
+	pid := tree.Info().Pid
 	rec.Pid = &pid
-	started := store.FormatTime(tree.StartedAt())
+	started := store.FormatTime(tree.Info().StartedAt)
 	rec.AgentStartedAt = &started
 	rec.ProtocolVersion = init.ProtocolVersion
 	rec.AgentCapabilities = init.AgentCapabilities

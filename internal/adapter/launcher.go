@@ -2,7 +2,6 @@ package adapter
 
 import (
 	"context"
-	"io"
 	"time"
 
 	"github.com/acpx-sidecar/acpx-sidecar/internal/reaper"
@@ -31,27 +30,14 @@ type Launcher interface {
 	CgroupParent() string
 }
 
-// Tree is one launched provider and everything it spawns (a *reaper.Tree).
+// Tree is one launched provider and everything it spawns (a *reaper.Tree
+// or *reaper.TableTree).
 type Tree interface {
-	// Stdin is the provider's stdin (the ACP connection writes it).
-	Stdin() io.WriteCloser
-	// Stdout is the provider's stdout (the ACP connection reads it).
-	Stdout() io.ReadCloser
-	// Stderr is the provider's stderr (drained, never logged).
-	Stderr() io.ReadCloser
-	// Pid is the provider (leader) pid.
-	Pid() int
-	// Pgid is the provider's process group.
-	Pgid() int
-	// StartTicks is the leader's start time in clock ticks (/proc), kept
-	// in the ownership ledger against pid reuse.
-	StartTicks() uint64
-	// StartedAt is when the provider was started.
-	StartedAt() time.Time
-	// Containment is the tree's containment mode.
-	Containment() reaper.Mode
-	// CgroupPath is the tree's cgroup ("" outside cgroup mode).
-	CgroupPath() string
+	// Stdio is the provider's pipes: the ACP connection writes Stdin and
+	// reads Stdout; Stderr is drained, never logged.
+	Stdio() reaper.Stdio
+	// Info is the tree's identity: pids, start time, containment, cgroup.
+	Info() reaper.TreeInfo
 	// Exited is closed once the leader has been reaped.
 	Exited() <-chan struct{}
 	// ExitStatus is the leader's wait status, valid after Exited.

@@ -54,7 +54,7 @@ func (m *Manager) checkLimits(l reaper.Limits) *protocol.Error {
 // resources reads the live tree's cgroup counters for session/status; nil
 // without a cgroup or once it is gone.
 func resourcesOf(t Tree) *protocol.Resources {
-	if t == nil || t.CgroupPath() == "" {
+	if t == nil || t.Info().CgroupPath == "" {
 		return nil
 	}
 	r, err := t.Resources()

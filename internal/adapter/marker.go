@@ -50,7 +50,8 @@ func (s *session) writeLedger(st *store.Store, tree Tree) error {
 		MarkerSHA256: reaper.MarkerDigest(s.marker()), CgroupParent: s.m.cfg.Launcher.CgroupParent(),
 		Containment: string(s.m.cfg.Launcher.Mode()), CreatedAt: store.FormatTime(time.Now())}
 	if tree != nil {
-		o.Pid, o.StartTime, o.Pgid, o.Cgroup, o.Containment = tree.Pid(), tree.StartTicks(), tree.Pgid(), tree.CgroupPath(), string(tree.Containment())
+		info := tree.Info()
+		o.Pid, o.StartTime, o.Pgid, o.Cgroup, o.Containment = info.Pid, info.StartTicks, info.Pgid, info.CgroupPath, string(info.Containment)
 	}
 	return st.WriteOwned(o)
 }

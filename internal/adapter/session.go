@@ -266,7 +266,7 @@ func (s *session) onExit() {
 	}
 	s.log.Warn("provider exited on its own", zap.String("during", string(during)))
 	s.notify(protocol.NotifySessionExited, protocol.ExitedNotice{Session: s.id, SessionKey: s.key,
-		Pid: s.end.tree.Pid(), ExitCode: st.Code, Signal: st.Signal, During: during, Reason: exitReason(st, ooms)})
+		Pid: s.end.tree.Info().Pid, ExitCode: st.Code, Signal: st.Signal, During: during, Reason: exitReason(st, ooms)})
 	s.endQueued(protocol.PromptResult{Status: protocol.TurnFailed, Error: &protocol.TurnError{
 		Code: protocol.ErrProviderProcessLost, Message: "the provider process exited before the turn started"}})
 	if s.turns.turn != nil {

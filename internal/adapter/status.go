@@ -72,7 +72,7 @@ func processStatus(res *protocol.StatusResult, tree Tree) {
 	if tree == nil {
 		return
 	}
-	res.Process.Pid = tree.Pid()
+	res.Process.Pid = tree.Info().Pid
 	select {
 	case <-tree.Exited():
 	default:

@@ -48,6 +48,12 @@ func (s *Supervisor) Start(Spec) (*Tree, error) { return nil, ErrUnsupported }
 // Tree is never created on this platform.
 type Tree struct{}
 
+// Info is zero on this platform.
+func (t *Tree) Info() TreeInfo { return TreeInfo{} }
+
+// Stdio is zero on this platform.
+func (t *Tree) Stdio() Stdio { return Stdio{} }
+
 // Stdin is nil on this platform.
 func (t *Tree) Stdin() io.WriteCloser { return nil }
 

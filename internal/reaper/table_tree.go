@@ -61,6 +61,14 @@ type tableMember struct {
 	at     time.Time
 }
 
+// Info is the tree's identity (TreeInfo; no cgroup in this mode).
+func (t *TableTree) Info() TreeInfo {
+	return TreeInfo{Pid: t.pid, Pgid: t.pgid, StartTicks: t.start, StartedAt: t.startedAt, Containment: ModeProcessTable}
+}
+
+// Stdio is the provider's pipes (Stdio).
+func (t *TableTree) Stdio() Stdio { return Stdio{Stdin: t.stdin, Stdout: t.stdout, Stderr: t.stderr} }
+
 // Stdin is the write end of the provider's stdin pipe (caller closes it).
 func (t *TableTree) Stdin() io.WriteCloser { return t.stdin }
 

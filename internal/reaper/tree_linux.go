@@ -67,6 +67,14 @@ type member struct {
 	outside string
 }
 
+// Info is the tree's identity (TreeInfo).
+func (t *Tree) Info() TreeInfo {
+	return TreeInfo{Pid: t.pid, Pgid: t.pgid, StartTicks: t.start, StartedAt: t.startedAt, Containment: t.mode, CgroupPath: t.cgPath}
+}
+
+// Stdio is the provider's pipes (Stdio).
+func (t *Tree) Stdio() Stdio { return Stdio{Stdin: t.stdin, Stdout: t.stdout, Stderr: t.stderr} }
+
 // Stdin is the write end of the provider's stdin pipe (caller closes it).
 func (t *Tree) Stdin() io.WriteCloser { return t.stdin }
 

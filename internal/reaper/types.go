@@ -52,6 +52,7 @@ package reaper
 
 import (
 	"errors"
+	"io"
 	"os"
 	"time"
 
@@ -151,6 +152,32 @@ type Spec struct {
 	// sandbox support (SandboxSupported) fails Start with
 	// ErrSandboxUnsupported.
 	Sandbox *sandbox.Plan
+}
+
+// TreeInfo identifies a launched tree (a proof's and the ownership
+// ledger's facts about it): the provider (leader) pid and its process
+// group, the leader's start time in the process table's units (StartTicks:
+// clock ticks since boot on Linux, microseconds since the epoch on Darwin)
+// kept against pid reuse, when it was started (wall clock), the
+// containment mode and the tree's cgroup directory ("" outside cgroup
+// mode).
+type TreeInfo struct {
+	Pid         int
+	Pgid        int
+	StartTicks  uint64
+	StartedAt   time.Time
+	Containment Mode
+	CgroupPath  string
+}
+
+// Stdio is the parent's ends of the provider's pipes: the write end of its
+// stdin and the read ends of its stdout and stderr (the caller closes
+// them). Descendants inherit the pipes, so stdout's EOF may come only once
+// the whole tree is gone.
+type Stdio struct {
+	Stdin  io.WriteCloser
+	Stdout io.ReadCloser
+	Stderr io.ReadCloser
 }
 
 // ExitStatus is the wait status of the provider (leader) process.
