@@ -361,11 +361,8 @@ func (s *session) retain(first *protocol.Proof) {
 		s.removePrivateTmp()
 		s.m.releaseKey(s)
 		s.post(func() { s.end.proof = proof })
-		dir := st.Dir()
-		if discarded {
-			dir = "" // the journal was deleted with the record
-		}
-		s.m.notifyJournaled(dir, s.key, s.id, protocol.NotifyCleanupProof, protocol.ProofNotice{Proof: proof})
+		// The journal was deleted with a discarded record.
+		s.m.publishProof(st, proof, cleanup.Delivery{Journal: !discarded, Notify: true})
 		if hold != nil {
 			hold() // after the key's last journal write
 		}

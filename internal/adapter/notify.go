@@ -2,7 +2,6 @@ package adapter
 
 import (
 	"encoding/json"
-	"path/filepath"
 	"strconv"
 
 	"go.uber.org/zap"
@@ -264,28 +263,4 @@ func (m *Manager) liveJournal(sessionsDir, key string) (*journal.Journal, func()
 		return nil, nil
 	}
 	return j, release
-}
-
-// notifyJournaled journals and sends a notification from outside a
-// session actor (a retained cleanup's final proof, a recovered proof):
-// into the journal of key in stateDir as an entry of session, synced,
-// then to the host.
-func (m *Manager) notifyJournaled(stateDir, key, session, method string, params any) {
-	raw, err := json.Marshal(params)
-	if err != nil {
-		m.log.Error("notification not encodable (a bug)", zap.String("method", method), zap.Error(err))
-		return
-	}
-	if stateDir != "" && key != "" {
-		if j, release, err := m.acquireJournal(filepath.Join(stateDir, "sessions"), key); err == nil {
-			j.AppendSessionNotice(session, method, raw)
-			_ = j.Sync()
-			release()
-		} else {
-			m.log.Debug("session journal unavailable", zap.Error(err))
-		}
-	}
-	if err := m.host.Notify(method, json.RawMessage(raw)); err != nil {
-		m.log.Debug("notification not delivered", zap.String("method", method), zap.Error(err))
-	}
 }

@@ -136,7 +136,7 @@ func (m *Manager) recoverEntry(st *store.Store, o store.Owned, firstDone func())
 	}
 	if !proof.Complete {
 		progress := func(p *protocol.Proof) {
-			m.notifyProof(st, o.SessionKey, p)
+			m.notifyProof(st, p)
 			m.notePendingRecovery(o.ID, p)
 		}
 		progress(proof)
@@ -163,7 +163,7 @@ func (m *Manager) recoverEntry(st *store.Store, o store.Owned, firstDone func())
 	})
 	m.log.Info("recovered a leftover provider tree", zap.String("session", o.Session))
 	m.stats.recovered.Add(1)
-	m.notifyProof(st, o.SessionKey, proof)
+	m.notifyProof(st, proof)
 }
 
 // leftoverTerminator kills what is left of one ledger entry — what it can
@@ -198,17 +198,9 @@ func (m *Manager) leftoverTerminator(o store.Owned) cleanup.Terminator {
 // (docs/protocol.md §16: a host catching up on that key reads it) while
 // holding the key; when another sidecar holds the key now (it opened the
 // key after the dead sidecar), that session's journal is left alone and
-// the proof is only sent.
-func (m *Manager) notifyProof(st *store.Store, key string, p *protocol.Proof) {
-	dir := st.Dir()
-	if hold, err := m.holdKey(st, key); err == nil {
-		defer hold()
-	} else {
-		dir = ""
-		m.log.Info("recovered proof not journaled: the key is held by another sidecar or its lock is unusable",
-			zap.String("sessionKey", key), zap.Error(err))
-	}
-	m.notifyJournaled(dir, key, p.Session, protocol.NotifyCleanupProof, protocol.ProofNotice{Proof: p})
+// the proof is only sent (cleanup.Publish).
+func (m *Manager) notifyProof(st *store.Store, p *protocol.Proof) {
+	m.publishProof(st, p, cleanup.Delivery{Journal: true, Notify: true})
 }
 
 // notePendingRecovery remembers (p non-nil) or forgets the latest

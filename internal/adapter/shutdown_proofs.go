@@ -2,13 +2,11 @@ package adapter
 
 import (
 	"encoding/json"
-	"errors"
-	"path/filepath"
 	"sync"
 
 	"go.uber.org/zap"
 
-	"github.com/acpx-sidecar/acpx-sidecar/internal/store"
+	"github.com/acpx-sidecar/acpx-sidecar/internal/cleanup"
 	"github.com/acpx-sidecar/acpx-sidecar/protocol"
 )
 
@@ -61,7 +59,7 @@ func (m *Manager) recordShutdownProofs(proofs []shutdownProof) {
 		go func() {
 			defer wg.Done()
 			for i := range work {
-				m.journalProof(proofs[i].s.stateDir, proofs[i].proof.SessionKey, proofs[i].proof.Session, raws[i])
+				raws[i] = m.journalProof(proofs[i].s.stateDir, proofs[i].proof)
 			}
 		}()
 	}
@@ -73,12 +71,6 @@ func (m *Manager) recordShutdownProofs(proofs []shutdownProof) {
 		if sp.delivered {
 			continue
 		}
-		raw, err := json.Marshal(protocol.ProofNotice{Proof: p})
-		if err != nil {
-			m.log.Error("proof not encodable (a bug)", zap.Error(err))
-			continue
-		}
-		raws[i] = raw
 		work <- i
 	}
 	close(work)
@@ -96,37 +88,19 @@ func (m *Manager) recordShutdownProofs(proofs []shutdownProof) {
 	}
 }
 
-// journalProof appends a cleanup/proof entry of session with params raw
-// to key's journal in stateDir and syncs it, holding the key meanwhile: a key
-// another sidecar holds now (it opened the key after this session let it
-// go) is not written to.
-func (m *Manager) journalProof(stateDir, key, session string, raw json.RawMessage) {
-	if stateDir == "" || key == "" {
-		return
+// journalProof appends proof to its key's journal in stateDir as a
+// cleanup/proof entry, synced, holding the key meanwhile (cleanup.Publish:
+// a key another sidecar holds now is not written to), and returns the
+// cleanup/proof params to send (nil if proof is not encodable). A state
+// directory that cannot be used is logged; the proof is still returned.
+func (m *Manager) journalProof(stateDir string, proof *protocol.Proof) json.RawMessage {
+	if stateDir == "" || proof.SessionKey == "" {
+		return cleanup.Publish(proofSink{m: m}, proof, cleanup.Delivery{}).Raw
 	}
 	st, err := m.storeFor(stateDir)
 	if err != nil {
 		m.log.Warn("shutdown proof not journaled: the state directory cannot be used", zap.Error(err))
-		return
+		return cleanup.Publish(proofSink{m: m}, proof, cleanup.Delivery{}).Raw
 	}
-	hold, err := m.holdKey(st, key)
-	if err != nil {
-		if errors.Is(err, store.ErrKeyHeld) {
-			m.log.Info("shutdown proof not journaled: another sidecar holds the key now", zap.String("sessionKey", key))
-		} else {
-			m.log.Warn("shutdown proof not journaled", zap.Error(err))
-		}
-		return
-	}
-	defer hold()
-	j, release, err := m.acquireJournal(filepath.Join(stateDir, "sessions"), key)
-	if err != nil {
-		m.log.Warn("shutdown proof not journaled: the journal cannot be opened", zap.Error(err))
-		return
-	}
-	defer release()
-	j.AppendSessionNotice(session, protocol.NotifyCleanupProof, raw)
-	if err := j.Sync(); err != nil {
-		m.log.Warn("shutdown proof journal entry not synced", zap.Error(err))
-	}
+	return m.publishProof(st, proof, cleanup.Delivery{Journal: true}).Raw
 }

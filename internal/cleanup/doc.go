@@ -12,9 +12,12 @@
 //     close.go; docs/rules.md#r16, #r20);
 //   - the termination of the tree and the retained retry with one backoff
 //     (Run, Retain, backoff.go, run.go; docs/rules.md#r15, #r20);
-//   - recovery of a ledger entry through the same Terminator seam a live
-//     tree uses (Recover, recover.go);
-//   - the hand-off of a finished proof to the journal (Publisher).
+//   - recovery of a ledger entry through the same seam a live tree uses:
+//     Run and Retain with a Terminator that recovers the entry (the
+//     adapter builds it from its Launcher's Recoverer);
+//   - the hand-off of a finished proof to the key's journal and the host,
+//     in that order and only while holding the key (Publish, ProofSink:
+//     publish.go).
 //
 // It runs no process itself: the trees, the ACP connection and the
 // journal come in through small interfaces, so the unit tests drive every
