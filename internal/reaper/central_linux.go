@@ -131,18 +131,24 @@ func (c *central) run() {
 // starts after three int32s, aligned to the pointer size.
 func siginfoPid(info *unix.Siginfo) int { return procfs.SiginfoPid(info) }
 
+// wait4NoHang is wait4(pid, WNOHANG), retried on EINTR: the reaped pid
+// (0 if pid has not exited) and its wait status.
+func wait4NoHang(pid int) (unix.WaitStatus, int, error) {
+	for {
+		var ws unix.WaitStatus
+		wpid, err := unix.Wait4(pid, &ws, unix.WNOHANG, nil)
+		if !errors.Is(err, unix.EINTR) {
+			return ws, wpid, err
+		}
+	}
+}
+
 // reapRegistered reaps pid, an exited child registered as a helper or a
 // guardian (what names which): wait4 (retried on EINTR), then forget
 // (called under c.mu) drops its registration and done gets its status.
 // It reports false when wait4 failed (logged; the pass stops).
 func (c *central) reapRegistered(pid int, what string, forget func(), done func(unix.WaitStatus)) bool {
-	var ws unix.WaitStatus
-	var err error
-	for {
-		if _, err = unix.Wait4(pid, &ws, unix.WNOHANG, nil); !errors.Is(err, unix.EINTR) {
-			break
-		}
-	}
+	ws, _, err := wait4NoHang(pid)
 	if err != nil {
 		c.log.Warn("reaper: wait4 of "+what+" failed", zap.Int("pid", pid), zap.Error(err))
 		return false
@@ -190,14 +196,7 @@ func (c *central) reapPass() {
 			continue
 		}
 		owners, key := c.attribute(pid)
-		var ws unix.WaitStatus
-		var wpid int
-		for {
-			wpid, err = unix.Wait4(pid, &ws, unix.WNOHANG, nil)
-			if !errors.Is(err, unix.EINTR) {
-				break
-			}
-		}
+		ws, wpid, err := wait4NoHang(pid)
 		if err != nil || wpid != pid {
 			c.log.Warn("reaper: wait4 after waitid peek failed", zap.Int("pid", pid), zap.Error(err))
 			return

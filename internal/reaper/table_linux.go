@@ -102,13 +102,7 @@ func (w *tableWaiter) reapNow() {
 			return // children exist, none exited
 		}
 		p, _ := w.c.procs.Stat(pid) // a zombie: still in the table
-		var ws unix.WaitStatus
-		var wpid int
-		for {
-			if wpid, err = unix.Wait4(pid, &ws, unix.WNOHANG, nil); !errors.Is(err, unix.EINTR) {
-				break
-			}
-		}
+		ws, wpid, err := wait4NoHang(pid)
 		if err != nil || wpid != pid {
 			w.c.log.Warn("reaper: wait4 after waitid peek failed", zap.Int("pid", pid), zap.Error(err))
 			return
