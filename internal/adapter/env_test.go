@@ -1,6 +1,7 @@
 package adapter
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 
@@ -64,5 +65,30 @@ func TestRedactor_RemovesJSONEscapedSpellings(t *testing.T) {
 		if got := r.clean(text); strings.Contains(got, "4455") {
 			t.Errorf("%q cleaned to %q: the secret is still there", text, got)
 		}
+	}
+}
+
+// TestRedactor_CleanJSON: a JSON value holding a secret (in a string, a
+// member name, escaped) comes out valid with "[redacted]" in its place and
+// numbers as written; one holding none is returned as it was.
+func TestRedactor_CleanJSON(t *testing.T) {
+	r := newRedactor(map[string]string{"K": `se"cret-é`})
+	in := []byte(`{"a":"x se\"cret-é y","se\"cret-é":1,"n":12345678901234567890,"l":["se\"cret-\u00e9"]}`)
+	out, changed := r.cleanJSON(in)
+	if !changed || !json.Valid(out) {
+		t.Fatalf("changed %v, valid %v: %s", changed, json.Valid(out), out)
+	}
+	for _, bad := range []string{`se"cret`, `se\"cret`, `\u00e9`} {
+		if strings.Contains(string(out), bad) {
+			t.Errorf("%s still holds %q", out, bad)
+		}
+	}
+	want := `{"[redacted]":1,"a":"x [redacted] y","l":["[redacted]"],"n":12345678901234567890}`
+	if string(out) != want {
+		t.Errorf("got %s\nwant %s", out, want)
+	}
+	clean := []byte(`{"a":"nothing here"}`)
+	if got, changed := r.cleanJSON(clean); changed || &got[0] != &clean[0] {
+		t.Errorf("a value without a secret was rewritten: %s", got)
 	}
 }

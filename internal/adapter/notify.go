@@ -105,6 +105,10 @@ func (s *session) emit(method string, params []byte) {
 // queueFrame journals outBuf[start:] as method's params and queues it.
 func (s *session) queueFrame(method string, start int) {
 	s.ensureJournal()
+	if clean, changed := s.red.cleanJSON(s.pub.outBuf[start:]); changed {
+		// An agent's text quoting a secret (docs/protocol.md §13).
+		s.pub.outBuf = append(s.pub.outBuf[:start], clean...)
+	}
 	params := s.pub.outBuf[start:]
 	if s.pub.jn != nil {
 		if method == protocol.NotifySessionUpdate {
@@ -179,6 +183,7 @@ func (s *session) journalRequest(method string, params any) {
 		return
 	}
 	if raw, err := json.Marshal(params); err == nil {
+		raw, _ = s.red.cleanJSON(raw)
 		s.pub.jn.AppendNoticeOf(s.id, s.pub.seq, method, raw)
 		_ = s.pub.jn.Flush()
 	}

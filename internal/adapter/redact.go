@@ -43,9 +43,7 @@ func (r *redactor) clean(text string) string {
 	if r == nil {
 		return text
 	}
-	for _, v := range r.values {
-		text = strings.ReplaceAll(text, v, "[redacted]")
-	}
+	text = r.cleanAll(text)
 	if len(text) > 500 {
 		text = text[:500] + "…"
 	}
@@ -77,4 +75,78 @@ func escapedForms(v string) []string {
 		}
 	}
 	return []string{plain, string(html[1 : len(html)-1]), ascii.String()}
+}
+
+// active reports whether r has any value to redact.
+func (r *redactor) active() bool { return r != nil && len(r.values) > 0 }
+
+// cleanJSON returns raw, one JSON value the sidecar is about to journal or
+// send (docs/protocol.md §13, §16: secrets never appear in the journal),
+// with every secret replaced by "[redacted]" in its strings and member
+// names, and whether anything was replaced; when nothing was, it returns
+// raw itself. A value holding a secret is decoded (numbers kept as
+// written), cleaned string by string and encoded again, so what comes out
+// is valid JSON whatever the secret's characters; its members come out
+// in Go's order (sorted), not the agent's.
+func (r *redactor) cleanJSON(raw []byte) ([]byte, bool) {
+	if !r.active() || !r.holds(raw) {
+		return raw, false
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		// Not JSON (cannot happen for what the sidecar encodes): replace
+		// the bytes; the result is at worst invalid, never a secret.
+		out := raw
+		for _, s := range r.values {
+			out = bytes.ReplaceAll(out, []byte(s), []byte("[redacted]"))
+		}
+		return out, true
+	}
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(r.cleanValue(v)); err != nil {
+		return []byte(`"[redacted]"`), true
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), true
+}
+
+// holds reports whether raw contains any secret, in any spelling r knows.
+func (r *redactor) holds(raw []byte) bool {
+	for _, s := range r.values {
+		if bytes.Contains(raw, []byte(s)) {
+			return true
+		}
+	}
+	return false
+}
+
+// cleanValue replaces secrets in every string of a decoded JSON value.
+func (r *redactor) cleanValue(v any) any {
+	switch x := v.(type) {
+	case string:
+		return r.cleanAll(x)
+	case []any:
+		for i := range x {
+			x[i] = r.cleanValue(x[i])
+		}
+		return x
+	case map[string]any:
+		out := make(map[string]any, len(x))
+		for k, e := range x {
+			out[r.cleanAll(k)] = r.cleanValue(e)
+		}
+		return out
+	}
+	return v
+}
+
+// cleanAll is clean without the length cut.
+func (r *redactor) cleanAll(text string) string {
+	for _, v := range r.values {
+		text = strings.ReplaceAll(text, v, "[redacted]")
+	}
+	return text
 }
