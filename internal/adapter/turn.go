@@ -109,9 +109,11 @@ func (s *session) beginTurn(ctx context.Context, p protocol.PromptParams, prompt
 	s.turns.turn = t
 	s.moveTo(protocol.StateTurn)
 	// The id is on disk before the agent sees the prompt: a sidecar killed
-	// mid-turn leaves it used, and the record shows the session ran a turn.
-	s.persist(func(r *store.Record) { recordRequestID(r, p.RequestID) })
+	// mid-turn leaves it used, the record shows the session ran a turn, and
+	// a resumed session's lastRequestId is this turn's, as the live
+	// session's is from now on (found by a fresh-user trial).
 	rid := p.RequestID
+	s.persist(func(r *store.Record) { recordRequestID(r, rid); r.LastRequestID = &rid })
 	s.turns.lastReqID = &rid
 	conn, sid := s.conn, s.rec.identity.BackendSessionID
 	go func() {

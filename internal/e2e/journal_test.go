@@ -182,7 +182,8 @@ func TestJournal_HostDiesMidTurn_NewHostCatchesUp(t *testing.T) {
 // the journal first: a new sidecar serves all of them after the host's
 // last seq, in order, none twice (the journal may hold a few more that
 // never reached the pipe); the recovered proof of the killed session's
-// leftovers is journaled too.
+// leftovers is journaled too; the record names the cut turn as its last
+// request.
 func TestJournal_SidecarKilledMidTurn_NewHostCatchesUp(t *testing.T) {
 	startOrphanReaper(t)
 	stateDir, cwd := t.TempDir(), t.TempDir()
@@ -202,6 +203,11 @@ func TestJournal_SidecarKilledMidTurn_NewHostCatchesUp(t *testing.T) {
 	<-s.exited
 	sent := updatesOf(s, o.Session) // every frame that reached the pipe
 	waitNoMarked(t, mark, cwd, 10*time.Second)
+	// The turn the kill cut short is the record's last request (a resumed
+	// session's lastRequestId; docs/protocol.md §8 session/status).
+	if rec := seedReadJSON(t, filepath.Join(stateDir, "sessions", "sidecar-killed.json")); rec["last_request_id"] != "t1" {
+		t.Errorf("record last_request_id %v after a kill mid-turn, want t1", rec["last_request_id"])
+	}
 
 	s2 := startSidecar(t, "--state-dir", stateDir)
 	trackChild(s2.cmd.Process.Pid)
