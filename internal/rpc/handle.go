@@ -66,7 +66,12 @@ func (s *Server) Handle(ctx context.Context, conn *jsonrpc2.Conn, req *jsonrpc2.
 	case !objectOrAbsent(req.Params):
 		c.reply(nil, errParamsNotObject())
 	case !known:
-		c.reply(nil, &protocol.Error{RPCCode: protocol.CodeMethodNotFound, Message: "unknown method " + quote(req.Method),
+		msg := "unknown method " + quote(req.Method)
+		if methods[req.Method].flags&notification != 0 {
+			// Known, as a notification: say so (found by a fresh-user trial).
+			msg = quote(req.Method) + " is a notification: send it without an id"
+		}
+		c.reply(nil, &protocol.Error{RPCCode: protocol.CodeMethodNotFound, Message: msg,
 			Data: protocol.ErrorData{Code: protocol.ErrMethodNotFound}})
 	default:
 		m.run(s, c)
