@@ -319,7 +319,7 @@ func (s *session) admit(ctx context.Context, in admissionInput) admissionResult 
 		} else if errors.Is(err, syscall.E2BIG) {
 			// execve's argument list plus environment over the kernel's
 			// limit: the open's env or command.args are too large.
-			e = protocol.InvalidParams("env", "the provider could not be started: its environment and arguments exceed the kernel's limit (E2BIG)")
+			e = protocol.InvalidParams(e2bigField(p.Command.Args, in.env), "the provider could not be started: its environment and arguments exceed the kernel's limit (E2BIG)")
 		}
 		_ = in.st.RemoveOwned(s.id)
 		return admissionResult{err: e} // nothing was launched

@@ -432,3 +432,31 @@ func TestParams_InvalidFieldsNamed(t *testing.T) {
 	}
 	waitNoMarked(t, e.mark, e.work, 10*time.Second)
 }
+
+// TestAdmission_E2BIGNamesTheLargerParameter: a launch the kernel refuses
+// with E2BIG (one string over 128 KiB) is -32602 naming the parameter that
+// holds it — command.args or env — with nothing left running, and the
+// connection keeps working (found by a fresh-user trial: huge args were
+// reported as env).
+func TestAdmission_E2BIGNamesTheLargerParameter(t *testing.T) {
+	e := newFaultEnv(t)
+	s := startSidecar(t, seedArgs(e)...)
+	s.initialize(false)
+	huge := strings.Repeat("x", 200<<10)
+	for _, field := range []string{"command.args", "env"} {
+		p := e.openParams("e2big-"+strings.ReplaceAll(field, ".", "-"), "normal")
+		if field == "env" {
+			p["env"].(map[string]string)["HUGE"] = huge
+		} else {
+			cmd := p["command"].(map[string]any)
+			cmd["args"] = append(cmd["args"].([]string), huge)
+		}
+		if d := seedWantError(t, "open with a huge "+field, s.call("session/open", p), -32602, ""); d.Field != field {
+			t.Errorf("huge %s: data.field %q", field, d.Field)
+		}
+	}
+	if left := markedPids(e.mark, ""); len(left) != 0 {
+		t.Errorf("processes left after refused launches: %v", left)
+	}
+	s.mustCall("session/list", map[string]any{}, nil)
+}
