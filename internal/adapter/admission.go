@@ -102,7 +102,7 @@ func (s *session) startAdmission(ctx context.Context, reply Reply) {
 	st, err := s.m.storeFor(p.StateDir)
 	if err != nil {
 		s.failBeforeLaunch(reply, orExhausted("the state directory could not be opened", err,
-			protocol.Domain(protocol.ErrStoreUnavailable, "the state directory cannot be used: "+errText(err), true)))
+			protocol.Domain(protocol.ErrStoreUnavailable, "the state directory cannot be used: "+errText(err), storeRetryable(err))))
 		return
 	}
 	if !s.takeKeyHold(st, reply) { // before the record, journal or ledger is touched

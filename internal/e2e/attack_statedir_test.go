@@ -214,3 +214,32 @@ func TestAttack_AgentThatEscapesTheLedgerIsSwept(t *testing.T) {
 		t.Errorf("exit status %d", status)
 	}
 }
+
+// TestStateDir_WrongShapeIsNotRetryable: a stateDir that is a regular
+// file, or whose sessions directory is a symlink, is STORE_UNAVAILABLE
+// with retryable false — waiting does not fix it — and the connection
+// keeps working; a usable stateDir opens (found by a fresh-user trial).
+func TestStateDir_WrongShapeIsNotRetryable(t *testing.T) {
+	e := newFaultEnv(t)
+	s := startSidecar(t, seedArgs(e)...)
+	s.initialize(false)
+	file := filepath.Join(t.TempDir(), "a-file")
+	if err := os.WriteFile(file, []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	linked := t.TempDir()
+	if err := os.Symlink(t.TempDir(), filepath.Join(linked, "sessions")); err != nil {
+		t.Fatal(err)
+	}
+	for name, dir := range map[string]string{"a regular file": file, "a symlinked sessions dir": linked} {
+		p := e.openParams("shape", "normal")
+		p["stateDir"] = dir
+		d := wantError(t, "open with "+name, s.call("session/open", p), -32000, "STORE_UNAVAILABLE")
+		if d.Retryable == nil || *d.Retryable {
+			t.Errorf("%s: retryable %v, want false", name, d.Retryable)
+		}
+	}
+	var o openResult
+	s.mustCall("session/open", e.openParams("shape", "normal"), &o)
+	closeProof(s, o.Session, nil)
+}

@@ -32,6 +32,11 @@ var ErrNotFound = errors.New("store: record not found")
 // acpx_record_id than its key.
 var ErrCorrupt = errors.New("store: corrupt record")
 
+// ErrNotDirectory is wrapped by Open's error when the state directory, or
+// its sessions or owned directory, exists and is not a directory: a
+// condition that does not clear by waiting.
+var ErrNotDirectory = errors.New("is not a directory")
+
 const (
 	dirMode  = 0o700
 	fileMode = 0o600
@@ -106,7 +111,7 @@ func (s *Store) ensureDir(d string, ours bool) error {
 		return &UnsafeFileError{Path: d, Reason: "is a symbolic link"}
 	}
 	if !fi.IsDir() {
-		return fmt.Errorf("store: %s is not a directory", d)
+		return fmt.Errorf("store: %s: %w", d, ErrNotDirectory)
 	}
 	mask := fs.FileMode(0o022) // stateDir: the user's; only shared write access matters
 	if ours {
