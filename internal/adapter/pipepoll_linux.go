@@ -29,9 +29,14 @@ import (
 // data came within streamGap) an empty read first sleeps coalesceWait on a
 // Go timer, the pipe disarmed, so what the agent writes meanwhile is taken
 // by one read(2) and handed to the actor as one batch
-// (docs/architecture.md, "Update path"). The cost is up to ~1–2 ms of
-// added latency per batch during a stream of updates only; a request or
-// response line that ends a stream waits at most that once.
+// (docs/architecture.md, "Update path"); a read that emptied the pipe (it
+// returned less than asked) makes the next Read sleep before its read(2)
+// instead of after one that would find the pipe empty, so a batch costs
+// one read(2). The cost is up to ~1–2 ms of added latency per batch
+// during a stream of updates only (a sidecar with nothing else to run
+// waits for a Go timer in whole milliseconds: the runtime's poller sleeps
+// at least 1 ms for a shorter timer); a request or response line that
+// ends a stream waits at most that once.
 
 // Pacing of a streaming pipe.
 const (
@@ -56,6 +61,10 @@ type pipeReader struct {
 	// pacing: the read loop is taking session/updates (setPacing); only
 	// then does an empty read wait coalesceWait first.
 	pacing bool
+	// drained: the last read returned less than asked, so the pipe was
+	// empty after it (a pipe's read(2) returns all it holds up to the
+	// size asked).
+	drained bool
 }
 
 // setPacing is called by the read loop (the goroutine that calls Read):
@@ -154,11 +163,21 @@ func (r *pipeReader) Read(b []byte) (int, error) {
 		return 0, nil
 	}
 	paced := false
+	if r.pacing && r.drained && time.Since(r.lastData) < streamGap {
+		// The last read emptied the pipe (it returned less than asked):
+		// pace now rather than after a read(2) that would only find it
+		// empty again.
+		paced = true
+		if !r.sleep(coalesceWait) {
+			return 0, os.ErrClosed
+		}
+	}
 	for {
 		n, err := r.read(b)
 		switch {
 		case n > 0:
 			r.lastData = time.Now()
+			r.drained = n < len(b)
 			return n, nil
 		case err == nil:
 			return 0, io.EOF

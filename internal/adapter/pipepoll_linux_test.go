@@ -145,3 +145,44 @@ func TestPipeReader_CloseReleasesItsDescriptors(t *testing.T) {
 		}
 	}
 }
+
+// TestPipeReader_PacedReadAfterADrainingRead: while pacing, a read that
+// emptied the pipe (it returned less than asked) makes the next Read pace
+// before its read(2); what was written meanwhile still arrives, and a
+// Read pacing or waiting after such a read is woken by Close.
+func TestPipeReader_PacedReadAfterADrainingRead(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	r, w := pipePair(t)
+	defer w.Close()
+	pr := r.(*pipeReader)
+	pr.setPacing(true)
+	buf := make([]byte, 64)
+	for _, line := range []string{"a\n", "bb\n"} {
+		if _, err := w.WriteString(line); err != nil {
+			t.Fatal(err)
+		}
+		n, err := r.Read(buf)
+		if err != nil || string(buf[:n]) != line {
+			t.Fatalf("Read = %q, %v; want %q", buf[:n], err, line)
+		}
+		if !pr.drained {
+			t.Fatalf("a read of %d bytes into %d did not mark the pipe drained", n, len(buf))
+		}
+	}
+	errc := make(chan error, 1)
+	go func() {
+		_, err := r.Read(buf)
+		errc <- err
+	}()
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-errc:
+		if !errors.Is(err, os.ErrClosed) {
+			t.Fatalf("read after close: %v, want os.ErrClosed", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a pacing Read was not woken by Close")
+	}
+}

@@ -178,11 +178,20 @@ func (r *Reader) readLine(dst []byte) (line []byte, inDst bool, err error) {
 			buf = append(buf, p...)
 		}
 		buf = append(buf, chunk...)
-		if len(bytes.TrimRight(buf, "\r\n")) > r.maxBytes {
+		if len(buf) > r.maxBytes && len(trimEOL(buf)) > r.maxBytes {
 			return nil, false, r.oversized(0)
 		}
 		return buf, inDst, nil
 	}
+}
+
+// trimEOL is b without its trailing CR and LF bytes (bytes.TrimRight(b,
+// "\r\n") without building a cutset per line).
+func trimEOL(b []byte) []byte {
+	for len(b) > 0 && (b[len(b)-1] == '\n' || b[len(b)-1] == '\r') {
+		b = b[:len(b)-1]
+	}
+	return b
 }
 
 func (r *Reader) readLSP() ([]byte, error) {

@@ -147,6 +147,11 @@ func (w *Writer) keep(b []byte) {
 // characters escaped, everything else as it is.
 func appendJSONString(b []byte, s string) []byte {
 	const hex = "0123456789abcdef"
+	if jsonStringLen(s) == len(s)+2 { // nothing to escape (a method name): one copy
+		b = append(b, '"')
+		b = append(b, s...)
+		return append(b, '"')
+	}
 	b = append(b, '"')
 	for i := 0; i < len(s); i++ {
 		switch c := s[i]; {

@@ -2,6 +2,7 @@ package jsonl
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -113,5 +114,25 @@ func TestWriteNotifications_StopsAtFirstError(t *testing.T) {
 	}
 	if got := string(log.writes[1]); got != `{"jsonrpc":"2.0","method":"session/update","params":{"n":1}}`+"\n" {
 		t.Fatalf("after the failure: %q", got)
+	}
+}
+
+// TestAppendJSONString: a method name goes on the wire as a JSON string
+// that decodes to it, whether it needs escapes or not (the plain case is
+// copied whole), and jsonStringLen is its exact length.
+func TestAppendJSONString(t *testing.T) {
+	for _, s := range []string{"", "session/update", `a"b`, `a\b`, "a\nb\x00c\x1f", "é✓", "<&>"} {
+		got := appendJSONString([]byte("x"), s)
+		if got[0] != 'x' {
+			t.Fatalf("%q: the prefix was overwritten", s)
+		}
+		got = got[1:]
+		var back string
+		if err := json.Unmarshal(got, &back); err != nil || back != s {
+			t.Errorf("appendJSONString(%q) = %s, which decodes to %q (%v)", s, got, back, err)
+		}
+		if len(got) != jsonStringLen(s) {
+			t.Errorf("jsonStringLen(%q) = %d, want %d", s, jsonStringLen(s), len(got))
+		}
 	}
 }
