@@ -30,6 +30,11 @@ func CheckMessage(frame []byte) error {
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal(frame, &m); err != nil {
 		var syn *json.SyntaxError
+		if errors.As(err, &syn) && strings.Contains(syn.Error(), "exceeded max depth") {
+			// Valid JSON, but deeper than encoding/json reads (found by a
+			// fresh-user trial: it was called malformed).
+			return bad(Malformed, "JSON nested deeper than 10000 levels")
+		}
 		if errors.As(err, &syn) || !json.Valid(frame) {
 			return bad(Malformed, "malformed JSON")
 		}

@@ -24,6 +24,8 @@ func TestCheckMessage(t *testing.T) {
 		{`{"jsonrpc":"2.0","id":9,"method":`, Malformed, "malformed JSON"},
 		{`[{"jsonrpc":"2.0","id":10,"method":"a"}]`, Batch, "batches are not supported"},
 		{`[1,`, Malformed, "malformed JSON"},
+		{`{"jsonrpc":"2.0","id":1,"method":"a","params":{"x":` + strings.Repeat("[", 10001) + strings.Repeat("]", 10001) + `}}`, Malformed, "JSON nested deeper than 10000 levels"},
+		{`{"jsonrpc":"2.0","id":1,"method":"a","params":{"x":` + strings.Repeat("[", 5000) + strings.Repeat("]", 5000) + `}}`, 0, ""},
 		{`42`, NotObject, "a message must be a JSON object"},
 		// `null` decodes into an empty map, so it reaches the envelope
 		// check; docs/protocol.md lists it under "not an object". The
