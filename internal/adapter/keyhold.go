@@ -2,7 +2,11 @@ package adapter
 
 import (
 	"errors"
+	"io/fs"
+	"os"
 	"sync"
+
+	"github.com/acpx-sidecar/acpx-sidecar/internal/journal"
 
 	"github.com/acpx-sidecar/acpx-sidecar/internal/store"
 	"github.com/acpx-sidecar/acpx-sidecar/protocol"
@@ -54,9 +58,29 @@ func (m *Manager) holdKey(st *store.Store, key string) (func(), error) {
 			if m.keyLocks.refs[path] == ref {
 				delete(m.keyLocks.refs, path)
 			}
+			if keyLeftNothing(st, key) {
+				// A refused open or a discarded key leaves no hold file
+				// behind (found by a fresh-user trial).
+				_ = ref.l.Remove()
+			}
 			ref.l.Release()
 		}
 	}, nil
+}
+
+// keyLeftNothing reports whether key has neither a record nor a journal
+// segment in st (its hold file may then go).
+func keyLeftNothing(st *store.Store, key string) bool {
+	if _, err := st.Load(key); !errors.Is(err, store.ErrNotFound) {
+		return false
+	}
+	stem := journal.Stem(key)
+	for i := 0; i < journal.Segments; i++ {
+		if _, err := os.Lstat(journal.SegmentPath(st.SessionsDir(), stem, i)); !errors.Is(err, fs.ErrNotExist) {
+			return false
+		}
+	}
+	return true
 }
 
 // releaseAllKeyLocks drops every flock still held (Manager.Wait: a retained

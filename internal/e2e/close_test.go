@@ -6,6 +6,7 @@ package e2e
 import (
 	"encoding/json"
 	"os"
+	"path/filepath"
 	"testing"
 	"time"
 )
@@ -54,7 +55,8 @@ func TestClose_ConcurrentClosesShareOneAttempt(t *testing.T) {
 
 // TestClose_DiscardPersistentStateDeletesRecord: close with
 // discardPersistentState deletes <stateDir>/sessions/<key>.json
-// (docs/protocol.md, session/close).
+// (docs/protocol.md, session/close) and leaves no file of the key (its
+// journal and hold file included); neither does a refused open.
 func TestClose_DiscardPersistentStateDeletesRecord(t *testing.T) {
 	e := newFaultEnv(t)
 	s := startSidecar(t, "--state-dir", e.stateDir)
@@ -71,6 +73,27 @@ func TestClose_DiscardPersistentStateDeletesRecord(t *testing.T) {
 		t.Errorf("record still present after discardPersistentState close (stat err %v)", err)
 	}
 	waitNoMarked(t, e.mark, e.work, 10*time.Second)
+	waitNoKeyFiles(t, e.stateDir, "discard-me")
+
+	// A refused open leaves no file of its key either.
+	p := e.openParams("refused-key", "normal")
+	p["command"] = map[string]any{"path": filepath.Join(t.TempDir(), "missing")}
+	wantError(t, "open of a missing command", s.call("session/open", p), -32000, "COMMAND_NOT_EXECUTABLE")
+	waitNoKeyFiles(t, e.stateDir, "refused-key")
+}
+
+// waitNoKeyFiles waits (5 s deadline) until the state dir's sessions
+// directory holds no file of key (record, journal, locks).
+func waitNoKeyFiles(t *testing.T, stateDir, key string) {
+	t.Helper()
+	var left []string
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		left, _ = filepath.Glob(filepath.Join(stateDir, "sessions", "*"+key+"*"))
+		if len(left) == 0 {
+			return
+		}
+	}
+	t.Errorf("files of key %q left in the state dir: %v", key, left)
 }
 
 // TestClose_PreservesRecordByDefault: a plain close keeps the record and

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -51,12 +52,20 @@ func (s *Store) KeyLockPath(key string) string {
 // life (docs/protocol.md §8 session/open; docs/operations.md, "Sharing a
 // stateDir"). The descriptor is close-on-exec, so no provider inherits
 // it, and the kernel drops the lock when the holding process dies, so a
-// crashed sidecar never leaves a stale hold. The hold file is never
-// deleted (unlinking a lock file others may be locking races them); it is
-// empty but for the holder's pid.
+// crashed sidecar never leaves a stale hold. The hold file is empty but
+// for the holder's pid. Its holder may delete it (Remove) when the key has
+// nothing left on disk: LockKey, after its flock, checks that the path
+// still names the file it locked and starts over if not, so a hold taken
+// on a file being deleted is never mistaken for the key's.
 type KeyLock struct {
-	f *os.File
+	f    *os.File
+	dir  string // the sessions directory
+	name string // the hold file's name in dir
 }
+
+// maxLockRetries bounds LockKey's start-overs when the hold file is
+// deleted under it (each start-over means another holder removed it).
+const maxLockRetries = 16
 
 // LockKey takes key's hold without waiting. Errors: ErrKeyHeld when another open file
 // description holds it (a *KeyHeldError; a flock conflicts between two
@@ -66,36 +75,78 @@ func (s *Store) LockKey(key string) (*KeyLock, error) {
 		return nil, err
 	}
 	p := s.KeyLockPath(key)
-	var f *os.File
-	err := withDir(s.sessions, func(d *SafeDir) (err error) {
-		f, err = d.OpenFile(filepath.Base(p), os.O_RDWR|os.O_CREATE, fileMode)
-		return err
-	})
+	name := filepath.Base(p)
+	d, err := OpenSafeDir(s.sessions)
 	if err != nil {
 		return nil, fmt.Errorf("store: key lock: %w", err)
 	}
-	fd := int(f.Fd())
-	for {
-		err = unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB)
-		if err != unix.EINTR {
-			break
+	defer d.Close()
+	for try := 0; ; try++ {
+		f, err := d.OpenFile(name, os.O_RDWR|os.O_CREATE, fileMode)
+		if err != nil {
+			return nil, fmt.Errorf("store: key lock: %w", err)
 		}
-	}
-	if err != nil {
-		var holder [32]byte
-		n, _ := unix.Pread(fd, holder[:], 0)
-		f.Close()
-		if err == unix.EWOULDBLOCK {
-			pid, _ := strconv.Atoi(strings.TrimSpace(string(holder[:max(n, 0)])))
-			return nil, &KeyHeldError{Pid: max(pid, 0)}
+		fd := int(f.Fd())
+		for {
+			err = unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB)
+			if err != unix.EINTR {
+				break
+			}
 		}
-		return nil, fmt.Errorf("store: key lock: %w", &os.PathError{Op: "flock", Path: p, Err: err})
+		if err != nil {
+			var holder [32]byte
+			n, _ := unix.Pread(fd, holder[:], 0)
+			f.Close()
+			if err == unix.EWOULDBLOCK {
+				pid, _ := strconv.Atoi(strings.TrimSpace(string(holder[:max(n, 0)])))
+				return nil, &KeyHeldError{Pid: max(pid, 0)}
+			}
+			return nil, fmt.Errorf("store: key lock: %w", &os.PathError{Op: "flock", Path: p, Err: err})
+		}
+		if !namesHeld(d, name, fd) {
+			f.Close() // a holder removed it meanwhile: lock the file there now
+			if try < maxLockRetries {
+				continue
+			}
+			return nil, fmt.Errorf("store: key lock: %s kept being replaced", p)
+		}
+		// The holder's pid, for the refusal's message only: best effort.
+		if unix.Ftruncate(fd, 0) == nil {
+			_, _ = unix.Pwrite(fd, []byte(strconv.Itoa(os.Getpid())+"\n"), 0)
+		}
+		return &KeyLock{f: f, dir: s.sessions, name: name}, nil
 	}
-	// The holder's pid, for the refusal's message only: best effort.
-	if unix.Ftruncate(fd, 0) == nil {
-		_, _ = unix.Pwrite(fd, []byte(strconv.Itoa(os.Getpid())+"\n"), 0)
+}
+
+// namesHeld reports whether name in d is the file open as fd.
+func namesHeld(d *SafeDir, name string, fd int) bool {
+	var held unix.Stat_t
+	if unix.Fstat(fd, &held) != nil {
+		return false
 	}
-	return &KeyLock{f: f}, nil
+	named, err := d.Lstat(name)
+	return err == nil && held.Dev == named.Dev && held.Ino == named.Ino
+}
+
+// Remove deletes the hold file while holding it, then releases the hold:
+// for a key that has nothing left on disk (no record, no journal), so
+// refused opens and discarded keys leave no file behind. A path that no
+// longer names the held file is left alone. It is idempotent; errors are
+// the unlink's.
+func (l *KeyLock) Remove() error {
+	if l == nil || l.f == nil {
+		return nil
+	}
+	defer l.Release()
+	return withDir(l.dir, func(d *SafeDir) error {
+		if !namesHeld(d, l.name, int(l.f.Fd())) {
+			return nil
+		}
+		if err := d.Remove(l.name); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+		return nil
+	})
 }
 
 // KeyHeldError is LockKey's refusal: Pid is the pid the holder wrote

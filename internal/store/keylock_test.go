@@ -70,3 +70,53 @@ func TestKeyLockPath_NeverARecordLock(t *testing.T) {
 	}
 	l.Release()
 }
+
+// TestLockKey_RemoveDeletesOnlyTheHeldFile: Remove deletes the hold file
+// and releases the hold; a hold taken on a file that was then removed
+// (what another process may have open) does not count: the next LockKey
+// locks the file at the path, even while that stale descriptor holds its
+// flock; a path that names another file than the held one is left alone.
+func TestLockKey_RemoveDeletesOnlyTheHeldFile(t *testing.T) {
+	s, err := Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := s.KeyLockPath("k")
+	l, err := s.LockKey("k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	stale, err := os.Open(path) // another process's open of the same file
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stale.Close()
+	if err := l.Remove(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Lstat(path); !os.IsNotExist(err) {
+		t.Fatalf("hold file after Remove: %v", err)
+	}
+	// The stale descriptor takes its flock of the deleted file: that is
+	// no hold of the key.
+	if err := unix.Flock(int(stale.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		t.Fatal(err)
+	}
+	l2, err := s.LockKey("k")
+	if err != nil {
+		t.Fatalf("LockKey after the file was removed: %v", err)
+	}
+	// Replace the path under l2: Remove must not delete the new file.
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := l2.Remove(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Lstat(path); err != nil {
+		t.Errorf("Remove deleted a hold file it did not hold: %v", err)
+	}
+}
