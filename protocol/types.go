@@ -84,8 +84,8 @@ type ServerCaps struct {
 	MaxSessions int `json:"maxSessions,omitempty"`
 }
 
-// Bounds are the time bounds in force, in milliseconds
-// (docs/rules.md#bounds).
+// Bounds are the time bounds in force, in milliseconds; their defaults
+// are docs/rules.md#bounds (adapter.DefaultBounds).
 type Bounds struct {
 	HandshakeTimeoutMs int64 `json:"handshakeTimeoutMs"`
 	CloseTimeoutMs     int64 `json:"closeTimeoutMs"`
@@ -93,11 +93,11 @@ type Bounds struct {
 	KillGraceMs        int64 `json:"killGraceMs"`
 	ShutdownMs         int64 `json:"shutdownMs"`
 	// ProtocolCloseAttempts bounds the ACP session/close attempts of a
-	// live session's close (1 + 3 retries, inside one closeTimeoutMs, so a
+	// live session's close (1 + retries, inside one closeTimeoutMs, so a
 	// timed-out attempt ends it: docs/rules.md#r16).
 	ProtocolCloseAttempts int `json:"protocolCloseAttempts"`
 	// RetainedRetryMinMs and RetainedRetryMaxMs are the retained cleanup
-	// backoff: 10 ms doubling to 100 ms (docs/rules.md#r20).
+	// backoff, doubling from the first to the second (docs/rules.md#r20).
 	RetainedRetryMinMs int64 `json:"retainedRetryMinMs"`
 	RetainedRetryMaxMs int64 `json:"retainedRetryMaxMs"`
 	// RetainedCloseWindowMs bounds, all attempts together, the ACP

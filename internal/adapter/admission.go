@@ -137,7 +137,7 @@ func (s *session) startAdmission(ctx context.Context, reply Reply) {
 	}
 	s.tmpDir = sb.tmpDir
 	in := admissionInput{open: p, prof: s.prof, st: st, exe: exe, env: env, baseEnv: base,
-		timeout: s.m.cfg.HandshakeTimeout, limits: s.m.effectiveLimits(p), sandbox: sb}
+		timeout: s.m.cfg.Bounds.HandshakeTimeout, limits: s.m.effectiveLimits(p), sandbox: sb}
 	if p.HandshakeTimeoutMs != nil {
 		in.timeout = time.Duration(*p.HandshakeTimeoutMs) * time.Millisecond
 	}
@@ -342,7 +342,7 @@ func (s *session) admit(ctx context.Context, in admissionInput) admissionResult 
 	defer func() { <-ledgerDone }()
 	go s.drainStderr(tree.Stderr())
 	var conn *acpConn
-	conn = newACPConn(tree.Stdin(), tree.Stdout(), s.m.cfg.MaxProviderLineBytes, s.log, func(ev providerEvent) bool {
+	conn = newACPConn(tree.Stdin(), tree.Stdout(), s.m.cfg.Caps.MaxProviderLineBytes, s.log, func(ev providerEvent) bool {
 		switch {
 		case ev.updates != nil:
 			n := 0

@@ -215,7 +215,7 @@ func (s *session) control(kind controlKind, name string, raw json.RawMessage, re
 	ctl := &controls{conn: s.conn, sessionID: s.identity.BackendSessionID, models: models, modes: modes,
 		configOpts: s.configOpts, usedStyle: s.modelCtl, red: s.red}
 	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), s.m.cfg.HandshakeTimeout)
+		ctx, cancel := context.WithTimeout(context.Background(), s.m.cfg.Bounds.HandshakeTimeout)
 		defer cancel()
 		e := ctl.set(ctx, kind, name, raw)
 		s.post(func() {

@@ -8,6 +8,7 @@ import (
 	acp "github.com/coder/acp-go-sdk"
 	"github.com/sourcegraph/jsonrpc2"
 
+	"github.com/acpx-sidecar/acpx-sidecar/internal/buildinfo"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/cleanup"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/jsonl"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/store"
@@ -88,7 +89,7 @@ func (s *session) handshake(ctx context.Context, in *admissionInput, conn *acpCo
 	// No fs/terminal capabilities: the agent uses its own (docs/protocol.md
 	// §14); boolean config options are answered (handshake_ext.go), and
 	// elicitation is offered as the host declared it (elicitation.go).
-	initParams, err := initializeParams(s.clientCapabilities(), s.m.cfg.Version)
+	initParams, err := initializeParams(s.clientCapabilities(), buildinfo.Version())
 	if err == nil {
 		err = conn.call(ctx, acp.AgentMethodInitialize, initParams, &init)
 	}

@@ -175,7 +175,7 @@ func TestActor_BusyActorIsReadFromItsSnapshot(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	l := &fakeLauncher{agent: newFakeAgent()}
 	m := fakeManager(t, l, newRecHost())
-	m.cfg.StateRead = 100 * time.Millisecond
+	m.cfg.Caps.StateRead = 100 * time.Millisecond
 	o := wait(t, start(func(r Reply) { m.Open(context.Background(), fakeOpen(t, "busy"), r) }))
 	if o.err != nil {
 		t.Fatal(o.err)

@@ -243,7 +243,7 @@ func (s *session) cancelTurn(requestID *string, why string) bool {
 	go func() {
 		_ = conn.notify(acp.AgentMethodSessionCancel, acp.CancelNotification{SessionId: acp.SessionId(sid)})
 	}()
-	t.timers = append(t.timers, time.AfterFunc(s.m.cfg.CloseTimeout, func() {
+	t.timers = append(t.timers, time.AfterFunc(s.m.cfg.Bounds.CloseTimeout, func() {
 		s.post(func() {
 			if s.turn == t {
 				s.finishTurn(protocol.PromptResult{Status: protocol.TurnCancelled, StopReason: protocol.StopCancelled})
