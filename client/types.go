@@ -13,9 +13,10 @@ import (
 // convenience: the session is implied by the *Session, pointers become
 // zero values, and permission requests are decoded.
 
-// Identity is a session's admitted identity: AcpxRecordID is the
-// sessionKey, BackendSessionID the ACP sessionId, AgentSessionID the
-// agent's own id (or BackendSessionID) (docs/protocol.md §8 session/open).
+// Identity is a session's admitted identity: SessionKey is the
+// sessionKey (on the wire identity.acpxRecordId), BackendSessionID the ACP
+// sessionId, AgentSessionID the agent's own id (or BackendSessionID)
+// (docs/protocol.md §8 session/open).
 type Identity = protocol.Identity
 
 // AgentInfo is the agent as its ACP initialize reported it; Capabilities

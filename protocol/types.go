@@ -163,10 +163,20 @@ type OpenParams struct {
 }
 
 // Identity is the admitted identity of a session (docs/rules.md#r8).
+// Go code has one name for each id; the wire names are acpx's.
 type Identity struct {
-	AcpxRecordID     string `json:"acpxRecordId"`
+	// SessionKey is the session key (the open's sessionKey), on the wire
+	// as acpxRecordId, as acpx names a record by it; on disk it is the
+	// record's acpx_record_id (store.Record.SessionKey).
+	SessionKey string `json:"acpxRecordId"`
+	// BackendSessionID is the ACP sessionId the agent gave at
+	// session/new, load or resume; on disk acp_session_id
+	// (store.Record.BackendSessionID).
 	BackendSessionID string `json:"backendSessionId"`
-	AgentSessionID   string `json:"agentSessionId"`
+	// AgentSessionID is the agent's own session id: the open's
+	// agentSessionId or a prior record's, else BackendSessionID; on disk
+	// agent_session_id.
+	AgentSessionID string `json:"agentSessionId"`
 }
 
 // AgentInfo describes the agent as its ACP initialize reported it;

@@ -214,7 +214,7 @@ type cleanupInput struct {
 // through internal/cleanup. It blocks; it runs off the actor and reads
 // only in and the session's immutable fields.
 func (s *session) cleanup(in cleanupInput) *protocol.Proof {
-	conn, tree, sessionID := in.conn, in.tree, in.backendSessionID
+	conn, tree, backendSessionID := in.conn, in.tree, in.backendSessionID
 	job := cleanup.Job{Target: s.target(in.reason, in.origin), Clean: s.red.clean}
 	alive := tree != nil
 	if alive {
@@ -225,7 +225,7 @@ func (s *session) cleanup(in cleanupInput) *protocol.Proof {
 		}
 	}
 	switch {
-	case sessionID == "" || conn == nil || !alive:
+	case backendSessionID == "" || conn == nil || !alive:
 	case !in.closeSupported:
 		job.Skip = protocol.ProtocolClose{Outcome: protocol.CloseUnsupported}
 	case conn.stalled(s.m.cfg.Bounds.CloseTimeout):
@@ -235,7 +235,7 @@ func (s *session) cleanup(in cleanupInput) *protocol.Proof {
 		job.Skip = protocol.ProtocolClose{Outcome: protocol.CloseSkipped,
 			Error: "the agent is not reading its stdin (hung): session/close not sent"}
 	default:
-		job.Send, job.Close = closeSender(conn, sessionID), s.closePolicy(s.m.liveClose(), tree)
+		job.Send, job.Close = closeSender(conn, backendSessionID), s.closePolicy(s.m.liveClose(), tree)
 	}
 	if conn != nil && !in.keepConn {
 		job.AfterClose = func() {
@@ -275,10 +275,10 @@ func (s *session) closePolicy(p cleanup.ClosePolicy, tree Tree) cleanup.ClosePol
 	return p
 }
 
-// closeSender sends ACP session/close for sessionID on conn.
-func closeSender(conn *acpConn, sessionID string) cleanup.Sender {
+// closeSender sends ACP session/close for backendSessionID on conn.
+func closeSender(conn *acpConn, backendSessionID string) cleanup.Sender {
 	return func() (cleanup.Call, error) {
-		w, id, err := conn.dispatch(acp.AgentMethodSessionClose, acp.CloseSessionRequest{SessionId: acp.SessionId(sessionID)})
+		w, id, err := conn.dispatch(acp.AgentMethodSessionClose, acp.CloseSessionRequest{SessionId: acp.SessionId(backendSessionID)})
 		if err != nil {
 			return nil, err
 		}

@@ -160,7 +160,7 @@ func TestDecodeUpdateParams_OnlyACPSessionUpdates(t *testing.T) {
 		}
 	}
 	u, why := decodeUpdateParams(json.RawMessage("{\"sessionId\":\"s\",\"update\":{\"sessionUpd\\u0061te\":\"plan\",\r\"x\":\"\xff\"}}"))
-	if why != "" || u.kind != kindOther || string(u.sessionID) != "s" || string(u.update) != "{\"sessionUpd\\u0061te\":\"plan\",\"x\":\"\uFFFD\"}" {
+	if why != "" || u.kind != kindOther || string(u.backendSessionID) != "s" || string(u.update) != "{\"sessionUpd\\u0061te\":\"plan\",\"x\":\"\uFFFD\"}" {
 		t.Fatalf("escaped update: %v %q %q", u.kind, u.update, why)
 	}
 }

@@ -123,7 +123,7 @@ var errRecordTaken = errors.New("the record names another ACP session")
 // leaves the successor's record and journal alone.
 func (s *session) recordIsOurs() bool {
 	r, err := s.st.Load(s.key)
-	if err != nil || r.AcpSessionID == s.identity.BackendSessionID {
+	if err != nil || r.BackendSessionID == s.identity.BackendSessionID {
 		return true
 	}
 	s.log.Info("record and journal not discarded: the key was reopened since")

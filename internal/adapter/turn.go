@@ -125,10 +125,10 @@ func (s *session) beginTurn(ctx context.Context, p protocol.PromptParams, prompt
 	s.persist(func(r *store.Record) { recordRequestID(r, p.RequestID) })
 	rid := p.RequestID
 	s.lastReqID = &rid
-	conn, sid := s.conn, s.identity.BackendSessionID
+	conn, backendSessionID := s.conn, s.identity.BackendSessionID
 	go func() {
 		var resp promptResponse
-		err := conn.call(context.Background(), acp.AgentMethodSessionPrompt, promptRequest{SessionID: sid, Prompt: prompt, Meta: p.Meta}, &resp)
+		err := conn.call(context.Background(), acp.AgentMethodSessionPrompt, promptRequest{SessionID: backendSessionID, Prompt: prompt, Meta: p.Meta}, &resp)
 		s.post(func() { s.turnReturned(t, &resp, err) })
 	}()
 }
@@ -239,9 +239,9 @@ func (s *session) cancelTurn(requestID *string, why string) bool {
 		s.answerPermission(ask, pa, nil, "cancelled", "turn cancelled")
 	}
 	s.cancelElicitations(t, "turn cancelled")
-	conn, sid := s.conn, s.identity.BackendSessionID
+	conn, backendSessionID := s.conn, s.identity.BackendSessionID
 	go func() {
-		_ = conn.notify(acp.AgentMethodSessionCancel, acp.CancelNotification{SessionId: acp.SessionId(sid)})
+		_ = conn.notify(acp.AgentMethodSessionCancel, acp.CancelNotification{SessionId: acp.SessionId(backendSessionID)})
 	}()
 	t.timers = append(t.timers, time.AfterFunc(s.m.cfg.Bounds.CloseTimeout, func() {
 		s.post(func() {
@@ -321,7 +321,7 @@ func (s *session) persist(fn func(r *store.Record)) {
 		return
 	}
 	err := s.st.Update(s.key, func(r *store.Record) error {
-		if r.AcpSessionID != s.identity.BackendSessionID {
+		if r.BackendSessionID != s.identity.BackendSessionID {
 			return errRecordTaken
 		}
 		r.LastUsedAt = nowStamp()
