@@ -197,7 +197,7 @@ func newLogger(level string, w io.Writer) *zap.Logger {
 	_ = lvl.UnmarshalText([]byte(level))
 	enc := zap.NewProductionEncoderConfig()
 	enc.TimeKey = "ts"
-	enc.EncodeTime = zapcore.RFC3339NanoTimeEncoder
+	enc.EncodeTime = func(t time.Time, e zapcore.PrimitiveArrayEncoder) { e.AppendString(protocol.FormatTime(t)) }
 	core := zapcore.NewCore(zapcore.NewJSONEncoder(enc), zapcore.Lock(zapcore.AddSync(w)), lvl)
 	return zap.New(core)
 }

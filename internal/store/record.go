@@ -19,7 +19,9 @@ const Schema = "acpx.session.v1"
 // writes (fixture acpx-0.19.1-record.json).
 const TimeLayout = "2006-01-02T15:04:05.000Z"
 
-// FormatTime renders t in TimeLayout (converted to UTC, truncated to ms).
+// FormatTime renders t in TimeLayout (converted to UTC, truncated to ms):
+// the one formatter of the record file's and the ownership ledger's times
+// (the wire's are protocol.FormatTime).
 func FormatTime(t time.Time) string { return t.UTC().Format(TimeLayout) }
 
 // TokenUsage is a token count record (cumulative, or per request id). Counts
