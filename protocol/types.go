@@ -443,11 +443,11 @@ type PermissionRequestParams struct {
 	Rule      string          `json:"rule"`
 }
 
-// PermissionRequestResult is the host's answer: Outcome "selected" with
-// OptionID, or "cancelled".
+// PermissionRequestResult is the host's answer: Outcome AskSelected with
+// OptionID, or AskCancelled.
 type PermissionRequestResult struct {
-	Outcome  string `json:"outcome"`
-	OptionID string `json:"optionId,omitempty"`
+	Outcome  AskOutcome `json:"outcome"`
+	OptionID string     `json:"optionId,omitempty"`
 }
 
 // ProofNotice is the `cleanup/proof` notification.

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/acpx-sidecar/acpx-sidecar/client"
+	"github.com/acpx-sidecar/acpx-sidecar/protocol"
 )
 
 func (d *demo) openSession() error {
@@ -95,7 +96,7 @@ func (d *demo) prompt() error {
 	if res.Error != nil {
 		return fmt.Errorf("the turn failed: %s: %s", res.Error.Code, res.Error.Message)
 	}
-	if res.Status != "completed" {
+	if res.Status != protocol.TurnCompleted {
 		return fmt.Errorf("turn status %q, want completed", res.Status)
 	}
 	return nil

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	acp "github.com/coder/acp-go-sdk"
 	"go.uber.org/zap"
 
 	"github.com/acpx-sidecar/acpx-sidecar/internal/cleanup"
@@ -286,7 +287,7 @@ func (s *session) trackUpdate(kind updateKind, update json.RawMessage) *string {
 		}
 	case "tool_call_update":
 		rid, known := s.toolTurns[u.ToolCallID]
-		if u.Status == "completed" || u.Status == "failed" {
+		if u.Status == string(acp.ToolCallStatusCompleted) || u.Status == string(acp.ToolCallStatusFailed) {
 			delete(s.toolTurns, u.ToolCallID)
 		}
 		if known && (s.turn == nil || s.turn.requestID != rid) {

@@ -175,7 +175,7 @@ func (s *session) finishTurn(res protocol.PromptResult) {
 		return
 	}
 	for ask, pa := range t.pending {
-		s.answerPermission(ask, pa, nil, "cancelled", "turn ended")
+		s.answerPermission(ask, pa, nil, "", "turn ended")
 	}
 	s.cancelElicitations(t, "turn ended")
 	s.turn = nil
@@ -236,7 +236,7 @@ func (s *session) cancelTurn(requestID *string, why string) bool {
 	t.cancelled = true
 	s.log.Info("turn cancelled", zap.String("why", why))
 	for ask, pa := range t.pending {
-		s.answerPermission(ask, pa, nil, "cancelled", "turn cancelled")
+		s.answerPermission(ask, pa, nil, "", "turn cancelled")
 	}
 	s.cancelElicitations(t, "turn cancelled")
 	conn, backendSessionID := s.conn, s.identity.BackendSessionID
