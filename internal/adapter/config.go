@@ -95,7 +95,10 @@ type Caps struct {
 	// (--state-read-ms; ≤ 0 means protocol.DefaultStateReadMs).
 	StateRead time.Duration
 	// MaxProviderLineBytes bounds one provider stdout line, in bytes
-	// (--max-provider-line-bytes; ≤ 0 means DefaultMaxProviderLineBytes).
+	// (--max-provider-line-bytes; ≤ 0 means
+	// protocol.DefaultMaxProviderLineBytes). A longer line is discarded
+	// and the connection survives, unlike acp-go-sdk's 10 MiB scanner cap
+	// that kills it (docs/architecture.md, ACP client side).
 	MaxProviderLineBytes int
 	// JournalMaxBytes is the size at which a session journal's live
 	// segment is rotated (--journal-max-bytes; ≤ 0 means
@@ -114,7 +117,7 @@ type Caps struct {
 func DefaultCaps() Caps {
 	return Caps{MaxQueuedTurns: protocol.DefaultMaxQueuedTurns, MaxPendingAsks: protocol.DefaultMaxPendingAsks,
 		MaxPendingAskBytes: protocol.DefaultMaxPendingAskBytes, StateRead: protocol.DefaultStateReadMs * time.Millisecond,
-		MaxProviderLineBytes: DefaultMaxProviderLineBytes, JournalMaxBytes: journal.DefaultMaxBytes}
+		MaxProviderLineBytes: protocol.DefaultMaxProviderLineBytes, JournalMaxBytes: journal.DefaultMaxBytes}
 }
 
 // ProviderEnv is where a provider's environment comes from

@@ -130,7 +130,7 @@ func NewManager(cfg Config, host Host) *Manager {
 		cfg.Logger = zap.NewNop()
 	}
 	if cfg.Caps.MaxProviderLineBytes <= 0 {
-		cfg.Caps.MaxProviderLineBytes = DefaultMaxProviderLineBytes
+		cfg.Caps.MaxProviderLineBytes = protocol.DefaultMaxProviderLineBytes
 	}
 	return &Manager{cfg: cfg, host: host, log: cfg.Logger, sessions: map[string]*session{},
 		keys: map[string]*session{}, stores: map[string]*store.Store{}, stopCh: make(chan struct{}),
