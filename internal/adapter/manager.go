@@ -319,7 +319,7 @@ func (m *Manager) List() []protocol.ListEntry {
 
 // Shutdown refuses new opens, closes every live session with origin
 // "shutdown" and waits for their proofs and for retained cleanups, bounded
-// by Config.Shutdown; then stops every actor. It returns one proof per
+// by Config.Bounds.Shutdown; then stops every actor. It returns one proof per
 // session that had launched a provider.
 func (m *Manager) Shutdown() []*protocol.Proof {
 	m.mu.Lock()
