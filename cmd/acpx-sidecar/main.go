@@ -88,7 +88,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	o.inheritEnv = protocol.InheritMinimal
 	fs.Var(&inheritEnvFlag{&o.inheritEnv, &o.inheritEnvOld}, "inherit-env", "what providers take from the sidecar's environment: minimal (PATH, HOME, USER, LOGNAME, SHELL, LANG, LC_*, TERM, TZ, TMPDIR), all or none (docs/protocol.md §18.1)")
 	o.limits.register(fs)
-	d, c := adapter.DefaultBounds(), adapter.DefaultCaps() // every default is stated there (or where they read it) once
+	d, c := adapter.DefaultBounds(), adapter.DefaultCaps() // the flags' defaults, each stated once (docs/rules.md#bounds)
 	fs.Int64Var(&o.handshakeMs, "handshake-timeout-ms", d.HandshakeTimeout.Milliseconds(), "default handshake bound, ms (docs/rules.md#bounds)")
 	fs.Int64Var(&o.closeMs, "close-timeout-ms", d.CloseTimeout.Milliseconds(), "ACP session/close bound, ms")
 	fs.Int64Var(&o.termMs, "term-grace-ms", d.TermGrace.Milliseconds(), "wait after SIGTERM, ms")
@@ -135,7 +135,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	case o.stateDir != "" && !filepath.IsAbs(o.stateDir):
 		return nil, fmt.Errorf("--state-dir must be absolute")
 	case o.handshakeMs < 1 || o.handshakeMs > protocol.MaxHandshakeTimeoutMs:
-		return nil, fmt.Errorf("--handshake-timeout-ms must be 1-600000")
+		return nil, fmt.Errorf("--handshake-timeout-ms must be 1-%d", protocol.MaxHandshakeTimeoutMs)
 	case o.closeMs < 1 || o.termMs < 1 || o.killMs < 1:
 		return nil, fmt.Errorf("--close-timeout-ms, --term-grace-ms and --kill-grace-ms must be positive")
 	case o.shutdownMs < 0:
