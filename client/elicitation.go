@@ -46,14 +46,16 @@ type ElicitationResponse struct {
 // Accept answers with action "accept" and the form's values (nil for a
 // url elicitation: the user consented to open it).
 func Accept(content json.RawMessage) ElicitationResponse {
-	return ElicitationResponse{Action: "accept", Content: content}
+	return ElicitationResponse{Action: protocol.ElicitAccept, Content: content}
 }
 
 // Decline answers with action "decline": the user said no.
-func Decline() ElicitationResponse { return ElicitationResponse{Action: "decline"} }
+func Decline() ElicitationResponse { return ElicitationResponse{Action: protocol.ElicitDecline} }
 
 // CancelElicitation answers with action "cancel": dismissed.
-func CancelElicitation() ElicitationResponse { return ElicitationResponse{Action: "cancel"} }
+func CancelElicitation() ElicitationResponse {
+	return ElicitationResponse{Action: protocol.ElicitCancel}
+}
 
 // ElicitationDecided is a session/elicitationDecided audit notice: Action
 // is what the agent was answered ("accept", "decline", "cancel"),

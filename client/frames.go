@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+
+	"github.com/acpx-sidecar/acpx-sidecar/protocol"
 )
 
 // The sidecar answers a frame it cannot use with an error whose id is
@@ -18,10 +20,10 @@ import (
 // nil; see Error.
 
 // codeInvalidRequest is JSON-RPC -32600 (docs/protocol.md §5).
-const codeInvalidRequest = -32600
+const codeInvalidRequest = protocol.CodeInvalidRequest
 
 // dataCodeInvalidRequest is the data.code of -32600 (docs/protocol.md §5).
-const dataCodeInvalidRequest = "INVALID_REQUEST"
+const dataCodeInvalidRequest = string(protocol.ErrInvalidRequest)
 
 // frameTooLarge is returned by lineStream.WriteObject for a message over
 // the sidecar's frame limit; nothing was written.

@@ -161,7 +161,7 @@ func (c *Client) onRecv(req *jsonrpc2.Request, resp *jsonrpc2.Response) {
 			c.asks.settle(false, func(k permKey) bool { return k.session == p.Session && k.requestID == rid })
 		}
 	case "session/close":
-		if ok || resp.Error != nil && errorDataCode(resp.Error) == "CLEANUP_INCOMPLETE" {
+		if ok || resp.Error != nil && errorDataCode(resp.Error) == string(protocol.ErrCleanupIncomplete) {
 			c.asks.settle(false, func(k permKey) bool { return k.session == p.Session })
 		}
 	case "shutdown":

@@ -13,9 +13,10 @@ import (
 // convenience: the session is implied by the *Session, pointers become
 // zero values, and permission requests are decoded.
 
-// Identity is a session's admitted identity: AcpxRecordID is the
-// sessionKey, BackendSessionID the ACP sessionId, AgentSessionID the
-// agent's own id (or BackendSessionID) (docs/protocol.md §8 session/open).
+// Identity is a session's admitted identity: SessionKey is the
+// sessionKey (on the wire identity.acpxRecordId), BackendSessionID the ACP
+// sessionId, AgentSessionID the agent's own id (or BackendSessionID)
+// (docs/protocol.md §8 session/open).
 type Identity = protocol.Identity
 
 // AgentInfo is the agent as its ACP initialize reported it; Capabilities
@@ -258,17 +259,17 @@ type PermissionRequest struct {
 // PermissionOutcome is the host's answer to a PermissionRequest; make it
 // with Selected or Cancelled. The zero value is sent as cancelled.
 type PermissionOutcome struct {
-	Outcome  string `json:"outcome"`
-	OptionID string `json:"optionId,omitempty"`
+	Outcome  protocol.AskOutcome `json:"outcome"`
+	OptionID string              `json:"optionId,omitempty"`
 }
 
 // Selected answers a PermissionRequest with the option whose OptionID is
 // optionID (an unknown id counts as cancelled). The tool use is approved
 // when that option's Kind starts with "allow".
 func Selected(optionID string) PermissionOutcome {
-	return PermissionOutcome{Outcome: "selected", OptionID: optionID}
+	return PermissionOutcome{Outcome: protocol.AskSelected, OptionID: optionID}
 }
 
 // Cancelled answers a PermissionRequest with "cancelled": the agent is
 // refused.
-func Cancelled() PermissionOutcome { return PermissionOutcome{Outcome: "cancelled"} }
+func Cancelled() PermissionOutcome { return PermissionOutcome{Outcome: protocol.AskCancelled} }

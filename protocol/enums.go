@@ -59,3 +59,17 @@ const (
 	// DuringTurn: a turn was running (or had been lost to the exit).
 	DuringTurn During = "turn"
 )
+
+// AskOutcome is PermissionRequestResult.Outcome: the host's answer to a
+// session/requestPermission (docs/protocol.md §9). Anything else, or an
+// AskSelected whose optionId the agent did not offer, counts as cancelled.
+type AskOutcome string
+
+// Values of AskOutcome.
+const (
+	// AskSelected: the host chose the option PermissionRequestResult.OptionID.
+	AskSelected AskOutcome = "selected"
+	// AskCancelled: the host refused to choose; the agent is answered
+	// cancelled.
+	AskCancelled AskOutcome = "cancelled"
+)

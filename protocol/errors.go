@@ -88,16 +88,27 @@ const (
 
 // ErrorData is the `data` member of every error the sidecar sends
 // (docs/protocol.md §5). Code is the stable string; Field is the dot path of
-// the first bad parameter for -32602; Cleanup is the proof of whatever the
-// failed request had launched; Supported lists protocol versions for an
-// unsupported initialize.
+// the first bad parameter for -32602; Supported lists protocol versions for
+// an unsupported initialize. Cleanup and Proof are two members for two
+// errors, never set together: Cleanup ends a failed session/open, Proof a
+// session/close that could not finish.
 type ErrorData struct {
 	Code      DataCode `json:"code"`
 	Retryable bool     `json:"retryable"`
 	Field     string   `json:"field,omitempty"`
-	Cleanup   *Proof   `json:"cleanup,omitempty"`
-	Proof     *Proof   `json:"proof,omitempty"`
-	Supported []int    `json:"supported,omitempty"`
+	// Cleanup is data.cleanup: set on the error of a session/open that
+	// failed once its session existed (admission had begun), whatever its
+	// code — the proof, origin "admission", of what the open had
+	// launched; a trivially complete one ("nothing was launched",
+	// attempts 0) when it failed before the launch. Never on a -32602
+	// error or on a refusal that created no session (docs/protocol.md §5).
+	Cleanup *Proof `json:"cleanup,omitempty"`
+	// Proof is data.proof: set only on CLEANUP_INCOMPLETE from
+	// session/close — the proof, complete false, of the attempt so far;
+	// the final one follows as cleanup/proof (docs/protocol.md §5, §8
+	// session/close).
+	Proof     *Proof `json:"proof,omitempty"`
+	Supported []int  `json:"supported,omitempty"`
 	// Causes lists aggregated underlying failures in order (docs/rules.md#r12).
 	Causes []ProofError `json:"causes,omitempty"`
 	// Queued is the number of turns already queued, on a TURN_ACTIVE for

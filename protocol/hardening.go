@@ -25,4 +25,8 @@ const (
 	// session actor before it is answered from the session's last
 	// snapshot (StatusResult.FromSnapshot).
 	DefaultStateReadMs = 1000
+	// DefaultMaxProviderLineBytes bounds one line read from a provider's
+	// stdout (--max-provider-line-bytes): 256 MiB. A longer line is
+	// dropped as it is read; the connection survives.
+	DefaultMaxProviderLineBytes = 256 << 20
 )

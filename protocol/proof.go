@@ -140,12 +140,18 @@ type Time struct{ time.Time }
 // TimeLayout is the wire layout of Time.
 const TimeLayout = "2006-01-02T15:04:05.000000000Z07:00"
 
+// FormatTime renders t as the wire writes a time: in UTC, TimeLayout
+// (docs/protocol.md §1). It is the one formatter of wire times, also used
+// for the sidecar's log `ts`; the record file's times are acpx's
+// (store.FormatTime).
+func FormatTime(t time.Time) string { return t.UTC().Format(TimeLayout) }
+
 // At wraps t.
 func At(t time.Time) Time { return Time{t} }
 
 // MarshalJSON implements json.Marshaler.
 func (t Time) MarshalJSON() ([]byte, error) {
-	return []byte(`"` + t.UTC().Format(TimeLayout) + `"`), nil
+	return []byte(`"` + FormatTime(t.Time) + `"`), nil
 }
 
 // UnmarshalJSON implements json.Unmarshaler (any RFC 3339 string).

@@ -84,8 +84,8 @@ type ServerCaps struct {
 	MaxSessions int `json:"maxSessions,omitempty"`
 }
 
-// Bounds are the time bounds in force, in milliseconds
-// (docs/rules.md#bounds).
+// Bounds are the time bounds in force, in milliseconds; their defaults
+// are docs/rules.md#bounds (adapter.DefaultBounds).
 type Bounds struct {
 	HandshakeTimeoutMs int64 `json:"handshakeTimeoutMs"`
 	CloseTimeoutMs     int64 `json:"closeTimeoutMs"`
@@ -93,11 +93,11 @@ type Bounds struct {
 	KillGraceMs        int64 `json:"killGraceMs"`
 	ShutdownMs         int64 `json:"shutdownMs"`
 	// ProtocolCloseAttempts bounds the ACP session/close attempts of a
-	// live session's close (1 + 3 retries, inside one closeTimeoutMs, so a
+	// live session's close (1 + retries, inside one closeTimeoutMs, so a
 	// timed-out attempt ends it: docs/rules.md#r16).
 	ProtocolCloseAttempts int `json:"protocolCloseAttempts"`
 	// RetainedRetryMinMs and RetainedRetryMaxMs are the retained cleanup
-	// backoff: 10 ms doubling to 100 ms (docs/rules.md#r20).
+	// backoff, doubling from the first to the second (docs/rules.md#r20).
 	RetainedRetryMinMs int64 `json:"retainedRetryMinMs"`
 	RetainedRetryMaxMs int64 `json:"retainedRetryMaxMs"`
 	// RetainedCloseWindowMs bounds, all attempts together, the ACP
@@ -163,10 +163,20 @@ type OpenParams struct {
 }
 
 // Identity is the admitted identity of a session (docs/rules.md#r8).
+// Go code has one name for each id; the wire names are acpx's.
 type Identity struct {
-	AcpxRecordID     string `json:"acpxRecordId"`
+	// SessionKey is the session key (the open's sessionKey), on the wire
+	// as acpxRecordId, as acpx names a record by it; on disk it is the
+	// record's acpx_record_id (store.Record.SessionKey).
+	SessionKey string `json:"acpxRecordId"`
+	// BackendSessionID is the ACP sessionId the agent gave at
+	// session/new, load or resume; on disk acp_session_id
+	// (store.Record.BackendSessionID).
 	BackendSessionID string `json:"backendSessionId"`
-	AgentSessionID   string `json:"agentSessionId"`
+	// AgentSessionID is the agent's own session id: the open's
+	// agentSessionId or a prior record's, else BackendSessionID; on disk
+	// agent_session_id.
+	AgentSessionID string `json:"agentSessionId"`
 }
 
 // AgentInfo describes the agent as its ACP initialize reported it;
@@ -433,11 +443,11 @@ type PermissionRequestParams struct {
 	Rule      string          `json:"rule"`
 }
 
-// PermissionRequestResult is the host's answer: Outcome "selected" with
-// OptionID, or "cancelled".
+// PermissionRequestResult is the host's answer: Outcome AskSelected with
+// OptionID, or AskCancelled.
 type PermissionRequestResult struct {
-	Outcome  string `json:"outcome"`
-	OptionID string `json:"optionId,omitempty"`
+	Outcome  AskOutcome `json:"outcome"`
+	OptionID string     `json:"optionId,omitempty"`
 }
 
 // ProofNotice is the `cleanup/proof` notification.

@@ -20,9 +20,11 @@ import (
 // `--inherit-env minimal` works as a normal string flag.
 type inheritEnvFlag struct{ policy, old *string }
 
+// String is the policy set; "" for the zero flag the flag package makes to
+// tell a default from its zero value (so -h prints "(default minimal)").
 func (f *inheritEnvFlag) String() string {
 	if f == nil || f.policy == nil {
-		return protocol.InheritMinimal
+		return ""
 	}
 	return *f.policy
 }

@@ -21,7 +21,6 @@ import (
 
 	"github.com/acpx-sidecar/acpx-sidecar/internal/adapter"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/buildinfo"
-	"github.com/acpx-sidecar/acpx-sidecar/internal/journal"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/launchexec"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/reaper"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/rpc"
@@ -89,26 +88,26 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	o.inheritEnv = protocol.InheritMinimal
 	fs.Var(&inheritEnvFlag{&o.inheritEnv, &o.inheritEnvOld}, "inherit-env", "what providers take from the sidecar's environment: minimal (PATH, HOME, USER, LOGNAME, SHELL, LANG, LC_*, TERM, TZ, TMPDIR), all or none (docs/protocol.md §18.1)")
 	o.limits.register(fs)
-	d := adapter.DefaultConfig() // every bound's default is stated there once
+	d, c := adapter.DefaultBounds(), adapter.DefaultCaps() // the flags' defaults, each stated once (docs/rules.md#bounds)
 	fs.Int64Var(&o.handshakeMs, "handshake-timeout-ms", d.HandshakeTimeout.Milliseconds(), "default handshake bound, ms (docs/rules.md#bounds)")
 	fs.Int64Var(&o.closeMs, "close-timeout-ms", d.CloseTimeout.Milliseconds(), "ACP session/close bound, ms")
 	fs.Int64Var(&o.termMs, "term-grace-ms", d.TermGrace.Milliseconds(), "wait after SIGTERM, ms")
 	fs.Int64Var(&o.killMs, "kill-grace-ms", d.KillGrace.Milliseconds(), "wait after SIGKILL, ms")
-	fs.Int64Var(&o.shutdownMs, "shutdown-ms", 0, "shutdown bound, ms (default close+term+kill+1000)")
+	fs.Int64Var(&o.shutdownMs, "shutdown-ms", 0, fmt.Sprintf("shutdown bound, ms (0: close+term+kill+1000, %d with the defaults)", d.Shutdown.Milliseconds()))
 	fs.StringVar(&o.containment, "containment", "auto", "auto, cgroup, subreaper, process-group (an alias of subreaper) or process-table (the macOS mode; docs/operations.md)")
 	fs.StringVar(&o.cgroupParent, "cgroup-parent", "", "cgroup v2 directory under which provider cgroups are made (default: auto)")
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
-	fs.IntVar(&o.maxProvLine, "max-provider-line-bytes", adapter.DefaultMaxProviderLineBytes, "largest provider stdout line, bytes")
+	fs.IntVar(&o.maxProvLine, "max-provider-line-bytes", c.MaxProviderLineBytes, "largest provider stdout line, bytes")
 	fs.IntVar(&o.closeAttempts, "protocol-close-attempts", d.ProtocolCloseAttempts, "ACP session/close attempts per target (1 + retries)")
 	fs.Int64Var(&o.retryMinMs, "retained-retry-min-ms", d.RetainedRetryMin.Milliseconds(), "retained cleanup backoff start, ms")
 	fs.Int64Var(&o.retryMaxMs, "retained-retry-max-ms", d.RetainedRetryMax.Milliseconds(), "retained cleanup backoff cap, ms")
 	fs.IntVar(&o.lateReconcile, "late-close-reconcile-attempts", -1, "deprecated and ignored: a late session's close is bounded by --retained-close-window-ms, not a count")
 	fs.Int64Var(&o.lateWindowMs, "retained-close-window-ms", d.RetainedCloseWindow.Milliseconds(), "ACP session/close of a session created after its admission was given up: failures retried with backoff for no count within this, ms")
-	fs.IntVar(&o.maxQueued, "max-queued-turns", protocol.DefaultMaxQueuedTurns, "queue: true prompts that may wait behind a session's active turn (docs/protocol.md §8)")
-	fs.Int64Var(&o.journalMax, "journal-max-bytes", journal.DefaultMaxBytes, "size at which a session journal segment is rotated, bytes; 4 segments are kept (docs/protocol.md §16)")
-	fs.IntVar(&o.maxAsks, "max-pending-asks", protocol.DefaultMaxPendingAsks, "permission asks and elicitations of one turn that may wait for the host; more are decided as nonInteractivePermissions says, or answered cancel (docs/protocol.md §20, §22)")
-	fs.IntVar(&o.maxAskBytes, "max-pending-ask-bytes", protocol.DefaultMaxPendingAskBytes, "bytes of the asks of one turn that may wait for the host (docs/protocol.md §20)")
-	fs.Int64Var(&o.stateReadMs, "state-read-ms", protocol.DefaultStateReadMs, "how long session/status waits for a busy session before it answers from the session's snapshot, ms (docs/protocol.md §20)")
+	fs.IntVar(&o.maxQueued, "max-queued-turns", c.MaxQueuedTurns, "queue: true prompts that may wait behind a session's active turn (docs/protocol.md §8)")
+	fs.Int64Var(&o.journalMax, "journal-max-bytes", c.JournalMaxBytes, "size at which a session journal segment is rotated, bytes; 4 segments are kept (docs/protocol.md §16)")
+	fs.IntVar(&o.maxAsks, "max-pending-asks", c.MaxPendingAsks, "permission asks and elicitations of one turn that may wait for the host; more are decided as nonInteractivePermissions says, or answered cancel (docs/protocol.md §20, §22)")
+	fs.IntVar(&o.maxAskBytes, "max-pending-ask-bytes", c.MaxPendingAskBytes, "bytes of the asks of one turn that may wait for the host (docs/protocol.md §20)")
+	fs.Int64Var(&o.stateReadMs, "state-read-ms", c.StateRead.Milliseconds(), "how long session/status waits for a busy session before it answers from the session's snapshot, ms (docs/protocol.md §20)")
 	fs.StringVar(&o.defaultSandbox, "default-sandbox", sandbox.Workspace, "kernel sandbox of an open that names none: workspace, strict or off; a default this machine cannot enforce is reported (sandbox.enforced false), not fatal (docs/protocol.md §19)")
 	fs.IntVar(&o.assumeABI, "assume-landlock-abi", -1, "treat the kernel as offering at most this Landlock ABI (0: none); for testing how opens are refused (-1: the kernel's)")
 	fs.IntVar(&o.maxSessions, "max-sessions", 0, "live sessions admitted at once; more are refused SIDECAR_AT_CAPACITY (0: derived from the descriptor limit; docs/protocol.md §21)")
@@ -135,8 +134,8 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		return nil, fmt.Errorf("--max-frame-bytes must be at least 1024")
 	case o.stateDir != "" && !filepath.IsAbs(o.stateDir):
 		return nil, fmt.Errorf("--state-dir must be absolute")
-	case o.handshakeMs < 1 || o.handshakeMs > 600000:
-		return nil, fmt.Errorf("--handshake-timeout-ms must be 1-600000")
+	case o.handshakeMs < 1 || o.handshakeMs > protocol.MaxHandshakeTimeoutMs:
+		return nil, fmt.Errorf("--handshake-timeout-ms must be 1-%d", protocol.MaxHandshakeTimeoutMs)
 	case o.closeMs < 1 || o.termMs < 1 || o.killMs < 1:
 		return nil, fmt.Errorf("--close-timeout-ms, --term-grace-ms and --kill-grace-ms must be positive")
 	case o.shutdownMs < 0:
@@ -161,7 +160,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		return nil, err
 	}
 	if o.shutdownMs == 0 {
-		o.shutdownMs = o.closeMs + o.termMs + o.killMs + 1000
+		o.shutdownMs = adapter.ShutdownFor(ms(o.closeMs), ms(o.termMs), ms(o.killMs)).Milliseconds()
 	}
 	switch o.containment {
 	case "auto", "cgroup", "subreaper", "process-group", "process-table":
@@ -198,7 +197,7 @@ func newLogger(level string, w io.Writer) *zap.Logger {
 	_ = lvl.UnmarshalText([]byte(level))
 	enc := zap.NewProductionEncoderConfig()
 	enc.TimeKey = "ts"
-	enc.EncodeTime = zapcore.RFC3339NanoTimeEncoder
+	enc.EncodeTime = func(t time.Time, e zapcore.PrimitiveArrayEncoder) { e.AppendString(protocol.FormatTime(t)) }
 	core := zapcore.NewCore(zapcore.NewJSONEncoder(enc), zapcore.Lock(zapcore.AddSync(w)), lvl)
 	return zap.New(core)
 }
@@ -264,7 +263,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	// stdout blocks every write), exit anyway after its bound plus a margin;
 	// every guardian sees its owner pipe close and kills its tree.
 	watchdog := func() {
-		time.AfterFunc(time.Duration(o.shutdownMs)*time.Millisecond+5*time.Second, func() {
+		time.AfterFunc(ms(o.shutdownMs)+5*time.Second, func() {
 			log.Error("shutdown did not finish in time; exiting (guardians end the provider trees)")
 			_ = log.Sync()
 			killTablesBeforeExit(sup)
@@ -278,37 +277,27 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if cfg.StateDir != "" {
 		cfg.StateDir = filepath.Clean(cfg.StateDir) // one spelling per directory, as for an open's stateDir
 	}
-	cfg.HandshakeTimeout = time.Duration(o.handshakeMs) * time.Millisecond
-	cfg.CloseTimeout = time.Duration(o.closeMs) * time.Millisecond
-	cfg.TermGrace = time.Duration(o.termMs) * time.Millisecond
-	cfg.KillGrace = time.Duration(o.killMs) * time.Millisecond
-	cfg.Shutdown = time.Duration(o.shutdownMs) * time.Millisecond
-	cfg.MaxProviderLineBytes = o.maxProvLine
-	cfg.ProtocolCloseAttempts = o.closeAttempts
-	cfg.RetainedRetryMin = time.Duration(o.retryMinMs) * time.Millisecond
-	cfg.RetainedRetryMax = time.Duration(o.retryMaxMs) * time.Millisecond
-	cfg.RetainedCloseWindow = time.Duration(o.lateWindowMs) * time.Millisecond
-	cfg.MaxQueuedTurns = o.maxQueued
+	cfg.Bounds = adapter.Bounds{HandshakeTimeout: ms(o.handshakeMs), CloseTimeout: ms(o.closeMs),
+		TermGrace: ms(o.termMs), KillGrace: ms(o.killMs), Shutdown: ms(o.shutdownMs),
+		ProtocolCloseAttempts: o.closeAttempts, RetainedRetryMin: ms(o.retryMinMs), RetainedRetryMax: ms(o.retryMaxMs),
+		RetainedCloseWindow: ms(o.lateWindowMs)}
+	cfg.Caps = adapter.Caps{MaxQueuedTurns: o.maxQueued, MaxPendingAsks: o.maxAsks, MaxPendingAskBytes: o.maxAskBytes,
+		StateRead: ms(o.stateReadMs), MaxProviderLineBytes: o.maxProvLine, JournalMaxBytes: o.journalMax,
+		MaxSessions: o.maxSessions}
 	if o.maxQueued == 0 {
-		cfg.MaxQueuedTurns = -1 // no queue: every queue: true prompt behind a turn is TURN_ACTIVE
+		cfg.Caps.MaxQueuedTurns = -1 // no queue: every queue: true prompt behind a turn is TURN_ACTIVE
 	}
-	cfg.JournalMaxBytes = o.journalMax
-	cfg.MaxPendingAsks, cfg.MaxPendingAskBytes = o.maxAsks, o.maxAskBytes
-	cfg.StateRead = time.Duration(o.stateReadMs) * time.Millisecond
 	cfg.Launcher = launcher
-	cfg.MaxSessions = o.maxSessions
 	nofile, err := raiseNofile()
 	if err != nil {
 		log.Warn("the descriptor limit could not be raised to its hard limit", zap.Error(err))
 	}
 	if o.maxSessions == 0 && nofile > 0 {
-		cfg.MaxSessions = maxSessionsFor(nofile)
+		cfg.Caps.MaxSessions = maxSessionsFor(nofile)
 	}
 	cfg.Logger = log.Named("session")
-	cfg.Version = buildinfo.Version()
-	cfg.InheritEnv = o.inheritEnv
-	cfg.SidecarEnv = os.Environ()
-	cfg.BaseEnv = adapter.InheritedEnv(o.inheritEnv, cfg.SidecarEnv)
+	environ := os.Environ()
+	cfg.Env = adapter.ProviderEnv{Base: adapter.InheritedEnv(o.inheritEnv, environ), Policy: o.inheritEnv, Sidecar: environ}
 	cfg.DefaultLimits = o.limits.defaults()
 	cfg.LimitsSupported = reaper.LimitsSupported
 	cfg.Sandbox = adapter.SandboxConfig{Default: o.defaultSandbox, Caps: sandbox.Probe().Limit(o.assumeABI),
@@ -327,7 +316,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	mgr := adapter.NewManager(cfg, server)
 	log.Info("acpx-sidecar started", zap.Int("pid", os.Getpid()), zap.String("containment", initContainment(sup)),
-		zap.String("framing", o.framing), zap.Int("maxSessions", cfg.MaxSessions))
+		zap.String("framing", o.framing), zap.Int("maxSessions", cfg.Caps.MaxSessions))
 
 	stopSignals := make(chan struct{})
 	go func() {
@@ -424,3 +413,6 @@ func selfInstallation() []string {
 	}
 	return sandbox.Installation(exe, nil)
 }
+
+// ms is n milliseconds, as the flags give their bounds.
+func ms(n int64) time.Duration { return time.Duration(n) * time.Millisecond }

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/acpx-sidecar/acpx-sidecar/client"
+	"github.com/acpx-sidecar/acpx-sidecar/protocol"
 )
 
 func (d *demo) openSession() error {
@@ -46,7 +47,7 @@ func (d *demo) openSession() error {
 	d.out.line("<- session %s (resumed=%v)", res.Session, res.Resumed)
 	d.out.line("   agent:    %s %q version %s", res.Agent.Name, res.Agent.Title, res.Agent.Version)
 	d.out.line("   identity: record %s, backend session %s, agent session %s",
-		res.Identity.AcpxRecordID, res.Identity.BackendSessionID, res.Identity.AgentSessionID)
+		res.Identity.SessionKey, res.Identity.BackendSessionID, res.Identity.AgentSessionID)
 	d.out.line("   process:  pid %d, pgid %d, containment %s", res.Process.Pid, res.Process.Pgid, res.Process.Containment)
 	model, mode := "(not reported)", "(not reported)"
 	if res.Models != nil {
@@ -95,7 +96,7 @@ func (d *demo) prompt() error {
 	if res.Error != nil {
 		return fmt.Errorf("the turn failed: %s: %s", res.Error.Code, res.Error.Message)
 	}
-	if res.Status != "completed" {
+	if res.Status != protocol.TurnCompleted {
 		return fmt.Errorf("turn status %q, want completed", res.Status)
 	}
 	return nil

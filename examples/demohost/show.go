@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/acpx-sidecar/acpx-sidecar/client"
+	"github.com/acpx-sidecar/acpx-sidecar/protocol"
 )
 
 // printer writes the demo's output. It is shared by the main goroutine and
@@ -120,9 +121,6 @@ func optInt(p *int64) string {
 	return fmt.Sprint(*p)
 }
 
-// timeLayout is the sidecar's wire layout of times (nanoseconds, UTC).
-const timeLayout = "2006-01-02T15:04:05.000000000Z07:00"
-
 // describeProof renders a cleanup proof (docs/protocol.md §12) as readable
 // lines.
 func describeProof(p client.Proof) []string {
@@ -138,7 +136,7 @@ func describeProof(p client.Proof) []string {
 		out = append(out, "signals: none sent")
 	}
 	for _, s := range p.Signals {
-		l := fmt.Sprintf("signal: %s to %s at %s", s.Signal, s.Target, s.At.UTC().Format(timeLayout))
+		l := fmt.Sprintf("signal: %s to %s at %s", s.Signal, s.Target, protocol.FormatTime(s.At.Time))
 		if s.Error != "" {
 			l += " (error: " + s.Error + ")"
 		}

@@ -17,12 +17,6 @@ import (
 	"github.com/acpx-sidecar/acpx-sidecar/internal/jsonl"
 )
 
-// DefaultMaxProviderLineBytes bounds one line read from a provider's
-// stdout: 256 MiB. Longer lines are discarded (the connection survives),
-// unlike acp-go-sdk's 10 MiB scanner cap that kills it (docs/architecture.md,
-// ACP client side).
-const DefaultMaxProviderLineBytes = 256 << 20
-
 // providerEvent is what the provider connection posts to its session's
 // actor: ACP session/updates, in wire order (updates set; batch, if set,
 // holds them and is released once they are handled), or an ACP

@@ -113,7 +113,7 @@ func TestManager_SessionActorsLeaveNoGoroutine(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.StateDir = t.TempDir()
 	cfg.Launcher = ReaperLauncher(sup)
-	cfg.TermGrace, cfg.KillGrace = 300*time.Millisecond, 300*time.Millisecond
+	cfg.Bounds.TermGrace, cfg.Bounds.KillGrace = 300*time.Millisecond, 300*time.Millisecond
 	host := &fakeHost{}
 	m := NewManager(cfg, host)
 	open := await(t, func(r func(any, error)) {

@@ -137,7 +137,7 @@ func (s *session) startAdmission(ctx context.Context, reply Reply) {
 	}
 	s.end.tmpDir = sb.tmpDir
 	in := admissionInput{open: p, prof: s.prof, st: st, exe: exe, env: env, baseEnv: base,
-		timeout: s.m.cfg.HandshakeTimeout, limits: s.m.effectiveLimits(p), sandbox: sb}
+		timeout: s.m.cfg.Bounds.HandshakeTimeout, limits: s.m.effectiveLimits(p), sandbox: sb}
 	if p.HandshakeTimeoutMs != nil {
 		in.timeout = time.Duration(*p.HandshakeTimeoutMs) * time.Millisecond
 	}
@@ -275,7 +275,7 @@ func (s *session) admit(ctx context.Context, in admissionInput) admissionResult 
 		rec, err := in.st.Load(p.SessionKey)
 		switch {
 		case err == nil:
-			if rec.Acpx.AgentProfile == p.Agent && rec.Cwd == p.Cwd && rec.AcpSessionID != "" {
+			if rec.Acpx.AgentProfile == p.Agent && rec.Cwd == p.Cwd && rec.BackendSessionID != "" {
 				prior = rec
 			}
 		case !errors.Is(err, store.ErrNotFound):
@@ -342,7 +342,7 @@ func (s *session) admit(ctx context.Context, in admissionInput) admissionResult 
 	defer func() { <-ledgerDone }()
 	go s.drainStderr(tree.Stdio().Stderr)
 	var conn *acpConn
-	conn = newACPConn(tree.Stdio().Stdin, tree.Stdio().Stdout, s.m.cfg.MaxProviderLineBytes, s.log, func(ev providerEvent) bool {
+	conn = newACPConn(tree.Stdio().Stdin, tree.Stdio().Stdout, s.m.cfg.Caps.MaxProviderLineBytes, s.log, func(ev providerEvent) bool {
 		switch {
 		case ev.updates != nil:
 			n := 0
@@ -391,9 +391,9 @@ func (s *session) admit(ctx context.Context, in admissionInput) admissionResult 
 	hctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	late := &lateHandshake{}
-	adm, sessionID, herr := s.handshake(hctx, &in, conn, tree, prior, late)
+	adm, backendSessionID, herr := s.handshake(hctx, &in, conn, tree, prior, late)
 	if late.waiter != nil {
-		sessionID = "" // the late watcher owns that close (docs/rules.md#r16)
+		backendSessionID = "" // the late watcher owns that close (docs/rules.md#r16)
 	}
 	if herr == nil && ctx.Err() != nil {
 		herr = abortedError()
@@ -413,7 +413,7 @@ func (s *session) admit(ctx context.Context, in admissionInput) admissionResult 
 		// tree is terminated; the connection stays open until then.
 		lateDone := make(chan *cleanup.CloseResult, 1)
 		go func() { lateDone <- late.watch(s, conn, tree) }()
-		proof := s.cleanup(cleanupInput{conn: conn, tree: tree, backendSessionID: sessionID, reason: reason,
+		proof := s.cleanup(cleanupInput{conn: conn, tree: tree, backendSessionID: backendSessionID, reason: reason,
 			origin: protocol.OriginAdmission, closeSupported: late.closeSupported, keepConn: late.waiter != nil})
 		lateClose := <-lateDone
 		herr.Data.Cleanup = proof

@@ -9,7 +9,7 @@ import (
 )
 
 // Capacity (docs/protocol.md §21): the Manager admits at most
-// Config.MaxSessions live sessions (those holding their key: admitting,
+// Config.Caps.MaxSessions live sessions (those holding their key: admitting,
 // open, closing, or cleaned up by a retained retry), refusing the next
 // with SIDECAR_AT_CAPACITY before anything is made; and an admission step
 // that fails for want of descriptors, processes or memory is
@@ -17,10 +17,10 @@ import (
 // verdict on the host's input.
 
 // atCapacityLocked returns the SIDECAR_AT_CAPACITY refusal when live sessions
-// already fill Config.MaxSessions (≤ 0: no limit), else nil. Called under
+// already fill Config.Caps.MaxSessions (≤ 0: no limit), else nil. Called under
 // m.mu.
 func (m *Manager) atCapacityLocked() *protocol.Error {
-	max := m.cfg.MaxSessions
+	max := m.cfg.Caps.MaxSessions
 	if max <= 0 || len(m.keys) < max {
 		return nil
 	}

@@ -249,7 +249,7 @@ type cleanupInput struct {
 // through internal/cleanup. It blocks; it runs off the actor and reads
 // only in and the session's immutable fields.
 func (s *session) cleanup(in cleanupInput) *protocol.Proof {
-	conn, tree, sessionID := in.conn, in.tree, in.backendSessionID
+	conn, tree, backendSessionID := in.conn, in.tree, in.backendSessionID
 	job := cleanup.Job{Target: s.target(in.reason, in.origin), Clean: s.red.clean}
 	alive := tree != nil
 	if alive {
@@ -260,17 +260,17 @@ func (s *session) cleanup(in cleanupInput) *protocol.Proof {
 		}
 	}
 	switch {
-	case sessionID == "" || conn == nil || !alive:
+	case backendSessionID == "" || conn == nil || !alive:
 	case !in.closeSupported:
 		job.Skip = protocol.ProtocolClose{Outcome: protocol.CloseUnsupported}
-	case conn.stalled(s.m.cfg.CloseTimeout):
+	case conn.stalled(s.m.cfg.Bounds.CloseTimeout):
 		// An agent that stopped reading its stdin is hung: a session/close
 		// could not reach it within the bound, so the tree is ended at
 		// once (docs/protocol.md §20).
 		job.Skip = protocol.ProtocolClose{Outcome: protocol.CloseSkipped,
 			Error: "the agent is not reading its stdin (hung): session/close not sent"}
 	default:
-		job.Send, job.Close = closeSender(conn, sessionID), s.closePolicy(s.m.liveClose(), tree)
+		job.Send, job.Close = closeSender(conn, backendSessionID), s.closePolicy(s.m.liveClose(), tree)
 	}
 	if conn != nil && !in.keepConn {
 		job.AfterClose = func() {
@@ -310,10 +310,10 @@ func (s *session) closePolicy(p cleanup.ClosePolicy, tree Tree) cleanup.ClosePol
 	return p
 }
 
-// closeSender sends ACP session/close for sessionID on conn.
-func closeSender(conn *acpConn, sessionID string) cleanup.Sender {
+// closeSender sends ACP session/close for backendSessionID on conn.
+func closeSender(conn *acpConn, backendSessionID string) cleanup.Sender {
 	return func() (cleanup.Call, error) {
-		w, id, err := conn.dispatch(acp.AgentMethodSessionClose, acp.CloseSessionRequest{SessionId: acp.SessionId(sessionID)})
+		w, id, err := conn.dispatch(acp.AgentMethodSessionClose, acp.CloseSessionRequest{SessionId: acp.SessionId(backendSessionID)})
 		if err != nil {
 			return nil, err
 		}
@@ -373,8 +373,8 @@ func (s *session) retain(first *protocol.Proof) {
 // a failed admission's own session): one closeTimeoutMs budget for every
 // attempt, at most ProtocolCloseAttempts of them (docs/rules.md#r16).
 func (m *Manager) liveClose() cleanup.ClosePolicy {
-	return cleanup.ClosePolicy{Attempt: m.cfg.CloseTimeout, Window: m.cfg.CloseTimeout,
-		Attempts: m.cfg.ProtocolCloseAttempts, Backoff: m.backoff()}
+	return cleanup.ClosePolicy{Attempt: m.cfg.Bounds.CloseTimeout, Window: m.cfg.Bounds.CloseTimeout,
+		Attempts: m.cfg.Bounds.ProtocolCloseAttempts, Backoff: m.backoff()}
 }
 
 // retainedClose is the close policy of a retained target (a session the
@@ -383,18 +383,18 @@ func (m *Manager) liveClose() cleanup.ClosePolicy {
 // RetainedCloseWindow has passed or the provider is gone
 // (docs/rules.md#r16, #r20).
 func (m *Manager) retainedClose() cleanup.ClosePolicy {
-	return cleanup.ClosePolicy{Attempt: m.cfg.CloseTimeout, Window: m.cfg.RetainedCloseWindow, Backoff: m.backoff()}
+	return cleanup.ClosePolicy{Attempt: m.cfg.Bounds.CloseTimeout, Window: m.cfg.Bounds.RetainedCloseWindow, Backoff: m.backoff()}
 }
 
 // backoff is the one cleanup backoff (retainedRetryMinMs doubling to
 // retainedRetryMaxMs).
 func (m *Manager) backoff() cleanup.Backoff {
-	return cleanup.Backoff{Min: m.cfg.RetainedRetryMin, Max: m.cfg.RetainedRetryMax}
+	return cleanup.Backoff{Min: m.cfg.Bounds.RetainedRetryMin, Max: m.cfg.Bounds.RetainedRetryMax}
 }
 
 // terminator ends tree with the configured graces.
 func (m *Manager) terminator(tree Tree) cleanup.Terminator {
 	return func() (reaper.Termination, error) {
-		return tree.Terminate(context.Background(), m.cfg.TermGrace, m.cfg.KillGrace), nil
+		return tree.Terminate(context.Background(), m.cfg.Bounds.TermGrace, m.cfg.Bounds.KillGrace), nil
 	}
 }

@@ -46,13 +46,13 @@ type controlState struct {
 // what the agent then reports (docs/rules.md#r24). It works on copies and
 // runs off the actor; the actor adopts models/modes/configOpts after.
 type controls struct {
-	conn       *acpConn
-	sessionID  string
-	models     *protocol.Models
-	modes      *protocol.Modes
-	configOpts []json.RawMessage
-	usedStyle  string // style actually used last
-	red        *redactor
+	conn             *acpConn
+	backendSessionID string
+	models           *protocol.Models
+	modes            *protocol.Modes
+	configOpts       []json.RawMessage
+	usedStyle        string // style actually used last
+	red              *redactor
 }
 
 func (c *controls) findOption(pred func(configOption) bool) *configOption {
@@ -93,13 +93,13 @@ func (c *controls) setOption(ctx context.Context, id string, value json.RawMessa
 	var req acp.SetSessionConfigOptionRequest
 	var b bool
 	if json.Unmarshal(value, &b) == nil {
-		req.Boolean = &acp.SetSessionConfigOptionBoolean{SessionId: acp.SessionId(c.sessionID), ConfigId: acp.SessionConfigId(id), Type: "boolean", Value: b}
+		req.Boolean = &acp.SetSessionConfigOptionBoolean{SessionId: acp.SessionId(c.backendSessionID), ConfigId: acp.SessionConfigId(id), Type: "boolean", Value: b}
 	} else {
 		var v string
 		if json.Unmarshal(value, &v) != nil {
 			return &jsonrpc2.Error{Code: jsonrpc2.CodeInvalidParams, Message: "config option values are strings or booleans"}
 		}
-		req.ValueId = &acp.SetSessionConfigOptionValueId{SessionId: acp.SessionId(c.sessionID), ConfigId: acp.SessionConfigId(id), Value: acp.SessionConfigValueId(v)}
+		req.ValueId = &acp.SetSessionConfigOptionValueId{SessionId: acp.SessionId(c.backendSessionID), ConfigId: acp.SessionConfigId(id), Value: acp.SessionConfigValueId(v)}
 	}
 	err := c.conn.call(ctx, acp.AgentMethodSessionSetConfigOption, req, &res)
 	if err == nil && res.ConfigOptions != nil {
@@ -173,7 +173,7 @@ func (c *controls) setMode(ctx context.Context, name string) (string, *protocol.
 		}
 	} else {
 		via = acp.AgentMethodSessionSetMode
-		if err := c.conn.call(ctx, acp.AgentMethodSessionSetMode, acp.SetSessionModeRequest{SessionId: acp.SessionId(c.sessionID), ModeId: acp.SessionModeId(name)}, nil); err != nil {
+		if err := c.conn.call(ctx, acp.AgentMethodSessionSetMode, acp.SetSessionModeRequest{SessionId: acp.SessionId(c.backendSessionID), ModeId: acp.SessionModeId(name)}, nil); err != nil {
 			return "", c.controlError(unavailable, err)
 		}
 	}
@@ -226,10 +226,10 @@ func (s *session) control(kind controlKind, name string, raw json.RawMessage, re
 	// models and modes in place (trackUpdate) while the request runs. The
 	// worker replaces what it changes, so only a replaced value is adopted.
 	models, modes := cloneModels(s.ctl.models), cloneModes(s.ctl.modes)
-	ctl := &controls{conn: s.conn, sessionID: s.rec.identity.BackendSessionID, models: models, modes: modes,
+	ctl := &controls{conn: s.conn, backendSessionID: s.rec.identity.BackendSessionID, models: models, modes: modes,
 		configOpts: s.ctl.configOpts, usedStyle: s.ctl.modelCtl, red: s.red}
 	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), s.m.cfg.HandshakeTimeout)
+		ctx, cancel := context.WithTimeout(context.Background(), s.m.cfg.Bounds.HandshakeTimeout)
 		defer cancel()
 		e := ctl.set(ctx, kind, name, raw)
 		s.post(func() {

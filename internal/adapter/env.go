@@ -28,25 +28,25 @@ func InheritedEnv(policy string, environ []string) []string {
 }
 
 // baseEnvFor is the provider's base environment for one open: the
-// policy's Config.BaseEnv, then each of the open's inheritEnv names that
-// Config.SidecarEnv defines (a name it does not define is skipped, as an
+// policy's Config.Env.Base, then each of the open's inheritEnv names that
+// Config.Env.Sidecar defines (a name it does not define is skipped, as an
 // unset variable would be), later entries replacing earlier ones of the
 // same name (docs/protocol.md §18.1).
 func (m *Manager) baseEnvFor(p protocol.OpenParams) []string {
 	if len(p.InheritEnv) == 0 {
-		return m.cfg.BaseEnv
+		return m.cfg.Env.Base
 	}
 	want := map[string]bool{}
 	for _, n := range p.InheritEnv {
 		want[n] = true
 	}
 	var out []string
-	for _, kv := range m.cfg.BaseEnv {
+	for _, kv := range m.cfg.Env.Base {
 		if k, _, _ := strings.Cut(kv, "="); !want[k] {
 			out = append(out, kv)
 		}
 	}
-	for _, kv := range m.cfg.SidecarEnv {
+	for _, kv := range m.cfg.Env.Sidecar {
 		if k, _, _ := strings.Cut(kv, "="); want[k] {
 			out = append(out, kv)
 			delete(want, k) // the first definition wins, as getenv(3) reads it

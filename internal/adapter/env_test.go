@@ -26,8 +26,8 @@ func TestInheritedEnv_Policies(t *testing.T) {
 // the sidecar's environment (first definition), replace a base entry of
 // the same name, and a name it does not define is skipped.
 func TestBaseEnvFor_InheritEnvNames(t *testing.T) {
-	m := &Manager{cfg: Config{BaseEnv: []string{"PATH=/bin", "KEY=base"},
-		SidecarEnv: []string{"PATH=/bin", "KEY=first", "KEY=second", "OTHER=o"}}}
+	m := &Manager{cfg: Config{Env: ProviderEnv{Base: []string{"PATH=/bin", "KEY=base"},
+		Sidecar: []string{"PATH=/bin", "KEY=first", "KEY=second", "OTHER=o"}}}}
 	got := strings.Join(m.baseEnvFor(protocol.OpenParams{InheritEnv: []string{"KEY", "MISSING"}}), " ")
 	if got != "PATH=/bin KEY=first" {
 		t.Errorf("base env %q, want \"PATH=/bin KEY=first\"", got)
@@ -41,7 +41,7 @@ func TestBaseEnvFor_InheritEnvNames(t *testing.T) {
 // value passed by an inheritEnv name is redacted from error texts like
 // an env value.
 func TestSecretEnv_RedactsInheritedValues(t *testing.T) {
-	m := &Manager{cfg: Config{BaseEnv: []string{"PATH=/bin"}, SidecarEnv: []string{"PATH=/bin", "AMBIENT_KEY=sk-ambient-123"}}}
+	m := &Manager{cfg: Config{Env: ProviderEnv{Base: []string{"PATH=/bin"}, Sidecar: []string{"PATH=/bin", "AMBIENT_KEY=sk-ambient-123"}}}}
 	red := newRedactor(m.secretEnv(protocol.OpenParams{InheritEnv: []string{"AMBIENT_KEY"}, Env: map[string]string{"K": "sk-open-456"}}))
 	got := red.clean("agent said sk-ambient-123 and sk-open-456 on /bin")
 	if strings.Contains(got, "sk-ambient-123") || strings.Contains(got, "sk-open-456") || !strings.Contains(got, "/bin") {

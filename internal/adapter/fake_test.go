@@ -320,8 +320,8 @@ func fakeManager(t *testing.T, l *fakeLauncher, h Host) *Manager {
 	cfg := DefaultConfig()
 	cfg.StateDir = t.TempDir()
 	cfg.Launcher = l
-	cfg.CloseTimeout = 2 * time.Second
-	cfg.HandshakeTimeout = 5 * time.Second
+	cfg.Bounds.CloseTimeout = 2 * time.Second
+	cfg.Bounds.HandshakeTimeout = 5 * time.Second
 	return NewManager(cfg, h)
 }
 

@@ -8,6 +8,7 @@ import (
 	acp "github.com/coder/acp-go-sdk"
 	"github.com/sourcegraph/jsonrpc2"
 
+	"github.com/acpx-sidecar/acpx-sidecar/internal/buildinfo"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/cleanup"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/jsonl"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/store"
@@ -88,7 +89,7 @@ func (s *session) handshake(ctx context.Context, in *admissionInput, conn *acpCo
 	// No fs/terminal capabilities: the agent uses its own (docs/protocol.md
 	// §14); boolean config options are answered (handshake_ext.go), and
 	// elicitation is offered as the host declared it (elicitation.go).
-	initParams, err := initializeParams(s.clientCapabilities(), s.m.cfg.Version)
+	initParams, err := initializeParams(s.clientCapabilities(), buildinfo.Version())
 	if err == nil {
 		err = conn.call(ctx, acp.AgentMethodInitialize, initParams, &init)
 	}
@@ -139,7 +140,7 @@ func (s *session) handshake(ctx context.Context, in *admissionInput, conn *acpCo
 		// A record whose session never ran a turn is not resumed: there is
 		// no history, and some agents cannot resume such a session
 		// (codex-acp 2.x).
-		resumeID = prior.AcpSessionID
+		resumeID = prior.BackendSessionID
 	}
 	if resumeID != "" {
 		// ACP session/resume where the agent offers it (it restores the
@@ -182,10 +183,10 @@ func (s *session) handshake(ctx context.Context, in *admissionInput, conn *acpCo
 	if st.SessionID == "" {
 		return nil, "", protocol.Domain(protocol.ErrIdentityInvalid, "the agent returned no session id", false)
 	}
-	ident := protocol.Identity{AcpxRecordID: p.SessionKey, BackendSessionID: st.SessionID, AgentSessionID: st.SessionID}
+	ident := protocol.Identity{SessionKey: p.SessionKey, BackendSessionID: st.SessionID, AgentSessionID: st.SessionID}
 	if v, ok := st.Meta["agentSessionId"].(string); ok && v != "" {
 		ident.AgentSessionID = v
-	} else if prior != nil && prior.AgentSessionID != "" && prior.AcpSessionID == st.SessionID {
+	} else if prior != nil && prior.AgentSessionID != "" && prior.BackendSessionID == st.SessionID {
 		ident.AgentSessionID = prior.AgentSessionID
 	}
 	ti := tree.Info()
@@ -196,7 +197,7 @@ func (s *session) handshake(ctx context.Context, in *admissionInput, conn *acpCo
 	if res.ConfigOptions == nil {
 		res.ConfigOptions = []json.RawMessage{}
 	}
-	ctl := &controls{conn: conn, sessionID: st.SessionID, models: res.Models, modes: res.Modes,
+	ctl := &controls{conn: conn, backendSessionID: st.SessionID, models: res.Models, modes: res.Modes,
 		configOpts: res.ConfigOptions, red: s.red}
 	// The model and mode to run with: the open's, else, on resume, the ones
 	// the host pinned earlier (an agent that forgot them must not silently
@@ -271,10 +272,10 @@ func saveAdmitted(in *admissionInput, prior *store.Record, res *protocol.OpenRes
 	rec := prior
 	now := nowStamp()
 	if rec == nil {
-		rec = &store.Record{Schema: store.Schema, AcpxRecordID: p.SessionKey, Name: p.SessionKey, CreatedAt: now,
+		rec = &store.Record{Schema: store.Schema, SessionKey: p.SessionKey, Name: p.SessionKey, CreatedAt: now,
 			Messages: json.RawMessage("[]"), RequestTokenUsage: map[string]store.TokenUsage{}}
 	}
-	rec.AcpSessionID = res.Identity.BackendSessionID
+	rec.BackendSessionID = res.Identity.BackendSessionID
 	rec.AgentCommand = joinCommand(p.Command)
 	rec.AgentArgv = append([]string{p.Command.Path}, p.Command.Args...)
 	rec.Cwd = p.Cwd

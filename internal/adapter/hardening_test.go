@@ -160,7 +160,7 @@ func TestDecodeUpdateParams_OnlyACPSessionUpdates(t *testing.T) {
 		}
 	}
 	u, why := decodeUpdateParams(json.RawMessage("{\"sessionId\":\"s\",\"update\":{\"sessionUpd\\u0061te\":\"plan\",\r\"x\":\"\xff\"}}"))
-	if why != "" || u.kind != kindOther || string(u.sessionID) != "s" || string(u.update) != "{\"sessionUpd\\u0061te\":\"plan\",\"x\":\"\uFFFD\"}" {
+	if why != "" || u.kind != kindOther || string(u.backendSessionID) != "s" || string(u.update) != "{\"sessionUpd\\u0061te\":\"plan\",\"x\":\"\uFFFD\"}" {
 		t.Fatalf("escaped update: %v %q %q", u.kind, u.update, why)
 	}
 }
@@ -175,7 +175,7 @@ func TestActor_BusyActorIsReadFromItsSnapshot(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	l := &fakeLauncher{agent: newFakeAgent()}
 	m := fakeManager(t, l, newRecHost())
-	m.cfg.StateRead = 100 * time.Millisecond
+	m.cfg.Caps.StateRead = 100 * time.Millisecond
 	o := wait(t, start(func(r Reply) { m.Open(context.Background(), fakeOpen(t, "busy"), r) }))
 	if o.err != nil {
 		t.Fatal(o.err)

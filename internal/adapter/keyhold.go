@@ -147,7 +147,7 @@ var errRecordTaken = errors.New("the record names another ACP session")
 // leaves the successor's record and journal alone.
 func (s *session) recordIsOurs() bool {
 	r, err := s.rec.st.Load(s.key)
-	if err != nil || r.AcpSessionID == s.rec.identity.BackendSessionID {
+	if err != nil || r.BackendSessionID == s.rec.identity.BackendSessionID {
 		return true
 	}
 	s.log.Info("record and journal not discarded: the key was reopened since")

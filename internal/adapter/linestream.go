@@ -94,9 +94,9 @@ func (sl *lineSlab) release() {
 // rewrites (a JSON object whose sessionUpdate is a non-empty string), and
 // that sessionUpdate as one of the kinds the actor keeps state from.
 type providerUpdate struct {
-	sessionID []byte
-	update    json.RawMessage
-	kind      updateKind
+	backendSessionID []byte
+	update           json.RawMessage
+	kind             updateKind
 }
 
 // updateKind is an update's sessionUpdate as far as the actor cares
@@ -247,7 +247,7 @@ func (s *lineStream) takeUpdate(frame []byte) bool {
 	if s.batch == nil {
 		s.batch = slabPool.Get().(*lineSlab)
 	}
-	s.batch.ups = append(s.batch.ups, providerUpdate{sessionID: sid, update: up, kind: kindOf(kind)})
+	s.batch.ups = append(s.batch.ups, providerUpdate{backendSessionID: sid, update: up, kind: kindOf(kind)})
 	s.batchSize += len(up)
 	return true
 }

@@ -95,7 +95,7 @@ func TestLineStream_UpdatesTakenVerbatimInOrder(t *testing.T) {
 	var got []string
 	st.onUpdates = func(b *lineSlab) {
 		for _, u := range b.ups {
-			got = append(got, "update "+string(u.sessionID)+" "+string(u.update))
+			got = append(got, "update "+string(u.backendSessionID)+" "+string(u.update))
 		}
 		b.release()
 	}

@@ -48,45 +48,18 @@ type Host interface {
 	PermissionRequests() bool
 }
 
-// Config configures a Manager. Durations are the bounds of
-// docs/rules.md#bounds.
+// Config configures a Manager: the bounds initialize.bounds reports, the
+// caps against unbounded growth, where providers' environment comes from,
+// the defaults of an open that gives none, and the launcher.
 type Config struct {
 	// StateDir is the default stateDir (absolute) for opens without one.
 	StateDir string
-	// HandshakeTimeout bounds admission (default 30 s).
-	HandshakeTimeout time.Duration
-	// CloseTimeout bounds one ACP session/close (default 2 s).
-	CloseTimeout time.Duration
-	// TermGrace is the wait after SIGTERM (default 2 s).
-	TermGrace time.Duration
-	// KillGrace is the wait after SIGKILL (default 2 s).
-	KillGrace time.Duration
-	// Shutdown bounds `shutdown` (default 7 s).
-	Shutdown time.Duration
-	// ProtocolCloseAttempts bounds the ACP session/close attempts of a
-	// live session's close, all inside one CloseTimeout (default 4 = 1 + 3
-	// retries); a retained target's are bounded by RetainedCloseWindow
-	// instead (docs/rules.md#r16, #r20).
-	ProtocolCloseAttempts int
-	// RetainedRetryMin and RetainedRetryMax bound the retained cleanup
-	// backoff (default 10 ms doubling to 100 ms).
-	RetainedRetryMin, RetainedRetryMax time.Duration
-	// RetainedCloseWindow bounds the ACP session/close of a retained
-	// target (a session created after its admission was given up), all
-	// attempts together: a failing close is retried with backoff for no
-	// count until it succeeds, this has passed or the provider is gone
-	// (default 10 s; docs/rules.md#r20).
-	RetainedCloseWindow time.Duration
-	// BaseEnv is the environment every provider inherits ("K=V"), before
-	// the open's inheritEnv names and env are added: InheritedEnv of the
-	// --inherit-env policy (docs/protocol.md §18.1).
-	BaseEnv []string
-	// InheritEnv names the policy BaseEnv was made by ("minimal", "all",
-	// "none"; initialize.capabilities.inheritEnv). "" reports "minimal".
-	InheritEnv string
-	// SidecarEnv is the sidecar's whole environment, where the open's
-	// inheritEnv names are looked up (docs/protocol.md §18.1).
-	SidecarEnv []string
+	// Bounds are the admission and cleanup bounds (initialize.bounds).
+	Bounds Bounds
+	// Caps bound queues, pending asks, lines, journals and sessions.
+	Caps Caps
+	// Env is where providers' environment comes from.
+	Env ProviderEnv
 	// DefaultLimits are the limits of an open that gives none of a kind
 	// (--default-memory-bytes, --default-pids, --default-cpu-percent;
 	// docs/protocol.md §18.2).
@@ -99,50 +72,22 @@ type Config struct {
 	// machine enforces (sandbox.go; docs/protocol.md §19).
 	Sandbox SandboxConfig
 	// PermissionTimeout bounds a host escalation when the open gives no
-	// permissionTimeoutMs (default 10 min; docs/protocol.md §18.3).
+	// permissionTimeoutMs (≤ 0 means protocol.DefaultPermissionTimeoutMs;
+	// docs/protocol.md §18.3).
 	PermissionTimeout time.Duration
-	// MaxProviderLineBytes bounds one provider stdout line (bytes).
-	MaxProviderLineBytes int
 	// Launcher launches and contains provider trees: ReaperLauncher of the
 	// sidecar's *reaper.Supervisor, or a fake in tests. nil means no
 	// containment: every open is refused with PLATFORM_UNSUPPORTED.
 	Launcher Launcher
 	// Logger receives structured logs; never given a secret.
 	Logger *zap.Logger
-	// Version is the sidecar version reported at initialize.
-	Version string
-	// MaxQueuedTurns bounds the `queue: true` prompts waiting per session
-	// (--max-queued-turns): 0 means protocol.DefaultMaxQueuedTurns, < 0
-	// none (a queue: true prompt behind a turn gets TURN_ACTIVE).
-	MaxQueuedTurns int
-	// MaxPendingAsks and MaxPendingAskBytes bound the permission asks of
-	// one turn waiting for the host, by count and by the bytes of their
-	// ACP params (--max-pending-asks, --max-pending-ask-bytes; ≤ 0 means
-	// protocol.DefaultMaxPendingAsks, protocol.DefaultMaxPendingAskBytes):
-	// an ask beyond them is decided as nonInteractivePermissions says
-	// (docs/protocol.md §20).
-	MaxPendingAsks, MaxPendingAskBytes int
-	// StateRead bounds how long session/status waits for a busy actor
-	// before it is answered from the session's snapshot (≤ 0 means
-	// protocol.DefaultStateReadMs).
-	StateRead time.Duration
-	// JournalMaxBytes is the size at which a session journal's live
-	// segment is rotated (--journal-max-bytes; ≤ 0 means
-	// journal.DefaultMaxBytes).
-	JournalMaxBytes int64
-	// MaxSessions bounds the live sessions admitted at once
-	// (--max-sessions; ≤ 0 means none): an open beyond it is
-	// SIDECAR_AT_CAPACITY (capacity.go; docs/protocol.md §21).
-	MaxSessions int
 }
 
-// DefaultConfig returns the defaults of docs/rules.md#bounds.
+// DefaultConfig returns a Config with every bound and cap at its default
+// (DefaultBounds, DefaultCaps, protocol.DefaultPermissionTimeoutMs).
 func DefaultConfig() Config {
-	return Config{HandshakeTimeout: 30 * time.Second, CloseTimeout: 2 * time.Second,
-		TermGrace: 2 * time.Second, KillGrace: 2 * time.Second, Shutdown: 7 * time.Second,
-		ProtocolCloseAttempts: 4, RetainedRetryMin: 10 * time.Millisecond, RetainedRetryMax: 100 * time.Millisecond,
-		RetainedCloseWindow: 10 * time.Second, PermissionTimeout: protocol.DefaultPermissionTimeoutMs * time.Millisecond,
-		MaxProviderLineBytes: DefaultMaxProviderLineBytes, Version: buildinfo.Version()}
+	return Config{Bounds: DefaultBounds(), Caps: DefaultCaps(),
+		PermissionTimeout: protocol.DefaultPermissionTimeoutMs * time.Millisecond}
 }
 
 // Manager routes host requests to session actors and owns retained
@@ -184,8 +129,8 @@ func NewManager(cfg Config, host Host) *Manager {
 	if cfg.Logger == nil {
 		cfg.Logger = zap.NewNop()
 	}
-	if cfg.MaxProviderLineBytes <= 0 {
-		cfg.MaxProviderLineBytes = DefaultMaxProviderLineBytes
+	if cfg.Caps.MaxProviderLineBytes <= 0 {
+		cfg.Caps.MaxProviderLineBytes = protocol.DefaultMaxProviderLineBytes
 	}
 	return &Manager{cfg: cfg, host: host, log: cfg.Logger, sessions: map[string]*session{},
 		keys: map[string]*session{}, stores: map[string]*store.Store{}, stopCh: make(chan struct{}),
@@ -193,13 +138,7 @@ func NewManager(cfg Config, host Host) *Manager {
 }
 
 // Bounds reports the bounds in force (initialize.bounds), in ms.
-func (m *Manager) Bounds() protocol.Bounds {
-	return protocol.Bounds{HandshakeTimeoutMs: m.cfg.HandshakeTimeout.Milliseconds(),
-		CloseTimeoutMs: m.cfg.CloseTimeout.Milliseconds(), TermGraceMs: m.cfg.TermGrace.Milliseconds(),
-		KillGraceMs: m.cfg.KillGrace.Milliseconds(), ShutdownMs: m.cfg.Shutdown.Milliseconds(),
-		ProtocolCloseAttempts: m.cfg.ProtocolCloseAttempts, RetainedRetryMinMs: m.cfg.RetainedRetryMin.Milliseconds(),
-		RetainedRetryMaxMs: m.cfg.RetainedRetryMax.Milliseconds(), RetainedCloseWindowMs: m.cfg.RetainedCloseWindow.Milliseconds()}
-}
+func (m *Manager) Bounds() protocol.Bounds { return m.cfg.Bounds.Wire() }
 
 // Initialize answers `initialize` (docs/protocol.md §7); Pid is filled by rpc.
 func (m *Manager) Initialize(p protocol.InitializeParams) protocol.InitializeResult {
@@ -210,9 +149,9 @@ func (m *Manager) Initialize(p protocol.InitializeParams) protocol.InitializeRes
 		containment = string(mode)
 	}
 	caps := protocol.ServerCaps{Containment: containment, Agents: profiles.Names(), InheritEnv: m.inheritPolicy(),
-		Sandbox: SandboxCaps(m.cfg.Sandbox.Caps, m.cfg.Sandbox.Default, mode), MaxSessions: max(m.cfg.MaxSessions, 0)}
+		Sandbox: SandboxCaps(m.cfg.Sandbox.Caps, m.cfg.Sandbox.Default, mode), MaxSessions: max(m.cfg.Caps.MaxSessions, 0)}
 	return protocol.InitializeResult{ProtocolVersion: protocol.Version,
-		ServerInfo:   protocol.Implementation{Name: "acpx-sidecar", Version: m.cfg.Version},
+		ServerInfo:   protocol.Implementation{Name: "acpx-sidecar", Version: buildinfo.Version()},
 		Capabilities: caps,
 		Bounds:       m.Bounds()}
 }
@@ -220,10 +159,10 @@ func (m *Manager) Initialize(p protocol.InitializeParams) protocol.InitializeRes
 // inheritPolicy is the --inherit-env policy in force (docs/protocol.md
 // §18.1).
 func (m *Manager) inheritPolicy() string {
-	if m.cfg.InheritEnv == "" {
+	if m.cfg.Env.Policy == "" {
 		return protocol.InheritMinimal
 	}
-	return m.cfg.InheritEnv
+	return m.cfg.Env.Policy
 }
 
 func newID(prefix string) string {
@@ -380,7 +319,7 @@ func (m *Manager) List() []protocol.ListEntry {
 
 // Shutdown refuses new opens, closes every live session with origin
 // "shutdown" and waits for their proofs and for retained cleanups, bounded
-// by Config.Shutdown; then stops every actor. It returns one proof per
+// by Config.Bounds.Shutdown; then stops every actor. It returns one proof per
 // session that had launched a provider.
 func (m *Manager) Shutdown() []*protocol.Proof {
 	m.mu.Lock()
@@ -428,7 +367,7 @@ func (m *Manager) Shutdown() []*protocol.Proof {
 	}
 	proofs := make([]*protocol.Proof, len(all))
 	delivered := make([]bool, len(all)) // sent and journaled already, or not to be journaled
-	deadline := time.NewTimer(m.cfg.Shutdown)
+	deadline := time.NewTimer(m.cfg.Bounds.Shutdown)
 	defer deadline.Stop()
 	for n := 0; n < len(all); n++ {
 		select {

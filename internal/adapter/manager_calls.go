@@ -45,7 +45,7 @@ func (m *Manager) Cancel(p protocol.CancelParams, reply Reply) {
 // (docs/rules.md#r23).
 func (m *Manager) Status(p protocol.SessionRef, reply Reply) {
 	if s := m.lookup(p.Session, reply); s != nil {
-		s.statusBounded(reply) // mailbox.go: bounded by Config.StateRead
+		s.statusBounded(reply) // mailbox.go: bounded by Config.Caps.StateRead
 	}
 }
 

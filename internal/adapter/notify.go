@@ -229,7 +229,7 @@ func (m *Manager) acquireJournal(sessionsDir, key string) (*journal.Journal, fun
 	defer m.journals.mu.Unlock()
 	ref := m.journals.refs[id]
 	if ref == nil {
-		j, err := journal.Open(sessionsDir, key, m.cfg.JournalMaxBytes)
+		j, err := journal.Open(sessionsDir, key, m.cfg.Caps.JournalMaxBytes)
 		if err != nil {
 			return nil, nil, err
 		}

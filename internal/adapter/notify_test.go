@@ -83,7 +83,7 @@ func TestFlushOut_BatchHostGetsTurnInOrderBeforeReply(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.StateDir = t.TempDir()
 	cfg.Launcher = ReaperLauncher(sup)
-	cfg.TermGrace, cfg.KillGrace = 300*time.Millisecond, 300*time.Millisecond
+	cfg.Bounds.TermGrace, cfg.Bounds.KillGrace = 300*time.Millisecond, 300*time.Millisecond
 	const key, flood = "batched", 3000
 	host := &batchRecHost{journalPath: journal.SegmentPath(filepath.Join(cfg.StateDir, "sessions"), journal.Stem(key), 0)}
 	m := NewManager(cfg, host)

@@ -241,7 +241,7 @@ func (s *session) onPermission(ask *permissionAsk) {
 	if t == nil || t.cancelled || !s.state.is(protocol.StateTurn) {
 		// The authority belongs to a live turn (docs/rules.md#r27).
 		pa.rule = "no active turn"
-		s.answerPermission(ask, pa, nil, "cancelled", "no active turn")
+		s.answerPermission(ask, pa, nil, "", "no active turn")
 		return
 	}
 	action, rule := decide(s.open, kind)
@@ -256,8 +256,8 @@ func (s *session) onPermission(ask *permissionAsk) {
 	}
 }
 
-// answerPermission answers the agent once: optionID "" or "cancelled"
-// sends the cancelled outcome. approved non-nil marks an approval in the
+// answerPermission answers the agent once: optionID "" sends the
+// cancelled outcome. approved non-nil marks an approval in the
 // audit notice.
 func (s *session) answerPermission(ask *permissionAsk, pa *pendingAsk, approved *struct{}, optionID, rule string) {
 	decision := protocol.DecisionDenied
@@ -272,8 +272,8 @@ func (s *session) answerPermission(ask *permissionAsk, pa *pendingAsk, approved 
 const decisionTimeout = protocol.DecisionTimeout
 
 // answerPermissionAs answers the agent once and audits decision; an
-// optionID "" or "cancelled" sends the cancelled outcome (audited as
-// "cancelled", except a "timeout" decision, which stays "timeout").
+// optionID "" sends the cancelled outcome (audited DecisionCancelled,
+// except a timeout, malformed or overflow decision, which stays itself).
 func (s *session) answerPermissionAs(ask *permissionAsk, pa *pendingAsk, optionID, rule string, decision protocol.Decision) {
 	s.settled(ask.id)
 	if t := s.turns.turn; t != nil {
@@ -283,7 +283,7 @@ func (s *session) answerPermissionAs(ask *permissionAsk, pa *pendingAsk, optionI
 		}
 	}
 	optionKind := ""
-	if optionID == "" || optionID == "cancelled" {
+	if optionID == "" {
 		ask.answer(acp.NewRequestPermissionOutcomeCancelled())
 		switch decision {
 		case decisionTimeout, protocol.DecisionMalformed, protocol.DecisionOverflow:
@@ -313,7 +313,7 @@ func (s *session) escalate(t *turn, ask *permissionAsk, pa *pendingAsk, parsed p
 	if !s.m.host.PermissionRequests() {
 		if s.open.NonInteractivePermissions == "fail" {
 			t.failErr = permissionRequiredError(pa.kind, "the host cannot answer")
-			s.answerPermission(ask, pa, nil, "cancelled", pa.rule+"; nonInteractivePermissions:fail")
+			s.answerPermission(ask, pa, nil, "", pa.rule+"; nonInteractivePermissions:fail")
 			s.cancelTurn(&t.requestID, "permission approval required")
 			return
 		}
@@ -344,7 +344,7 @@ func (s *session) escalate(t *turn, ask *permissionAsk, pa *pendingAsk, parsed p
 				return // the turn ended (or permissionTimeoutMs decided) first: the late answer changes nothing
 			}
 			optionID := ""
-			if err == nil && res.Outcome == "selected" {
+			if err == nil && res.Outcome == protocol.AskSelected {
 				for _, o := range pa.options {
 					if o.OptionID == res.OptionID {
 						optionID = o.OptionID

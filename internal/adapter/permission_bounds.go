@@ -8,9 +8,9 @@ import (
 )
 
 // maxPendingAsks returns the per-turn bounds on asks waiting for the host:
-// count and params bytes (Config.MaxPendingAsks, MaxPendingAskBytes).
+// count and params bytes (Config.Caps.MaxPendingAsks, MaxPendingAskBytes).
 func (m *Manager) maxPendingAsks() (n, bytes int) {
-	n, bytes = m.cfg.MaxPendingAsks, m.cfg.MaxPendingAskBytes
+	n, bytes = m.cfg.Caps.MaxPendingAsks, m.cfg.Caps.MaxPendingAskBytes
 	if n <= 0 {
 		n = protocol.DefaultMaxPendingAsks
 	}
@@ -21,10 +21,10 @@ func (m *Manager) maxPendingAsks() (n, bytes int) {
 }
 
 // stateRead is the bound on waiting for a busy actor to read its state
-// (Config.StateRead).
+// (Config.Caps.StateRead).
 func (m *Manager) stateRead() time.Duration {
-	if m.cfg.StateRead > 0 {
-		return m.cfg.StateRead
+	if m.cfg.Caps.StateRead > 0 {
+		return m.cfg.Caps.StateRead
 	}
 	return protocol.DefaultStateReadMs * time.Millisecond
 }

@@ -3,6 +3,8 @@ package adapter
 import (
 	"context"
 	"time"
+
+	"github.com/acpx-sidecar/acpx-sidecar/protocol"
 )
 
 // permissionTimeout is the bound on one host escalation: the open's
@@ -14,7 +16,7 @@ func (s *session) permissionTimeout() time.Duration {
 	if d := s.m.cfg.PermissionTimeout; d > 0 {
 		return d
 	}
-	return 10 * time.Minute
+	return protocol.DefaultPermissionTimeoutMs * time.Millisecond
 }
 
 // boundEscalation arms the permission bound of one host escalation

@@ -9,7 +9,7 @@ import (
 
 // Queued turns (docs/protocol.md §8 session/prompt, Queued turns): a
 // prompt with `queue: true` that arrives while a turn runs waits in the
-// session actor's queue, in arrival order, at most Config.MaxQueuedTurns;
+// session actor's queue, in arrival order, at most Config.Caps.MaxQueuedTurns;
 // when the active turn is answered, the oldest queued one starts (its
 // timeoutMs counts from then). A queued turn never reaches the agent
 // unless it starts: cancelled (session/cancel naming it, or its
@@ -31,9 +31,9 @@ type queuedTurn struct {
 // maxQueuedTurns is the queue bound in force.
 func (m *Manager) maxQueuedTurns() int {
 	switch {
-	case m.cfg.MaxQueuedTurns > 0:
-		return m.cfg.MaxQueuedTurns
-	case m.cfg.MaxQueuedTurns < 0:
+	case m.cfg.Caps.MaxQueuedTurns > 0:
+		return m.cfg.Caps.MaxQueuedTurns
+	case m.cfg.Caps.MaxQueuedTurns < 0:
 		return 0
 	}
 	return protocol.DefaultMaxQueuedTurns

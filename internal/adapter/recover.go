@@ -49,7 +49,7 @@ func (m *Manager) Initialized() {
 	go func() {
 		defer m.retained.Done()
 		first.Wait()
-		for _, c := range reaper.SweepDeadParents(m.cfg.KillGrace) {
+		for _, c := range reaper.SweepDeadParents(m.cfg.Bounds.KillGrace) {
 			m.log.Warn("killed a populated cgroup of a dead sidecar (no ledger entry recovered it)",
 				zap.String("cgroup", c.Dir), zap.Ints("pids", c.Pids), zap.Bool("removed", c.Removed))
 		}
@@ -182,7 +182,7 @@ func (m *Manager) leftoverTerminator(o store.Owned) cleanup.Terminator {
 		recoverFn = r.Recover
 	}
 	return func() (reaper.Termination, error) {
-		t, err := recoverFn(o.Containment, l, m.cfg.KillGrace)
+		t, err := recoverFn(o.Containment, l, m.cfg.Bounds.KillGrace)
 		if o.Containment != "" {
 			// The proof names the mode the tree was launched under, as the
 			// ledger recorded it ("subreaper", not the recovery's

@@ -143,11 +143,11 @@ func (s *session) stop() {
 	}
 }
 
-// onUpdate handles one ACP session/update from the provider: u.sessionID is
+// onUpdate handles one ACP session/update from the provider: u.backendSessionID is
 // params.sessionId's contents (nil or empty: not given), u.update the raw
 // params.update object, forwarded verbatim (cleaned: lineStream).
 func (s *session) onUpdate(u providerUpdate) {
-	if s.rec.identity.BackendSessionID != "" && len(u.sessionID) > 0 && string(u.sessionID) != s.rec.identity.BackendSessionID {
+	if s.rec.identity.BackendSessionID != "" && len(u.backendSessionID) > 0 && string(u.backendSessionID) != s.rec.identity.BackendSessionID {
 		s.log.Debug("session/update for another ACP session discarded")
 		return
 	}

@@ -92,7 +92,7 @@ func mergeRecord(res protocol.StatusResult, st *store.Store) (any, error) {
 	if err != nil {
 		return nil, protocol.Domain(protocol.ErrStoreUnavailable, "the session record cannot be read: "+errText(err), true)
 	}
-	if rec.AcpxRecordID != res.Identity.AcpxRecordID || rec.AcpSessionID != res.Identity.BackendSessionID {
+	if rec.SessionKey != res.Identity.SessionKey || rec.BackendSessionID != res.Identity.BackendSessionID {
 		return nil, protocol.Domain(protocol.ErrPersistedSessionMismatch, "the session record names another ACP session", false)
 	}
 	res.LastRequestID = rec.LastRequestID

@@ -110,7 +110,7 @@ func decodeUpdateParams(params json.RawMessage) (u providerUpdate, why string) {
 		return u, "sessionId is not a string"
 	}
 	if present {
-		u.sessionID = []byte(sid)
+		u.backendSessionID = []byte(sid)
 	}
 	raw, has := p["update"]
 	if !has {

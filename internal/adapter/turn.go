@@ -115,10 +115,10 @@ func (s *session) beginTurn(ctx context.Context, p protocol.PromptParams, prompt
 	rid := p.RequestID
 	s.persist(func(r *store.Record) { recordRequestID(r, rid); r.LastRequestID = &rid })
 	s.turns.lastReqID = &rid
-	conn, sid := s.conn, s.rec.identity.BackendSessionID
+	conn, backendSessionID := s.conn, s.rec.identity.BackendSessionID
 	go func() {
 		var resp promptResponse
-		err := conn.call(context.Background(), acp.AgentMethodSessionPrompt, promptRequest{SessionID: sid, Prompt: prompt, Meta: p.Meta}, &resp)
+		err := conn.call(context.Background(), acp.AgentMethodSessionPrompt, promptRequest{SessionID: backendSessionID, Prompt: prompt, Meta: p.Meta}, &resp)
 		s.post(func() { s.turnReturned(t, &resp, err) })
 	}()
 }
@@ -165,7 +165,7 @@ func (s *session) finishTurn(res protocol.PromptResult) {
 		return
 	}
 	for ask, pa := range t.pending {
-		s.answerPermission(ask, pa, nil, "cancelled", "turn ended")
+		s.answerPermission(ask, pa, nil, "", "turn ended")
 	}
 	s.cancelElicitations(t, "turn ended")
 	s.turns.turn = nil
@@ -223,14 +223,14 @@ func (s *session) cancelTurn(requestID *string, why string) bool {
 	t.cancelled = true
 	s.log.Info("turn cancelled", zap.String("why", why))
 	for ask, pa := range t.pending {
-		s.answerPermission(ask, pa, nil, "cancelled", "turn cancelled")
+		s.answerPermission(ask, pa, nil, "", "turn cancelled")
 	}
 	s.cancelElicitations(t, "turn cancelled")
-	conn, sid := s.conn, s.rec.identity.BackendSessionID
+	conn, backendSessionID := s.conn, s.rec.identity.BackendSessionID
 	go func() {
-		_ = conn.notify(acp.AgentMethodSessionCancel, acp.CancelNotification{SessionId: acp.SessionId(sid)})
+		_ = conn.notify(acp.AgentMethodSessionCancel, acp.CancelNotification{SessionId: acp.SessionId(backendSessionID)})
 	}()
-	t.timers = append(t.timers, time.AfterFunc(s.m.cfg.CloseTimeout, func() {
+	t.timers = append(t.timers, time.AfterFunc(s.m.cfg.Bounds.CloseTimeout, func() {
 		s.post(func() {
 			if s.turns.turn == t {
 				s.finishTurn(protocol.PromptResult{Status: protocol.TurnCancelled, StopReason: protocol.StopCancelled})
@@ -297,7 +297,7 @@ func (s *session) persist(fn func(r *store.Record)) {
 		return
 	}
 	err := s.rec.st.Update(s.key, func(r *store.Record) error {
-		if r.AcpSessionID != s.rec.identity.BackendSessionID {
+		if r.BackendSessionID != s.rec.identity.BackendSessionID {
 			return errRecordTaken
 		}
 		r.LastUsedAt = nowStamp()

@@ -1,6 +1,8 @@
 package adapter
 
 import (
+	acp "github.com/coder/acp-go-sdk"
+
 	"github.com/acpx-sidecar/acpx-sidecar/internal/store"
 	"github.com/acpx-sidecar/acpx-sidecar/protocol"
 )
@@ -58,7 +60,7 @@ func (t *turnState) toolCallStarted(id string) {
 // forgotten.
 func (t *turnState) toolCallUpdated(id, status string) *string {
 	rid, known := t.toolTurns[id]
-	if status == "completed" || status == "failed" {
+	if status == string(acp.ToolCallStatusCompleted) || status == string(acp.ToolCallStatusFailed) {
 		delete(t.toolTurns, id)
 	}
 	if known && (t.turn == nil || t.turn.requestID != rid) {

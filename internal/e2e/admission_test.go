@@ -322,8 +322,8 @@ func TestAdmission_WhitespaceDistinctRecordIdsAreDistinct(t *testing.T) {
 	backends := map[string]bool{}
 	for _, k := range keys {
 		o := seedMustOpen(s, e.openParams(k, ""))
-		if o.Identity.AcpxRecordID != k || o.SessionKey != k {
-			t.Errorf("key %q: identity record id %q sessionKey %q", k, o.Identity.AcpxRecordID, o.SessionKey)
+		if o.Identity.SessionKey != k || o.SessionKey != k {
+			t.Errorf("key %q: identity record id %q sessionKey %q", k, o.Identity.SessionKey, o.SessionKey)
 		}
 		opened[k] = o
 		backends[o.Identity.BackendSessionID] = true

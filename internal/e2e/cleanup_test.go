@@ -172,12 +172,12 @@ func TestCleanup_SessionKeyIsTheRecordIdentityWithBothIdsKept(t *testing.T) {
 	s.initialize(false)
 	o := seedMustOpen(s, e.openParams("promoted", "agent-session-id=agent-18"))
 	id := o.Identity
-	if id.AcpxRecordID != "promoted" || id.AgentSessionID != "agent-18" || id.BackendSessionID == "" {
+	if id.SessionKey != "promoted" || id.AgentSessionID != "agent-18" || id.BackendSessionID == "" {
 		t.Fatalf("identity %+v", id)
 	}
 	var st struct {
 		Identity struct {
-			AcpxRecordID     string `json:"acpxRecordId"`
+			SessionKey       string `json:"acpxRecordId"`
 			BackendSessionID string `json:"backendSessionId"`
 			AgentSessionID   string `json:"agentSessionId"`
 		} `json:"identity"`

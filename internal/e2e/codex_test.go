@@ -34,7 +34,7 @@ func TestE2E_CodexSessionLifecycle(t *testing.T) {
 		"cwd": work, "env": map[string]string{"OPENAI_API_KEY": secret, "CODEX_HOME": codexHome, "HOME": codexHome, "ACPX_TEST_MARK": mark}}
 	var open openResult
 	s.mustCall("session/open", openParams, &open)
-	if open.Agent.Name != "codex-acp" || open.Identity.BackendSessionID == "" || open.Identity.AcpxRecordID != "codex run 1" || open.Resumed {
+	if open.Agent.Name != "codex-acp" || open.Identity.BackendSessionID == "" || open.Identity.SessionKey != "codex run 1" || open.Resumed {
 		t.Fatalf("unexpected open result: %+v", open)
 	}
 	if len(markedPids(mark, "")) == 0 {

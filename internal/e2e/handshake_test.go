@@ -99,7 +99,7 @@ func TestAdmission_IdentityCheckedBeforeAdmission(t *testing.T) {
 			created = seedSessionIDOf(r.Msg.Result)
 		}
 	}
-	if id := plain.Identity; id.AcpxRecordID != "plain-id" || id.BackendSessionID == "" || id.BackendSessionID != created || id.AgentSessionID != id.BackendSessionID {
+	if id := plain.Identity; id.SessionKey != "plain-id" || id.BackendSessionID == "" || id.BackendSessionID != created || id.AgentSessionID != id.BackendSessionID {
 		t.Errorf("identity %+v: want record id plain-id, backend = agent = %q", id, created)
 	}
 

@@ -71,7 +71,7 @@ type seedOpen struct {
 	Session    string `json:"session"`
 	SessionKey string `json:"sessionKey"`
 	Identity   struct {
-		AcpxRecordID     string `json:"acpxRecordId"`
+		SessionKey       string `json:"acpxRecordId"`
 		BackendSessionID string `json:"backendSessionId"`
 		AgentSessionID   string `json:"agentSessionId"`
 	} `json:"identity"`

@@ -101,7 +101,7 @@ func codexEnv(t *testing.T) (agent, codexHome string, stub *modelstub.Stub) {
 type openResult struct {
 	Session  string `json:"session"`
 	Identity struct {
-		AcpxRecordID     string `json:"acpxRecordId"`
+		SessionKey       string `json:"acpxRecordId"`
 		BackendSessionID string `json:"backendSessionId"`
 		AgentSessionID   string `json:"agentSessionId"`
 	} `json:"identity"`

@@ -42,6 +42,7 @@ import (
 	"time"
 
 	"github.com/acpx-sidecar/acpx-sidecar/internal/store"
+	"github.com/acpx-sidecar/acpx-sidecar/protocol"
 )
 
 // DefaultMaxBytes is the default size at which the live segment is rotated
@@ -70,10 +71,15 @@ func Stem(key string) string {
 	return store.FileStem(key, 255-maxStem)
 }
 
+// EntryRoom is what a journal line may hold beyond the update it carries
+// (the entry around it): a reader's line bound is the provider line bound
+// plus this.
+const EntryRoom = 64 << 10
+
 // DefaultMaxLineBytes bounds a journal line a reader holds: the default
-// --max-provider-line-bytes (an update's line) plus room for the entry
-// around it. A longer line is skipped unread (docs/protocol.md §20).
-const DefaultMaxLineBytes = 256<<20 + 64<<10
+// --max-provider-line-bytes (an update's line) plus EntryRoom. A longer
+// line is skipped unread (docs/protocol.md §20).
+const DefaultMaxLineBytes = protocol.DefaultMaxProviderLineBytes + EntryRoom
 
 // segmentName is SegmentPath's file name.
 func segmentName(stem string, i int) string {

@@ -28,8 +28,9 @@ const (
 	FramingLSP    Framing = jsonl.LSP
 )
 
-// DefaultMaxFrameBytes bounds one inbound frame: 16 MiB (docs/protocol.md §3).
-const DefaultMaxFrameBytes = 16 << 20
+// DefaultMaxFrameBytes bounds one inbound frame (--max-frame-bytes):
+// jsonl.DefaultMaxFrameBytes, 16 MiB (docs/protocol.md §3).
+const DefaultMaxFrameBytes = jsonl.DefaultMaxFrameBytes
 
 // codeDrop is the code OnBadFrame reports for a frame discarded without an
 // answer (a response with id null).

@@ -115,8 +115,8 @@ func TestStore_WhitespaceDistinctKeysAreDistinctFiles(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if r.AcpxRecordID != k || r.LastSeq != int64(i) {
-			t.Errorf("Load(%q) = id %q seq %d", k, r.AcpxRecordID, r.LastSeq)
+		if r.SessionKey != k || r.LastSeq != int64(i) {
+			t.Errorf("Load(%q) = id %q seq %d", k, r.SessionKey, r.LastSeq)
 		}
 	}
 	if _, err := s.Load("  a"); !errors.Is(err, ErrNotFound) {

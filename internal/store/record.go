@@ -19,7 +19,9 @@ const Schema = "acpx.session.v1"
 // writes (fixture acpx-0.19.1-record.json).
 const TimeLayout = "2006-01-02T15:04:05.000Z"
 
-// FormatTime renders t in TimeLayout (converted to UTC, truncated to ms).
+// FormatTime renders t in TimeLayout (converted to UTC, truncated to ms):
+// the one formatter of the record file's and the ownership ledger's times
+// (the wire's are protocol.FormatTime).
 func FormatTime(t time.Time) string { return t.UTC().Format(TimeLayout) }
 
 // TokenUsage is a token count record (cumulative, or per request id). Counts
@@ -112,7 +114,7 @@ func (a *AcpxState) UnmarshalJSON(data []byte) error {
 
 // Record is one session record, `<stateDir>/sessions/<EncodeKey(key)>.json`,
 // in the on-disk shape of the npm acpx@0.19.1 file store (snake_case keys;
-// docs/architecture.md, Durability). AcpxRecordID is the session key.
+// docs/architecture.md, Durability).
 // Timestamps are TimeLayout strings. Unknown top-level keys (e.g. acpx's
 // last_agent_exit_code, imported_from) are kept in Extra and written back;
 // keys loaded as null stay null; an Extra key equal to a field's key is
@@ -122,21 +124,29 @@ func (a *AcpxState) UnmarshalJSON(data []byte) error {
 // Compare Records with go-cmp using cmpopts.IgnoreUnexported(Record{},
 // AcpxState{}); the unexported part only remembers the loaded key shape.
 type Record struct {
-	Schema       string `json:"schema"`
-	AcpxRecordID string `json:"acpx_record_id"`
-	AcpSessionID string `json:"acp_session_id"`
+	Schema string `json:"schema"`
+	// SessionKey is the session key: on disk acpx_record_id (and the
+	// record's file name, EncodeKey of it); on the wire the open's
+	// sessionKey and identity.acpxRecordId (protocol.Identity.SessionKey).
+	SessionKey string `json:"acpx_record_id"`
+	// BackendSessionID is the ACP sessionId of the session (on the wire
+	// identity.backendSessionId, protocol.Identity.BackendSessionID).
+	BackendSessionID string `json:"acp_session_id"`
 	// AgentSessionID is the agent's own session id where it differs from
-	// AcpSessionID (acpx top-level key; docs/protocol.md §8 session/open
+	// BackendSessionID (acpx top-level key; docs/protocol.md §8 session/open
 	// `identity`).
 	AgentSessionID string   `json:"agent_session_id,omitempty"`
 	AgentCommand   string   `json:"agent_command"`
 	AgentArgv      []string `json:"agent_argv,omitempty"`
 	Cwd            string   `json:"cwd"`
-	Name           string   `json:"name,omitempty"`
-	CreatedAt      string   `json:"created_at"`
-	LastUsedAt     string   `json:"last_used_at"`
-	LastSeq        int64    `json:"last_seq"`
-	LastRequestID  *string  `json:"last_request_id,omitempty"`
+	// Name is acpx's session name (the runtime session name acpx reads
+	// back from a record); a record the sidecar makes holds its SessionKey
+	// here too. The sidecar never reads it.
+	Name          string  `json:"name,omitempty"`
+	CreatedAt     string  `json:"created_at"`
+	LastUsedAt    string  `json:"last_used_at"`
+	LastSeq       int64   `json:"last_seq"`
+	LastRequestID *string `json:"last_request_id,omitempty"`
 	// EventLog is acpx's event_log object, kept verbatim; we write none.
 	EventLog          json.RawMessage `json:"event_log,omitempty"`
 	Closed            bool            `json:"closed"`
@@ -193,7 +203,7 @@ func (r *Record) Validate() error {
 	if r.Schema != Schema {
 		return bad("schema %q, want %q", r.Schema, Schema)
 	}
-	if err := ValidateKey(r.AcpxRecordID); err != nil {
+	if err := ValidateKey(r.SessionKey); err != nil {
 		return fmt.Errorf("%w: acpx_record_id: %w", ErrInvalidRecord, err)
 	}
 	if r.LastSeq < 0 {

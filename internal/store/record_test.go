@@ -57,7 +57,7 @@ func TestRecord_FixtureRoundTripPreservesEveryKey(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.AcpSessionID != "fa-2b4a3b1fde46" || r.Pid == nil || *r.Pid != 8486 || r.Title != nil ||
+	if r.BackendSessionID != "fa-2b4a3b1fde46" || r.Pid == nil || *r.Pid != 8486 || r.Title != nil ||
 		r.CumulativeTokenUsage.TotalTokens != 15 || r.Acpx.CurrentModelID != "fa-model" ||
 		r.Acpx.AvailableModelNames["fa-large"] != "FA large" || r.Acpx.ModelControl != "legacy_set_model" {
 		t.Errorf("fixture fields not decoded: %+v", r)
@@ -85,8 +85,8 @@ func TestRecord_GoBuiltRecordHasFixtureShape(t *testing.T) {
 	want := readJSON(t, fixturePath(t))
 	s := openTemp(t)
 	r := &Record{
-		AcpxRecordID:      "peer-0",
-		AcpSessionID:      "fa-2b4a3b1fde46",
+		SessionKey:        "peer-0",
+		BackendSessionID:  "fa-2b4a3b1fde46",
 		AgentCommand:      "/opt/agents/faultagent normal",
 		AgentArgv:         []string{"/opt/agents/faultagent", "normal"},
 		Cwd:               "/srv/work/ws-1",
@@ -169,7 +169,7 @@ func TestRecord_OurKeysAreSnakeCase(t *testing.T) {
 		t.Errorf("acpx.context_usage = %v", m["acpx"].(map[string]any)["context_usage"])
 	}
 	r.Acpx.ContextUsage.Used = -1
-	r.Schema, r.AcpxRecordID = Schema, "k"
+	r.Schema, r.SessionKey = Schema, "k"
 	if err := r.Validate(); err == nil {
 		t.Error("a negative acpx.context_usage.used validates")
 	}
@@ -207,7 +207,7 @@ func TestRecord_PreservesUnknownKeysNullsAndEmpties(t *testing.T) {
 		t.Errorf("round trip (-in +out):\n%s", d)
 	}
 	// A fresh record omits unset optional keys; title is null like acpx's.
-	b, _ := json.Marshal(Record{AcpxRecordID: "k"})
+	b, _ := json.Marshal(Record{SessionKey: "k"})
 	var fresh map[string]any
 	json.Unmarshal(b, &fresh)
 	if v, ok := fresh["title"]; !ok || v != nil {

@@ -178,22 +178,22 @@ func (s *Store) Load(key string) (*Record, error) {
 	if r.Schema != Schema {
 		return nil, fmt.Errorf("%w: %s: schema %q", ErrCorrupt, p, r.Schema)
 	}
-	if r.AcpxRecordID != key {
+	if r.SessionKey != key {
 		return nil, fmt.Errorf("%w: %s: acpx_record_id does not match the key", ErrCorrupt, p)
 	}
 	return r, nil
 }
 
-// Save writes r to RecordPath(r.AcpxRecordID) atomically, holding the key's
+// Save writes r to RecordPath(r.SessionKey) atomically, holding the key's
 // flock. Before writing it fills defaults in r: Schema if empty, CreatedAt
 // (now) and LastUsedAt (CreatedAt) if empty, and always sets UpdatedAt to now
 // (TimeLayout). Errors: ErrInvalidKey, ErrInvalidRecord (Validate), or the
 // I/O error; on error the previous file is untouched and r is unchanged.
 func (s *Store) Save(r *Record) error {
-	if err := ValidateKey(r.AcpxRecordID); err != nil {
+	if err := ValidateKey(r.SessionKey); err != nil {
 		return err
 	}
-	unlock, err := s.lock(r.AcpxRecordID)
+	unlock, err := s.lock(r.SessionKey)
 	if err != nil {
 		return err
 	}
@@ -221,7 +221,7 @@ func (s *Store) saveLocked(r *Record) error {
 	if err != nil {
 		return fmt.Errorf("store: encode: %w", err)
 	}
-	if err := writeAtomic(s.sessions, EncodeKey(c.AcpxRecordID)+".json", body); err != nil {
+	if err := writeAtomic(s.sessions, EncodeKey(c.SessionKey)+".json", body); err != nil {
 		return err
 	}
 	*r = c
@@ -230,7 +230,7 @@ func (s *Store) saveLocked(r *Record) error {
 
 // Update loads the record for key, calls fn on it and saves the result, all
 // under the key's flock, so concurrent Updates from goroutines or processes
-// never lose a change. fn must not change AcpxRecordID. If fn returns an
+// never lose a change. fn must not change SessionKey. If fn returns an
 // error nothing is written and that error is returned. Errors: as Load and
 // Save, ErrNotFound if there is no record.
 func (s *Store) Update(key string, fn func(r *Record) error) error {
@@ -249,7 +249,7 @@ func (s *Store) Update(key string, fn func(r *Record) error) error {
 	if err := fn(r); err != nil {
 		return err
 	}
-	if r.AcpxRecordID != key {
+	if r.SessionKey != key {
 		return fmt.Errorf("%w: update changed acpx_record_id", ErrInvalidRecord)
 	}
 	return s.saveLocked(r)

@@ -27,11 +27,11 @@ func openTemp(t *testing.T) *Store {
 
 func newRecord(key string) *Record {
 	return &Record{
-		AcpxRecordID: key,
-		AcpSessionID: "sess-" + key,
-		AgentCommand: "/opt/agents/faultagent normal",
-		AgentArgv:    []string{"/opt/agents/faultagent", "normal"},
-		Cwd:          "/srv/work",
+		SessionKey:       key,
+		BackendSessionID: "sess-" + key,
+		AgentCommand:     "/opt/agents/faultagent normal",
+		AgentArgv:        []string{"/opt/agents/faultagent", "normal"},
+		Cwd:              "/srv/work",
 	}
 }
 
@@ -365,7 +365,7 @@ func TestUpdate_FnErrorWritesNothing(t *testing.T) {
 	if err := s.Update("k", func(r *Record) error { r.LastSeq = 9; return boom }); !errors.Is(err, boom) {
 		t.Fatalf("Update = %v", err)
 	}
-	if err := s.Update("k", func(r *Record) error { r.AcpxRecordID = "j"; return nil }); !errors.Is(err, ErrInvalidRecord) {
+	if err := s.Update("k", func(r *Record) error { r.SessionKey = "j"; return nil }); !errors.Is(err, ErrInvalidRecord) {
 		t.Fatalf("Update changing id = %v", err)
 	}
 	if after, _ := os.ReadFile(s.RecordPath("k")); string(after) != string(before) {
