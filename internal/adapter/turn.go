@@ -66,7 +66,7 @@ func (s *session) startTurn(ctx context.Context, p protocol.PromptParams, reply 
 		return
 	}
 	if s.turns.usedIDs[p.RequestID] {
-		reply(nil, protocol.Domain(protocol.ErrDuplicateRequestID, "requestId "+quoteShort(p.RequestID)+" was already used in this session", false))
+		reply(nil, protocol.Domain(protocol.ErrDuplicateRequestID, "requestId "+quoteShort(p.RequestID)+" was already used in this session or an earlier session of its key", false))
 		return
 	}
 	// The blocks go to the agent as the host wrote them, once the agent's
