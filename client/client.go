@@ -8,6 +8,7 @@ import (
 	"log"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -16,6 +17,7 @@ import (
 	"github.com/sourcegraph/jsonrpc2"
 
 	"github.com/acpx-sidecar/acpx-sidecar/internal/buildinfo"
+	"github.com/acpx-sidecar/acpx-sidecar/protocol"
 )
 
 // Options say how Start runs the sidecar and where its notifications go.
@@ -193,7 +195,18 @@ func Start(ctx context.Context, opts Options) (*Client, error) {
 			}
 			return nil, &Error{DataCode: DataCodeStart, Message: msg, method: "start", cause: err}
 		}
+		if errors.As(err, &ce) && ce.DataCode == "" {
+			// Every error of the sidecar has a data.code: something else
+			// answered (found by a fresh-user trial: /bin/cat echoed the
+			// client's own frames back).
+			return nil, &Error{DataCode: DataCodeStart, Message: "the binary did not answer initialize as acpx-sidecar: " + err.Error(), method: "start", cause: err}
+		}
 		return nil, err
+	}
+	if name := c.info.ServerInfo.Name; name != protocol.ServerName {
+		c.kill()
+		<-c.done
+		return nil, &Error{DataCode: DataCodeStart, Message: "the binary answered initialize as " + strconv.Quote(name) + ", not acpx-sidecar", method: "start"}
 	}
 	return c, nil
 }

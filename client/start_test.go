@@ -55,3 +55,20 @@ func TestStartReportsWhyTheSidecarExited(t *testing.T) {
 		})
 	}
 }
+
+// TestStartRefusesABinaryThatIsNotTheSidecar: a binary that echoes the
+// client's frames back (cat) answers initialize with the client's own
+// -32601; Start says the binary is not acpx-sidecar (DataCodeStart).
+func TestStartRefusesABinaryThatIsNotTheSidecar(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := client.Start(ctx, client.Options{Binary: "/bin/cat"})
+	if err == nil {
+		_ = c.Close(ctx)
+		t.Fatal("Start of /bin/cat succeeded")
+	}
+	var ce *client.Error
+	if !errors.As(err, &ce) || ce.DataCode != client.DataCodeStart || !strings.Contains(ce.Message, "not answer initialize as acpx-sidecar") {
+		t.Fatalf("Start error: %#v, want %s saying it is not acpx-sidecar", err, client.DataCodeStart)
+	}
+}

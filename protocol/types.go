@@ -56,6 +56,10 @@ type HostCaps struct {
 }
 
 // InitializeResult is the result of `initialize`.
+// ServerName is initialize's serverInfo.name and the name the sidecar
+// gives itself to agents (ACP clientInfo.name).
+const ServerName = "acpx-sidecar"
+
 type InitializeResult struct {
 	ProtocolVersion int            `json:"protocolVersion"`
 	ServerInfo      Implementation `json:"serverInfo"`

@@ -43,7 +43,7 @@ func initializeParams(caps acp.ClientCapabilities, version string) (json.RawMess
 	return json.Marshal(map[string]any{
 		"protocolVersion":    acp.ProtocolVersionNumber,
 		"clientCapabilities": m,
-		"clientInfo":         acp.Implementation{Name: "acpx-sidecar", Version: version},
+		"clientInfo":         acp.Implementation{Name: protocol.ServerName, Version: version},
 	})
 }
 

@@ -151,7 +151,7 @@ func (m *Manager) Initialize(p protocol.InitializeParams) protocol.InitializeRes
 	caps := protocol.ServerCaps{Containment: containment, Agents: profiles.Names(), InheritEnv: m.inheritPolicy(),
 		Sandbox: SandboxCaps(m.cfg.Sandbox.Caps, m.cfg.Sandbox.Default, mode), MaxSessions: max(m.cfg.Caps.MaxSessions, 0)}
 	return protocol.InitializeResult{ProtocolVersion: protocol.Version,
-		ServerInfo:   protocol.Implementation{Name: "acpx-sidecar", Version: buildinfo.Version()},
+		ServerInfo:   protocol.Implementation{Name: protocol.ServerName, Version: buildinfo.Version()},
 		Capabilities: caps,
 		Bounds:       m.Bounds()}
 }
