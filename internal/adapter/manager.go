@@ -101,15 +101,14 @@ type Manager struct {
 	mu       sync.Mutex
 	sessions map[string]*session // by session id (closed ones included)
 	keys     map[string]*session // live sessions by sessionKey
-	stores   map[string]*store.Store
 	closing  bool
 	finished []*session // sessions whose cleanup ended, oldest first
-	// pendingRecovered: incomplete recovered proofs still being retried.
-	pendingRecovered map[string]*protocol.Proof
-	// initialized: the host has the initialize result, so recovered
-	// proofs can be sent.
-	initialized bool
 
+	// stores are the state directories' stores (stores.go); recovering
+	// the recoveries of dead sidecars' leftovers not finished yet
+	// (recover.go).
+	stores     storeRegistry
+	recovering recoveries
 	// journals are the session journals open now (notify.go).
 	journals registry[journalRef]
 	stats    managerStats
@@ -133,8 +132,7 @@ func NewManager(cfg Config, host Host) *Manager {
 		cfg.Caps.MaxProviderLineBytes = protocol.DefaultMaxProviderLineBytes
 	}
 	return &Manager{cfg: cfg, host: host, log: cfg.Logger, sessions: map[string]*session{},
-		keys: map[string]*session{}, stores: map[string]*store.Store{}, stopCh: make(chan struct{}),
-		pendingRecovered: map[string]*protocol.Proof{}}
+		keys: map[string]*session{}, stopCh: make(chan struct{})}
 }
 
 // Bounds reports the bounds in force (initialize.bounds), in ms.
@@ -394,12 +392,8 @@ func (m *Manager) Shutdown() []*protocol.Proof {
 			final = append(final, shutdownProof{s: all[i], proof: p, delivered: delivered[i]})
 		}
 	}
-	m.recordShutdownProofs(final) // docs/protocol.md §16: journaled whoever asked
-	m.mu.Lock()
-	for _, p := range m.pendingRecovered {
-		out = append(out, p) // recoveries shutdown could not finish
-	}
-	m.mu.Unlock()
+	m.recordShutdownProofs(final)                   // docs/protocol.md §16: journaled whoever asked
+	out = append(out, m.recovering.unfinished()...) // recoveries shutdown could not finish
 	m.stopOnce.Do(func() { close(m.stopCh) })
 	return out
 }

@@ -2,7 +2,6 @@ package adapter
 
 import (
 	"os"
-	"path/filepath"
 	"strconv"
 	"sync"
 	"time"
@@ -26,13 +25,7 @@ var selfStart, _ = procStart(os.Getpid())
 // (reaper.SweepDeadParents): an agent that deleted its own entry and
 // killed the sidecar and its watchdog is found there.
 func (m *Manager) Initialized() {
-	m.mu.Lock()
-	m.initialized = true
-	stores := make([]*store.Store, 0, len(m.stores))
-	for _, st := range m.stores {
-		stores = append(stores, st)
-	}
-	m.mu.Unlock()
+	stores := m.stores.initialize()
 	var first sync.WaitGroup
 	for _, st := range stores {
 		m.sweepLedger(st, &first)
@@ -206,15 +199,7 @@ func (m *Manager) notifyProof(st *store.Store, p *protocol.Proof) {
 // notePendingRecovery remembers (p non-nil) or forgets the latest
 // incomplete proof of a recovery still being retried; shutdown reports
 // those it could not finish (and then exits 1).
-func (m *Manager) notePendingRecovery(id string, p *protocol.Proof) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if p == nil {
-		delete(m.pendingRecovered, id)
-		return
-	}
-	m.pendingRecovered[id] = p
-}
+func (m *Manager) notePendingRecovery(id string, p *protocol.Proof) { m.recovering.note(id, p) }
 
 // storeFor returns the store of stateDir dir (keyed by its cleaned path),
 // opening it (and sweeping its
@@ -224,21 +209,9 @@ func (m *Manager) storeFor(dir string) (*store.Store, error) { return m.storeFor
 // storeForSweep is storeFor; the ledger sweep of a store it opens counts
 // in first (may be nil; recover.go).
 func (m *Manager) storeForSweep(dir string, first *sync.WaitGroup) (*store.Store, error) {
-	if dir != "" {
-		dir = filepath.Clean(dir) // one store (and one sweep) per directory: "/s" and "/s/" are the same
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if st, ok := m.stores[dir]; ok {
-		return st, nil
-	}
-	st, err := store.Open(dir)
-	if err != nil {
-		return nil, err
-	}
-	m.stores[dir] = st
-	if m.initialized {
+	st, sweep, err := m.stores.open(dir)
+	if sweep {
 		m.sweepLedger(st, first)
 	}
-	return st, nil
+	return st, err
 }

@@ -228,24 +228,14 @@ func (s *session) sandboxPaths(p protocol.OpenParams, pol sandbox.Policy, env []
 // stateDirs are every state dir this sidecar uses: --state-dir, every
 // store opened so far, and extra ("" skipped).
 func (m *Manager) stateDirs(extra string) []string {
-	m.mu.Lock()
-	defer m.mu.Unlock()
 	out := []string{}
-	for _, d := range append([]string{m.cfg.StateDir, extra}, mapKeys(m.stores)...) {
+	for _, d := range append([]string{m.cfg.StateDir, extra}, m.stores.dirs()...) {
 		if d != "" {
 			out = append(out, d)
 		}
 	}
 	slices.Sort(out)
 	return slices.Compact(out)
-}
-
-func mapKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	return out
 }
 
 // envValue is the last value of name in env ("K=V" entries).

@@ -26,9 +26,7 @@ func TestManager_OneStorePerDirectory(t *testing.T) {
 	if c, err := m.storeFor(other); err != nil || c == a {
 		t.Errorf("storeFor(%q) = %p, %v; want a store of its own", other, c, err)
 	}
-	m.mu.Lock()
-	n := len(m.stores)
-	m.mu.Unlock()
+	n := len(m.stores.dirs())
 	if n != 2 {
 		t.Errorf("%d stores, want 2", n)
 	}
