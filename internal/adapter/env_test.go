@@ -70,7 +70,8 @@ func TestRedactor_RemovesJSONEscapedSpellings(t *testing.T) {
 
 // TestRedactor_CleanJSON: a JSON value holding a secret (in a string, a
 // member name, escaped) comes out valid with "[redacted]" in its place and
-// numbers as written; one holding none is returned as it was.
+// numbers as written; one holding none is returned as it was; an absolute
+// path value is left in output.
 func TestRedactor_CleanJSON(t *testing.T) {
 	r := newRedactor(map[string]string{"K": `se"cret-é`})
 	in := []byte(`{"a":"x se\"cret-é y","se\"cret-é":1,"n":12345678901234567890,"l":["se\"cret-\u00e9"]}`)
@@ -86,6 +87,15 @@ func TestRedactor_CleanJSON(t *testing.T) {
 	want := `{"[redacted]":1,"a":"x [redacted] y","l":["[redacted]"],"n":12345678901234567890}`
 	if string(out) != want {
 		t.Errorf("got %s\nwant %s", out, want)
+	}
+	// An absolute path (HOME, TMPDIR) stays in agent output; errors
+	// still lose it.
+	pr := newRedactor(map[string]string{"HOME": "/tmp/home-of-the-agent"})
+	if got, changed := pr.cleanJSON([]byte(`{"text":"wrote /tmp/home-of-the-agent/x"}`)); changed {
+		t.Errorf("a path value was redacted from output: %s", got)
+	}
+	if got := pr.clean("cannot write /tmp/home-of-the-agent/x"); strings.Contains(got, "home-of-the-agent") {
+		t.Errorf("a path value stayed in error text: %q", got)
 	}
 	clean := []byte(`{"a":"nothing here"}`)
 	if got, changed := r.cleanJSON(clean); changed || &got[0] != &clean[0] {

@@ -14,26 +14,36 @@ import (
 const minSecretLen = 4
 
 // redactor removes launch-env values (secrets, docs/rules.md#r3) from text
-// that came from a provider before it reaches an error, log or proof.
-type redactor struct{ values []string }
+// that came from a provider: values from what reaches an error, log or
+// proof; output (values but absolute paths such as HOME or TMPDIR, which
+// an agent's tool output names all the time) from its notifications and
+// journal entries (docs/protocol.md §13).
+type redactor struct{ values, output []string }
 
 func newRedactor(env map[string]string) *redactor {
 	r := &redactor{}
 	for _, v := range env {
-		if len(v) >= minSecretLen {
-			r.values = append(r.values, v)
-			// An agent that puts the value in JSON text (an error message
-			// quoting its own JSON) writes it escaped: those spellings go
-			// too (found by a fresh-user trial).
-			for _, e := range escapedForms(v) {
-				if e != v {
-					r.values = append(r.values, e)
-				}
+		if len(v) < minSecretLen {
+			continue
+		}
+		// An agent that puts the value in JSON text (an error message
+		// quoting its own JSON) writes it escaped: those spellings go
+		// too (found by a fresh-user trial).
+		forms := []string{v}
+		for _, e := range escapedForms(v) {
+			if e != v {
+				forms = append(forms, e)
 			}
+		}
+		r.values = append(r.values, forms...)
+		if !strings.HasPrefix(v, "/") {
+			r.output = append(r.output, forms...)
 		}
 	}
 	// Longest first, so a secret containing another is removed whole.
-	sort.Slice(r.values, func(i, j int) bool { return len(r.values[i]) > len(r.values[j]) })
+	for _, set := range [][]string{r.values, r.output} {
+		sort.Slice(set, func(i, j int) bool { return len(set[i]) > len(set[j]) })
+	}
 	return r
 }
 
@@ -43,7 +53,7 @@ func (r *redactor) clean(text string) string {
 	if r == nil {
 		return text
 	}
-	text = r.cleanAll(text)
+	text = replaceAll(text, r.values)
 	if len(text) > 500 {
 		text = text[:500] + "…"
 	}
@@ -77,12 +87,12 @@ func escapedForms(v string) []string {
 	return []string{plain, string(html[1 : len(html)-1]), ascii.String()}
 }
 
-// active reports whether r has any value to redact.
-func (r *redactor) active() bool { return r != nil && len(r.values) > 0 }
+// active reports whether r has any value to redact from output.
+func (r *redactor) active() bool { return r != nil && len(r.output) > 0 }
 
 // cleanJSON returns raw, one JSON value the sidecar is about to journal or
 // send (docs/protocol.md §13, §16: secrets never appear in the journal),
-// with every secret replaced by "[redacted]" in its strings and member
+// with every secret (r.output) replaced by "[redacted]" in its strings and member
 // names, and whether anything was replaced; when nothing was, it returns
 // raw itself. A value holding a secret is decoded (numbers kept as
 // written), cleaned string by string and encoded again, so what comes out
@@ -99,7 +109,7 @@ func (r *redactor) cleanJSON(raw []byte) ([]byte, bool) {
 		// Not JSON (cannot happen for what the sidecar encodes): replace
 		// the bytes; the result is at worst invalid, never a secret.
 		out := raw
-		for _, s := range r.values {
+		for _, s := range r.output {
 			out = bytes.ReplaceAll(out, []byte(s), []byte("[redacted]"))
 		}
 		return out, true
@@ -113,9 +123,10 @@ func (r *redactor) cleanJSON(raw []byte) ([]byte, bool) {
 	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), true
 }
 
-// holds reports whether raw contains any secret, in any spelling r knows.
+// holds reports whether raw contains any output secret, in any spelling r
+// knows.
 func (r *redactor) holds(raw []byte) bool {
-	for _, s := range r.values {
+	for _, s := range r.output {
 		if bytes.Contains(raw, []byte(s)) {
 			return true
 		}
@@ -127,7 +138,7 @@ func (r *redactor) holds(raw []byte) bool {
 func (r *redactor) cleanValue(v any) any {
 	switch x := v.(type) {
 	case string:
-		return r.cleanAll(x)
+		return replaceAll(x, r.output)
 	case []any:
 		for i := range x {
 			x[i] = r.cleanValue(x[i])
@@ -136,16 +147,16 @@ func (r *redactor) cleanValue(v any) any {
 	case map[string]any:
 		out := make(map[string]any, len(x))
 		for k, e := range x {
-			out[r.cleanAll(k)] = r.cleanValue(e)
+			out[replaceAll(k, r.output)] = r.cleanValue(e)
 		}
 		return out
 	}
 	return v
 }
 
-// cleanAll is clean without the length cut.
-func (r *redactor) cleanAll(text string) string {
-	for _, v := range r.values {
+// replaceAll replaces each of values in text with "[redacted]".
+func replaceAll(text string, values []string) string {
+	for _, v := range values {
 		text = strings.ReplaceAll(text, v, "[redacted]")
 	}
 	return text
