@@ -1,9 +1,15 @@
 // Package adapter is the session side of acpx-sidecar: one actor goroutine
 // per session owns that session's provider process tree, its ACP
-// connection and its record; the Manager routes host requests to actors.
-// Admission (handshake, identity, record), turns, permissions, controls,
-// close and retained cleanup live here; launching and proving a tree gone
-// is internal/reaper's job.
+// connection and its record; the Manager routes host requests to actors
+// and keeps the registries they share (stores, journals, key locks).
+// An actor's state is a few owned parts, each declared in the file that
+// works on it: actorLoop (mailbox.go), sessionRecord (record.go),
+// controlState (controls.go), turnState and accounting (turnstate.go),
+// publisher (notify.go) and cleanupHandoff (close.go). Admission
+// (handshake, identity, record), turns, permissions and controls live
+// here; how a tree is closed, killed and proven gone, and where its proof
+// goes, is internal/cleanup's, which drives internal/reaper through the
+// Launcher and Tree seams (launcher.go).
 package adapter
 
 import (
