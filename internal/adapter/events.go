@@ -58,7 +58,7 @@ func (m *Manager) Events(p protocol.EventsParams, reply Reply) {
 			page, err = journal.QueryDir(sessions, p.SessionKey, q)
 		}
 		if err != nil {
-			reply(nil, protocol.Domain(protocol.ErrStoreUnavailable, "the session journal cannot be read: "+errText(err), true))
+			reply(nil, protocol.Domain(protocol.ErrStoreUnavailable, "the session journal cannot be read: "+errText(err), storeRetryable(err)))
 			return
 		}
 		gaps := make([]protocol.JournalGap, len(page.Gaps))

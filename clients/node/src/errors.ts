@@ -8,7 +8,7 @@
 
 import { ResponseError } from "vscode-jsonrpc/node";
 
-import type { CleanupProof, DataCode } from "./types.js";
+import type { CleanupProof, DataCode, ErrorData } from "./types.js";
 
 /**
  * Data codes of errors this package makes itself (never sent by the
@@ -19,8 +19,11 @@ export const LocalDataCode = {
   /** The request could not be sent or its answer never came: the
    * sidecar's pipes are closed or the process exited. */
   TRANSPORT: "TRANSPORT",
-  /** The caller's AbortSignal ended the call first (the sidecar was sent
-   * `$/cancelRequest` where the method supports it, docs/protocol.md §7). */
+  /** The caller's AbortSignal was aborted before the call was sent, or
+   * during spawnSidecar's start. An abort after the call was sent asks the
+   * sidecar to end it (`$/cancelRequest`, docs/protocol.md §7): the call
+   * then settles with the sidecar's answer, whose `cause` is the signal's
+   * reason. */
   CANCELLED: "CANCELLED",
   /** spawnSidecar could not launch the sidecar or was given bad options. */
   START_FAILED: "START_FAILED",
@@ -50,21 +53,23 @@ export type SidecarDataCode = DataCode | LocalDataCode;
  *   params, …; docs/protocol.md §5), or 0 for a local error.
  * - `dataCode`: the error's `data.code` (`SESSION_NOT_FOUND`,
  *   `INVALID_PARAMS`, `CLEANUP_INCOMPLETE`, …) or a {@link LocalDataCode}.
- * - `data`: the error's whole `data` member verbatim (undefined for local
- *   errors).
+ * - `data`: the error's whole `data` member verbatim, typed as the
+ *   schema's `ErrorData` (`heldBy`, `queued`, `capability`, … with their
+ *   unions), plus members this package adds to a local INVALID_REQUEST
+ *   (`frameBytes`, `maxFrameBytes`); undefined for other local errors.
  * - `method`: the request that failed ("session/open", …), or "" .
  */
 export class SidecarError extends Error {
   readonly code: number;
   readonly dataCode: SidecarDataCode;
-  readonly data: Record<string, unknown> | undefined;
+  readonly data: SidecarErrorData | undefined;
   readonly method: string;
 
   constructor(
     code: number,
     dataCode: SidecarDataCode,
     message: string,
-    opts: { data?: Record<string, unknown>; method?: string; cause?: unknown } = {},
+    opts: { data?: SidecarErrorData; method?: string; cause?: unknown } = {},
   ) {
     super(message, opts.cause === undefined ? undefined : { cause: opts.cause });
     this.name = "SidecarError";
@@ -96,6 +101,10 @@ export class SidecarError extends Error {
   }
 }
 
+/** SidecarErrorData is {@link SidecarError.data}: the schema's ErrorData,
+ * open to members a newer sidecar adds. */
+export type SidecarErrorData = ErrorData & Record<string, unknown>;
+
 /** localError makes a {@link SidecarError} with code 0. */
 export function localError(dataCode: LocalDataCode, message: string, method = "", cause?: unknown): SidecarError {
   return new SidecarError(0, dataCode, message, { method, cause });
@@ -105,7 +114,7 @@ export function localError(dataCode: LocalDataCode, message: string, method = ""
 export function toSidecarError(err: unknown, method: string): SidecarError {
   if (err instanceof SidecarError) return err;
   if (err instanceof ResponseError) {
-    const data = err.data !== null && typeof err.data === "object" ? (err.data as Record<string, unknown>) : undefined;
+    const data = err.data !== null && typeof err.data === "object" ? (err.data as SidecarErrorData) : undefined;
     const dataCode = typeof data?.["code"] === "string" ? (data["code"] as SidecarDataCode) : undefined;
     if (dataCode !== undefined) return new SidecarError(err.code, dataCode, err.message, { data, method, cause: err });
     // No data.code: an error of the transport (vscode-jsonrpc's own codes,

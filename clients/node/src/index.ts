@@ -11,7 +11,7 @@ export { Session } from "./session.js";
 export type { Turn, PromptOptions } from "./session.js";
 export type { ExtRequest, ExtNotice, ExtRequestHandler, ExtSpawnOptions, AgentSessionsPage } from "./ext.js";
 export { SidecarError, LocalDataCode } from "./errors.js";
-export type { SidecarDataCode } from "./errors.js";
+export type { SidecarDataCode, SidecarErrorData } from "./errors.js";
 export { textOf, CHUNK_KINDS } from "./updates.js";
 export { resolveBinary, BINARY_ENV, PLATFORM_PACKAGES } from "./binary.js";
 export { selected, cancelled, selectKind } from "./permission.js";

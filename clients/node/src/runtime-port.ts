@@ -241,11 +241,11 @@ export async function openAcpxRuntimePort(options: AcpxRuntimePortOptions): Prom
  * cleanup proof of what was launched) when the error of the call had it.
  */
 function admissionAborted(signal: AbortSignal, message: string, err?: unknown): SidecarError {
-  const data = err instanceof SidecarError ? err.data : undefined;
+  const data = (err instanceof SidecarError ? err.data : undefined) ?? { code: "ADMISSION_ABORTED", retryable: false };
   return new SidecarError(-32800, "ADMISSION_ABORTED", message, {
     method: "session/open",
     cause: signal.reason,
-    ...(data ? { data } : {}),
+    data,
   });
 }
 

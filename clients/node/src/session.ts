@@ -121,6 +121,7 @@ export class Session {
       result = Promise.reject(
         new SidecarError(-32000, "DUPLICATE_REQUEST_ID", `requestId ${JSON.stringify(p.requestId)} has a running turn`, {
           method: "session/prompt",
+          data: { code: "DUPLICATE_REQUEST_ID", retryable: false },
         }),
       );
     } else {

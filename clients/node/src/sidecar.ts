@@ -167,8 +167,12 @@ export class Sidecar extends EventEmitter<SidecarEvents> {
 
   /**
    * open runs session/open (docs/protocol.md §8) and returns the admitted
-   * Session. `signal` sends `$/cancelRequest`: the open then fails with
-   * -32800 ADMISSION_ABORTED and `data.cleanup`. Errors: SidecarError
+   * Session. Aborting `signal` during the open sends `$/cancelRequest`:
+   * the open then fails with -32800 ADMISSION_ABORTED, `data.cleanup`,
+   * and `cause` the signal's reason; a signal aborted before the call
+   * rejects CANCELLED (code 0) with nothing sent. An abort asks the
+   * sidecar to end the call; the call settles with its answer (a sidecar
+   * that never answers holds it: kill it). Errors: SidecarError
    * (UNKNOWN_AGENT, COMMAND_NOT_EXECUTABLE, ACPX_SESSION_HANDSHAKE_TIMEOUT,
    * … with `proof` when something was launched).
    */
@@ -273,10 +277,20 @@ export class Sidecar extends EventEmitter<SidecarEvents> {
   }
 
   /**
-   * close ends stdin (the sidecar then shuts down as on `shutdown`,
-   * docs/protocol.md §4) and waits for the process to end.
+   * close runs {@link shutdown} (the same one: a shutdown already running
+   * is waited for, and its proofs are what shutdown() returns), then ends
+   * stdin and waits for the process to end. A shutdown that fails (the
+   * sidecar died) does not fail close, which then only ends stdin (the
+   * sidecar shuts down on EOF too, docs/protocol.md §4).
    */
   async close(): Promise<ExitStatus> {
+    if (this.exitStatus === undefined) {
+      try {
+        await this.shutdown();
+      } catch {
+        // Its status is in exited; close only has to end the process.
+      }
+    }
     this.child.stdin?.end();
     return this.exited;
   }
@@ -319,7 +333,18 @@ export class Sidecar extends EventEmitter<SidecarEvents> {
       return await p;
     } catch (err) {
       if (refused) throw refused;
-      throw toSidecarError(err, method);
+      const e = toSidecarError(err, method);
+      if (signal?.aborted && e.code !== 0) {
+        // The sidecar's answer to the caller's abort: its cause is the
+        // caller's reason, as the runtime port's (found by a fresh-user
+        // trial: it was vscode-jsonrpc's ResponseError).
+        throw new SidecarError(e.code, e.dataCode, e.message, { data: e.data, method, cause: signal.reason });
+      }
+      if (e.dataCode === LocalDataCode.TRANSPORT && this.exitStatus !== undefined) {
+        const st = this.exitStatus;
+        throw localError(LocalDataCode.TRANSPORT, `${method}: the sidecar exited (${st.code !== null ? `status ${st.code}` : `signal ${st.signal}`}) before answering`, method, err);
+      }
+      throw e;
     } finally {
       signal?.removeEventListener("abort", onAbort);
       cts?.dispose();

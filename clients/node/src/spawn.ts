@@ -49,8 +49,10 @@ export interface SpawnOptions extends ExtSpawnOptions {
   onElicitation?: ElicitationHandler;
   /** The modes declared with onElicitation; default `{form: true, url: true}`. */
   elicitationModes?: ElicitationCapabilities;
-  /** Where the sidecar's JSON log lines (stderr) go: "ignore" (default),
-   * "inherit", or a writable stream. */
+  /** Where the sidecar's JSON log lines (stderr) go: "ignore", "inherit",
+   * or a writable stream. By default they are drained and only their last
+   * 4 KiB kept, for the message of a START_FAILED (the sidecar never logs
+   * a secret, docs/protocol.md §13). */
   stderr?: "ignore" | "inherit" | Writable;
   /** clientInfo of initialize; default {name: "@acpx-sidecar/client", version}. */
   clientInfo?: { name: string; version: string };
@@ -87,12 +89,14 @@ export async function spawnSidecar(opts: SpawnOptions): Promise<Sidecar> {
     throw localError(LocalDataCode.START_FAILED, "--framing is set by @acpx-sidecar/client (lsp)", "spawn");
   }
   const binary = resolveBinary(opts.binary, opts.env ?? process.env);
-  const stderr = opts.stderr ?? "ignore";
+  const stderr = opts.stderr;
   const child = spawn(binary, ["--framing=lsp", "--state-dir", opts.stateDir, ...(opts.args ?? [])], {
     env: opts.env ?? process.env,
     stdio: ["pipe", "pipe", typeof stderr === "string" ? stderr : "pipe"],
   });
-  if (typeof stderr !== "string") child.stderr?.pipe(stderr, { end: false });
+  const tail = new StderrTail();
+  if (stderr === undefined) child.stderr?.on("data", (b: Buffer) => tail.add(b));
+  else if (typeof stderr !== "string") child.stderr?.pipe(stderr, { end: false });
   // A write after the sidecar died gives EPIPE; the request fails instead.
   child.stdin?.on("error", () => undefined);
 
@@ -149,6 +153,9 @@ export async function spawnSidecar(opts: SpawnOptions): Promise<Sidecar> {
       opts.signal,
     );
     (sc as { info: InitializeResult }).info = info;
+    if (info?.serverInfo?.name !== "acpx-sidecar") {
+      throw localError(LocalDataCode.START_FAILED, `${binary} answered initialize as ${JSON.stringify(info?.serverInfo?.name)}, not acpx-sidecar`, "initialize");
+    }
     const max = info?.capabilities?.maxFrameBytes;
     if (typeof max === "number" && max > 0) writer.maxFrameBytes = max;
     if (opts.signal?.aborted) {
@@ -157,11 +164,34 @@ export async function spawnSidecar(opts: SpawnOptions): Promise<Sidecar> {
     return sc;
   } catch (err) {
     if (child.pid === undefined) throw err; // it never started: nothing to reap
+    const alive = child.exitCode === null && child.signalCode === null;
     child.kill("SIGKILL");
     const st = await sc.exited;
     if (err instanceof SidecarError && err.dataCode === LocalDataCode.TRANSPORT) {
-      throw localError(LocalDataCode.START_FAILED, `the sidecar exited during initialize (status ${st.code ?? st.signal})`, "initialize", err);
+      // Every error of the sidecar has a data.code: one without it from a
+      // process still running came from something else (found by a
+      // fresh-user trial: /bin/cat echoed the client's own frames back).
+      const msg = alive
+        ? `${binary} did not answer initialize as acpx-sidecar: ${err.message}`
+        : `the sidecar exited during initialize (status ${st.code ?? st.signal})` + tail.text();
+      throw localError(LocalDataCode.START_FAILED, msg, "initialize", err);
     }
     throw err;
+  }
+}
+
+/** StderrTail keeps the last 4 KiB of the sidecar's stderr. */
+class StderrTail {
+  private buf = Buffer.alloc(0);
+
+  add(b: Buffer): void {
+    this.buf = Buffer.concat([this.buf, b]);
+    if (this.buf.length > 4096) this.buf = this.buf.subarray(this.buf.length - 4096);
+  }
+
+  /** "; the end of its stderr:\n…", or "" when it wrote nothing. */
+  text(): string {
+    const t = this.buf.toString("utf8").trimEnd();
+    return t === "" ? "" : "; the end of its stderr:\n" + t;
   }
 }

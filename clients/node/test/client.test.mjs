@@ -213,8 +213,31 @@ test("spawnSidecar: bad options and a sidecar that cannot start are START_FAILED
   await assert.rejects(spawnSidecar({ binary: sidecarBin, stateDir, args: ["--no-such-flag"] }), (err) => {
     assert.equal(err.dataCode, "START_FAILED");
     assert.match(err.message, /status 2/);
+    // Without a stderr option the end of its stderr is in the message.
+    assert.match(err.message, /flag provided but not defined: -no-such-flag/);
     return true;
   });
+  // A binary that is not the sidecar (cat echoes the client's frames).
+  await assert.rejects(spawnSidecar({ binary: "/bin/cat", stateDir }), (err) => {
+    assert.equal(err.dataCode, "START_FAILED");
+    assert.match(err.message, /did not answer initialize as acpx-sidecar/);
+    return true;
+  });
+});
+
+test("shutdown and close together: one shutdown, its proofs for every caller, exit 0", { skip: skipReason }, async (t) => {
+  const mark = newMark();
+  const stateDir = tempDir(t);
+  const sc = await spawnSidecar({ binary: sidecarBin, stateDir, env: sidecarEnv(mark) });
+  t.after(() => sc.kill("SIGKILL"));
+  await sc.open(faultOpen("node-shut-close", workDir(t), mark, "normal"));
+  const [a, b, st] = await Promise.all([sc.shutdown(), sc.shutdown(), sc.close()]);
+  assert.equal(a.length, 1);
+  assert.equal(a, b);
+  assert.equal(a[0].complete, true);
+  assert.deepEqual(st, { code: 0, signal: null });
+  assert.deepEqual(await sc.shutdown(), a); // after close: the same proofs
+  assert.deepEqual(markedPids(mark), []);
 });
 
 test("a permission handler that never answers is told by its signal when the sidecar decides at permissionTimeoutMs; other params than an object are refused unsent", { skip: skipReason }, async (t) => {
@@ -252,4 +275,24 @@ test("a permission handler that never answers is told by its signal when the sid
   assert.ok(Array.isArray((await sc.request("session/list", null)).sessions), "null params mean {}");
   await s.close({ reason: "done" });
   await sc.shutdown();
+});
+
+test("Sidecar.open aborted during admission: -32800 ADMISSION_ABORTED with its proof, cause the caller's reason", { skip: skipReason }, async (t) => {
+  const mark = newMark();
+  const stateDir = tempDir(t);
+  const sc = await spawnSidecar({ binary: sidecarBin, stateDir, env: sidecarEnv(mark) });
+  t.after(() => sc.kill("SIGKILL"));
+  const ac = new AbortController();
+  const reason = new Error("the caller gave up");
+  const opening = sc.open(faultOpen("node-open-abort", workDir(t), mark, "hang-initialize"), { signal: ac.signal });
+  setTimeout(() => ac.abort(reason), 200);
+  await assert.rejects(opening, (err) => {
+    assert.equal(err.code, -32800);
+    assert.equal(err.dataCode, "ADMISSION_ABORTED");
+    assert.equal(err.cause, reason);
+    assert.equal(err.proof?.complete, true);
+    return true;
+  });
+  await sc.shutdown();
+  assert.deepEqual(markedPids(mark), []);
 });

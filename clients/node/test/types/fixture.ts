@@ -31,6 +31,10 @@ export async function host(stateDir: string): Promise<void> {
       if (err.dataCode === "TURN_ACTIVE" || err.dataCode === "TRANSPORT") console.log(code, asString);
       // @ts-expect-error a code outside the schema's DataCode union is a typo
       if (err.dataCode === "TURN_ACTIV") console.log("never");
+      // data is the schema's ErrorData: its members keep their unions.
+      const held: "this-sidecar" | "another-sidecar" | undefined = err.data?.heldBy;
+      // @ts-expect-error heldBy is a union, not any string
+      if (err.data?.heldBy === "nobody") console.log(held);
     }
   }
   // Batches: arrays of the same params, seq order.
