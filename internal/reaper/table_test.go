@@ -274,8 +274,10 @@ func TestRecoverTable_KillsLeftoverByGroupAndMarker(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The grandchild prints its pid before it execs sleep; while execve
-	// builds the new image its environ reads empty, so wait until the
-	// marker scan sees it.
+	// builds the new image its environ reads empty, so wait until it runs
+	// sleep (a scan before the exec could see it, then miss it during
+	// the exec: a CI flake) and the marker scan sees it.
+	waitComm(t, gc, "sleep")
 	waitMarked(t, mark, gc)
 	p, err := procsOf(t).Stat(cmd.Process.Pid)
 	if err != nil {
