@@ -164,14 +164,15 @@ export async function spawnSidecar(opts: SpawnOptions): Promise<Sidecar> {
     return sc;
   } catch (err) {
     if (child.pid === undefined) throw err; // it never started: nothing to reap
-    const alive = child.exitCode === null && child.signalCode === null;
+    // An error response with a JSON-RPC code but no data.code (every
+    // error of the sidecar has one) was answered by something else (found
+    // by a fresh-user trial: cat echoed the client's own frames back).
+    const rpcCode = (err as { cause?: { code?: unknown } } | undefined)?.cause?.code;
+    const foreign = typeof rpcCode === "number" && rpcCode >= -32700 && rpcCode <= -32600;
     child.kill("SIGKILL");
     const st = await sc.exited;
     if (err instanceof SidecarError && err.dataCode === LocalDataCode.TRANSPORT) {
-      // Every error of the sidecar has a data.code: one without it from a
-      // process still running came from something else (found by a
-      // fresh-user trial: /bin/cat echoed the client's own frames back).
-      const msg = alive
+      const msg = foreign
         ? `${binary} did not answer initialize as acpx-sidecar: ${err.message}`
         : `the sidecar exited during initialize (status ${st.code ?? st.signal})` + tail.text();
       throw localError(LocalDataCode.START_FAILED, msg, "initialize", err);

@@ -4,7 +4,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
-import { existsSync } from "node:fs";
+import { existsSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 
 import { spawnSidecar, SidecarError, selectKind } from "../dist/index.js";
@@ -217,8 +217,11 @@ test("spawnSidecar: bad options and a sidecar that cannot start are START_FAILED
     assert.match(err.message, /flag provided but not defined: -no-such-flag/);
     return true;
   });
-  // A binary that is not the sidecar (cat echoes the client's frames).
-  await assert.rejects(spawnSidecar({ binary: "/bin/cat", stateDir }), (err) => {
+  // A binary that is not the sidecar: it ignores its arguments and
+  // echoes the client's frames back (cat).
+  const echo = join(tempDir(t), "echo-host");
+  writeFileSync(echo, "#!/bin/sh\nexec cat\n", { mode: 0o755 });
+  await assert.rejects(spawnSidecar({ binary: echo, stateDir }), (err) => {
     assert.equal(err.dataCode, "START_FAILED");
     assert.match(err.message, /did not answer initialize as acpx-sidecar/);
     return true;
