@@ -79,23 +79,36 @@ func TestRedactor_CleanJSON(t *testing.T) {
 	if !changed || !json.Valid(out) {
 		t.Fatalf("changed %v, valid %v: %s", changed, json.Valid(out), out)
 	}
-	for _, bad := range []string{`se"cret`, `se\"cret`, `\u00e9`} {
-		if strings.Contains(string(out), bad) {
-			t.Errorf("%s still holds %q", out, bad)
-		}
+	if strings.Contains(string(out), `\u00e9`) || strings.Count(string(out), `se\"cret`) != 1 {
+		t.Errorf("%s: want the secret gone from every string value (member names are the protocol's and stay)", out)
 	}
-	want := `{"[redacted]":1,"a":"x [redacted] y","l":["[redacted]"],"n":12345678901234567890}`
+	want := `{"a":"x [redacted] y","l":["[redacted]"],"n":12345678901234567890,"se\"cret-é":1}`
 	if string(out) != want {
 		t.Errorf("got %s\nwant %s", out, want)
 	}
 	// An absolute path (HOME, TMPDIR) stays in agent output; errors
 	// still lose it.
-	pr := newRedactor(map[string]string{"HOME": "/tmp/home-of-the-agent"})
-	if got, changed := pr.cleanJSON([]byte(`{"text":"wrote /tmp/home-of-the-agent/x"}`)); changed {
+	home := t.TempDir()
+	pr := newRedactor(map[string]string{"HOME": home, "TOKEN": "/Zx9SecretTokenValue"})
+	if got, changed := pr.cleanJSON([]byte(`{"text":"wrote ` + home + `/x"}`)); changed {
 		t.Errorf("a path value was redacted from output: %s", got)
 	}
-	if got := pr.clean("cannot write /tmp/home-of-the-agent/x"); strings.Contains(got, "home-of-the-agent") {
+	if got := pr.clean("cannot write " + home + "/x"); strings.Contains(got, home) {
 		t.Errorf("a path value stayed in error text: %q", got)
+	}
+	if got, _ := pr.cleanJSON([]byte(`{"text":"tok /Zx9SecretTokenValue"}`)); strings.Contains(string(got), "Zx9Secret") {
+		t.Errorf("a token starting with / (not a path) passed: %s", got)
+	}
+	// Other JSON spellings of the secret are caught too (an escaped "/",
+	// every rune as \uXXXX); a short value never touches protocol words.
+	sr := newRedactor(map[string]string{"A": "a/b/secretZZ", "B": "hunter2secret", "X": "session"})
+	for _, in := range []string{`{"t":"esc=a\/b\/secretZZ"}`, `{"t":"\u0068\u0075\u006e\u0074\u0065\u0072\u0032\u0073\u0065\u0063\u0072\u0065\u0074"}`} {
+		if got, changed := sr.cleanJSON([]byte(in)); !changed || strings.Contains(string(got), "secret") {
+			t.Errorf("%s -> %s (changed %v): an escaped spelling passed", in, got, changed)
+		}
+	}
+	if got, changed := sr.cleanJSON([]byte(`{"session":"s-1","update":{"sessionUpdate":"x","content":{"text":"session"}}}`)); changed {
+		t.Errorf("a 7-byte value rewrote protocol words: %s", got)
 	}
 	clean := []byte(`{"a":"nothing here"}`)
 	if got, changed := r.cleanJSON(clean); changed || &got[0] != &clean[0] {

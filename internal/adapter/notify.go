@@ -105,9 +105,12 @@ func (s *session) emit(method string, params []byte) {
 // queueFrame journals outBuf[start:] as method's params and queues it.
 func (s *session) queueFrame(method string, start int) {
 	s.ensureJournal()
-	if clean, changed := s.red.cleanJSON(s.pub.outBuf[start:]); changed {
-		// An agent's text quoting a secret (docs/protocol.md §13).
-		s.pub.outBuf = append(s.pub.outBuf[:start], clean...)
+	if method != protocol.NotifySessionUpdate {
+		// An agent's text quoting a secret (docs/protocol.md §13); an
+		// update's was cleaned in emitUpdate, its envelope is ours.
+		if clean, changed := s.red.cleanJSON(s.pub.outBuf[start:]); changed {
+			s.pub.outBuf = append(s.pub.outBuf[:start], clean...)
+		}
 	}
 	params := s.pub.outBuf[start:]
 	if s.pub.jn != nil {
@@ -194,6 +197,7 @@ func (s *session) journalRequest(method string, params any) {
 // buffer, without re-encoding the agent's update: rid is the requestId
 // already JSON-encoded (a string or null).
 func (s *session) emitUpdate(rid []byte, seq uint64, update json.RawMessage) {
+	update, _ = s.red.cleanJSON(update) // the agent's part only (docs/protocol.md §13)
 	start := len(s.pub.outBuf)
 	b := append(s.pub.outBuf, `{"session":"`...)
 	b = append(b, s.id...) // "s-" + hex: nothing to escape

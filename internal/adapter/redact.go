@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"unicode/utf16"
@@ -13,11 +15,29 @@ import (
 // text, since they would match ordinary words.
 const minSecretLen = 4
 
+// minOutputSecretLen: env values shorter than this (bytes) are not
+// redacted from an agent's notifications, whose strings hold protocol
+// words ("session", "text", "read") an env value may equal (found by a
+// fresh-user trial: env X=session broke every update's envelope).
+const minOutputSecretLen = 8
+
+// existingPath reports whether v names an existing file by an absolute
+// path (a value such as HOME; a token that merely starts with "/" does
+// not).
+func existingPath(v string) bool {
+	if !filepath.IsAbs(v) {
+		return false
+	}
+	_, err := os.Lstat(v)
+	return err == nil
+}
+
 // redactor removes launch-env values (secrets, docs/rules.md#r3) from text
 // that came from a provider: values from what reaches an error, log or
-// proof; output (values but absolute paths such as HOME or TMPDIR, which
-// an agent's tool output names all the time) from its notifications and
-// journal entries (docs/protocol.md §13).
+// proof; output — the values of minOutputSecretLen bytes or more that are
+// not an existing absolute path (HOME, TMPDIR: an agent's tools name them
+// all the time) — from the strings of its notifications and journal
+// entries (docs/protocol.md §13).
 type redactor struct{ values, output []string }
 
 func newRedactor(env map[string]string) *redactor {
@@ -36,7 +56,7 @@ func newRedactor(env map[string]string) *redactor {
 			}
 		}
 		r.values = append(r.values, forms...)
-		if !strings.HasPrefix(v, "/") {
+		if len(v) >= minOutputSecretLen && !existingPath(v) {
 			r.output = append(r.output, forms...)
 		}
 	}
@@ -92,15 +112,21 @@ func (r *redactor) active() bool { return r != nil && len(r.output) > 0 }
 
 // cleanJSON returns raw, one JSON value the sidecar is about to journal or
 // send (docs/protocol.md §13, §16: secrets never appear in the journal),
-// with every secret (r.output) replaced by "[redacted]" in its strings and member
-// names, and whether anything was replaced; when nothing was, it returns
-// raw itself. A value holding a secret is decoded (numbers kept as
-// written), cleaned string by string and encoded again, so what comes out
-// is valid JSON whatever the secret's characters; its members come out
-// in Go's order (sorted), not the agent's.
+// with every secret (r.output) replaced by "[redacted]" in its string
+// values (member names are left alone: they are the protocol's), and
+// whether anything was replaced; when nothing was, it returns raw itself.
+// A value holding a secret — in any JSON spelling: one with an escape is
+// decoded to be sure — is decoded (numbers kept as written), cleaned
+// string by string and encoded again, so what comes out is valid JSON
+// whatever the secret's characters; its members come out in Go's order
+// (sorted), not the agent's.
 func (r *redactor) cleanJSON(raw []byte) ([]byte, bool) {
-	if !r.active() || !r.holds(raw) {
+	if !r.active() {
 		return raw, false
+	}
+	fast := r.holds(raw)
+	if !fast && bytes.IndexByte(raw, '\\') < 0 {
+		return raw, false // no spelling of a secret, and no escape that could hide one
 	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()
@@ -113,6 +139,9 @@ func (r *redactor) cleanJSON(raw []byte) ([]byte, bool) {
 			out = bytes.ReplaceAll(out, []byte(s), []byte("[redacted]"))
 		}
 		return out, true
+	}
+	if !fast && !r.anyString(v) {
+		return raw, false
 	}
 	var b bytes.Buffer
 	enc := json.NewEncoder(&b)
@@ -145,13 +174,37 @@ func (r *redactor) cleanValue(v any) any {
 		}
 		return x
 	case map[string]any:
-		out := make(map[string]any, len(x))
 		for k, e := range x {
-			out[replaceAll(k, r.output)] = r.cleanValue(e)
+			x[k] = r.cleanValue(e)
 		}
-		return out
+		return x
 	}
 	return v
+}
+
+// anyString reports whether a string value of decoded v holds a secret.
+func (r *redactor) anyString(v any) bool {
+	switch x := v.(type) {
+	case string:
+		for _, s := range r.output {
+			if strings.Contains(x, s) {
+				return true
+			}
+		}
+	case []any:
+		for _, e := range x {
+			if r.anyString(e) {
+				return true
+			}
+		}
+	case map[string]any:
+		for _, e := range x {
+			if r.anyString(e) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // replaceAll replaces each of values in text with "[redacted]".
