@@ -340,9 +340,19 @@ export class Sidecar extends EventEmitter<SidecarEvents> {
         // trial: it was vscode-jsonrpc's ResponseError).
         throw new SidecarError(e.code, e.dataCode, e.message, { data: e.data, method, cause: signal.reason });
       }
-      if (e.dataCode === LocalDataCode.TRANSPORT && this.exitStatus !== undefined) {
+      if (e.dataCode === LocalDataCode.TRANSPORT) {
+        // A write to a dead sidecar fails before its exit is seen: give
+        // the exit a moment to arrive, so the error can name it (found by
+        // a fresh-user trial).
+        if (this.exitStatus === undefined) {
+          let timer: NodeJS.Timeout | undefined;
+          await Promise.race([this.exited, new Promise((r) => (timer = setTimeout(r, 500)))]);
+          clearTimeout(timer);
+        }
         const st = this.exitStatus;
-        throw localError(LocalDataCode.TRANSPORT, `${method}: the sidecar exited (${st.code !== null ? `status ${st.code}` : `signal ${st.signal}`}) before answering`, method, err);
+        if (st !== undefined) {
+          throw localError(LocalDataCode.TRANSPORT, `${method}: the sidecar exited (${st.code !== null ? `status ${st.code}` : `signal ${st.signal}`}) before answering`, method, err);
+        }
       }
       throw e;
     } finally {

@@ -299,3 +299,22 @@ test("Sidecar.open aborted during admission: -32800 ADMISSION_ABORTED with its p
   await sc.shutdown();
   assert.deepEqual(markedPids(mark), []);
 });
+
+test("a sidecar SIGKILLed mid-turn: the turn and later calls reject TRANSPORT naming the signal", { skip: skipReason }, async (t) => {
+  const mark = newMark();
+  const stateDir = tempDir(t);
+  const sc = await spawnSidecar({ binary: sidecarBin, stateDir, env: sidecarEnv(mark) });
+  t.after(() => sc.kill("SIGKILL"));
+  const s = await sc.open(faultOpen("node-killed", workDir(t), mark, "slow-turn=10000"));
+  const turn = s.prompt({ requestId: "k1", prompt: "slow" });
+  turn.result.catch(() => undefined);
+  await new Promise((r) => setTimeout(r, 200));
+  process.kill(sc.pid, "SIGKILL");
+  await assert.rejects(turn.result, (err) => {
+    assert.equal(err.dataCode, "TRANSPORT");
+    assert.match(err.message, /the sidecar exited \(signal SIGKILL\)/);
+    return true;
+  });
+  await assert.rejects(sc.stats(), /the sidecar exited \(signal SIGKILL\)/);
+  await waitFor(() => markedPids(mark).length === 0, 10000, "the guardian or watchdog ended the tree");
+});
