@@ -7,6 +7,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/acpx-sidecar/acpx-sidecar/internal/cleanup"
+	"github.com/acpx-sidecar/acpx-sidecar/internal/store"
 	"github.com/acpx-sidecar/acpx-sidecar/protocol"
 )
 
@@ -94,13 +95,14 @@ func (m *Manager) recordShutdownProofs(proofs []shutdownProof) {
 // cleanup/proof params to send (nil if proof is not encodable). A state
 // directory that cannot be used is logged; the proof is still returned.
 func (m *Manager) journalProof(stateDir string, proof *protocol.Proof) json.RawMessage {
-	if stateDir == "" || proof.SessionKey == "" {
-		return cleanup.Publish(proofSink{m: m}, proof, cleanup.Delivery{}).Raw
+	d := cleanup.Delivery{Journal: stateDir != "" && proof.SessionKey != ""}
+	var st *store.Store
+	if d.Journal {
+		var err error
+		if st, err = m.storeFor(stateDir); err != nil {
+			m.log.Warn("shutdown proof not journaled: the state directory cannot be used", zap.Error(err))
+			d.Journal = false
+		}
 	}
-	st, err := m.storeFor(stateDir)
-	if err != nil {
-		m.log.Warn("shutdown proof not journaled: the state directory cannot be used", zap.Error(err))
-		return cleanup.Publish(proofSink{m: m}, proof, cleanup.Delivery{}).Raw
-	}
-	return m.publishProof(st, proof, cleanup.Delivery{Journal: true}).Raw
+	return m.publishProof(st, proof, d).Raw
 }
