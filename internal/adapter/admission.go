@@ -48,7 +48,10 @@ type admitted struct {
 	caps     agentCaps
 	modelCtl string
 	record   *store.Record
-	pins     pins
+	// recordSync makes the record's write durable; admitted starts it as
+	// the open is answered.
+	recordSync *store.Pending
+	pins       pins
 }
 
 // admissionInput is the immutable input of the admission worker, made on
@@ -286,7 +289,8 @@ func (s *session) admit(ctx context.Context, in admissionInput) admissionResult 
 	// The ledger entry is written before the fork, so a sidecar killed at
 	// any moment after it leaves something the next one can find. If it
 	// cannot be written, nothing is launched (docs/protocol.md §18.5).
-	if err := s.writeLedger(in.st, nil); err != nil {
+	pre, err := s.writeLedgerBeforeLaunch(in.st)
+	if err != nil {
 		_ = in.st.RemoveOwned(s.id) // a partial entry, if any
 		if in.exe != nil {
 			in.exe.Close()
@@ -321,23 +325,31 @@ func (s *session) admit(ctx context.Context, in admissionInput) admissionResult 
 			// limit: the open's env or command.args are too large.
 			e = protocol.InvalidParams(e2bigField(p.Command.Args, in.env), "the provider could not be started: its environment and arguments exceed the kernel's limit (E2BIG)")
 		}
+		pre.Release()
 		_ = in.st.RemoveOwned(s.id)
 		return admissionResult{err: e} // nothing was launched
 	}
 	s.end.hasTree.Store(true)
-	// The entry is completed with the tree's identity while the agent
-	// starts and answers the handshake: the entry written before the
+	// The entry is completed with the tree's identity, durably, while the
+	// agent starts and answers the handshake: the entry written before the
 	// launch (pid 0, marker, cgroup parent) already lets a later sidecar
 	// find this tree, so nothing waits on this write (two fsyncs) but the
 	// end of admission, which never returns before it is done (a failed
 	// admission removes the entry after it; the open's result follows it).
+	// If it fails, the entry before the launch is made durable instead.
 	ledgerDone := make(chan struct{})
 	go func() {
 		defer close(ledgerDone)
-		if err := s.writeLedger(in.st, tree); err != nil {
-			s.log.Warn("ownership ledger entry not updated with the provider's identity", zap.Error(err))
-			s.post(func() { s.pub.health.ledgerErr = err }) // told and retried once admitted (persistence.go)
+		err := s.writeLedger(in.st, tree)
+		if err == nil {
+			pre.Release()
+			return
 		}
+		s.log.Warn("ownership ledger entry not updated with the provider's identity", zap.Error(err))
+		if serr := pre.Sync(); serr != nil {
+			s.log.Warn("ownership ledger entry written before the launch not synced", zap.Error(serr))
+		}
+		s.post(func() { s.pub.health.ledgerErr = err }) // told and retried once admitted (persistence.go)
 	}()
 	defer func() { <-ledgerDone }()
 	go s.drainStderr(tree.Stdio().Stderr)
@@ -397,6 +409,7 @@ func (s *session) admit(ctx context.Context, in admissionInput) admissionResult 
 	}
 	if herr == nil && ctx.Err() != nil {
 		herr = abortedError()
+		_ = adm.recordSync.Sync() // the cleanup below updates it
 	}
 	if herr != nil {
 		// Classify: the host's cancel, our timeout, or the agent's refusal.
@@ -444,6 +457,13 @@ func (s *session) admitted(a *admitted, reply Reply) {
 	s.ctl.binding = a.result.PermissionBinding
 	s.rec.resumed = a.result.Resumed
 	s.turns.replaying = false
+	// The record is in place; it becomes durable beside the answer, and a
+	// failed fsync is told like any failed record write (persistence.go).
+	go func(p *store.Pending) {
+		if err := p.Sync(); err != nil {
+			s.post(func() { s.noteRecordWrite(err) })
+		}
+	}(a.recordSync)
 	s.flushHistory() // persistence.go
 	s.reportLedger()
 	if a.record != nil {

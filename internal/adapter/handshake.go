@@ -234,13 +234,13 @@ func (s *session) handshake(ctx context.Context, in *admissionInput, conn *acpCo
 	res.PermissionBinding = binding
 	pins := pins{model: wantModel, mode: wantMode}
 	res.Models, res.Modes, res.ConfigOptions = ctl.models, ctl.modes, ctl.configOpts
-	rec, err := saveAdmitted(in, prior, &res, init, tree, ctl.usedStyle, pins)
+	rec, recSync, err := saveAdmitted(in, prior, &res, init, tree, ctl.usedStyle, pins)
 	if err != nil {
 		// docs/rules.md#r9: close the created session, fail with the store error.
 		return nil, st.SessionID, orExhausted("the session record could not be saved", err,
 			protocol.Domain(protocol.ErrStoreUnavailable, "the session record could not be saved: "+errText(err), true))
 	}
-	return &admitted{result: res, caps: caps, modelCtl: ctl.usedStyle, record: rec, pins: pins}, st.SessionID, nil
+	return &admitted{result: res, caps: caps, modelCtl: ctl.usedStyle, record: rec, recordSync: recSync, pins: pins}, st.SessionID, nil
 }
 
 // pins are the model and mode the host asked for (open, setModel,
@@ -266,8 +266,10 @@ func authMethod(in *admissionInput, methods []authInfo) string {
 func nowStamp() string { return store.FormatTime(time.Now()) }
 
 // saveAdmitted writes the record of an admitted session (no env, ever:
-// docs/rules.md#r3).
-func saveAdmitted(in *admissionInput, prior *store.Record, res *protocol.OpenResult, init initializeResult, tree Tree, style string, pin pins) (*store.Record, error) {
+// docs/rules.md#r3), in place but not yet fsynced: the returned Pending is
+// synced while the open's answer goes out (session.admitted). Its errors
+// fail the open (docs/rules.md#r9).
+func saveAdmitted(in *admissionInput, prior *store.Record, res *protocol.OpenResult, init initializeResult, tree Tree, style string, pin pins) (*store.Record, *store.Pending, error) {
 	p := in.open
 	rec := prior
 	now := nowStamp()
@@ -293,10 +295,11 @@ func saveAdmitted(in *admissionInput, prior *store.Record, res *protocol.OpenRes
 	rec.Acpx.ModelControl = style
 	rec.Acpx.PinnedModelID, rec.Acpx.PinnedModeID = pin.model, pin.mode
 	applyControlsToRecord(rec, res.Models, res.Modes)
-	if err := in.st.Save(rec); err != nil {
-		return nil, err
+	sync, err := in.st.SaveDeferred(rec)
+	if err != nil {
+		return nil, nil, err
 	}
-	return rec, nil
+	return rec, sync, nil
 }
 
 func joinCommand(c *protocol.Command) string {

@@ -40,12 +40,25 @@ func newToken() string {
 // marker is this session's SessionMarkerEnv entry.
 func (s *session) marker() string { return SessionMarkerEnv + "=" + s.id + "." + s.end.token }
 
-// writeLedger writes the ownership-ledger entry into st: before the launch
-// (tree nil: pid 0, the marker and the cgroup parent), then with the
-// tree's identity. The admission worker calls it; the error is the
-// store's (docs/protocol.md §18.5: the first write failing launches
-// nothing).
+// writeLedger writes the ownership-ledger entry into st, durably, with the
+// tree's identity (after the launch, and again when a failed write is
+// retried). The error is the store's.
 func (s *session) writeLedger(st *store.Store, tree Tree) error {
+	return st.WriteOwned(s.ledgerEntry(tree))
+}
+
+// writeLedgerBeforeLaunch writes the entry the launch waits for (pid 0,
+// the marker and the cgroup parent), in place but not yet fsynced: a
+// sidecar killed from here on leaves it for the next one, and the
+// durable entry with the tree's identity follows while the agent starts
+// (a machine crash ends the tree too). The admission worker calls it;
+// its error launches nothing (docs/protocol.md §18.5).
+func (s *session) writeLedgerBeforeLaunch(st *store.Store) (*store.Pending, error) {
+	return st.WriteOwnedDeferred(s.ledgerEntry(nil))
+}
+
+// ledgerEntry is this session's ledger entry (tree nil: before the launch).
+func (s *session) ledgerEntry(tree Tree) store.Owned {
 	o := store.Owned{ID: s.id, SidecarPid: os.Getpid(), SidecarStartTime: selfStart, Session: s.id, SessionKey: s.key,
 		MarkerSHA256: reaper.MarkerDigest(s.marker()), CgroupParent: s.m.cfg.Launcher.CgroupParent(),
 		Containment: string(s.m.cfg.Launcher.Mode()), CreatedAt: store.FormatTime(time.Now())}
@@ -53,5 +66,5 @@ func (s *session) writeLedger(st *store.Store, tree Tree) error {
 		info := tree.Info()
 		o.Pid, o.StartTime, o.Pgid, o.Cgroup, o.Containment = info.Pid, info.StartTicks, info.Pgid, info.CgroupPath, string(info.Containment)
 	}
-	return st.WriteOwned(o)
+	return o
 }

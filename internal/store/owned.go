@@ -69,22 +69,37 @@ func ValidateOwnedID(id string) error {
 // an invalid ID (ValidateOwnedID), Pid < 0, or the I/O error. Pid 0 is an
 // entry written before the launch (the provider's pid is not known yet).
 func (s *Store) WriteOwned(o Owned) error {
+	_, err := s.writeOwned(o, true)
+	return err
+}
+
+// WriteOwnedDeferred is WriteOwned without its fsyncs: the entry is in
+// place when it returns (a sidecar killed after it leaves the entry for
+// the next one on this machine) and durable once the returned Pending's
+// Sync returns. Admission writes the entry before the launch this way and
+// its durable successor, with the provider's identity, while the agent
+// starts (docs/protocol.md §18.5). Errors: as WriteOwned.
+func (s *Store) WriteOwnedDeferred(o Owned) (*Pending, error) {
+	return s.writeOwned(o, false)
+}
+
+func (s *Store) writeOwned(o Owned, durable bool) (*Pending, error) {
 	if err := ValidateOwnedID(o.ID); err != nil {
-		return err
+		return nil, err
 	}
 	if o.Pid < 0 {
-		return fmt.Errorf("store: owned %s: pid %d < 0", o.ID, o.Pid)
+		return nil, fmt.Errorf("store: owned %s: pid %d < 0", o.ID, o.Pid)
 	}
 	b, err := marshalNoHTML(o)
 	if err != nil {
-		return fmt.Errorf("store: owned: %w", err)
+		return nil, fmt.Errorf("store: owned: %w", err)
 	}
 	var out bytes.Buffer
 	if err := json.Indent(&out, b, "", "  "); err != nil {
-		return fmt.Errorf("store: owned: %w", err)
+		return nil, fmt.Errorf("store: owned: %w", err)
 	}
 	out.WriteByte('\n')
-	return writeAtomic(s.owned, o.ID+".json", out.Bytes())
+	return writeFile(s.owned, o.ID+".json", out.Bytes(), durable)
 }
 
 // RemoveOwned deletes the ledger entry id and fsyncs the directory. A

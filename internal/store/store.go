@@ -198,10 +198,27 @@ func (s *Store) Save(r *Record) error {
 		return err
 	}
 	defer unlock()
-	return s.saveLocked(r)
+	_, err = s.saveLocked(r, true)
+	return err
 }
 
-func (s *Store) saveLocked(r *Record) error {
+// SaveDeferred is Save without its fsyncs: when it returns the record is
+// in place (every process reads it), and it is durable once the returned
+// Pending's Sync returns — the admission of a session answers its open
+// between the two (docs/architecture.md, "Durability"). Errors: as Save.
+func (s *Store) SaveDeferred(r *Record) (*Pending, error) {
+	if err := ValidateKey(r.SessionKey); err != nil {
+		return nil, err
+	}
+	unlock, err := s.lock(r.SessionKey)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	return s.saveLocked(r, false)
+}
+
+func (s *Store) saveLocked(r *Record, durable bool) (*Pending, error) {
 	c := *r
 	now := FormatTime(s.now())
 	if c.Schema == "" {
@@ -215,17 +232,18 @@ func (s *Store) saveLocked(r *Record) error {
 	}
 	c.UpdatedAt = now
 	if err := c.Validate(); err != nil {
-		return err
+		return nil, err
 	}
 	body, err := encodeFile(&c)
 	if err != nil {
-		return fmt.Errorf("store: encode: %w", err)
+		return nil, fmt.Errorf("store: encode: %w", err)
 	}
-	if err := writeAtomic(s.sessions, EncodeKey(c.SessionKey)+".json", body); err != nil {
-		return err
+	p, err := writeFile(s.sessions, EncodeKey(c.SessionKey)+".json", body, durable)
+	if err != nil {
+		return nil, err
 	}
 	*r = c
-	return nil
+	return p, nil
 }
 
 // Update loads the record for key, calls fn on it and saves the result, all
@@ -252,7 +270,8 @@ func (s *Store) Update(key string, fn func(r *Record) error) error {
 	if r.SessionKey != key {
 		return fmt.Errorf("%w: update changed acpx_record_id", ErrInvalidRecord)
 	}
-	return s.saveLocked(r)
+	_, err = s.saveLocked(r, true)
+	return err
 }
 
 // Delete removes the record for key and its lock file, under the key's
@@ -323,41 +342,119 @@ func (s *Store) lock(key string) (func(), error) {
 // the write as a crash at that point would.
 var testHookBeforeRename func(tmp string) error
 
-// writeAtomic writes data to dir/name: temp file (0600, created
+// writeAtomic writes data to dir/name durably: temp file (0600, created
 // exclusively) in dir, write, fsync, close, rename, fsync dir — all through
 // one SafeDir, so no link is followed. The temp name (".tmp-*") never ends
 // in ".json", so acpx's directory scan ignores it.
 func writeAtomic(dir, name string, data []byte) error {
-	return withDir(dir, func(d *SafeDir) (err error) {
-		f, tmp, err := d.CreateTemp()
-		if err != nil {
-			return fmt.Errorf("store: write: %w", err)
+	_, err := writeFile(dir, name, data, true)
+	return err
+}
+
+// writeFile is writeAtomic; with durable false it skips both fsyncs and
+// returns the write as a Pending (the file renamed into place, its
+// descriptor and the directory's kept for Sync).
+func writeFile(dir, name string, data []byte, durable bool) (_ *Pending, err error) {
+	d, err := OpenSafeDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	f, tmp, err := d.CreateTemp()
+	if err != nil {
+		d.Close()
+		return nil, fmt.Errorf("store: write: %w", err)
+	}
+	placed := false // renamed into place: the descriptors are the Pending's
+	defer func() {
+		if err != nil && !placed {
+			f.Close()
+			_ = d.Remove(tmp)
+			d.Close()
 		}
-		defer func() {
-			if err != nil {
-				f.Close()
-				_ = d.Remove(tmp)
-			}
-		}()
-		if _, err = f.Write(data); err != nil {
-			return fmt.Errorf("store: write: %w", err)
-		}
+	}()
+	if _, err = f.Write(data); err != nil {
+		return nil, fmt.Errorf("store: write: %w", err)
+	}
+	if durable {
 		if err = f.Sync(); err != nil {
+			return nil, fmt.Errorf("store: write: %w", err)
+		}
+	}
+	if h := testHookBeforeRename; h != nil {
+		if err = h(filepath.Join(dir, tmp)); err != nil {
+			return nil, err
+		}
+	}
+	if err = d.Rename(tmp, name); err != nil {
+		return nil, fmt.Errorf("store: write: %w", err)
+	}
+	placed = true
+	p := &Pending{f: f, d: d}
+	if !durable {
+		return p, nil
+	}
+	return nil, p.syncDir()
+}
+
+// Pending is a file written and renamed into place but not yet fsynced
+// (Store.SaveDeferred, Store.WriteOwnedDeferred): every process sees it at
+// once — a sidecar SIGKILLed after the write leaves it for the next one —
+// but a machine crash before Sync returns can lose it or leave it empty.
+// A nil *Pending is a write already durable. Its methods are not safe for
+// concurrent use.
+type Pending struct {
+	f *os.File
+	d *SafeDir
+}
+
+// Sync makes the write durable: fsync of the file, then of its directory
+// (the rename). It releases the descriptors; later calls return nil.
+// Errors: the fsync's (an I/O error), wrapped "store: write: …".
+func (p *Pending) Sync() error {
+	if p == nil || p.d == nil {
+		return nil
+	}
+	if p.f != nil {
+		err := p.f.Sync()
+		if cerr := p.f.Close(); err == nil {
+			err = cerr
+		}
+		p.f = nil
+		if err != nil {
+			p.Release()
 			return fmt.Errorf("store: write: %w", err)
 		}
-		if err = f.Close(); err != nil {
-			return fmt.Errorf("store: write: %w", err)
-		}
-		if h := testHookBeforeRename; h != nil {
-			if err = h(filepath.Join(dir, tmp)); err != nil {
-				return err
-			}
-		}
-		if err = d.Rename(tmp, name); err != nil {
-			return fmt.Errorf("store: write: %w", err)
-		}
-		return d.Sync()
-	})
+	}
+	return p.syncDir()
+}
+
+// syncDir fsyncs and closes the directory (closing a file still held).
+func (p *Pending) syncDir() error {
+	if p.f != nil {
+		p.f.Close()
+		p.f = nil
+	}
+	err := p.d.Sync()
+	p.d.Close()
+	p.d = nil
+	if err != nil {
+		return fmt.Errorf("store: write: %w", err)
+	}
+	return nil
+}
+
+// Release drops the descriptors without syncing (the write stays in place,
+// as durable as the kernel makes it on its own). Later calls do nothing.
+func (p *Pending) Release() {
+	if p == nil || p.d == nil {
+		return
+	}
+	if p.f != nil {
+		p.f.Close()
+		p.f = nil
+	}
+	p.d.Close()
+	p.d = nil
 }
 
 func syncDir(dir string) error {
