@@ -126,8 +126,8 @@
 //	                   JSON spec {"files":[{path,data}],"links":[{path,target}]}
 //	                   lists; reports "plant: ok"
 //	escape-ledger=<stateDir>  in the turn: delete its own ledger entry,
-//	                   start a setsid'd child that ignores SIGTERM, SIGKILL
-//	                   the sidecar's watchdog and the sidecar
+//	                   start a setsid'd child that ignores SIGTERM, SIGSTOP
+//	                   the sidecar, SIGKILL its watchdog and the sidecar
 //	inject             initialize's agentCapabilities._meta holds invalid
 //	                   UTF-8; each turn sends an update with invalid UTF-8, one
 //	                   with a raw CR and tab between tokens around a forged

@@ -344,7 +344,8 @@ func (a *agent) doubleAnswer(id json.RawMessage, emit func(json.RawMessage)) boo
 
 // escapeLedger deletes this session's ownership-ledger entry from
 // stateDir, starts a child in its own cgroup (a sleeper that stays), then
-// SIGKILLs the sidecar's watchdog(s) and the sidecar itself: the tree then
+// SIGSTOPs the sidecar and SIGKILLs its watchdog(s) and the sidecar itself:
+// the tree then
 // survives with no ledger entry and no watchdog (only a later sidecar's
 // sweep of dead sidecars' cgroups can end it).
 func (a *agent) escapeLedger(sessionID string) {
@@ -357,6 +358,10 @@ func (a *agent) escapeLedger(sessionID string) {
 		logf("escape-ledger: start child: %v", err)
 	}
 	sidecar := os.Getppid()
+	// Stopped first, so it cannot replace its watchdog between the two
+	// kills (it restarts a watchdog that dies, and the new one would then
+	// end this tree when the sidecar dies: the attack would fail).
+	_ = syscall.Kill(sidecar, syscall.SIGSTOP)
 	ents, _ := os.ReadDir("/proc")
 	for _, e := range ents {
 		pid, err := strconv.Atoi(e.Name())
