@@ -345,9 +345,8 @@ func (a *agent) doubleAnswer(id json.RawMessage, emit func(json.RawMessage)) boo
 // escapeLedger deletes this session's ownership-ledger entry from
 // stateDir, starts a child in its own cgroup (a sleeper that stays), then
 // SIGSTOPs the sidecar and SIGKILLs its watchdog(s) and the sidecar itself:
-// the tree then
-// survives with no ledger entry and no watchdog (only a later sidecar's
-// sweep of dead sidecars' cgroups can end it).
+// the tree then survives with no ledger entry and no watchdog (only a later
+// sidecar's sweep of dead sidecars' cgroups can end it).
 func (a *agent) escapeLedger(sessionID string) {
 	marker := os.Getenv("ACPX_SIDECAR_SESSION")
 	id, _, _ := strings.Cut(marker, ".")
