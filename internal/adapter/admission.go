@@ -353,44 +353,8 @@ func (s *session) admit(ctx context.Context, in admissionInput) admissionResult 
 	}()
 	defer func() { <-ledgerDone }()
 	go s.drainStderr(tree.Stdio().Stderr)
-	var conn *acpConn
-	conn = newACPConn(tree.Stdio().Stdin, tree.Stdio().Stdout, s.m.cfg.Caps.MaxProviderLineBytes, s.log, func(ev providerEvent) bool {
-		switch {
-		case ev.updates != nil:
-			n := 0
-			for _, u := range ev.updates {
-				n += len(u.update)
-			}
-			return s.postGated(n, func() {
-				defer s.act.gate.release(n)
-				for _, u := range ev.updates {
-					s.onUpdate(u)
-				}
-				if ev.batch != nil {
-					ev.batch.release() // onUpdate kept none of its bytes
-				}
-			})
-		case ev.permission != nil:
-			n := len(ev.permission.params)
-			return s.postGated(n, func() {
-				defer s.act.gate.release(n)
-				s.onPermission(ev.permission)
-			})
-		case ev.ext != nil:
-			n := len(ev.ext.params)
-			return s.postGated(n, func() {
-				defer s.act.gate.release(n)
-				s.onExt(ev.ext)
-			})
-		case ev.agentMsg != nil:
-			n := len(ev.agentMsg.params)
-			return s.postGated(n, func() {
-				defer s.act.gate.release(n)
-				s.onAgentMsg(ev.agentMsg)
-			})
-		}
-		return true
-	}, func() { s.m.stats.updatesDropped.Add(1) })
+	conn := newACPConn(tree.Stdio().Stdin, tree.Stdio().Stdout, s.m.cfg.Caps.MaxProviderLineBytes, s.log, s.routeProviderEvent,
+		func() { s.m.stats.updatesDropped.Add(1) })
 	s.post(func() { s.end.tree, s.conn = tree, conn })
 	go func() {
 		select {

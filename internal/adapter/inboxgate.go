@@ -68,3 +68,44 @@ func (s *session) postGated(n int, fn func()) bool {
 	}
 	return true
 }
+
+// routeProviderEvent is the provider connection's read loop handing one
+// event to the actor (acpconn.go): through the byte gate, in wire order;
+// false once the actor has quit, which ends the read loop.
+func (s *session) routeProviderEvent(ev providerEvent) bool {
+	switch {
+	case ev.updates != nil:
+		n := 0
+		for _, u := range ev.updates {
+			n += len(u.update)
+		}
+		return s.postGated(n, func() {
+			defer s.act.gate.release(n)
+			for _, u := range ev.updates {
+				s.onUpdate(u)
+			}
+			if ev.batch != nil {
+				ev.batch.release() // onUpdate kept none of its bytes
+			}
+		})
+	case ev.permission != nil:
+		n := len(ev.permission.params)
+		return s.postGated(n, func() {
+			defer s.act.gate.release(n)
+			s.onPermission(ev.permission)
+		})
+	case ev.ext != nil:
+		n := len(ev.ext.params)
+		return s.postGated(n, func() {
+			defer s.act.gate.release(n)
+			s.onExt(ev.ext)
+		})
+	case ev.agentMsg != nil:
+		n := len(ev.agentMsg.params)
+		return s.postGated(n, func() {
+			defer s.act.gate.release(n)
+			s.onAgentMsg(ev.agentMsg)
+		})
+	}
+	return true
+}
