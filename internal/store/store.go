@@ -338,8 +338,8 @@ func (s *Store) lock(key string) (func(), error) {
 }
 
 // testHookBeforeRename, when set by tests, runs after the temp file is
-// written and synced and before it is renamed into place; an error aborts
-// the write as a crash at that point would.
+// written (and, for a durable write, synced) and before it is renamed
+// into place; an error aborts the write as a crash at that point would.
 var testHookBeforeRename func(tmp string) error
 
 // writeAtomic writes data to dir/name durably: temp file (0600, created
