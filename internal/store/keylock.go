@@ -82,7 +82,7 @@ func (s *Store) LockKey(key string) (*KeyLock, error) {
 	}
 	defer d.Close()
 	for try := 0; ; try++ {
-		f, err := d.OpenFile(name, os.O_RDWR|os.O_CREATE, fileMode)
+		f, err := s.openOrCreate(d, name)
 		if err != nil {
 			return nil, fmt.Errorf("store: key lock: %w", err)
 		}

@@ -99,7 +99,7 @@ func (s *Store) writeOwned(o Owned, durable bool) (*Pending, error) {
 		return nil, fmt.Errorf("store: owned: %w", err)
 	}
 	out.WriteByte('\n')
-	return writeFile(s.owned, o.ID+".json", out.Bytes(), durable)
+	return s.writeFile(s.owned, o.ID+".json", out.Bytes(), durable)
 }
 
 // RemoveOwned deletes the ledger entry id and fsyncs the directory. A

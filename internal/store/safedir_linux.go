@@ -2,6 +2,8 @@ package store
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
 	"sync/atomic"
 
 	"golang.org/x/sys/unix"
@@ -43,4 +45,25 @@ func openBeneath(dirfd int, name string, flags int, mode uint32) (int, error) {
 			return fd, err
 		}
 	}
+}
+
+// renameNoReplace renames oldName to newName within d unless newName
+// exists (renameat2 RENAME_NOREPLACE). Errors: fs.ErrExist when it
+// exists, errors.ErrUnsupported where the filesystem or kernel has no
+// such rename, or the rename's error.
+func (d *SafeDir) renameNoReplace(oldName, newName string) error {
+	if err := d.name(oldName); err != nil {
+		return err
+	}
+	if err := d.name(newName); err != nil {
+		return err
+	}
+	err := unix.Renameat2(d.fd, oldName, d.fd, newName, unix.RENAME_NOREPLACE)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOSYS):
+		return errors.ErrUnsupported
+	}
+	return &os.LinkError{Op: "rename", Old: filepath.Join(d.path, oldName), New: filepath.Join(d.path, newName), Err: err}
 }

@@ -2,7 +2,11 @@
 
 package store
 
-import "golang.org/x/sys/unix"
+import (
+	"errors"
+
+	"golang.org/x/sys/unix"
+)
 
 // openBeneath opens name (one component) below dirfd with openat and the
 // O_NOFOLLOW the caller passes: where openat2 does not exist that is the
@@ -14,4 +18,10 @@ func openBeneath(dirfd int, name string, flags int, mode uint32) (int, error) {
 			return fd, err
 		}
 	}
+}
+
+// renameNoReplace is unsupported here (errors.ErrUnsupported): a caller
+// creates the file instead.
+func (d *SafeDir) renameNoReplace(oldName, newName string) error {
+	return errors.ErrUnsupported
 }

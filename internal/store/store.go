@@ -19,6 +19,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -46,14 +48,18 @@ const (
 // ErrCorrupt, never read into memory.
 const MaxRecordBytes = 64 << 20
 
-// Store is a handle on one stateDir. It holds no open files; all methods are
-// safe for concurrent use by goroutines and processes.
+// Store is a handle on one stateDir. It holds no open files (its spares,
+// KeepSpares in spares.go, are kept by name); all methods are safe for
+// concurrent use by goroutines and processes.
 type Store struct {
 	dir      string
 	sessions string
 	owned    string
 	warnings []string
 	now      func() time.Time
+	// spares: nil, or the pool KeepSpares made (once, spareOnce).
+	spares    atomic.Pointer[sparePool]
+	spareOnce sync.Once
 }
 
 // Open prepares stateDir (an absolute path) for use: it creates stateDir
@@ -238,7 +244,7 @@ func (s *Store) saveLocked(r *Record, durable bool) (*Pending, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store: encode: %w", err)
 	}
-	p, err := writeFile(s.sessions, EncodeKey(c.SessionKey)+".json", body, durable)
+	p, err := s.writeFile(s.sessions, EncodeKey(c.SessionKey)+".json", body, durable)
 	if err != nil {
 		return nil, err
 	}
@@ -310,7 +316,7 @@ func (s *Store) lock(key string) (func(), error) {
 	}
 	defer d.Close()
 	for {
-		f, err := d.OpenFile(filepath.Base(p), os.O_RDWR|os.O_CREATE, fileMode)
+		f, err := s.openOrCreate(d, filepath.Base(p))
 		if err != nil {
 			return nil, fmt.Errorf("store: lock: %w", err)
 		}
@@ -347,19 +353,19 @@ var testHookBeforeRename func(tmp string) error
 // one SafeDir, so no link is followed. The temp name (".tmp-*") never ends
 // in ".json", so acpx's directory scan ignores it.
 func writeAtomic(dir, name string, data []byte) error {
-	_, err := writeFile(dir, name, data, true)
+	_, err := (*Store)(nil).writeFile(dir, name, data, true)
 	return err
 }
 
 // writeFile is writeAtomic; with durable false it skips both fsyncs and
 // returns the write as a Pending (the file renamed into place, its
 // descriptor and the directory's kept for Sync).
-func writeFile(dir, name string, data []byte, durable bool) (_ *Pending, err error) {
+func (s *Store) writeFile(dir, name string, data []byte, durable bool) (_ *Pending, err error) {
 	d, err := OpenSafeDir(dir)
 	if err != nil {
 		return nil, err
 	}
-	f, tmp, err := d.CreateTemp()
+	f, tmp, err := s.createTemp(d)
 	if err != nil {
 		d.Close()
 		return nil, fmt.Errorf("store: write: %w", err)
