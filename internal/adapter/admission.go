@@ -219,6 +219,7 @@ func (s *session) admissionFailed(proof *protocol.Proof, e *protocol.Error, repl
 		}
 	}
 	reply(nil, e)
+	s.refillSpares()
 	if ca := s.end.closeReq; ca != nil {
 		s.end.closeReq = nil
 		for _, w := range ca.waiters {
@@ -438,12 +439,14 @@ func (s *session) admitted(a *admitted, reply Reply) {
 		s.moveTo(protocol.StateOpen)
 		s.end.exitSeen = false
 		reply(a.result, nil)
+		s.refillSpares()
 		s.flushExtBuffered()
 		s.onExit()
 		return
 	}
 	s.moveTo(protocol.StateOpen)
 	reply(a.result, nil)
+	s.refillSpares() // tmpspares.go
 	for _, u := range s.turns.buffered {
 		s.forward(u.update, s.trackUpdate(u.kind, u.update))
 	}

@@ -121,6 +121,10 @@ type Manager struct {
 	// keyLocks are the session-key flocks this sidecar holds, by
 	// lock-file path (keyhold.go).
 	keyLocks registry[keyLockRef]
+	// tmpSpares are private TMPDIRs made ahead of need, refills their
+	// and the stores' refills (tmpspares.go).
+	tmpSpares tmpSpares
+	refills   spareRefills
 
 	actors   sync.WaitGroup
 	retained sync.WaitGroup
@@ -138,7 +142,7 @@ func NewManager(cfg Config, host Host) *Manager {
 		cfg.Caps.MaxProviderLineBytes = protocol.DefaultMaxProviderLineBytes
 	}
 	return &Manager{cfg: cfg, host: host, log: cfg.Logger, sessions: map[string]*session{},
-		keys: map[string]*session{}, stopCh: make(chan struct{})}
+		keys: map[string]*session{}, stopCh: make(chan struct{}), tmpSpares: tmpSpares{want: 2}}
 }
 
 // Bounds reports the bounds in force (initialize.bounds), in ms.
@@ -410,7 +414,10 @@ func (m *Manager) Wait() {
 	m.actors.Wait()
 	m.retained.Wait()
 	m.readers.Wait()
+	m.refills.wg.Wait() // no actor is left to ask for one
 	m.releaseAllKeyLocks()
+	m.stores.closeAll()
+	m.tmpSpares.close()
 }
 
 func itoa(i int) string { return strconv.Itoa(i) }

@@ -26,6 +26,9 @@ var selfStart, _ = procStart(os.Getpid())
 // killed the sidecar and its watchdog is found there.
 func (m *Manager) Initialized() {
 	stores := m.stores.initialize()
+	if n := removeStaleTmpSpares(); n > 0 {
+		m.log.Info("removed spare TMPDIRs a stopped sidecar left", zap.Int("count", n))
+	}
 	var first sync.WaitGroup
 	for _, st := range stores {
 		m.sweepLedger(st, &first)

@@ -143,7 +143,10 @@ func (s *session) setupSandbox(p protocol.OpenParams, env []string) (sandboxSetu
 	}
 	tmpMade, origEnv := "", env
 	if pol.Filesystem != sandbox.Off && paths.TmpDir == "" {
-		dir, err := os.MkdirTemp("", tmpPrefix(s.id)) // 0700
+		dir, err := s.m.tmpSpares.take(tmpPrefix(s.id)), error(nil) // tmpspares.go
+		if dir == "" {
+			dir, err = os.MkdirTemp("", tmpPrefix(s.id)) // 0700
+		}
 		if err != nil {
 			return setup, env, orExhausted("the session's private TMPDIR could not be made", err,
 				protocol.Domain(protocol.ErrPlatformUnsupported, "the session's private TMPDIR could not be made: "+errText(err), true))

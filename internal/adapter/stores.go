@@ -34,11 +34,28 @@ func (r *storeRegistry) open(dir string) (st *store.Store, sweep bool, err error
 	if err != nil {
 		return nil, false, err
 	}
+	// Files made ahead of need, so an open does not wait on the
+	// filesystem's inode allocation (store/spares.go): an open uses three
+	// in sessions/ and two in owned/.
+	st.KeepSpares(storeSpares)
 	if r.byDir == nil {
 		r.byDir = map[string]*store.Store{}
 	}
 	r.byDir[dir] = st
 	return st, r.initialized, nil
+}
+
+// storeSpares is how many spare files each store keeps per directory.
+const storeSpares = 4
+
+// closeAll stops every store's spare refills and removes its spares
+// (Manager.Wait, when nothing writes any more).
+func (r *storeRegistry) closeAll() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, st := range r.byDir {
+		_ = st.Close()
+	}
 }
 
 // initialize marks the host initialized and returns the stores opened

@@ -11,8 +11,6 @@ package e2e
 
 import (
 	"encoding/json"
-	"os"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -115,8 +113,7 @@ func TestProcessTable_SidecarKilledTreesRecoveredByTheNextSidecar(t *testing.T) 
 	}
 	waitNoMarked(t, mark, cwd, 5*time.Second)
 	s2.waitFor(5*time.Second, "empty ownership ledger", func() bool {
-		ents, _ := os.ReadDir(filepath.Join(stateDir, "owned"))
-		return len(ents) == 0
+		return len(ledgerEntries(t, stateDir)) == 0
 	})
 	if _, status := s2.shutdownAndExit(); status != 0 {
 		t.Errorf("exit status %d", status)

@@ -66,8 +66,7 @@ func TestSidecarKilled_GuardiansLeaveNothingAlive(t *testing.T) {
 				}
 			}
 			s2.waitFor(5*time.Second, "empty ownership ledger", func() bool {
-				ents, _ := os.ReadDir(filepath.Join(stateDir, "owned"))
-				return len(ents) == 0
+				return len(ledgerEntries(t, stateDir)) == 0
 			})
 			// The dead sidecar's private TMPDIR of the recovered session
 			// goes with its ledger entry (docs/protocol.md §19).

@@ -96,7 +96,7 @@ func TestStore_FullStateFilesystemLaunchesNothing(t *testing.T) {
 	if left := markedPids(e.mark, ""); len(left) != 0 {
 		t.Errorf("processes carrying the marker after a refused open: %v", left)
 	}
-	if ents, _ := os.ReadDir(filepath.Join(state, "owned")); len(ents) != 0 {
+	if ents := ledgerEntries(t, state); len(ents) != 0 {
 		t.Errorf("ledger entries left behind: %v", ents)
 	}
 

@@ -1,0 +1,151 @@
+package adapter
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// spareDirs lists the spare TMPDIRs in dir.
+func spareDirs(t *testing.T, dir string) []string {
+	t.Helper()
+	m, err := filepath.Glob(filepath.Join(dir, spareTmpPrefix+"*"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// waitTmpSpares waits (5 s at most) until p holds n spares, refill done.
+func waitTmpSpares(t *testing.T, p *tmpSpares, n int) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		p.mu.Lock()
+		done := len(p.dirs) == n && !p.filling
+		p.mu.Unlock()
+		if done {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the pool did not reach %d spare TMPDIRs", n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func dirInode(t *testing.T, p string) uint64 {
+	t.Helper()
+	fi, err := os.Lstat(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fi.Sys().(*syscall.Stat_t).Ino
+}
+
+// TestTmpSpares_TakeRenamesASpareAndCloseRemovesTheRest: the first take
+// finds none and starts the refill; the next is a spare renamed to the
+// session's prefix (same directory: same inode), 0700 and empty, and
+// leaves the refill to refill; a spare something wrote into is not handed
+// out; close leaves no spare behind.
+func TestTmpSpares_TakeRenamesASpareAndCloseRemovesTheRest(t *testing.T) {
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
+	p := &tmpSpares{want: 2}
+	if got := p.take(tmpPrefix("s1")); got != "" {
+		t.Fatalf("take from an empty pool = %q, want none", got)
+	}
+	waitTmpSpares(t, p, 2)
+	spares := spareDirs(t, tmp)
+	if len(spares) != 2 {
+		t.Fatalf("spares on disk %v, want 2", spares)
+	}
+	p.mu.Lock()
+	oldest := dirInode(t, p.dirs[0].path)
+	p.mu.Unlock()
+	got := p.take(tmpPrefix("s2"))
+	if filepath.Dir(got) != tmp || !strings.HasPrefix(filepath.Base(got), tmpPrefix("s2")) {
+		t.Fatalf("take = %q, want %s/%s…", got, tmp, tmpPrefix("s2"))
+	}
+	if fi, err := os.Lstat(got); err != nil || !fi.IsDir() || fi.Mode().Perm() != 0o700 {
+		t.Fatalf("taken TMPDIR %s: %v %v, want a 0700 directory", got, fi, err)
+	}
+	if dirInode(t, got) != oldest {
+		t.Fatal("the TMPDIR taken is not the oldest spare renamed")
+	}
+	p.mu.Lock()
+	n := len(p.dirs)
+	p.mu.Unlock()
+	if n != 1 {
+		t.Fatalf("%d spares after a take, want 1: a take does not refill", n)
+	}
+	p.fillNow()
+	waitTmpSpares(t, p, 2)
+	p.mu.Lock()
+	planted := p.dirs[0].path
+	p.mu.Unlock()
+	if err := os.WriteFile(filepath.Join(planted, "planted"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	next := p.take(tmpPrefix("s3"))
+	if next == "" || dirInode(t, next) == dirInode(t, planted) {
+		t.Fatalf("take = %q: the spare with a file in it was handed out", next)
+	}
+	if _, err := os.Stat(filepath.Join(next, "planted")); err == nil {
+		t.Fatal("the TMPDIR taken holds the planted file")
+	}
+	p.fillNow()
+	waitTmpSpares(t, p, 2)
+	p.close()
+	left := spareDirs(t, tmp)
+	if len(left) != 1 || left[0] != planted {
+		t.Fatalf("spares left after close %v, want only the non-empty one (never emptied by the pool)", left)
+	}
+	if got := p.take(tmpPrefix("s4")); got != "" {
+		t.Fatalf("take after close = %q, want none", got)
+	}
+	if len(spareDirs(t, tmp)) != 1 {
+		t.Fatal("a take after close started a refill")
+	}
+}
+
+// TestTmpSpares_StaleSweepTakesOnlyOldEmptyOnes: removeStaleTmpSpares
+// removes a spare older than twice spareTmpMaxAge and leaves a younger
+// one (a live sidecar's) and an old one that is not empty.
+func TestTmpSpares_StaleSweepTakesOnlyOldEmptyOnes(t *testing.T) {
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
+	mk := func(name string, age time.Duration, file bool) string {
+		d := filepath.Join(tmp, spareTmpPrefix+name)
+		if err := os.Mkdir(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if file {
+			if err := os.WriteFile(filepath.Join(d, "f"), nil, 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+		at := time.Now().Add(-age)
+		if err := os.Chtimes(d, at, at); err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	old := mk("old", 3*spareTmpMaxAge, false)
+	young := mk("young", spareTmpMaxAge, false)
+	full := mk("full", 3*spareTmpMaxAge, true)
+	if n := removeStaleTmpSpares(); n != 1 {
+		t.Fatalf("removed %d, want 1", n)
+	}
+	if _, err := os.Lstat(old); err == nil {
+		t.Fatal("the old spare is still there")
+	}
+	for _, d := range []string{young, full} {
+		if _, err := os.Lstat(d); err != nil {
+			t.Fatalf("%s removed: %v", d, err)
+		}
+	}
+}
