@@ -12,8 +12,6 @@ import (
 	"syscall"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/acpx-sidecar/acpx-sidecar/internal/store"
 )
 
@@ -72,11 +70,11 @@ func (p *tmpSpares) take(prefix string) string {
 			// Renamed to a name of its own, never over anything there.
 			for range 8 {
 				dst := filepath.Join(os.TempDir(), prefix+strconv.FormatUint(rand.Uint64(), 36))
-				err := unix.Renameat2(unix.AT_FDCWD, sp.path, unix.AT_FDCWD, dst, unix.RENAME_NOREPLACE)
+				err := renameNoReplace(sp.path, dst)
 				if err == nil {
 					return dst
 				}
-				if !errors.Is(err, unix.EEXIST) {
+				if !errors.Is(err, os.ErrExist) {
 					break
 				}
 			}
