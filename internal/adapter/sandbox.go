@@ -210,7 +210,7 @@ func (s *session) sandboxPaths(p protocol.OpenParams, pol sandbox.Policy, env []
 		}
 		paths.Home = real(home)
 	}
-	if tmp := envValue(env, "TMPDIR"); filepath.IsAbs(tmp) {
+	if tmp := envValue(env, "TMPDIR"); filepath.IsAbs(tmp) && (pol.Filesystem == sandbox.Off || hostTmpDir(p)) {
 		if pol.Filesystem != sandbox.Off {
 			_ = os.MkdirAll(tmp, 0o700)
 		}
@@ -226,6 +226,19 @@ func (s *session) sandboxPaths(p protocol.OpenParams, pol sandbox.Policy, env []
 		}
 	}
 	return paths
+}
+
+// hostTmpDir reports whether the open names its TMPDIR itself: in env,
+// or in inheritEnv. A TMPDIR that only --inherit-env passes is the
+// sidecar's own, which every session would share — and beneath which the
+// sidecar makes other sessions' private TMPDIRs — so under a filesystem
+// sandbox it is replaced by a private one like no TMPDIR at all
+// (docs/protocol.md §19, "HOME and TMPDIR"; found by a fresh-user trial).
+func hostTmpDir(p protocol.OpenParams) bool {
+	if _, ok := p.Env["TMPDIR"]; ok {
+		return true
+	}
+	return slices.Contains(p.InheritEnv, "TMPDIR")
 }
 
 // stateDirs are every state dir this sidecar uses: --state-dir, every

@@ -3,6 +3,7 @@ package e2e
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -35,23 +36,24 @@ func namesWithPrefix(dir, prefix string) []string {
 }
 
 // TestSpares_ReadyWhileRunningGoneAfterExit (docs/architecture.md,
-// "Spare files"): while a sidecar runs a sandboxed session, its state
-// directory holds spare temp files in sessions/ and owned/ and its TMPDIR
-// two spare private TMPDIRs; after the session's proof and a clean exit
-// none is left — the state directory holds the record, the hold file and
-// the journal, the TMPDIR nothing.
+// "Spare files"): while a sidecar whose own environment has a TMPDIR runs
+// a sandboxed session, that session gets a private TMPDIR beneath it (the
+// inherited one is not writable to it; an open's own env.TMPDIR is used as
+// given: docs/protocol.md §19), its state directory holds spare temp files
+// in sessions/ and owned/ and its TMPDIR two spare private TMPDIRs; after
+// the sessions' proofs and a clean exit none is left — the state directory
+// holds the records, the hold files and the journals, the TMPDIR nothing.
 func TestSpares_ReadyWhileRunningGoneAfterExit(t *testing.T) {
 	t.Parallel()
 	e := newFaultEnv(t)
 	tmp := t.TempDir()
 	s := startSidecarVia(t, []string{"env", "TMPDIR=" + tmp}, "--state-dir", e.stateDir)
 	s.initialize(false)
-	p := e.openParams("spares", "")
-	p["env"].(map[string]string)["TMPDIR"] = "" // the sidecar's own is not the agent's: a private one is made
-	var o openResult
-	s.mustCall("session/open", p, &o)
-	if o.Sandbox == nil || !o.Sandbox.Enforced || !strings.HasPrefix(o.Sandbox.TmpDir, tmp+"/") {
-		t.Fatalf("sandbox %+v, want the default sandbox with a private TMPDIR in %s", o.Sandbox, tmp)
+	o := e.open(s, "spares", "")
+	// The sidecar's own TMPDIR, passed by --inherit-env minimal, is not
+	// the agent's: a private one is made beneath it, and it is not writable.
+	if o.Sandbox == nil || !o.Sandbox.Enforced || !strings.HasPrefix(o.Sandbox.TmpDir, tmp+"/") || slices.Contains(o.Sandbox.Writable, tmp) {
+		t.Fatalf("sandbox %+v, want the default sandbox with a private TMPDIR in %s, and %[2]s not writable", o.Sandbox, tmp)
 	}
 	sessions, owned := filepath.Join(e.stateDir, "sessions"), filepath.Join(e.stateDir, "owned")
 	s.waitFor(5*time.Second, "spares made", func() bool {
@@ -59,6 +61,16 @@ func TestSpares_ReadyWhileRunningGoneAfterExit(t *testing.T) {
 			len(namesWithPrefix(tmp, "acpx-spare-tmp-")) == 2
 	})
 	closeClean(t, s, o.Session, e.mark, e.work)
+	// A TMPDIR the open names is used as given.
+	own := realDir(t, t.TempDir())
+	p := e.openParams("own-tmp", "")
+	p["env"].(map[string]string)["TMPDIR"] = own
+	var o2 openResult
+	s.mustCall("session/open", p, &o2)
+	if o2.Sandbox == nil || o2.Sandbox.TmpDir != "" || !slices.Contains(o2.Sandbox.Writable, own) {
+		t.Fatalf("sandbox %+v, want the open's TMPDIR %s writable and no private one", o2.Sandbox, own)
+	}
+	closeClean(t, s, o2.Session, e.mark, e.work)
 	if _, status := s.shutdownAndExit(); status != 0 {
 		t.Errorf("exit status %d", status)
 	}
