@@ -108,6 +108,10 @@ func (s *session) startAdmission(ctx context.Context, reply Reply) {
 			protocol.Domain(protocol.ErrStoreUnavailable, "the state directory cannot be used: "+errText(err), storeRetryable(err))))
 		return
 	}
+	if e := s.m.sbx.checkStateDir(st.Dir(), s); e != nil { // sandboxlive.go
+		s.failBeforeLaunch(reply, e)
+		return
+	}
 	if !s.takeKeyHold(st, reply) { // before the record, journal or ledger is touched
 		return
 	}

@@ -125,6 +125,8 @@ type Manager struct {
 	// and the stores' refills (tmpspares.go).
 	tmpSpares tmpSpares
 	refills   spareRefills
+	// sbx: what live sandboxed trees may write (sandboxlive.go).
+	sbx liveSandboxes
 
 	actors   sync.WaitGroup
 	retained sync.WaitGroup

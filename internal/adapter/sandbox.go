@@ -130,6 +130,10 @@ func (s *session) setupSandbox(p protocol.OpenParams, env []string) (sandboxSetu
 		res.Reason = why
 		return setup, env, nil
 	}
+	// The state dirs read here and this tree's writable roots registered
+	// below under one lock (sandboxlive.go).
+	m.sbx.mu.Lock()
+	defer m.sbx.mu.Unlock()
 	paths := s.sandboxPaths(p, pol, env)
 	for i, l := range [][]string{pol.Writable, pol.Readable} {
 		field := [2]string{"writable", "readable"}[i]
@@ -187,6 +191,9 @@ func (s *session) setupSandbox(p protocol.OpenParams, env []string) (sandboxSetu
 	res.Enforced = !plan.Empty()
 	res.Writable, res.Readable, res.ReadOnly, res.TmpDir = nonNil(ap.Writable), nonNil(ap.Readable), ap.ReadOnly, tmpMade
 	setup.plan, setup.tmpDir = &plan, tmpMade
+	if pol.Filesystem != sandbox.Off && res.Enforced {
+		m.sbx.addLocked(s, ap.Writable, ap.ReadOnly)
+	}
 	return setup, env, nil
 }
 
@@ -275,6 +282,7 @@ func nonNil(s []string) []string {
 // removePrivateTmp removes the session's private TMPDIR once its tree is
 // proven gone (docs/protocol.md §19).
 func (s *session) removePrivateTmp() {
+	s.m.sbx.forget(s) // nothing of the tree is left to write (sandboxlive.go)
 	if s.end.tmpDir != "" {
 		_ = os.RemoveAll(s.end.tmpDir)
 	}
