@@ -144,7 +144,11 @@ func checkDefaultLimits(l limitFlags, mode reaper.Mode) error {
 	}
 	flags := strings.Join(names, ", ")
 	if !mode.EnforcesLimits() {
-		return fmt.Errorf("%s need cgroup containment", flags)
+		verb := "need"
+		if len(names) == 1 {
+			verb = "needs"
+		}
+		return fmt.Errorf("%s %s cgroup containment", flags, verb)
 	}
 	if ok, why := reaper.LimitsSupported(rl); !ok {
 		return fmt.Errorf("%s cannot be enforced: %s", flags, why)
