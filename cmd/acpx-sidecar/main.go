@@ -118,7 +118,9 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	if err := fs.Parse(args); err != nil {
 		if err == flag.ErrHelp {
 			fs.SetOutput(stderr)
-			fmt.Fprintln(stderr, "Usage of acpx-sidecar:")
+			fmt.Fprint(stderr, "Usage:\n  acpx-sidecar [flags]         serve JSON-RPC 2.0 on stdin/stdout (docs/protocol.md)\n"+
+				"  acpx-sidecar doctor [flags]  print, as JSON, what containment and sandbox this machine offers, and why\n"+
+				"  acpx-sidecar --version\n\nFlags (both forms):\n")
 			fs.PrintDefaults()
 			return nil, err
 		}
