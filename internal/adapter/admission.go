@@ -102,14 +102,14 @@ type admissionResult struct {
 
 func (s *session) startAdmission(ctx context.Context, reply Reply) {
 	p := s.open
-	st, err := s.m.storeFor(p.StateDir)
+	st, conflict, err := s.m.openStateDir(p.StateDir, s) // sandboxlive.go
+	if conflict != nil {
+		s.failBeforeLaunch(reply, conflict)
+		return
+	}
 	if err != nil {
 		s.failBeforeLaunch(reply, orExhausted("the state directory could not be opened", err,
 			protocol.Domain(protocol.ErrStoreUnavailable, "the state directory cannot be used: "+errText(err), storeRetryable(err))))
-		return
-	}
-	if e := s.m.sbx.checkStateDir(st.Dir(), s); e != nil { // sandboxlive.go
-		s.failBeforeLaunch(reply, e)
 		return
 	}
 	if !s.takeKeyHold(st, reply) { // before the record, journal or ledger is touched

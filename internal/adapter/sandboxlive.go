@@ -5,6 +5,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/acpx-sidecar/acpx-sidecar/internal/store"
 	"github.com/acpx-sidecar/acpx-sidecar/protocol"
 )
 
@@ -15,11 +16,11 @@ import (
 // that a live sandboxed tree can write — beneath its cwd, HOME, TMPDIR or
 // sandbox.writable, and not kept read-only there — is refused
 // SANDBOX_CONFLICT (found by a fresh-user trial: one agent rewrote another
-// session's record). liveSandboxes holds what each live sandboxed tree
+// session's record); so is one that holds such a path (a writable root
+// inside a state dir). liveSandboxes holds what each live sandboxed tree
 // may write; setupSandbox registers it under the same lock under which it
-// reads the state dirs, and an open checks its state dir, already
-// registered as one of this sidecar's, under that lock: either the tree's
-// domain protects the dir, or the open sees the tree.
+// reads the state dirs, and an open checks its state dir and only then
+// registers it as one of this sidecar's, under that lock (openStateDir).
 
 // liveSandboxes is the Manager's record of live sandboxed trees' writable
 // roots, by session.
@@ -51,18 +52,33 @@ func (l *liveSandboxes) forget(s *session) {
 	delete(l.live, s)
 }
 
-// checkStateDir refuses dir (a state dir, as the open named it) when a
-// live sandboxed tree other than self's can write it: SANDBOX_CONFLICT,
-// data.paths [dir resolved]. nil when none can.
-func (l *liveSandboxes) checkStateDir(dir string, self *session) *protocol.Error {
-	real := filepath.Clean(dir)
-	if r, err := filepath.EvalSymlinks(dir); err == nil {
-		real = r
+// openStateDir is storeFor(dir), unless a live sandboxed tree other than
+// self's can write in dir (checkStateDirLocked: e set, nothing opened, so
+// a refused dir never becomes one of this sidecar's state dirs). The
+// check and the store's registration happen under l.mu, under which
+// setupSandbox reads the state dirs and registers its tree: either that
+// tree's domain protects dir, or this open sees the tree. err is
+// storeFor's.
+func (m *Manager) openStateDir(dir string, self *session) (st *store.Store, e *protocol.Error, err error) {
+	m.sbx.mu.Lock()
+	defer m.sbx.mu.Unlock()
+	if e := m.sbx.checkStateDirLocked(dir, self); e != nil {
+		return nil, e, nil
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
+	st, err = m.storeFor(dir)
+	return st, nil, err
+}
+
+// checkStateDirLocked refuses dir (a state dir, as the open named it) when a
+// live sandboxed tree other than self's can write in it — dir lies
+// beneath one of its writable roots (and not beneath a path kept
+// read-only there), or holds one: SANDBOX_CONFLICT, data.paths [dir
+// resolved]. nil when none can.
+func (l *liveSandboxes) checkStateDirLocked(dir string, self *session) *protocol.Error {
+	real := resolveExisting(dir)
 	for s, ls := range l.live {
-		if s == self || !beneathAny(real, ls.writable) || beneathAny(real, ls.readOnly) {
+		inWritable := beneathAny(real, ls.writable) && !beneathAny(real, ls.readOnly)
+		if s == self || !inWritable && !holdsAny(real, ls.writable) {
 			continue
 		}
 		e := protocol.Domain(protocol.ErrSandboxConflict, "the stateDir lies where live session "+ls.id+
@@ -71,6 +87,36 @@ func (l *liveSandboxes) checkStateDir(dir string, self *session) *protocol.Error
 		return e
 	}
 	return nil
+}
+
+// resolveExisting is dir with the symlinks of its longest existing prefix
+// resolved: a state dir that does not exist yet is made where its parent
+// really is (a link to an agent's cwd included).
+func resolveExisting(dir string) string {
+	dir = filepath.Clean(dir)
+	rest := ""
+	for p := dir; ; {
+		if r, err := filepath.EvalSymlinks(p); err == nil {
+			return filepath.Join(r, rest)
+		}
+		parent := filepath.Dir(p)
+		if parent == p {
+			return dir
+		}
+		rest = filepath.Join(filepath.Base(p), rest)
+		p = parent
+	}
+}
+
+// holdsAny reports whether some path of paths lies beneath dir (a
+// writable root inside a state dir opens part of it to the agent).
+func holdsAny(dir string, paths []string) bool {
+	for _, p := range paths {
+		if p != dir && beneathAny(p, []string{dir}) {
+			return true
+		}
+	}
+	return false
 }
 
 // beneathAny reports whether p is one of roots or lies beneath one.

@@ -12,7 +12,8 @@ import (
 // session's agent runs with cwd W, an open whose stateDir lies beneath W
 // — a state dir that agent's domain was not built to protect — is refused
 // SANDBOX_CONFLICT naming it, with a complete proof of nothing launched
-// and no record written there; a stateDir elsewhere opens, and once the
+// and no record written there, as is one that holds W; a stateDir
+// elsewhere opens, and once the
 // first session's tree is proven gone the same open succeeds. (Found by a
 // fresh-user trial: the first agent rewrote the second session's record.)
 func TestSandbox_StateDirALiveAgentCanWriteIsRefused(t *testing.T) {
@@ -37,6 +38,19 @@ func TestSandbox_StateDirALiveAgentCanWriteIsRefused(t *testing.T) {
 	if ents, _ := os.ReadDir(filepath.Join(inside, "sessions")); slices.ContainsFunc(ents, func(e os.DirEntry) bool { return filepath.Ext(e.Name()) == ".json" }) {
 		t.Errorf("a record was written in the refused stateDir: %v", ents)
 	}
+
+	// So is one not made yet whose parent is a link into that cwd.
+	link := filepath.Join(t.TempDir(), "link")
+	if err := os.Symlink(e.work, link); err != nil {
+		t.Fatal(err)
+	}
+	viaLink := e.openParams("via-link", "")
+	viaLink["stateDir"] = filepath.Join(link, "new", "sd")
+	wantError(t, "open with a new stateDir through a link into a live agent's cwd", s.call("session/open", viaLink), -32000, "SANDBOX_CONFLICT")
+	// A stateDir that holds the live agent's cwd is refused too.
+	holder := e.openParams("holder", "")
+	holder["stateDir"] = filepath.Dir(e.work)
+	wantError(t, "open with a stateDir holding a live agent's cwd", s.call("session/open", holder), -32000, "SANDBOX_CONFLICT")
 
 	p2 := e.openParams("elsewhere", "")
 	p2["stateDir"] = t.TempDir()
