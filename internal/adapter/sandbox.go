@@ -147,16 +147,18 @@ func (s *session) setupSandbox(p protocol.OpenParams, env []string) (sandboxSetu
 	}
 	tmpMade, origEnv := "", env
 	if pol.Filesystem != sandbox.Off && paths.TmpDir == "" {
+		// Made in the resolved temp dir and never resolved again: an agent
+		// that can write that dir could swap the new one for a link, and
+		// the path kept here is what is removed after the proof
+		// (os.RemoveAll removes a link, not its target; fresh-user trial).
+		parent := privateTmpParent()
 		dir, err := s.m.tmpSpares.take(tmpPrefix(s.id)), error(nil) // tmpspares.go
 		if dir == "" {
-			dir, err = os.MkdirTemp("", tmpPrefix(s.id)) // 0700
+			dir, err = os.MkdirTemp(parent, tmpPrefix(s.id)) // 0700
 		}
 		if err != nil {
 			return setup, env, orExhausted("the session's private TMPDIR could not be made", err,
 				protocol.Domain(protocol.ErrPlatformUnsupported, "the session's private TMPDIR could not be made: "+errText(err), true))
-		}
-		if dir, err = filepath.EvalSymlinks(dir); err != nil {
-			return setup, env, protocol.Internal("the session's private TMPDIR vanished")
 		}
 		tmpMade, paths.TmpDir = dir, dir
 		env = slices.DeleteFunc(slices.Clone(env), func(kv string) bool { return strings.HasPrefix(kv, "TMPDIR=") })
@@ -286,6 +288,15 @@ func (s *session) removePrivateTmp() {
 	if s.end.tmpDir != "" {
 		_ = os.RemoveAll(s.end.tmpDir)
 	}
+}
+
+// privateTmpParent is the directory private TMPDIRs are made in:
+// os.TempDir() with its links resolved.
+func privateTmpParent() string {
+	if r, err := filepath.EvalSymlinks(os.TempDir()); err == nil {
+		return r
+	}
+	return os.TempDir()
 }
 
 // tmpPrefix is the name prefix of session id's private TMPDIR under the

@@ -50,8 +50,8 @@ type tmpSpare struct {
 	made time.Time
 }
 
-// take returns a new private TMPDIR named prefix+random in os.TempDir()
-// (0700, empty) made from a spare, or "" when there is none fit to use
+// take returns a new private TMPDIR named prefix+random in
+// privateTmpParent() (0700, empty) made from a spare, or "" when there is none fit to use
 // (the caller makes one: os.MkdirTemp; a refill then starts). Like the
 // store's, a take does not refill (refill does, after the open's answer:
 // a mkdir beside the open's own work makes it wait).
@@ -69,7 +69,7 @@ func (p *tmpSpares) take(prefix string) string {
 		if time.Since(sp.made) < spareTmpMaxAge && spareFit(sp.path) {
 			// Renamed to a name of its own, never over anything there.
 			for range 8 {
-				dst := filepath.Join(os.TempDir(), prefix+strconv.FormatUint(rand.Uint64(), 36))
+				dst := filepath.Join(filepath.Dir(sp.path), prefix+strconv.FormatUint(rand.Uint64(), 36))
 				err := renameNoReplace(sp.path, dst)
 				if err == nil {
 					return dst
@@ -191,7 +191,7 @@ func (p *tmpSpares) fillLocked() {
 // then clears p.filling (which its caller set).
 func (p *tmpSpares) fill() {
 	for {
-		dir, err := os.MkdirTemp("", spareTmpPrefix)
+		dir, err := os.MkdirTemp(privateTmpParent(), spareTmpPrefix)
 		p.mu.Lock()
 		if err != nil || p.closed {
 			p.filling = false
