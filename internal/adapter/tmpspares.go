@@ -102,10 +102,17 @@ func spareFit(path string) bool {
 	return errors.Is(err, io.EOF)
 }
 
-// refillSpares asks for the session's store's spare files and the
-// Manager's spare TMPDIRs to be refilled: called once the open is
-// answered, when their creates no longer delay it.
-func (s *session) refillSpares() { s.m.refills.request(s.rec.st, &s.m.tmpSpares) }
+// refillSpares asks for the session's store's spare files and, when the
+// session got a private TMPDIR, the Manager's spare TMPDIRs to be
+// refilled: called once the open is answered, when their creates no
+// longer delay it.
+func (s *session) refillSpares() {
+	var tmp *tmpSpares
+	if s.end.tmpDir != "" { // only a sidecar that makes private TMPDIRs keeps spares of them
+		tmp = &s.m.tmpSpares
+	}
+	s.m.refills.request(s.rec.st, tmp)
+}
 
 // spareRefills runs the refills asked for, one at a time, on a goroutine
 // of its own that ends when none is left (so the refills' creates take
@@ -129,7 +136,9 @@ func (r *spareRefills) request(st *store.Store, tmp *tmpSpares) {
 		}
 		r.stores[st] = true
 	}
-	r.tmp = tmp
+	if tmp != nil {
+		r.tmp = tmp
+	}
 	if r.running {
 		return
 	}

@@ -83,3 +83,27 @@ func TestSpares_ReadyWhileRunningGoneAfterExit(t *testing.T) {
 		t.Errorf("the sidecar's TMPDIR holds %v after a clean exit, want nothing", left)
 	}
 }
+
+// TestSpares_NoSpareTMPDIRsWithoutPrivateOnes: a sidecar whose sessions
+// get no private TMPDIR (--default-sandbox off) refills its store's spare
+// files after an open, but makes no spare TMPDIR.
+func TestSpares_NoSpareTMPDIRsWithoutPrivateOnes(t *testing.T) {
+	t.Parallel()
+	e := newFaultEnv(t)
+	tmp := t.TempDir()
+	s := startSidecarVia(t, []string{"env", "TMPDIR=" + tmp}, "--state-dir", e.stateDir, "--default-sandbox", "off")
+	s.initialize(false)
+	o := e.open(s, "no-sandbox", "")
+	if o.Sandbox != nil && o.Sandbox.TmpDir != "" {
+		t.Fatalf("sandbox %+v, want no private TMPDIR", o.Sandbox)
+	}
+	sessions := filepath.Join(e.stateDir, "sessions")
+	s.waitFor(5*time.Second, "the store's spares refilled", func() bool { return len(namesWithPrefix(sessions, ".tmp-")) == 4 })
+	closeClean(t, s, o.Session, e.mark, e.work)
+	if left := namesWithPrefix(tmp, "acpx-spare-tmp-"); len(left) != 0 {
+		t.Errorf("spare TMPDIRs %v made by a sidecar that makes no private TMPDIR", left)
+	}
+	if _, status := s.shutdownAndExit(); status != 0 {
+		t.Errorf("exit status %d", status)
+	}
+}
