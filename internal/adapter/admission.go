@@ -215,7 +215,7 @@ func (s *session) failBeforeLaunchWhy(reply Reply, e *protocol.Error, reason str
 func (s *session) admissionFailed(proof *protocol.Proof, e *protocol.Error, reply Reply) {
 	s.m.forget(s, !proof.Complete)
 	if proof.Complete {
-		s.removePrivateTmp()
+		s.releaseSandbox()
 	}
 	if proof.Complete && s.end.hasTree.Load() {
 		if err := s.rec.st.RemoveOwned(s.id); err != nil {

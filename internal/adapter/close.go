@@ -153,7 +153,7 @@ func (s *session) finishCleanup(proof *protocol.Proof) {
 	}
 	if proof.Complete {
 		_ = s.rec.st.RemoveOwned(s.id)
-		s.removePrivateTmp()
+		s.releaseSandbox()
 		s.m.releaseKey(s)
 	} else {
 		s.retain(proof)
@@ -358,7 +358,7 @@ func (s *session) retain(first *protocol.Proof) {
 			return
 		}
 		_ = st.RemoveOwned(s.id)
-		s.removePrivateTmp()
+		s.releaseSandbox()
 		s.m.releaseKey(s)
 		s.post(func() { s.end.proof = proof })
 		// The journal was deleted with a discarded record.

@@ -121,8 +121,8 @@ type Manager struct {
 	// keyLocks are the session-key flocks this sidecar holds, by
 	// lock-file path (keyhold.go).
 	keyLocks registry[keyLockRef]
-	// tmpSpares are private TMPDIRs made ahead of need, refills their
-	// and the stores' refills (tmpspares.go).
+	// tmpSpares are private TMPDIRs made ahead of need; refills makes
+	// them and the stores' spare files after each open (tmpspares.go).
 	tmpSpares tmpSpares
 	refills   spareRefills
 	// sbx: what live sandboxed trees may write (sandboxlive.go).
@@ -144,7 +144,7 @@ func NewManager(cfg Config, host Host) *Manager {
 		cfg.Caps.MaxProviderLineBytes = protocol.DefaultMaxProviderLineBytes
 	}
 	return &Manager{cfg: cfg, host: host, log: cfg.Logger, sessions: map[string]*session{},
-		keys: map[string]*session{}, stopCh: make(chan struct{}), tmpSpares: tmpSpares{want: 2}}
+		keys: map[string]*session{}, stopCh: make(chan struct{}), tmpSpares: tmpSpares{want: tmpSparesKept}}
 }
 
 // Bounds reports the bounds in force (initialize.bounds), in ms.

@@ -281,10 +281,12 @@ func nonNil(s []string) []string {
 	return s
 }
 
-// removePrivateTmp removes the session's private TMPDIR once its tree is
-// proven gone (docs/protocol.md §19).
-func (s *session) removePrivateTmp() {
-	s.m.sbx.forget(s) // nothing of the tree is left to write (sandboxlive.go)
+// releaseSandbox is called once the session's tree is proven gone:
+// its writable roots are forgotten (nothing is left to write them:
+// sandboxlive.go) and its private TMPDIR is removed (docs/protocol.md
+// §19).
+func (s *session) releaseSandbox() {
+	s.m.sbx.forget(s)
 	if s.end.tmpDir != "" {
 		_ = os.RemoveAll(s.end.tmpDir)
 	}

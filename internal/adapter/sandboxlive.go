@@ -75,6 +75,9 @@ func (m *Manager) openStateDir(dir string, self *session) (st *store.Store, e *p
 // read-only there), or holds one: SANDBOX_CONFLICT, data.paths [dir
 // resolved]. nil when none can.
 func (l *liveSandboxes) checkStateDirLocked(dir string, self *session) *protocol.Error {
+	if len(l.live) == 0 {
+		return nil
+	}
 	real := resolveExisting(dir)
 	for s, ls := range l.live {
 		inWritable := beneathAny(real, ls.writable) && !beneathAny(real, ls.readOnly)

@@ -48,8 +48,8 @@ func (r *storeRegistry) open(dir string) (st *store.Store, sweep bool, err error
 // storeSpares is how many spare files each store keeps per directory.
 const storeSpares = 4
 
-// closeAll stops every store's spare refills and removes its spares
-// (Manager.Wait, when nothing writes any more).
+// closeAll removes every store's spares (Manager.Wait, when nothing
+// writes or refills any more).
 func (r *storeRegistry) closeAll() {
 	r.mu.Lock()
 	defer r.mu.Unlock()

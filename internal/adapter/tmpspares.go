@@ -21,10 +21,13 @@ import (
 // temp directory where files come and go costs 0.1–0.4 ms of the
 // filesystem's inode allocation, on the open's path. A sandboxed open
 // takes one (renamed to the session's own name, tmpPrefix); after its
-// answer a goroutine of the pool makes the next. Spares are empty 0700
+// answer spareRefills' goroutine makes the next. Spares are empty 0700
 // directories named spareTmpPrefix+random in os.TempDir(); one older than
 // spareTmpMaxAge is removed rather than used, and a sidecar's start
 // removes those a killed sidecar left (removeStaleTmpSpares).
+
+// tmpSparesKept is how many spare TMPDIRs the Manager keeps.
+const tmpSparesKept = 2
 
 // spareTmpPrefix names spare TMPDIRs in os.TempDir().
 const spareTmpPrefix = "acpx-spare-tmp-"
@@ -33,16 +36,14 @@ const spareTmpPrefix = "acpx-spare-tmp-"
 // removes only those twice as old, so it never takes a live sidecar's.
 const spareTmpMaxAge = 30 * time.Second
 
-// tmpSpares is the Manager's pool of spare TMPDIRs (want of them once the
-// first is taken). Its refill goroutine is its own: close stops and joins
-// it and removes what is left.
+// tmpSpares is the Manager's pool of spare TMPDIRs (want of them). It
+// runs no goroutine: spareRefills' goroutine fills it (fill), close
+// removes what is left.
 type tmpSpares struct {
-	want    int
-	mu      sync.Mutex
-	dirs    []tmpSpare // oldest first
-	filling bool
-	closed  bool
-	wg      sync.WaitGroup
+	want   int
+	mu     sync.Mutex
+	dirs   []tmpSpare // oldest first
+	closed bool
 }
 
 type tmpSpare struct {
@@ -51,15 +52,14 @@ type tmpSpare struct {
 }
 
 // take returns a new private TMPDIR named prefix+random in
-// privateTmpParent() (0700, empty) made from a spare, or "" when there is none fit to use
-// (the caller makes one: os.MkdirTemp; a refill then starts). Like the
-// store's, a take does not refill (refill does, after the open's answer:
-// a mkdir beside the open's own work makes it wait).
+// privateTmpParent() (0700, empty) made from a spare, or "" when there is
+// none fit to use (the caller makes one: os.MkdirTemp). Like the store's,
+// a take does not refill: spareRefills does, after the open's answer (a
+// mkdir beside the open's own work makes it wait).
 func (p *tmpSpares) take(prefix string) string {
 	for {
 		p.mu.Lock()
 		if len(p.dirs) == 0 {
-			p.fillLocked() // drained: heal without waiting for refill
 			p.mu.Unlock()
 			return ""
 		}
@@ -163,72 +163,40 @@ func (r *spareRefills) run() {
 			st.FillSpares()
 		}
 		if tmp != nil {
-			tmp.fillNow()
+			tmp.fill()
 		}
 	}
 }
 
-// fillNow makes spares up to want in the calling goroutine, unless a
-// refill runs or the pool is closed.
-func (p *tmpSpares) fillNow() {
-	p.mu.Lock()
-	run := !p.closed && !p.filling && len(p.dirs) < p.want
-	if run {
-		p.filling = true
-	}
-	p.mu.Unlock()
-	if run {
-		p.fill()
-	}
-}
-
-// fillLocked starts the refill unless it runs, the pool is full or
-// closed (p.mu held).
-func (p *tmpSpares) fillLocked() {
-	if p.closed || p.filling || len(p.dirs) >= p.want {
-		return
-	}
-	p.filling = true
-	p.wg.Add(1)
-	go func() {
-		defer p.wg.Done()
-		p.fill()
-	}()
-}
-
-// fill makes spares until the pool holds want, closes, or a mkdir fails,
-// then clears p.filling (which its caller set).
+// fill makes spares until the pool holds want, is closed, or a mkdir
+// fails (spareRefills' goroutine, its one caller).
 func (p *tmpSpares) fill() {
 	for {
-		dir, err := os.MkdirTemp(privateTmpParent(), spareTmpPrefix)
 		p.mu.Lock()
-		if err != nil || p.closed {
-			p.filling = false
+		done := p.closed || len(p.dirs) >= p.want
+		p.mu.Unlock()
+		if done {
+			return
+		}
+		dir, err := os.MkdirTemp(privateTmpParent(), spareTmpPrefix)
+		if err != nil {
+			return
+		}
+		p.mu.Lock()
+		if p.closed {
 			p.mu.Unlock()
-			if err == nil {
-				_ = os.Remove(dir)
-			}
+			_ = os.Remove(dir)
 			return
 		}
 		p.dirs = append(p.dirs, tmpSpare{path: dir, made: time.Now()})
-		full := len(p.dirs) >= p.want
-		if full {
-			p.filling = false
-		}
 		p.mu.Unlock()
-		if full {
-			return
-		}
 	}
 }
 
-// close stops the refill, waits for it and removes the spares left.
+// close removes the spares left; fill makes no more.
 func (p *tmpSpares) close() {
 	p.mu.Lock()
 	p.closed = true
-	p.mu.Unlock()
-	p.wg.Wait()
-	p.mu.Lock()
 	left := p.dirs
 	p.dirs = nil
 	p.mu.Unlock()

@@ -21,21 +21,15 @@ func spareDirs(t *testing.T, dir string) []string {
 	return m
 }
 
-// waitTmpSpares waits (5 s at most) until p holds n spares, refill done.
-func waitTmpSpares(t *testing.T, p *tmpSpares, n int) {
+// fillTmpSpares runs p.fill and requires n spares in the pool.
+func fillTmpSpares(t *testing.T, p *tmpSpares, n int) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		p.mu.Lock()
-		done := len(p.dirs) == n && !p.filling
-		p.mu.Unlock()
-		if done {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the pool did not reach %d spare TMPDIRs", n)
-		}
-		time.Sleep(time.Millisecond)
+	p.fill()
+	p.mu.Lock()
+	got := len(p.dirs)
+	p.mu.Unlock()
+	if got != n {
+		t.Fatalf("%d spare TMPDIRs after fill, want %d", got, n)
 	}
 }
 
@@ -48,11 +42,11 @@ func dirInode(t *testing.T, p string) uint64 {
 	return fi.Sys().(*syscall.Stat_t).Ino
 }
 
-// TestTmpSpares_TakeRenamesASpareAndCloseRemovesTheRest: the first take
-// finds none and starts the refill; the next is a spare renamed to the
-// session's prefix (same directory: same inode), 0700 and empty, and
-// leaves the refill to refill; a spare something wrote into is not handed
-// out; close leaves no spare behind.
+// TestTmpSpares_TakeRenamesASpareAndCloseRemovesTheRest: a take from an
+// empty pool finds none and makes none; after fill the next is a spare
+// renamed to the session's prefix (same directory: same inode), 0700 and
+// empty, and does not refill; a spare something wrote into is not handed
+// out; close leaves no spare behind and fill then makes none.
 func TestTmpSpares_TakeRenamesASpareAndCloseRemovesTheRest(t *testing.T) {
 	tmp := t.TempDir()
 	t.Setenv("TMPDIR", tmp)
@@ -60,7 +54,10 @@ func TestTmpSpares_TakeRenamesASpareAndCloseRemovesTheRest(t *testing.T) {
 	if got := p.take(tmpPrefix("s1")); got != "" {
 		t.Fatalf("take from an empty pool = %q, want none", got)
 	}
-	waitTmpSpares(t, p, 2)
+	if n := len(spareDirs(t, tmp)); n != 0 {
+		t.Fatalf("a take made %d spares, want none", n)
+	}
+	fillTmpSpares(t, p, 2)
 	spares := spareDirs(t, tmp)
 	if len(spares) != 2 {
 		t.Fatalf("spares on disk %v, want 2", spares)
@@ -84,8 +81,7 @@ func TestTmpSpares_TakeRenamesASpareAndCloseRemovesTheRest(t *testing.T) {
 	if n != 1 {
 		t.Fatalf("%d spares after a take, want 1: a take does not refill", n)
 	}
-	p.fillNow()
-	waitTmpSpares(t, p, 2)
+	fillTmpSpares(t, p, 2)
 	p.mu.Lock()
 	planted := p.dirs[0].path
 	p.mu.Unlock()
@@ -99,8 +95,7 @@ func TestTmpSpares_TakeRenamesASpareAndCloseRemovesTheRest(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(next, "planted")); err == nil {
 		t.Fatal("the TMPDIR taken holds the planted file")
 	}
-	p.fillNow()
-	waitTmpSpares(t, p, 2)
+	fillTmpSpares(t, p, 2)
 	p.close()
 	left := spareDirs(t, tmp)
 	if len(left) != 1 || left[0] != planted {
@@ -109,8 +104,9 @@ func TestTmpSpares_TakeRenamesASpareAndCloseRemovesTheRest(t *testing.T) {
 	if got := p.take(tmpPrefix("s4")); got != "" {
 		t.Fatalf("take after close = %q, want none", got)
 	}
+	p.fill()
 	if len(spareDirs(t, tmp)) != 1 {
-		t.Fatal("a take after close started a refill")
+		t.Fatal("fill after close made spares")
 	}
 }
 
@@ -176,7 +172,7 @@ func TestPrivateTmp_ASwappedLinkIsRemovedNotItsTarget(t *testing.T) {
 	}
 	s := &session{m: NewManager(Config{Logger: zap.NewNop()}, &fakeHost{})}
 	s.end.tmpDir = dir
-	s.removePrivateTmp()
+	s.releaseSandbox()
 	if _, err := os.Lstat(dir); err == nil {
 		t.Error("the link is still there")
 	}

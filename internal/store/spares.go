@@ -23,9 +23,8 @@ import (
 // sessions/ and owned/ directories ahead of need, off the caller's path,
 // and hands one out where a file would be created: as a temp file to
 // write and rename into place, or renamed (without replacing) to the name
-// of a lock file that does not exist yet. The owner refills them when it
-// is not waiting on the directory (FillSpares), or a use finding none
-// does.
+// of a lock file that does not exist yet. The owner makes them
+// (FillSpares) when it is not waiting on the directory.
 //
 // A spare left behind by a killed sidecar is an ordinary stale temp file:
 // RemoveStaleTemps removes it after its age. A spare is never used once it
@@ -46,39 +45,32 @@ type spare struct {
 	made     time.Time
 }
 
-// sparePool holds a Store's spares, per directory, and the goroutines
-// that refill it (owned by the pool: Close stops and joins them).
+// sparePool holds a Store's spares, per directory. It runs no goroutine:
+// FillSpares makes them in its caller's.
 type sparePool struct {
 	want int // spares kept per directory
 	mu   sync.Mutex
 	// byDir: the spares of each directory (its path as the SafeDir has
-	// it), oldest first; filling: a refill goroutine runs for the directory.
+	// it), oldest first; filling: a FillSpares is making the directory's.
 	byDir   map[string][]spare
 	filling map[string]bool
 	closed  bool
-	wg      sync.WaitGroup
 }
 
 // KeepSpares makes s keep n (at least 1) spare files in each of its
-// sessions/ and owned/ directories from now on, created by goroutines of
-// s's own, and use them where it would create a file (see above). It
-// returns at once; the first spares are being made when it does. Call
-// Close to stop and remove them. Calling it again has no effect.
+// sessions/ and owned/ directories, made by FillSpares, and use them
+// where it would create a file (see above). It makes none itself. Call
+// Close to remove them. Calling it again has no effect.
 func (s *Store) KeepSpares(n int) {
 	s.spareOnce.Do(func() {
-		p := &sparePool{want: max(n, 1), byDir: map[string][]spare{}, filling: map[string]bool{}}
-		p.mu.Lock()
-		for _, dir := range []string{s.sessions, s.owned} {
-			p.fillLocked(dir)
-		}
-		p.mu.Unlock()
-		s.spares.Store(p)
+		s.spares.Store(&sparePool{want: max(n, 1), byDir: map[string][]spare{}, filling: map[string]bool{}})
 	})
 }
 
-// FillSpares refills s's spares where any were used, in the calling
-// goroutine (a directory a background refill is filling is skipped); it
-// returns when they are full, the store is closed or a create failed.
+// FillSpares makes s's spares up to KeepSpares' n where any are missing,
+// in the calling goroutine (a directory another FillSpares is filling is
+// skipped); it returns when they are full, the store is closed or a
+// create failed.
 // Nothing for a store without spares. A write that takes a spare does not
 // refill: a refill's creates hold the directory's lock and a journal
 // handle while the inode allocator searches (above), so the writes right
@@ -102,8 +94,8 @@ func (s *Store) FillSpares() {
 	}
 }
 
-// Close stops s's spare refills, waits for them and removes the spares
-// left (a store without spares has nothing to do). s stays usable: later
+// Close removes s's spares and makes FillSpares make no more (a store
+// without spares has nothing to do). s stays usable: later
 // writes create their files as a store without spares does. Errors: none
 // so far (a spare that cannot be removed is left to RemoveStaleTemps).
 func (s *Store) Close() error {
@@ -112,10 +104,7 @@ func (s *Store) Close() error {
 		return nil
 	}
 	p.mu.Lock()
-	p.closed = true
-	p.mu.Unlock()
-	p.wg.Wait()
-	p.mu.Lock()
+	p.closed = true // a FillSpares under way removes what it makes next
 	left := p.byDir
 	p.byDir = map[string][]spare{}
 	p.mu.Unlock()
@@ -132,20 +121,6 @@ func (s *Store) Close() error {
 		d.Close()
 	}
 	return nil
-}
-
-// fillLocked starts dir's refill unless one runs, the pool is full there
-// or closed (p.mu held).
-func (p *sparePool) fillLocked(dir string) {
-	if p.closed || p.filling[dir] || len(p.byDir[dir]) >= p.want {
-		return
-	}
-	p.filling[dir] = true
-	p.wg.Add(1)
-	go func() {
-		defer p.wg.Done()
-		p.fill(dir)
-	}()
 }
 
 // fill creates spares in dir until it holds p.want, the pool closes or a
@@ -193,7 +168,7 @@ func (p *sparePool) fill(dir string) {
 
 // take hands out one of d's spares, still named in d, empty and younger
 // than spareMaxAge; ok is false when there is none (the caller creates
-// its file itself), and then a refill starts. A nil pool has none.
+// its file itself). A nil pool has none.
 func (p *sparePool) take(d *SafeDir) (f *os.File, name string, ok bool) {
 	if p == nil {
 		return nil, "", false
@@ -202,7 +177,6 @@ func (p *sparePool) take(d *SafeDir) (f *os.File, name string, ok bool) {
 		p.mu.Lock()
 		l := p.byDir[d.path]
 		if len(l) == 0 {
-			p.fillLocked(d.path) // drained: heal without waiting for FillSpares
 			p.mu.Unlock()
 			return nil, "", false
 		}
@@ -242,13 +216,8 @@ func spareState(f *os.File, sp spare) (same, empty bool) {
 	return uint64(st.Dev) == sp.dev && st.Ino == sp.ino, st.Size == 0
 }
 
-// pool is s's spare pool, nil for a store without spares (or a nil s).
-func (s *Store) pool() *sparePool {
-	if s == nil {
-		return nil
-	}
-	return s.spares.Load()
-}
+// pool is s's spare pool, nil for a store without spares.
+func (s *Store) pool() *sparePool { return s.spares.Load() }
 
 // createTemp is d.CreateTemp, from s's spares when it keeps them.
 func (s *Store) createTemp(d *SafeDir) (*os.File, string, error) {

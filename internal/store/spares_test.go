@@ -39,23 +39,18 @@ func inode(t *testing.T, p string) uint64 {
 	return fi.Sys().(*syscall.Stat_t).Ino
 }
 
-// waitSpares waits (5 s at most) until s's pool holds n spares in each
-// directory and returns their inodes, sessions/ and owned/ together.
-func waitSpares(t *testing.T, s *Store, n int) map[uint64]string {
+// fillSpares runs s.FillSpares, requires n spares in each directory, in
+// the pool and on disk, and returns their inodes, sessions/ and owned/
+// together.
+func fillSpares(t *testing.T, s *Store, n int) map[uint64]string {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		p := s.pool()
-		p.mu.Lock()
-		full := len(p.byDir[s.sessions]) == n && len(p.byDir[s.owned]) == n && !p.filling[s.sessions] && !p.filling[s.owned]
-		p.mu.Unlock()
-		if full {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the pool did not reach %d spares per directory", n)
-		}
-		time.Sleep(time.Millisecond)
+	s.FillSpares()
+	p := s.pool()
+	p.mu.Lock()
+	got := [2]int{len(p.byDir[s.sessions]), len(p.byDir[s.owned])}
+	p.mu.Unlock()
+	if got != [2]int{n, n} {
+		t.Fatalf("spares (sessions/, owned/) after FillSpares = %v, want %d each", got, n)
 	}
 	all := tempInodes(t, s.sessions)
 	for ino, name := range tempInodes(t, s.owned) {
@@ -70,13 +65,18 @@ func waitSpares(t *testing.T, s *Store, n int) map[uint64]string {
 // TestSpares_WritesAndLocksUseThemAndCloseRemovesThem: a store that keeps
 // spares writes a record, a ledger entry, a key's hold file and a
 // record's lock file into inodes made ahead (each file's inode is a
-// former spare's), the spares hold no descriptor, FillSpares refills, and Close leaves no temp file and no
-// descriptor behind; the store still writes after Close.
+// former spare's); KeepSpares makes none, FillSpares makes them and the
+// spares hold no descriptor; a use does not refill; Close leaves no temp
+// file and no descriptor behind; the store still writes after Close, and
+// FillSpares then makes none.
 func TestSpares_WritesAndLocksUseThemAndCloseRemovesThem(t *testing.T) {
 	s := openTemp(t)
 	fds := openFDs(t)
 	s.KeepSpares(4)
-	spares := waitSpares(t, s, 4)
+	if n := len(tempInodes(t, s.sessions)) + len(tempInodes(t, s.owned)); n != 0 {
+		t.Fatalf("KeepSpares made %d spares, want none before FillSpares", n)
+	}
+	spares := fillSpares(t, s, 4)
 	if n := openFDs(t); n != fds {
 		t.Fatalf("eight spares hold %d descriptors, want none (kept by name)", n-fds)
 	}
@@ -107,8 +107,7 @@ func TestSpares_WritesAndLocksUseThemAndCloseRemovesThem(t *testing.T) {
 	if left != [2]int{1, 3} { // the hold file, the lock file, two temp files
 		t.Fatalf("spares left (sessions/, owned/) = %v, want [1 3]: a use does not refill", left)
 	}
-	s.FillSpares()
-	waitSpares(t, s, 4)
+	fillSpares(t, s, 4)
 	l.Release()
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
@@ -122,8 +121,9 @@ func TestSpares_WritesAndLocksUseThemAndCloseRemovesThem(t *testing.T) {
 	if err := s.Save(newRecord("k2")); err != nil {
 		t.Fatalf("Save after Close = %v", err)
 	}
-	if left := len(tempInodes(t, s.sessions)); left != 0 {
-		t.Fatalf("Close did not stop the refill: %d temp files", left)
+	s.FillSpares()
+	if left := len(tempInodes(t, s.sessions)) + len(tempInodes(t, s.owned)); left != 0 {
+		t.Fatalf("FillSpares after Close made %d spares", left)
 	}
 }
 
@@ -134,7 +134,7 @@ func TestSpares_GoneOrStaleAreNotUsed(t *testing.T) {
 	s := openTemp(t)
 	s.KeepSpares(2)
 	defer s.Close()
-	waitSpares(t, s, 2)
+	fillSpares(t, s, 2)
 	for _, name := range tempInodes(t, s.sessions) {
 		if err := os.Remove(filepath.Join(s.sessions, name)); err != nil {
 			t.Fatal(err)
@@ -151,8 +151,7 @@ func TestSpares_GoneOrStaleAreNotUsed(t *testing.T) {
 	// A spare grown old, or one something wrote into, is removed, not
 	// handed out.
 	p := s.pool()
-	s.FillSpares()
-	waitSpares(t, s, 2)
+	fillSpares(t, s, 2)
 	p.mu.Lock()
 	p.byDir[s.owned][0].made = time.Now().Add(-spareMaxAge)
 	written := filepath.Join(s.owned, p.byDir[s.owned][1].name)
@@ -161,9 +160,6 @@ func TestSpares_GoneOrStaleAreNotUsed(t *testing.T) {
 		t.Fatal(err)
 	}
 	unfit := tempInodes(t, s.owned)
-	p.mu.Lock()
-	p.closed = true // no refill: the two above are all there is
-	p.mu.Unlock()
 	d, err := OpenSafeDir(s.owned)
 	if err != nil {
 		t.Fatal(err)

@@ -348,18 +348,13 @@ func (s *Store) lock(key string) (func(), error) {
 // into place; an error aborts the write as a crash at that point would.
 var testHookBeforeRename func(tmp string) error
 
-// writeAtomic writes data to dir/name durably: temp file (0600, created
-// exclusively) in dir, write, fsync, close, rename, fsync dir — all through
-// one SafeDir, so no link is followed. The temp name (".tmp-*") never ends
-// in ".json", so acpx's directory scan ignores it.
-func writeAtomic(dir, name string, data []byte) error {
-	_, err := (*Store)(nil).writeFile(dir, name, data, true)
-	return err
-}
-
-// writeFile is writeAtomic; with durable false it skips both fsyncs and
-// returns the write as a Pending (the file renamed into place, its
-// descriptor and the directory's kept for Sync).
+// writeFile writes data to dir/name atomically: a temp file (0600,
+// created exclusively or a spare) in dir, write, rename — all through one
+// SafeDir, so no link is followed. The temp name (".tmp-*") never ends in
+// ".json", so acpx's directory scan ignores it. durable: the file and the
+// directory are fsynced before it returns (nil Pending); else it returns
+// the write as a Pending (the file renamed into place, its descriptor and
+// the directory's kept for Sync).
 func (s *Store) writeFile(dir, name string, data []byte, durable bool) (_ *Pending, err error) {
 	d, err := OpenSafeDir(dir)
 	if err != nil {
