@@ -27,7 +27,7 @@ var selfStart, _ = procStart(os.Getpid())
 func (m *Manager) Initialized() {
 	stores := m.stores.initialize()
 	if n := removeStaleTmpSpares(); n > 0 {
-		m.log.Info("removed spare TMPDIRs a stopped sidecar left", zap.Int("count", n))
+		m.log.Info("removed stale spare TMPDIRs (a stopped sidecar's, or too old for a live one to use)", zap.Int("count", n))
 	}
 	var first sync.WaitGroup
 	for _, st := range stores {

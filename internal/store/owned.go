@@ -242,7 +242,7 @@ func parseProcStat(b []byte) (ProcStat, error) {
 	return st, nil
 }
 
-// RemoveStaleTemps removes temp files (".tmp-*") older than age from the
+// RemoveStaleTemps removes temp files (isTempName) older than age from the
 // ledger and sessions directories: what a writer killed between its write
 // and its rename left behind. A live writer's temp file lives for
 // milliseconds. It returns how many were removed.
@@ -252,7 +252,7 @@ func (s *Store) RemoveStaleTemps(age time.Duration) int {
 		_ = withDir(dir, func(d *SafeDir) error {
 			ents, _ := os.ReadDir(dir)
 			for _, e := range ents {
-				if !strings.HasPrefix(e.Name(), ".tmp-") {
+				if !isTempName(e.Name()) {
 					continue
 				}
 				if info, err := e.Info(); err == nil && time.Since(info.ModTime()) > age {
@@ -265,4 +265,22 @@ func (s *Store) RemoveStaleTemps(age time.Duration) int {
 		})
 	}
 	return n
+}
+
+// isTempName reports whether name is one SafeDir.CreateTemp makes:
+// ".tmp-" and 16 lowercase hex digits. A session key's files may start
+// with ".tmp-" too (EncodeKey keeps a leading "."), so the prefix alone
+// would sweep a key's record, journal and hold file (found by a
+// fresh-user trial).
+func isTempName(name string) bool {
+	hexPart, ok := strings.CutPrefix(name, ".tmp-")
+	if !ok || len(hexPart) != 16 {
+		return false
+	}
+	for _, c := range hexPart {
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	return true
 }

@@ -143,22 +143,28 @@ func TestProcStartTime_RealProcessWithHostileName(t *testing.T) {
 }
 
 // TestRemoveStaleTemps: temp files of writers killed before their rename
-// are removed once old; fresh ones (a live writer's) are kept.
+// are removed once old; fresh ones (a live writer's) are kept, and so are
+// a key's files whose names merely start with ".tmp-".
 func TestRemoveStaleTemps(t *testing.T) {
 	s, err := Open(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
-	old := filepath.Join(s.OwnedDir(), ".tmp-old")
-	fresh := filepath.Join(s.SessionsDir(), ".tmp-fresh")
-	for _, p := range []string{old, fresh} {
+	old := filepath.Join(s.OwnedDir(), ".tmp-0123456789abcdef")
+	fresh := filepath.Join(s.SessionsDir(), ".tmp-fedcba9876543210")
+	// A key's files whose names start like a temp file's (key ".tmp-k").
+	keyFiles := []string{filepath.Join(s.SessionsDir(), ".tmp-k.json"), filepath.Join(s.SessionsDir(), ".tmp-k.keylock"),
+		filepath.Join(s.SessionsDir(), ".tmp-0123456789abcdef0.journal.ndjson")}
+	for _, p := range append([]string{old, fresh}, keyFiles...) {
 		if err := os.WriteFile(p, []byte("{"), 0o600); err != nil {
 			t.Fatal(err)
 		}
 	}
 	past := time.Now().Add(-2 * time.Minute)
-	if err := os.Chtimes(old, past, past); err != nil {
-		t.Fatal(err)
+	for _, p := range append([]string{old}, keyFiles...) {
+		if err := os.Chtimes(p, past, past); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if n := s.RemoveStaleTemps(time.Minute); n != 1 {
 		t.Fatalf("removed %d, want 1", n)
@@ -168,5 +174,10 @@ func TestRemoveStaleTemps(t *testing.T) {
 	}
 	if _, err := os.Stat(fresh); err != nil {
 		t.Errorf("fresh temp file removed: %v", err)
+	}
+	for _, p := range keyFiles {
+		if _, err := os.Stat(p); err != nil {
+			t.Errorf("a key's file was swept as a temp file: %v", err)
+		}
 	}
 }
