@@ -93,6 +93,11 @@ type StatsSessions struct {
 	Closing int `json:"closing"`
 	Closed  int `json:"closed"`
 	Dead    int `json:"dead"`
+	// Retiring, Parked and Reviving count per-turn (and idle-retired warm)
+	// sessions by their tree's state (docs/protocol.md §24).
+	Retiring int `json:"retiring"`
+	Parked   int `json:"parked"`
+	Reviving int `json:"reviving"`
 }
 
 // StatsTurns: Running and Queued are current; Completed, Failed and
@@ -138,4 +143,14 @@ type StatsResult struct {
 	UpdatesDropped   uint64        `json:"updatesDropped"`
 	Proofs           StatsProofs   `json:"proofs"`
 	CloseToProofMs   Percentiles   `json:"closeToProofMs"`
+	// LiveTrees: provider trees alive now (live-tree slots held), the
+	// launches waiting for one, and --max-live-trees (docs/protocol.md §24).
+	LiveTrees StatsLiveTrees `json:"liveTrees"`
+}
+
+// StatsLiveTrees is sidecar/stats `liveTrees`.
+type StatsLiveTrees struct {
+	Live    int `json:"live"`
+	Waiting int `json:"waiting"`
+	Max     int `json:"max,omitempty"`
 }

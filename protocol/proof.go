@@ -83,6 +83,10 @@ type Proof struct {
 	// ProcessesOmitted counts the processes left out of Processes beyond
 	// MaxProofProcesses (docs/protocol.md §18.4); absent when 0.
 	ProcessesOmitted int `json:"processesOmitted,omitempty"`
+
+	// Publication: what a retire's or close's publication of the provider
+	// state did, when a state store is configured (docs/protocol.md §24).
+	Publication *Publication `json:"publication,omitempty"`
 }
 
 // ProtocolClose is the outcome of the ACP session/close attempt.

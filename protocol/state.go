@@ -21,4 +21,13 @@ const (
 	StateClosed SessionState = "closed"
 	// StateDead: the provider exited on its own; prompts are refused.
 	StateDead SessionState = "dead"
+	// StateRetiring: a per-turn (or idle warm) session's tree is being
+	// ended and its provider state published (docs/protocol.md §24).
+	StateRetiring SessionState = "retiring"
+	// StateParked: retired: no tree runs; the session stays admitted and
+	// the next call that needs the agent revives it.
+	StateParked SessionState = "parked"
+	// StateReviving: a call needs the agent: the tree is launched again
+	// and the agent's own session resumed.
+	StateReviving SessionState = "reviving"
 )

@@ -86,6 +86,12 @@ type ServerCaps struct {
 	// descriptor limit): the live sessions this sidecar admits at once;
 	// an open beyond it is SIDECAR_AT_CAPACITY (docs/protocol.md §21).
 	MaxSessions int `json:"maxSessions,omitempty"`
+	// MaxLiveTrees is --max-live-trees in force: provider trees alive at
+	// once; a revive or open beyond it waits (docs/protocol.md §24).
+	MaxLiveTrees int `json:"maxLiveTrees,omitempty"`
+	// StateStore: the store provider state is published to, when
+	// --state-store is set (docs/protocol.md §24).
+	StateStore *StateStoreCaps `json:"stateStore,omitempty"`
 }
 
 // Bounds are the time bounds in force, in milliseconds; their defaults
@@ -164,6 +170,16 @@ type OpenParams struct {
 	AuthMethod            *string         `json:"authMethod,omitempty"`
 	AgentSessionID        *string         `json:"agentSessionId,omitempty"`
 	AdditionalDirectories []string        `json:"additionalDirectories,omitempty"`
+	// Lifecycle, ReviveWaitMs, StateDirs and Publish: docs/protocol.md
+	// §24 (protocol/lifecycle.go). Lifecycle nil is warm; ReviveWaitMs
+	// (ms) bounds a wait for a live-tree slot (--max-live-trees; default
+	// DefaultReviveWaitMs); StateDirs names the provider-state
+	// directories to publish, overriding the profile's (name → absolute
+	// path); Publish "turn" publishes after every turn too.
+	Lifecycle    *Lifecycle        `json:"lifecycle,omitempty"`
+	ReviveWaitMs *int64            `json:"reviveWaitMs,omitempty"`
+	StateDirs    map[string]string `json:"stateDirs,omitempty"`
+	Publish      string            `json:"publish,omitempty"`
 }
 
 // Identity is the admitted identity of a session (docs/rules.md#r8).
@@ -248,6 +264,11 @@ type OpenResult struct {
 	// AuthMethods are the agent's ACP AuthMethod[] verbatim ([] when it
 	// offers none; docs/protocol.md §23).
 	AuthMethods []json.RawMessage `json:"authMethods"`
+	// Restore: the provider state restored from the state store before
+	// the launch, when one was (docs/protocol.md §24).
+	Restore *Restore `json:"restore,omitempty"`
+	// Lifecycle is the session's lifecycle mode (docs/protocol.md §24).
+	Lifecycle LifecycleMode `json:"lifecycle"`
 }
 
 // PromptParams are the params of `session/prompt`. Prompt is a string or
@@ -385,6 +406,12 @@ type StatusResult struct {
 	// Persistence: whether the journal and the record are being written
 	// (docs/protocol.md §16).
 	Persistence *Persistence `json:"persistence,omitempty"`
+	// Lifecycle: the mode, the tree's state and its retires and revives
+	// (docs/protocol.md §24).
+	Lifecycle *LifecycleStatus `json:"lifecycle,omitempty"`
+	// Store: the key's head in the state store as this session last saw
+	// it; nil without --state-store (docs/protocol.md §24).
+	Store *StoreStatus `json:"store,omitempty"`
 }
 
 // ListEntry is one session in `session/list`.

@@ -167,6 +167,9 @@ func (p *OpenParams) Validate() *Error {
 	if e := p.validateExt(); e != nil {
 		return e
 	}
+	if e := p.validateLifecycleMembers(); e != nil {
+		return e
+	}
 	for i, s := range p.McpServers {
 		if !json.Valid(s) || len(s) == 0 || s[0] != '{' {
 			return InvalidParams("mcpServers."+strconv.Itoa(i), "mcpServers entries must be objects")
@@ -266,6 +269,17 @@ func (p *SetConfigOptionParams) Validate() *Error {
 	// ACP session config values are select ids (strings) or booleans.
 	if v := p.Value[0]; v != '"' && string(p.Value) != "true" && string(p.Value) != "false" {
 		return InvalidParams("value", "value must be a string or a boolean")
+	}
+	return nil
+}
+
+// checkAbsPath refuses a path that is empty, relative or holds NUL.
+func checkAbsPath(field, v string) *Error {
+	switch {
+	case v == "" || !filepath.IsAbs(v):
+		return InvalidParams(field, field+" must be an absolute path")
+	case strings.IndexByte(v, 0) >= 0:
+		return InvalidParams(field, field+" must not contain NUL")
 	}
 	return nil
 }

@@ -71,6 +71,7 @@ type options struct {
 	maxAskBytes   int
 	stateReadMs   int64
 	maxSessions   int
+	maxLiveTrees  int
 	printVersion  bool
 	// defaultSandbox is --default-sandbox; assumeABI --assume-landlock-abi
 	// (-1: the kernel's).
@@ -111,6 +112,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.defaultSandbox, "default-sandbox", sandbox.Workspace, "kernel sandbox of an open that names none: workspace, strict or off; a default this machine cannot enforce is reported (sandbox.enforced false), not fatal (docs/protocol.md §19)")
 	fs.IntVar(&o.assumeABI, "assume-landlock-abi", -1, "treat the kernel as offering at most this Landlock ABI (0: none); for testing how opens are refused (-1: the kernel's)")
 	fs.IntVar(&o.maxSessions, "max-sessions", 0, "live sessions admitted at once; more are refused SIDECAR_AT_CAPACITY (0: derived from the descriptor limit; docs/protocol.md §21)")
+	fs.IntVar(&o.maxLiveTrees, "max-live-trees", 0, "provider trees alive at once; an open or revive beyond it waits (FIFO) up to its reviveWaitMs, then is SIDECAR_AT_CAPACITY (0: --max-sessions; docs/protocol.md §24)")
 	fs.BoolVar(&o.printVersion, "version", false, "print the version and exit")
 	// A bad flag is one line on stderr (run prints it), not the whole usage;
 	// -h prints the usage.
@@ -157,6 +159,9 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	}
 	if err := checkMaxSessions(o.maxSessions); err != nil {
 		return nil, err
+	}
+	if o.maxLiveTrees < 0 {
+		return nil, fmt.Errorf("--max-live-trees must be 0 (--max-sessions) or positive")
 	}
 	if err := o.limits.check(); err != nil {
 		return nil, err
@@ -296,6 +301,10 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	if o.maxSessions == 0 && nofile > 0 {
 		cfg.Caps.MaxSessions = maxSessionsFor(nofile)
+	}
+	cfg.Caps.MaxLiveTrees = o.maxLiveTrees
+	if cfg.Caps.MaxLiveTrees == 0 {
+		cfg.Caps.MaxLiveTrees = cfg.Caps.MaxSessions
 	}
 	cfg.Logger = log.Named("session")
 	environ := os.Environ()

@@ -67,6 +67,7 @@ type admissionInput struct {
 	timeout time.Duration
 	limits  reaper.Limits // Manager.effectiveLimits of the open
 	sandbox sandboxSetup  // the open's kernel sandbox (sandbox.go)
+	revive  *reviveInput  // a revive's session and pins (admitinput.go); nil for an open
 }
 
 // envHas reports whether the launch environment gives name a non-empty
@@ -120,33 +121,10 @@ func (s *session) startAdmission(ctx context.Context, reply Reply) {
 		s.failBeforeLaunch(reply, abortedError())
 		return
 	}
-	if fi, err := os.Stat(p.Cwd); err != nil || !fi.IsDir() {
-		s.failBeforeLaunch(reply, protocol.InvalidParams("cwd", "cwd must be an existing directory"))
-		return
-	}
-	if e := checkAdditionalDirs(p); e != nil { // ext.go
+	in, e := s.prepareLaunch(nil) // admitinput.go
+	if e != nil {
 		s.failBeforeLaunch(reply, e)
 		return
-	}
-	exe, perr := verifyCommand(p.Command)
-	if perr != nil {
-		s.failBeforeLaunch(reply, perr)
-		return
-	}
-	base := s.m.baseEnvFor(p)
-	sb, env, perr := s.setupSandbox(p, s.launchEnv(base))
-	if perr != nil {
-		if exe != nil {
-			exe.Close()
-		}
-		s.failBeforeLaunch(reply, perr)
-		return
-	}
-	s.end.tmpDir = sb.tmpDir
-	in := admissionInput{open: p, prof: s.prof, st: st, exe: exe, env: env, baseEnv: base,
-		timeout: s.m.cfg.Bounds.HandshakeTimeout, limits: s.m.effectiveLimits(p), sandbox: sb}
-	if p.HandshakeTimeoutMs != nil {
-		in.timeout = time.Duration(*p.HandshakeTimeoutMs) * time.Millisecond
 	}
 	go func() {
 		r := s.admit(ctx, in)
@@ -277,19 +255,28 @@ func (s *session) launchEnv(base []string) []string {
 // them), and returns its result for the actor to adopt.
 func (s *session) admit(ctx context.Context, in admissionInput) admissionResult {
 	p, timeout := in.open, in.timeout
-	// Load the record before launching, so a resume knows what to load.
-	var prior *store.Record
-	if p.Resume == nil || *p.Resume {
-		rec, err := in.st.Load(p.SessionKey)
-		switch {
-		case err == nil:
-			if rec.Acpx.AgentProfile == p.Agent && rec.Cwd == p.Cwd && rec.BackendSessionID != "" {
-				prior = rec
-			}
-		case !errors.Is(err, store.ErrNotFound):
-			s.log.Warn("session record unreadable; opening a new session", zap.Error(err))
+	prior := s.loadPrior(in) // admitinput.go
+	// A live-tree slot before anything is written or launched
+	// (--max-live-trees, docs/protocol.md §24); given back at once if
+	// nothing is launched, else once the tree is proven gone.
+	if ok, e := s.takeTreeSlot(ctx); !ok {
+		if in.exe != nil {
+			in.exe.Close()
 		}
+		if e == nil {
+			e = abortedError()
+			if errors.Is(context.Cause(ctx), errShutdownAbort) {
+				e = protocol.Domain(protocol.ErrShuttingDown, "the sidecar shut down during admission", false)
+			}
+		}
+		return admissionResult{err: e}
 	}
+	launched := false
+	defer func() {
+		if !launched {
+			s.releaseTreeSlot()
+		}
+	}()
 	name := "acpx-" + s.id
 	// The ledger entry is written before the fork, so a sidecar killed at
 	// any moment after it leaves something the next one can find. If it
@@ -335,6 +322,7 @@ func (s *session) admit(ctx context.Context, in admissionInput) admissionResult 
 		return admissionResult{err: e} // nothing was launched
 	}
 	s.end.hasTree.Store(true)
+	launched = true
 	// The entry is completed with the tree's identity, durably, while the
 	// agent starts and answers the handshake: the entry written before the
 	// launch (pid 0, marker, cgroup parent) already lets a later sidecar
@@ -364,7 +352,7 @@ func (s *session) admit(ctx context.Context, in admissionInput) admissionResult 
 	go func() {
 		select {
 		case <-tree.Exited():
-			s.post(s.onExit)
+			s.post(func() { s.onExit(tree) })
 		case <-s.act.quit:
 		}
 	}()
@@ -417,24 +405,7 @@ func (s *session) admit(ctx context.Context, in admissionInput) admissionResult 
 
 // admitted installs a successful admission on the actor and answers the open.
 func (s *session) admitted(a *admitted, reply Reply) {
-	s.rec.identity = a.result.Identity
-	s.rec.agentInfo = a.result.Agent
-	s.rec.agentCaps = a.caps
-	s.ctl.models, s.ctl.modes, s.ctl.configOpts = a.result.Models, a.result.Modes, a.result.ConfigOptions
-	s.ctl.modelCtl = a.modelCtl
-	s.ctl.pins = a.pins
-	s.ctl.binding = a.result.PermissionBinding
-	s.rec.resumed = a.result.Resumed
-	s.turns.replaying = false
-	// The record is in place; it becomes durable beside the answer, and a
-	// failed fsync is told like any failed record write (persistence.go).
-	go func(p *store.Pending) {
-		if err := p.Sync(); err != nil {
-			s.post(func() { s.noteRecordWrite(err) })
-		}
-	}(a.recordSync)
-	s.flushHistory() // persistence.go
-	s.reportLedger()
+	s.adopt(a) // admitinput.go
 	if a.record != nil {
 		s.restoreUsage(a.record)
 	}
@@ -445,7 +416,7 @@ func (s *session) admitted(a *admitted, reply Reply) {
 		reply(a.result, nil)
 		s.refillSpares()
 		s.flushExtBuffered()
-		s.onExit()
+		s.onExit(s.end.tree)
 		return
 	}
 	s.moveTo(protocol.StateOpen)
@@ -459,7 +430,9 @@ func (s *session) admitted(a *admitted, reply Reply) {
 	if ca := s.end.closeReq; ca != nil {
 		// Shutdown asked to close while the handshake was finishing.
 		s.startCleanup("sidecar shutdown", protocol.OriginShutdown, ca.discard, nil)
+		return
 	}
+	s.afterOpen() // lifecycle.go
 }
 
 // acpError turns a provider call error into a redacted

@@ -26,6 +26,9 @@ type cleanupHandoff struct {
 	tree Tree
 	// hasTree: a tree was launched (admission may still be running).
 	hasTree atomic.Bool
+	// slot: the session holds a live-tree slot (livetrees.go), taken by
+	// the admission worker, given back once its tree is proven gone.
+	slot atomic.Bool
 	// provenBeforeShutdown: closed with a complete proof before shutdown
 	// began, so shutdown does not repeat that proof.
 	provenBeforeShutdown atomic.Bool
@@ -56,6 +59,10 @@ type cleanupHandoff struct {
 type closeAttempt struct {
 	waiters []Reply
 	discard bool
+	// reason and origin are the close's, for one that waits for a retire
+	// or revive to end first (lifecycle.go).
+	reason string
+	origin protocol.ProofOrigin
 	// marked: the record was already marked closed (deleted when
 	// markedDiscard) while the worker ran (startCleanup).
 	marked, markedDiscard bool
@@ -83,6 +90,18 @@ func (s *session) close(reason string, origin protocol.ProofOrigin, discard bool
 			s.end.abortAdmission(errShutdownAbort)
 		}
 		return
+	case s.state.is(protocol.StateRetiring, protocol.StateReviving):
+		// A retire ends first (the parked session is then closed); a
+		// revive is aborted, and what it launched ends.
+		s.end.closeReq = &closeAttempt{waiters: []Reply{reply}, discard: discard, reason: reason, origin: origin}
+		if s.state.is(protocol.StateReviving) {
+			cause := errReviveAborted
+			if origin == protocol.OriginShutdown {
+				cause = errShutdownAbort
+			}
+			s.end.abortAdmission(cause)
+		}
+		return
 	case s.state.is(protocol.StateDead) && s.end.proof != nil:
 		// The provider died and its cleanup finished: this close only
 		// marks the record.
@@ -104,6 +123,8 @@ func (s *session) startCleanup(reason string, origin protocol.ProofOrigin, disca
 	}
 	s.end.closeReq.discard = s.end.closeReq.discard || discard
 	dead := s.state.is(protocol.StateDead)
+	parked := s.state.is(protocol.StateParked)
+	s.stopIdle()
 	if !dead {
 		s.moveTo(protocol.StateClosing)
 	}
@@ -113,8 +134,8 @@ func (s *session) startCleanup(reason string, origin protocol.ProofOrigin, disca
 	}
 	s.endQueued(protocol.PromptResult{Status: protocol.TurnCancelled, StopReason: protocol.StopCancelled})
 	in := cleanupInput{conn: s.conn, tree: s.end.tree, backendSessionID: s.rec.identity.BackendSessionID, reason: reason,
-		origin: origin, closeSupported: s.rec.closeSupported}
-	if dead {
+		origin: origin, closeSupported: s.rec.closeSupported, parked: parked}
+	if dead || parked {
 		in.backendSessionID = "" // nothing to close at protocol level
 	}
 	go func() {
@@ -154,6 +175,7 @@ func (s *session) finishCleanup(proof *protocol.Proof) {
 	if proof.Complete {
 		_ = s.rec.st.RemoveOwned(s.id)
 		s.releaseSandbox()
+		s.releaseTreeSlot()
 		s.m.releaseKey(s)
 	} else {
 		s.retain(proof)
@@ -240,6 +262,9 @@ type cleanupInput struct {
 	// keepConn closes the provider connection only after the tree is gone
 	// (a late handshake may still answer).
 	keepConn bool
+	// parked: the session is parked (its retire proved its tree gone):
+	// nothing is ended (lifecycle.go).
+	parked bool
 }
 
 // cleanup closes the ACP session where the agent offers it (the live
@@ -249,6 +274,9 @@ type cleanupInput struct {
 // through internal/cleanup. It blocks; it runs off the actor and reads
 // only in and the session's immutable fields.
 func (s *session) cleanup(in cleanupInput) *protocol.Proof {
+	if in.parked {
+		return s.parkedProof(in.reason, in.origin)
+	}
 	conn, tree, backendSessionID := in.conn, in.tree, in.backendSessionID
 	job := cleanup.Job{Target: s.target(in.reason, in.origin), Clean: s.red.clean}
 	alive := tree != nil
@@ -359,6 +387,7 @@ func (s *session) retain(first *protocol.Proof) {
 		}
 		_ = st.RemoveOwned(s.id)
 		s.releaseSandbox()
+		s.releaseTreeSlot()
 		s.m.releaseKey(s)
 		s.post(func() { s.end.proof = proof })
 		// The journal was deleted with a discarded record.

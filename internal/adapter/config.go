@@ -109,6 +109,12 @@ type Caps struct {
 	// SIDECAR_AT_CAPACITY (capacity.go; docs/protocol.md §21). It has no
 	// default here: the sidecar derives one from its descriptor limit.
 	MaxSessions int
+	// MaxLiveTrees bounds the provider trees alive at once
+	// (--max-live-trees; ≤ 0 means none): an open or revive beyond it
+	// waits FIFO up to its reviveWaitMs, then is SIDECAR_AT_CAPACITY
+	// (livetrees.go; docs/protocol.md §24). The sidecar's default is
+	// MaxSessions.
+	MaxLiveTrees int
 }
 
 // DefaultCaps returns the caps' defaults, each defined once where the

@@ -249,6 +249,9 @@ func (s *session) control(kind controlKind, name string, raw json.RawMessage, re
 			if s.ctl.models != nil && (kind == controlModel || s.isOption(name, "model")) {
 				s.ctl.pins.model = s.ctl.models.CurrentModelID
 			}
+			if kind == controlOption && !s.isOption(name, "model") && !s.isOption(name, "mode") {
+				s.ctl.pins = s.ctl.pins.withOption(name, raw) // re-applied by a revive
+			}
 			if mode, ok := s.modeNamed(kind, name, raw); ok {
 				s.ctl.pins.mode = mode
 				// The host chose the mode: the binding now says so
@@ -304,6 +307,10 @@ func (s *session) usable() *protocol.Error {
 		return protocol.Domain(protocol.ErrSessionClosing, "the session is closing or closed", false)
 	case protocol.StateDead:
 		return protocol.Domain(protocol.ErrProviderProcessLost, "the provider process is gone", false)
+	case protocol.StateRetiring, protocol.StateParked, protocol.StateReviving:
+		// Calls that need the agent wait for a revive (withAgent); what
+		// cannot wait is refused, retryable.
+		return protocol.Domain(protocol.ErrSessionNotFound, "the session's tree is not running ("+string(s.state.current())+"); a prompt revives it", true)
 	}
 	return nil
 }

@@ -165,13 +165,15 @@ const agentCallBound = 10 * time.Minute
 func (m *Manager) ExtRequest(p protocol.ExtRequestParams, reply Reply) {
 	if s := m.lookup(p.Session, reply); s != nil {
 		s.send(reply, func() {
-			s.callAgent(p.Method, p.Params, func(res json.RawMessage, e *protocol.Error) {
-				if e != nil {
-					reply(nil, e)
-					return
-				}
-				reply(protocol.ExtRequestResult{Result: res}, nil)
-			}, reply)
+			s.withAgent(reply, func() {
+				s.callAgent(p.Method, p.Params, func(res json.RawMessage, e *protocol.Error) {
+					if e != nil {
+						reply(nil, e)
+						return
+					}
+					reply(protocol.ExtRequestResult{Result: res}, nil)
+				}, reply)
+			})
 		})
 	}
 }
@@ -207,25 +209,27 @@ func (m *Manager) ExtNotification(p protocol.ExtNotificationParams) {
 func (m *Manager) AgentSessions(p protocol.AgentSessionsParams, reply Reply) {
 	if s := m.lookup(p.Session, reply); s != nil {
 		s.send(reply, func() {
-			if s.usable() == nil && s.rec.agentCaps.SessionCapabilities.List == nil {
-				reply(nil, protocol.Domain(protocol.ErrUnsupportedControl, "the agent does not offer session/list (no sessionCapabilities.list)", false))
-				return
-			}
-			req := map[string]any{}
-			if p.Cwd != "" {
-				req["cwd"] = p.Cwd
-			}
-			if p.Cursor != nil {
-				req["cursor"] = *p.Cursor
-			}
-			raw, _ := json.Marshal(req)
-			s.callAgent("session/list", raw, func(res json.RawMessage, e *protocol.Error) {
-				if e != nil {
-					reply(nil, e)
+			s.withAgent(reply, func() {
+				if s.usable() == nil && s.rec.agentCaps.SessionCapabilities.List == nil {
+					reply(nil, protocol.Domain(protocol.ErrUnsupportedControl, "the agent does not offer session/list (no sessionCapabilities.list)", false))
 					return
 				}
-				reply(res, nil)
-			}, reply)
+				req := map[string]any{}
+				if p.Cwd != "" {
+					req["cwd"] = p.Cwd
+				}
+				if p.Cursor != nil {
+					req["cursor"] = *p.Cursor
+				}
+				raw, _ := json.Marshal(req)
+				s.callAgent("session/list", raw, func(res json.RawMessage, e *protocol.Error) {
+					if e != nil {
+						reply(nil, e)
+						return
+					}
+					reply(res, nil)
+				}, reply)
+			})
 		})
 	}
 }

@@ -126,10 +126,21 @@ func (s *session) handshake(ctx context.Context, in *admissionInput, conn *acpCo
 	if e := checkSessionCaps(p, caps); e != nil {
 		return nil, "", e
 	}
+	// A per-turn session lives on only through resume or load
+	// (docs/protocol.md §24).
+	canResume := caps.LoadSession || caps.SessionCapabilities.Resume != nil
+	switch {
+	case in.revive != nil && !canResume:
+		return nil, "", protocol.Domain(protocol.ErrSessionLost, "the agent offers neither session/resume nor session/load, so its session cannot be revived", false)
+	case in.revive == nil && p.Lifecycle.PerTurn() && !canResume:
+		return nil, "", capabilityError("loadSession", "lifecycle per-turn")
+	}
 	var st sessionState
 	resumed := false
 	resumeID := ""
 	switch {
+	case in.revive != nil:
+		resumeID = in.revive.backendSessionID // never a new session
 	case p.AgentSessionID != nil:
 		// The host names one of the agent's own sessions (session/agentSessions).
 		if !caps.LoadSession && caps.SessionCapabilities.Resume == nil {
@@ -152,10 +163,16 @@ func (s *session) handshake(ctx context.Context, in *admissionInput, conn *acpCo
 			method = acp.AgentMethodSessionLoad
 			// Replayed history is not live output (docs/protocol.md,
 			// resume): the flag is posted before the request, so it
-			// precedes every replayed update.
-			s.post(func() { s.turns.replaying = true })
+			// precedes every replayed update. A revive's replay is what
+			// was journaled live already: dropped.
+			drop := in.revive != nil
+			s.post(func() { s.turns.replaying, s.turns.replayDrop = true, drop })
 		}
 		err = late.call(ctx, conn, method, params, &st)
+		if err != nil && in.revive != nil && ctx.Err() == nil {
+			return nil, resumeID, protocol.Domain(protocol.ErrSessionLost, "the agent could not resume its session: "+
+				s.sessionError(method, err, p, authMethods).Message, false)
+		}
 		if err != nil {
 			// docs/rules.md#r10: close the recovered session, save nothing.
 			e := s.sessionError(method, err, p, authMethods)
@@ -193,7 +210,10 @@ func (s *session) handshake(ctx context.Context, in *admissionInput, conn *acpCo
 	res := protocol.OpenResult{Session: s.id, SessionKey: s.key, Identity: ident, Resumed: resumed, Agent: info,
 		Models: st.models(), Modes: st.modes(), ConfigOptions: jsonl.CleanRaws(st.ConfigOptions),
 		Process: protocol.ProcessInfo{Pid: ti.Pid, Pgid: ti.Pgid, StartedAt: protocol.At(ti.StartedAt), Containment: string(ti.Containment)},
-		Sandbox: in.sandbox.result, AuthMethods: authMethods}
+		Sandbox: in.sandbox.result, AuthMethods: authMethods, Lifecycle: protocol.LifecycleWarm}
+	if p.Lifecycle != nil {
+		res.Lifecycle = p.Lifecycle.Mode
+	}
 	if res.ConfigOptions == nil {
 		res.ConfigOptions = []json.RawMessage{}
 	}
@@ -206,7 +226,11 @@ func (s *session) handshake(ctx context.Context, in *admissionInput, conn *acpCo
 	// without modes must not fail a resume the host asked no mode of).
 	wantModel, wantMode := p.Model, p.Mode
 	pinnedMode := false
-	if resumed && prior != nil {
+	if in.revive != nil {
+		// What the host chose since the open, not the open's own.
+		wantModel, wantMode = in.revive.pins.model, in.revive.pins.mode
+		pinnedMode = wantMode != ""
+	} else if resumed && prior != nil {
 		if wantModel == "" {
 			wantModel = prior.Acpx.PinnedModelID
 		}
@@ -233,6 +257,16 @@ func (s *session) handshake(ctx context.Context, in *admissionInput, conn *acpCo
 	}
 	res.PermissionBinding = binding
 	pins := pins{model: wantModel, mode: wantMode}
+	if in.revive != nil {
+		// The host's config choices, re-applied and verified
+		// (docs/protocol.md §24).
+		for _, o := range in.revive.pins.options {
+			if e := ctl.set(ctx, controlOption, o.id, o.value); e != nil {
+				return nil, st.SessionID, e
+			}
+		}
+		pins.options = in.revive.pins.options
+	}
 	res.Models, res.Modes, res.ConfigOptions = ctl.models, ctl.modes, ctl.configOpts
 	rec, recSync, err := saveAdmitted(in, prior, &res, init, tree, ctl.usedStyle, pins)
 	if err != nil {
@@ -245,8 +279,32 @@ func (s *session) handshake(ctx context.Context, in *admissionInput, conn *acpCo
 
 // pins are the model and mode the host asked for (open, setModel,
 // setMode, or pinned in the record by an earlier sidecar): the only ones
-// re-applied on resume.
-type pins struct{ model, mode string }
+// re-applied on resume; and the config options the host set since the
+// open (setConfigOption of any other option), in order, which a revive
+// re-applies too (docs/protocol.md §24).
+type pins struct {
+	model, mode string
+	options     []pinnedOption
+}
+
+// pinnedOption is one config option value the host set.
+type pinnedOption struct {
+	id    string
+	value json.RawMessage
+}
+
+// withOption returns p with option id set to value (replacing an earlier
+// value of id, which moves to the end: the order the host set them).
+func (p pins) withOption(id string, value json.RawMessage) pins {
+	out := make([]pinnedOption, 0, len(p.options)+1)
+	for _, o := range p.options {
+		if o.id != id {
+			out = append(out, o)
+		}
+	}
+	p.options = append(out, pinnedOption{id: id, value: append(json.RawMessage(nil), value...)})
+	return p
+}
 
 // authMethod picks the profile's authenticate method: the first rule whose
 // env var the launch env holds and whose method the agent advertises.

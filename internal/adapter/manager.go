@@ -127,6 +127,8 @@ type Manager struct {
 	refills   spareRefills
 	// sbx: what live sandboxed trees may write (sandboxlive.go).
 	sbx liveSandboxes
+	// trees: the live-tree slots (--max-live-trees; livetrees.go).
+	trees liveTrees
 
 	actors   sync.WaitGroup
 	retained sync.WaitGroup
@@ -144,7 +146,8 @@ func NewManager(cfg Config, host Host) *Manager {
 		cfg.Caps.MaxProviderLineBytes = protocol.DefaultMaxProviderLineBytes
 	}
 	return &Manager{cfg: cfg, host: host, log: cfg.Logger, sessions: map[string]*session{},
-		keys: map[string]*session{}, stopCh: make(chan struct{}), tmpSpares: tmpSpares{want: tmpSparesKept}}
+		keys: map[string]*session{}, stopCh: make(chan struct{}), tmpSpares: tmpSpares{want: tmpSparesKept},
+		trees: liveTrees{max: cfg.Caps.MaxLiveTrees}}
 }
 
 // Bounds reports the bounds in force (initialize.bounds), in ms.
@@ -159,7 +162,8 @@ func (m *Manager) Initialize(p protocol.InitializeParams) protocol.InitializeRes
 		containment = string(mode)
 	}
 	caps := protocol.ServerCaps{Containment: containment, Agents: profiles.Names(), InheritEnv: m.inheritPolicy(),
-		Sandbox: SandboxCaps(m.cfg.Sandbox.Caps, m.cfg.Sandbox.Default, mode), MaxSessions: max(m.cfg.Caps.MaxSessions, 0)}
+		Sandbox: SandboxCaps(m.cfg.Sandbox.Caps, m.cfg.Sandbox.Default, mode), MaxSessions: max(m.cfg.Caps.MaxSessions, 0),
+		MaxLiveTrees: max(m.cfg.Caps.MaxLiveTrees, 0)}
 	return protocol.InitializeResult{ProtocolVersion: protocol.Version,
 		ServerInfo:   protocol.Implementation{Name: protocol.ServerName, Version: buildinfo.Version()},
 		Capabilities: caps,

@@ -22,7 +22,7 @@ func (m *Manager) lookup(id string, reply Reply) *session {
 // by $/cancelRequest, which cancels the turn like session/cancel.
 func (m *Manager) Prompt(ctx context.Context, p protocol.PromptParams, reply Reply) {
 	if s := m.lookup(p.Session, reply); s != nil {
-		s.send(reply, func() { s.startTurn(ctx, p, reply) })
+		s.send(reply, func() { s.withPromptAgent(ctx, p, reply) }) // lifecycle.go
 	}
 }
 
@@ -32,7 +32,7 @@ func (m *Manager) Prompt(ctx context.Context, p protocol.PromptParams, reply Rep
 func (m *Manager) Cancel(p protocol.CancelParams, reply Reply) {
 	if s := m.lookup(p.Session, reply); s != nil {
 		s.send(reply, func() {
-			if p.RequestID != nil && s.cancelQueued(*p.RequestID) {
+			if p.RequestID != nil && (s.cancelQueued(*p.RequestID) || s.cancelWaiting(*p.RequestID)) {
 				reply(map[string]bool{"cancelled": true}, nil)
 				return
 			}
@@ -60,20 +60,20 @@ func (m *Manager) Close(p protocol.CloseParams, reply Reply) {
 // SetModel selects and verifies a model (docs/rules.md#r24).
 func (m *Manager) SetModel(p protocol.SetModelParams, reply Reply) {
 	if s := m.lookup(p.Session, reply); s != nil {
-		s.send(reply, func() { s.control(controlModel, p.Model, nil, reply) })
+		s.send(reply, func() { s.withAgent(reply, func() { s.control(controlModel, p.Model, nil, reply) }) })
 	}
 }
 
 // SetMode selects and verifies a mode.
 func (m *Manager) SetMode(p protocol.SetModeParams, reply Reply) {
 	if s := m.lookup(p.Session, reply); s != nil {
-		s.send(reply, func() { s.control(controlMode, p.Mode, nil, reply) })
+		s.send(reply, func() { s.withAgent(reply, func() { s.control(controlMode, p.Mode, nil, reply) }) })
 	}
 }
 
 // SetConfigOption sets an ACP session config option and verifies it.
 func (m *Manager) SetConfigOption(p protocol.SetConfigOptionParams, reply Reply) {
 	if s := m.lookup(p.Session, reply); s != nil {
-		s.send(reply, func() { s.control(controlOption, p.Key, p.Value, reply) })
+		s.send(reply, func() { s.withAgent(reply, func() { s.control(controlOption, p.Key, p.Value, reply) }) })
 	}
 }

@@ -45,13 +45,14 @@ type session struct {
 	// actor-owned
 	open  protocol.OpenParams
 	prof  profiles.Profile
-	state lifecycle // changed only by moveTo (state.go)
+	state stateMachine // changed only by moveTo (state.go)
 	conn  *acpConn
 	rec   sessionRecord // the agent's session and its record (record.go)
 	ctl   controlState  // models, modes, config options, pins (controls.go)
 	turns turnState     // the turn, the queue, what arrives around them (turnstate.go)
 	acct  accounting    // usage and cost (turnstate.go)
 	pub   publisher     // journal and frames for the host (notify.go)
+	life  lifecycle     // per-turn retire and revive, idle retire (lifecycle.go)
 }
 
 func newSession(m *Manager, id string, p protocol.OpenParams, prof profiles.Profile) *session {
@@ -59,9 +60,9 @@ func newSession(m *Manager, id string, p protocol.OpenParams, prof profiles.Prof
 		log: m.log.With(zap.String("session", id)), red: newRedactor(m.secretEnv(p)),
 		act:  actorLoop{mb: newMailbox(), inbox: make(chan func(), 256), gate: newByteGate(maxInboxBytes), quit: make(chan struct{})},
 		end:  cleanupHandoff{token: newToken()},
-		open: p, prof: prof, state: lifecycle{protocol.StateAdmitting},
+		open: p, prof: prof, state: stateMachine{protocol.StateAdmitting},
 		turns: turnState{usedIDs: map[string]bool{}, toolTurns: map[string]string{}},
-		acct:  accounting{perRequest: map[string]protocol.Usage{}}}
+		acct:  accounting{perRequest: map[string]protocol.Usage{}}, life: newLifecycle(p.Lifecycle)}
 	s.publish()
 	return s
 }
@@ -138,6 +139,8 @@ func (s *session) stop() {
 		s.finishTurn(protocol.PromptResult{Status: protocol.TurnFailed, Error: &protocol.TurnError{
 			Code: protocol.ErrShuttingDown, Message: "the sidecar shut down during the turn"}})
 	}
+	s.stopIdle()
+	s.answerWaiting(protocol.Domain(protocol.ErrShuttingDown, "the sidecar shut down before the session could revive", false))
 	if s.conn != nil {
 		s.conn.close()
 	}
@@ -152,15 +155,17 @@ func (s *session) onUpdate(u providerUpdate) {
 		return
 	}
 	switch {
+	case s.turns.replaying && s.turns.replayDrop:
+		return // a revive's load replays what was journaled live already
 	case s.turns.replaying:
 		s.journalHistory(u.update) // docs/protocol.md §11: replay is not live output; §16: journaled as history
 		return
-	case s.state.is(protocol.StateAdmitting):
+	case s.state.is(protocol.StateAdmitting, protocol.StateReviving):
 		// Kept past the batch, whose buffer is reused: copied.
 		s.turns.buffered = append(s.turns.buffered, providerUpdate{update: bytes.Clone(u.update), kind: u.kind})
 		return
-	case s.state.is(protocol.StateClosing, protocol.StateClosed, protocol.StateDead):
-		return // the turn was ended by close; nothing more is live output
+	case s.state.is(protocol.StateClosing, protocol.StateClosed, protocol.StateDead, protocol.StateRetiring, protocol.StateParked):
+		return // the turn was ended by close or retire; nothing more is live output
 	}
 	s.forward(u.update, s.trackUpdate(u.kind, u.update))
 }
@@ -249,14 +254,15 @@ func (s *session) trackUpdate(kind updateKind, update json.RawMessage) *string {
 	return nil
 }
 
-// onExit handles the provider leader's exit seen by the reaper.
-func (s *session) onExit() {
-	if s.end.exitSeen {
+// onExit handles the exit of tree's leader seen by the reaper; a tree the
+// session no longer runs (retired, or replaced by a revive's) is ignored.
+func (s *session) onExit(tree Tree) {
+	if s.end.exitSeen || tree == nil || tree != s.end.tree {
 		return
 	}
 	s.end.exitSeen = true
-	if s.state.is(protocol.StateClosing, protocol.StateClosed, protocol.StateAdmitting) {
-		return // the close or admission worker owns cleanup
+	if s.state.is(protocol.StateClosing, protocol.StateClosed, protocol.StateAdmitting, protocol.StateRetiring, protocol.StateReviving) {
+		return // the close, retire or admission worker owns cleanup
 	}
 	st := s.end.tree.ExitStatus()
 	ooms := oomKills(s.end.tree)

@@ -13,33 +13,42 @@ import (
 // state a session can be in is a protocol.SessionState; legalMoves lists
 // the only moves between them:
 //
-//	admitting ─► open ◄─► turn
-//	    │         │ ╲      │ ╲
-//	    │         │  ╲     │  ╲
-//	    ▼         ▼   ▼    ▼   ▼
+//	admitting ─► open ◄─► turn            open ─► retiring ─► parked ─► reviving ─► open
+//	    │         │ ╲      │ ╲                      │          │   ▲       │  │
+//	    │         │  ╲     │  ╲                     ▼          ▼   └───────┘  ▼
+//	    ▼         ▼   ▼    ▼   ▼                  closed     closing        closed
 //	  closed ◄─ closing   dead ─► closed
 //
 // admitting → closed is a failed open (its proof answers it); open|turn →
 // closing is a close or shutdown; open|turn → dead is the provider exiting
-// on its own; dead → closed is a close after that death. closed is final.
+// on its own; dead → closed is a close after that death. A per-turn (or
+// idle warm) session retires: open → retiring → parked, and a call that
+// needs the agent revives it: parked → reviving → open (docs/protocol.md
+// §24); a revive that launched nothing, or failed for a reason worth a
+// retry, goes back to parked; one that lost the agent's session, and a
+// retire whose tree could not be proven gone, end closed; a parked
+// session's close is parked → closing. closed is final.
 var legalMoves = map[protocol.SessionState][]protocol.SessionState{
 	protocol.StateAdmitting: {protocol.StateOpen, protocol.StateClosed},
-	protocol.StateOpen:      {protocol.StateTurn, protocol.StateClosing, protocol.StateDead},
+	protocol.StateOpen:      {protocol.StateTurn, protocol.StateClosing, protocol.StateDead, protocol.StateRetiring},
 	protocol.StateTurn:      {protocol.StateOpen, protocol.StateClosing, protocol.StateDead},
+	protocol.StateRetiring:  {protocol.StateParked, protocol.StateClosed},
+	protocol.StateParked:    {protocol.StateReviving, protocol.StateClosing},
+	protocol.StateReviving:  {protocol.StateOpen, protocol.StateParked, protocol.StateClosed},
 	protocol.StateClosing:   {protocol.StateClosed},
 	protocol.StateDead:      {protocol.StateClosed},
 	protocol.StateClosed:    {},
 }
 
-// lifecycle is a session's state. It is actor-owned; only transition
+// stateMachine is a session's state. It is actor-owned; only transition
 // changes it, so a move the table does not allow cannot happen silently.
-type lifecycle struct{ cur protocol.SessionState }
+type stateMachine struct{ cur protocol.SessionState }
 
 // current returns the state (as status and list report it).
-func (l lifecycle) current() protocol.SessionState { return l.cur }
+func (l stateMachine) current() protocol.SessionState { return l.cur }
 
 // is reports whether the state is one of states.
-func (l lifecycle) is(states ...protocol.SessionState) bool {
+func (l stateMachine) is(states ...protocol.SessionState) bool {
 	for _, st := range states {
 		if l.cur == st {
 			return true
@@ -57,7 +66,7 @@ func (e *illegalTransition) Error() string {
 
 // transition moves to `to` if legalMoves allows it from the current state;
 // otherwise it returns an *illegalTransition and the state is unchanged.
-func (l *lifecycle) transition(to protocol.SessionState) error {
+func (l *stateMachine) transition(to protocol.SessionState) error {
 	for _, ok := range legalMoves[l.cur] {
 		if ok == to {
 			l.cur = to

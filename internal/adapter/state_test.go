@@ -14,10 +14,13 @@ func init() { strictTransitions = true }
 // TestState_OnlyLegalTransitions: the session lifecycle moves only along
 // legalMoves; an illegal move is an error and leaves the state unchanged:
 // one turn at a time (open ⇄ turn, docs/rules.md#r27), a dead session is
-// never usable again (docs/rules.md#r28), and closed is final.
+// never usable again (docs/rules.md#r28), closed is final, and only an
+// idle open session retires, only a parked one revives (docs/protocol.md
+// §24).
 func TestState_OnlyLegalTransitions(t *testing.T) {
 	all := []protocol.SessionState{protocol.StateAdmitting, protocol.StateOpen, protocol.StateTurn,
-		protocol.StateClosing, protocol.StateClosed, protocol.StateDead}
+		protocol.StateClosing, protocol.StateClosed, protocol.StateDead,
+		protocol.StateRetiring, protocol.StateParked, protocol.StateReviving}
 	legal := map[[2]protocol.SessionState]bool{
 		{protocol.StateAdmitting, protocol.StateOpen}:   true,
 		{protocol.StateAdmitting, protocol.StateClosed}: true,
@@ -29,10 +32,18 @@ func TestState_OnlyLegalTransitions(t *testing.T) {
 		{protocol.StateTurn, protocol.StateDead}:        true,
 		{protocol.StateClosing, protocol.StateClosed}:   true,
 		{protocol.StateDead, protocol.StateClosed}:      true,
+		{protocol.StateOpen, protocol.StateRetiring}:    true,
+		{protocol.StateRetiring, protocol.StateParked}:  true,
+		{protocol.StateRetiring, protocol.StateClosed}:  true,
+		{protocol.StateParked, protocol.StateReviving}:  true,
+		{protocol.StateParked, protocol.StateClosing}:   true,
+		{protocol.StateReviving, protocol.StateOpen}:    true,
+		{protocol.StateReviving, protocol.StateParked}:  true,
+		{protocol.StateReviving, protocol.StateClosed}:  true,
 	}
 	for _, from := range all {
 		for _, to := range all {
-			l := lifecycle{from}
+			l := stateMachine{from}
 			err := l.transition(to)
 			if legal[[2]protocol.SessionState{from, to}] {
 				if err != nil || l.current() != to {
@@ -52,7 +63,7 @@ func TestState_OnlyLegalTransitions(t *testing.T) {
 // a bug in the actor fails the test that hits it (here reopening a closed
 // session, which docs/rules.md#r25 and #r26 rule out).
 func TestState_StrictTransitionPanics(t *testing.T) {
-	s := &session{state: lifecycle{protocol.StateClosed}}
+	s := &session{state: stateMachine{protocol.StateClosed}}
 	defer func() {
 		if recover() == nil {
 			t.Fatal("closed → open did not panic under strictTransitions")

@@ -106,8 +106,16 @@ func (m *Manager) Stats() protocol.StatsResult {
 			res.Sessions.Closed++
 		case protocol.StateDead:
 			res.Sessions.Dead++
+		case protocol.StateRetiring:
+			res.Sessions.Retiring++
+		case protocol.StateParked:
+			res.Sessions.Parked++
+		case protocol.StateReviving:
+			res.Sessions.Reviving++
 		}
 	}
+	res.LiveTrees.Live, res.LiveTrees.Waiting = m.trees.counts()
+	res.LiveTrees.Max = max(m.trees.max, 0)
 	st := &m.stats
 	res.Turns = protocol.StatsTurns{Running: res.Sessions.Turn, Queued: int(st.turnsQueued.Load()),
 		Completed: st.completed.Load(), Failed: st.failed.Load(), Cancelled: st.cancelled.Load()}

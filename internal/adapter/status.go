@@ -62,6 +62,7 @@ func (s *session) liveStatus() protocol.StatusResult {
 		res.Modes = &m
 	}
 	res.Process.Pid = s.end.pid
+	res.Lifecycle = s.lifecycleStatus()
 	res.Summary = s.summary()
 	return res
 }

@@ -206,6 +206,7 @@ func (s *session) finishTurn(res protocol.PromptResult) {
 	s.act.snapDirty = true // usage, lastRequestId
 	t.reply(res, nil)
 	s.startQueued()
+	s.afterTurn() // lifecycle.go: retire a per-turn session, arm a warm one's idle bound
 }
 
 // cancelTurn cancels the active turn if requestID (nil = any) names it:

@@ -19,7 +19,8 @@ type turnState struct {
 	toolTurns map[string]string // toolCallId -> requestId of the turn it started in
 	// lostInTurn: the connection died during a turn.
 	lostInTurn  bool
-	replaying   bool                 // drop updates (session/load replay)
+	replaying   bool                 // session/load replay: journaled as history, not live
+	replayDrop  bool                 // a revive's replay: dropped (it was journaled live)
 	buffered    []providerUpdate     // updates that arrived during a new-session admission
 	extBuffered []protocol.ExtNotice // extension notifications that arrived during admission (ext.go)
 	// withdrawable: what withdraws each host-bound request by the

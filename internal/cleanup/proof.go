@@ -53,6 +53,26 @@ func NothingLaunched(t Target, now time.Time) *protocol.Proof {
 	return p
 }
 
+// NothingRunning is the complete proof of closing a session whose tree
+// is not running: a parked session, whose retire already proved its tree
+// gone (docs/protocol.md §24). Attempts 0, finished at startedAt.
+func NothingRunning(t Target, now time.Time) *protocol.Proof {
+	p := Begin(t, now)
+	p.Attempts = 0
+	p.Complete, p.Verified = true, protocol.ProofVerified{TreeEmpty: true, Method: "no tree was running (parked: its retire proved it gone)"}
+	Finish(p, now)
+	return p
+}
+
+// AttachPublication records what the publication of the provider state
+// that followed p's cleanup did (docs/protocol.md §24); pub nil leaves p
+// without one.
+func AttachPublication(p *protocol.Proof, pub *protocol.Publication) {
+	if p != nil {
+		p.Publication = pub
+	}
+}
+
 // markNothingLaunched makes p the proof of a cleanup with no tree:
 // complete by construction, nothing attempted.
 func markNothingLaunched(p *protocol.Proof) {

@@ -70,6 +70,8 @@
 //	                   (an agent that does not persist them)
 //	load-without-modes  session/load and session/resume answers carry no
 //	                   modes
+//	recall             each turn first says "recall: <n> earlier prompts:
+//	                   <p1>|<p2>…" (the session's earlier prompts)
 //	resume             advertise sessionCapabilities.resume; session/resume
 //	                   answers the session's state and replays nothing
 //	auth=<id>[:<ENV>][;...]  advertise those authMethods (env_var type with
@@ -269,6 +271,8 @@ func parseModes(list string) (config, error) {
 			c.loadWithoutModes = true
 		case "resume":
 			c.resume = true
+		case "recall":
+			c.recall = true
 		case "turn-hog", "turn-forkbomb":
 			err = c.limitModes.parse(name, val, hasVal)
 		case "probe":

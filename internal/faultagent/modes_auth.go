@@ -20,6 +20,12 @@ type authModes struct {
 	// resume (mode resume): advertise sessionCapabilities.resume and answer
 	// session/resume with the session's state, replaying nothing.
 	resume bool
+	// recall (mode recall): every turn's first message chunk after the
+	// greeting is "recall: <n> earlier prompts: <p1>|<p2>…", the prompts
+	// of the session's earlier turns — so a host sees whether a process
+	// that loaded or resumed the session remembers it (docs/protocol.md
+	// §24).
+	recall bool
 
 	authMethods []authMethod
 	authed      string // the methodId authenticated (guarded by agent.mu)

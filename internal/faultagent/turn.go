@@ -53,6 +53,7 @@ func (a *agent) prompt(m message) {
 	s.cancel = cancel
 	s.Turns++
 	turns := s.Turns
+	recall := recallText(s.History)
 	s.History = append(s.History, chunk("user_message_chunk", userText.String()))
 	a.mu.Unlock()
 
@@ -79,6 +80,9 @@ func (a *agent) prompt(m message) {
 
 	double := a.doubleAnswer(m.ID, emit)
 	emit(chunk("agent_message_chunk", helloText))
+	if a.cfg.recall {
+		emit(chunk("agent_message_chunk", recall))
+	}
 	a.turnAttacks(s.ID, emit) // modes_attack.go
 	if a.cfg.permissionKind != "" && !cancelled() {
 		emit(chunk("agent_message_chunk", a.askPermission(s.ID)))
@@ -170,4 +174,22 @@ func (a *agent) requestPermission(sessionID string, toolCall map[string]any, kin
 	}
 	_ = json.Unmarshal(resp.Result, &r)
 	return strings.TrimSpace(fmt.Sprintf("permission: %s %s", r.Outcome.Outcome, r.Outcome.OptionID))
+}
+
+// recallText is the recall mode's chunk for a session whose history is h:
+// the text of its user_message_chunks, in order.
+func recallText(h []json.RawMessage) string {
+	var prompts []string
+	for _, u := range h {
+		var c struct {
+			Kind    string `json:"sessionUpdate"`
+			Content struct {
+				Text string `json:"text"`
+			} `json:"content"`
+		}
+		if json.Unmarshal(u, &c) == nil && c.Kind == "user_message_chunk" {
+			prompts = append(prompts, c.Content.Text)
+		}
+	}
+	return fmt.Sprintf("recall: %d earlier prompts: %s", len(prompts), strings.Join(prompts, "|"))
 }

@@ -1,0 +1,415 @@
+package adapter
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/acpx-sidecar/acpx-sidecar/internal/cleanup"
+	"github.com/acpx-sidecar/acpx-sidecar/internal/store"
+	"github.com/acpx-sidecar/acpx-sidecar/protocol"
+)
+
+// lifecycle is the session's part of docs/protocol.md §24 (PROTOCOL
+// §10.1): a per-turn session's tree lives for its admission and each turn;
+// once a turn has ended and nothing is queued the session retires (the
+// ordinary cleanup path, origin "retire", then parked), and the next call
+// that needs the agent revives it (the ordinary admission path, resume or
+// load only). A warm session with idleRetireMs retires the same way once
+// idle that long. Actor-owned.
+type lifecycle struct {
+	mode       protocol.LifecycleMode
+	idleRetire time.Duration // warm only; 0: never
+	idle       *time.Timer
+	idleGen    uint64 // a timer of an older generation fired too late: ignored
+	// waiting are the calls that need the agent, held while the session
+	// retires, is parked or revives; they run in arrival order once it is
+	// live, or are answered the revive's error.
+	waiting          []waitingCall
+	retires, revives int
+	lastRevive       *time.Duration
+	reviveStarted    time.Time
+}
+
+// waitingCall is one host call held for the agent: run does it (its own
+// checks included), reply answers it if it never runs.
+type waitingCall struct {
+	reply Reply
+	run   func()
+	// requestID is a waiting prompt's (session/cancel may answer it).
+	requestID string
+}
+
+// newLifecycle is the lifecycle an open asks for (nil: warm).
+func newLifecycle(l *protocol.Lifecycle) lifecycle {
+	lc := lifecycle{mode: protocol.LifecycleWarm}
+	if l == nil {
+		return lc
+	}
+	lc.mode = l.Mode
+	if l.IdleRetireMs != nil {
+		lc.idleRetire = time.Duration(*l.IdleRetireMs) * time.Millisecond
+	}
+	return lc
+}
+
+// withAgent runs a host call that needs the agent: now when the session is
+// anything but retiring, parked or reviving (run then does its own
+// checks); otherwise it waits, and a parked session starts its revive.
+func (s *session) withAgent(reply Reply, run func()) {
+	s.whenLive(waitingCall{reply: reply, run: run})
+}
+
+// whenLive runs c now, or holds it for the agent (withAgent).
+func (s *session) whenLive(c waitingCall) {
+	switch s.state.current() {
+	case protocol.StateParked:
+		s.life.waiting = append(s.life.waiting, c)
+		s.startRevive()
+	case protocol.StateRetiring, protocol.StateReviving:
+		s.life.waiting = append(s.life.waiting, c)
+	default:
+		c.run()
+	}
+}
+
+// answerWaiting answers every waiting call with e.
+func (s *session) answerWaiting(e *protocol.Error) {
+	w := s.life.waiting
+	s.life.waiting = nil
+	for _, c := range w {
+		c.reply(nil, e)
+	}
+}
+
+// runWaiting runs the waiting calls in order, on a live session.
+func (s *session) runWaiting() {
+	w := s.life.waiting
+	s.life.waiting = nil
+	for _, c := range w {
+		c.run()
+	}
+}
+
+// canRevive reports whether the agent can resume its session in a new
+// process: it offers session/resume or session/load.
+func (s *session) canRevive() bool {
+	c := s.rec.agentCaps
+	return c.LoadSession || c.SessionCapabilities.Resume != nil
+}
+
+// afterTurn is called when a turn has ended (its result sent): a per-turn
+// session retires if nothing else is due, a warm one with idleRetireMs
+// arms its idle timer.
+func (s *session) afterTurn() {
+	if s.life.mode == protocol.LifecyclePerTurn {
+		s.retireIfIdle("the turn ended (per-turn)")
+		return
+	}
+	s.armIdle()
+}
+
+// afterOpen is called once an open is answered: a per-turn session whose
+// agent session already ran a turn (a resumed one) retires at once; one
+// that never ran a turn keeps its tree until its first turn ends, since
+// some agents cannot resume a session without one (codex-acp 2.x;
+// docs/agents.md). A warm session arms its idle timer.
+func (s *session) afterOpen() {
+	if s.life.mode == protocol.LifecyclePerTurn {
+		if s.turns.lastReqID != nil {
+			s.retireIfIdle("admitted (per-turn)")
+		}
+		return
+	}
+	s.armIdle()
+}
+
+// retireIfIdle starts a retire when the session is open and idle: no turn,
+// nothing queued or waiting, no close in flight, its provider alive and
+// able to resume, the sidecar not shutting down.
+func (s *session) retireIfIdle(why string) {
+	if !s.state.is(protocol.StateOpen) || s.turns.turn != nil || len(s.turns.queue) > 0 || len(s.life.waiting) > 0 ||
+		s.end.closeReq != nil || s.end.exitSeen || s.turns.lostInTurn || s.conn == nil || s.end.tree == nil || !s.canRevive() {
+		return
+	}
+	s.m.mu.Lock()
+	closing := s.m.closing
+	s.m.mu.Unlock()
+	if closing {
+		return
+	}
+	s.startRetire(why)
+}
+
+// armIdle (re)starts a warm session's idle timer (idleRetireMs). A session
+// that never ran a turn is not retired idle: some agents cannot resume a
+// session without one (codex-acp 2.x; docs/agents.md).
+func (s *session) armIdle() {
+	if s.life.idleRetire <= 0 || !s.state.is(protocol.StateOpen) || s.turns.lastReqID == nil {
+		return
+	}
+	s.stopIdle()
+	gen := s.life.idleGen
+	s.life.idle = time.AfterFunc(s.life.idleRetire, func() {
+		s.post(func() {
+			if s.life.idleGen == gen {
+				s.retireIfIdle("idle for idleRetireMs")
+			}
+		})
+	})
+}
+
+// stopIdle stops the idle timer; a timer that already fired is made stale.
+func (s *session) stopIdle() {
+	s.life.idleGen++
+	if s.life.idle != nil {
+		s.life.idle.Stop()
+		s.life.idle = nil
+	}
+}
+
+// startRetire ends the tree by the ordinary cleanup path (ACP close by the
+// close policy, then the tree, proof origin "retire") off the actor; the
+// session is retiring until finishRetire.
+func (s *session) startRetire(why string) {
+	s.stopIdle()
+	s.moveTo(protocol.StateRetiring)
+	s.flushOut()
+	s.syncJournal() // everything the turn journaled is durable before the tree goes
+	in := cleanupInput{conn: s.conn, tree: s.end.tree, backendSessionID: s.rec.identity.BackendSessionID, reason: why,
+		origin: protocol.OriginRetire, closeSupported: s.rec.closeSupported}
+	go func() {
+		proof := s.cleanup(in)
+		s.post(func() { s.finishRetire(proof) })
+	}()
+}
+
+// finishRetire adopts a retire's proof. Complete: what the tree held is
+// released (ledger entry, sandbox, live-tree slot), the session is parked
+// and the host told (cleanup/proof, session/lifecycle parked); a close
+// that arrived meanwhile now closes the parked session, and waiting calls
+// start the revive. Incomplete: the tree may still run, so the session
+// cannot revive; it ends closed like a close with an incomplete proof
+// (retained, the key held until the tree is proven gone).
+func (s *session) finishRetire(proof *protocol.Proof) {
+	s.m.stats.countProof(proof)
+	if !proof.Complete {
+		s.log.Warn("retire could not prove the tree gone; the session ends")
+		s.end.proof = proof
+		s.moveTo(protocol.StateClosed)
+		s.markClosed(false)
+		s.retain(proof)
+		s.answerWaiting(protocol.Domain(protocol.ErrSessionClosing, "the session ended: its retired tree could not be proven gone", false))
+		ca := s.end.closeReq
+		s.end.closeReq = nil
+		s.notify(protocol.NotifyCleanupProof, protocol.ProofNotice{Proof: proof})
+		s.flushOut()
+		s.release()
+		if ca != nil {
+			for _, w := range ca.waiters {
+				s.replyProof(w, proof)
+			}
+		}
+		return
+	}
+	s.treeGone()
+	s.life.retires++
+	s.persist(func(r *store.Record) { r.Pid, r.AgentStartedAt = nil, nil })
+	s.moveTo(protocol.StateParked)
+	s.notify(protocol.NotifyCleanupProof, protocol.ProofNotice{Proof: proof})
+	s.notify(protocol.NotifySessionLifecycle, protocol.LifecycleNotice{Session: s.id, SessionKey: s.key,
+		State: protocol.LifeParked, Proof: proof})
+	s.flushOut()
+	if ca := s.end.closeReq; ca != nil {
+		s.answerWaiting(protocol.Domain(protocol.ErrSessionClosing, "the session is closing", false))
+		s.startCleanup(ca.reason, ca.origin, ca.discard, nil)
+		return
+	}
+	if len(s.life.waiting) > 0 {
+		s.startRevive()
+	}
+}
+
+// treeGone releases what the session's tree held once it is proven gone
+// and the session lives on (a retire, a revive that failed but may be
+// retried): the ledger entry, the sandbox (its private TMPDIR), the
+// live-tree slot, the connection and the tree handle.
+func (s *session) treeGone() {
+	if err := s.rec.st.RemoveOwned(s.id); err != nil {
+		s.log.Warn("ledger entry not removed", zap.Error(err))
+	}
+	s.releaseSandbox()
+	s.end.tmpDir = ""
+	s.releaseTreeSlot()
+	if s.end.tree != nil {
+		s.end.pid = s.end.tree.Info().Pid
+	}
+	s.conn, s.end.tree, s.end.exitSeen = nil, nil, false
+	s.turns.lostInTurn = false
+}
+
+// errReviveAborted is the cause of a revive aborted by a host close.
+var errReviveAborted = errors.New("the session is closing")
+
+// startRevive launches the tree again for a parked session: the same
+// command (its digest checked again), env, limits and sandbox, by the
+// ordinary admission path, resuming the agent's own session.
+func (s *session) startRevive() {
+	s.moveTo(protocol.StateReviving)
+	s.life.reviveStarted = time.Now()
+	s.notify(protocol.NotifySessionLifecycle, protocol.LifecycleNotice{Session: s.id, SessionKey: s.key, State: protocol.LifeReviving})
+	s.flushOut()
+	ctx, cancel := context.WithCancelCause(context.Background())
+	s.end.abortAdmission = cancel
+	in, e := s.prepareLaunch(&reviveInput{backendSessionID: s.rec.identity.BackendSessionID, pins: s.ctl.pins})
+	if e != nil {
+		cancel(nil)
+		s.reviveFailed(nil, e)
+		return
+	}
+	go func() {
+		r := s.admit(ctx, in)
+		cancel(nil)
+		s.post(func() { s.finishRevive(r) })
+	}()
+}
+
+// finishRevive adopts a revive's result on the actor: the session is live
+// again (session/lifecycle live) and the waiting calls run, or the revive
+// failed (reviveFailed).
+func (s *session) finishRevive(r admissionResult) {
+	s.rec.closeSupported = r.closeSupported
+	s.refillSpares() // tmpspares.go: the launch took spare files
+	if r.adm == nil {
+		s.reviveFailed(r.proof, r.err)
+		return
+	}
+	s.adopt(r.adm)
+	s.life.revives++
+	d := time.Since(s.life.reviveStarted)
+	s.life.lastRevive = &d
+	s.moveTo(protocol.StateOpen)
+	s.notify(protocol.NotifySessionLifecycle, protocol.LifecycleNotice{Session: s.id, SessionKey: s.key, State: protocol.LifeLive})
+	for _, u := range s.turns.buffered {
+		s.forward(u.update, s.trackUpdate(u.kind, u.update))
+	}
+	s.turns.buffered = nil
+	s.flushExtBuffered()
+	s.flushOut()
+	if ca := s.end.closeReq; ca != nil {
+		s.answerWaiting(protocol.Domain(protocol.ErrSessionClosing, "the session is closing", false))
+		s.startCleanup(ca.reason, ca.origin, ca.discard, nil)
+		return
+	}
+	if s.end.exitSeen { // died between its handshake and now
+		s.end.exitSeen = false
+		s.onExit(s.end.tree)
+	}
+	s.runWaiting()
+	if s.state.is(protocol.StateOpen) && s.turns.turn == nil && len(s.turns.queue) == 0 {
+		s.afterTurn() // the waiting calls needed the agent but ran no turn
+	}
+}
+
+// reviveFailed ends a revive that failed with e (proof: the cleanup of
+// what it launched, nil if nothing was). Nothing launched, or a failure
+// worth a retry (the proof complete): the session is parked again and the
+// waiting calls get e. The agent's session could not be resumed, or the
+// revive's tree could not be proven gone: the session is closed and the
+// waiting calls get e (SESSION_LOST with the proof).
+func (s *session) reviveFailed(proof *protocol.Proof, e *protocol.Error) {
+	if proof != nil {
+		s.m.stats.countProof(proof)
+		e.Data.Cleanup = proof
+	}
+	ca := s.end.closeReq
+	retry := e.Data.Retryable && ca == nil && e.Data.Code != protocol.ErrSessionLost
+	if proof == nil || (proof.Complete && retry) {
+		s.treeGone()
+		if ca == nil {
+			s.moveTo(protocol.StateParked)
+			s.notify(protocol.NotifySessionLifecycle, protocol.LifecycleNotice{Session: s.id, SessionKey: s.key,
+				State: protocol.LifeParked, Error: &protocol.TurnError{Code: e.Data.Code, Message: e.Message, Retryable: e.Data.Retryable}})
+			s.flushOut()
+			s.answerWaiting(e)
+			return
+		}
+		// A close arrived while the revive launched nothing: close the
+		// parked session.
+		s.moveTo(protocol.StateParked)
+		s.answerWaiting(e)
+		s.startCleanup(ca.reason, ca.origin, ca.discard, nil)
+		return
+	}
+	s.log.Warn("revive failed; the session ends", zap.String("code", string(e.Data.Code)))
+	s.end.proof = proof
+	s.end.closeReq = nil
+	s.moveTo(protocol.StateClosed)
+	s.markClosed(ca != nil && ca.discard)
+	if proof.Complete {
+		s.treeGone()
+		s.m.releaseKey(s)
+	} else {
+		s.retain(proof)
+	}
+	s.answerWaiting(e)
+	s.notify(protocol.NotifyCleanupProof, protocol.ProofNotice{Proof: proof})
+	s.flushOut()
+	s.release()
+	if ca != nil {
+		for _, w := range ca.waiters {
+			s.replyProof(w, proof)
+		}
+	}
+}
+
+// lifecycleStatus is session/status `lifecycle`.
+func (s *session) lifecycleStatus() *protocol.LifecycleStatus {
+	st := protocol.LifeLive
+	switch s.state.current() {
+	case protocol.StateRetiring:
+		st = protocol.LifeRetiring
+	case protocol.StateParked:
+		st = protocol.LifeParked
+	case protocol.StateReviving:
+		st = protocol.LifeReviving
+	}
+	ls := &protocol.LifecycleStatus{Mode: s.life.mode, State: st, Retires: s.life.retires, Revives: s.life.revives}
+	if d := s.life.lastRevive; d != nil {
+		ms := d.Milliseconds()
+		ls.LastReviveMs = &ms
+	}
+	if s.life.idleRetire > 0 {
+		ms := s.life.idleRetire.Milliseconds()
+		ls.IdleRetireMs = &ms
+	}
+	return ls
+}
+
+// parkedProof is the proof of closing a parked session: nothing runs, so
+// nothing is ended (docs/protocol.md §24).
+func (s *session) parkedProof(reason string, origin protocol.ProofOrigin) *protocol.Proof {
+	return cleanup.NothingRunning(s.target(reason, origin), time.Now())
+}
+
+// withPromptAgent runs session/prompt through withAgent, remembering its
+// requestId while it waits so session/cancel can answer it (docs/protocol.md
+// §24: a prompt revives a parked session).
+func (s *session) withPromptAgent(ctx context.Context, p protocol.PromptParams, reply Reply) {
+	s.whenLive(waitingCall{reply: reply, run: func() { s.startTurn(ctx, p, reply) }, requestID: p.RequestID})
+}
+
+// cancelWaiting answers the waiting prompt requestID names `cancelled`
+// (it never reaches the agent); false if none waits.
+func (s *session) cancelWaiting(requestID string) bool {
+	for i, c := range s.life.waiting {
+		if c.requestID == requestID && requestID != "" {
+			s.life.waiting = append(s.life.waiting[:i], s.life.waiting[i+1:]...)
+			c.reply(protocol.PromptResult{RequestID: requestID, Status: protocol.TurnCancelled, StopReason: protocol.StopCancelled}, nil)
+			return true
+		}
+	}
+	return false
+}
