@@ -59,6 +59,20 @@ func checkHostMode(prof profiles.Profile, p protocol.OpenParams, mode string) *p
 	return nil
 }
 
+// checkRetire refuses, before anything is launched, a lifecycle that
+// retires the tree (per-turn, or warm with idleRetireMs) for an agent whose
+// profile says its session cannot be revived (profiles.Profile.NoRetire;
+// docs/protocol.md §24).
+func checkRetire(prof profiles.Profile, p protocol.OpenParams) *protocol.Error {
+	l := p.Lifecycle
+	if prof.NoRetire == "" || l == nil || (!l.PerTurn() && l.IdleRetireMs == nil) {
+		return nil
+	}
+	e := protocol.Domain(protocol.ErrCapabilityUnsupported, "lifecycle "+string(l.Mode)+" retires the tree, but "+prof.NoRetire, false)
+	e.Data.Capability = "loadSession"
+	return e
+}
+
 // checkModeChange judges a session/setMode (or setConfigOption of the mode)
 // to mode on a live session offering modes: under a policy that needs
 // asking, a mode outside the profile's asking modes is refused

@@ -205,6 +205,10 @@ func (m *Manager) Open(ctx context.Context, p protocol.OpenParams, reply Reply) 
 		reply(nil, e)
 		return
 	}
+	if e := checkRetire(prof, p); e != nil {
+		reply(nil, e)
+		return
+	}
 	if runtime.GOOS != "linux" || m.cfg.Launcher == nil {
 		reply(nil, protocol.Domain(protocol.ErrPlatformUnsupported, "this platform cannot contain a provider tree", false))
 		return

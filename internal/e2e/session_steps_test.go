@@ -126,6 +126,10 @@ type errData struct {
 	Cleanup   *proof   `json:"cleanup"`
 	Proof     *proof   `json:"proof"`
 	Paths     []string `json:"paths"`
+	// Capability: a CAPABILITY_UNSUPPORTED's (docs/protocol.md §23).
+	Capability string `json:"capability"`
+	// Limit: a SIDECAR_AT_CAPACITY's (docs/protocol.md §21, §24).
+	Limit *int `json:"limit"`
 }
 
 // wantError fails unless f is an error with rpcCode and (if dataCode is

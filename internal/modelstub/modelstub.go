@@ -166,6 +166,36 @@ type Stub struct {
 
 	mu    sync.Mutex
 	stats Stats
+	// bodies are the bodies of the last maxKeptBodies model-turn
+	// requests, kept in memory (never logged) for TurnsContaining.
+	bodies [][]byte
+}
+
+// maxKeptBodies bounds the model-turn request bodies a Stub keeps.
+const maxKeptBodies = 256
+
+// TurnsContaining counts the kept model-turn requests (the last 256)
+// whose body holds every one of texts, as the bytes the agent sent: a
+// test asks whether an agent sent its model what an earlier turn said
+// (docs/protocol.md §24: a revived agent remembers). Bodies are never
+// logged or served.
+func (s *Stub) TurnsContaining(texts ...string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, b := range s.bodies {
+		all := true
+		for _, t := range texts {
+			if !strings.Contains(string(b), t) {
+				all = false
+				break
+			}
+		}
+		if all {
+			n++
+		}
+	}
+	return n
 }
 
 // New returns a Stub that logs one line per request through logf (nil means
@@ -267,6 +297,10 @@ func (s *Stub) turn(w http.ResponseWriter, r *http.Request, n int, api string, d
 		return reply{}, false
 	}
 	s.mu.Lock()
+	if len(s.bodies) == maxKeptBodies {
+		s.bodies = append(s.bodies[:0], s.bodies[1:]...)
+	}
+	s.bodies = append(s.bodies, body)
 	s.stats.Responses++
 	s.stats.ByKind[rep.kind]++
 	s.stats.ByAPI[api]++

@@ -8,7 +8,10 @@
 // binding, adds settings to its environment.
 package profiles
 
-import "sort"
+import (
+	"path"
+	"sort"
+)
 
 // Model-control styles (docs/rules.md#r24).
 const (
@@ -124,6 +127,55 @@ type Profile struct {
 	Binding Binding
 	// Quirks are known behaviours, with sources.
 	Quirks []Quirk
+	// StateDirs are where the agent keeps the state it needs to resume its
+	// own session in a new process, published and restored by name
+	// (docs/protocol.md §24; docs/agents.md keeps the table). An open's
+	// stateDirs replace them.
+	StateDirs []StateDir
+	// NoRetire, when set, says why the agent's tree must not be retired
+	// between turns although it advertises session/load or resume: an
+	// open with lifecycle per-turn or idleRetireMs is refused
+	// CAPABILITY_UNSUPPORTED before anything is launched.
+	NoRetire string
+}
+
+// StateDir is one provider-state location, resolved in the session's
+// launch environment: Env's value joined with Sub; when Env is unset or
+// empty, $HOME joined with Home ("" Home: then nothing). Skipped when
+// UnlessEnv is set to a non-empty value (a variable that moves this
+// location into another StateDir).
+type StateDir struct {
+	Name      string
+	Env       string
+	Sub       string
+	Home      string
+	UnlessEnv string
+}
+
+// Resolve returns the absolute path sd names in the environment getenv
+// reads, or "" when it names none (or only a relative path).
+func (sd StateDir) Resolve(getenv func(string) string) string {
+	if sd.UnlessEnv != "" && getenv(sd.UnlessEnv) != "" {
+		return ""
+	}
+	var p string
+	switch {
+	case sd.Env != "" && getenv(sd.Env) != "":
+		p = joinPath(getenv(sd.Env), sd.Sub)
+	case sd.Home != "" && getenv("HOME") != "":
+		p = joinPath(getenv("HOME"), sd.Home)
+	}
+	if p == "" || p[0] != '/' {
+		return ""
+	}
+	return p
+}
+
+func joinPath(dir, sub string) string {
+	if sub == "" {
+		return dir
+	}
+	return path.Clean(dir + "/" + sub)
 }
 
 // OpenCodePermission is the OPENCODE_PERMISSION value of the opencode
@@ -155,6 +207,8 @@ var all = map[string]Profile{
 			{Text: "tool commands run under setsid (own session and process group): group kill leaks them", Source: "docs/agents.md (process trees)"},
 			{Text: "advertises loadSession and sessionCapabilities resume and close", Source: "docs/agents.md"},
 		},
+		// Rollouts under $CODEX_HOME/sessions/ (docs/agents.md).
+		StateDirs: []StateDir{{Name: "codex-home", Env: "CODEX_HOME", Home: ".codex"}},
 	},
 	"claude": {
 		Name: "claude", Title: "Claude (@agentclientprotocol/claude-agent-acp)",
@@ -172,6 +226,10 @@ var all = map[string]Profile{
 			{Text: "advertises no auth methods; reads ANTHROPIC_API_KEY from its environment", Source: "docs/agents.md (claude)"},
 			{Text: "a resumed session restores the permission mode of its transcript: the binding is re-applied after load/resume", Source: "claude-agent-acp 0.101.0 session-mode.js"},
 		},
+		// Transcripts under $CLAUDE_CONFIG_DIR/projects/<cwd slug>/;
+		// CLAUDE_CONFIG_DIR also moves .claude.json into it.
+		StateDirs: []StateDir{{Name: "claude-config", Env: "CLAUDE_CONFIG_DIR", Home: ".claude"},
+			{Name: "claude.json", Home: ".claude.json", UnlessEnv: "CLAUDE_CONFIG_DIR"}},
 	},
 	"gemini": {
 		Name: "gemini", Title: "Gemini CLI (gemini --acp)",
@@ -186,7 +244,11 @@ var all = map[string]Profile{
 			{Text: "ACP mode is the --acp flag; the host passes it in command.args", Source: "docs/agents.md (gemini)"},
 			{Text: "offers models but no config options: the model is set with session/set_model", Source: "docs/agents.md (gemini)"},
 			{Text: "sends no tool_call before its permission request", Source: "docs/agents.md (gemini)"},
+			{Text: "0.61.0 names a chat file by the minute of its first turn; a session/load in that minute empties it and fails", Source: "docs/agents.md (gemini)"},
 		},
+		StateDirs: []StateDir{{Name: "gemini", Env: "GEMINI_CLI_HOME", Sub: ".gemini", Home: ".gemini"}},
+		NoRetire: "gemini-cli 0.61.0 names a session's chat file by the minute of its first turn, and a session/load " +
+			"in that minute empties the file and fails (docs/agents.md): a tree retired after a turn could not be revived",
 	},
 	"opencode": {
 		Name: "opencode", Title: "OpenCode (opencode acp)",
@@ -201,10 +263,15 @@ var all = map[string]Profile{
 			{Text: "ACP is served by the `acp` subcommand; the host passes it in command.args", Source: "docs/agents.md (opencode)"},
 			{Text: "sends neither models nor modes: model and mode are config options (categories model, mode)", Source: "docs/agents.md (opencode)"},
 		},
+		// An SQLite database (with -wal and -shm) under
+		// $XDG_DATA_HOME/opencode: archived only once the tree is gone.
+		StateDirs: []StateDir{{Name: "opencode-data", Env: "XDG_DATA_HOME", Sub: "opencode", Home: ".local/share/opencode"}},
 	},
 	"generic": {
 		Name: "generic", Title: "Any ACP agent",
 		ModelControl: ModelControlConfigOption,
+		// An unknown agent's state is wherever it wrote it: its HOME.
+		StateDirs: []StateDir{{Name: "home", Env: "HOME"}},
 	},
 }
 

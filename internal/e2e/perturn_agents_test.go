@@ -1,0 +1,92 @@
+package e2e
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+// Per-turn sessions of the real agents (docs/protocol.md §24): for each
+// pinned agent that can resume or load its session in a new process, two
+// turns with the tree gone between them, and the second turn's model
+// request carrying what the first turn said — the revived agent
+// remembered the conversation.
+
+// TestPerTurnAgent_Codex is @agentclientprotocol/codex-acp 2.6.0.
+func TestPerTurnAgent_Codex(t *testing.T) { runPerTurnAgent(t, "codex") }
+
+// TestPerTurnAgent_Claude is @agentclientprotocol/claude-agent-acp 0.101.0.
+func TestPerTurnAgent_Claude(t *testing.T) { runPerTurnAgent(t, "claude") }
+
+// TestPerTurnAgent_OpenCode is opencode-ai 1.18.33.
+func TestPerTurnAgent_OpenCode(t *testing.T) { runPerTurnAgent(t, "opencode") }
+
+// TestPerTurnAgent_CodexLegacy is @zed-industries/codex-acp 0.16.0.
+func TestPerTurnAgent_CodexLegacy(t *testing.T) { runPerTurnAgent(t, "codex-legacy") }
+
+// TestPerTurnAgent_GeminiRefused: @google/gemini-cli 0.61.0 advertises
+// session/load but cannot load a session in the minute its first turn
+// recorded it (docs/agents.md), so a lifecycle that retires its tree is
+// refused CAPABILITY_UNSUPPORTED before anything is launched.
+func TestPerTurnAgent_GeminiRefused(t *testing.T) {
+	t.Parallel()
+	a := newAgentRun(t, "gemini")
+	for _, lc := range []any{"per-turn", map[string]any{"mode": "warm", "idleRetireMs": 60000}} {
+		p := a.openParams("pt", map[string]any{"permissionMode": "approve-all", "lifecycle": lc})
+		d := wantError(t, "gemini per-turn", a.s.call("session/open", p), -32000, "CAPABILITY_UNSUPPORTED")
+		if d.Capability != "loadSession" || d.Cleanup != nil {
+			t.Errorf("refusal data %+v: want capability loadSession, nothing launched", d)
+		}
+	}
+	if n := len(markedPids(a.marks[0], "")); n != 0 {
+		t.Errorf("%d processes of the refused open are alive", n)
+	}
+	_, _ = a.s.shutdownAndExit()
+}
+
+// runPerTurnAgent opens a per-turn session of agent name, runs a turn that
+// names a word only this test knows, checks the tree is gone and the
+// session parked, runs a second turn and checks the model request of that
+// turn carries the word (the agent's own session was resumed in a new
+// process), then closes the parked session.
+func runPerTurnAgent(t *testing.T, name string) {
+	t.Parallel()
+	a := newAgentRun(t, name)
+	word := "kiwi-" + randHex(6)
+	o := a.open("pt", map[string]any{"permissionMode": "approve-all", "lifecycle": "per-turn"})
+	if st := a.prompt(o.Session, "t1", "Please remember the word "+word+"."); st != "completed" {
+		t.Fatalf("turn 1: %s", st)
+	}
+	p1 := waitParked(t, a.s, o.Session, 1)
+	if !p1.Complete || p1.Origin != "retire" {
+		t.Fatalf("retire proof %+v", p1)
+	}
+	waitNoMarked(t, o.mark, "", 10*time.Second)
+	if st := statusOf(a.s, o.Session); st.State != "parked" {
+		t.Fatalf("state after the retire %q, want parked", st.State)
+	}
+	second := "Which word did I ask you to remember?"
+	if st := a.prompt(o.Session, "t2", second); st != "completed" {
+		t.Fatalf("turn 2: %s", st)
+	}
+	if n := a.stub.TurnsContaining(second, word); n == 0 {
+		t.Fatalf("no model request of turn 2 carries the word of turn 1: the revived %s did not remember", name)
+	}
+	waitParked(t, a.s, o.Session, 2)
+	var states []string
+	for _, l := range lifecycleNotes(a.s, o.Session) {
+		states = append(states, l.State)
+	}
+	if strings.Join(states, " ") != "parked reviving live parked" {
+		t.Errorf("session/lifecycle states %v", states)
+	}
+	cp := closeProof(a.s, o.Session, nil)
+	if !cp.Complete || len(cp.Processes) != 0 {
+		t.Errorf("close of the parked session: %+v", cp)
+	}
+	if _, status := a.s.shutdownAndExit(); status != 0 {
+		t.Errorf("exit status %d", status)
+	}
+	waitNoMarked(t, o.mark, "", 5*time.Second)
+	grepSecret(t, a.secret, a.stateDir, a.s.allOutput())
+}
