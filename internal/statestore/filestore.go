@@ -64,7 +64,9 @@ type fileBackend struct{ root string }
 
 func (f *fileBackend) kind() string { return "file" }
 
-func (f *fileBackend) path(name string) string { return filepath.Join(f.root, filepath.FromSlash(name)) }
+func (f *fileBackend) path(name string) string {
+	return filepath.Join(f.root, filepath.FromSlash(name))
+}
 
 func fileETag(b []byte) string {
 	s := sha256.Sum256(b)
@@ -342,5 +344,3 @@ func randomHex(n int) string {
 	}
 	return hex.EncodeToString(b)
 }
-
-
