@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -172,11 +171,17 @@ type s3Object struct {
 	made     int
 	free     chan []byte
 	uploadID *string
-	parts    []types.CompletedPart
-	sums     [][sha256.Size]byte
+	parts    []*partResult // by part number - 1; each written by its own upload only
 	wg       sync.WaitGroup
 	mu       sync.Mutex
 	err      error
+}
+
+// partResult is one uploaded part: its ETag and SHA-256 (raw, base64).
+type partResult struct {
+	etag *string
+	sum  [sha256.Size]byte
+	b64  string
 }
 
 func (o *s3Object) getBuf() []byte {
@@ -235,8 +240,8 @@ func (o *s3Object) flushPart() error {
 	buf := o.buf
 	o.buf = nil
 	num := int32(len(o.parts) + 1)
-	o.parts = append(o.parts, types.CompletedPart{PartNumber: aws.Int32(num)})
-	o.sums = append(o.sums, [sha256.Size]byte{})
+	res := &partResult{}
+	o.parts = append(o.parts, res)
 	o.wg.Add(1)
 	go func() {
 		defer o.wg.Done()
@@ -245,14 +250,12 @@ func (o *s3Object) flushPart() error {
 		out, err := o.b.c.UploadPart(o.ctx, &s3.UploadPartInput{Bucket: &o.b.bucket, Key: o.b.key(o.name),
 			UploadId: o.uploadID, PartNumber: aws.Int32(num), Body: bytes.NewReader(buf),
 			ContentLength: aws.Int64(int64(len(buf))), ChecksumAlgorithm: types.ChecksumAlgorithmSha256, ChecksumSHA256: &b64})
+		if err == nil {
+			res.etag, res.sum, res.b64 = out.ETag, sum, b64
+		}
 		o.mu.Lock()
 		if err != nil && o.err == nil {
 			o.err = classify(err)
-		}
-		if err == nil {
-			o.parts[num-1].ETag = out.ETag
-			o.parts[num-1].ChecksumSHA256 = &b64
-			o.sums[num-1] = sum
 		}
 		o.mu.Unlock()
 		o.free <- buf
@@ -286,16 +289,17 @@ func (o *s3Object) commit(sum []byte, n int64) error {
 		return err
 	}
 	comp := sha256.New()
-	for _, s := range o.sums {
-		comp.Write(s[:])
+	done := make([]types.CompletedPart, len(o.parts))
+	for i, r := range o.parts {
+		comp.Write(r.sum[:])
+		done[i] = types.CompletedPart{PartNumber: aws.Int32(int32(i + 1)), ETag: r.etag, ChecksumSHA256: aws.String(r.b64)}
 	}
 	composite := fmt.Sprintf("%s-%d", base64.StdEncoding.EncodeToString(comp.Sum(nil)), len(o.parts))
-	sort.Slice(o.parts, func(i, j int) bool { return *o.parts[i].PartNumber < *o.parts[j].PartNumber })
 	ctx, cancel := o.b.opCtx(o.ctx)
 	defer cancel()
 	_, err := o.b.c.CompleteMultipartUpload(ctx, &s3.CompleteMultipartUploadInput{Bucket: &o.b.bucket,
 		Key: o.b.key(o.name), UploadId: o.uploadID, IfNoneMatch: aws.String("*"),
-		MultipartUpload: &types.CompletedMultipartUpload{Parts: o.parts}}, noRetry)
+		MultipartUpload: &types.CompletedMultipartUpload{Parts: done}}, noRetry)
 	if err != nil {
 		return classify(err)
 	}
