@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"syscall"
 )
 
 // KeySize is the master key's length in bytes (PROTOCOL §10.2
@@ -60,7 +61,7 @@ func NewMasterKey(b []byte) (MasterKey, error) {
 // when the content is neither form; else the open/read error. No error text
 // contains key bytes.
 func LoadKeyFile(path string) (MasterKey, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|oNoFollow, 0)
+	f, err := os.OpenFile(path, os.O_RDONLY|oNoFollow|syscall.O_NONBLOCK, 0) // O_NONBLOCK: a fifo must not block the open
 	if err != nil {
 		return MasterKey{}, fmt.Errorf("statestore: key file: %w", err)
 	}

@@ -120,6 +120,7 @@ func start(bin, dir, root string) (*Server, error) {
 	s.cmd.Stdout, s.cmd.Stderr = logf, logf
 	s.cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir}
 	s.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	setPdeathsig(s.cmd.SysProcAttr)
 	if err := s.cmd.Start(); err != nil {
 		return nil, err
 	}
