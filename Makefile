@@ -15,7 +15,7 @@ BUILD_PKGS := ./cmd/acpx-sidecar ./examples/modelstub ./examples/demohost
 VERSION := $(shell cat VERSION)
 LDFLAGS := -X github.com/acpx-sidecar/acpx-sidecar/internal/buildinfo.version=$(VERSION)
 
-.PHONY: all deps build demo test vet vet-darwin unit e2e bench scale leakcheck clean fmt-check fuzz node-deps node-build node-test node-bench npm-pack binaries release
+.PHONY: all deps build demo versitygw test vet vet-darwin unit e2e bench scale leakcheck clean fmt-check fuzz node-deps node-build node-test node-bench npm-pack binaries release
 
 all: build
 
@@ -50,6 +50,21 @@ build: deps
 AGENT ?= codex
 demo: build
 	$(BIN)/demohost --agent $(AGENT) --repo-root . --sidecar $(BIN)/acpx-sidecar --modelstub $(BIN)/modelstub
+
+# The real S3 server of internal/statestore's tests and benchmarks
+# (docs/architecture.md, Dependencies): versitygw, built from the module
+# proxy into bin/tools/ once per version (the stamp); `make test` hands it
+# to the tests as ACPX_VERSITYGW with ACPX_REQUIRE_S3=1, so there a missing
+# server fails the S3 tests instead of skipping them.
+VERSITYGW_VERSION := v1.8.0
+VERSITYGW := $(CURDIR)/$(BIN)/tools/versitygw
+VERSITYGW_STAMP := $(BIN)/tools/.versitygw-$(VERSITYGW_VERSION)
+$(VERSITYGW_STAMP):
+	@mkdir -p $(BIN)/tools
+	GOBIN=$(CURDIR)/$(BIN)/tools $(GO) install github.com/versity/versitygw/cmd/versitygw@$(VERSITYGW_VERSION)
+	@touch $@
+
+versitygw: $(VERSITYGW_STAMP)
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './node_modules/*')); \
@@ -93,8 +108,8 @@ E2E_PROCESS_TABLE_SKIP := ^TestCleanup_GroupTerminatedAfterLeaderExits$$/^(proce
 # -timeout 12m is a guard against a hung test, not a time budget: the e2e
 # package takes ~4-5 min on a quiet 2-core machine and neared 8 min at
 # load 11-14.
-test: deps fmt-check vet vet-darwin npm-pack
-	ACPX_NPM_DIST=$(CURDIR)/$(NPM_DIST) $(GO) test -race -count=1 -timeout 12m ./...
+test: deps fmt-check vet vet-darwin npm-pack versitygw
+	ACPX_NPM_DIST=$(CURDIR)/$(NPM_DIST) ACPX_VERSITYGW=$(VERSITYGW) ACPX_REQUIRE_S3=1 $(GO) test -race -count=1 -timeout 12m ./...
 	@rc=0; \
 	echo "[process-table] ACPX_E2E_CONTAINMENT=process-table go test -race -count=1 -timeout 8m -run '$(E2E_PROCESS_TABLE_RUN)' -skip '$(E2E_PROCESS_TABLE_SKIP)' ./internal/e2e/"; \
 	( set -o pipefail; ACPX_E2E_CONTAINMENT=process-table $(GO) test -race -count=1 -timeout 8m -run '$(E2E_PROCESS_TABLE_RUN)' \
@@ -142,8 +157,8 @@ leakcheck:
 # clients against their floors (issue 22): BenchmarkGoClientTurn,
 # BenchmarkGoClientFlood and BenchmarkOpenToResult (client/), then the
 # Node client's (node-bench).
-bench: deps
-	$(GO) test -run '^$$' -bench . -benchmem -timeout 30m ./...
+bench: deps versitygw
+	ACPX_VERSITYGW=$(VERSITYGW) $(GO) test -run '^$$' -bench . -benchmem -timeout 30m ./...
 	@$(MAKE) --no-print-directory node-bench
 
 # The scale run alone, with its summary line: SCALE_SESSIONS sessions in

@@ -1,0 +1,331 @@
+package statestore
+
+import (
+	"bufio"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// The publish/restore benchmark (make bench): a generated tree is
+// published to versitygw on loopback (read-back included) and restored
+// into a fresh directory, each in a child process (this test binary
+// re-executed with ACPX_STATE_BENCH_CHILD) whose peak RSS (ru_maxrss) is
+// the memory figure. The floor is measured in the same run on the same
+// tree: `tar -C tree -cf - . | zstd -1 -q -o FILE` with FILE in the S3
+// server's directory, and `zstd -dc FILE | tar -xf - -C DIR`.
+//
+// Shape: ACPX_STATE_BENCH_FULL=1 is the seed's figure (docs/architecture.md
+// "Lifecycle and portable state"): 2,870,101,591 bytes in 89,100 entries;
+// otherwise 64 MiB in 3,000 entries. Half the bytes are compressible text,
+// half random. The tree is generated once into ACPX_STATE_BENCH_CACHE
+// (default $TMPDIR/acpx-state-bench) and reused; remove it when done.
+// Goals: publish ≤ 20 s, restore ≤ 20 s, peak RSS ≤ 64 MiB, each ≤ 1.5×
+// its floor.
+
+const envBenchChild = "ACPX_STATE_BENCH_CHILD"
+
+// childJob is what the parent asks a child to do.
+type childJob struct {
+	Op      string `json:"op"` // "publish" | "restore"
+	URL     string `json:"url"`
+	KeyFile string `json:"keyFile"`
+	Tree    string `json:"tree"`
+	Target  string `json:"target"`
+	Scratch string `json:"scratch"`
+}
+
+type childResult struct {
+	Ms      int64  `json:"ms"`
+	Bytes   int64  `json:"bytes"`
+	Entries int64  `json:"entries"`
+	Err     string `json:"err,omitempty"`
+}
+
+// runChild runs a benchmark child's job when ACPX_STATE_BENCH_CHILD holds
+// one, prints its result as JSON and exits; otherwise it returns false.
+func runChild() bool {
+	spec := os.Getenv(envBenchChild)
+	if spec == "" {
+		return false
+	}
+	var job childJob
+	res := childResult{}
+	err := json.Unmarshal([]byte(spec), &job)
+	if err == nil {
+		res, err = job.run()
+	}
+	if err != nil {
+		res.Err = err.Error()
+	}
+	json.NewEncoder(os.Stdout).Encode(res)
+	if err != nil {
+		os.Exit(1)
+	}
+	os.Exit(0)
+	return true
+}
+
+func (j childJob) run() (childResult, error) {
+	ctx := context.Background()
+	key, err := LoadKeyFile(j.KeyFile)
+	if err != nil {
+		return childResult{}, err
+	}
+	s, err := Open(ctx, Options{URL: j.URL, Key: key, Owner: Owner{SidecarID: "bench-" + j.Op, Hostname: "bench"}, ScratchDir: j.Scratch})
+	if err != nil {
+		return childResult{}, err
+	}
+	start := time.Now()
+	l, err := s.Acquire(ctx, "bench")
+	if err != nil {
+		return childResult{}, err
+	}
+	switch j.Op {
+	case "publish":
+		p, err := s.Publish(ctx, l, []Source{{Name: "home", Path: j.Tree}})
+		if err != nil {
+			return childResult{}, err
+		}
+		return childResult{Ms: time.Since(start).Milliseconds(), Bytes: p.Bytes, Entries: p.Entries}, nil
+	case "restore":
+		r, err := s.Restore(ctx, l, map[string]string{"home": j.Target}, j.Scratch)
+		if err != nil {
+			return childResult{}, err
+		}
+		return childResult{Ms: time.Since(start).Milliseconds(), Bytes: r.Bytes, Entries: r.Entries}, nil
+	}
+	return childResult{}, fmt.Errorf("unknown op %q", j.Op)
+}
+
+// benchShape is a generated tree's size: total file bytes, and entries
+// (the root, directories and files, as a publication counts them).
+type benchShape struct {
+	Bytes   int64
+	Entries int
+}
+
+func benchTree(b *testing.B) (string, benchShape) {
+	shape := benchShape{Bytes: 64<<20 + 12345, Entries: 3000}
+	if os.Getenv("ACPX_STATE_BENCH_FULL") == "1" {
+		shape = benchShape{Bytes: 2870101591, Entries: 89100}
+	}
+	cache := os.Getenv("ACPX_STATE_BENCH_CACHE")
+	if cache == "" {
+		cache = filepath.Join(os.TempDir(), "acpx-state-bench")
+	}
+	dir := filepath.Join(cache, fmt.Sprintf("tree-%d-%d", shape.Bytes, shape.Entries))
+	tree := filepath.Join(dir, "tree")
+	if _, err := os.Stat(filepath.Join(dir, ".complete")); err == nil {
+		return tree, shape
+	}
+	os.RemoveAll(dir)
+	start := time.Now()
+	if err := genTree(tree, shape); err != nil {
+		b.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, ".complete"), nil, 0o600); err != nil {
+		b.Fatal(err)
+	}
+	b.Logf("generated %d bytes in %d entries under %s in %v", shape.Bytes, shape.Entries, tree, time.Since(start))
+	return tree, shape
+}
+
+// genTree writes a deterministic tree: about 1/81 of the entries are
+// directories (random parents, so depth varies), the rest files in random
+// directories; sizes mostly small (80% under 8 KiB, 18% 8-64 KiB, 1.9%
+// 64 KiB-1 MiB, 0.1% 1-16 MiB) scaled to the exact total; files
+// alternate text (words of a 2,000-word vocabulary) and random bytes so
+// that each kind holds half the bytes.
+func genTree(root string, shape benchShape) error {
+	rng := rand.New(rand.NewPCG(1, 2))
+	nDirs := shape.Entries / 81
+	nFiles := shape.Entries - 1 - nDirs
+	dirs := []string{root}
+	if err := os.MkdirAll(root, 0o755); err != nil {
+		return err
+	}
+	for i := range nDirs {
+		p := filepath.Join(dirs[rng.IntN(len(dirs))], fmt.Sprintf("d%04d", i))
+		if err := os.Mkdir(p, []os.FileMode{0o755, 0o700}[i%2]); err != nil {
+			return err
+		}
+		dirs = append(dirs, p)
+	}
+	sizes := make([]int64, nFiles)
+	var sum int64
+	for i := range sizes {
+		switch r := rng.Float64(); {
+		case r < 0.80:
+			sizes[i] = rng.Int64N(8 << 10)
+		case r < 0.98:
+			sizes[i] = 8<<10 + rng.Int64N(56<<10)
+		case r < 0.999:
+			sizes[i] = 64<<10 + rng.Int64N(960<<10)
+		default:
+			sizes[i] = 1<<20 + rng.Int64N(15<<20)
+		}
+		sum += sizes[i]
+	}
+	var total int64
+	biggest := 0
+	for i := range sizes {
+		sizes[i] = int64(float64(sizes[i]) * float64(shape.Bytes) / float64(sum))
+		total += sizes[i]
+		if sizes[i] > sizes[biggest] {
+			biggest = i
+		}
+	}
+	sizes[biggest] += shape.Bytes - total
+	vocab := make([]string, 2000)
+	for i := range vocab {
+		w := make([]byte, 2+rng.IntN(9))
+		for j := range w {
+			w[j] = byte('a' + rng.IntN(26))
+		}
+		vocab[i] = string(w)
+	}
+	chacha := rand.NewChaCha8([32]byte{7})
+	buf := make([]byte, 256<<10)
+	var textBytes, randBytes int64
+	for i, size := range sizes {
+		text := textBytes <= randBytes
+		name := fmt.Sprintf("f%05d", i)
+		if text {
+			name += ".txt"
+			textBytes += size
+		} else {
+			name += ".bin"
+			randBytes += size
+		}
+		f, err := os.OpenFile(filepath.Join(dirs[rng.IntN(len(dirs))], name), os.O_WRONLY|os.O_CREATE|os.O_EXCL, []os.FileMode{0o644, 0o600}[i%2])
+		if err != nil {
+			return err
+		}
+		w := bufio.NewWriterSize(f, 64<<10)
+		for left := size; left > 0; {
+			if text {
+				word := vocab[rng.IntN(len(vocab))]
+				sep := " "
+				if rng.IntN(12) == 0 {
+					sep = "\n"
+				}
+				chunk := word + sep
+				if int64(len(chunk)) > left {
+					chunk = chunk[:left]
+				}
+				w.WriteString(chunk)
+				left -= int64(len(chunk))
+				continue
+			}
+			n := min(left, int64(len(buf)))
+			chacha.Read(buf[:n])
+			w.Write(buf[:n])
+			left -= n
+		}
+		if err := w.Flush(); err != nil {
+			f.Close()
+			return err
+		}
+		if err := f.Close(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// runBenchChild runs one job in a child process and returns its result
+// and peak RSS in MiB.
+func runBenchChild(b *testing.B, job childJob) (childResult, float64) {
+	spec, _ := json.Marshal(job)
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), envBenchChild+"="+string(spec))
+	cmd.Stderr = os.Stderr
+	out, err := cmd.Output()
+	var res childResult
+	if jerr := json.Unmarshal(out, &res); jerr != nil || err != nil || res.Err != "" {
+		b.Fatalf("child %s: %v %v %s: %s", job.Op, err, jerr, res.Err, out)
+	}
+	ru := cmd.ProcessState.SysUsage().(*syscall.Rusage)
+	return res, maxRSSMiB(ru)
+}
+
+// timeShell runs a bash pipeline and returns its wall time in seconds.
+func timeShell(b *testing.B, script string) float64 {
+	start := time.Now()
+	out, err := exec.Command("bash", "-c", "set -euo pipefail; "+script).CombinedOutput()
+	if err != nil {
+		b.Fatalf("%s: %v: %s", script, err, out)
+	}
+	return time.Since(start).Seconds()
+}
+
+// BenchmarkStatePublishRestore reports publish-s and restore-s (child
+// wall time, Acquire included), their floors floor-publish-s and
+// floor-restore-s, peak-rss-MiB (the larger child's ru_maxrss),
+// object-MiB and entries.
+func BenchmarkStatePublishRestore(b *testing.B) {
+	if s3srv == nil {
+		b.Skip(s3skip)
+	}
+	_, zerr := exec.LookPath("zstd")
+	tree, shape := benchTree(b)
+	work := b.TempDir()
+	keyFile := filepath.Join(work, "key")
+	k := testKey(b)
+	if err := os.WriteFile(keyFile, []byte(base64.StdEncoding.EncodeToString(k.bytes())+"\n"), 0o600); err != nil {
+		b.Fatal(err)
+	}
+	floorFile := filepath.Join(s3srv.Dir(), "floor.tar.zst")
+	defer os.Remove(floorFile)
+	var pub, res, fpub, fres, rss, objMiB float64
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		url := s3srv.URL("bench" + randomHex(4))
+		target := filepath.Join(work, "restored")
+		scratch := filepath.Join(work, "scratch")
+		os.RemoveAll(target)
+		os.RemoveAll(scratch)
+		os.Mkdir(scratch, 0o700)
+		if zerr == nil {
+			fpub = timeShell(b, fmt.Sprintf("tar -C %q -cf - . | zstd -1 -q -f -o %q", tree, floorFile))
+		}
+		b.StartTimer()
+		pr, prss := runBenchChild(b, childJob{Op: "publish", URL: url, KeyFile: keyFile, Tree: tree, Scratch: scratch})
+		rr, rrss := runBenchChild(b, childJob{Op: "restore", URL: url, KeyFile: keyFile, Target: target, Scratch: scratch})
+		b.StopTimer()
+		if rr.Entries != int64(shape.Entries) || pr.Entries != int64(shape.Entries) {
+			b.Fatalf("entries: published %d, restored %d, want %d", pr.Entries, rr.Entries, shape.Entries)
+		}
+		if zerr == nil {
+			floorDir := filepath.Join(work, "floor")
+			os.RemoveAll(floorDir)
+			os.Mkdir(floorDir, 0o700)
+			fres = timeShell(b, fmt.Sprintf("zstd -dc %q | tar -xf - -C %q", floorFile, floorDir))
+			os.RemoveAll(floorDir)
+		}
+		os.RemoveAll(target)
+		pub, res = float64(pr.Ms)/1000, float64(rr.Ms)/1000
+		rss = max(prss, rrss)
+		objMiB = float64(pr.Bytes) / (1 << 20)
+		b.StartTimer()
+	}
+	b.ReportMetric(pub, "publish-s")
+	b.ReportMetric(res, "restore-s")
+	b.ReportMetric(rss, "peak-rss-MiB")
+	b.ReportMetric(objMiB, "object-MiB")
+	if zerr == nil {
+		b.ReportMetric(fpub, "floor-publish-s")
+		b.ReportMetric(fres, "floor-restore-s")
+	} else {
+		b.Logf("no zstd binary on PATH (Debian package zstd): floors not measured")
+	}
+}

@@ -1,0 +1,190 @@
+package statestore
+
+import (
+	"context"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/klauspost/compress/zstd"
+)
+
+// Restored is what Restore placed (PROTOCOL §10.2 the open result's
+// `restore: {generation, bytes, entries, ms, kept}`): Generation of the
+// archive restored, Bytes the object's size, FileBytes the total of file
+// contents, Entries the archive's entries, Ms the wall time in
+// milliseconds, Kept the "name/relative/path"s that already existed at
+// their target and were kept (at most 1000; KeptTotal counts them all).
+// The zero Restored means nothing was restored (a head without archive).
+type Restored struct {
+	Generation int64
+	Bytes      int64
+	FileBytes  int64
+	Entries    int64
+	Ms         int64
+	Kept       []string
+	KeptTotal  int64
+}
+
+// maxTrailing bounds what may follow the tar's end inside an archive.
+const maxTrailing = 1 << 20
+
+// decoderOptions: synchronous decoding, low memory, and a window bound
+// (the encoder uses 1 MiB; a frame asking for more than 8 MiB is refused).
+var decoderOptions = []zstd.DOption{zstd.WithDecoderConcurrency(1), zstd.WithDecoderLowmem(true),
+	zstd.WithDecoderMaxWindow(8 << 20), zstd.WithDecoderMaxMemory(64 << 20)}
+
+// Restore fetches the archive of the Lease's head and puts its sources in
+// place (PROTOCOL §10.2 "Restore"). targets maps a source name to the
+// absolute path it takes in this environment; a source of the archive
+// without a target is verified but not placed. The archive is opened with
+// the master key, then Options.OldKey; decompressed and extracted into a
+// fresh private directory (0700) made under scratchParent — on the
+// targets' filesystem, so the moves are renames — checking every file's
+// SHA-256 against the manifest, the link and path rules and the Limits
+// while streaming; nothing outside that directory is written until the
+// whole object verified (its size and SHA-256 equal the head's). Then each
+// source moves to its target: a missing target (parents made 0700) takes
+// the restored tree as is, byte-exact with modes; an existing directory
+// receives what it lacks; an existing file (or link) is kept and listed in
+// Kept. Across filesystems the move is a copy. The fresh directory is
+// removed in every case.
+//
+// A head without archive restores nothing (zero Restored, nil). Errors:
+// ErrCorrupt (the archive is bad — then the head's previous archive is
+// tried; both bad: ErrCorrupt), ErrTooLarge (over a limit; nothing
+// placed), ErrUnavailable (the store failed), ErrInvalid (bad targets), or
+// a local I/O error.
+func (s *Store) Restore(ctx context.Context, l *Lease, targets map[string]string, scratchParent string) (Restored, error) {
+	for n, p := range targets {
+		if err := validSourceName(n); err != nil {
+			return Restored{}, err
+		}
+		if !filepath.IsAbs(p) {
+			return Restored{}, fmt.Errorf("%w: target of %q is not absolute", ErrInvalid, n)
+		}
+	}
+	h := l.Head()
+	if h.Archive == nil {
+		return Restored{}, nil
+	}
+	start := time.Now()
+	r, err := s.restoreRef(ctx, l.key, *h.Archive, targets, scratchParent)
+	if errors.Is(err, ErrCorrupt) && h.Previous != nil {
+		r, err2 := s.restoreRef(ctx, l.key, *h.Previous, targets, scratchParent)
+		if err2 == nil {
+			r.Ms = time.Since(start).Milliseconds()
+			return r, nil
+		}
+		if errors.Is(err2, ErrCorrupt) {
+			return Restored{}, fmt.Errorf("%w; previous archive: %v", err, err2)
+		}
+		return Restored{}, err2
+	}
+	if err != nil {
+		return Restored{}, err
+	}
+	r.Ms = time.Since(start).Milliseconds()
+	return r, nil
+}
+
+// restoreRef restores one archive object.
+func (s *Store) restoreRef(ctx context.Context, key string, ref ArchiveRef, targets map[string]string, scratchParent string) (Restored, error) {
+	fresh, err := os.MkdirTemp(scratchParent, ".acpx-restore-")
+	if err != nil {
+		return Restored{}, fmt.Errorf("statestore: restore: %w", err)
+	}
+	defer os.RemoveAll(fresh)
+	tree := filepath.Join(fresh, "tree")
+	if err := os.Mkdir(tree, 0o700); err != nil {
+		return Restored{}, fmt.Errorf("statestore: restore: %w", err)
+	}
+	x, tr, err := s.fetchVerified(ctx, key, ref, fresh, tree)
+	if err != nil {
+		return Restored{}, err
+	}
+	pl := &placer{}
+	names, err := readNames(tree)
+	if err != nil {
+		return Restored{}, err
+	}
+	for _, n := range names {
+		dst, ok := targets[n]
+		if !ok {
+			continue
+		}
+		if err := pl.place(filepath.Join(tree, n), dst, n); err != nil {
+			return Restored{}, err
+		}
+	}
+	return Restored{Generation: ref.Generation, Bytes: tr.n, FileBytes: x.bytes, Entries: x.entries,
+		Kept: pl.kept, KeptTotal: pl.keptTotal}, nil
+}
+
+// fetchVerified streams the object through unseal, zstd and the extractor
+// into tree, then reads everything that follows the tar to its end (the
+// AEAD's final segment) and compares the object's size and SHA-256 with
+// ref. A store failure anywhere wins over a corruption it caused.
+func (s *Store) fetchVerified(ctx context.Context, key string, ref ArchiveRef, fresh, tree string) (*extractor, *trackReader, error) {
+	body, err := s.b.getObject(ctx, ref.Object)
+	if errors.Is(err, ErrNotFound) {
+		return nil, nil, corruptf("archive %s is missing from the store", ref.Object)
+	}
+	if err != nil {
+		return nil, nil, s.storeErr("read archive", err)
+	}
+	defer body.Close()
+	tr := newTrackReader(body)
+	spool, err := os.CreateTemp(fresh, ".manifest-*")
+	if err != nil {
+		return nil, nil, fmt.Errorf("statestore: restore: %w", err)
+	}
+	os.Remove(spool.Name())
+	defer spool.Close()
+	x := &extractor{ctx: ctx, root: tree, lim: s.lim, spool: spool}
+	err = func() error {
+		pr, err := unseal(tr, s.keys, associatedData(key, ref.Generation))
+		if err != nil {
+			return err
+		}
+		zr, err := zstd.NewReader(pr, decoderOptions...)
+		if err != nil {
+			return err
+		}
+		defer zr.Close()
+		if err := x.extract(zr); err != nil {
+			return err
+		}
+		if n, err := io.Copy(io.Discard, io.LimitReader(zr, maxTrailing)); err != nil {
+			return tarErr(err)
+		} else if n >= maxTrailing {
+			return corruptf("data after the archive's end")
+		}
+		if n, err := io.Copy(io.Discard, io.LimitReader(pr, maxTrailing)); err != nil {
+			return tarErr(err)
+		} else if n > 0 {
+			return corruptf("data after the compressed stream")
+		}
+		if _, err := io.Copy(io.Discard, tr); err != nil {
+			return err
+		}
+		return nil
+	}()
+	if tr.err != nil {
+		return nil, nil, tr.err
+	}
+	if err != nil {
+		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+			return nil, nil, unavailable("restore", err)
+		}
+		return nil, nil, err
+	}
+	if tr.n != ref.Bytes || hex.EncodeToString(tr.h.Sum(nil)) != ref.SHA256 {
+		return nil, nil, corruptf("archive %s is %d bytes with another SHA-256 than its head names", ref.Object, tr.n)
+	}
+	return x, tr, nil
+}

@@ -1,0 +1,336 @@
+package statestore
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
+	smithyhttp "github.com/aws/smithy-go/transport/http"
+)
+
+// s3Backend is an s3:// store (any S3-compatible server) through
+// aws-sdk-go-v2: object names are prefixed by the URL's prefix. Heads are
+// PutObject with If-Match (the ETag read) or If-None-Match: * and no SDK
+// retry (an unknown outcome is resolved by the caller, never by a blind
+// retry); archives are a PutObject (one part) or a multipart upload whose
+// completion also carries If-None-Match: *, every part with its
+// x-amz-checksum-sha256 (validated by the server on receipt).
+type s3Backend struct {
+	c        *s3.Client
+	bucket   string
+	prefix   string // "" or "p/"
+	partSize int64
+	conc     int
+	timeout  time.Duration
+}
+
+func (b *s3Backend) kind() string { return "s3" }
+
+func (b *s3Backend) key(name string) *string { return aws.String(b.prefix + name) }
+
+// noRetry is the per-call option of a conditional write: the SDK's own
+// retryer would repeat it blindly.
+func noRetry(o *s3.Options) { o.Retryer = aws.NopRetryer{} }
+
+// httpStatus returns the HTTP status of an S3 error (0 if none).
+func httpStatus(err error) int {
+	var re *smithyhttp.ResponseError
+	if errors.As(err, &re) {
+		return re.HTTPStatusCode()
+	}
+	return 0
+}
+
+// classify maps a failed S3 call: 412 errPrecondition, 404 ErrNotFound,
+// anything else as is (the caller wraps it as ErrUnavailable).
+func classify(err error) error {
+	switch httpStatus(err) {
+	case http.StatusPreconditionFailed:
+		return errPrecondition
+	case http.StatusNotFound:
+		return ErrNotFound
+	}
+	var nsk *types.NoSuchKey
+	if errors.As(err, &nsk) {
+		return ErrNotFound
+	}
+	return err
+}
+
+func (b *s3Backend) opCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, b.timeout)
+}
+
+func (b *s3Backend) getHead(ctx context.Context, name string) ([]byte, string, error) {
+	ctx, cancel := b.opCtx(ctx)
+	defer cancel()
+	out, err := b.c.GetObject(ctx, &s3.GetObjectInput{Bucket: &b.bucket, Key: b.key(name)})
+	if err != nil {
+		return nil, "", classify(err)
+	}
+	defer out.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(out.Body, maxHeadBytes+1))
+	if err != nil {
+		return nil, "", err
+	}
+	if len(data) > maxHeadBytes {
+		return nil, "", corruptf("head over %d bytes", maxHeadBytes)
+	}
+	return data, aws.ToString(out.ETag), nil
+}
+
+func (b *s3Backend) putHead(ctx context.Context, name string, data []byte, ifMatch string) (string, error) {
+	ctx, cancel := b.opCtx(ctx)
+	defer cancel()
+	in := &s3.PutObjectInput{Bucket: &b.bucket, Key: b.key(name), Body: bytes.NewReader(data),
+		ContentLength: aws.Int64(int64(len(data))), ContentType: aws.String("application/json")}
+	if ifMatch == "" {
+		in.IfNoneMatch = aws.String("*")
+	} else {
+		in.IfMatch = aws.String(ifMatch)
+	}
+	out, err := b.c.PutObject(ctx, in, noRetry)
+	if err != nil {
+		return "", classify(err)
+	}
+	return aws.ToString(out.ETag), nil
+}
+
+func (b *s3Backend) deleteHead(ctx context.Context, name, ifMatch string) error {
+	ctx, cancel := b.opCtx(ctx)
+	defer cancel()
+	_, err := b.c.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: &b.bucket, Key: b.key(name), IfMatch: aws.String(ifMatch)}, noRetry)
+	if err = classify(err); errors.Is(err, ErrNotFound) {
+		return nil
+	}
+	return err
+}
+
+func (b *s3Backend) getObject(ctx context.Context, name string) (io.ReadCloser, error) {
+	out, err := b.c.GetObject(ctx, &s3.GetObjectInput{Bucket: &b.bucket, Key: b.key(name)})
+	if err != nil {
+		return nil, classify(err)
+	}
+	return out.Body, nil
+}
+
+func (b *s3Backend) list(ctx context.Context, prefix string, fn func(string) error) error {
+	p := s3.NewListObjectsV2Paginator(b.c, &s3.ListObjectsV2Input{Bucket: &b.bucket, Prefix: b.key(prefix)})
+	for p.HasMorePages() {
+		octx, cancel := b.opCtx(ctx)
+		page, err := p.NextPage(octx)
+		cancel()
+		if err != nil {
+			return classify(err)
+		}
+		for _, o := range page.Contents {
+			if err := fn(strings.TrimPrefix(aws.ToString(o.Key), b.prefix)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func (b *s3Backend) deleteObject(ctx context.Context, name string) error {
+	ctx, cancel := b.opCtx(ctx)
+	defer cancel()
+	_, err := b.c.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: &b.bucket, Key: b.key(name)})
+	if err = classify(err); errors.Is(err, ErrNotFound) {
+		return nil
+	}
+	return err
+}
+
+func (b *s3Backend) newObject(ctx context.Context, name string) (objectWriter, error) {
+	w := &s3Object{b: b, ctx: ctx, name: name, free: make(chan []byte, b.conc+1)}
+	return w, nil
+}
+
+// s3Object streams an archive into parts of partSize bytes, at most conc
+// of them uploading while the next fills (conc+1 buffers in all, allocated
+// as needed). Each part's SHA-256 goes with it (x-amz-checksum-sha256: the
+// server rejects a part whose bytes differ) and into the composite
+// checksum commit compares with the stored object's.
+type s3Object struct {
+	b        *s3Backend
+	ctx      context.Context
+	name     string
+	buf      []byte
+	made     int
+	free     chan []byte
+	uploadID *string
+	parts    []*partResult // by part number - 1; each written by its own upload only
+	wg       sync.WaitGroup
+	mu       sync.Mutex
+	err      error
+}
+
+// partResult is one uploaded part: its ETag and SHA-256 (raw, base64).
+type partResult struct {
+	etag *string
+	sum  [sha256.Size]byte
+	b64  string
+}
+
+func (o *s3Object) getBuf() []byte {
+	if o.made < o.b.conc+1 {
+		select {
+		case b := <-o.free:
+			return b[:0]
+		default:
+		}
+		o.made++
+		return make([]byte, 0, o.b.partSize)
+	}
+	return (<-o.free)[:0]
+}
+
+func (o *s3Object) failed() error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.err
+}
+
+func (o *s3Object) Write(p []byte) (int, error) {
+	n := 0
+	for len(p) > 0 {
+		if o.buf == nil {
+			o.buf = o.getBuf()
+		}
+		c := copy(o.buf[len(o.buf):cap(o.buf)], p)
+		o.buf = o.buf[:len(o.buf)+c]
+		p = p[c:]
+		n += c
+		if len(o.buf) == cap(o.buf) {
+			if err := o.flushPart(); err != nil {
+				return n, err
+			}
+		}
+	}
+	return n, nil
+}
+
+// flushPart starts the upload of the filled buffer as the next part.
+func (o *s3Object) flushPart() error {
+	if err := o.failed(); err != nil {
+		return err
+	}
+	if o.uploadID == nil {
+		ctx, cancel := o.b.opCtx(o.ctx)
+		out, err := o.b.c.CreateMultipartUpload(ctx, &s3.CreateMultipartUploadInput{Bucket: &o.b.bucket,
+			Key: o.b.key(o.name), ChecksumAlgorithm: types.ChecksumAlgorithmSha256, ChecksumType: types.ChecksumTypeComposite})
+		cancel()
+		if err != nil {
+			return classify(err)
+		}
+		o.uploadID = out.UploadId
+	}
+	buf := o.buf
+	o.buf = nil
+	num := int32(len(o.parts) + 1)
+	res := &partResult{}
+	o.parts = append(o.parts, res)
+	o.wg.Add(1)
+	go func() {
+		defer o.wg.Done()
+		sum := sha256.Sum256(buf)
+		b64 := base64.StdEncoding.EncodeToString(sum[:])
+		out, err := o.b.c.UploadPart(o.ctx, &s3.UploadPartInput{Bucket: &o.b.bucket, Key: o.b.key(o.name),
+			UploadId: o.uploadID, PartNumber: aws.Int32(num), Body: bytes.NewReader(buf),
+			ContentLength: aws.Int64(int64(len(buf))), ChecksumAlgorithm: types.ChecksumAlgorithmSha256, ChecksumSHA256: &b64})
+		if err == nil {
+			res.etag, res.sum, res.b64 = out.ETag, sum, b64
+		}
+		o.mu.Lock()
+		if err != nil && o.err == nil {
+			o.err = classify(err)
+		}
+		o.mu.Unlock()
+		o.free <- buf
+	}()
+	return nil
+}
+
+func (o *s3Object) commit(sum []byte, n int64) error {
+	want := base64.StdEncoding.EncodeToString(sum)
+	if o.uploadID == nil {
+		// One part: a plain PutObject, created only if the name is free.
+		buf := o.buf
+		ctx, cancel := o.b.opCtx(o.ctx)
+		defer cancel()
+		_, err := o.b.c.PutObject(ctx, &s3.PutObjectInput{Bucket: &o.b.bucket, Key: o.b.key(o.name),
+			Body: bytes.NewReader(buf), ContentLength: aws.Int64(int64(len(buf))), IfNoneMatch: aws.String("*"),
+			ChecksumAlgorithm: types.ChecksumAlgorithmSha256, ChecksumSHA256: &want}, noRetry)
+		if err != nil {
+			return classify(err)
+		}
+		return o.verify(want, n)
+	}
+	if len(o.buf) > 0 {
+		if err := o.flushPart(); err != nil {
+			o.wg.Wait()
+			return err
+		}
+	}
+	o.wg.Wait()
+	if err := o.failed(); err != nil {
+		return err
+	}
+	comp := sha256.New()
+	done := make([]types.CompletedPart, len(o.parts))
+	for i, r := range o.parts {
+		comp.Write(r.sum[:])
+		done[i] = types.CompletedPart{PartNumber: aws.Int32(int32(i + 1)), ETag: r.etag, ChecksumSHA256: aws.String(r.b64)}
+	}
+	composite := fmt.Sprintf("%s-%d", base64.StdEncoding.EncodeToString(comp.Sum(nil)), len(o.parts))
+	ctx, cancel := o.b.opCtx(o.ctx)
+	defer cancel()
+	_, err := o.b.c.CompleteMultipartUpload(ctx, &s3.CompleteMultipartUploadInput{Bucket: &o.b.bucket,
+		Key: o.b.key(o.name), UploadId: o.uploadID, IfNoneMatch: aws.String("*"),
+		MultipartUpload: &types.CompletedMultipartUpload{Parts: done}}, noRetry)
+	if err != nil {
+		return classify(err)
+	}
+	o.uploadID = nil
+	return o.verify(composite, n)
+}
+
+// verify reads the stored object's size and SHA-256 checksum back
+// (HeadObject with checksum mode enabled) and compares them with what was
+// sent: the whole object's for a PutObject, the composite
+// ("base64(sha256(part sums))-N") for a multipart upload.
+func (o *s3Object) verify(want string, n int64) error {
+	ctx, cancel := o.b.opCtx(o.ctx)
+	defer cancel()
+	out, err := o.b.c.HeadObject(ctx, &s3.HeadObjectInput{Bucket: &o.b.bucket, Key: o.b.key(o.name), ChecksumMode: types.ChecksumModeEnabled})
+	if err != nil {
+		return classify(err)
+	}
+	if aws.ToInt64(out.ContentLength) != n || aws.ToString(out.ChecksumSHA256) != want {
+		return fmt.Errorf("read-back of %s: %d bytes and checksum %q, want %d and %q", o.name,
+			aws.ToInt64(out.ContentLength), aws.ToString(out.ChecksumSHA256), n, want)
+	}
+	return nil
+}
+
+func (o *s3Object) abort() {
+	o.wg.Wait()
+	if o.uploadID != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), o.b.timeout)
+		defer cancel()
+		o.b.c.AbortMultipartUpload(ctx, &s3.AbortMultipartUploadInput{Bucket: &o.b.bucket, Key: o.b.key(o.name), UploadId: o.uploadID})
+		o.uploadID = nil
+	}
+}
