@@ -225,6 +225,11 @@ const (
 // session retired.
 const OriginRetire ProofOrigin = "retire"
 
+// OriginFenced is Proof.Origin of a live tree ended because another
+// sidecar took the session's key over in the state store (a publication
+// after a turn found it fenced).
+const OriginFenced ProofOrigin = "fenced"
+
 // ExitFenced is session/exited `reason` of a session ended because another
 // sidecar took its key over in the state store.
 const ExitFenced = "fenced"

@@ -6,6 +6,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -72,6 +73,7 @@ type options struct {
 	stateReadMs   int64
 	maxSessions   int
 	maxLiveTrees  int
+	state         stateFlags
 	printVersion  bool
 	// defaultSandbox is --default-sandbox; assumeABI --assume-landlock-abi
 	// (-1: the kernel's).
@@ -113,6 +115,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.IntVar(&o.assumeABI, "assume-landlock-abi", -1, "treat the kernel as offering at most this Landlock ABI (0: none); for testing how opens are refused (-1: the kernel's)")
 	fs.IntVar(&o.maxSessions, "max-sessions", 0, "live sessions admitted at once; more are refused SIDECAR_AT_CAPACITY (0: derived from the descriptor limit; docs/protocol.md §21)")
 	fs.IntVar(&o.maxLiveTrees, "max-live-trees", 0, "provider trees alive at once; an open or revive beyond it waits (FIFO) up to its reviveWaitMs, then is SIDECAR_AT_CAPACITY (0: --max-sessions; docs/protocol.md §24)")
+	o.state.register(fs)
 	fs.BoolVar(&o.printVersion, "version", false, "print the version and exit")
 	// A bad flag is one line on stderr (run prints it), not the whole usage;
 	// -h prints the usage.
@@ -162,6 +165,9 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	}
 	if o.maxLiveTrees < 0 {
 		return nil, fmt.Errorf("--max-live-trees must be 0 (--max-sessions) or positive")
+	}
+	if err := o.state.check(); err != nil {
+		return nil, err
 	}
 	if err := o.limits.check(); err != nil {
 		return nil, err
@@ -235,6 +241,11 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	log := newLogger(o.logLevel, stderr)
 	defer func() { _ = log.Sync() }()
+	stateStore, err := o.state.open(context.Background())
+	if err != nil {
+		fmt.Fprintln(stderr, "acpx-sidecar:", err)
+		return 2
+	}
 
 	mode := reaper.Mode("")
 	if o.containment != "auto" {
@@ -306,6 +317,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if cfg.Caps.MaxLiveTrees == 0 {
 		cfg.Caps.MaxLiveTrees = cfg.Caps.MaxSessions
 	}
+	cfg.StateStore = stateStore
 	cfg.Logger = log.Named("session")
 	environ := os.Environ()
 	cfg.Env = adapter.ProviderEnv{Base: adapter.InheritedEnv(o.inheritEnv, environ), Policy: o.inheritEnv, Sidecar: environ}

@@ -16,6 +16,7 @@ import (
 	"github.com/acpx-sidecar/acpx-sidecar/internal/launchexec"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/profiles"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/reaper"
+	"github.com/acpx-sidecar/acpx-sidecar/internal/statestore"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/store"
 	"github.com/acpx-sidecar/acpx-sidecar/protocol"
 )
@@ -52,6 +53,9 @@ type admitted struct {
 	// the open is answered.
 	recordSync *store.Pending
 	pins       pins
+	// state is the provider state's lease and sources (provstate.go);
+	// nil without a state store, and for a revive (it keeps its own).
+	state *providerState
 }
 
 // admissionInput is the immutable input of the admission worker, made on
@@ -68,6 +72,9 @@ type admissionInput struct {
 	limits  reaper.Limits // Manager.effectiveLimits of the open
 	sandbox sandboxSetup  // the open's kernel sandbox (sandbox.go)
 	revive  *reviveInput  // a revive's session and pins (admitinput.go); nil for an open
+	// stateSources are the provider-state dirs, resolved in env and
+	// claimed (provstate.go); nil without a state store.
+	stateSources []statestore.Source
 }
 
 // envHas reports whether the launch environment gives name a non-empty
@@ -192,6 +199,7 @@ func (s *session) failBeforeLaunchWhy(reply Reply, e *protocol.Error, reason str
 // keeps the sessionKey held until it is proven.
 func (s *session) admissionFailed(proof *protocol.Proof, e *protocol.Error, reply Reply) {
 	s.m.forget(s, !proof.Complete)
+	s.m.releaseStateDirs(s)
 	if proof.Complete {
 		s.releaseSandbox()
 	}
@@ -255,6 +263,21 @@ func (s *session) launchEnv(base []string) []string {
 // them), and returns its result for the actor to adopt.
 func (s *session) admit(ctx context.Context, in admissionInput) admissionResult {
 	p, timeout := in.open, in.timeout
+	// With a state store, an open takes its key over and restores the
+	// key's archive first: the record it restores is the one a resume
+	// reads (provstate.go; docs/protocol.md §24).
+	var state *providerState
+	var restored *protocol.Restore
+	if s.m.stateStore() != nil && in.revive == nil {
+		lease, r, e := s.acquireState(ctx, &in)
+		if e != nil {
+			if in.exe != nil {
+				in.exe.Close()
+			}
+			return admissionResult{err: e}
+		}
+		state, restored = &providerState{lease: lease, sources: in.stateSources}, r
+	}
 	prior := s.loadPrior(in) // admitinput.go
 	// A live-tree slot before anything is written or launched
 	// (--max-live-trees, docs/protocol.md §24); given back at once if
@@ -400,6 +423,8 @@ func (s *session) admit(ctx context.Context, in admissionInput) admissionResult 
 		}
 		return admissionResult{err: herr, proof: proof, lateClose: lateClose, closeSupported: late.closeSupported}
 	}
+	adm.state = state
+	adm.result.Restore = restored
 	return admissionResult{adm: adm, closeSupported: late.closeSupported}
 }
 

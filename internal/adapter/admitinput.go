@@ -48,6 +48,22 @@ func (s *session) prepareLaunch(rv *reviveInput) (admissionInput, *protocol.Erro
 	s.end.tmpDir = sb.tmpDir
 	in := admissionInput{open: p, prof: s.prof, st: s.rec.st, exe: exe, env: env, baseEnv: base,
 		timeout: s.m.cfg.Bounds.HandshakeTimeout, limits: s.m.effectiveLimits(p), sandbox: sb, revive: rv}
+	if s.m.stateStore() != nil && rv == nil {
+		// The provider-state dirs are this key's alone (provstate.go).
+		srcs, e := s.stateSources(env)
+		if e == nil {
+			e = s.m.claimStateDirs(s, srcs)
+		}
+		if e != nil {
+			if exe != nil {
+				exe.Close()
+			}
+			s.releaseSandbox()
+			s.end.tmpDir = ""
+			return admissionInput{}, e
+		}
+		in.stateSources = srcs
+	}
 	if p.HandshakeTimeoutMs != nil {
 		in.timeout = time.Duration(*p.HandshakeTimeoutMs) * time.Millisecond
 	}
@@ -98,6 +114,7 @@ func (s *session) adopt(a *admitted) {
 	s.ctl.binding = a.result.PermissionBinding
 	if !s.state.is(protocol.StateReviving) {
 		s.rec.resumed = a.result.Resumed
+		s.rec.ps = a.state
 	}
 	s.turns.replaying, s.turns.replayDrop = false, false
 	// The record is in place; it becomes durable beside the answer, and a

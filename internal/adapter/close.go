@@ -138,8 +138,23 @@ func (s *session) startCleanup(reason string, origin protocol.ProofOrigin, disca
 	if dead || parked {
 		in.backendSessionID = "" // nothing to close at protocol level
 	}
+	ps, st, discarding := s.rec.ps, s.rec.st, s.end.closeReq.discard
+	if ps != nil {
+		// What the session journaled is in the kernel, and durable, before
+		// the publication reads it (provstate.go).
+		s.flushOut()
+		s.syncJournal()
+	}
 	go func() {
 		proof := s.cleanup(in)
+		if proof.Complete && ps != nil {
+			// The tree is gone: its state on disk is final (docs/protocol.md §24).
+			if discarding {
+				cleanupAttach(proof, s.discardState(s.m.stateCtx, ps, st))
+			} else {
+				cleanupAttach(proof, s.publishState(s.m.stateCtx, ps, st))
+			}
+		}
 		s.post(func() { s.finishCleanup(proof) })
 	}()
 	if !dead {
@@ -203,6 +218,7 @@ func (s *session) release() {
 		s.end.pid = s.end.tree.Info().Pid
 	}
 	s.conn, s.end.tree, s.turns.buffered = nil, nil, nil
+	s.m.releaseStateDirs(s)
 	s.closeJournal()
 	s.dropKeyHold()
 	s.m.noteFinished(s)

@@ -108,6 +108,9 @@ func (s *session) afterTurn() {
 		s.retireIfIdle("the turn ended (per-turn)")
 		return
 	}
+	if s.open.Publish == protocol.PublishTurn && s.rec.ps != nil && s.state.is(protocol.StateOpen, protocol.StateTurn) {
+		s.publishTurn() // provstate.go
+	}
 	s.armIdle()
 }
 
@@ -180,8 +183,14 @@ func (s *session) startRetire(why string) {
 	s.syncJournal() // everything the turn journaled is durable before the tree goes
 	in := cleanupInput{conn: s.conn, tree: s.end.tree, backendSessionID: s.rec.identity.BackendSessionID, reason: why,
 		origin: protocol.OriginRetire, closeSupported: s.rec.closeSupported}
+	ps, st := s.rec.ps, s.rec.st
 	go func() {
 		proof := s.cleanup(in)
+		if proof.Complete && ps != nil {
+			// Published once the tree is gone, before the session is
+			// parked (docs/protocol.md §24).
+			cleanupAttach(proof, s.publishState(s.m.stateCtx, ps, st))
+		}
 		s.post(func() { s.finishRetire(proof) })
 	}()
 }
@@ -215,6 +224,10 @@ func (s *session) finishRetire(proof *protocol.Proof) {
 		return
 	}
 	s.treeGone()
+	if fenced(proof) {
+		s.endFenced(proof, protocol.DuringIdle)
+		return
+	}
 	s.life.retires++
 	s.persist(func(r *store.Record) { r.Pid, r.AgentStartedAt = nil, nil })
 	s.moveTo(protocol.StateParked)

@@ -29,6 +29,7 @@ import (
 	"github.com/acpx-sidecar/acpx-sidecar/internal/buildinfo"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/profiles"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/reaper"
+	"github.com/acpx-sidecar/acpx-sidecar/internal/statestore"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/store"
 	"github.com/acpx-sidecar/acpx-sidecar/protocol"
 )
@@ -85,6 +86,9 @@ type Config struct {
 	// sidecar's *reaper.Supervisor, or a fake in tests. nil means no
 	// containment: every open is refused with PLATFORM_UNSUPPORTED.
 	Launcher Launcher
+	// StateStore publishes and restores provider state
+	// (--state-store; docs/protocol.md §24); nil: none.
+	StateStore *statestore.Store
 	// Logger receives structured logs; never given a secret.
 	Logger *zap.Logger
 }
@@ -129,6 +133,12 @@ type Manager struct {
 	sbx liveSandboxes
 	// trees: the live-tree slots (--max-live-trees; livetrees.go).
 	trees liveTrees
+	// provDirs: the provider-state dirs of live sessions, under mu
+	// (provstate.go); stateCtx bounds publications, cancelled when
+	// shutdown's bound has passed.
+	provDirs    map[string]*session
+	stateCtx    context.Context
+	stateCancel context.CancelFunc
 
 	actors   sync.WaitGroup
 	retained sync.WaitGroup
@@ -145,9 +155,11 @@ func NewManager(cfg Config, host Host) *Manager {
 	if cfg.Caps.MaxProviderLineBytes <= 0 {
 		cfg.Caps.MaxProviderLineBytes = protocol.DefaultMaxProviderLineBytes
 	}
-	return &Manager{cfg: cfg, host: host, log: cfg.Logger, sessions: map[string]*session{},
+	m := &Manager{cfg: cfg, host: host, log: cfg.Logger, sessions: map[string]*session{},
 		keys: map[string]*session{}, stopCh: make(chan struct{}), tmpSpares: tmpSpares{want: tmpSparesKept},
 		trees: liveTrees{max: cfg.Caps.MaxLiveTrees}}
+	m.stateCtx, m.stateCancel = context.WithCancel(context.Background())
+	return m
 }
 
 // Bounds reports the bounds in force (initialize.bounds), in ms.
@@ -164,6 +176,9 @@ func (m *Manager) Initialize(p protocol.InitializeParams) protocol.InitializeRes
 	caps := protocol.ServerCaps{Containment: containment, Agents: profiles.Names(), InheritEnv: m.inheritPolicy(),
 		Sandbox: SandboxCaps(m.cfg.Sandbox.Caps, m.cfg.Sandbox.Default, mode), MaxSessions: max(m.cfg.Caps.MaxSessions, 0),
 		MaxLiveTrees: max(m.cfg.Caps.MaxLiveTrees, 0)}
+	if ss := m.stateStore(); ss != nil {
+		caps.StateStore = &protocol.StateStoreCaps{Kind: ss.Kind(), KeyID: ss.KeyID()}
+	}
 	return protocol.InitializeResult{ProtocolVersion: protocol.Version,
 		ServerInfo:   protocol.Implementation{Name: protocol.ServerName, Version: buildinfo.Version()},
 		Capabilities: caps,
@@ -412,6 +427,7 @@ func (m *Manager) Shutdown() []*protocol.Proof {
 			final = append(final, shutdownProof{s: all[i], proof: p, delivered: delivered[i]})
 		}
 	}
+	m.stateCancel()                                 // publications still running give up (their state stays local)
 	m.recordShutdownProofs(final)                   // docs/protocol.md §16: journaled whoever asked
 	out = append(out, m.recovering.unfinished()...) // recoveries shutdown could not finish
 	m.stopOnce.Do(func() { close(m.stopCh) })

@@ -18,4 +18,7 @@ type sessionRecord struct {
 	closeSupported bool // the agent advertised sessionCapabilities.close (from the handshake)
 	resumed        bool // the open resumed the key's earlier ACP session
 	discarded      bool // the record was deleted at close
+	// ps is the provider state in the state store (provstate.go); nil
+	// without --state-store.
+	ps *providerState
 }

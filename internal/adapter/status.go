@@ -63,6 +63,7 @@ func (s *session) liveStatus() protocol.StatusResult {
 	}
 	res.Process.Pid = s.end.pid
 	res.Lifecycle = s.lifecycleStatus()
+	res.Store = s.storeStatus()
 	res.Summary = s.summary()
 	return res
 }

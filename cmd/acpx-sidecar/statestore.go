@@ -1,0 +1,90 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"flag"
+	"fmt"
+	"os"
+
+	"github.com/acpx-sidecar/acpx-sidecar/internal/statestore"
+)
+
+// stateFlags are the portable provider state's flags (docs/protocol.md
+// §24, after PROTOCOL §10.2).
+type stateFlags struct {
+	url, keyFile, oldKeyFile string
+	maxBytes, maxEntries     int64
+	maxFileBytes             int64
+}
+
+// register adds the flags to fs, defaults from statestore.DefaultLimits.
+func (f *stateFlags) register(fs *flag.FlagSet) {
+	d := statestore.DefaultLimits()
+	fs.StringVar(&f.url, "state-store", "", "where provider state is published: file:///abs/dir or s3://bucket/prefix?endpoint=…&region=…&pathStyle=true (credentials from the sidecar's environment, the AWS SDK's chain); empty: nothing is published (docs/protocol.md §24)")
+	fs.StringVar(&f.keyFile, "state-key-file", "", "the 32-byte master key (raw or base64), mode 0600 or stricter; required with --state-store")
+	fs.StringVar(&f.oldKeyFile, "state-old-key-file", "", "the previous master key, tried second when an archive is read (key rotation); same rules")
+	fs.Int64Var(&f.maxBytes, "state-max-bytes", d.MaxBytes, "largest provider state one archive holds (file contents), bytes")
+	fs.Int64Var(&f.maxEntries, "state-max-entries", d.MaxEntries, "most directories, files and links one archive holds")
+	fs.Int64Var(&f.maxFileBytes, "state-max-file-bytes", d.MaxFileBytes, "largest file one archive holds, bytes")
+}
+
+// check validates the flags as parsed.
+func (f *stateFlags) check() error {
+	switch {
+	case f.url == "" && (f.keyFile != "" || f.oldKeyFile != ""):
+		return fmt.Errorf("--state-key-file and --state-old-key-file need --state-store")
+	case f.url != "" && f.keyFile == "":
+		return fmt.Errorf("--state-store needs --state-key-file (the master key)")
+	case f.maxBytes < 1 || f.maxEntries < 1 || f.maxFileBytes < 1:
+		return fmt.Errorf("--state-max-bytes, --state-max-entries and --state-max-file-bytes must be positive")
+	}
+	return nil
+}
+
+// open opens the store the flags name, nil when --state-store is empty.
+// A key file that is missing, not a regular file, readable by group or
+// others, or not 32 bytes (raw or base64) refuses the start; its bytes
+// never reach an error. The owner written into the heads is a random id
+// for this process and the machine's hostname.
+func (f *stateFlags) open(ctx context.Context) (*statestore.Store, error) {
+	if f.url == "" {
+		return nil, nil
+	}
+	key, err := statestore.LoadKeyFile(f.keyFile)
+	if err != nil {
+		return nil, fmt.Errorf("--state-key-file: %v", err)
+	}
+	o := statestore.Options{URL: f.url, Key: key,
+		Limits: statestore.Limits{MaxBytes: f.maxBytes, MaxEntries: f.maxEntries, MaxFileBytes: f.maxFileBytes},
+		Owner:  statestore.Owner{SidecarID: sidecarID(), Hostname: hostname()}}
+	if f.oldKeyFile != "" {
+		old, err := statestore.LoadKeyFile(f.oldKeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("--state-old-key-file: %v", err)
+		}
+		o.OldKey = &old
+	}
+	st, err := statestore.Open(ctx, o)
+	if err != nil {
+		return nil, fmt.Errorf("--state-store: %v", err)
+	}
+	return st, nil
+}
+
+// sidecarID is this process's owner id in the state store: "sc-" and 16
+// hex digits, fresh at every start.
+func sidecarID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return "sc-" + hex.EncodeToString(b[:])
+}
+
+func hostname() string {
+	h, err := os.Hostname()
+	if err != nil {
+		return "unknown"
+	}
+	return h
+}

@@ -1,0 +1,389 @@
+package adapter
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/acpx-sidecar/acpx-sidecar/internal/cleanup"
+	"github.com/acpx-sidecar/acpx-sidecar/internal/journal"
+	"github.com/acpx-sidecar/acpx-sidecar/internal/statestore"
+	"github.com/acpx-sidecar/acpx-sidecar/internal/store"
+	"github.com/acpx-sidecar/acpx-sidecar/protocol"
+)
+
+// Portable provider state (docs/protocol.md §24, after PROTOCOL §10.2):
+// with --state-store, an open takes ownership of its key in the store
+// (statestore.Store.Acquire) and restores the key's published archive
+// before the launch when the local copy is missing or older; a retire and
+// a close publish the agent's provider-state directories with the key's
+// record and journal, once the tree is proven gone. The bytes, the
+// crypto and the fencing are internal/statestore's; this file decides
+// when, and what the host is told.
+
+// providerState is the session's part of it. lease and sources are set by
+// the admission worker before the actor adopts the admission and never
+// change after; mu serializes the workers that publish (a retire's, a
+// close's, a turn's), which are the only users of the lease besides
+// status (statestore.Lease is safe for concurrent use).
+type providerState struct {
+	mu      sync.Mutex
+	lease   *statestore.Lease
+	sources []statestore.Source // the agent's provider-state dirs (not the record and journal)
+	fenced  bool                // under mu: another sidecar took the key over
+}
+
+// ownSourceNames are the archive names of the key's record and journal
+// segments.
+const (
+	recordSource  = "acpx-record"
+	journalSource = "acpx-journal"
+)
+
+// stateStore is the configured state store, nil without one.
+func (m *Manager) stateStore() *statestore.Store { return m.cfg.StateStore }
+
+// stateSources resolves the open's provider-state directories in the
+// launch environment env: the open's stateDirs, else the profile's
+// (profiles.StateDir). With a store, a directory that is the sidecar's
+// own HOME, or holds the workspace or the state dir, is refused
+// STATE_CONFLICT (an archive never carries them), as is one another live
+// session of this sidecar uses (Manager.provDirs).
+func (s *session) stateSources(env []string) ([]statestore.Source, *protocol.Error) {
+	var out []statestore.Source
+	if len(s.open.StateDirs) > 0 {
+		for name, dir := range s.open.StateDirs {
+			out = append(out, statestore.Source{Name: name, Path: filepath.Clean(dir)})
+		}
+	} else {
+		get := func(k string) string { return envValue(env, k) }
+		for _, sd := range s.prof.StateDirs {
+			if p := sd.Resolve(get); p != "" {
+				out = append(out, statestore.Source{Name: sd.Name, Path: p})
+			}
+		}
+	}
+	home, _ := os.UserHomeDir()
+	for _, src := range out {
+		bad := ""
+		switch {
+		case home != "" && (src.Path == filepath.Clean(home) || beneathAny(home, []string{src.Path})):
+			bad = "is the sidecar's own HOME (give the agent a HOME of its own, or name stateDirs)"
+		case beneathAny(s.open.Cwd, []string{src.Path}) || src.Path == filepath.Clean(s.open.Cwd):
+			bad = "holds the workspace (cwd), which is never archived"
+		case beneathAny(s.stateDir, []string{src.Path}) || src.Path == s.stateDir:
+			bad = "holds the state directory"
+		}
+		if bad != "" {
+			e := protocol.Domain(protocol.ErrStateConflict, "the provider-state directory "+src.Name+" "+bad, false)
+			e.Data.Paths = []string{src.Path}
+			return nil, e
+		}
+	}
+	return out, nil
+}
+
+// claimStateDirs registers srcs as this session's; STATE_CONFLICT when one
+// of them is, holds or lies inside another live session's.
+func (m *Manager) claimStateDirs(self *session, srcs []statestore.Source) *protocol.Error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, src := range srcs {
+		for dir, owner := range m.provDirs {
+			if owner == self {
+				continue
+			}
+			if dir == src.Path || beneathAny(dir, []string{src.Path}) || beneathAny(src.Path, []string{dir}) {
+				e := protocol.Domain(protocol.ErrStateConflict, "the provider-state directory "+src.Name+
+					" is used by live session "+owner.id+" (an archive never carries another session's files)", false)
+				e.Data.Paths = []string{src.Path}
+				return e
+			}
+		}
+	}
+	if m.provDirs == nil {
+		m.provDirs = map[string]*session{}
+	}
+	for _, src := range srcs {
+		m.provDirs[src.Path] = self
+	}
+	return nil
+}
+
+// releaseStateDirs forgets the session's provider-state directories (its
+// session has ended).
+func (m *Manager) releaseStateDirs(self *session) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for dir, owner := range m.provDirs {
+		if owner == self {
+			delete(m.provDirs, dir)
+		}
+	}
+}
+
+// ownSources are the key's record and its journal's existing segments.
+func (s *session) ownSources(st *store.Store) []statestore.Source {
+	out := []statestore.Source{{Name: recordSource, Path: st.RecordPath(s.key)}}
+	stem := journal.Stem(s.key)
+	for i := 0; i < journal.Segments; i++ {
+		p := journal.SegmentPath(st.SessionsDir(), stem, i)
+		if _, err := os.Lstat(p); err == nil {
+			out = append(out, statestore.Source{Name: journalSource + "." + strconv.Itoa(i), Path: p})
+		}
+	}
+	return out
+}
+
+// restoreTargets maps every archive name this session can place to its
+// path here: the provider-state dirs, the record and journal segments.
+func (s *session) restoreTargets(st *store.Store, srcs []statestore.Source) map[string]string {
+	t := map[string]string{recordSource: st.RecordPath(s.key)}
+	stem := journal.Stem(s.key)
+	for i := 0; i < journal.Segments; i++ {
+		t[journalSource+"."+strconv.Itoa(i)] = journal.SegmentPath(st.SessionsDir(), stem, i)
+	}
+	for _, src := range srcs {
+		t[src.Name] = src.Path
+	}
+	return t
+}
+
+// stateError maps a statestore error to the protocol's (what names the
+// step, e.g. "the key's state could not be restored").
+func stateError(what string, err error) *protocol.Error {
+	switch {
+	case errors.Is(err, statestore.ErrFenced):
+		return protocol.Domain(protocol.ErrStateFenced, what+": another sidecar owns the key now", false)
+	case errors.Is(err, statestore.ErrCorrupt):
+		return protocol.Domain(protocol.ErrStateCorrupt, what+": "+err.Error(), false)
+	case errors.Is(err, statestore.ErrTooLarge):
+		return protocol.Domain(protocol.ErrStateTooLarge, what+": "+err.Error(), false)
+	}
+	return protocol.Domain(protocol.ErrStateStoreUnavailable, what+": "+err.Error(), true)
+}
+
+// acquireState is the admission worker's step for an open with a store:
+// take the key over in the store, then restore its archive when the local
+// copy is missing or older (marker), before the record is read and
+// anything launched. It returns the lease and what was restored (nil if
+// nothing).
+func (s *session) acquireState(ctx context.Context, in *admissionInput) (*statestore.Lease, *protocol.Restore, *protocol.Error) {
+	ss := s.m.stateStore()
+	lease, err := ss.Acquire(ctx, s.key)
+	if err != nil {
+		return nil, nil, stateError("the key could not be taken over in the state store", err)
+	}
+	h := lease.Head()
+	if h.Archive == nil || localGeneration(in.st, s.key) == h.Archive.Generation {
+		return lease, nil, nil
+	}
+	r, err := ss.Restore(ctx, lease, s.restoreTargets(in.st, in.stateSources), in.st.Dir())
+	if err != nil {
+		return nil, nil, stateError("the key's provider state could not be restored", err)
+	}
+	if r.Generation == 0 {
+		return lease, nil, nil
+	}
+	markLocal(in.st, s.key, r.Generation, s.log)
+	kept := append([]string{}, r.Kept...)
+	return lease, &protocol.Restore{Generation: r.Generation, Bytes: r.FileBytes, Entries: r.Entries, Ms: r.Ms, Kept: kept}, nil
+}
+
+// publishState publishes the session's provider state with its record
+// and journal (docs/protocol.md §24), off the actor, serialized per
+// session; nil without a store. A fenced lease is never used again. ctx
+// bounds it (the sidecar's shutdown cancels it).
+func (s *session) publishState(ctx context.Context, ps *providerState, st *store.Store) *protocol.Publication {
+	ss := s.m.stateStore()
+	if ss == nil || ps == nil || ps.lease == nil {
+		return nil
+	}
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	if ps.fenced {
+		return &protocol.Publication{State: protocol.PublicationSkipped,
+			Error: &protocol.ProofError{Code: protocol.ErrStateFenced, Message: "another sidecar owns the key now"}}
+	}
+	start := time.Now()
+	srcs := append(append([]statestore.Source{}, ps.sources...), s.ownSources(st)...)
+	pub, err := ss.Publish(ctx, ps.lease, srcs)
+	if err != nil {
+		if errors.Is(err, statestore.ErrFenced) {
+			ps.fenced = true
+		}
+		e := stateError("the provider state was not published", err)
+		s.log.Warn("provider state not published", zap.String("code", string(e.Data.Code)))
+		return &protocol.Publication{State: protocol.PublicationFailed, Ms: time.Since(start).Milliseconds(),
+			Error: &protocol.ProofError{Code: e.Data.Code, Message: s.red.clean(e.Message)}}
+	}
+	markLocal(st, s.key, pub.Generation, s.log)
+	out := &protocol.Publication{State: protocol.PublicationPublished, Generation: pub.Generation, Object: pub.Object,
+		Bytes: pub.Bytes, Entries: pub.Entries, SHA256: pub.SHA256, Ms: pub.Ms}
+	for _, sk := range pub.Skipped {
+		out.Skipped = append(out.Skipped, sk.Path)
+	}
+	return out
+}
+
+// discardState deletes the key's objects from the store (a close with
+// discardPersistentState), off the actor; the proof's publication says
+// skipped, or failed with why.
+func (s *session) discardState(ctx context.Context, ps *providerState, st *store.Store) *protocol.Publication {
+	ss := s.m.stateStore()
+	if ss == nil || ps == nil || ps.lease == nil {
+		return nil
+	}
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	start := time.Now()
+	if !ps.fenced {
+		if err := ss.Discard(ctx, ps.lease); err != nil {
+			if errors.Is(err, statestore.ErrFenced) {
+				ps.fenced = true
+			}
+			e := stateError("the key's published state was not deleted", err)
+			return &protocol.Publication{State: protocol.PublicationFailed, Ms: time.Since(start).Milliseconds(),
+				Error: &protocol.ProofError{Code: e.Data.Code, Message: s.red.clean(e.Message)}}
+		}
+	}
+	_ = os.Remove(localMarkerPath(st, s.key))
+	return &protocol.Publication{State: protocol.PublicationSkipped, Ms: time.Since(start).Milliseconds()}
+}
+
+// storeStatus is session/status `store`: the head as this session last
+// wrote it; nil without a store.
+func (s *session) storeStatus() *protocol.StoreStatus {
+	if s.rec.ps == nil || s.rec.ps.lease == nil {
+		return nil
+	}
+	h := s.rec.ps.lease.Head()
+	out := &protocol.StoreStatus{Generation: h.Generation, Owner: protocol.StoreOwner{SidecarID: h.Owner.SidecarID, Hostname: h.Owner.Hostname}}
+	if h.PublishedAt != nil {
+		t := protocol.At(*h.PublishedAt)
+		out.PublishedAt = &t
+	}
+	return out
+}
+
+// localMarker is the key's note of the archive generation its local
+// provider state matches (written after a publication or a restore):
+// <stateDir>/sessions/.<stem>.state.
+type localMarker struct {
+	Generation int64 `json:"generation"`
+}
+
+func localMarkerPath(st *store.Store, key string) string {
+	return filepath.Join(st.SessionsDir(), "."+store.EncodeKey(key)+".state")
+}
+
+// localGeneration is the generation the local copy matches, 0 if unknown.
+func localGeneration(st *store.Store, key string) int64 {
+	b, err := os.ReadFile(localMarkerPath(st, key))
+	if err != nil {
+		return 0
+	}
+	var m localMarker
+	if json.Unmarshal(b, &m) != nil {
+		return 0
+	}
+	return m.Generation
+}
+
+// markLocal notes that the local copy matches generation (best effort: a
+// lost marker costs one restore that keeps every existing file).
+func markLocal(st *store.Store, key string, generation int64, log *zap.Logger) {
+	b, _ := json.Marshal(localMarker{Generation: generation})
+	p := localMarkerPath(st, key)
+	tmp := p + ".tmp-" + strings.TrimPrefix(newID(""), "")
+	if err := os.WriteFile(tmp, b, 0o600); err == nil {
+		if err = os.Rename(tmp, p); err != nil {
+			_ = os.Remove(tmp)
+			log.Warn("state marker not written", zap.Error(err))
+		}
+	}
+}
+
+// cleanupAttach records a publication in a proof (internal/cleanup owns
+// the proof's shape).
+func cleanupAttach(p *protocol.Proof, pub *protocol.Publication) { cleanup.AttachPublication(p, pub) }
+
+// fenced reports whether proof's publication found the key taken over.
+func fenced(proof *protocol.Proof) bool {
+	p := proof.Publication
+	return p != nil && p.Error != nil && p.Error.Code == protocol.ErrStateFenced
+}
+
+// endFenced ends a session whose key another sidecar took over in the
+// store, once its tree is proven gone (proof): session/exited reason
+// "fenced", the proof as cleanup/proof, the session closed; it never
+// publishes again (docs/protocol.md §24). The record is marked closed
+// here; the new owner's head is untouched.
+func (s *session) endFenced(proof *protocol.Proof, during protocol.During) {
+	s.log.Warn("another sidecar took the key over in the state store; the session ends")
+	s.end.proof = proof
+	s.moveTo(protocol.StateClosed)
+	s.markClosed(false)
+	s.m.releaseKey(s)
+	s.notify(protocol.NotifySessionExited, protocol.ExitedNotice{Session: s.id, SessionKey: s.key, Pid: s.end.pid,
+		During: during, Reason: protocol.ExitFenced})
+	s.notify(protocol.NotifyCleanupProof, protocol.ProofNotice{Proof: proof})
+	e := protocol.Domain(protocol.ErrStateFenced, "another sidecar took the session's key over in the state store; the session ended", false)
+	s.answerWaiting(e)
+	ca := s.end.closeReq
+	s.end.closeReq = nil
+	s.flushOut()
+	s.release()
+	if ca != nil {
+		for _, w := range ca.waiters {
+			s.replyProof(w, proof)
+		}
+	}
+}
+
+// publishTurn publishes after a turn of a warm session whose open asked
+// for publish "turn" (docs/protocol.md §24), while its tree runs: what
+// the agent is writing at that moment may be caught mid-write (a retire's
+// or close's publication, after the tree is gone, is the consistent one).
+func (s *session) publishTurn() {
+	ps, st := s.rec.ps, s.rec.st
+	s.flushOut()
+	s.syncJournal()
+	go func() {
+		pub := s.publishState(s.m.stateCtx, ps, st)
+		s.post(func() { s.turnPublished(pub) })
+	}()
+}
+
+// turnPublished adopts a turn's publication: a fenced one ends the session
+// (session/exited reason "fenced", its tree ended and proven gone, proof
+// origin "fenced"); any other failure is logged, and the next publication
+// tries again.
+func (s *session) turnPublished(pub *protocol.Publication) {
+	if pub == nil || pub.Error == nil {
+		return
+	}
+	if pub.Error.Code != protocol.ErrStateFenced || !s.state.is(protocol.StateOpen, protocol.StateTurn) {
+		s.log.Info("provider state of the turn not published; the next publication tries again", zap.String("code", string(pub.Error.Code)))
+		return
+	}
+	during := protocol.DuringIdle
+	if s.turns.turn != nil {
+		during = protocol.DuringTurn
+	}
+	pid := s.end.pid
+	if s.end.tree != nil {
+		pid = s.end.tree.Info().Pid
+	}
+	s.notify(protocol.NotifySessionExited, protocol.ExitedNotice{Session: s.id, SessionKey: s.key, Pid: pid,
+		During: during, Reason: protocol.ExitFenced})
+	s.startCleanup("another sidecar took the key over in the state store", protocol.OriginFenced, false, nil)
+}
