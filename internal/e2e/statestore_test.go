@@ -1,0 +1,284 @@
+package e2e
+
+// Portable provider state through the built binary (docs/protocol.md §24,
+// after the design's PROTOCOL §10.2): a session moves to another sidecar
+// with another state dir through the store, ownership is fenced, a store
+// that fails keeps the previous head and the local state.
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// storeParams are per-turn fault-agent open params whose agent keeps its
+// sessions in agentDir, published under the name "agent".
+func storeParams(e *faultEnv, key, agentDir string) map[string]any {
+	p := perTurnParams(e, key, agentDir, "recall")
+	p["stateDirs"] = map[string]string{"agent": agentDir}
+	return p
+}
+
+// moveBetweenSidecars runs one turn on sidecar A, closes (the close
+// publishes), deletes A's state dir and the agent's dir whole, then opens
+// the key on sidecar B — another state dir, another agent dir — which
+// restores the archive, resumes the agent's session and remembers the
+// first turn.
+func moveBetweenSidecars(t *testing.T, storeURL string, wrapper []string) {
+	key, _ := masterKeyFile(t)
+	eA := newFaultEnv(t)
+	agentA := agentWritableDir(t)
+	sA := startSidecarVia(t, wrapper, "--state-dir", eA.stateDir, "--state-store", storeURL, "--state-key-file", key)
+	sA.initialize(false)
+	oA := seedMustOpen(sA, storeParams(eA, "move", agentA))
+	runTurn(t, sA, oA.Session, "t1", "alpha")
+	waitParked(t, sA, oA.Session, 1)
+	pub := proofPublication(t, closeRaw(t, sA, oA.Session))
+	if pub == nil || pub.State != "published" || pub.Generation < 2 || len(pub.SHA256) != 64 {
+		t.Fatalf("close publication %+v: want published", pub)
+	}
+	if _, status := sA.shutdownAndExit(); status != 0 {
+		t.Fatalf("sidecar A exit %d", status)
+	}
+	for _, d := range []string{eA.stateDir, agentA} {
+		if err := os.RemoveAll(d); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	eB := newFaultEnv(t)
+	eB.work = eA.work // the agent's session names its cwd
+	agentB := agentWritableDir(t)
+	sB := startSidecarVia(t, wrapper, "--state-dir", eB.stateDir, "--state-store", storeURL, "--state-key-file", key)
+	sB.initialize(false)
+	oB := decodeResult[storeOpen](t, "open on B", sB.call("session/open", storeParams(eB, "move", agentB)))
+	if oB.Restore == nil || oB.Restore.Generation != pub.Generation || !oB.Resumed || oB.Identity.BackendSessionID != oA.Identity.BackendSessionID {
+		t.Fatalf("open on B: restore %+v resumed %v backend %q; want generation %d restored and %q resumed",
+			oB.Restore, oB.Resumed, oB.Identity.BackendSessionID, pub.Generation, oA.Identity.BackendSessionID)
+	}
+	runTurn(t, sB, oB.Session, "t2", "beta")
+	if txt := turnText(sB, oB.Session, "t2"); !strings.Contains(txt, "recall: 1 earlier prompts: alpha") {
+		t.Fatalf("on B the agent does not remember A's turn: %q", txt)
+	}
+	// The key's journal came along: session/events on B has A's updates.
+	var ev struct {
+		Entries []struct {
+			Session string `json:"session"`
+		} `json:"events"`
+	}
+	sB.mustCall("session/events", map[string]any{"sessionKey": "move", "afterN": 0}, &ev)
+	fromA := 0
+	for _, e := range ev.Entries {
+		if e.Session == oA.Session {
+			fromA++
+		}
+	}
+	if fromA == 0 {
+		t.Errorf("session/events on B holds none of A's %d-entry journal", len(ev.Entries))
+	}
+	closeRaw(t, sB, oB.Session)
+	_, _ = sB.shutdownAndExit()
+	waitNoMarked(t, eA.mark, eA.work, 5*time.Second)
+	waitNoMarked(t, eB.mark, eB.work, 5*time.Second)
+}
+
+// TestStateStore_MovesBetweenSidecarsOverFile: the move over file://.
+func TestStateStore_MovesBetweenSidecarsOverFile(t *testing.T) {
+	moveBetweenSidecars(t, "file://"+t.TempDir(), nil)
+}
+
+// TestStateStore_MovesBetweenSidecarsOverS3: the move over a real S3
+// server (versitygw on loopback).
+func TestStateStore_MovesBetweenSidecarsOverS3(t *testing.T) {
+	srv := s3Server(t)
+	moveBetweenSidecars(t, srv.URL("move"), s3Wrapper(srv))
+}
+
+// TestStateStore_TakeoverFencesTheOldOwner: B opens a key A holds (a
+// takeover); A's next publication (its retire) fails STATE_FENCED, A's
+// session ends — session/exited reason fenced, a complete proof, state
+// closed — and B's head is byte-identical before and after; B keeps
+// working and publishes.
+func TestStateStore_TakeoverFencesTheOldOwner(t *testing.T) {
+	key, _ := masterKeyFile(t)
+	storeDir := t.TempDir()
+	url := "file://" + storeDir
+	eA, eB := newFaultEnv(t), newFaultEnv(t)
+	eB.work = eA.work
+	agentA, agentB := agentWritableDir(t), agentWritableDir(t)
+	sA := startSidecar(t, "--state-dir", eA.stateDir, "--state-store", url, "--state-key-file", key)
+	sA.initialize(false)
+	sB := startSidecar(t, "--state-dir", eB.stateDir, "--state-store", url, "--state-key-file", key)
+	sB.initialize(false)
+	pA := storeParams(eA, "fence", agentA)
+	pA["lifecycle"] = "warm" // A's tree stays up: its retire is asked for later
+	oA := seedMustOpen(sA, pA)
+	runTurn(t, sA, oA.Session, "a1", "one")
+
+	oB := seedMustOpen(sB, storeParams(eB, "fence", agentB)) // takes the key over
+	runTurn(t, sB, oB.Session, "b1", "two")
+	waitParked(t, sB, oB.Session, 1)
+	headFile := findHead(t, storeDir)
+	before, err := os.ReadFile(headFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// A publishes at its close: fenced.
+	raw := closeRaw(t, sA, oA.Session)
+	pub := proofPublication(t, raw)
+	if pub == nil || pub.State != "failed" || pub.Error == nil || pub.Error.Code != "STATE_FENCED" {
+		t.Fatalf("A's publication %+v: want failed STATE_FENCED", pub)
+	}
+	var pr proof
+	_ = json.Unmarshal(raw, &pr)
+	if !pr.Complete {
+		t.Errorf("A's close proof not complete: %+v", pr)
+	}
+	after, _ := os.ReadFile(headFile)
+	if string(after) != string(before) {
+		t.Fatalf("A's fenced publication changed B's head:\n%s\n%s", before, after)
+	}
+	runTurn(t, sB, oB.Session, "b2", "three")
+	waitParked(t, sB, oB.Session, 2)
+	now, _ := os.ReadFile(headFile)
+	if string(now) == string(before) {
+		t.Errorf("B's retire did not publish")
+	}
+	_, _ = sA.shutdownAndExit()
+	_, _ = sB.shutdownAndExit()
+	waitNoMarked(t, eA.mark, eA.work, 5*time.Second)
+}
+
+// TestStateStore_FencedRetireEndsTheSession: a per-turn session whose key
+// another sidecar took over learns it at its retire's publication: the
+// session ends with session/exited reason "fenced", its retire proof
+// complete, and the prompt after that fails; it never publishes again.
+func TestStateStore_FencedRetireEndsTheSession(t *testing.T) {
+	key, _ := masterKeyFile(t)
+	url := "file://" + t.TempDir()
+	eA, eB := newFaultEnv(t), newFaultEnv(t)
+	eB.work = eA.work
+	agentA, agentB := agentWritableDir(t), agentWritableDir(t)
+	sA := startSidecar(t, "--state-dir", eA.stateDir, "--state-store", url, "--state-key-file", key)
+	sA.initialize(false)
+	sB := startSidecar(t, "--state-dir", eB.stateDir, "--state-store", url, "--state-key-file", key)
+	sB.initialize(false)
+	oA := seedMustOpen(sA, storeParams(eA, "fenced-retire", agentA))
+	oB := seedMustOpen(sB, storeParams(eB, "fenced-retire", agentB)) // takeover before A's first retire
+	runTurn(t, sA, oA.Session, "a1", "one")
+	sA.waitNote("session/exited", 30*time.Second, func(p json.RawMessage) bool {
+		return strings.Contains(string(p), `"reason":"fenced"`)
+	})
+	if st := statusOf(sA, oA.Session); st.State != "closed" {
+		t.Errorf("A's state after the fenced retire: %q, want closed", st.State)
+	}
+	f := sA.call("session/prompt", map[string]any{"session": oA.Session, "requestId": "a2", "prompt": "again"})
+	if f.Error == nil {
+		t.Errorf("a prompt on the fenced session succeeded: %s", f.Result)
+	}
+	closeRaw(t, sB, oB.Session)
+	_, _ = sA.shutdownAndExit()
+	_, _ = sB.shutdownAndExit()
+	waitNoMarked(t, eA.mark, eA.work, 5*time.Second)
+}
+
+// TestStateStore_FailingStoreKeepsThePreviousHead: a store that answers
+// 503, then one that hangs, fails the retire's publication (retryable
+// STATE_STORE_UNAVAILABLE in the proof) while the session parks as usual,
+// the head and the local state stay as they were, and the next retire,
+// with the store back, publishes.
+func TestStateStore_FailingStoreKeepsThePreviousHead(t *testing.T) {
+	srv := s3Server(t)
+	proxy := newFaultProxy(t, srv.Endpoint)
+	key, _ := masterKeyFile(t)
+	e := newFaultEnv(t)
+	agent := agentWritableDir(t)
+	url := strings.Replace(srv.URL("flaky"), srv.Endpoint, proxy.srv.URL, 1)
+	s := startSidecarVia(t, s3Wrapper(srv), "--state-dir", e.stateDir, "--state-store", url, "--state-key-file", key)
+	s.initialize(false)
+	o := seedMustOpen(s, storeParams(e, "flaky", agent))
+	runTurn(t, s, o.Session, "t1", "one")
+	p1 := waitParked(t, s, o.Session, 1)
+	first := lifecyclePublication(t, s, o.Session, 1)
+	if first == nil || first.State != "published" {
+		t.Fatalf("first retire publication %+v (proof %+v)", first, p1)
+	}
+	for i, mode := range []int32{1, 2} {
+		proxy.mode.Store(mode)
+		runTurn(t, s, o.Session, "f"+string(rune('a'+i)), "more")
+		waitParked(t, s, o.Session, 2+i)
+		pub := lifecyclePublication(t, s, o.Session, 2+i)
+		if pub == nil || pub.State != "failed" || pub.Error == nil || pub.Error.Code != "STATE_STORE_UNAVAILABLE" {
+			t.Fatalf("publication with the store in mode %d: %+v, want failed STATE_STORE_UNAVAILABLE", mode, pub)
+		}
+		proxy.mode.Store(0)
+		var head struct {
+			Generation int64 `json:"generation"`
+		}
+		st := statusOfRaw(t, s, o.Session)
+		_ = json.Unmarshal(st["store"], &head)
+		if head.Generation != first.Generation {
+			t.Errorf("after a failed publication the session's head is generation %d, want %d kept", head.Generation, first.Generation)
+		}
+		if ents, _ := os.ReadDir(agent); len(ents) == 0 {
+			t.Errorf("the local provider state is gone after a failed publication")
+		}
+	}
+	runTurn(t, s, o.Session, "t3", "last")
+	waitParked(t, s, o.Session, 4)
+	if pub := lifecyclePublication(t, s, o.Session, 4); pub == nil || pub.State != "published" || pub.Generation <= first.Generation {
+		t.Fatalf("retire with the store back: %+v, want a newer generation published", pub)
+	}
+	closeRaw(t, s, o.Session)
+	_, _ = s.shutdownAndExit()
+	waitNoMarked(t, e.mark, e.work, 5*time.Second)
+}
+
+// lifecyclePublication is the publication of the n-th parked
+// session/lifecycle's proof.
+func lifecyclePublication(t *testing.T, s *sidecar, session string, n int) *publication {
+	t.Helper()
+	k := 0
+	for _, f := range s.notesOf("session/lifecycle") {
+		var l struct {
+			Session string          `json:"session"`
+			State   string          `json:"state"`
+			Proof   json.RawMessage `json:"proof"`
+		}
+		if json.Unmarshal(f.Params, &l) == nil && l.Session == session && l.State == "parked" && l.Proof != nil {
+			if k++; k == n {
+				return proofPublication(t, l.Proof)
+			}
+		}
+	}
+	t.Fatalf("no parked notification #%d", n)
+	return nil
+}
+
+// statusOfRaw is session/status as raw members.
+func statusOfRaw(t *testing.T, s *sidecar, session string) map[string]json.RawMessage {
+	t.Helper()
+	var st map[string]json.RawMessage
+	s.mustCall("session/status", map[string]any{"session": session}, &st)
+	return st
+}
+
+// findHead is the one head file of a file:// store.
+func findHead(t *testing.T, root string) string {
+	t.Helper()
+	var heads []string
+	_ = filepath.Walk(root, func(p string, fi os.FileInfo, err error) error {
+		if err == nil && !fi.IsDir() && filepath.Base(p) == "head" {
+			heads = append(heads, p)
+		}
+		return nil
+	})
+	if len(heads) != 1 {
+		t.Fatalf("store %s holds heads %v, want one", root, heads)
+	}
+	return heads[0]
+}
