@@ -37,12 +37,21 @@ type rawSidecar struct {
 	w      io.WriteCloser
 	sc     *bufio.Scanner
 	nextID int
+	// onNote, if set, sees every notification but session/update that
+	// await reads past.
+	onNote func(envelope)
 }
 
 // startRaw runs the sidecar with a state dir of b's and runs initialize.
 func startRaw(b *testing.B) *rawSidecar {
 	b.Helper()
-	cmd := exec.Command(sidecarBin, "--state-dir", b.TempDir())
+	return startRawArgs(b)
+}
+
+// startRawArgs is startRaw with extra sidecar flags.
+func startRawArgs(b *testing.B, args ...string) *rawSidecar {
+	b.Helper()
+	cmd := exec.Command(sidecarBin, append([]string{"--state-dir", b.TempDir()}, args...)...)
 	w, err := cmd.StdinPipe()
 	if err != nil {
 		b.Fatal(err)
@@ -103,6 +112,9 @@ func (s *rawSidecar) await(ids ...int) (map[int]json.RawMessage, int, error) {
 			continue
 		}
 		if m.Method != "" {
+			if s.onNote != nil {
+				s.onNote(m)
+			}
 			continue
 		}
 		id, ok := want[string(m.ID)]
@@ -210,4 +222,16 @@ func loadAvg() string {
 	var a, c, d string
 	_, _ = fmt.Sscan(string(b), &a, &c, &d)
 	return a + " " + c + " " + d
+}
+
+// waitNote reads until a notification (not session/update) that ok
+// accepts; the replies it reads past are dropped.
+func (s *rawSidecar) waitNote(ok func(envelope) bool) error {
+	for s.sc.Scan() {
+		var m envelope
+		if json.Unmarshal(s.sc.Bytes(), &m) == nil && m.Method != "" && ok(m) {
+			return nil
+		}
+	}
+	return fmt.Errorf("the sidecar's stdout ended: %v", s.sc.Err())
 }

@@ -257,7 +257,11 @@ type agentRun struct {
 	tapRecord string
 }
 
-func newAgentRun(t *testing.T, name string) *agentRun {
+func newAgentRun(t *testing.T, name string) *agentRun { return newAgentRunVia(t, name, nil) }
+
+// newAgentRunVia is newAgentRun with the sidecar started through wrapper
+// (startSidecarVia) and with extra flags.
+func newAgentRunVia(t *testing.T, name string, wrapper []string, extra ...string) *agentRun {
 	if _, err := agentenv.Lookup(name); err != nil {
 		t.Fatal(err)
 	}
@@ -277,7 +281,7 @@ func newAgentRun(t *testing.T, name string) *agentRun {
 	// A real agent's handshake is its own start-up (OpenCode's takes 9-25 s
 	// on a loaded 2-core machine): bound it by 55 s, within call's 60 s,
 	// rather than the default 30 s, which it has missed under load.
-	a.s = startSidecar(t, "--state-dir", a.stateDir, "--handshake-timeout-ms", "55000")
+	a.s = startSidecarVia(t, wrapper, append([]string{"--state-dir", a.stateDir, "--handshake-timeout-ms", "55000"}, extra...)...)
 	a.s.onRequest = a.onPermission
 	a.s.initialize(true)
 	return a

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -89,4 +90,65 @@ func runPerTurnAgent(t *testing.T, name string) {
 	}
 	waitNoMarked(t, o.mark, "", 5*time.Second)
 	grepSecret(t, a.secret, a.stateDir, a.s.allOutput())
+}
+
+// TestStoreAgent_CodexMovesOverS3: a codex session moves between two
+// sidecars through versitygw: A (its own state dir and HOME root) runs a
+// turn and closes, A's state dir is deleted whole, B (another state dir,
+// another HOME root, the same cwd) opens the key: the archive is restored
+// into B's CODEX_HOME, the session resumed, and codex remembers.
+func TestStoreAgent_CodexMovesOverS3(t *testing.T) {
+	t.Parallel()
+	srv := s3Server(t)
+	runMoveAgent(t, "codex", srv.URL("agents"), s3Wrapper(srv))
+}
+
+// TestStoreAgent_ClaudeMovesOverFile: the same for claude over file://
+// (its transcripts live under CLAUDE_CONFIG_DIR/projects/<cwd slug>/).
+func TestStoreAgent_ClaudeMovesOverFile(t *testing.T) {
+	t.Parallel()
+	runMoveAgent(t, "claude", "file://"+t.TempDir(), nil)
+}
+
+func runMoveAgent(t *testing.T, name, storeURL string, wrapper []string) {
+	key, _ := masterKeyFile(t)
+	flags := []string{"--state-store", storeURL, "--state-key-file", key}
+	a := newAgentRunVia(t, name, wrapper, flags...)
+	word := "plum-" + randHex(6)
+	oA := a.open("moving", map[string]any{"permissionMode": "approve-all"})
+	if st := a.prompt(oA.Session, "t1", "Please remember the word "+word+"."); st != "completed" {
+		t.Fatalf("turn on A: %s", st)
+	}
+	pub := proofPublication(t, closeRaw(t, a.s, oA.Session))
+	if pub == nil || pub.State != "published" {
+		t.Fatalf("A's close publication %+v", pub)
+	}
+	if _, status := a.s.shutdownAndExit(); status != 0 {
+		t.Fatalf("A exit %d", status)
+	}
+	if err := os.RemoveAll(a.stateDir); err != nil {
+		t.Fatal(err)
+	}
+
+	b := newAgentRunVia(t, name, wrapper, flags...)
+	b.work = a.work // the agent's session names its cwd
+	var oB storeOpen
+	b.s.mustCall("session/open", b.openParams("moving", map[string]any{"permissionMode": "approve-all"}), &oB)
+	if oB.Restore == nil || !oB.Resumed || oB.Identity.BackendSessionID != oA.Identity.BackendSessionID {
+		t.Fatalf("open on B: restore %+v resumed %v backend %q, want A's %q restored and resumed",
+			oB.Restore, oB.Resumed, oB.Identity.BackendSessionID, oA.Identity.BackendSessionID)
+	}
+	second := "Which word did I ask you to remember?"
+	if st := b.prompt(oB.Session, "t2", second); st != "completed" {
+		t.Fatalf("turn on B: %s", st)
+	}
+	if b.stub.TurnsContaining(second, word) == 0 {
+		t.Fatalf("B's %s did not send its model A's turn: it does not remember", name)
+	}
+	closeRaw(t, b.s, oB.Session)
+	_, _ = b.s.shutdownAndExit()
+	for _, m := range append(a.marks, b.marks...) {
+		waitNoMarked(t, m, "", 5*time.Second)
+	}
+	grepSecret(t, a.secret, b.stateDir, b.s.allOutput())
 }

@@ -5,7 +5,10 @@ package e2e
 // proxy in front of it that can fail, and the shapes the tests read.
 
 import (
+	"context"
 	"crypto/rand"
+	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -14,10 +17,12 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/acpx-sidecar/acpx-sidecar/internal/statestore"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/statestore/s3test"
 )
 
@@ -147,3 +152,51 @@ type storeOpen struct {
 		Kept       []string `json:"kept"`
 	} `json:"restore"`
 }
+
+// decryptAll restores key's archive from the file:// store at storeDir with
+// the master key into a new directory (each of names, plus the record and
+// journal, under it) and returns that directory. It takes the key over
+// in the store: call it once the sidecars are done.
+func decryptAll(t *testing.T, storeDir string, key []byte, sessionKey string, names []string) string {
+	t.Helper()
+	mk, err := statestore.NewMasterKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := statestore.Open(context.Background(), statestore.Options{URL: "file://" + storeDir, Key: mk,
+		Owner: statestore.Owner{SidecarID: "e2e", Hostname: "e2e"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lease, err := st.Acquire(context.Background(), sessionKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := t.TempDir()
+	targets := map[string]string{"acpx-record": filepath.Join(out, "record.json")}
+	for i := 0; i < 4; i++ {
+		targets["acpx-journal."+strconv.Itoa(i)] = filepath.Join(out, "journal."+strconv.Itoa(i))
+	}
+	for _, n := range names {
+		targets[n] = filepath.Join(out, n)
+	}
+	if _, err := st.Restore(context.Background(), lease, targets, out); err != nil {
+		t.Fatalf("decrypting the archive: %v", err)
+	}
+	return out
+}
+
+func countFiles(dir string) int {
+	n := 0
+	_ = filepath.Walk(dir, func(_ string, fi os.FileInfo, err error) error {
+		if err == nil && !fi.IsDir() {
+			n++
+		}
+		return nil
+	})
+	return n
+}
+
+func hexOf(b []byte) string    { return hex.EncodeToString(b) }
+func b64Of(b []byte) string    { return base64.StdEncoding.EncodeToString(b) }
+func b64URLOf(b []byte) string { return base64.RawURLEncoding.EncodeToString(b) }

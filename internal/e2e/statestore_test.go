@@ -282,3 +282,42 @@ func findHead(t *testing.T, root string) string {
 	}
 	return heads[0]
 }
+
+// TestStateStore_SecretsReachNothing: after a full per-turn session with a
+// store (two turns, two retires, a close), neither the open's env values
+// nor the master key (raw, hex or base64) appear in the store's objects —
+// read raw and decrypted with the key —, the state dir, the sidecar's
+// logs, frames, journal or proofs.
+func TestStateStore_SecretsReachNothing(t *testing.T) {
+	keyPath, key := masterKeyFile(t)
+	storeDir := t.TempDir()
+	e := newFaultEnv(t)
+	agent := agentWritableDir(t)
+	secret := "sk-state-" + randHex(12)
+	s := startSidecar(t, "--state-dir", e.stateDir, "--state-store", "file://"+storeDir, "--state-key-file", keyPath)
+	s.initialize(false)
+	p := storeParams(e, "secrets", agent)
+	p["env"].(map[string]string)["PROVIDER_API_KEY"] = secret
+	o := seedMustOpen(s, p)
+	runTurn(t, s, o.Session, "t1", "one")
+	waitParked(t, s, o.Session, 1)
+	runTurn(t, s, o.Session, "t2", "two")
+	waitParked(t, s, o.Session, 2)
+	if pub := proofPublication(t, closeRaw(t, s, o.Session)); pub == nil || pub.State != "published" {
+		t.Fatalf("close publication %+v", pub)
+	}
+	_, _ = s.shutdownAndExit()
+
+	// The store's archive, decrypted with the key into a scratch dir.
+	restored := decryptAll(t, storeDir, key, "secrets", []string{"agent"})
+	if n := countFiles(restored); n == 0 {
+		t.Fatalf("the decrypted archive holds no file")
+	}
+	needles := []string{secret, string(key), hexOf(key), b64Of(key), b64URLOf(key)}
+	for _, needle := range needles {
+		grepSecret(t, needle, storeDir, s.allOutput())
+		grepSecret(t, needle, restored, nil)
+		grepSecret(t, needle, e.stateDir, nil)
+	}
+	waitNoMarked(t, e.mark, e.work, 5*time.Second)
+}
