@@ -80,6 +80,12 @@ type Options struct {
 	OnProof func(Proof)
 	// OnExited receives session/exited notifications.
 	OnExited func(Exited)
+	// OnLifecycle receives session/lifecycle notifications
+	// (docs/protocol.md §24): a per-turn (or idle-retired warm) session
+	// parked (with the retire's proof, or a failed revive's error),
+	// reviving, or live again. Session.WaitLifecycle waits for one
+	// state without a callback.
+	OnLifecycle func(LifecycleNotice)
 	// OnUpdate receives the session/update notifications that no running
 	// Prompt call claims: updates outside turns (requestId null, e.g. the
 	// ones buffered during admission) and late updates of earlier turns.
@@ -150,6 +156,7 @@ type Client struct {
 	mu    sync.Mutex
 	turns map[turnKey]*turnSink
 	opens map[uint64]*openWatch // Open calls by request id
+	life  map[string]*lifeWatch // lifecycle of sessions by id (lifecycle.go)
 
 	trackMu  sync.Mutex
 	torn     bool           // reap has begun waiting for handlers
@@ -259,7 +266,7 @@ func Spawn(ctx context.Context, opts Options) (*Client, error) {
 	}
 
 	c := &Client{opts: opts, cmd: cmd, stderr: tee, events: newQueue(), turns: map[turnKey]*turnSink{},
-		opens: map[uint64]*openWatch{}, done: make(chan struct{})}
+		opens: map[uint64]*openWatch{}, life: map[string]*lifeWatch{}, done: make(chan struct{})}
 	connCtx, stop := context.WithCancel(context.Background())
 	c.stop = stop
 	c.pipes = &pipes{r: outR, w: inW}

@@ -37,6 +37,31 @@
 // runs one of OpenResult.AuthMethods (AUTH_REQUIRED lists them in Data when
 // the agent needs one the open did not name).
 //
+// # Per-turn sessions and the state store
+//
+// docs/protocol.md §24: an open with Lifecycle &Lifecycle{Mode:
+// LifecyclePerTurn} keeps the agent's process tree only while a turn
+// needs it. After each turn the sidecar retires the tree (its cleanup
+// proof, origin "retire", goes to OnProof) and the session is parked
+// under the same id; the next Prompt (or SetModel, SetMode, …) revives
+// it: a new tree that resumes the agent's own ACP session. The
+// session/lifecycle notices (parked, reviving, live) go to
+// Options.OnLifecycle, Session.Lifecycle returns the latest, and
+// Session.WaitLifecycle(ctx, LifecycleParked) waits for the retire after
+// a Prompt. Status reports the mode, state, retires and revives
+// (StatusResult.Lifecycle); Client.Stats the parked sessions and live
+// trees. With a state store (the sidecar's --state-store file:///dir or
+// s3://…, and --state-key-file), every retire and close also publishes
+// the agent's provider-state directories (the profile's, or
+// OpenParams.StateDirs), encrypted, and the proof's Publication says
+// what was published; an open of the same key on another sidecar restores
+// them first (OpenResult.Restore) and its agent remembers. Failures a
+// host switches on: SESSION_LOST (a revive could not resume the agent's
+// session; the session is closed), SIDECAR_AT_CAPACITY (no live-tree slot
+// within ReviveWaitMs; retryable, the session stays parked),
+// STATE_FENCED, STATE_CORRUPT, STATE_TOO_LARGE, STATE_CONFLICT and
+// STATE_STORE_UNAVAILABLE (protocol.ErrSessionLost, protocol.ErrState…).
+//
 // # Lower level
 //
 // Call, Send and Notify speak any method, including ones this package has
@@ -81,10 +106,10 @@
 // before Prompt returns. They are read on a fast path ahead of the
 // JSON-RPC library (updates.go): one validating scan per frame, no
 // reflection, and one wake-up of the Prompt goroutine per read of the
-// sidecar's stdout rather than per update. Every other
-// notification goes to the Options callbacks (OnUpdate, OnProof, OnExited,
-// OnDecision), run one at a time in wire order on a goroutine of this
-// package; session/requestPermission goes to OnPermission, each request on
+// sidecar's stdout rather than per update. Every other notification goes
+// to the Options callbacks (OnUpdate, OnProof, OnExited, OnDecision,
+// OnJournal, OnLifecycle), run one at a time in wire order on a goroutine
+// of this package; session/requestPermission goes to OnPermission, each request on
 // its own goroutine, with a ctx that ends once the sidecar has settled the
 // ask without the host (its timeout, a cancel, the turn's end, a close,
 // shutdown; see Options.OnPermission). Callbacks may call the Client.

@@ -30,6 +30,10 @@ const (
 	// status other than 0 (1: some cleanup proof was not complete); see
 	// Client.ExitCode.
 	DataCodeExitStatus = "EXIT_STATUS"
+	// DataCodeSessionEnded: Session.WaitLifecycle saw the session end
+	// (closed, its provider exited, SESSION_LOST, shutdown) before the
+	// state it waited for (docs/protocol.md §24).
+	DataCodeSessionEnded = "SESSION_ENDED"
 )
 
 // Error is every error this package returns. For an error the sidecar

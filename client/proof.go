@@ -5,7 +5,11 @@ import "github.com/acpx-sidecar/acpx-sidecar/protocol"
 // Proof is a cleanup proof (docs/protocol.md §12): what one cleanup did to
 // a provider tree and how it verified the tree gone. Complete is true only
 // when the sidecar observed that no process of the tree is left. Origin is
-// "close", "admission", "shutdown", "provider-exit" or "recovered".
+// "close", "admission", "shutdown", "provider-exit" or "recovered", or
+// "retire" (a per-turn session's tree ended after a turn) and "fenced"
+// (ended because another sidecar took the key over); Publication, set when
+// a state store is configured, is what the cleanup published
+// (docs/protocol.md §24).
 type Proof = protocol.Proof
 
 // ProtocolClose is the outcome of the ACP session/close attempts: "ok",

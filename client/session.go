@@ -3,6 +3,8 @@ package client
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"sync/atomic"
 	"time"
 
 	"github.com/sourcegraph/jsonrpc2"
@@ -17,6 +19,9 @@ type Session struct {
 	c   *Client
 	id  string
 	res OpenResult
+	// ended: this handle's Close was answered (a proof or
+	// CLEANUP_INCOMPLETE); WaitLifecycle then fails at once.
+	ended atomic.Bool
 }
 
 // ID is the sidecar session id ("s-" and 16 hex digits).
@@ -245,8 +250,13 @@ func (s *Session) Close(ctx context.Context, p CloseParams) (*Proof, error) {
 		Proof *Proof `json:"proof"`
 	}
 	if err := s.c.call(ctx, "session/close", params, &res); err != nil {
+		var ce *Error
+		if errors.As(err, &ce) && ce.DataCode == string(protocol.ErrCleanupIncomplete) {
+			s.ended.Store(true)
+		}
 		return nil, err
 	}
+	s.ended.Store(true)
 	return res.Proof, nil
 }
 
@@ -309,8 +319,18 @@ func (h handler) Handle(ctx context.Context, conn *jsonrpc2.Conn, req *jsonrpc2.
 			return
 		}
 		c.asks.settle(false, func(k permKey) bool { return k.session == e.Session })
+		c.endLifecycle(e.Session)
 		if f := c.opts.OnExited; f != nil {
 			c.events.push(func() { f(e) })
+		}
+	case protocol.NotifySessionLifecycle:
+		n, ok := decodeLifecycle(params)
+		if !ok {
+			return
+		}
+		c.onLifecycle(n)
+		if f := c.opts.OnLifecycle; f != nil {
+			c.events.push(func() { f(n) })
 		}
 	case "session/journal":
 		var n JournalNotice

@@ -130,7 +130,9 @@ func (c *Client) onDecision(d PermissionDecision) {
 
 // onRecv sees every frame the read loop decodes, before a response is
 // handed to its caller: it learns the frame limit from initialize and
-// settles the asks that a turn's, a close's or shutdown's answer ends.
+// settles the asks that a turn's, a close's or shutdown's answer ends,
+// and ends the lifecycle watches of sessions that such an answer ends
+// (lifecycle.go).
 func (c *Client) onRecv(req *jsonrpc2.Request, resp *jsonrpc2.Response) {
 	if req == nil || resp == nil || req.Params == nil && req.Method != "shutdown" {
 		return
@@ -142,6 +144,13 @@ func (c *Client) onRecv(req *jsonrpc2.Request, resp *jsonrpc2.Response) {
 	}
 	if req.Params != nil {
 		_ = json.Unmarshal(*req.Params, &p)
+	}
+	var errCode string
+	if resp.Error != nil {
+		errCode = errorDataCode(resp.Error)
+	}
+	if p.Session != "" && lifecycleEnds(req.Method, ok, errCode) {
+		c.endLifecycle(p.Session) // lifecycle.go
 	}
 	switch req.Method {
 	case "session/open":
@@ -161,11 +170,12 @@ func (c *Client) onRecv(req *jsonrpc2.Request, resp *jsonrpc2.Response) {
 			c.asks.settle(false, func(k permKey) bool { return k.session == p.Session && k.requestID == rid })
 		}
 	case "session/close":
-		if ok || resp.Error != nil && errorDataCode(resp.Error) == string(protocol.ErrCleanupIncomplete) {
+		if ok || errCode == string(protocol.ErrCleanupIncomplete) {
 			c.asks.settle(false, func(k permKey) bool { return k.session == p.Session })
 		}
 	case "shutdown":
 		if ok {
+			c.endLifecycle("")
 			c.asks.settle(false, func(permKey) bool { return true })
 		}
 	}

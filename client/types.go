@@ -43,7 +43,9 @@ type PermissionBinding = protocol.PermissionBinding
 
 // OpenResult is the result of session/open (docs/protocol.md §8). Models
 // and Modes are nil when the agent reports none; ConfigOptions are ACP
-// SessionConfigOption objects verbatim.
+// SessionConfigOption objects verbatim; Lifecycle is the session's
+// LifecycleMode and Restore what the open restored from the state store
+// (nil: nothing; docs/protocol.md §24).
 type OpenResult = protocol.OpenResult
 
 // Usage is token usage; the optional counts are nil when not reported.
@@ -70,8 +72,11 @@ type UsageStatus = protocol.UsageStatus
 type ProcessStatus = protocol.ProcessStatus
 
 // StatusResult is the result of session/status (docs/protocol.md §8).
-// State is "open", "turn", "closing", "closed" or "dead"; LastRequestID is
-// nil before the first turn.
+// State is "open", "turn", "closing", "closed" or "dead", or for a
+// per-turn session "retiring", "parked" or "reviving"; LastRequestID is
+// nil before the first turn. Lifecycle (a LifecycleStatus: retires,
+// revives) and Store (the state store's head, nil without one) are
+// docs/protocol.md §24.
 type StatusResult = protocol.StatusResult
 
 // Resources is session/status `resources`: the provider cgroup's memory
@@ -102,7 +107,8 @@ type Implementation = protocol.Implementation
 
 // ServerCaps are the sidecar's capabilities: Containment ("cgroup",
 // "subreaper", "process-group" or "none"), agent profiles, framing and the
-// inbound frame limit.
+// inbound frame limit; MaxLiveTrees (--max-live-trees) and StateStore
+// (nil without --state-store) are docs/protocol.md §24.
 type ServerCaps = protocol.ServerCaps
 
 // Bounds are the sidecar's time bounds in milliseconds and retry counts
@@ -177,6 +183,24 @@ type OpenParams struct {
 	AuthMethod            string          `json:"authMethod,omitempty"`
 	AgentSessionID        string          `json:"agentSessionId,omitempty"`
 	AdditionalDirectories []string        `json:"additionalDirectories,omitempty"`
+	// Lifecycle, ReviveWaitMs, StateDirs and Publish: docs/protocol.md §24
+	// (lifecycle.go). Lifecycle nil is warm; &Lifecycle{Mode:
+	// LifecyclePerTurn} retires the tree after every turn and revives it
+	// on the next call that needs the agent (the agent must offer ACP
+	// session/resume or session/load, else CAPABILITY_UNSUPPORTED).
+	Lifecycle *Lifecycle `json:"lifecycle,omitempty"`
+	// ReviveWaitMs (ms, 0 … 3600000; nil: the sidecar's 60000) bounds how
+	// long the open, and each revive, waits for a live-tree slot
+	// (--max-live-trees) before failing SIDECAR_AT_CAPACITY; 0 does not
+	// wait.
+	ReviveWaitMs *int64 `json:"reviveWaitMs,omitempty"`
+	// StateDirs names the provider-state directories published to the
+	// state store (--state-store), replacing the agent profile's: archive
+	// name (1-64 of A-Z a-z 0-9 . _ -) → absolute path.
+	StateDirs map[string]string `json:"stateDirs,omitempty"`
+	// Publish PublishTurn also publishes after every turn ("": only at
+	// retire and close).
+	Publish string `json:"publish,omitempty"`
 }
 
 // Sandbox is `sandbox` of session/open (docs/protocol.md §19): filesystem
