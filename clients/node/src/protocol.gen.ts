@@ -45,11 +45,12 @@ export type Containment = "cgroup" | "subreaper" | "process-group" | "process-ta
 export type ToolKind =
   "read" | "edit" | "delete" | "move" | "search" | "execute" | "think" | "fetch" | "switch_mode" | "other";
 /**
- * A session's state (docs/protocol.md §6 States).
+ * A session's state (docs/protocol.md §6 States; retiring, parked and reviving: §24).
  *
  * Schema: `$defs/SessionState`.
  */
-export type SessionState = "admitting" | "open" | "turn" | "closing" | "closed" | "dead";
+export type SessionState =
+  "admitting" | "open" | "turn" | "closing" | "closed" | "dead" | "retiring" | "parked" | "reviving";
 /**
  * The base permission rule (docs/protocol.md §10); default approve-reads.
  *
@@ -123,7 +124,14 @@ export type DataCode =
   | "AUTH_REQUIRED"
   | "AUTH_FAILED"
   | "CAPABILITY_UNSUPPORTED"
-  | "AGENT_ERROR";
+  | "AGENT_ERROR"
+  | "SESSION_LOST"
+  | "STATE_FENCED"
+  | "STATE_CORRUPT"
+  | "STATE_TOO_LARGE"
+  | "STATE_CONFLICT"
+  | "STATE_STORE_UNAVAILABLE"
+  | "CONTROL_UNAVAILABLE";
 /**
  * Every error the sidecar sends (docs/protocol.md §5): the numeric code, a secret-free message, and data. The JSON-RPC-level codes carry fixed data codes (the numeric table of §5).
  *
@@ -144,6 +152,23 @@ export type SandboxNetwork =
   | {
       connectTcp: number[];
     };
+/**
+ * session/open lifecycle: "warm" (default), "per-turn", or {mode: "warm", idleRetireMs} (docs/protocol.md §24).
+ *
+ * Schema: `$defs/Lifecycle`.
+ */
+export type Lifecycle =
+  | LifecycleMode
+  | {
+      mode: LifecycleMode;
+      idleRetireMs?: number;
+    };
+/**
+ * A session's lifecycle mode (docs/protocol.md §24).
+ *
+ * Schema: `$defs/LifecycleMode`.
+ */
+export type LifecycleMode = "warm" | "per-turn";
 /**
  * One journal line: a notification (or host request, as sent) of a session of the key, a session/history entry (an update the agent replayed while loading, never sent live) or a journal/gap entry; n is the key-wide entry number, seq that of the session's last update for non-update entries (docs/protocol.md §16).
  *
@@ -169,7 +194,8 @@ export type JournalEntry = {
     | "journal/gap"
     | "session/elicitation"
     | "session/elicitationDecided"
-    | "session/elicitationComplete";
+    | "session/elicitationComplete"
+    | "session/lifecycle";
   params: {
     [k: string]: unknown;
   };
@@ -368,7 +394,7 @@ export interface Proof {
   session: SessionId;
   sessionKey: SessionKey;
   reason: string;
-  origin: "close" | "admission" | "shutdown" | "provider-exit" | "recovered";
+  origin: "close" | "admission" | "shutdown" | "provider-exit" | "recovered" | "retire" | "fenced";
   protocolClose: ProtocolClose;
   signals: ProofSignal[];
   processes: ProofProcess[];
@@ -387,6 +413,7 @@ export interface Proof {
    * Present only when the tree had more than 256 processes: how many were left out of processes (docs/protocol.md §18.4).
    */
   processesOmitted?: number;
+  publication?: Publication;
 }
 /**
  * The ACP session/close attempt(s).
@@ -441,6 +468,22 @@ export interface ProofVerified {
 export interface ProofError {
   code: string;
   message: string;
+}
+/**
+ * A retire's or close's publication of the provider state (docs/protocol.md §24).
+ *
+ * Schema: `$defs/Publication`.
+ */
+export interface Publication {
+  state: "published" | "failed" | "skipped";
+  generation?: number;
+  object?: string;
+  bytes?: number;
+  entries?: number;
+  sha256?: string;
+  ms: number;
+  error?: ProofError;
+  skipped?: string[];
 }
 /**
  * An ACP AuthMethod, verbatim.
@@ -524,6 +567,17 @@ export interface ServerCapabilities {
    * --max-sessions in force (given, or derived from the descriptor limit): live sessions admitted at once; an open beyond it is SIDECAR_AT_CAPACITY (docs/protocol.md §21 Capacity).
    */
   maxSessions?: number;
+  /**
+   * --max-live-trees in force: provider trees alive at once; an open or revive beyond it waits up to its reviveWaitMs (docs/protocol.md §24).
+   */
+  maxLiveTrees?: number;
+  /**
+   * The state store provider state is published to, when --state-store is set (docs/protocol.md §24).
+   */
+  stateStore?: {
+    kind: "file" | "s3";
+    keyId: string;
+  };
 }
 /**
  * initialize.capabilities.sandbox and doctor's sandbox: what this machine's kernel sandbox enforces (docs/protocol.md §19 Sandbox).
@@ -821,6 +875,21 @@ export interface OpenParams {
    * Bound of a host elicitation; default permissionTimeoutMs (docs/protocol.md §22 Elicitation and withdrawn requests).
    */
   elicitationTimeoutMs?: number;
+  lifecycle?: Lifecycle;
+  /**
+   * How long an open or revive waits for a live-tree slot (--max-live-trees), ms; default 60000 (docs/protocol.md §24).
+   */
+  reviveWaitMs?: number;
+  /**
+   * Provider-state directories to publish, by logical name, overriding the agent profile's (docs/protocol.md §24).
+   */
+  stateDirs?: {
+    [k: string]: string;
+  };
+  /**
+   * "turn": publish the provider state after every turn too (docs/protocol.md §24).
+   */
+  publish?: "turn";
 }
 /**
  * A session's admitted identity (docs/protocol.md §8 session/open result).
@@ -927,6 +996,20 @@ export interface OpenResult {
    * The agent's ACP AuthMethod[] verbatim ([] when it offers none; docs/protocol.md §23).
    */
   authMethods: AuthMethod[];
+  restore?: Restore;
+  lifecycle: LifecycleMode;
+}
+/**
+ * What an open restored from the state store (docs/protocol.md §24).
+ *
+ * Schema: `$defs/Restore`.
+ */
+export interface Restore {
+  generation: number;
+  bytes: number;
+  entries: number;
+  ms: number;
+  kept: string[];
 }
 /**
  * An ACP ContentBlock, forwarded verbatim.
@@ -1117,6 +1200,32 @@ export interface StatusResult {
     journal: "ok" | "degraded";
     record: "ok" | "degraded";
   };
+  /**
+   * The lifecycle mode, the tree's state, retires and revives (docs/protocol.md §24).
+   */
+  lifecycle?: {
+    mode: LifecycleMode;
+    state: "live" | "retiring" | "parked" | "reviving";
+    retires: number;
+    revives: number;
+    lastReviveMs?: number;
+    idleRetireMs?: number;
+  };
+  /**
+   * The key's head in the state store as this session last saw it (docs/protocol.md §24).
+   */
+  store?: {
+    generation: number;
+    publishedAt?: Timestamp;
+    owner: StoreOwner;
+  };
+}
+/**
+ * Schema: `$defs/StoreOwner`.
+ */
+export interface StoreOwner {
+  sidecarId: string;
+  hostname: string;
 }
 /**
  * Params of session/close (docs/protocol.md §8).
@@ -1288,6 +1397,9 @@ export interface StatsResult {
     closing: number;
     closed: number;
     dead: number;
+    retiring?: number;
+    parked?: number;
+    reviving?: number;
   };
   turns: {
     running: number;
@@ -1310,6 +1422,14 @@ export interface StatsResult {
   closeToProofMs: {
     p50: number;
     p99: number;
+  };
+  /**
+   * Provider trees alive, launches waiting for a slot, --max-live-trees (docs/protocol.md §24).
+   */
+  liveTrees?: {
+    live: number;
+    waiting: number;
+    max?: number;
   };
 }
 /**
@@ -1448,9 +1568,9 @@ export interface ExitedNotification {
   signal?: string;
   during: "idle" | "turn";
   /**
-   * oom: the kernel OOM-killed a process of the tree (docs/protocol.md §18.2 Limits).
+   * oom: the kernel OOM-killed a process of the tree (docs/protocol.md §18.2 Limits); fenced: another sidecar took the key over in the state store, so this session ended (§24).
    */
-  reason?: "oom" | "exit" | "signal";
+  reason?: "oom" | "exit" | "signal" | "fenced";
 }
 /**
  * Params of cleanup/proof: a cleanup that finished when no response was waiting for it (docs/protocol.md §9).
@@ -1522,6 +1642,18 @@ export interface AgentSessionsResult {
   nextCursor?: string | null;
   [k: string]: unknown;
 }
+/**
+ * Params of session/lifecycle: a per-turn (or idle-retired warm) session's tree retired (parked, with the retire's proof), is reviving, or is live again; parked with error after a revive that failed (docs/protocol.md §24).
+ *
+ * Schema: `$defs/LifecycleNotification`.
+ */
+export interface LifecycleNotification {
+  session: SessionId;
+  sessionKey: SessionKey;
+  state: "parked" | "reviving" | "live";
+  proof?: Proof;
+  error?: TurnError;
+}
 
 /* Definitions that name another one. */
 export type ShutdownParams = EmptyParams;
@@ -1590,4 +1722,6 @@ export interface ProtocolMethods {
   "session/extNotification": { kind: "notification"; direction: "both"; params: ExtNotificationNotification };
   /** docs/protocol.md §23 */
   "session/agentSessions": { kind: "request"; direction: "host"; params: AgentSessionsParams; result: AgentSessionsResult };
+  /** docs/protocol.md §24 */
+  "session/lifecycle": { kind: "notification"; direction: "sidecar"; params: LifecycleNotification };
 }
