@@ -32,6 +32,10 @@ export const LocalDataCode = {
   BINARY_NOT_FOUND: "BINARY_NOT_FOUND",
   /** The sidecar answered with a result this package cannot use. */
   BAD_RESULT: "BAD_RESULT",
+  /** Session.waitLifecycle: the session ended (closed, its provider
+   * exited, SESSION_LOST, shutdown) before the state waited for
+   * (docs/protocol.md §24). */
+  SESSION_ENDED: "SESSION_ENDED",
 } as const;
 
 /** One of {@link LocalDataCode}'s values. */

@@ -11,6 +11,8 @@ import type {
   CleanupProof,
   CloseInput,
   Identity,
+  LifecycleNotice,
+  LifecycleNoticeState,
   Models,
   Modes,
   SessionConfigOption,
@@ -78,6 +80,12 @@ export interface SessionHost {
   beginTurn(key: string, sink: TurnSink): boolean;
   /** Stops routing to turn key of session and settles its open asks. */
   endTurn(session: string, key: string, sink: TurnSink): void;
+  /** The session's last session/lifecycle notice. */
+  lifecycleOf(session: string): LifecycleNotice | undefined;
+  /** Waits for the session's lifecycle state (docs/protocol.md §24). */
+  waitLifecycle(session: string, state: LifecycleNoticeState, signal?: AbortSignal): Promise<LifecycleNotice>;
+  /** Forgets the session's lifecycle (closed); its waits reject SESSION_ENDED. */
+  endLifecycle(session: string): void;
 }
 
 /** Session is one admitted session of a Sidecar. */
@@ -89,6 +97,7 @@ export class Session {
   /** The session/open result (identity, agent, models, modes, process, permissionBinding). */
   readonly opened: OpenResult;
   private readonly sc: SessionHost;
+  private ended = false;
 
   /** @internal made by Sidecar.open */
   constructor(sc: SessionHost, opened: OpenResult) {
@@ -96,6 +105,36 @@ export class Session {
     this.opened = opened;
     this.id = opened.session;
     this.sessionKey = opened.sessionKey;
+  }
+
+  /**
+   * The last `session/lifecycle` notice read for this session
+   * (docs/protocol.md §24), or undefined: a warm session, a per-turn one
+   * before its first retire, or a closed one. When a turn's result has
+   * resolved it holds every notice sent before that result (a revive's
+   * `reviving` and `live`), not yet the retire that follows it.
+   */
+  get lifecycle(): LifecycleNotice | undefined {
+    return this.sc.lifecycleOf(this.id);
+  }
+
+  /**
+   * waitLifecycle resolves with the session's latest `session/lifecycle`
+   * notice once it has `state`: at once when the latest one read has it,
+   * else the first later one that has it. After a per-turn session's turn,
+   * `await s.waitLifecycle("parked")` resolves once the retire has proven
+   * the tree gone: its `proof` (origin `retire`; with a state store,
+   * `proof.publication` says what was published). Rejects SESSION_ENDED
+   * (code 0) when the session ends first (this close, its provider's
+   * session/exited, SESSION_LOST, shutdown), or at once after this
+   * session's close; TRANSPORT when the sidecar exited; CANCELLED when
+   * `signal` aborts (`cause` its reason).
+   */
+  waitLifecycle(state: LifecycleNoticeState, opts: { signal?: AbortSignal } = {}): Promise<LifecycleNotice> {
+    if (this.ended) {
+      return Promise.reject(localError(LocalDataCode.SESSION_ENDED, `session ${this.id} was closed`, "session/lifecycle"));
+    }
+    return this.sc.waitLifecycle(this.id, state, opts.signal);
   }
 
   /** The identity admitted at open (docs/protocol.md §8). */
@@ -214,10 +253,22 @@ export class Session {
     const params: Record<string, unknown> = { session: this.id };
     if (p.reason !== undefined) params["reason"] = p.reason;
     if (p.discardPersistentState !== undefined) params["discardPersistentState"] = p.discardPersistentState;
-    const res = await this.sc.request<{ proof: CleanupProof }>("session/close", params);
+    let res: { proof: CleanupProof };
+    try {
+      res = await this.sc.request<{ proof: CleanupProof }>("session/close", params);
+    } catch (err) {
+      if (err instanceof SidecarError && err.dataCode === "CLEANUP_INCOMPLETE") this.endLifecycle();
+      throw err;
+    }
+    this.endLifecycle();
     if (!res || typeof res.proof !== "object") {
       throw localError(LocalDataCode.BAD_RESULT, "session/close answered without a proof", "session/close");
     }
     return res.proof;
+  }
+
+  private endLifecycle(): void {
+    this.ended = true;
+    this.sc.endLifecycle(this.id);
   }
 }

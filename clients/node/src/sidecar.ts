@@ -28,6 +28,7 @@ import { LocalDataCode, SidecarError, localError, toSidecarError } from "./error
 import { Session, type TurnSink } from "./session.js";
 import { abortOnCancel, installElicitation, type ElicitationHandler } from "./elicitation.js";
 import { askHandler, askKey, toolCallIdOf, type PermissionHandler } from "./permission.js";
+import { LifecycleWatch } from "./lifecycle.js";
 
 export type { PermissionHandler } from "./permission.js";
 import type {
@@ -39,6 +40,8 @@ import type {
   Exited,
   JournalNotice,
   InitializeResult,
+  LifecycleNotice,
+  LifecycleNoticeState,
   ListEntry,
   OpenParams,
   OpenResult,
@@ -65,6 +68,7 @@ export interface SidecarEvents {
   update: [SessionUpdateParams];
   permission: [PermissionDecision];
   journal: [JournalNotice];
+  lifecycle: [LifecycleNotice];
   extNotification: [ExtNotice];
   elicitationDecided: [ElicitationDecidedNotification];
   elicitationComplete: [ElicitationCompleteNotification];
@@ -74,7 +78,8 @@ export interface SidecarEvents {
 /**
  * Sidecar is one running acpx-sidecar. Events (all in wire order):
  * - `"proof"` (CleanupProof): `cleanup/proof` notifications: provider-exit,
- *   late handshake, retained and recovered cleanups (docs/protocol.md §9);
+ *   late handshake, retained and recovered cleanups (docs/protocol.md §9),
+ *   and a per-turn session's retires (origin `retire`, §24);
  * - `"exited"` (Exited): `session/exited`: one session's **provider** (the
  *   agent) died on its own; the sidecar keeps running;
  * - `"update"` (SessionUpdateParams): updates no running turn claims
@@ -85,6 +90,11 @@ export interface SidecarEvents {
  * - `"journal"` (JournalNotice): `session/journal`: a session's journal or
  *   record stopped being written (`degraded`) or works again (`ok`, with the
  *   `gap` lost); updates keep flowing live meanwhile;
+ * - `"lifecycle"` (LifecycleNotice): `session/lifecycle`: a per-turn (or
+ *   idle-retired warm) session's tree retired (`parked`, with the retire's
+ *   `proof`, which also comes as a `"proof"` event), is `reviving`, or is
+ *   `live` again; `parked` with `error` after a failed revive
+ *   (docs/protocol.md §24; Session.waitLifecycle waits for one state);
  * - `"extNotification"` (ExtNotice): `session/extNotification`: an agent's
  *   `_…` notification, params verbatim (docs/protocol.md §23);
  * - `"exit"` (ExitStatus): the **sidecar process** ended (after its stdout
@@ -118,6 +128,8 @@ export class Sidecar extends EventEmitter<SidecarEvents> {
   /** @internal open permission asks: session\0requestId\0toolCallId → abort. */
   readonly asks = new Map<string, AbortController>();
   private readonly writer: TappedWriter | undefined;
+  /** @internal each session's last session/lifecycle notice and its waits. */
+  readonly lifecycles = new LifecycleWatch();
   private exitStatus: ExitStatus | undefined;
   private shutting: Promise<CleanupProof[]> | undefined;
 
@@ -138,6 +150,7 @@ export class Sidecar extends EventEmitter<SidecarEvents> {
     this.exited = exited.then((st) => {
       this.exitStatus = st;
       this.settleAsks("", "the sidecar exited");
+      this.lifecycles.exit("the sidecar exited");
       return st;
     });
     this.onPermission = onPermission;
@@ -151,7 +164,12 @@ export class Sidecar extends EventEmitter<SidecarEvents> {
     });
     conn.onNotification("session/exited", (p: Exited) => {
       this.settleAsks(p.session + "\0", "the session's agent exited");
+      this.lifecycles.end(p.session);
       this.emit("exited", p);
+    });
+    conn.onNotification("session/lifecycle", (p: LifecycleNotice) => {
+      this.lifecycles.notice(p);
+      this.emit("lifecycle", p);
     });
     conn.onNotification("cleanup/proof", (p: { proof: CleanupProof }) => void this.emit("proof", p.proof));
     conn.onNotification("session/journal", (p: JournalNotice) => void this.emit("journal", p));
@@ -174,7 +192,10 @@ export class Sidecar extends EventEmitter<SidecarEvents> {
    * sidecar to end the call; the call settles with its answer (a sidecar
    * that never answers holds it: kill it). Errors: SidecarError
    * (UNKNOWN_AGENT, COMMAND_NOT_EXECUTABLE, ACPX_SESSION_HANDSHAKE_TIMEOUT,
-   * … with `proof` when something was launched).
+   * … with `proof` when something was launched). `lifecycle: "per-turn"`,
+   * `reviveWaitMs`, `stateDirs` and `publish` are docs/protocol.md §24
+   * (the README's "Per-turn sessions and the state store"); the result's
+   * `lifecycle` is the mode and `restore` what the state store restored.
    */
   async open(params: OpenParams, opts: { signal?: AbortSignal } = {}): Promise<Session> {
     const res = await this.request<OpenResult>("session/open", params, opts.signal);
@@ -253,6 +274,7 @@ export class Sidecar extends EventEmitter<SidecarEvents> {
   shutdown(): Promise<CleanupProof[]> {
     this.shutting ??= (async () => {
       const res = await this.request<{ proofs: CleanupProof[] }>("shutdown", {});
+      this.lifecycles.end("");
       try {
         await this.conn.sendNotification("exit");
       } catch {
@@ -295,6 +317,21 @@ export class Sidecar extends EventEmitter<SidecarEvents> {
     return this.exited;
   }
 
+  /** @internal lifecycleOf is the session's last session/lifecycle notice (SessionHost). */
+  lifecycleOf(session: string): LifecycleNotice | undefined {
+    return this.lifecycles.latest(session);
+  }
+
+  /** @internal waitLifecycle waits for the session's lifecycle state (SessionHost). */
+  waitLifecycle(session: string, state: LifecycleNoticeState, signal?: AbortSignal): Promise<LifecycleNotice> {
+    return this.lifecycles.wait(session, state, signal);
+  }
+
+  /** @internal endLifecycle forgets the session's lifecycle: it was closed (SessionHost). */
+  endLifecycle(session: string): void {
+    this.lifecycles.end(session);
+  }
+
   /** @internal notify sends one host → sidecar notification (SessionHost). */
   notify(method: string, params: unknown): Promise<void> {
     return this.conn.sendNotification(method, params);
@@ -334,6 +371,12 @@ export class Sidecar extends EventEmitter<SidecarEvents> {
     } catch (err) {
       if (refused) throw refused;
       const e = toSidecarError(err, method);
+      if (e.dataCode === "SESSION_LOST") {
+        // A revive could not resume the agent's session: it is closed
+        // (docs/protocol.md §24).
+        const session = (params as { session?: unknown }).session;
+        if (typeof session === "string") this.lifecycles.end(session);
+      }
       if (signal?.aborted && e.code !== 0) {
         // The sidecar's answer to the caller's abort: its cause is the
         // caller's reason, as the runtime port's (found by a fresh-user

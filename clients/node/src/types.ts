@@ -26,6 +26,13 @@ export type Exited = wire.ExitedNotification;
  * the `gap` of lost entries); updates keep flowing live meanwhile
  * (docs/protocol.md §16). */
 export type JournalNotice = wire.JournalNotification;
+/** Params of session/lifecycle (docs/protocol.md §24): a per-turn (or
+ * idle-retired warm) session's tree retired (`state: "parked"`, with the
+ * retire's `proof`, origin `retire`), is `"reviving"`, or is `"live"`
+ * again; `"parked"` with `error` after a revive that failed. */
+export type LifecycleNotice = wire.LifecycleNotification;
+/** The states a session/lifecycle notice reports. */
+export type LifecycleNoticeState = wire.LifecycleNotification["state"];
 /** A range of journal entry numbers a reader will not find, and why. */
 export type JournalGap = wire.JournalGap;
 /** What Session.prompt takes: session/prompt params without `session`. */

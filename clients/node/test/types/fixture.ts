@@ -10,6 +10,8 @@ import {
   type StatsResult,
   type AcpxRuntimeTurnInput,
   type SessionUpdateParams,
+  type LifecycleNotice,
+  type Publication,
 } from "@acpx-sidecar/client";
 
 export async function host(stateDir: string): Promise<void> {
@@ -49,6 +51,25 @@ export async function host(stateDir: string): Promise<void> {
   const st: StatsResult = await sc.stats();
   const queued: AcpxRuntimeTurnInput = { text: "x", requestId: "q", queue: true };
   console.log(text, st.turns.completed, queued);
+  // Per-turn sessions (docs/protocol.md §24): open params, the lifecycle
+  // event, the wait for a state and the proof's publication.
+  const pt = await sc.open({
+    sessionKey: "pt",
+    agent: "generic",
+    command: { path: "/bin/true" },
+    cwd: "/tmp",
+    lifecycle: "per-turn",
+    reviveWaitMs: 5000,
+    stateDirs: { agent: "/tmp/agent" },
+  });
+  sc.on("lifecycle", (n: LifecycleNotice) => console.log(n.state, n.proof?.origin, n.error?.code));
+  const parked: LifecycleNotice = await pt.waitLifecycle("parked", { signal: AbortSignal.timeout(1000) });
+  // @ts-expect-error "retiring" is a status state, never a notice's
+  await pt.waitLifecycle("retiring");
+  const pub: Publication | undefined = parked.proof?.publication;
+  const mode: "warm" | "per-turn" = pt.opened.lifecycle;
+  console.log(pub?.state, mode, pt.lifecycle?.state, (await pt.status()).lifecycle?.revives, st.liveTrees?.live);
+  await sc.open({ sessionKey: "w", agent: "generic", command: { path: "/bin/true" }, cwd: "/tmp", lifecycle: { mode: "warm", idleRetireMs: 600000 } });
   const [a, b] = await Promise.all([sc.shutdown(), sc.shutdown()]);
   console.log(a.length === b.length);
 }
