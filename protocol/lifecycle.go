@@ -196,6 +196,13 @@ type LifecycleStatus struct {
 // publishes (no notification names it).
 const LifeRetiring LifecycleState = "retiring"
 
+// LifeEnded: the session is closing, closed or dead: no tree will run
+// for it again. session/status reports it, and a session/lifecycle
+// notice says it once when a session that had retired ends without a
+// close of the host's (a revive that lost the agent's session, a fenced
+// retire, a retire whose tree could not be proven gone), with error.
+const LifeEnded LifecycleState = "ended"
+
 // Data codes of lifecycle and portable state (docs/protocol.md §24).
 const (
 	// ErrSessionLost: a revive could not restore the agent's own session

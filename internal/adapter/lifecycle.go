@@ -210,7 +210,9 @@ func (s *session) finishRetire(proof *protocol.Proof) {
 		s.moveTo(protocol.StateClosed)
 		s.markClosed(false)
 		s.retain(proof)
-		s.answerWaiting(protocol.Domain(protocol.ErrSessionClosing, "the session ended: its retired tree could not be proven gone", false))
+		ended := protocol.Domain(protocol.ErrSessionClosing, "the session ended: its retired tree could not be proven gone", false)
+		s.answerWaiting(ended)
+		s.notifyEnded(ended)
 		ca := s.end.closeReq
 		s.end.closeReq = nil
 		s.notify(protocol.NotifyCleanupProof, protocol.ProofNotice{Proof: proof})
@@ -357,6 +359,13 @@ func (s *session) reviveFailed(proof *protocol.Proof, e *protocol.Error) {
 		return
 	}
 	s.log.Warn("revive failed; the session ends", zap.String("code", string(e.Data.Code)))
+	if ca == nil && e.Data.Code != protocol.ErrSessionLost {
+		// After its launch, a revive that fails for good has lost the
+		// agent's session (docs/protocol.md §24).
+		lost := protocol.Domain(protocol.ErrSessionLost, "the session could not be revived: "+e.Message, false)
+		lost.Data.Cleanup, lost.Data.Causes = e.Data.Cleanup, e.Data.Causes
+		e = lost
+	}
 	s.end.proof = proof
 	s.end.closeReq = nil
 	s.moveTo(protocol.StateClosed)
@@ -367,8 +376,18 @@ func (s *session) reviveFailed(proof *protocol.Proof, e *protocol.Error) {
 	} else {
 		s.retain(proof)
 	}
-	s.answerWaiting(e)
-	s.notify(protocol.NotifyCleanupProof, protocol.ProofNotice{Proof: proof})
+	answered := len(s.life.waiting) > 0 || ca != nil
+	if ca != nil {
+		s.answerWaiting(protocol.Domain(protocol.ErrSessionClosing, "the session was closed while it revived", false))
+	} else {
+		s.answerWaiting(e)
+		s.notifyEnded(e)
+	}
+	if !answered {
+		// No call carries the proof (data.cleanup): it goes out as a
+		// cleanup/proof.
+		s.notify(protocol.NotifyCleanupProof, protocol.ProofNotice{Proof: proof})
+	}
 	s.flushOut()
 	s.release()
 	if ca != nil {
@@ -376,6 +395,13 @@ func (s *session) reviveFailed(proof *protocol.Proof, e *protocol.Error) {
 			s.replyProof(w, proof)
 		}
 	}
+}
+
+// notifyEnded tells the host that a session which had retired ended
+// without a close of its own (session/lifecycle state "ended", with why).
+func (s *session) notifyEnded(e *protocol.Error) {
+	s.notify(protocol.NotifySessionLifecycle, protocol.LifecycleNotice{Session: s.id, SessionKey: s.key, State: protocol.LifeEnded,
+		Error: &protocol.TurnError{Code: e.Data.Code, Message: e.Message, Retryable: e.Data.Retryable}})
 }
 
 // lifecycleStatus is session/status `lifecycle`.
@@ -388,6 +414,8 @@ func (s *session) lifecycleStatus() *protocol.LifecycleStatus {
 		st = protocol.LifeParked
 	case protocol.StateReviving:
 		st = protocol.LifeReviving
+	case protocol.StateClosing, protocol.StateClosed, protocol.StateDead:
+		st = protocol.LifeEnded
 	}
 	ls := &protocol.LifecycleStatus{Mode: s.life.mode, State: st, Retires: s.life.retires, Revives: s.life.revives}
 	if d := s.life.lastRevive; d != nil {

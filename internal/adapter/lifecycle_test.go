@@ -157,7 +157,8 @@ func TestLifecycle_ReviveThatCannotResumeLosesTheSession(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	agent := loadingAgent()
 	l := &fakeLauncher{agent: agent}
-	m := fakeManager(t, l, newRecHost())
+	h := newRecHost()
+	m := fakeManager(t, l, h)
 	res := openOK(t, m, perTurnOpen(t, "lost"))
 	promptOK(t, m, res.Session, "t1")
 	agent.set("session/load", func(context.Context, *jsonrpc2.Conn, json.RawMessage) (any, error) {
@@ -171,8 +172,17 @@ func TestLifecycle_ReviveThatCannotResumeLosesTheSession(t *testing.T) {
 		t.Fatalf("prompt after a lost revive: %v, want SESSION_LOST with a complete proof", o.err)
 	}
 	st := wait(t, start(func(r Reply) { m.Status(protocol.SessionRef{Session: res.Session}, r) }))
-	if sr, ok := st.v.(protocol.StatusResult); !ok || sr.State != protocol.StateClosed {
-		t.Errorf("status after SESSION_LOST: %+v %v, want closed", st.v, st.err)
+	if sr, ok := st.v.(protocol.StatusResult); !ok || sr.State != protocol.StateClosed || sr.Lifecycle == nil || sr.Lifecycle.State != protocol.LifeEnded {
+		t.Errorf("status after SESSION_LOST: %+v %v, want closed, lifecycle ended", st.v, st.err)
+	}
+	ended := waitNote(t, h, protocol.NotifySessionLifecycle, func(n protocol.LifecycleNotice) bool { return n.State == protocol.LifeEnded })
+	if ended.Error == nil || ended.Error.Code != protocol.ErrSessionLost {
+		t.Errorf("ended notice %+v: want error SESSION_LOST", ended)
+	}
+	for _, n := range notesOf[protocol.ProofNotice](h, protocol.NotifyCleanupProof) {
+		if n.Proof.CleanupID == pe.Data.Cleanup.CleanupID {
+			t.Errorf("the revive's proof went out as cleanup/proof too, though the prompt's error carries it")
+		}
 	}
 	m.Shutdown()
 	m.Wait()

@@ -335,9 +335,14 @@ func (s *session) endFenced(proof *protocol.Proof, during protocol.During) {
 	s.m.releaseKey(s)
 	s.notify(protocol.NotifySessionExited, protocol.ExitedNotice{Session: s.id, SessionKey: s.key, Pid: s.end.pid,
 		During: during, Reason: protocol.ExitFenced})
-	s.notify(protocol.NotifyCleanupProof, protocol.ProofNotice{Proof: proof})
+	if s.end.closeReq == nil {
+		s.notify(protocol.NotifyCleanupProof, protocol.ProofNotice{Proof: proof}) // else the close's answer carries it
+	}
 	e := protocol.Domain(protocol.ErrStateFenced, "another sidecar took the session's key over in the state store; the session ended", false)
 	s.answerWaiting(e)
+	if s.life.retires > 0 || s.life.mode == protocol.LifecyclePerTurn {
+		s.notifyEnded(e)
+	}
 	ca := s.end.closeReq
 	s.end.closeReq = nil
 	s.flushOut()

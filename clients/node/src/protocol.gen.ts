@@ -1205,7 +1205,7 @@ export interface StatusResult {
    */
   lifecycle?: {
     mode: LifecycleMode;
-    state: "live" | "retiring" | "parked" | "reviving";
+    state: "live" | "retiring" | "parked" | "reviving" | "ended";
     retires: number;
     revives: number;
     lastReviveMs?: number;
@@ -1650,7 +1650,7 @@ export interface AgentSessionsResult {
 export interface LifecycleNotification {
   session: SessionId;
   sessionKey: SessionKey;
-  state: "parked" | "reviving" | "live";
+  state: "parked" | "reviving" | "live" | "ended";
   proof?: Proof;
   error?: TurnError;
 }
