@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/pprof"
 	"syscall"
 	"testing"
 	"time"
@@ -83,6 +84,14 @@ func (j childJob) run() (childResult, error) {
 	s, err := Open(ctx, Options{URL: j.URL, Key: key, Owner: Owner{SidecarID: "bench-" + j.Op, Hostname: "bench"}, ScratchDir: j.Scratch})
 	if err != nil {
 		return childResult{}, err
+	}
+	if p := os.Getenv("ACPX_STATE_BENCH_CPUPROFILE"); p != "" {
+		f, err := os.Create(p + "." + j.Op)
+		if err != nil {
+			return childResult{}, err
+		}
+		pprof.StartCPUProfile(f)
+		defer pprof.StopCPUProfile()
 	}
 	start := time.Now()
 	l, err := s.Acquire(ctx, "bench")
@@ -290,6 +299,9 @@ func BenchmarkStatePublishRestore(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
 		url := s3srv.URL("bench" + randomHex(4))
+		if os.Getenv("ACPX_STATE_BENCH_STORE") == "file" {
+			url = "file://" + filepath.Join(s3srv.Dir(), "filebench"+randomHex(4))
+		}
 		target := filepath.Join(work, "restored")
 		scratch := filepath.Join(work, "scratch")
 		os.RemoveAll(target)
@@ -315,6 +327,7 @@ func BenchmarkStatePublishRestore(b *testing.B) {
 		os.RemoveAll(target)
 		pub, res = float64(pr.Ms)/1000, float64(rr.Ms)/1000
 		rss = max(prss, rrss)
+		b.Logf("peak RSS: publish %.1f MiB, restore %.1f MiB", prss, rrss)
 		objMiB = float64(pr.Bytes) / (1 << 20)
 		b.StartTimer()
 	}

@@ -249,24 +249,34 @@ func (s *Store) writeObject(ctx context.Context, key, obj string, gen int64, sou
 		return ArchiveRef{}, archiveResult{}, s.storeErr("write archive", err)
 	}
 	cw := &countWriter{w: ow, h: sha256.New()}
-	res, err := func() (archiveResult, error) {
+	// three goroutines: archive → compress → seal and store
+	sealer := startStage(func(r io.Reader) error {
 		sw, err := seal(cw, s.key, associatedData(key, gen))
 		if err != nil {
-			return archiveResult{}, err
+			return err
 		}
-		zw, err := zstd.NewWriter(sw, encoderOptions...)
+		if _, err := io.CopyBuffer(sw, r, make([]byte, 64<<10)); err != nil {
+			return err
+		}
+		return sw.Close()
+	})
+	compressor := startStage(func(r io.Reader) error {
+		zw, err := zstd.NewWriter(sealer, encoderOptions...)
 		if err != nil {
-			return archiveResult{}, err
+			return err
 		}
-		res, err := writeArchive(ctx, zw, sources, s.lim, s.scratch)
-		if cerr := zw.Close(); err == nil {
-			err = cerr
+		if _, err := zw.ReadFrom(r); err != nil {
+			zw.Close()
+			return err
 		}
-		if cerr := sw.Close(); err == nil {
-			err = cerr
-		}
-		return res, err
-	}()
+		return zw.Close()
+	})
+	res, aerr := writeArchive(ctx, compressor, sources, s.lim, s.scratch)
+	zerr := compressor.finish(aerr)
+	serr := sealer.finish(firstErr(aerr, zerr))
+	// the deepest stage's error is the cause (the others saw it through
+	// their pipes)
+	err = firstErr(serr, zerr, aerr)
 	if err == nil {
 		err = ow.commit(cw.h.Sum(nil), cw.n)
 		if err != nil {

@@ -146,11 +146,28 @@ func (s *Store) fetchVerified(ctx context.Context, key string, ref ArchiveRef, f
 	os.Remove(spool.Name())
 	defer spool.Close()
 	x := &extractor{ctx: ctx, root: tree, lim: s.lim, spool: spool}
-	err = func() error {
-		pr, err := unseal(tr, s.keys, associatedData(key, ref.Generation))
-		if err != nil {
+	// two goroutines: read, hash and decrypt the object | decompress and
+	// extract
+	pr, pw := io.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		err := func() error {
+			dr, err := unseal(tr, s.keys, associatedData(key, ref.Generation))
+			if err != nil {
+				return err
+			}
+			if _, err := io.CopyBuffer(pw, dr, make([]byte, 64<<10)); err != nil {
+				return err
+			}
+			// the AEAD reached the object's end; anything after it counts
+			// in tr's size and hash
+			_, err = io.Copy(io.Discard, tr)
 			return err
-		}
+		}()
+		pw.CloseWithError(err)
+		done <- err
+	}()
+	err = func() error {
 		zr, err := zstd.NewReader(pr, decoderOptions...)
 		if err != nil {
 			return err
@@ -169,11 +186,14 @@ func (s *Store) fetchVerified(ctx context.Context, key string, ref ArchiveRef, f
 		} else if n > 0 {
 			return corruptf("data after the compressed stream")
 		}
-		if _, err := io.Copy(io.Discard, tr); err != nil {
-			return err
-		}
 		return nil
 	}()
+	pr.CloseWithError(firstErr(err, errStageDone))
+	derr := <-done
+	if derr == errStageDone || errors.Is(derr, io.ErrClosedPipe) {
+		derr = nil
+	}
+	err = firstErr(derr, err)
 	if tr.err != nil {
 		return nil, nil, tr.err
 	}

@@ -73,9 +73,12 @@ type Options struct {
 	Owner Owner
 	// PartSize of an S3 multipart upload in bytes (default 8 MiB, at least
 	// 5 MiB); Concurrency the parts uploading at once (default 2, 1–8).
-	// Memory for an upload is (Concurrency+1)*PartSize.
+	// Memory for an upload is (Concurrency+1)*PartSize, outside the Go
+	// heap; Uploads (default 2) archive uploads run at once per Store,
+	// more wait for one to end.
 	PartSize    int64
 	Concurrency int
+	Uploads     int
 	// Timeout bounds each metadata request to S3 (head read or write,
 	// list, delete, multipart create/complete, read-back): default 30 s.
 	Timeout time.Duration
@@ -170,6 +173,11 @@ func openS3(ctx context.Context, u *url.URL, o Options) (*s3Backend, error) {
 	if b.timeout <= 0 {
 		b.timeout = 30 * time.Second
 	}
+	uploads := o.Uploads
+	if uploads <= 0 {
+		uploads = 2
+	}
+	b.slots = newPartSlots(uploads, b.conc+1, b.partSize)
 	q := u.Query()
 	var endpoint, region string
 	pathStyle := false
