@@ -250,7 +250,7 @@ func (s *Store) writeObject(ctx context.Context, key, obj string, gen int64, sou
 	}
 	cw := &countWriter{w: ow, h: sha256.New()}
 	// three goroutines: archive → compress → seal and store
-	sealer := startStage(func(r io.Reader) error {
+	sealer, err := startStage(4, func(r io.Reader) error {
 		sw, err := seal(cw, s.key, associatedData(key, gen))
 		if err != nil {
 			return err
@@ -260,7 +260,14 @@ func (s *Store) writeObject(ctx context.Context, key, obj string, gen int64, sou
 		}
 		return sw.Close()
 	})
-	compressor := startStage(func(r io.Reader) error {
+	if err != nil {
+		ow.abort()
+		return ArchiveRef{}, archiveResult{}, err
+	}
+	// 16 chunks (4 MiB) before the compressor: it is the slowest step on
+	// text and the fastest on incompressible data, where archiving (reading
+	// and hashing files) is the slowest; the ring evens the two out.
+	compressor, err := startStage(16, func(r io.Reader) error {
 		zw, err := zstd.NewWriter(sealer, encoderOptions...)
 		if err != nil {
 			return err
@@ -271,6 +278,11 @@ func (s *Store) writeObject(ctx context.Context, key, obj string, gen int64, sou
 		}
 		return zw.Close()
 	})
+	if err != nil {
+		sealer.finish(err)
+		ow.abort()
+		return ArchiveRef{}, archiveResult{}, err
+	}
 	res, aerr := writeArchive(ctx, compressor, sources, s.lim, s.scratch)
 	zerr := compressor.finish(aerr)
 	serr := sealer.finish(firstErr(aerr, zerr))
