@@ -1,6 +1,7 @@
 package statestore
 
 import (
+	"bufio"
 	"context"
 	"encoding/hex"
 	"errors"
@@ -138,7 +139,8 @@ func (s *Store) fetchVerified(ctx context.Context, key string, ref ArchiveRef, f
 		return nil, nil, s.storeErr("read archive", err)
 	}
 	defer body.Close()
-	tr := newTrackReader(body)
+	// tink reads a 4 KiB segment at a time: read the store in larger pieces
+	tr := newTrackReader(bufio.NewReaderSize(body, 256<<10))
 	spool, err := os.CreateTemp(fresh, ".manifest-*")
 	if err != nil {
 		return nil, nil, fmt.Errorf("statestore: restore: %w", err)
