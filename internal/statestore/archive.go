@@ -23,8 +23,8 @@ import (
 // §10.2): Name is its logical name ("codex-home", "claude.json", "record",
 // "journal"; 1–255 bytes, no "/", no NUL, not "." or "..", not starting
 // with ".acpx"), Path the absolute path of a directory or a single file.
-// A directory source's own path may be a symlink (it is resolved once);
-// links inside it are archived only by the link rule.
+// A source's own path may be a symlink (it is resolved once); links inside
+// a directory source are archived only by the link rule.
 type Source struct {
 	Name string
 	Path string
@@ -191,18 +191,20 @@ func (a *archiver) source(s Source) error {
 	if err != nil {
 		return fmt.Errorf("statestore: source %q: %w", s.Name, err)
 	}
+	// the source's own path is resolved once (a HOME/.claude.json or a
+	// CODEX_HOME may be a link); nothing below it is followed
+	root, err := filepath.EvalSymlinks(s.Path)
+	if err != nil {
+		return fmt.Errorf("statestore: source %q: %w", s.Name, err)
+	}
 	switch {
 	case st.IsDir():
-		root, err := filepath.EvalSymlinks(s.Path)
-		if err != nil {
-			return fmt.Errorf("statestore: source %q: %w", s.Name, err)
-		}
 		if err := a.dirEntry(s.Name, st); err != nil {
 			return err
 		}
 		return a.walk(root, "", s.Name)
 	case st.Mode().IsRegular():
-		return a.file(s.Path, s.Name)
+		return a.file(root, s.Name)
 	default:
 		a.skip(s.Name, "not a directory, regular file or symlink")
 		return nil

@@ -59,6 +59,10 @@ func (s *Store) encodeHead(h Head) []byte {
 	return b
 }
 
+// testHookAcquireRead, when set by tests, runs in Acquire between the
+// head's read and its conditional write.
+var testHookAcquireRead func()
+
 // Acquire takes ownership of sessionKey: it reads the head and writes it
 // back with generation+1 and Owner = this store's Options.Owner, on the
 // condition that it is still the one read (If-Match its etag), or creates
@@ -76,6 +80,9 @@ func (s *Store) Acquire(ctx context.Context, sessionKey string) (*Lease, error) 
 	name := kd + "/head"
 	for range acquireAttempts {
 		raw, etag, err := s.b.getHead(ctx, name)
+		if h := testHookAcquireRead; h != nil {
+			h()
+		}
 		var h Head
 		switch {
 		case errors.Is(err, ErrNotFound):
