@@ -131,7 +131,7 @@ func (r *stageReader) Read(p []byte) (int, error) {
 	for r.off == len(r.cur) {
 		if r.cur != nil {
 			r.s.free <- r.cur
-			r.cur = nil
+			r.cur, r.off = nil, 0
 		}
 		c, ok := <-r.s.full
 		if !ok {
