@@ -289,3 +289,39 @@ func TestRestore_HeadWithoutArchiveRestoresNothing(t *testing.T) {
 		t.Fatalf("Restore of an empty head: %+v, %v", r, err)
 	}
 }
+
+// TestFileStore_FailedHeadWriteKeepsTheHead: a file:// head write that
+// fails before its rename (an I/O error) leaves the previous head, the
+// publication is ErrUnavailable with its archive removed, and the next
+// Publish succeeds on the same lease.
+func TestFileStore_FailedHeadWriteKeepsTheHead(t *testing.T) {
+	ctx := ctxT(t)
+	s := mustOpen(t, Options{URL: "file://" + t.TempDir()})
+	l, _ := s.Acquire(ctx, "k")
+	src := smallSource(t)
+	if _, err := s.Publish(ctx, l, src); err != nil {
+		t.Fatal(err)
+	}
+	before := rawHead(t, s, "k")
+	testHookFileBeforeRename = func(string) error { return errors.New("injected I/O error") }
+	_, err := s.Publish(ctx, l, src)
+	testHookFileBeforeRename = nil
+	if !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("Publish with a failing head write: %v, want ErrUnavailable", err)
+	}
+	if !bytes.Equal(before, rawHead(t, s, "k")) {
+		t.Fatal("head changed")
+	}
+	if n := len(archives(t, s, "k")); n != 1 {
+		t.Fatalf("%d archives, want the head's only", n)
+	}
+	kd, _ := keyDir("k")
+	for _, n := range listDir(t, filepath.Join(s.b.(*fileBackend).root, kd)) {
+		if strings.HasPrefix(n, ".tmp-") {
+			t.Fatalf("temp file %s left", n)
+		}
+	}
+	if _, err := s.Publish(ctx, l, src); err != nil {
+		t.Fatalf("next Publish: %v", err)
+	}
+}
