@@ -285,6 +285,8 @@ func runBenchChild(b *testing.B, job childJob) (childResult, float64) {
 		b.Fatalf("child %s: %v %v %s: %s", job.Op, err, jerr, res.Err, out)
 	}
 	ru := cmd.ProcessState.SysUsage().(*syscall.Rusage)
+	b.Logf("%s: %.2f s wall, %.2f s user, %.2f s system, %.1f MiB peak RSS", job.Op, float64(res.Ms)/1000,
+		cmd.ProcessState.UserTime().Seconds(), cmd.ProcessState.SystemTime().Seconds(), maxRSSMiB(ru))
 	return res, maxRSSMiB(ru)
 }
 
