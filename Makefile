@@ -156,7 +156,12 @@ leakcheck:
 # p50, incomplete proofs). The scale run alone: `make scale`. The host
 # clients against their floors (issue 22): BenchmarkGoClientTurn,
 # BenchmarkGoClientFlood and BenchmarkOpenToResult (client/), then the
-# Node client's (node-bench).
+# Node client's (node-bench). internal/statestore's
+# BenchmarkStatePublishRestore publishes and restores a generated tree
+# against versitygw in child processes (publish-s, restore-s, peak-rss-MiB)
+# beside its tar|zstd floor (the Debian package zstd); the seed's full
+# 2.87 GB / 89,100-entry tree with ACPX_STATE_BENCH_FULL=1 (cached under
+# $TMPDIR/acpx-state-bench: remove it when done).
 bench: deps versitygw
 	ACPX_VERSITYGW=$(VERSITYGW) $(GO) test -run '^$$' -bench . -benchmem -timeout 30m ./...
 	@$(MAKE) --no-print-directory node-bench

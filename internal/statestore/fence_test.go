@@ -239,3 +239,89 @@ func TestFileStore_LayoutMirrorsS3Names(t *testing.T) {
 		t.Fatalf("archives of '..': %v", a)
 	}
 }
+
+// TestAcquire_HeadMovedMeanwhileIsReadAgain: when another sidecar takes
+// the key between Acquire's read and its conditional write, the write
+// fails its condition and Acquire reads the head again and takes it on
+// top (PROTOCOL §10.2 "Fencing"): generations 1 (A), 2 (B), 3 (A).
+func TestAcquire_HeadMovedMeanwhileIsReadAgain(t *testing.T) {
+	kinds(t, func(t *testing.T, mk func(Options) *Store) {
+		ctx := ctxT(t)
+		key := testKey(t)
+		a, b := mk(Options{Key: key}), mk(Options{Key: key, Owner: Owner{SidecarID: "B"}})
+		if _, err := a.Acquire(ctx, "k"); err != nil {
+			t.Fatal(err)
+		}
+		reads := 0
+		testHookAcquireRead = func() {
+			reads++
+			if reads == 1 {
+				testHookAcquireRead = nil
+				if _, err := b.Acquire(ctx, "k"); err != nil {
+					t.Error(err)
+				}
+				testHookAcquireRead = func() { reads++ }
+			}
+		}
+		defer func() { testHookAcquireRead = nil }()
+		l, err := a.Acquire(ctx, "k")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if h := l.Head(); h.Generation != 3 || h.Owner != testOwner || reads != 2 {
+			t.Fatalf("head %+v after %d reads, want generation 3 (A 1, B 2, A 3) after 2", h, reads)
+		}
+		if h, _ := a.ReadHead(ctx, "k"); h.Generation != 3 || h.Owner != testOwner {
+			t.Fatalf("stored head %+v", h)
+		}
+	})
+}
+
+// TestRestore_HeadWithoutArchiveRestoresNothing: a key never published
+// restores nothing, without error.
+func TestRestore_HeadWithoutArchiveRestoresNothing(t *testing.T) {
+	ctx := ctxT(t)
+	s := mustOpen(t, Options{URL: "file://" + t.TempDir()})
+	l, _ := s.Acquire(ctx, "k")
+	env := t.TempDir()
+	r, err := s.Restore(ctx, l, map[string]string{"home": filepath.Join(env, "home")}, env)
+	if err != nil || r.Generation != 0 || r.Entries != 0 || len(listDir(t, env)) != 0 {
+		t.Fatalf("Restore of an empty head: %+v, %v", r, err)
+	}
+}
+
+// TestFileStore_FailedHeadWriteKeepsTheHead: a file:// head write that
+// fails before its rename (an I/O error) leaves the previous head, the
+// publication is ErrUnavailable with its archive removed, and the next
+// Publish succeeds on the same lease.
+func TestFileStore_FailedHeadWriteKeepsTheHead(t *testing.T) {
+	ctx := ctxT(t)
+	s := mustOpen(t, Options{URL: "file://" + t.TempDir()})
+	l, _ := s.Acquire(ctx, "k")
+	src := smallSource(t)
+	if _, err := s.Publish(ctx, l, src); err != nil {
+		t.Fatal(err)
+	}
+	before := rawHead(t, s, "k")
+	testHookFileBeforeRename = func(string) error { return errors.New("injected I/O error") }
+	_, err := s.Publish(ctx, l, src)
+	testHookFileBeforeRename = nil
+	if !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("Publish with a failing head write: %v, want ErrUnavailable", err)
+	}
+	if !bytes.Equal(before, rawHead(t, s, "k")) {
+		t.Fatal("head changed")
+	}
+	if n := len(archives(t, s, "k")); n != 1 {
+		t.Fatalf("%d archives, want the head's only", n)
+	}
+	kd, _ := keyDir("k")
+	for _, n := range listDir(t, filepath.Join(s.b.(*fileBackend).root, kd)) {
+		if strings.HasPrefix(n, ".tmp-") {
+			t.Fatalf("temp file %s left", n)
+		}
+	}
+	if _, err := s.Publish(ctx, l, src); err != nil {
+		t.Fatalf("next Publish: %v", err)
+	}
+}

@@ -213,7 +213,7 @@ func TestRestore_BadObjectsFallBackToPrevious(t *testing.T) {
 	kinds(t, func(t *testing.T, mk func(Options) *Store) {
 		ctx := ctxT(t)
 		src := filepath.Join(t.TempDir(), "home")
-		rnd := make([]byte, 4<<20) // four 1 MiB AEAD segments and more
+		rnd := make([]byte, 4<<20) // many AEAD segments
 		rand.Read(rnd)
 		makeTree(t, src, map[string]node{"big": {kind: 'f', mode: 0o600, data: string(rnd)}, "note": {kind: 'f', mode: 0o644, data: "n"}})
 		s := mk(Options{})
@@ -234,7 +234,7 @@ func TestRestore_BadObjectsFallBackToPrevious(t *testing.T) {
 			t.Fatal(err)
 		}
 		hdrLen := 12 + int(binary.BigEndian.Uint32(goodObj[8:12]))
-		const seg = 1 << 20
+		const seg = 4096 // AES256_GCM_HKDF_4KB: every ciphertext segment, the first with tink's header
 		bad := map[string]func(gen int64) ([]byte, int64){
 			"truncated": func(gen int64) ([]byte, int64) {
 				return append([]byte(nil), goodObj[:len(goodObj)-100]...), goodRef.Generation

@@ -59,6 +59,10 @@ func (s *Store) encodeHead(h Head) []byte {
 	return b
 }
 
+// testHookAcquireRead, when set by tests, runs in Acquire between the
+// head's read and its conditional write.
+var testHookAcquireRead func()
+
 // Acquire takes ownership of sessionKey: it reads the head and writes it
 // back with generation+1 and Owner = this store's Options.Owner, on the
 // condition that it is still the one read (If-Match its etag), or creates
@@ -76,6 +80,9 @@ func (s *Store) Acquire(ctx context.Context, sessionKey string) (*Lease, error) 
 	name := kd + "/head"
 	for range acquireAttempts {
 		raw, etag, err := s.b.getHead(ctx, name)
+		if h := testHookAcquireRead; h != nil {
+			h()
+		}
 		var h Head
 		switch {
 		case errors.Is(err, ErrNotFound):
@@ -249,24 +256,46 @@ func (s *Store) writeObject(ctx context.Context, key, obj string, gen int64, sou
 		return ArchiveRef{}, archiveResult{}, s.storeErr("write archive", err)
 	}
 	cw := &countWriter{w: ow, h: sha256.New()}
-	res, err := func() (archiveResult, error) {
+	// three goroutines: archive → compress → seal and store
+	sealer, err := startStage(4, func(r io.Reader) error {
 		sw, err := seal(cw, s.key, associatedData(key, gen))
 		if err != nil {
-			return archiveResult{}, err
+			return err
 		}
-		zw, err := zstd.NewWriter(sw, encoderOptions...)
+		if _, err := io.CopyBuffer(sw, r, make([]byte, 64<<10)); err != nil {
+			return err
+		}
+		return sw.Close()
+	})
+	if err != nil {
+		ow.abort()
+		return ArchiveRef{}, archiveResult{}, err
+	}
+	// 16 chunks (4 MiB) before the compressor: it is the slowest step on
+	// text and the fastest on incompressible data, where archiving (reading
+	// and hashing files) is the slowest; the ring evens the two out.
+	compressor, err := startStage(16, func(r io.Reader) error {
+		zw, err := zstd.NewWriter(sealer, encoderOptions...)
 		if err != nil {
-			return archiveResult{}, err
+			return err
 		}
-		res, err := writeArchive(ctx, zw, sources, s.lim, s.scratch)
-		if cerr := zw.Close(); err == nil {
-			err = cerr
+		if _, err := zw.ReadFrom(r); err != nil {
+			zw.Close()
+			return err
 		}
-		if cerr := sw.Close(); err == nil {
-			err = cerr
-		}
-		return res, err
-	}()
+		return zw.Close()
+	})
+	if err != nil {
+		sealer.finish(err)
+		ow.abort()
+		return ArchiveRef{}, archiveResult{}, err
+	}
+	res, aerr := writeArchive(ctx, compressor, sources, s.lim, s.scratch)
+	zerr := compressor.finish(aerr)
+	serr := sealer.finish(firstErr(aerr, zerr))
+	// the deepest stage's error is the cause (the others saw it through
+	// their pipes)
+	err = firstErr(serr, zerr, aerr)
 	if err == nil {
 		err = ow.commit(cw.h.Sum(nil), cw.n)
 		if err != nil {

@@ -1,6 +1,7 @@
 package statestore
 
 import (
+	"bufio"
 	"context"
 	"encoding/hex"
 	"errors"
@@ -138,7 +139,8 @@ func (s *Store) fetchVerified(ctx context.Context, key string, ref ArchiveRef, f
 		return nil, nil, s.storeErr("read archive", err)
 	}
 	defer body.Close()
-	tr := newTrackReader(body)
+	// tink reads a 4 KiB segment at a time: read the store in larger pieces
+	tr := newTrackReader(bufio.NewReaderSize(body, 256<<10))
 	spool, err := os.CreateTemp(fresh, ".manifest-*")
 	if err != nil {
 		return nil, nil, fmt.Errorf("statestore: restore: %w", err)
@@ -146,12 +148,10 @@ func (s *Store) fetchVerified(ctx context.Context, key string, ref ArchiveRef, f
 	os.Remove(spool.Name())
 	defer spool.Close()
 	x := &extractor{ctx: ctx, root: tree, lim: s.lim, spool: spool}
-	err = func() error {
-		pr, err := unseal(tr, s.keys, associatedData(key, ref.Generation))
-		if err != nil {
-			return err
-		}
-		zr, err := zstd.NewReader(pr, decoderOptions...)
+	// two goroutines: read, hash and decrypt the object (this one) |
+	// decompress and extract (the stage), through a 4 MiB ring
+	ext, err := startStage(16, func(r io.Reader) error {
+		zr, err := zstd.NewReader(r, decoderOptions...)
 		if err != nil {
 			return err
 		}
@@ -164,16 +164,36 @@ func (s *Store) fetchVerified(ctx context.Context, key string, ref ArchiveRef, f
 		} else if n >= maxTrailing {
 			return corruptf("data after the archive's end")
 		}
-		if n, err := io.Copy(io.Discard, io.LimitReader(pr, maxTrailing)); err != nil {
+		if n, err := io.Copy(io.Discard, io.LimitReader(r, maxTrailing)); err != nil {
 			return tarErr(err)
 		} else if n > 0 {
 			return corruptf("data after the compressed stream")
 		}
-		if _, err := io.Copy(io.Discard, tr); err != nil {
+		return nil
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	derr := func() error {
+		dr, err := unseal(tr, s.keys, associatedData(key, ref.Generation))
+		if err != nil {
 			return err
 		}
-		return nil
+		if _, err := io.CopyBuffer(ext, dr, make([]byte, 64<<10)); err != nil {
+			return err
+		}
+		// the AEAD reached the object's end; anything after it counts in
+		// tr's size and hash
+		_, err = io.Copy(io.Discard, tr)
+		return err
 	}()
+	eerr := ext.finish(derr)
+	if derr == errStageDone {
+		derr = corruptf("data after the archive's end")
+	}
+	// the extractor's own error first: a decrypt error it read through the
+	// ring is the same error
+	err = firstErr(eerr, derr)
 	if tr.err != nil {
 		return nil, nil, tr.err
 	}

@@ -129,3 +129,45 @@ func TestRoundTrip_FreshTargetTakesDirectoryMode(t *testing.T) {
 		sameTree(t, src, target)
 	})
 }
+
+// TestRoundTrip_LinkedSourcesAndCrossFilesystemTargets: a source whose own
+// path is a symlink (a HOME/.claude.json pointing elsewhere, a linked
+// CODEX_HOME) is archived as what it points to, and a restore whose fresh
+// directory lies on another filesystem than the target (/dev/shm) copies
+// instead of renaming, byte-exact with modes.
+func TestRoundTrip_LinkedSourcesAndCrossFilesystemTargets(t *testing.T) {
+	ctx := ctxT(t)
+	src := t.TempDir()
+	real := filepath.Join(src, "real-home")
+	makeTree(t, real, sampleTree)
+	os.Symlink(real, filepath.Join(src, "home"))
+	os.WriteFile(filepath.Join(src, "real.json"), []byte("{}"), 0o600)
+	os.Symlink("real.json", filepath.Join(src, "claude.json"))
+	s := mustOpen(t, Options{URL: "file://" + t.TempDir()})
+	l, _ := s.Acquire(ctx, "k")
+	if _, err := s.Publish(ctx, l, []Source{{Name: "home", Path: filepath.Join(src, "home")}, {Name: "claude.json", Path: filepath.Join(src, "claude.json")}}); err != nil {
+		t.Fatal(err)
+	}
+	scratch := t.TempDir()
+	if shm, err := os.MkdirTemp("/dev/shm", "acpx-restore-test-"); err == nil {
+		scratch = shm
+		t.Cleanup(func() { os.RemoveAll(shm) })
+	} else {
+		t.Logf("no /dev/shm (%v): the restore renames instead of copying", err)
+	}
+	env := t.TempDir()
+	targets := map[string]string{"home": filepath.Join(env, "home"), "claude.json": filepath.Join(env, "c.json")}
+	if _, err := s.Restore(ctx, l, targets, scratch); err != nil {
+		t.Fatal(err)
+	}
+	sameTree(t, real, targets["home"])
+	if b, err := os.ReadFile(targets["claude.json"]); err != nil || string(b) != "{}" {
+		t.Fatalf("claude.json: %q %v", b, err)
+	}
+	if st, _ := os.Lstat(targets["claude.json"]); !st.Mode().IsRegular() {
+		t.Fatalf("claude.json restored as %v", st.Mode())
+	}
+	if n := listDir(t, scratch); len(n) != 0 {
+		t.Fatalf("scratch holds %v", n)
+	}
+}

@@ -311,5 +311,17 @@ func TestPublish_StoreDownIsUnavailable(t *testing.T) {
 	if _, err := down.Acquire(ctx, "k"); !errors.Is(err, ErrUnavailable) {
 		t.Fatalf("Acquire: %v", err)
 	}
+	// a head with an archive, restored through the store that is down
+	l.s = good
+	if _, err := good.Publish(ctx, l, src); err != nil {
+		t.Fatal(err)
+	}
+	env, scratch := t.TempDir(), t.TempDir()
+	if _, err := down.Restore(ctx, l, map[string]string{"home": filepath.Join(env, "home")}, scratch); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("Restore from a store that is down: %v, want ErrUnavailable", err)
+	}
+	if n := append(listDir(t, env), listDir(t, scratch)...); len(n) != 0 {
+		t.Fatalf("a failed restore left %v", n)
+	}
 	_ = context.Background
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
@@ -33,11 +34,21 @@ type s3Backend struct {
 	partSize int64
 	conc     int
 	timeout  time.Duration
+	slots    *partSlots
 }
 
 func (b *s3Backend) kind() string { return "s3" }
 
 func (b *s3Backend) key(name string) *string { return aws.String(b.prefix + name) }
+
+// unsignedPayload is the per-call option of an archive upload: SigV4
+// signs the headers (x-amz-checksum-sha256 among them) but not the payload
+// ("UNSIGNED-PAYLOAD"), so neither the SDK nor the server hashes every
+// byte a second time for the signature; the signed SHA-256 checksum header
+// is what proves the bytes, and the server checks it on receipt.
+func unsignedPayload(o *s3.Options) {
+	o.APIOptions = append(o.APIOptions, v4.SwapComputePayloadSHA256ForUnsignedPayloadMiddleware)
+}
 
 // noRetry is the per-call option of a conditional write: the SDK's own
 // retryer would repeat it blindly.
@@ -154,13 +165,20 @@ func (b *s3Backend) deleteObject(ctx context.Context, name string) error {
 }
 
 func (b *s3Backend) newObject(ctx context.Context, name string) (objectWriter, error) {
-	w := &s3Object{b: b, ctx: ctx, name: name, free: make(chan []byte, b.conc+1)}
+	slot, err := b.slots.acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
+	w := &s3Object{b: b, ctx: ctx, name: name, slot: slot, free: make(chan []byte, len(slot))}
+	for _, buf := range slot {
+		w.free <- buf
+	}
 	return w, nil
 }
 
 // s3Object streams an archive into parts of partSize bytes, at most conc
-// of them uploading while the next fills (conc+1 buffers in all, allocated
-// as needed). Each part's SHA-256 goes with it (x-amz-checksum-sha256: the
+// of them uploading while the next fills (the conc+1 buffers of the
+// partSlots slot it holds). Each part's SHA-256 goes with it (x-amz-checksum-sha256: the
 // server rejects a part whose bytes differ) and into the composite
 // checksum commit compares with the stored object's.
 type s3Object struct {
@@ -168,7 +186,7 @@ type s3Object struct {
 	ctx      context.Context
 	name     string
 	buf      []byte
-	made     int
+	slot     [][]byte // the partSlots buffers this upload holds
 	free     chan []byte
 	uploadID *string
 	parts    []*partResult // by part number - 1; each written by its own upload only
@@ -184,17 +202,15 @@ type partResult struct {
 	b64  string
 }
 
-func (o *s3Object) getBuf() []byte {
-	if o.made < o.b.conc+1 {
-		select {
-		case b := <-o.free:
-			return b[:0]
-		default:
-		}
-		o.made++
-		return make([]byte, 0, o.b.partSize)
+func (o *s3Object) getBuf() []byte { return (<-o.free)[:0] }
+
+// done waits for the part uploads and gives the slot back (once).
+func (o *s3Object) done() {
+	o.wg.Wait()
+	if o.slot != nil {
+		o.b.slots.release(o.slot)
+		o.slot = nil
 	}
-	return (<-o.free)[:0]
 }
 
 func (o *s3Object) failed() error {
@@ -249,7 +265,7 @@ func (o *s3Object) flushPart() error {
 		b64 := base64.StdEncoding.EncodeToString(sum[:])
 		out, err := o.b.c.UploadPart(o.ctx, &s3.UploadPartInput{Bucket: &o.b.bucket, Key: o.b.key(o.name),
 			UploadId: o.uploadID, PartNumber: aws.Int32(num), Body: bytes.NewReader(buf),
-			ContentLength: aws.Int64(int64(len(buf))), ChecksumAlgorithm: types.ChecksumAlgorithmSha256, ChecksumSHA256: &b64})
+			ContentLength: aws.Int64(int64(len(buf))), ChecksumAlgorithm: types.ChecksumAlgorithmSha256, ChecksumSHA256: &b64}, unsignedPayload)
 		if err == nil {
 			res.etag, res.sum, res.b64 = out.ETag, sum, b64
 		}
@@ -264,6 +280,7 @@ func (o *s3Object) flushPart() error {
 }
 
 func (o *s3Object) commit(sum []byte, n int64) error {
+	defer o.done()
 	want := base64.StdEncoding.EncodeToString(sum)
 	if o.uploadID == nil {
 		// One part: a plain PutObject, created only if the name is free.
@@ -272,7 +289,7 @@ func (o *s3Object) commit(sum []byte, n int64) error {
 		defer cancel()
 		_, err := o.b.c.PutObject(ctx, &s3.PutObjectInput{Bucket: &o.b.bucket, Key: o.b.key(o.name),
 			Body: bytes.NewReader(buf), ContentLength: aws.Int64(int64(len(buf))), IfNoneMatch: aws.String("*"),
-			ChecksumAlgorithm: types.ChecksumAlgorithmSha256, ChecksumSHA256: &want}, noRetry)
+			ChecksumAlgorithm: types.ChecksumAlgorithmSha256, ChecksumSHA256: &want}, noRetry, unsignedPayload)
 		if err != nil {
 			return classify(err)
 		}
@@ -326,6 +343,7 @@ func (o *s3Object) verify(want string, n int64) error {
 }
 
 func (o *s3Object) abort() {
+	defer o.done()
 	o.wg.Wait()
 	if o.uploadID != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), o.b.timeout)

@@ -23,7 +23,7 @@ const Schema = "acpx.state.v1"
 //
 //	magic        8 bytes  "ACPXSTA\x01"
 //	wrappedLen   4 bytes  big-endian length of the next field (≤ maxWrapped)
-//	wrapped      the per-object tink keyset (one AES256_GCM_HKDF_1MB key),
+//	wrapped      the per-object tink keyset (one AES256_GCM_HKDF_4KB key),
 //	             serialized and encrypted by keyset.WriteWithAssociatedData
 //	             under AES-256-GCM (tink aead/subtle) keyed by the master key,
 //	             with the object's associated data
@@ -38,11 +38,14 @@ const objectMagic = "ACPXSTA\x01"
 // one is about 150 bytes).
 const maxWrapped = 4096
 
-// segmentTemplate is the per-object streaming key template. 1 MiB
-// ciphertext segments: measured against 4 KiB segments (BenchmarkSeal), 1 MiB
-// costs 1 MiB of buffer each way and ~0.002% overhead, 4 KiB segments ~0.4%
-// overhead and markedly more CPU per byte.
-var segmentTemplate = streamingaead.AES256GCMHKDF1MBKeyTemplate
+// segmentTemplate is the per-object streaming key template: 4 KiB
+// ciphertext segments. Measured against 1 MiB segments (BenchmarkSeal,
+// 64 MiB sealed and opened): the same throughput (~1.6 GB/s both ways on
+// this machine's AES-NI), 0.39% ciphertext overhead instead of 0.002%,
+// and 8 KiB of buffers each way instead of 2 MiB — which counts against
+// the 64 MiB peak-RSS goal twice (the garbage collector's target is twice
+// the live heap).
+var segmentTemplate = streamingaead.AES256GCMHKDF4KBKeyTemplate
 
 // associatedData is the AD of every part of an object: the JSON of
 // {schema, sessionKey, generation} in that field order (PROTOCOL §10.2).

@@ -72,10 +72,17 @@ type Options struct {
 	// Owner is written into every head this Store writes.
 	Owner Owner
 	// PartSize of an S3 multipart upload in bytes (default 8 MiB, at least
-	// 5 MiB); Concurrency the parts uploading at once (default 2, 1–8).
-	// Memory for an upload is (Concurrency+1)*PartSize.
+	// 5 MiB); Concurrency the parts uploading at once while the next one
+	// fills (default 1, at most 8). Memory for an upload is
+	// (Concurrency+1)*PartSize, outside the Go heap. The default keeps a
+	// 2.87 GB publication under 64 MiB of peak RSS and was as fast on
+	// loopback as Concurrency 2 (BenchmarkStatePublishRestore: 14.3 s vs
+	// 15.8 s, 57.6 vs 65.3 MiB); a distant store may want 2. Uploads
+	// (default 2) archive uploads run at once per Store; more wait for one
+	// to end.
 	PartSize    int64
 	Concurrency int
+	Uploads     int
 	// Timeout bounds each metadata request to S3 (head read or write,
 	// list, delete, multipart create/complete, read-back): default 30 s.
 	Timeout time.Duration
@@ -162,7 +169,7 @@ func openS3(ctx context.Context, u *url.URL, o Options) (*s3Backend, error) {
 		return nil, fmt.Errorf("%w: S3 part size %d is under 5 MiB", ErrInvalid, b.partSize)
 	}
 	if b.conc == 0 {
-		b.conc = 2
+		b.conc = 1
 	}
 	if b.conc < 1 || b.conc > 8 {
 		return nil, fmt.Errorf("%w: S3 concurrency %d, want 1-8", ErrInvalid, b.conc)
@@ -170,6 +177,11 @@ func openS3(ctx context.Context, u *url.URL, o Options) (*s3Backend, error) {
 	if b.timeout <= 0 {
 		b.timeout = 30 * time.Second
 	}
+	uploads := o.Uploads
+	if uploads <= 0 {
+		uploads = 2
+	}
+	b.slots = newPartSlots(uploads, b.conc+1, b.partSize)
 	q := u.Query()
 	var endpoint, region string
 	pathStyle := false
