@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"time"
 
 	"github.com/acpx-sidecar/acpx-sidecar/internal/statestore"
 )
@@ -17,6 +18,7 @@ type stateFlags struct {
 	url, keyFile, oldKeyFile string
 	maxBytes, maxEntries     int64
 	maxFileBytes             int64
+	timeoutMs                int64
 }
 
 // register adds the flags to fs, defaults from statestore.DefaultLimits.
@@ -28,6 +30,7 @@ func (f *stateFlags) register(fs *flag.FlagSet) {
 	fs.Int64Var(&f.maxBytes, "state-max-bytes", d.MaxBytes, "largest provider state one archive holds (file contents), bytes")
 	fs.Int64Var(&f.maxEntries, "state-max-entries", d.MaxEntries, "most directories, files and links one archive holds")
 	fs.Int64Var(&f.maxFileBytes, "state-max-file-bytes", d.MaxFileBytes, "largest file one archive holds, bytes")
+	fs.Int64Var(&f.timeoutMs, "state-timeout-ms", statestore.DefaultTimeout.Milliseconds(), "bound of each request to the state store (a head, a part of an archive, a download idle that long), ms")
 }
 
 // check validates the flags as parsed.
@@ -39,6 +42,8 @@ func (f *stateFlags) check() error {
 		return fmt.Errorf("--state-store needs --state-key-file (the master key)")
 	case f.maxBytes < 1 || f.maxEntries < 1 || f.maxFileBytes < 1:
 		return fmt.Errorf("--state-max-bytes, --state-max-entries and --state-max-file-bytes must be positive")
+	case f.timeoutMs < 1 || f.timeoutMs > 3600000:
+		return fmt.Errorf("--state-timeout-ms must be 1-3600000")
 	}
 	return nil
 }
@@ -57,8 +62,9 @@ func (f *stateFlags) open(ctx context.Context) (*statestore.Store, error) {
 		return nil, fmt.Errorf("--state-key-file: %v", err)
 	}
 	o := statestore.Options{URL: f.url, Key: key,
-		Limits: statestore.Limits{MaxBytes: f.maxBytes, MaxEntries: f.maxEntries, MaxFileBytes: f.maxFileBytes},
-		Owner:  statestore.Owner{SidecarID: sidecarID(), Hostname: hostname()}}
+		Limits:  statestore.Limits{MaxBytes: f.maxBytes, MaxEntries: f.maxEntries, MaxFileBytes: f.maxFileBytes},
+		Owner:   statestore.Owner{SidecarID: sidecarID(), Hostname: hostname()},
+		Timeout: time.Duration(f.timeoutMs) * time.Millisecond}
 	if f.oldKeyFile != "" {
 		old, err := statestore.LoadKeyFile(f.oldKeyFile)
 		if err != nil {

@@ -67,7 +67,7 @@ func (s *session) stateSources(env []string) ([]statestore.Source, *protocol.Err
 		get := func(k string) string { return envValue(env, k) }
 		for _, sd := range s.prof.StateDirs {
 			if p := sd.Resolve(get); p != "" {
-				out = append(out, statestore.Source{Name: sd.Name, Path: p})
+				out = append(out, statestore.Source{Name: sd.Name, Path: p, Leave: sd.Leave})
 			}
 		}
 	}

@@ -198,7 +198,8 @@ func TestStateStore_FailingStoreKeepsThePreviousHead(t *testing.T) {
 	e := newFaultEnv(t)
 	agent := agentWritableDir(t)
 	url := strings.Replace(srv.URL("flaky"), srv.Endpoint, proxy.srv.URL, 1)
-	s := startSidecarVia(t, s3Wrapper(srv), "--state-dir", e.stateDir, "--state-store", url, "--state-key-file", key)
+	s := startSidecarVia(t, s3Wrapper(srv), "--state-dir", e.stateDir, "--state-store", url, "--state-key-file", key,
+		"--state-timeout-ms", "1500")
 	s.initialize(false)
 	o := seedMustOpen(s, storeParams(e, "flaky", agent))
 	runTurn(t, s, o.Session, "t1", "one")

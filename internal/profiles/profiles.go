@@ -150,6 +150,10 @@ type StateDir struct {
 	Sub       string
 	Home      string
 	UnlessEnv string
+	// Leave are path.Match patterns, relative to the directory, of what
+	// is not published: caches the agent rebuilds that would not work in
+	// another place.
+	Leave []string
 }
 
 // Resolve returns the absolute path sd names in the environment getenv
@@ -207,8 +211,13 @@ var all = map[string]Profile{
 			{Text: "tool commands run under setsid (own session and process group): group kill leaks them", Source: "docs/agents.md (process trees)"},
 			{Text: "advertises loadSession and sessionCapabilities resume and close", Source: "docs/agents.md"},
 		},
-		// Rollouts under $CODEX_HOME/sessions/ (docs/agents.md).
-		StateDirs: []StateDir{{Name: "codex-home", Env: "CODEX_HOME", Home: ".codex"}},
+		// Rollouts under $CODEX_HOME/sessions/ (docs/agents.md). Its
+		// state database (state_5.sqlite in codex 0.166) records each
+		// rollout's absolute path: restored under another CODEX_HOME it
+		// makes session/resume fail, while without it codex rebuilds it
+		// from the rollouts, so it is left out.
+		StateDirs: []StateDir{{Name: "codex-home", Env: "CODEX_HOME", Home: ".codex",
+			Leave: []string{"state_*.sqlite", "state_*.sqlite-*"}}},
 	},
 	"claude": {
 		Name: "claude", Title: "Claude (@agentclientprotocol/claude-agent-acp)",

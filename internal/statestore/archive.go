@@ -30,6 +30,12 @@ import (
 type Source struct {
 	Name string
 	Path string
+	// Leave are path.Match patterns of paths relative to a directory
+	// source's root ("state_*.sqlite*", "cache/*") whose entries are left
+	// out of the archive, unlisted: what the agent rebuilds and must not
+	// carry to another place (codex's state database names its old
+	// CODEX_HOME; docs/agents.md). A bad pattern matches nothing.
+	Leave []string
 }
 
 // Skip is one entry a publication left out (PROTOCOL §10.2: "devices, fifos
@@ -109,6 +115,8 @@ type archiver struct {
 		Sum([]byte) []byte
 		Reset()
 	}
+	// leave are the Leave patterns of the directory source being walked.
+	leave []string
 }
 
 // writeArchive writes the tar of sources (sorted by name) to w, with the
@@ -204,6 +212,8 @@ func (a *archiver) source(s Source) error {
 		if err := a.dirEntry(s.Name, st); err != nil {
 			return err
 		}
+		a.leave = s.Leave
+		defer func() { a.leave = nil }()
 		return a.walk(root, "", s.Name)
 	case st.Mode().IsRegular():
 		return a.file(root, s.Name)
@@ -245,6 +255,9 @@ func (a *archiver) walk(root, rel, prefix string) error {
 		full := filepath.Join(root, crel)
 		if len(p) > maxPathLen {
 			a.skip(p[:64]+"…", "path longer than 4096 bytes")
+			continue
+		}
+		if a.left(crel) {
 			continue
 		}
 		st, err := os.Lstat(full)
@@ -393,4 +406,15 @@ func (a *archiver) file(full, p string) error {
 	}
 	var sum [sha256.Size]byte
 	return writeManLine(a.man, manLine{T: "f", P: p, M: perm, S: size, H: hex.EncodeToString(a.hash.Sum(sum[:0]))})
+}
+
+// left reports whether rel (relative to the source root) matches one of
+// the source's Leave patterns.
+func (a *archiver) left(rel string) bool {
+	for _, p := range a.leave {
+		if ok, _ := path.Match(p, rel); ok {
+			return true
+		}
+	}
+	return false
 }

@@ -171,3 +171,45 @@ func TestRoundTrip_LinkedSourcesAndCrossFilesystemTargets(t *testing.T) {
 		t.Fatalf("scratch holds %v", n)
 	}
 }
+
+// TestRoundTrip_LeaveKeepsPatternsOut: a source's Leave patterns keep the
+// matching entries out of the archive (unlisted) and nothing else: codex's
+// state database, which names its old CODEX_HOME, is rebuilt wherever the
+// session moves (docs/agents.md).
+func TestRoundTrip_LeaveKeepsPatternsOut(t *testing.T) {
+	ctx := ctxT(t)
+	src := filepath.Join(t.TempDir(), "codex")
+	makeTree(t, src, map[string]node{
+		"state_5.sqlite":          {kind: 'f', mode: 0o600, data: "db"},
+		"state_5.sqlite-wal":      {kind: 'f', mode: 0o600, data: "wal"},
+		"sessions":                {kind: 'd', mode: 0o700},
+		"sessions/r.jsonl":        {kind: 'f', mode: 0o600, data: "rollout"},
+		"sessions/state_5.sqlite": {kind: 'f', mode: 0o600, data: "deeper: kept"},
+	})
+	s := mustOpen(t, Options{URL: "file://" + t.TempDir() + "/store"})
+	l, err := s.Acquire(ctx, "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, err := s.Publish(ctx, l, []Source{{Name: "codex", Path: src, Leave: []string{"state_*.sqlite", "state_*.sqlite-*"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pub.Skipped) != 0 {
+		t.Errorf("left-out entries listed as skipped: %v", pub.Skipped)
+	}
+	target := filepath.Join(t.TempDir(), "codex")
+	if _, err := s.Restore(ctx, l, map[string]string{"codex": target}, t.TempDir()); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{"state_5.sqlite", "state_5.sqlite-wal"} {
+		if _, err := os.Lstat(filepath.Join(target, p)); err == nil {
+			t.Errorf("%s was archived despite Leave", p)
+		}
+	}
+	for _, p := range []string{"sessions/r.jsonl", "sessions/state_5.sqlite"} {
+		if _, err := os.Lstat(filepath.Join(target, p)); err != nil {
+			t.Errorf("%s is missing: %v", p, err)
+		}
+	}
+}

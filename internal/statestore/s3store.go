@@ -129,11 +129,43 @@ func (b *s3Backend) deleteHead(ctx context.Context, name, ifMatch string) error 
 }
 
 func (b *s3Backend) getObject(ctx context.Context, name string) (io.ReadCloser, error) {
+	// The download is bounded by its idle time, not its length: a read
+	// that brings nothing for the request timeout cancels it.
+	ctx, cancel := context.WithCancel(ctx)
+	idle := time.AfterFunc(b.timeout, cancel)
 	out, err := b.c.GetObject(ctx, &s3.GetObjectInput{Bucket: &b.bucket, Key: b.key(name)})
 	if err != nil {
+		idle.Stop()
+		cancel()
 		return nil, classify(err)
 	}
-	return out.Body, nil
+	return &idleBody{rc: out.Body, idle: idle, d: b.timeout, cancel: cancel}, nil
+}
+
+// idleBody is a download that is cancelled when no Read brings a byte
+// within d.
+type idleBody struct {
+	rc     io.ReadCloser
+	idle   *time.Timer
+	d      time.Duration
+	cancel context.CancelFunc
+}
+
+func (r *idleBody) Read(p []byte) (int, error) {
+	n, err := r.rc.Read(p)
+	if n > 0 {
+		r.idle.Reset(r.d)
+	}
+	if err != nil && err != io.EOF {
+		err = classify(err)
+	}
+	return n, err
+}
+
+func (r *idleBody) Close() error {
+	r.idle.Stop()
+	r.cancel()
+	return r.rc.Close()
 }
 
 func (b *s3Backend) list(ctx context.Context, prefix string, fn func(string) error) error {
@@ -263,7 +295,11 @@ func (o *s3Object) flushPart() error {
 		defer o.wg.Done()
 		sum := sha256.Sum256(buf)
 		b64 := base64.StdEncoding.EncodeToString(sum[:])
-		out, err := o.b.c.UploadPart(o.ctx, &s3.UploadPartInput{Bucket: &o.b.bucket, Key: o.b.key(o.name),
+		// One part's upload is bounded like a metadata request: a store
+		// that hangs fails the publication, never the caller forever.
+		pctx, cancel := context.WithTimeout(o.ctx, o.b.timeout)
+		defer cancel()
+		out, err := o.b.c.UploadPart(pctx, &s3.UploadPartInput{Bucket: &o.b.bucket, Key: o.b.key(o.name),
 			UploadId: o.uploadID, PartNumber: aws.Int32(num), Body: bytes.NewReader(buf),
 			ContentLength: aws.Int64(int64(len(buf))), ChecksumAlgorithm: types.ChecksumAlgorithmSha256, ChecksumSHA256: &b64}, unsignedPayload)
 		if err == nil {

@@ -56,6 +56,11 @@ type Owner struct {
 	Hostname  string `json:"hostname"`
 }
 
+// DefaultTimeout bounds each request to an S3 store when Options.Timeout
+// is not set: a head read or write, a list, a delete, one part's upload,
+// a download idle that long.
+const DefaultTimeout = 30 * time.Second
+
 // Options configure Open.
 type Options struct {
 	// URL is the store (PROTOCOL §10.2 `--state-store`):
@@ -175,7 +180,7 @@ func openS3(ctx context.Context, u *url.URL, o Options) (*s3Backend, error) {
 		return nil, fmt.Errorf("%w: S3 concurrency %d, want 1-8", ErrInvalid, b.conc)
 	}
 	if b.timeout <= 0 {
-		b.timeout = 30 * time.Second
+		b.timeout = DefaultTimeout
 	}
 	uploads := o.Uploads
 	if uploads <= 0 {
