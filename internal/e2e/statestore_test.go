@@ -322,3 +322,86 @@ func TestStateStore_SecretsReachNothing(t *testing.T) {
 	}
 	waitNoMarked(t, e.mark, e.work, 5*time.Second)
 }
+
+// TestStateStore_CorruptArchiveFallsBackThenRefuses: a key published
+// twice (two retires) whose newest archive object is damaged in the store
+// is restored from the one before it on another sidecar (restore names
+// that generation); with both damaged the open fails STATE_CORRUPT with
+// nothing launched and nothing placed in the new agent dir.
+func TestStateStore_CorruptArchiveFallsBackThenRefuses(t *testing.T) {
+	key, _ := masterKeyFile(t)
+	storeDir := t.TempDir()
+	url := "file://" + storeDir
+	eA := newFaultEnv(t)
+	agentA := agentWritableDir(t)
+	sA := startSidecar(t, "--state-dir", eA.stateDir, "--state-store", url, "--state-key-file", key)
+	sA.initialize(false)
+	oA := seedMustOpen(sA, storeParams(eA, "corrupt", agentA))
+	runTurn(t, sA, oA.Session, "t1", "alpha")
+	waitParked(t, sA, oA.Session, 1)
+	runTurn(t, sA, oA.Session, "t2", "beta")
+	waitParked(t, sA, oA.Session, 2)
+	_, _ = sA.shutdownAndExit() // the shutdown's close publishes a third time
+	type ref struct {
+		Object     string `json:"object"`
+		Generation int64  `json:"generation"`
+	}
+	readHead := func() (archive, previous ref) {
+		t.Helper()
+		var head struct{ Archive, Previous ref }
+		hb, err := os.ReadFile(findHead(t, storeDir))
+		if err != nil || json.Unmarshal(hb, &head) != nil || head.Previous.Object == "" {
+			t.Fatalf("head %s: %v", hb, err)
+		}
+		return head.Archive, head.Previous
+	}
+	damage := func(object string) {
+		t.Helper()
+		var found string
+		_ = filepath.Walk(storeDir, func(p string, fi os.FileInfo, err error) error {
+			if err == nil && !fi.IsDir() && strings.HasSuffix(p, "/"+filepath.Base(object)) {
+				found = p
+			}
+			return nil
+		})
+		if found == "" {
+			t.Fatalf("archive %s not found in the store", object)
+		}
+		b, err := os.ReadFile(found)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b[len(b)/2] ^= 0xff
+		if err := os.WriteFile(found, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	open := func() (*sidecar, *frame, string) {
+		e := newFaultEnv(t)
+		e.work = eA.work
+		agent := agentWritableDir(t)
+		s := startSidecar(t, "--state-dir", e.stateDir, "--state-store", url, "--state-key-file", key)
+		s.initialize(false)
+		return s, s.call("session/open", storeParams(e, "corrupt", agent)), agent
+	}
+	newest, previous := readHead()
+	damage(newest.Object)
+	sB, f, _ := open()
+	o := decodeResult[storeOpen](t, "open over a damaged newest archive", f)
+	if o.Restore == nil || o.Restore.Generation != previous.Generation {
+		t.Fatalf("restore %+v: want the previous archive, generation %d (the damaged one was %d)", o.Restore, previous.Generation, newest.Generation)
+	}
+	_, _ = sB.shutdownAndExit() // its retire and close publish again
+	newest, previous = readHead()
+	damage(newest.Object)
+	damage(previous.Object)
+	_, f, agent := open()
+	d := wantError(t, "open over two damaged archives", f, -32000, "STATE_CORRUPT")
+	if d.Cleanup == nil || !d.Cleanup.Complete || len(d.Cleanup.Processes) != 0 {
+		t.Errorf("refusal's cleanup %+v: want nothing launched", d.Cleanup)
+	}
+	if n := countFiles(agent); n != 0 {
+		t.Errorf("%d files were placed from damaged archives", n)
+	}
+	waitNoMarked(t, eA.mark, eA.work, 5*time.Second)
+}
