@@ -60,6 +60,12 @@ const (
 	// LifecycleRetiring is LifecycleStatus.State while a retire ends the
 	// tree and publishes; no notice names it.
 	LifecycleRetiring = protocol.LifeRetiring
+	// LifecycleEnded: the session is closing, closed or dead (status), or
+	// — said once, with Error — a session that had retired or is per-turn
+	// ended without the host's close: a revive lost the agent's session
+	// (SESSION_LOST), another sidecar took the key over (STATE_FENCED), a
+	// retire could not prove its tree gone.
+	LifecycleEnded = protocol.LifeEnded
 )
 
 // LifecycleNotice is the session/lifecycle notification {session,

@@ -215,14 +215,7 @@ func (s *session) finishRetire(proof *protocol.Proof) {
 		s.notifyEnded(ended)
 		ca := s.end.closeReq
 		s.end.closeReq = nil
-		s.notify(protocol.NotifyCleanupProof, protocol.ProofNotice{Proof: proof})
-		s.flushOut()
-		s.release()
-		if ca != nil {
-			for _, w := range ca.waiters {
-				s.replyProof(w, proof)
-			}
-		}
+		s.endWith(proof, ca, true)
 		return
 	}
 	s.treeGone()
@@ -383,9 +376,19 @@ func (s *session) reviveFailed(proof *protocol.Proof, e *protocol.Error) {
 		s.answerWaiting(e)
 		s.notifyEnded(e)
 	}
-	if !answered {
-		// No call carries the proof (data.cleanup): it goes out as a
-		// cleanup/proof.
+	// Only when no call carries the proof (data.cleanup) does it go out
+	// as a cleanup/proof.
+	s.endWith(proof, ca, !answered)
+}
+
+// endWith finishes a session that ends outside a host close of its own
+// (a lost revive, a fenced key, a retire that could not prove its tree
+// gone), once its state is closed: proof goes out as cleanup/proof when
+// sendProof, the queued frames are flushed, the connection, journal and
+// key hold are released, and a close that joined (ca) is answered with
+// the proof.
+func (s *session) endWith(proof *protocol.Proof, ca *closeAttempt, sendProof bool) {
+	if sendProof {
 		s.notify(protocol.NotifyCleanupProof, protocol.ProofNotice{Proof: proof})
 	}
 	s.flushOut()

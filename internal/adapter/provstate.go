@@ -335,9 +335,6 @@ func (s *session) endFenced(proof *protocol.Proof, during protocol.During) {
 	s.m.releaseKey(s)
 	s.notify(protocol.NotifySessionExited, protocol.ExitedNotice{Session: s.id, SessionKey: s.key, Pid: s.end.pid,
 		During: during, Reason: protocol.ExitFenced})
-	if s.end.closeReq == nil {
-		s.notify(protocol.NotifyCleanupProof, protocol.ProofNotice{Proof: proof}) // else the close's answer carries it
-	}
 	e := protocol.Domain(protocol.ErrStateFenced, "another sidecar took the session's key over in the state store; the session ended", false)
 	s.answerWaiting(e)
 	if s.life.retires > 0 || s.life.mode == protocol.LifecyclePerTurn {
@@ -345,13 +342,7 @@ func (s *session) endFenced(proof *protocol.Proof, during protocol.During) {
 	}
 	ca := s.end.closeReq
 	s.end.closeReq = nil
-	s.flushOut()
-	s.release()
-	if ca != nil {
-		for _, w := range ca.waiters {
-			s.replyProof(w, proof)
-		}
-	}
+	s.endWith(proof, ca, ca == nil) // a close's answer carries the proof
 }
 
 // publishTurn publishes after a turn of a warm session whose open asked
