@@ -95,14 +95,15 @@ export ACPX_TEST_RUN
 # The Go suite gets the packed npm tarballs (ACPX_NPM_DIST) for the Node
 # host test (internal/e2e/nodehost_test.go). After it, a second pass of the
 # e2e tests that take the default containment — cleanup, close, shutdown,
-# ledger recovery — runs under process-table containment
+# ledger recovery, per-turn retire and revive, a move through a file:// store —
+# runs under process-table containment
 # (ACPX_E2E_CONTAINMENT, the macOS mode; the containment, escape and limits
 # tests have process-table subtests in the first pass, and TestProcessTable_*
 # the SIGKILLed-sidecar recovery), beside the fuzz run and the Node client's
 # tests rather than beside the first pass: two e2e passes at once starved the
 # tests whose agent first touches 2 GiB (seedHogModes) past their 30 s
 # handshake on a loaded 2-core machine.
-E2E_PROCESS_TABLE_RUN := ^(TestCleanup_|TestClose_|TestShutdown_|TestShutdownProofs_|TestRunning_Close|TestSidecarKilled_LedgerEntryWrittenBeforeLaunchIsRecovered$$)
+E2E_PROCESS_TABLE_RUN := ^(TestCleanup_|TestClose_|TestShutdown_|TestShutdownProofs_|TestRunning_Close|TestSidecarKilled_LedgerEntryWrittenBeforeLaunchIsRecovered$$|TestPerTurn_|TestStateStore_MovesBetweenSidecarsOverFile$$)
 # (their subtests that name a mode themselves ran in the first pass)
 E2E_PROCESS_TABLE_SKIP := ^TestCleanup_GroupTerminatedAfterLeaderExits$$/^(process-group|process-table)$$
 # -timeout 12m is a guard against a hung test, not a time budget: the e2e
