@@ -73,6 +73,7 @@ type options struct {
 	stateReadMs   int64
 	maxSessions   int
 	maxLiveTrees  int
+	sweepMs       int64
 	state         stateFlags
 	printVersion  bool
 	// defaultSandbox is --default-sandbox; assumeABI --assume-landlock-abi
@@ -115,6 +116,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.IntVar(&o.assumeABI, "assume-landlock-abi", -1, "treat the kernel as offering at most this Landlock ABI (0: none); for testing how opens are refused (-1: the kernel's)")
 	fs.IntVar(&o.maxSessions, "max-sessions", 0, "live sessions admitted at once; more are refused SIDECAR_AT_CAPACITY (0: derived from the descriptor limit; docs/protocol.md §21)")
 	fs.IntVar(&o.maxLiveTrees, "max-live-trees", 0, "provider trees alive at once; an open or revive beyond it waits (FIFO) up to its reviveWaitMs, then is SIDECAR_AT_CAPACITY (0: --max-sessions; docs/protocol.md §24)")
+	fs.Int64Var(&o.sweepMs, "sweep-interval-ms", adapter.DefaultSweepInterval.Milliseconds(), "how often a running sidecar sweeps its state dirs' ledgers for the leftovers of sidecars that died (0: only at start and first use), ms")
 	o.state.register(fs)
 	fs.BoolVar(&o.printVersion, "version", false, "print the version and exit")
 	// A bad flag is one line on stderr (run prints it), not the whole usage;
@@ -162,6 +164,9 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	}
 	if err := checkMaxSessions(o.maxSessions); err != nil {
 		return nil, err
+	}
+	if o.sweepMs < 0 || (o.sweepMs > 0 && o.sweepMs < 100) {
+		return nil, fmt.Errorf("--sweep-interval-ms must be 0 (off) or at least 100")
 	}
 	if o.maxLiveTrees < 0 {
 		return nil, fmt.Errorf("--max-live-trees must be 0 (--max-sessions) or positive")
@@ -318,6 +323,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		cfg.Caps.MaxLiveTrees = cfg.Caps.MaxSessions
 	}
 	cfg.StateStore = stateStore
+	cfg.SweepInterval = ms(o.sweepMs)
 	cfg.Logger = log.Named("session")
 	environ := os.Environ()
 	cfg.Env = adapter.ProviderEnv{Base: adapter.InheritedEnv(o.inheritEnv, environ), Policy: o.inheritEnv, Sidecar: environ}

@@ -117,6 +117,11 @@ type Caps struct {
 	MaxLiveTrees int
 }
 
+// DefaultSweepInterval is --sweep-interval-ms's default: a live sidecar
+// sweeps its state dirs' ledgers for dead sidecars' leftovers once a
+// minute (sweep.go).
+const DefaultSweepInterval = time.Minute
+
 // DefaultCaps returns the caps' defaults, each defined once where the
 // layer that enforces it lives (protocol, journal, this package); the
 // sidecar's flags take theirs from here.

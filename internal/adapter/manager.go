@@ -86,6 +86,10 @@ type Config struct {
 	// sidecar's *reaper.Supervisor, or a fake in tests. nil means no
 	// containment: every open is refused with PLATFORM_UNSUPPORTED.
 	Launcher Launcher
+	// SweepInterval is how often a running sidecar sweeps the ledgers of
+	// its state dirs for dead sidecars' leftovers (--sweep-interval-ms;
+	// ≤ 0: only at start and first use; sweep.go).
+	SweepInterval time.Duration
 	// StateStore publishes and restores provider state
 	// (--state-store; docs/protocol.md §24); nil: none.
 	StateStore *statestore.Store
@@ -143,8 +147,10 @@ type Manager struct {
 	actors   sync.WaitGroup
 	retained sync.WaitGroup
 	readers  sync.WaitGroup // session/events reads
-	stopCh   chan struct{}  // closed at the end of Shutdown: stops actors
-	stopOnce sync.Once
+	// background are the manager's own loops (the live sweep, sweep.go).
+	background sync.WaitGroup
+	stopCh     chan struct{} // closed at the end of Shutdown: stops actors
+	stopOnce   sync.Once
 }
 
 // NewManager returns a Manager sending to host.
@@ -440,6 +446,7 @@ func (m *Manager) Wait() {
 	m.actors.Wait()
 	m.retained.Wait()
 	m.readers.Wait()
+	m.background.Wait()
 	m.refills.wg.Wait() // no actor is left to ask for one
 	m.releaseAllKeyLocks()
 	m.stores.closeAll()
