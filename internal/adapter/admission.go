@@ -371,6 +371,7 @@ func (s *session) admit(ctx context.Context, in admissionInput) admissionResult 
 	go s.drainStderr(tree.Stdio().Stderr)
 	conn := newACPConn(tree.Stdio().Stdin, tree.Stdio().Stdout, s.m.cfg.Caps.MaxProviderLineBytes, s.log, s.routeProviderEvent,
 		func() { s.m.stats.updatesDropped.Add(1) })
+	conn.onStdinClosed(func() { go s.post(func() { s.onStdinClosed(tree) }) })
 	s.post(func() { s.end.tree, s.conn = tree, conn })
 	go func() {
 		select {

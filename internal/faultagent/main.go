@@ -120,6 +120,8 @@
 //	                   waits for all and reports "ask-flood: <n> answered,
 //	                   <s> selected, <c> cancelled"
 //	deaf               once a session/prompt arrives, never read stdin again
+//	close-stdin        once session/new arrives, close stdin (with
+//	                   ignore-term: live on, unreachable)
 //	stdout-flood=<bytes>  each turn writes that many bytes with no newline,
 //	                   then ends the line
 //	grow-file=<path>:<bytes>  each turn extends that file by a hole of
@@ -286,7 +288,7 @@ func parseModes(list string) (config, error) {
 			err = c.elicitModes.parse(name, val, hasVal)
 		case "stream", "usage-grow":
 			err = c.journalModes.parse(name, val, hasVal)
-		case "ask-flood", "deaf", "stdout-flood", "grow-file", "plant", "escape-ledger", "inject", "ask-variants", "double-answer":
+		case "ask-flood", "deaf", "close-stdin", "stdout-flood", "grow-file", "plant", "escape-ledger", "inject", "ask-variants", "double-answer":
 			err = c.attackModes.parse(name, val, hasVal)
 		case "record", "error-new", "agent-session-id", "hog", "groupchild", "mortal-child", "new-on-term",
 			"close-error-on-term", "error-close", "slow-error-close", "stale-config", "no-config-options", "cost":
