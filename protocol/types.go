@@ -472,6 +472,19 @@ type PermissionRequestParams struct {
 	Options   json.RawMessage `json:"options"`
 	Kind      string          `json:"kind"`
 	Rule      string          `json:"rule"`
+	// AnswerRefused is set on a request sent again because the host's
+	// answer to the one before was refused: the -32602 error that answer
+	// got (data.field names the member at fault). The ask stays pending
+	// meanwhile (docs/protocol.md §9).
+	AnswerRefused *ErrorObject `json:"answerRefused,omitempty"`
+}
+
+// ErrorObject is a JSON-RPC error object {code, message, data} as it
+// travels inside another message.
+type ErrorObject struct {
+	Code    int       `json:"code"`
+	Message string    `json:"message"`
+	Data    ErrorData `json:"data"`
 }
 
 // PermissionRequestResult is the host's answer: Outcome AskSelected with

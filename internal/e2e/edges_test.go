@@ -52,3 +52,62 @@ func TestStdinClosed_NextPromptFailsAtOnce(t *testing.T) {
 	waitNoMarked(t, e.mark, e.work, 10*time.Second)
 	_, _ = s.shutdownAndExit()
 }
+
+// TestPermission_ACPNestedAnswerSelects (docs/protocol.md §9; issue 33): a
+// host that answers in ACP's own shape, {"outcome": {"outcome":
+// "selected", "optionId": …}}, selects the option (it was taken as a
+// cancel).
+func TestPermission_ACPNestedAnswerSelects(t *testing.T) {
+	e := newFaultEnv(t)
+	s := startSidecar(t, "--state-dir", e.stateDir)
+	serveHost(s, func(int, *frame) any {
+		return map[string]any{"outcome": map[string]string{"outcome": "selected", "optionId": "allow-once"}}
+	})
+	s.initialize(true)
+	o := e.open(s, "perm-nested", "permission=execute")
+	s.mustCall("session/prompt", map[string]any{"session": o.Session, "requestId": "t1", "prompt": "ask"}, nil)
+	if got := permissionChunk(s, o.Session, "t1"); got != "permission: selected allow-once" {
+		t.Errorf("agent got %q for ACP's nested answer, want \"permission: selected allow-once\"", got)
+	}
+	if d := finalDecision(t, s, o.Session, "t1"); d.Decision != "approved" || d.OptionID != "allow-once" {
+		t.Errorf("audit %+v, want approved allow-once", d)
+	}
+	closeClean(t, s, o.Session, e.mark, e.work)
+}
+
+// TestPermission_RefusedAnswerIsAskedAgain (issue 33): an answer in
+// neither shape is refused -32602: the host is asked again, the new
+// request carrying answerRefused (code -32602, data.field naming the
+// member), the ask pending meanwhile; the corrected answer then decides.
+func TestPermission_RefusedAnswerIsAskedAgain(t *testing.T) {
+	e := newFaultEnv(t)
+	s := startSidecar(t, "--state-dir", e.stateDir)
+	s.hostUnchecked.Store(true) // the first answer breaks the schema on purpose
+	h := serveHost(s, func(n int, _ *frame) any {
+		if n == 1 {
+			return map[string]string{"outcome": "approve", "optionId": "allow-once"}
+		}
+		return selected("allow-once")
+	})
+	s.initialize(true)
+	o := e.open(s, "perm-refused", "permission=execute")
+	s.mustCall("session/prompt", map[string]any{"session": o.Session, "requestId": "t1", "prompt": "ask"}, nil)
+	if got := permissionChunk(s, o.Session, "t1"); got != "permission: selected allow-once" {
+		t.Errorf("agent got %q, want the corrected answer's \"permission: selected allow-once\"", got)
+	}
+	first, second := <-h.ch, <-h.ch
+	var p1, p2 struct {
+		AnswerRefused *struct {
+			Code int `json:"code"`
+			Data struct {
+				Field string `json:"field"`
+			} `json:"data"`
+		} `json:"answerRefused"`
+	}
+	_ = json.Unmarshal(first.Params, &p1)
+	_ = json.Unmarshal(second.Params, &p2)
+	if p1.AnswerRefused != nil || p2.AnswerRefused == nil || p2.AnswerRefused.Code != -32602 || p2.AnswerRefused.Data.Field != "outcome" {
+		t.Errorf("requests' answerRefused %+v then %+v: want none, then -32602 naming outcome", p1.AnswerRefused, p2.AnswerRefused)
+	}
+	closeClean(t, s, o.Session, e.mark, e.work)
+}
