@@ -368,7 +368,8 @@ func (s *session) admit(ctx context.Context, in admissionInput) admissionResult 
 		s.post(func() { s.pub.health.ledgerErr = err }) // told and retried once admitted (persistence.go)
 	}()
 	defer func() { <-ledgerDone }()
-	go s.drainStderr(tree.Stdio().Stderr)
+	tail := newStderrTail()
+	go s.drainStderr(tree.Stdio().Stderr, tail)
 	conn := newACPConn(tree.Stdio().Stdin, tree.Stdio().Stdout, s.m.cfg.Caps.MaxProviderLineBytes, s.log, s.routeProviderEvent,
 		func() { s.m.stats.updatesDropped.Add(1) })
 	conn.onStdinClosed(func() { go s.post(func() { s.onStdinClosed(tree) }) })
@@ -411,6 +412,11 @@ func (s *session) admit(ctx context.Context, in admissionInput) admissionResult 
 			origin: protocol.OriginAdmission, closeSupported: late.closeSupported, keepConn: late.waiter != nil})
 		lateClose := <-lateDone
 		herr.Data.Cleanup = proof
+		if c := herr.Data.Code; c == protocol.ErrEnsureFailed || c == protocol.ErrHandshakeTimeout || c == protocol.ErrSessionLost {
+			// The agent's own words on why (a bad flag, a missing key), as
+			// it ended: the tree is gone, so its stderr is ending too.
+			herr.Data.Stderr = s.red.clean(tail.text(stderrSettle))
+		}
 		// docs/rules.md#r11, #r12: the handshake error first, then each cleanup
 		// error in order: the protocol close's attempts, signal deliveries,
 		// "did not exit after SIGKILL", then a late session's close attempts.
@@ -424,6 +430,7 @@ func (s *session) admit(ctx context.Context, in admissionInput) admissionResult 
 		}
 		return admissionResult{err: herr, proof: proof, lateClose: lateClose, closeSupported: late.closeSupported}
 	}
+	tail.keep(false) // admitted: nothing more is kept
 	adm.state = state
 	adm.result.Restore = restored
 	return admissionResult{adm: adm, closeSupported: late.closeSupported}

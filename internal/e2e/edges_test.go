@@ -5,6 +5,7 @@ package e2e
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 )
@@ -110,4 +111,37 @@ func TestPermission_RefusedAnswerIsAskedAgain(t *testing.T) {
 		t.Errorf("requests' answerRefused %+v then %+v: want none, then -32602 naming outcome", p1.AnswerRefused, p2.AnswerRefused)
 	}
 	closeClean(t, s, o.Session, e.mark, e.work)
+}
+
+// TestAdmission_FailureCarriesTheAgentsStderr (docs/protocol.md §5; issue
+// 33): an agent that fails its start-up (here a bad flag) or never answers
+// the handshake says why on its stderr; the open's error carries the end
+// of it in data.stderr, with the open's env values redacted.
+func TestAdmission_FailureCarriesTheAgentsStderr(t *testing.T) {
+	e := newFaultEnv(t)
+	s := startSidecar(t, "--state-dir", e.stateDir)
+	s.initialize(false)
+	secret := "sk-stderr-" + randHex(8)
+	p := e.openParams("bad-flag", "")
+	p["command"] = map[string]any{"path": faultBin, "args": []string{"--mode", secret}}
+	p["env"].(map[string]string)["PROVIDER_API_KEY"] = secret
+	f := s.call("session/open", p)
+	var d struct {
+		Code   string `json:"code"`
+		Stderr string `json:"stderr"`
+	}
+	if f.Error == nil || json.Unmarshal(f.Error.Data, &d) != nil || d.Code != "ACPX_SESSION_ENSURE_FAILED" {
+		t.Fatalf("open with a bad flag: %+v %s, want ACPX_SESSION_ENSURE_FAILED", f.Error, f.Result)
+	}
+	if !strings.Contains(d.Stderr, "unknown mode") || strings.Contains(d.Stderr, secret) || !strings.Contains(d.Stderr, "[redacted]") {
+		t.Errorf("data.stderr %q: want the agent's complaint, the secret redacted", d.Stderr)
+	}
+	p = e.openParams("hung", "hang-initialize")
+	p["handshakeTimeoutMs"] = 500
+	f = s.call("session/open", p)
+	if f.Error == nil || json.Unmarshal(f.Error.Data, &d) != nil || d.Code != "ACPX_SESSION_HANDSHAKE_TIMEOUT" || !strings.Contains(d.Stderr, "initialize") {
+		t.Errorf("handshake timeout: %+v, data.stderr %q: want the agent's log of the initialize it got", f.Error, d.Stderr)
+	}
+	waitNoMarked(t, e.mark, e.work, 10*time.Second)
+	_, _ = s.shutdownAndExit()
 }
