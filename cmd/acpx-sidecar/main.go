@@ -343,6 +343,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if o.inheritEnvOld != "" {
 		log.Warn("--inherit-env=" + o.inheritEnvOld + " is the old boolean spelling; it means --inherit-env=" + o.inheritEnv)
 	}
+	startupChecks(log, o.stateDir) // startchecks.go
 	mgr := adapter.NewManager(cfg, server)
 	log.Info("acpx-sidecar started", zap.Int("pid", os.Getpid()), zap.String("containment", initContainment(sup)),
 		zap.String("framing", o.framing), zap.Int("maxSessions", cfg.Caps.MaxSessions))

@@ -145,3 +145,29 @@ func TestAdmission_FailureCarriesTheAgentsStderr(t *testing.T) {
 	waitNoMarked(t, e.mark, e.work, 10*time.Second)
 	_, _ = s.shutdownAndExit()
 }
+
+// TestStartup_MissingTMPDIRIsSaidAtStartAndInTheError (issue 33): a
+// sidecar whose TMPDIR does not exist says so in its log at start, and a
+// sandboxed open that needs a private TMPDIR fails PLATFORM_UNSUPPORTED,
+// not retryable, naming the TMPDIR — nothing launched.
+func TestStartup_MissingTMPDIRIsSaidAtStartAndInTheError(t *testing.T) {
+	e := newFaultEnv(t)
+	missing := "/nonexistent-acpx-tmp-" + randHex(4)
+	s := startSidecarVia(t, []string{"/usr/bin/env", "TMPDIR=" + missing}, "--state-dir", e.stateDir)
+	s.initialize(false)
+	if !strings.Contains(s.stderrText(), "TMPDIR is not an existing directory") {
+		t.Errorf("no start-up line about the missing TMPDIR in the log:\n%s", s.stderrText())
+	}
+	f := s.call("session/open", e.openParams("no-tmp", ""))
+	var d struct {
+		Code      string `json:"code"`
+		Retryable bool   `json:"retryable"`
+	}
+	if f.Error == nil || json.Unmarshal(f.Error.Data, &d) != nil || d.Code != "PLATFORM_UNSUPPORTED" || d.Retryable || !strings.Contains(f.Error.Message, missing) {
+		t.Errorf("open: %+v, want PLATFORM_UNSUPPORTED, not retryable, naming %s", f.Error, missing)
+	}
+	if n := len(markedPids(e.mark, e.work)); n != 0 {
+		t.Errorf("%d processes launched", n)
+	}
+	_, _ = s.shutdownAndExit()
+}
