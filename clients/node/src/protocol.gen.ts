@@ -202,7 +202,7 @@ export type JournalEntry = {
   at: Timestamp;
 };
 /**
- * The host's answer to session/requestPermission: selected with an optionId of options[], or cancelled (docs/protocol.md §9).
+ * The host's answer to session/requestPermission: selected with an optionId of options[], or cancelled, in the flat shape or ACP's own RequestPermissionResponse shape, whose outcome is an object (docs/protocol.md §9). Any other answer is refused and the ask is sent again with answerRefused.
  *
  * Schema: `$defs/RequestPermissionResult`.
  */
@@ -213,6 +213,29 @@ export type RequestPermissionResult =
     }
   | {
       outcome: "cancelled";
+    }
+  | {
+      outcome: {
+        outcome: "selected";
+        optionId: string;
+        _meta?: {
+          [k: string]: unknown;
+        };
+      };
+      _meta?: {
+        [k: string]: unknown;
+      };
+    }
+  | {
+      outcome: {
+        outcome: "cancelled";
+        _meta?: {
+          [k: string]: unknown;
+        };
+      };
+      _meta?: {
+        [k: string]: unknown;
+      };
     };
 /**
  * ACP CreateElicitationRequest params (verbatim, an open object): mode form with requestedSchema, or url with url and elicitationId.
@@ -383,6 +406,10 @@ export interface ErrorData {
     message: string;
     [k: string]: unknown;
   };
+  /**
+   * The end of the agent's stderr (at most 4096 bytes, redacted) on an ACPX_SESSION_ENSURE_FAILED, ACPX_SESSION_HANDSHAKE_TIMEOUT or SESSION_LOST of an open or revive that launched it (docs/protocol.md §5).
+   */
+  stderr?: string;
 }
 /**
  * A cleanup proof (docs/protocol.md §12).
@@ -1486,6 +1513,7 @@ export interface RequestPermissionParams {
   options: PermissionOption[];
   kind: ToolKind;
   rule: string;
+  answerRefused?: ErrorObject;
 }
 /**
  * Params of session/permission: every permission decision, for audit (docs/protocol.md §9; timeout: §18.3). withdrawn: the agent withdrew the ask ($/cancel_request; §22).
@@ -1568,9 +1596,9 @@ export interface ExitedNotification {
   signal?: string;
   during: "idle" | "turn";
   /**
-   * oom: the kernel OOM-killed a process of the tree (docs/protocol.md §18.2 Limits); fenced: another sidecar took the key over in the state store, so this session ended (§24).
+   * oom: the kernel OOM-killed a process of the tree (docs/protocol.md §18.2 Limits); fenced: another sidecar took the key over in the state store, so this session ended (§24). stdin-closed: the agent closed its stdin and lived on; nothing could reach it, so the sidecar ended it.
    */
-  reason?: "oom" | "exit" | "signal" | "fenced";
+  reason?: "oom" | "exit" | "signal" | "fenced" | "stdin-closed";
 }
 /**
  * Params of cleanup/proof: a cleanup that finished when no response was waiting for it (docs/protocol.md §9).
