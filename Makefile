@@ -162,9 +162,14 @@ leakcheck:
 # against versitygw in child processes (publish-s, restore-s, peak-rss-MiB)
 # beside its tar|zstd floor (the Debian package zstd); the seed's full
 # 2.87 GB / 89,100-entry tree with ACPX_STATE_BENCH_FULL=1 (cached under
-# $TMPDIR/acpx-state-bench: remove it when done).
+# $TMPDIR/acpx-state-bench: remove it when done), which `make bench`
+# uses; BenchmarkSidecarStateMove (client/) moves the same tree between
+# two sidecars through versitygw (publish-s, restore-s,
+# sidecar-peak-rss-MiB: the whole sidecar's VmHWM), BenchmarkReviveOverhead
+# and BenchmarkPerTurnCapacity the per-turn lifecycle (docs/protocol.md §24).
 bench: deps versitygw
-	ACPX_VERSITYGW=$(VERSITYGW) $(GO) test -run '^$$' -bench . -benchmem -timeout 30m ./...
+	@command -v zstd >/dev/null || { echo "installing Debian's zstd for the state benchmark's floor"; apt-get install -y -qq zstd >/dev/null; }
+	ACPX_VERSITYGW=$(VERSITYGW) ACPX_STATE_BENCH_FULL=1 $(GO) test -run '^$$' -bench . -benchmem -timeout 45m ./...
 	@$(MAKE) --no-print-directory node-bench
 
 # The scale run alone, with its summary line: SCALE_SESSIONS sessions in
