@@ -152,7 +152,7 @@ func (s *session) startCleanup(reason string, origin protocol.ProofOrigin, disca
 			if discarding {
 				cleanupAttach(proof, s.discardState(s.m.stateCtx, ps, st))
 			} else {
-				cleanupAttach(proof, s.publishState(s.m.stateCtx, ps, st))
+				cleanupAttach(proof, s.publishState(s.m.stateCtx, ps, st, true, parked))
 			}
 		}
 		s.post(func() { s.finishCleanup(proof) })

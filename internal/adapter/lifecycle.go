@@ -189,7 +189,7 @@ func (s *session) startRetire(why string) {
 		if proof.Complete && ps != nil {
 			// Published once the tree is gone, before the session is
 			// parked (docs/protocol.md §24).
-			cleanupAttach(proof, s.publishState(s.m.stateCtx, ps, st))
+			cleanupAttach(proof, s.publishState(s.m.stateCtx, ps, st, true, false))
 		}
 		s.post(func() { s.finishRetire(proof) })
 	}()
@@ -265,6 +265,7 @@ var errReviveAborted = errors.New("the session is closing")
 // command (its digest checked again), env, limits and sandbox, by the
 // ordinary admission path, resuming the agent's own session.
 func (s *session) startRevive() {
+	s.rec.ps.treeLaunched() // from here a tree may change the provider state
 	s.moveTo(protocol.StateReviving)
 	s.life.reviveStarted = time.Now()
 	s.notify(protocol.NotifySessionLifecycle, protocol.LifecycleNotice{Session: s.id, SessionKey: s.key, State: protocol.LifeReviving})

@@ -39,6 +39,10 @@ type providerState struct {
 	lease   *statestore.Lease
 	sources []statestore.Source // the agent's provider-state dirs (not the record and journal)
 	fenced  bool                // under mu: another sidecar took the key over
+	// current (under mu): the store holds the provider state as it is
+	// now — published after the tree was proven gone, and no tree ran
+	// since — so a parked session's close has nothing new to publish.
+	current bool
 }
 
 // ownSourceNames are the archive names of the key's record and journal
@@ -201,8 +205,11 @@ func (s *session) acquireState(ctx context.Context, in *admissionInput) (*states
 // publishState publishes the session's provider state with its record
 // and journal (docs/protocol.md §24), off the actor, serialized per
 // session; nil without a store. A fenced lease is never used again. ctx
-// bounds it (the sidecar's shutdown cancels it).
-func (s *session) publishState(ctx context.Context, ps *providerState, st *store.Store) *protocol.Publication {
+// bounds it (the sidecar's shutdown cancels it). treeGone says the tree
+// was proven gone (a retire's or close's publication): a success then
+// makes the store current. A parked session's close whose store is
+// current publishes nothing (skipped, no error): no tree ran since.
+func (s *session) publishState(ctx context.Context, ps *providerState, st *store.Store, treeGone, parked bool) *protocol.Publication {
 	ss := s.m.stateStore()
 	if ss == nil || ps == nil || ps.lease == nil {
 		return nil
@@ -212,6 +219,9 @@ func (s *session) publishState(ctx context.Context, ps *providerState, st *store
 	if ps.fenced {
 		return &protocol.Publication{State: protocol.PublicationSkipped,
 			Error: &protocol.ProofError{Code: protocol.ErrStateFenced, Message: "another sidecar owns the key now"}}
+	}
+	if parked && ps.current {
+		return &protocol.Publication{State: protocol.PublicationSkipped}
 	}
 	start := time.Now()
 	srcs := append(append([]statestore.Source{}, ps.sources...), s.ownSources(st)...)
@@ -226,6 +236,7 @@ func (s *session) publishState(ctx context.Context, ps *providerState, st *store
 			Error: &protocol.ProofError{Code: e.Data.Code, Message: s.red.clean(e.Message)}}
 	}
 	markLocal(st, s.key, pub.Generation, s.log)
+	ps.current = treeGone
 	out := &protocol.Publication{State: protocol.PublicationPublished, Generation: pub.Generation, Object: pub.Object,
 		Bytes: pub.Bytes, Entries: pub.Entries, SHA256: pub.SHA256, Ms: pub.Ms}
 	for _, sk := range pub.Skipped {
@@ -354,7 +365,7 @@ func (s *session) publishTurn() {
 	s.flushOut()
 	s.syncJournal()
 	go func() {
-		pub := s.publishState(s.m.stateCtx, ps, st)
+		pub := s.publishState(s.m.stateCtx, ps, st, false, false)
 		s.post(func() { s.turnPublished(pub) })
 	}()
 }
@@ -382,4 +393,15 @@ func (s *session) turnPublished(pub *protocol.Publication) {
 	s.notify(protocol.NotifySessionExited, protocol.ExitedNotice{Session: s.id, SessionKey: s.key, Pid: pid,
 		During: during, Reason: protocol.ExitFenced})
 	s.startCleanup("another sidecar took the key over in the state store", protocol.OriginFenced, false, nil)
+}
+
+// treeLaunched notes that a tree runs again (a revive): what the store
+// holds may no longer be the state as it is.
+func (ps *providerState) treeLaunched() {
+	if ps == nil {
+		return
+	}
+	ps.mu.Lock()
+	ps.current = false
+	ps.mu.Unlock()
 }
