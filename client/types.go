@@ -278,6 +278,12 @@ type PermissionRequest struct {
 	Options   []PermissionOption `json:"options"`
 	Kind      string             `json:"kind"`
 	Rule      string             `json:"rule"`
+	// AnswerRefused is set when the sidecar asks again because the
+	// answer to its previous request for this ask was refused (neither
+	// the flat shape nor ACP's): that answer's -32602 error, whose
+	// Data.Field names the member at fault (docs/protocol.md §9). The
+	// client's own answers (Selected, Cancelled) are never refused.
+	AnswerRefused *protocol.ErrorObject `json:"answerRefused,omitempty"`
 }
 
 // PermissionOutcome is the host's answer to a PermissionRequest; make it
