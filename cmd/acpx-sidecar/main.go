@@ -179,6 +179,11 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	}
 	if o.shutdownMs == 0 {
 		o.shutdownMs = adapter.ShutdownFor(ms(o.closeMs), ms(o.termMs), ms(o.killMs)).Milliseconds()
+		if o.state.url != "" {
+			// Shutdown publishes every live session's provider state
+			// (docs/protocol.md §24): time for that too.
+			o.shutdownMs += adapter.ShutdownPublishAllowance.Milliseconds()
+		}
 	}
 	switch o.containment {
 	case "auto", "cgroup", "subreaper", "process-group", "process-table":
