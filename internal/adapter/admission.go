@@ -278,6 +278,16 @@ func (s *session) admit(ctx context.Context, in admissionInput) admissionResult 
 		}
 		state, restored = &providerState{lease: lease, sources: in.stateSources}, r
 	}
+	if in.revive != nil && in.revive.state != nil {
+		// A key another sidecar took over is not run on stale state: the
+		// revive ends the session fenced, nothing launched (provstate.go).
+		if e := s.verifyLease(ctx, in.revive.state); e != nil {
+			if in.exe != nil {
+				in.exe.Close()
+			}
+			return admissionResult{err: e}
+		}
+	}
 	prior := s.loadPrior(in) // admitinput.go
 	// A live-tree slot before anything is written or launched
 	// (--max-live-trees, docs/protocol.md §24); given back at once if
@@ -288,8 +298,11 @@ func (s *session) admit(ctx context.Context, in admissionInput) admissionResult 
 		}
 		if e == nil {
 			e = abortedError()
-			if errors.Is(context.Cause(ctx), errShutdownAbort) {
+			switch cause := context.Cause(ctx); {
+			case errors.Is(cause, errShutdownAbort):
 				e = protocol.Domain(protocol.ErrShuttingDown, "the sidecar shut down during admission", false)
+			case errors.Is(cause, errReviveUnneeded):
+				e = reviveUnneededError()
 			}
 		}
 		return admissionResult{err: e}
@@ -398,6 +411,8 @@ func (s *session) admit(ctx context.Context, in admissionInput) admissionResult 
 		switch {
 		case errors.Is(context.Cause(ctx), errShutdownAbort):
 			herr = protocol.Domain(protocol.ErrShuttingDown, "the sidecar shut down during admission", false)
+		case errors.Is(context.Cause(ctx), errReviveUnneeded):
+			herr = reviveUnneededError()
 		case ctx.Err() != nil:
 			herr = abortedError()
 		case hctx.Err() != nil:

@@ -17,6 +17,9 @@ import (
 type reviveInput struct {
 	backendSessionID string
 	pins             pins
+	// state is the session's provider state (nil without a store): its
+	// lease is checked before the launch (provstate.go verifyLease).
+	state *providerState
 }
 
 // prepareLaunch makes the admission worker's input on the actor: the

@@ -27,6 +27,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/acpx-sidecar/acpx-sidecar/internal/buildinfo"
+	"github.com/acpx-sidecar/acpx-sidecar/internal/cleanup"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/profiles"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/reaper"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/statestore"
@@ -426,7 +427,15 @@ func (m *Manager) Shutdown() []*protocol.Proof {
 	final := make([]shutdownProof, 0, len(proofs))
 	for i, p := range proofs {
 		if p == nil && all[i].launched() && !all[i].end.provenBeforeShutdown.Load() {
-			p = all[i].incompleteProof("shutdown bound exceeded")
+			if pp := all[i].end.proven.Load(); pp != nil {
+				// The tree was proven gone; its publication ran out the
+				// bound (it is cancelled: the local state stays).
+				p = cleanup.Copy(pp)
+				cleanup.AttachPublication(p, &protocol.Publication{State: protocol.PublicationFailed,
+					Error: &protocol.ProofError{Code: protocol.ErrStateStoreUnavailable, Message: "the shutdown bound ran out during the publication; the local state is kept"}})
+			} else {
+				p = all[i].incompleteProof("shutdown bound exceeded")
+			}
 		}
 		if p != nil {
 			out = append(out, p)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -57,15 +58,20 @@ func (m *Manager) stateStore() *statestore.Store { return m.cfg.StateStore }
 
 // stateSources resolves the open's provider-state directories in the
 // launch environment env: the open's stateDirs, else the profile's
-// (profiles.StateDir). With a store, a directory that is the sidecar's
-// own HOME, or holds the workspace or the state dir, is refused
-// STATE_CONFLICT (an archive never carries them), as is one another live
-// session of this sidecar uses (Manager.provDirs).
+// (profiles.StateDir), each with the links of its existing part resolved
+// now (before the agent runs) and published Strict: a publication refuses
+// a directory that has become a link since (statestore.Source.Strict). With
+// a store, a directory that is a system directory, is or holds the
+// sidecar's own HOME, holds the workspace, or is, holds or lies inside a
+// state dir of this sidecar is refused STATE_CONFLICT with data.paths: an
+// archive never carries them, and a restore never writes there (issue 29's
+// trial). One another live session of this sidecar uses is refused too
+// (Manager.claimStateDirs).
 func (s *session) stateSources(env []string) ([]statestore.Source, *protocol.Error) {
 	var out []statestore.Source
 	if len(s.open.StateDirs) > 0 {
 		for name, dir := range s.open.StateDirs {
-			out = append(out, statestore.Source{Name: name, Path: filepath.Clean(dir)})
+			out = append(out, statestore.Source{Name: name, Path: dir})
 		}
 	} else {
 		get := func(k string) string { return envValue(env, k) }
@@ -75,24 +81,45 @@ func (s *session) stateSources(env []string) ([]statestore.Source, *protocol.Err
 			}
 		}
 	}
-	home, _ := os.UserHomeDir()
-	for _, src := range out {
+	home := ""
+	if h, err := os.UserHomeDir(); err == nil && filepath.IsAbs(h) {
+		home = resolveExisting(h)
+	}
+	cwd := resolveExisting(s.open.Cwd)
+	var protected []string
+	for _, d := range s.m.stateDirs(s.stateDir) {
+		protected = append(protected, resolveExisting(d))
+	}
+	for i := range out {
+		real := resolveExisting(out[i].Path)
+		out[i].Path, out[i].Strict = real, true
 		bad := ""
 		switch {
-		case home != "" && (src.Path == filepath.Clean(home) || beneathAny(home, []string{src.Path})):
-			bad = "is the sidecar's own HOME (give the agent a HOME of its own, or name stateDirs)"
-		case beneathAny(s.open.Cwd, []string{src.Path}) || src.Path == filepath.Clean(s.open.Cwd):
+		case systemDir(real):
+			bad = "is a system directory"
+		case home != "" && beneathAny(home, []string{real}):
+			bad = "is or holds the sidecar's own HOME (give the agent a HOME of its own, or name stateDirs)"
+		case beneathAny(cwd, []string{real}):
 			bad = "holds the workspace (cwd), which is never archived"
-		case beneathAny(s.stateDir, []string{src.Path}) || src.Path == s.stateDir:
-			bad = "holds the state directory"
+		case beneathAny(real, protected) || holdsAny(real, protected):
+			bad = "is, holds or lies inside a state directory of this sidecar"
 		}
 		if bad != "" {
-			e := protocol.Domain(protocol.ErrStateConflict, "the provider-state directory "+src.Name+" "+bad, false)
-			e.Data.Paths = []string{src.Path}
+			e := protocol.Domain(protocol.ErrStateConflict, "the provider-state directory "+out[i].Name+" "+bad, false)
+			e.Data.Paths = []string{real}
 			return nil, e
 		}
 	}
 	return out, nil
+}
+
+// systemDirs are where no provider state may be published from or restored
+// to: the root, the system's own directories, and the kernel's
+// filesystems (and anything beneath the last).
+var systemDirs = []string{"/", "/bin", "/boot", "/etc", "/lib", "/lib32", "/lib64", "/opt", "/root", "/run", "/sbin", "/srv", "/usr", "/var", "/home"}
+
+func systemDir(p string) bool {
+	return slices.Contains(systemDirs, p) || beneathAny(p, []string{"/proc", "/sys", "/dev", "/usr", "/etc", "/boot", "/bin", "/sbin", "/lib", "/lib64"})
 }
 
 // claimStateDirs registers srcs as this session's; STATE_CONFLICT when one
@@ -171,6 +198,9 @@ func stateError(what string, err error) *protocol.Error {
 		return protocol.Domain(protocol.ErrStateCorrupt, what+": "+err.Error(), false)
 	case errors.Is(err, statestore.ErrTooLarge):
 		return protocol.Domain(protocol.ErrStateTooLarge, what+": "+err.Error(), false)
+	case errors.Is(err, statestore.ErrInvalid):
+		// A provider-state directory that became a link (Source.Strict).
+		return protocol.Domain(protocol.ErrStateConflict, what+": "+err.Error(), false)
 	}
 	return protocol.Domain(protocol.ErrStateStoreUnavailable, what+": "+err.Error(), true)
 }
@@ -182,6 +212,11 @@ func stateError(what string, err error) *protocol.Error {
 // nothing).
 func (s *session) acquireState(ctx context.Context, in *admissionInput) (*statestore.Lease, *protocol.Restore, *protocol.Error) {
 	ss := s.m.stateStore()
+	// Before the takeover: a sidecar whose master key cannot open the
+	// key's archives must not fence the key's owner (issue 29's trial).
+	if err := ss.CheckKeys(ctx, s.key); err != nil {
+		return nil, nil, stateError("the key's published state cannot be opened with this sidecar's master key", err)
+	}
 	lease, err := ss.Acquire(ctx, s.key)
 	if err != nil {
 		return nil, nil, stateError("the key could not be taken over in the state store", err)
@@ -198,6 +233,10 @@ func (s *session) acquireState(ctx context.Context, in *admissionInput) (*states
 		return lease, nil, nil
 	}
 	markLocal(in.st, s.key, r.Generation, s.log)
+	if _, err := os.Lstat(journal.SegmentPath(in.st.SessionsDir(), journal.Stem(s.key), 0)); err == nil &&
+		!slices.Contains(r.Kept, journalSource+".0") {
+		s.reserveMovedJournal(in.st) // the journal came from the archive
+	}
 	kept := append([]string{}, r.Kept...)
 	return lease, &protocol.Restore{Generation: r.Generation, Bytes: r.FileBytes, Entries: r.Entries, Ms: r.Ms, Kept: kept}, nil
 }
@@ -404,4 +443,48 @@ func (ps *providerState) treeLaunched() {
 	ps.mu.Lock()
 	ps.current = false
 	ps.mu.Unlock()
+}
+
+// movedJournalGap is how many entry numbers a restored journal skips.
+const movedJournalGap = 1 << 20
+
+// reserveMovedJournal makes the key's journal, just restored from another
+// sidecar's publication, skip movedJournalGap entry numbers with a
+// journal/gap entry ("moved"): what the previous owner wrote after its
+// last publication (its retire's proof, a fenced ending) is not here, and
+// its numbers are never reused for this sidecar's entries, so a host
+// paging session/events by afterN across the move sees the gap instead of
+// two entries under one n (issue 29's trial).
+func (s *session) reserveMovedJournal(st *store.Store) {
+	j, err := journal.Open(st.SessionsDir(), s.key, s.m.cfg.Caps.JournalMaxBytes)
+	if err != nil {
+		s.log.Warn("restored journal not opened to mark the move", zap.Error(err))
+		return
+	}
+	if err := j.Reserve(movedJournalGap, "moved: entries the previous owner wrote after its last publication are not here"); err != nil {
+		s.log.Warn("restored journal: the move's gap entry not written", zap.Error(err))
+	}
+	_ = j.Close()
+}
+
+// verifyLease checks, before a revive launches anything, that the key's
+// head is still this session's (statestore.Lease.Verify): STATE_FENCED
+// when another sidecar took the key over; a store that cannot be read now
+// is logged and the revive goes on (the next publication decides).
+func (s *session) verifyLease(ctx context.Context, ps *providerState) *protocol.Error {
+	if ps == nil || ps.lease == nil {
+		return nil
+	}
+	err := ps.lease.Verify(ctx)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, statestore.ErrFenced):
+		ps.mu.Lock()
+		ps.fenced = true
+		ps.mu.Unlock()
+		return stateError("the session cannot be revived", err)
+	}
+	s.log.Info("the key's head could not be checked before the revive; going on", zap.Error(err))
+	return nil
 }

@@ -312,6 +312,9 @@ func (s *session) providerLost(n protocol.ExitedNotice, what, reason string) {
 			Code: protocol.ErrProviderProcessLost, Message: what + " during the turn"}})
 	}
 	s.moveTo(protocol.StateDead)
+	if s.life.mode == protocol.LifecyclePerTurn || s.life.retires > 0 {
+		s.notifyEnded(protocol.Domain(protocol.ErrProviderProcessLost, what, false)) // lifecycle.go
+	}
 	s.startCleanup(reason, protocol.OriginProviderExit, false, nil)
 }
 
