@@ -224,6 +224,10 @@ func (m *Manager) Open(ctx context.Context, p protocol.OpenParams, reply Reply) 
 		reply(nil, e)
 		return
 	}
+	if e := checkSeedOpen(prof, p); e != nil { // seedcontrols.go
+		reply(nil, e)
+		return
+	}
 	if runtime.GOOS != "linux" || m.cfg.Launcher == nil {
 		reply(nil, protocol.Domain(protocol.ErrPlatformUnsupported, "this platform cannot contain a provider tree", false))
 		return

@@ -194,6 +194,13 @@ func (s *session) acquireState(ctx context.Context, in *admissionInput) (*states
 		return lease, nil, nil
 	}
 	markLocal(in.st, s.key, r.Generation, s.log)
+	// Absolute paths inside the restored state that named the old place
+	// (pi-acp's session map; provrewrite.go).
+	if changed, err := rewriteRestoredPaths(in.prof, in.stateSources); err != nil {
+		s.log.Warn("restored paths not rewritten", zap.Error(err))
+	} else if len(changed) > 0 {
+		s.log.Info("restored paths rewritten", zap.Int("files", len(changed)))
+	}
 	kept := append([]string{}, r.Kept...)
 	return lease, &protocol.Restore{Generation: r.Generation, Bytes: r.FileBytes, Entries: r.Entries, Ms: r.Ms, Kept: kept}, nil
 }

@@ -225,10 +225,12 @@ func (s *session) trackUpdate(kind updateKind, update json.RawMessage) *string {
 		if s.ctl.modes != nil && u.CurrentModeID != "" {
 			s.ctl.modes.CurrentModeID = u.CurrentModeID
 		}
+		s.checkHeld() // a drift from a held control is a breach (seedcontrols.go)
 	case "config_option_update":
 		if u.ConfigOptions != nil {
 			s.applyConfigOptions(u.ConfigOptions)
 		}
+		s.checkHeld()
 	case "usage_update":
 		// ACP UsageUpdate.cost is the session's cumulative cost: the turn's
 		// cost is its growth since the turn began (docs/rules.md#r30).
