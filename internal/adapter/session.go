@@ -202,6 +202,7 @@ func (s *session) trackUpdate(kind updateKind, update json.RawMessage) *string {
 	var u struct {
 		Kind          string            `json:"sessionUpdate"`
 		ToolCallID    string            `json:"toolCallId"`
+		ToolKind      string            `json:"kind"`
 		Status        string            `json:"status"`
 		CurrentModeID string            `json:"currentModeId"`
 		ConfigOptions []json.RawMessage `json:"configOptions"`
@@ -219,7 +220,9 @@ func (s *session) trackUpdate(kind updateKind, update json.RawMessage) *string {
 	switch u.Kind {
 	case "tool_call":
 		s.turns.toolCallStarted(u.ToolCallID)
+		s.turns.noteToolKind(u.ToolCallID, u.ToolKind)
 	case "tool_call_update":
+		s.turns.noteToolKind(u.ToolCallID, u.ToolKind)
 		return s.turns.toolCallUpdated(u.ToolCallID, u.Status)
 	case "current_mode_update":
 		if s.ctl.modes != nil && u.CurrentModeID != "" {
