@@ -85,8 +85,15 @@ func (c *controls) seedOption(control, spec string) *selectOption {
 
 // optionValues lists the values o offers (flat or grouped).
 func optionValues(o *selectOption) []string {
-	raw, _ := json.Marshal([]any{o})
-	_, vals, _ := selectValues([]json.RawMessage{raw}, o.ID)
+	vals := []string{}
+	for _, v := range o.Options {
+		if v.Value != "" {
+			vals = append(vals, v.Value)
+		}
+		for _, g := range v.Options {
+			vals = append(vals, g.Value)
+		}
+	}
 	return vals
 }
 
