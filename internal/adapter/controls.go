@@ -216,6 +216,10 @@ func (s *session) control(kind controlKind, name string, raw json.RawMessage, re
 		reply(nil, e)
 		return
 	}
+	if e := s.checkHeldControl(kind, name, raw); e != nil { // seedcontrols.go
+		reply(nil, e)
+		return
+	}
 	if mode, ok := s.modeNamed(kind, name, raw); ok {
 		// A mode in which the agent decides alone would leave the policy
 		// unenforced (docs/agents.md).
@@ -223,10 +227,6 @@ func (s *session) control(kind controlKind, name string, raw json.RawMessage, re
 			reply(nil, e)
 			return
 		}
-	}
-	if e := s.checkHeldControl(kind, name, raw); e != nil { // seedcontrols.go
-		reply(nil, e)
-		return
 	}
 	key := s.heldKey(kind, name)
 	s.ctl.held.settle(key, 1) // what the agent reports while applying it is not a breach

@@ -326,8 +326,9 @@ type agentOpen struct {
 		Current   string   `json:"currentModeId"`
 		Available []string `json:"availableModeIds"`
 	} `json:"modes"`
-	Sandbox   *sandboxResult `json:"sandbox"`
-	AgentCaps struct {
+	Sandbox       *sandboxResult    `json:"sandbox"`
+	ConfigOptions []json.RawMessage `json:"configOptions"`
+	AgentCaps     struct {
 		Capabilities struct {
 			LoadSession         bool `json:"loadSession"`
 			SessionCapabilities struct {
