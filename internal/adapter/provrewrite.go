@@ -3,7 +3,6 @@ package adapter
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -20,7 +19,8 @@ import (
 // would load an empty history. A profile's Rewrites name such files; after
 // a restore each path there that does not exist is rewritten to the file
 // with the longest matching tail of its path inside the new place of its
-// directory, when that is a regular file reached through no link.
+// directory, when that is a regular file reached through no link (a path
+// already inside it is kept).
 
 // maxRewriteBytes bounds a file rewritten after a restore.
 const maxRewriteBytes = 16 << 20
@@ -120,13 +120,15 @@ func rewriteAt(v any, path []string, fn func(string) string) any {
 }
 
 // relocated returns the new place of the absolute path p inside into: ""
-// when p exists, is not absolute, or no tail of it is a regular file
-// under into reached through no link.
+// when p is not absolute, already lies inside into, or no tail of it is
+// a regular file under into reached through no link. A path outside into
+// is rewritten even when something exists there: on this machine it may
+// be another key's HOME, never this session's state.
 func relocated(p, into string) string {
 	if !filepath.IsAbs(p) {
 		return ""
 	}
-	if _, err := os.Lstat(p); !errors.Is(err, os.ErrNotExist) {
+	if c := filepath.Clean(p); strings.HasPrefix(c, filepath.Clean(into)+"/") {
 		return ""
 	}
 	parts := strings.Split(strings.Trim(filepath.Clean(p), "/"), "/")

@@ -12,9 +12,10 @@ import (
 
 // TestRewriteRestoredPaths_PiSessionMapFollowsTheMove: pi-acp's session map
 // restored under another HOME names session files at the old HOME; after
-// the rewrite each names the same file under the new pi agent dir, a path
-// that still exists is left alone, and a tail reached through a link is
-// never taken (docs/agents.md, Pi; docs/protocol.md §24).
+// the rewrite each names the same file under the new pi agent dir — even
+// when the old path exists here (another key's HOME) —, a path with no
+// tail under it is left alone, and a tail reached through a link is never
+// taken (docs/agents.md, Pi; docs/protocol.md §24).
 func TestRewriteRestoredPaths_PiSessionMapFollowsTheMove(t *testing.T) {
 	prof, _ := profiles.Lookup("pi")
 	oldHome, newHome := filepath.Join(t.TempDir(), "a", "home"), filepath.Join(t.TempDir(), "b", "home")
@@ -30,6 +31,7 @@ func TestRewriteRestoredPaths_PiSessionMapFollowsTheMove(t *testing.T) {
 		}
 	}
 	write(filepath.Join(agent, rel), "{}\n")
+	write(filepath.Join(oldHome, ".pi", "agent", rel), "{}\n") // the old place exists here too
 	kept := filepath.Join(newHome, "elsewhere.jsonl")
 	write(kept, "{}\n")
 	// s3's tail exists only behind a link: not followed.
@@ -63,7 +65,7 @@ func TestRewriteRestoredPaths_PiSessionMapFollowsTheMove(t *testing.T) {
 		t.Errorf("s1 %q, want %q", f, filepath.Join(agent, rel))
 	}
 	if f := got.Sessions["s2"].SessionFile; f != kept {
-		t.Errorf("s2 %q: an existing path must be kept", f)
+		t.Errorf("s2 %q: a path with no tail under the agent dir must be kept", f)
 	}
 	if f := got.Sessions["s3"].SessionFile; f != m["sessions"].(map[string]any)["s3"].(map[string]any)["sessionFile"] {
 		t.Errorf("s3 %q: a tail behind a link must not be taken", f)
