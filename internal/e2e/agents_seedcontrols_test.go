@@ -179,4 +179,3 @@ func TestStoreAgent_PiMovesOverFile(t *testing.T) {
 	t.Parallel()
 	runMoveAgent(t, "pi", "file://"+t.TempDir(), nil)
 }
-
