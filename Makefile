@@ -52,8 +52,8 @@ build: deps
 
 # The main job end to end on a real agent against the loopback model:
 # `make demo` runs Codex (@agentclientprotocol/codex-acp 2.6.0);
-# `make demo AGENT=claude|gemini|opencode|codex-legacy` runs the same job on
-# another agent (internal/agentenv).
+# `make demo AGENT=claude|gemini|opencode|codex-legacy|copilot|pi|kimi|qwen`
+# runs the same job on another agent (internal/agentenv).
 AGENT ?= codex
 demo: build
 	$(BIN)/demohost --agent $(AGENT) --repo-root . --sidecar $(BIN)/acpx-sidecar --modelstub $(BIN)/modelstub
