@@ -82,6 +82,7 @@ func decideChat(req chatRequest) reply {
 	for _, m := range msgs[first:] {
 		texts = append(texts, contentText(m.Content))
 	}
+	text := latestRun(texts)
 	var declared []string
 	for _, t := range req.Tools {
 		if t.Type == "function" || t.Type == "" {
@@ -89,7 +90,7 @@ func decideChat(req chatRequest) reply {
 		}
 	}
 	tool := pickTool(chatShellTools, declared)
-	rep := decideText(strings.Join(texts, "\n")).textOnly(tool != "")
+	rep := decideText(text).textOnly(tool != "")
 	if rep.kind == KindFunctionCall {
 		rep.tool = tool
 	}

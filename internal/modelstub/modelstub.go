@@ -45,8 +45,9 @@
 //	                                                   QwenShellToolName in "tools"
 //
 // On chat completions and the Responses API "the last user message" is
-// the trailing run of user messages, joined (Kimi Code follows its prompt
-// with a `<system-reminder>` user message). A chat request whose only
+// the latest of the trailing user messages that has a `run:` (or `ask:`)
+// line, else the last one (Kimi Code follows its prompt with a
+// `<system-reminder>` user message). A chat request whose only
 // tool is ClassifierToolName (Qwen Code's permission classifier) gets one
 // call of it filling its schema (shelltools.go).
 // Except on the Responses API, requests that do not declare the shell tool

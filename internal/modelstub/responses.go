@@ -82,7 +82,7 @@ func decideResponses(body []byte) (reply, error) {
 	for _, it := range items[first : lastUser+1] {
 		texts = append(texts, contentText(it.Content))
 	}
-	text := strings.Join(texts, "\n")
+	text := latestRun(texts)
 	declared := []string{}
 	for _, t := range req.Tools {
 		if q, ok := askLine(text); ok && t.Name == ResponsesAskToolName {

@@ -41,6 +41,22 @@ var chatShellTools = []string{ChatToolName, CapitalBashToolName, QwenShellToolNa
 // and Kimi's `Bash` ({command, description}).
 var responsesShellTools = []string{ToolName, ChatToolName, CapitalBashToolName}
 
+// latestRun picks, of the trailing user messages' texts, the latest that
+// asks for a tool call (a `run:` or `ask:` line), else the last one: a
+// reminder after the prompt (Kimi Code) does not hide the prompt's
+// `run:` line, and an earlier message never overrides a later one.
+func latestRun(texts []string) string {
+	for i := len(texts) - 1; i >= 0; i-- {
+		if _, ask := askLine(texts[i]); ask || decideText(texts[i]).kind == KindFunctionCall {
+			return texts[i]
+		}
+	}
+	if len(texts) == 0 {
+		return ""
+	}
+	return texts[len(texts)-1]
+}
+
 // pickTool returns the first of known that declared holds, "" if none.
 func pickTool(known, declared []string) string {
 	for _, k := range known {
