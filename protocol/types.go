@@ -180,6 +180,15 @@ type OpenParams struct {
 	ReviveWaitMs *int64            `json:"reviveWaitMs,omitempty"`
 	StateDirs    map[string]string `json:"stateDirs,omitempty"`
 	Publish      string            `json:"publish,omitempty"`
+	// Effort and Thinking: docs/protocol.md §24, effort and thinking
+	// (protocol/seed.go): a value of the agent's effort config option, or
+	// of its thinking option (Pi's thought_level), applied and verified
+	// before the first prompt; CONTROL_UNAVAILABLE when the agent does not
+	// offer it. AllowSlashCommands lets prompts that start with "/" reach
+	// an agent whose profile guards them (Copilot).
+	Effort             string `json:"effort,omitempty"`
+	Thinking           string `json:"thinking,omitempty"`
+	AllowSlashCommands bool   `json:"allowSlashCommands,omitempty"`
 }
 
 // Identity is the admitted identity of a session (docs/rules.md#r8).

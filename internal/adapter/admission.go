@@ -53,6 +53,8 @@ type admitted struct {
 	// the open is answered.
 	recordSync *store.Pending
 	pins       pins
+	// held are the controls held against drift (seedcontrols.go).
+	held map[string]string
 	// state is the provider state's lease and sources (provstate.go);
 	// nil without a state store, and for a revive (it keeps its own).
 	state *providerState
@@ -474,6 +476,7 @@ func (s *session) admitted(a *admitted, reply Reply) {
 		s.forward(u.update, s.trackUpdate(u.kind, u.update))
 	}
 	s.turns.buffered = nil
+	s.armHeld()          // seedcontrols.go
 	s.flushExtBuffered() // ext.go
 	if ca := s.end.closeReq; ca != nil {
 		// Shutdown asked to close while the handshake was finishing.

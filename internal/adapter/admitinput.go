@@ -115,6 +115,8 @@ func (s *session) adopt(a *admitted) {
 	s.ctl.modelCtl = a.modelCtl
 	s.ctl.pins = a.pins
 	s.ctl.binding = a.result.PermissionBinding
+	s.ctl.held = heldState{values: a.held, settling: map[string]int{}}
+	s.ctl.final = admittedControls{configOpts: a.result.ConfigOptions, modes: cloneModes(a.result.Modes)}
 	if !s.state.is(protocol.StateReviving) {
 		s.rec.resumed = a.result.Resumed
 		s.rec.ps = a.state

@@ -320,6 +320,7 @@ func (s *session) finishRevive(r admissionResult) {
 		s.forward(u.update, s.trackUpdate(u.kind, u.update))
 	}
 	s.turns.buffered = nil
+	s.armHeld() // seedcontrols.go
 	s.flushExtBuffered()
 	s.flushOut()
 	if ca := s.end.closeReq; ca != nil {

@@ -217,8 +217,14 @@ func (m *Manager) Open(ctx context.Context, p protocol.OpenParams, reply Reply) 
 		reply(nil, protocol.Domain(protocol.ErrUnknownAgent, "unknown agent profile "+quoteShort(p.Agent), false))
 		return
 	}
-	// An autonomous host mode with a policy that needs asking is refused
-	// before anything is launched (docs/agents.md).
+	// A mode never selected, an agent that cannot ask, effort or thinking
+	// the profile has no option for (seedcontrols.go); an autonomous host
+	// mode with a policy that needs asking: refused before anything is
+	// launched (docs/agents.md).
+	if e := checkSeedOpen(prof, p); e != nil {
+		reply(nil, e)
+		return
+	}
 	if e := checkHostMode(prof, p, p.Mode); e != nil {
 		reply(nil, e)
 		return

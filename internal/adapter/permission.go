@@ -236,6 +236,13 @@ func (s *session) onPermission(ask *permissionAsk) {
 		return
 	}
 	head, opts := parsed.head, parsed.opts
+	if !protocol.ToolKinds[head.Kind] {
+		// ACP's toolCall here updates the call the agent announced: a
+		// kind it left out is the one it reported there.
+		if k := s.turns.toolKinds[head.ToolCallID]; k != "" {
+			head.Kind = k
+		}
+	}
 	kind := policyKind(head)
 	pa := &pendingAsk{toolCallID: head.ToolCallID, kind: kind, options: opts, size: len(ask.params)}
 	t := s.turns.turn

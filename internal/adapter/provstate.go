@@ -237,6 +237,13 @@ func (s *session) acquireState(ctx context.Context, in *admissionInput) (*states
 		!slices.Contains(r.Kept, journalSource+".0") {
 		s.reserveMovedJournal(in.st) // the journal came from the archive
 	}
+	// Absolute paths inside the restored state that named the old place
+	// (pi-acp's session map; provrewrite.go).
+	if changed, err := rewriteRestoredPaths(in.prof, in.stateSources); err != nil {
+		s.log.Warn("restored paths not rewritten", zap.Error(err))
+	} else if len(changed) > 0 {
+		s.log.Info("restored paths rewritten", zap.Int("files", len(changed)))
+	}
 	kept := append([]string{}, r.Kept...)
 	return lease, &protocol.Restore{Generation: r.Generation, Bytes: r.FileBytes, Entries: r.Entries, Ms: r.Ms, Kept: kept}, nil
 }

@@ -202,6 +202,7 @@ func (s *session) trackUpdate(kind updateKind, update json.RawMessage) *string {
 	var u struct {
 		Kind          string            `json:"sessionUpdate"`
 		ToolCallID    string            `json:"toolCallId"`
+		ToolKind      string            `json:"kind"`
 		Status        string            `json:"status"`
 		CurrentModeID string            `json:"currentModeId"`
 		ConfigOptions []json.RawMessage `json:"configOptions"`
@@ -219,16 +220,20 @@ func (s *session) trackUpdate(kind updateKind, update json.RawMessage) *string {
 	switch u.Kind {
 	case "tool_call":
 		s.turns.toolCallStarted(u.ToolCallID)
+		s.turns.noteToolKind(u.ToolCallID, u.ToolKind)
 	case "tool_call_update":
+		s.turns.noteToolKind(u.ToolCallID, u.ToolKind)
 		return s.turns.toolCallUpdated(u.ToolCallID, u.Status)
 	case "current_mode_update":
 		if s.ctl.modes != nil && u.CurrentModeID != "" {
 			s.ctl.modes.CurrentModeID = u.CurrentModeID
 		}
+		s.checkHeld() // a drift from a held control is a breach (seedcontrols.go)
 	case "config_option_update":
 		if u.ConfigOptions != nil {
 			s.applyConfigOptions(u.ConfigOptions)
 		}
+		s.checkHeld()
 	case "usage_update":
 		// ACP UsageUpdate.cost is the session's cumulative cost: the turn's
 		// cost is its growth since the turn began (docs/rules.md#r30).

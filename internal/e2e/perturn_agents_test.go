@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -137,6 +138,15 @@ func runMoveAgent(t *testing.T, name, storeURL string, wrapper []string) {
 	if oB.Restore == nil || !oB.Resumed || oB.Identity.BackendSessionID != oA.Identity.BackendSessionID {
 		t.Fatalf("open on B: restore %+v resumed %v backend %q, want A's %q restored and resumed",
 			oB.Restore, oB.Resumed, oB.Identity.BackendSessionID, oA.Identity.BackendSessionID)
+	}
+	if name == "pi" {
+		// pi-acp's session map names the session file by its absolute
+		// path: the restore rewrote it into B's HOME (provrewrite.go).
+		bHome := filepath.Join(b.homes, "moving", "home")
+		bm, err := os.ReadFile(filepath.Join(bHome, ".pi", "pi-acp", "session-map.json"))
+		if err != nil || !strings.Contains(string(bm), `"sessionFile": "`+bHome+"/.pi/agent/sessions/") {
+			t.Fatalf("pi-acp's session map after the restore (%v): %s; want its session file under %s", err, bm, bHome)
+		}
 	}
 	second := "Which word did I ask you to remember?"
 	if st := b.prompt(oB.Session, "t2", second); st != "completed" {

@@ -70,6 +70,11 @@
 //	                   (an agent that does not persist them)
 //	load-without-modes  session/load and session/resume answers carry no
 //	                   modes
+//	controls           sessions offer effort, thought_level and allow_all
+//	                   config options; "drift:<id>=<value>" in a prompt sets
+//	                   one on the agent's own (modes_controls.go)
+//	receipts           "receipt:<variant>" in a prompt sends Grok's usage
+//	                   notification (modes_controls.go)
 //	recall             each turn first says "recall: <n> earlier prompts:
 //	                   <p1>|<p2>…" (the session's earlier prompts)
 //	resume             advertise sessionCapabilities.resume; session/resume
@@ -198,15 +203,17 @@ type config struct {
 	closeUnsupported bool
 	hangClose        bool
 	slowTurn         time.Duration
-	permCostModes    // permission-title (modes_permcost.go)
-	authModes        // auth (modes_auth.go)
-	seedModes        // record, error-new, hog, new-on-term, ... (modes_seed.go)
-	journalModes     // stream, usage-grow (modes_journal.go)
-	limitModes       // turn-hog, turn-forkbomb (modes_limits.go)
-	attackModes      // ask-flood, deaf, stdout-flood, ... (modes_attack.go)
-	sandboxModes     // probe (modes_sandbox.go)
-	extModes         // ext-notify, ext-ask, caps, auth-terminal, auth-fail, tap (modes_ext.go)
-	elicitModes      // elicit, elicit-withdraw, permission-withdraw (modes_elicit.go)
+	permCostModes         // permission-title (modes_permcost.go)
+	authModes             // auth (modes_auth.go)
+	seedModes             // record, error-new, hog, new-on-term, ... (modes_seed.go)
+	journalModes          // stream, usage-grow (modes_journal.go)
+	limitModes            // turn-hog, turn-forkbomb (modes_limits.go)
+	attackModes           // ask-flood, deaf, stdout-flood, ... (modes_attack.go)
+	sandboxModes          // probe (modes_sandbox.go)
+	extModes              // ext-notify, ext-ask, caps, auth-terminal, auth-fail, tap (modes_ext.go)
+	elicitModes           // elicit, elicit-withdraw, permission-withdraw (modes_elicit.go)
+	controls         bool // modes_controls.go
+	receipts         bool // modes_controls.go
 	stateDir         string
 }
 
@@ -233,6 +240,10 @@ func parseModes(list string) (config, error) {
 		var n int
 		switch name {
 		case "normal":
+		case "controls":
+			c.controls = true
+		case "receipts":
+			c.receipts = true
 		case "hang-initialize":
 			c.hangInitialize = true
 		case "hang-new":

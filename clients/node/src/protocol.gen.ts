@@ -131,7 +131,8 @@ export type DataCode =
   | "STATE_TOO_LARGE"
   | "STATE_CONFLICT"
   | "STATE_STORE_UNAVAILABLE"
-  | "CONTROL_UNAVAILABLE";
+  | "CONTROL_UNAVAILABLE"
+  | "POLICY_BREACH";
 /**
  * Every error the sidecar sends (docs/protocol.md §5): the numeric code, a secret-free message, and data. The JSON-RPC-level codes carry fixed data codes (the numeric table of §5).
  *
@@ -195,7 +196,8 @@ export type JournalEntry = {
     | "session/elicitation"
     | "session/elicitationDecided"
     | "session/elicitationComplete"
-    | "session/lifecycle";
+    | "session/lifecycle"
+    | "session/policyBreach";
   params: {
     [k: string]: unknown;
   };
@@ -917,6 +919,18 @@ export interface OpenParams {
    * "turn": publish the provider state after every turn too (docs/protocol.md §24).
    */
   publish?: "turn";
+  /**
+   * A value of the agent's effort config option (its id "effort", or the profile's; e.g. low, medium, high, xhigh), applied and verified before the first prompt and held against drift; CONTROL_UNAVAILABLE when the agent does not offer it, with nothing left running (docs/protocol.md §24).
+   */
+  effort?: string;
+  /**
+   * A value of the agent's thinking config option (category thought_level, or the profile's; Pi: off, minimal, low, medium, high), applied, verified and held like effort (docs/protocol.md §24).
+   */
+  thinking?: string;
+  /**
+   * Lets prompts that start with "/" reach an agent whose profile guards them (copilot: its own commands can turn approvals off); default false: such a prompt is refused -32602 (docs/protocol.md §24).
+   */
+  allowSlashCommands?: boolean;
 }
 /**
  * A session's admitted identity (docs/protocol.md §8 session/open result).
@@ -1682,6 +1696,19 @@ export interface LifecycleNotification {
   proof?: Proof;
   error?: TurnError;
 }
+/**
+ * Params of session/policyBreach: the agent moved a control the sidecar holds (its asking mode, an asking config option such as Copilot's allow_all, the open's effort or thinking) away from the value held; the turn it happened in (requestId, null between turns) ended failed POLICY_BREACH; restored says whether the sidecar set it back and verified it (false: prompts stay refused POLICY_BREACH) (docs/protocol.md §24).
+ *
+ * Schema: `$defs/PolicyBreachNotification`.
+ */
+export interface PolicyBreachNotification {
+  session: SessionId;
+  requestId: string | null;
+  control: string;
+  held: string;
+  reported: string;
+  restored: boolean;
+}
 
 /* Definitions that name another one. */
 export type ShutdownParams = EmptyParams;
@@ -1752,4 +1779,6 @@ export interface ProtocolMethods {
   "session/agentSessions": { kind: "request"; direction: "host"; params: AgentSessionsParams; result: AgentSessionsResult };
   /** docs/protocol.md §24 */
   "session/lifecycle": { kind: "notification"; direction: "sidecar"; params: LifecycleNotification };
+  /** docs/protocol.md §24 */
+  "session/policyBreach": { kind: "notification"; direction: "sidecar"; params: PolicyBreachNotification };
 }
