@@ -89,6 +89,9 @@ type Options struct {
 	// OnPolicyBreach receives session/policyBreach notifications: an agent
 	// moved a held control (docs/protocol.md §24).
 	OnPolicyBreach func(PolicyBreachNotice)
+	// OnNetwork receives session/network notifications: the audit of a
+	// tree's connections through its allow list (docs/protocol.md §19.1).
+	OnNetwork func(NetworkNotice)
 	// OnUpdate receives the session/update notifications that no running
 	// Prompt call claims: updates outside turns (requestId null, e.g. the
 	// ones buffered during admission) and late updates of earlier turns.

@@ -337,6 +337,11 @@ func (h handler) Handle(ctx context.Context, conn *jsonrpc2.Conn, req *jsonrpc2.
 		if f := c.opts.OnPolicyBreach; f != nil && json.Unmarshal(params, &n) == nil {
 			c.events.push(func() { f(n) })
 		}
+	case protocol.NotifySessionNetwork:
+		var n NetworkNotice
+		if f := c.opts.OnNetwork; f != nil && json.Unmarshal(params, &n) == nil {
+			c.events.push(func() { f(n) })
+		}
 	case "session/journal":
 		var n JournalNotice
 		if f := c.opts.OnJournal; f != nil && json.Unmarshal(params, &n) == nil {

@@ -138,10 +138,14 @@ type Command struct {
 // (memory.max, bytes), Pids (pids.max) and CPUPercent (cpu.max, percent of
 // one CPU). Zero leaves the sidecar's default. A sidecar whose containment
 // cannot enforce a limit refuses the open with PLATFORM_UNSUPPORTED.
+// Connections (1-65536; zero: the default, 256) bounds the connections
+// the tree may have open at once through a Sandbox.Network allow list
+// (docs/protocol.md §19.1); it is no cgroup limit.
 type Limits struct {
 	MemoryBytes int64 `json:"memoryBytes,omitempty"`
 	Pids        int64 `json:"pids,omitempty"`
 	CPUPercent  int64 `json:"cpuPercent,omitempty"`
+	Connections int64 `json:"connections,omitempty"`
 }
 
 // OpenParams are the params of session/open (docs/protocol.md §8). Empty
@@ -224,7 +228,8 @@ type PolicyBreachNotice = protocol.PolicyBreachNotice
 
 // Sandbox is `sandbox` of session/open (docs/protocol.md §19): filesystem
 // "workspace", "strict" or "off"; extra writable and readable directories;
-// network "all", "none" or connectTcp ports; signals "own-tree" or "all".
+// network "all", "none", connectTcp ports or an allow list of destinations
+// (AllowNetwork, docs/protocol.md §19.1); signals "own-tree" or "all".
 // An explicit sandbox the sidecar's machine cannot enforce is refused
 // PLATFORM_UNSUPPORTED; one that would make a never-writable path
 // writable, SANDBOX_CONFLICT.

@@ -146,6 +146,9 @@ type StatsResult struct {
 	// LiveTrees: provider trees alive now (live-tree slots held), the
 	// launches waiting for one, and --max-live-trees (docs/protocol.md §24).
 	LiveTrees StatsLiveTrees `json:"liveTrees"`
+	// Network: every session's connections through an allow list since
+	// this sidecar started (docs/protocol.md §19.1).
+	Network NetworkTotals `json:"network"`
 }
 
 // StatsLiveTrees is sidecar/stats `liveTrees`.

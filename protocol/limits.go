@@ -44,9 +44,16 @@ type Limits struct {
 	MemoryBytes *int64 `json:"memoryBytes,omitempty"`
 	Pids        *int64 `json:"pids,omitempty"`
 	CPUPercent  *int64 `json:"cpuPercent,omitempty"`
+	// Connections bounds the connections the tree may have open at once
+	// through `sandbox.network.allow` (MinConnections-MaxConnections;
+	// DefaultConnections when absent; docs/protocol.md §19.1). It is no
+	// cgroup limit: Any does not count it, and it means nothing without
+	// an allow list.
+	Connections *int64 `json:"connections,omitempty"`
 }
 
-// Any reports whether l sets at least one non-zero limit.
+// Any reports whether l sets at least one non-zero cgroup limit
+// (memoryBytes, pids, cpuPercent).
 func (l *Limits) Any() bool {
 	return l != nil && (nz(l.MemoryBytes) || nz(l.Pids) || nz(l.CPUPercent))
 }
@@ -80,6 +87,10 @@ func (l *Limits) validate() *Error {
 		if c.v != nil && *c.v != 0 && (*c.v < c.min || *c.v > c.max) {
 			return InvalidParams(c.field, c.field+" must be 0 (no limit) or "+strconv.FormatInt(c.min, 10)+"-"+strconv.FormatInt(c.max, 10))
 		}
+	}
+	if c := l.Connections; c != nil && (*c < MinConnections || *c > MaxConnections) {
+		return InvalidParams("limits.connections", "limits.connections must be "+strconv.Itoa(MinConnections)+"-"+strconv.Itoa(MaxConnections)+
+			" (connections open at once; there is no unbounded setting)")
 	}
 	return nil
 }

@@ -3,7 +3,6 @@ package protocol
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -71,14 +70,27 @@ func (s *Sandbox) UnmarshalJSON(b []byte) error {
 }
 
 // SandboxNetwork is `sandbox.network`: on the wire the string "all" or
-// "none", or the object {"connectTcp": [ports]} (Mode NetworkConnectTCP).
+// "none", the object {"connectTcp": [ports]} (Mode NetworkConnectTCP) or
+// the object {"allow": [entries]} (Mode NetworkAllow, docs/protocol.md
+// §19.1; in an open result the entries in canonical form).
 type SandboxNetwork struct {
 	Mode       string
 	ConnectTCP []int
+	Allow      []string
+	// bad: the wire form was none of these; validate refuses it -32602
+	// sandbox.network (the decoder's own error would name no field).
+	bad bool
 }
 
 // MarshalJSON writes the wire form.
 func (n SandboxNetwork) MarshalJSON() ([]byte, error) {
+	if n.Mode == NetworkAllow {
+		entries := n.Allow
+		if entries == nil {
+			entries = []string{}
+		}
+		return json.Marshal(map[string][]string{"allow": entries})
+	}
 	if n.Mode == NetworkConnectTCP {
 		ports := n.ConnectTCP
 		if ports == nil {
@@ -89,8 +101,11 @@ func (n SandboxNetwork) MarshalJSON() ([]byte, error) {
 	return json.Marshal(n.Mode)
 }
 
-// UnmarshalJSON reads the wire form; any other shape is an error
-// (session/open answers -32602, field sandbox.network).
+// networkShapes names the wire forms of sandbox.network.
+const networkShapes = `sandbox.network must be "all", "none", {"connectTcp": [ports]} or {"allow": ["name:port", "*.domain:port", "IP:port", "[IPv6]:port"]}`
+
+// UnmarshalJSON reads the wire form; any other shape is refused by
+// validation (session/open answers -32602, field sandbox.network).
 func (n *SandboxNetwork) UnmarshalJSON(b []byte) error {
 	b = bytes.TrimSpace(b)
 	if len(b) > 0 && b[0] == '"' {
@@ -98,16 +113,23 @@ func (n *SandboxNetwork) UnmarshalJSON(b []byte) error {
 		if err := json.Unmarshal(b, &s); err != nil {
 			return err
 		}
-		*n = SandboxNetwork{Mode: s}
+		// The object modes are not strings on the wire.
+		*n = SandboxNetwork{Mode: s, bad: s == NetworkAllow || s == NetworkConnectTCP}
 		return nil
 	}
 	var o struct {
-		ConnectTCP *[]int `json:"connectTcp"`
+		ConnectTCP *[]int    `json:"connectTcp"`
+		Allow      *[]string `json:"allow"`
 	}
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(&o); err != nil || o.ConnectTCP == nil {
-		return errors.New(`sandbox.network must be "all", "none" or {"connectTcp": [ports]}`)
+	if err := dec.Decode(&o); err != nil || (o.ConnectTCP == nil) == (o.Allow == nil) {
+		*n = SandboxNetwork{bad: true}
+		return nil
+	}
+	if o.Allow != nil {
+		*n = SandboxNetwork{Mode: NetworkAllow, Allow: *o.Allow}
+		return nil
 	}
 	*n = SandboxNetwork{Mode: NetworkConnectTCP, ConnectTCP: *o.ConnectTCP}
 	return nil
@@ -137,11 +159,15 @@ type SandboxResult struct {
 // is the filesystem mode opens get when they name none (--default-sandbox
 // as in force: "off" when the default asked for cannot be enforced).
 type SandboxCaps struct {
-	LandlockABI   int    `json:"landlockAbi"`
-	Filesystem    bool   `json:"filesystem"`
-	ConnectTCP    bool   `json:"connectTcp"`
-	Signals       bool   `json:"signals"`
-	NetworkNone   bool   `json:"networkNone"`
+	LandlockABI int  `json:"landlockAbi"`
+	Filesystem  bool `json:"filesystem"`
+	ConnectTCP  bool `json:"connectTcp"`
+	Signals     bool `json:"signals"`
+	NetworkNone bool `json:"networkNone"`
+	// NetworkAllow: network {"allow": [...]} is enforceable (a network
+	// namespace with a TUN device the sidecar makes; docs/protocol.md
+	// §19.1).
+	NetworkAllow  bool   `json:"networkAllow"`
 	ReadOnlyBinds bool   `json:"readOnlyBinds"`
 	Default       string `json:"default"`
 	Reason        string `json:"reason,omitempty"`
@@ -172,6 +198,9 @@ func (s *Sandbox) validate() *Error {
 		}
 	}
 	if n := s.Network; n != nil {
+		if n.bad {
+			return InvalidParams("sandbox.network", networkShapes)
+		}
 		switch n.Mode {
 		case NetworkAll, NetworkNone:
 		case NetworkConnectTCP:
@@ -180,8 +209,12 @@ func (s *Sandbox) validate() *Error {
 					return InvalidParams("sandbox.network.connectTcp."+strconv.Itoa(i), "ports must be 1-65535")
 				}
 			}
+		case NetworkAllow:
+			if e := validateAllow(n.Allow); e != nil {
+				return e
+			}
 		default:
-			return InvalidParams("sandbox.network", `sandbox.network must be "all", "none" or {"connectTcp": [ports]}`)
+			return InvalidParams("sandbox.network", networkShapes)
 		}
 	}
 	switch s.Signals {

@@ -421,6 +421,9 @@ type StatusResult struct {
 	// Store: the key's head in the state store as this session last saw
 	// it; nil without --state-store (docs/protocol.md §24).
 	Store *StoreStatus `json:"store,omitempty"`
+	// Network: the tree's connections through its allow list so far
+	// (docs/protocol.md §19.1); nil without sandbox.network.allow.
+	Network *NetworkTotals `json:"network,omitempty"`
 }
 
 // ListEntry is one session in `session/list`.

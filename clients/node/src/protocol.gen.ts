@@ -144,7 +144,7 @@ export type ErrorObject = {
   data: ErrorData;
 };
 /**
- * sandbox.network (docs/protocol.md §19 Sandbox): "all" (no restriction), "none" (a new network namespace, its own loopback only) or {"connectTcp": [ports]} (TCP connect only to those ports, no bind; Landlock).
+ * sandbox.network (docs/protocol.md §19 Sandbox, §19.1 Egress by name): "all" (no restriction), "none" (a new network namespace, its own loopback only), {"connectTcp": [ports]} (TCP connect only to those ports, no bind; Landlock) or {"allow": [entries]} (a network namespace in which exactly the listed destinations are reachable, by name: "name:port", "*.domain:port", "IPv4:port", "[IPv6]:port"; every connection audited as session/network).
  *
  * Schema: `$defs/SandboxNetwork`.
  */
@@ -152,6 +152,14 @@ export type SandboxNetwork =
   | ("all" | "none")
   | {
       connectTcp: number[];
+    }
+  | {
+      /**
+       * The destinations, at most 256: "api.openai.com:443", "*.anthropic.com:443" (any name one or more labels below the domain), "127.0.0.1:8787", "[::1]:8787". In an open result, in canonical form.
+       *
+       * @maxItems 256
+       */
+      allow: string[];
     };
 /**
  * session/open lifecycle: "warm" (default), "per-turn", or {mode: "warm", idleRetireMs} (docs/protocol.md §24).
@@ -197,7 +205,8 @@ export type JournalEntry = {
     | "session/elicitationDecided"
     | "session/elicitationComplete"
     | "session/lifecycle"
-    | "session/policyBreach";
+    | "session/policyBreach"
+    | "session/network";
   params: {
     [k: string]: unknown;
   };
@@ -632,6 +641,10 @@ export interface SandboxCapabilities {
    */
   networkNone: boolean;
   /**
+   * network {"allow": [...]} (a network namespace with a TUN device, made by the sidecar: CAP_SYS_ADMIN, CAP_NET_ADMIN, /dev/net/tun).
+   */
+  networkAllow: boolean;
+  /**
    * Never-writable paths inside writable ones can be kept read-only (a private mount namespace: CAP_SYS_ADMIN); without it such an open is SANDBOX_CONFLICT.
    */
   readOnlyBinds: boolean;
@@ -763,6 +776,10 @@ export interface Limits {
    * cgroup cpu.max as percent of one CPU (200 = two CPUs); 0 = none.
    */
   cpuPercent?: number;
+  /**
+   * Connections the tree may have open at once through sandbox.network.allow (docs/protocol.md §19.1); default 256; one past it is reset at once and audited denied. No cgroup limit.
+   */
+  connections?: number;
 }
 /**
  * session/open sandbox (docs/protocol.md §19 Sandbox): the kernel sandbox of the provider tree (Landlock + no_new_privs, a network namespace for network none). Members left out take the sidecar's default (--default-sandbox; signals own-tree whenever a filesystem sandbox is on; network all). An explicit sandbox this machine cannot enforce is PLATFORM_UNSUPPORTED, nothing launched.
@@ -1205,6 +1222,17 @@ export interface Resources {
   pidsLimitHits?: number | null;
 }
 /**
+ * Connections of a tree through its allow list (docs/protocol.md §19.1): allowed connections, denied attempts (every one, also those whose session/network was rate-limited), and the bytes of ended connections each way (TCP payload).
+ *
+ * Schema: `$defs/NetworkTotals`.
+ */
+export interface NetworkTotals {
+  allowed: number;
+  denied: number;
+  bytesOut: number;
+  bytesIn: number;
+}
+/**
  * Result of session/status (docs/protocol.md §8).
  *
  * Schema: `$defs/StatusResult`.
@@ -1260,6 +1288,7 @@ export interface StatusResult {
     publishedAt?: Timestamp;
     owner: StoreOwner;
   };
+  network?: NetworkTotals;
 }
 /**
  * Schema: `$defs/StoreOwner`.
@@ -1472,6 +1501,7 @@ export interface StatsResult {
     waiting: number;
     max?: number;
   };
+  network: NetworkTotals;
 }
 /**
  * An ACP SessionUpdate verbatim.
@@ -1709,6 +1739,40 @@ export interface PolicyBreachNotification {
   reported: string;
   restored: boolean;
 }
+/**
+ * Params of session/network: one connection of the tree (decision allowed, sent when it ends, with its bytes and life in ms) or one refused attempt (decision denied, at least once per destination per turn), journaled like every session notification (docs/protocol.md §19.1).
+ *
+ * Schema: `$defs/NetworkNotification`.
+ */
+export interface NetworkNotification {
+  session: SessionId;
+  sessionKey: SessionKey;
+  /**
+   * The turn running when the connection was made; absent outside a turn.
+   */
+  requestId?: string;
+  /**
+   * What the tree asked for: "name:port", "1.2.3.4:443", "[2001:db8::1]:443", a DNS name alone (a refused lookup), "udp 8.8.8.8:53" (a datagram).
+   */
+  destination: string;
+  decision: "allowed" | "denied";
+  /**
+   * Why it was denied ("not listed", "name not listed", "connection limit", "too many names", "not tcp"), or why an allowed connection carried nothing ("connect: …").
+   */
+  reason?: string;
+  /**
+   * Bytes the tree sent to the destination.
+   */
+  bytesOut: number;
+  /**
+   * Bytes the tree received from it.
+   */
+  bytesIn: number;
+  /**
+   * The connection's life in milliseconds (0 for a denied attempt).
+   */
+  ms: number;
+}
 
 /* Definitions that name another one. */
 export type ShutdownParams = EmptyParams;
@@ -1781,4 +1845,6 @@ export interface ProtocolMethods {
   "session/lifecycle": { kind: "notification"; direction: "sidecar"; params: LifecycleNotification };
   /** docs/protocol.md §24 */
   "session/policyBreach": { kind: "notification"; direction: "sidecar"; params: PolicyBreachNotification };
+  /** docs/protocol.md §19.1 */
+  "session/network": { kind: "notification"; direction: "sidecar"; params: NetworkNotification };
 }

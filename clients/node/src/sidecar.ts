@@ -43,6 +43,7 @@ import type {
   LifecycleNotice,
   LifecycleNoticeState,
   ListEntry,
+  NetworkNotice,
   OpenParams,
   OpenResult,
   PermissionDecision,
@@ -69,6 +70,7 @@ export interface SidecarEvents {
   permission: [PermissionDecision];
   journal: [JournalNotice];
   lifecycle: [LifecycleNotice];
+  network: [NetworkNotice];
   extNotification: [ExtNotice];
   elicitationDecided: [ElicitationDecidedNotification];
   elicitationComplete: [ElicitationCompleteNotification];
@@ -95,6 +97,10 @@ export interface SidecarEvents {
  *   `proof`, which also comes as a `"proof"` event), is `reviving`, or is
  *   `live` again; `parked` with `error` after a failed revive
  *   (docs/protocol.md §24; Session.waitLifecycle waits for one state);
+ * - `"network"` (NetworkNotice): `session/network`: one connection of a tree
+ *   through its `sandbox.network.allow` list (`allowed`, when it ends, with
+ *   its bytes) or one refused attempt (`denied`, at least once per
+ *   destination per turn) (docs/protocol.md §19.1);
  * - `"extNotification"` (ExtNotice): `session/extNotification`: an agent's
  *   `_…` notification, params verbatim (docs/protocol.md §23);
  * - `"exit"` (ExitStatus): the **sidecar process** ended (after its stdout
@@ -173,6 +179,7 @@ export class Sidecar extends EventEmitter<SidecarEvents> {
     });
     conn.onNotification("cleanup/proof", (p: { proof: CleanupProof }) => void this.emit("proof", p.proof));
     conn.onNotification("session/journal", (p: JournalNotice) => void this.emit("journal", p));
+    conn.onNotification("session/network", (p: NetworkNotice) => void this.emit("network", p));
     conn.onNotification("session/extNotification", (p: ExtNotice) => void this.emit("extNotification", p));
     conn.onRequest("session/requestPermission", (p: PermissionRequest, token) => this.answer(p, token));
     installElicitation(this, conn, onElicitation);

@@ -35,6 +35,14 @@ export type LifecycleNotice = wire.LifecycleNotification;
 export type LifecycleNoticeState = wire.LifecycleNotification["state"];
 /** session/policyBreach: the agent moved a control the sidecar holds (docs/protocol.md §24). */
 export type PolicyBreachNotice = wire.PolicyBreachNotification;
+/** session/network: one connection of the tree through its allow list
+ * (`decision: "allowed"`, sent when it ends, with `bytesOut`, `bytesIn` and
+ * `ms`) or one refused attempt (`"denied"`, at least once per destination
+ * per turn) (docs/protocol.md §19.1). */
+export type NetworkNotice = wire.NetworkNotification;
+/** session/status `network` and sidecar/stats `network`: connections
+ * allowed, attempts denied, bytes each way (docs/protocol.md §19.1). */
+export type NetworkTotals = wire.NetworkTotals;
 /** A range of journal entry numbers a reader will not find, and why. */
 export type JournalGap = wire.JournalGap;
 /** What Session.prompt takes: session/prompt params without `session`. */
