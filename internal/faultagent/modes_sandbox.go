@@ -36,6 +36,7 @@ import (
 //	                     child <probe>     run <probe> in a setsid'd re-execution
 //	                                       of this binary (a descendant outside the
 //	                                       provider's session) and report its result
+//	                     http, resolve, flood, udp  the network probes (modes_net.go)
 type sandboxModes struct {
 	probe bool
 }
@@ -135,6 +136,9 @@ func probe(line string) string {
 			return "child: " + result(err)
 		}
 		return strings.TrimSpace(string(out))
+	}
+	if r, ok := netProbe(verb, arg); ok { // modes_net.go
+		return r
 	}
 	return "unknown probe"
 }
