@@ -300,9 +300,11 @@ func command(a Agent, repoRoot string) (Command, error) {
 }
 
 // checkStubURL accepts "http://HOST:PORT" (an optional trailing "/") with a
-// loopback HOST and returns it without the slash. Anything that could make
-// an agent leave the machine, or would need escaping in a config file, is
-// refused.
+// loopback HOST, or a name of the reserved .test domain (RFC 6761: never
+// resolved on the internet; the egress tests pin it to loopback with the
+// sidecar's --resolve, docs/protocol.md §19.1), and returns it without the
+// slash. Anything that could make an agent leave the machine, or would
+// need escaping in a config file, is refused.
 func checkStubURL(s string) (string, error) {
 	u, err := url.Parse(s)
 	if err != nil {
@@ -313,7 +315,7 @@ func checkStubURL(s string) (string, error) {
 		return "", fmt.Errorf("agentenv: stub URL %q must be http://HOST:PORT with nothing after the port", s)
 	}
 	host := u.Hostname()
-	if host != "localhost" {
+	if host != "localhost" && !testName(host) {
 		ip := net.ParseIP(host)
 		if ip == nil || !ip.IsLoopback() {
 			return "", fmt.Errorf("agentenv: stub URL host %q is not loopback (127.0.0.1, ::1 or localhost)", host)
@@ -323,6 +325,21 @@ func checkStubURL(s string) (string, error) {
 		return "", errors.New("agentenv: stub URL needs an explicit port")
 	}
 	return "http://" + u.Host, nil
+}
+
+// testName reports whether host is a DNS name below the reserved "test"
+// top-level domain (letters, digits and '-' only).
+func testName(host string) bool {
+	name, ok := strings.CutSuffix(strings.ToLower(host), ".test")
+	if !ok || name == "" {
+		return false
+	}
+	for _, l := range strings.Split(name, ".") {
+		if l == "" || strings.Trim(l, "abcdefghijklmnopqrstuvwxyz0123456789-") != "" {
+			return false
+		}
+	}
+	return true
 }
 
 // mkdirs creates dir and its parents (0700).

@@ -88,7 +88,8 @@ func TestNamesAndLookup(t *testing.T) {
 	}
 }
 
-// TestCheckStubURL: only http://LOOPBACK:PORT is accepted.
+// TestCheckStubURL: only http://LOOPBACK:PORT, or a name of the reserved
+// .test domain (the egress tests pin it with --resolve), is accepted.
 func TestCheckStubURL(t *testing.T) {
 	for in, want := range map[string]string{
 		"http://127.0.0.1:4321":  "http://127.0.0.1:4321",
@@ -96,6 +97,8 @@ func TestCheckStubURL(t *testing.T) {
 		"http://127.9.9.9:1":     "http://127.9.9.9:1",
 		"http://[::1]:80":        "http://[::1]:80",
 		"http://localhost:8080":  "http://localhost:8080",
+		"http://model.test:8080": "http://model.test:8080",
+		"http://a.b.test:1":      "http://a.b.test:1",
 	} {
 		if got, err := checkStubURL(in); err != nil || got != want {
 			t.Errorf("checkStubURL(%q) = %q, %v; want %q", in, got, err, want)
@@ -105,6 +108,7 @@ func TestCheckStubURL(t *testing.T) {
 		"", "127.0.0.1:4321", "https://127.0.0.1:4321", "http://127.0.0.1", "http://10.0.0.1:80",
 		"http://example.com:80", "http://127.0.0.1:80/v1", "http://127.0.0.1:80?x=1", "http://u:p@127.0.0.1:80",
 		"http://127.0.0.1:80#f", `http://127.0.0.1:80/"`, "http://0.0.0.0:80",
+		"http://test:80", "http://.test:80", "http://model.test.evil:80", "http://a..test:80", "http://a_b.test:80",
 	} {
 		if got, err := checkStubURL(in); err == nil {
 			t.Errorf("checkStubURL(%q) = %q, want an error", in, got)
