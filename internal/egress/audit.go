@@ -78,6 +78,21 @@ func (t *Totals) Add(o Totals) {
 	t.BytesIn += o.BytesIn
 }
 
+// Counters are totals shared by several sessions (sidecar/stats
+// `network`, docs/protocol.md §17): every session's auditor adds to them
+// as it counts. The zero value is ready; safe for concurrent use.
+type Counters struct {
+	allowed, denied, bytesOut, bytesIn atomic.Uint64
+}
+
+// Totals reads the counters.
+func (c *Counters) Totals() Totals {
+	if c == nil {
+		return Totals{}
+	}
+	return Totals{Allowed: c.allowed.Load(), Denied: c.denied.Load(), BytesOut: c.bytesOut.Load(), BytesIn: c.bytesIn.Load()}
+}
+
 // Bounds of the auditor.
 const (
 	// MaxPendingEvents bounds the entries queued for the session and not
@@ -93,7 +108,8 @@ const (
 // auditor queues events for the session, rate-limits denied ones and
 // keeps the totals. Safe for concurrent use.
 type auditor struct {
-	wake func() // called (without locks) after an event was queued; never blocks
+	wake   func()    // called (without locks) after an event was queued; never blocks
+	shared *Counters // also counted there; nil = none
 
 	allowed, denied, bytesOut, bytesIn, dropped atomic.Uint64
 
@@ -107,7 +123,7 @@ func newAuditor(wake func()) *auditor {
 	if wake == nil {
 		wake = func() {}
 	}
-	return &auditor{wake: wake, seen: map[string]struct{}{}}
+	return &auditor{wake: wake, shared: &Counters{}, seen: map[string]struct{}{}}
 }
 
 // setTurn starts a new rate-limit period: the turn requestID ("" = none).
@@ -130,6 +146,9 @@ func (a *auditor) connected(dest, reason, turn string, out, in int64, d time.Dur
 	a.allowed.Add(1)
 	a.bytesOut.Add(uint64(out))
 	a.bytesIn.Add(uint64(in))
+	a.shared.allowed.Add(1)
+	a.shared.bytesOut.Add(uint64(out))
+	a.shared.bytesIn.Add(uint64(in))
 	a.queue(Event{Destination: dest, Decision: Allowed, Reason: reason, BytesOut: out, BytesIn: in,
 		Ms: d.Milliseconds(), RequestID: turn}, "")
 }
@@ -138,6 +157,7 @@ func (a *auditor) connected(dest, reason, turn string, out, in int64, d time.Dur
 // already reported in this turn.
 func (a *auditor) refused(dest, reason string) {
 	a.denied.Add(1)
+	a.shared.denied.Add(1)
 	a.queue(Event{Destination: dest, Decision: Denied, Reason: reason}, dest)
 }
 

@@ -254,3 +254,16 @@ func TestNetwork_CloseFreesEverything(t *testing.T) {
 		t.Errorf("the namespace descriptor %d is still open after Close", fd)
 	}
 }
+
+// TestProbe: a machine that made the namespaces above probes as able.
+func TestProbe(t *testing.T) {
+	err := Probe()
+	if err != nil && os.Geteuid() == 0 && os.Getenv("ACPX_REQUIRE_EGRESS") != "" {
+		t.Fatal(err)
+	}
+	n, nerr := New(Config{})
+	if (nerr == nil) != (err == nil) {
+		t.Errorf("Probe says %v, New says %v", err, nerr)
+	}
+	n.Close()
+}

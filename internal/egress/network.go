@@ -50,6 +50,9 @@ type Config struct {
 	// ResolvConf is the resolver configuration whose nameservers the
 	// tree's DNS listens on; "" = /etc/resolv.conf.
 	ResolvConf string
+	// Shared are counters every session's counts are added to as well
+	// (the sidecar's); nil = none.
+	Shared *Counters
 }
 
 // ErrUnsupported is New's error where the sidecar cannot make a network

@@ -27,6 +27,9 @@ func New(cfg Config) (*Network, error) {
 		return nil, fmt.Errorf("%w: network namespace: %w", ErrUnsupported, err)
 	}
 	aud := newAuditor(cfg.Wake)
+	if cfg.Shared != nil {
+		aud.shared = cfg.Shared
+	}
 	n := &Network{list: cfg.Allow, ns: ns, aud: aud, names: newNames(MaxNames), done: make(chan struct{})}
 	n.fwd = newForwarder(cfg.MaxConns, n.route, newResolver(cfg.Pins), aud)
 	n.dns = newDNSServer(cfg.Allow, n.names, aud)
@@ -158,3 +161,22 @@ func (n *Network) readTUN() {
 
 // closeFD closes a descriptor this package opened.
 func closeFD(fd int) { _ = unix.Close(fd) }
+
+// Probe reports whether New can work on this machine, by making (and
+// dropping at once) a network namespace with a TUN device in it; the
+// error says why not (initialize.capabilities.sandbox.networkAllow,
+// docs/protocol.md §19.1).
+func Probe() error {
+	ns, err := newNetNS()
+	if err != nil {
+		return fmt.Errorf("%w: network namespace: %w", ErrUnsupported, err)
+	}
+	defer closeFD(ns)
+	return inNetNS(ns, func() error {
+		tun, err := openTUN(tunName)
+		if err != nil {
+			return fmt.Errorf("%w: tun: %w", ErrUnsupported, err)
+		}
+		return tun.Close()
+	})
+}

@@ -10,3 +10,6 @@ func New(cfg Config) (*Network, error) { return nil, ErrUnsupported }
 
 // closeFD closes a descriptor this package opened.
 func closeFD(fd int) { _ = syscall.Close(fd) }
+
+// Probe is ErrUnsupported off Linux.
+func Probe() error { return ErrUnsupported }
