@@ -38,7 +38,10 @@ func TestAgent_CodexLegacy(t *testing.T) { runAgentSuite(t, "codex-legacy") }
 
 // runAgentSuite holds one agent to every promise of docs/agents.md, in order:
 //   - a text turn streams the stub's text; the open reports the agent bound
-//     to the policy (permissionBinding.bound);
+//     to the policy (permissionBinding.bound); for the five pinned agents
+//     the session reaches the model through sandbox.network.allow, a tool
+//     finds other destinations closed, and a second session reaches its
+//     model by a pinned name, audited (agents_egress_test.go);
 //   - under approve-all a tool turn runs the command (the file exists);
 //   - setModel to a listed model is verified;
 //   - reopen resumes the same ACP session (for agents that offer load or
@@ -54,7 +57,9 @@ func runAgentSuite(t *testing.T, name string) {
 	a := newAgentRun(t, name)
 
 	// 1. Text, tool under approve-all, model control.
-	main := a.open("main", map[string]any{"permissionMode": "approve-all"})
+	// The five pinned agents reach the model through an allow list of its
+	// loopback address alone (agents_egress_test.go).
+	main := a.open("main", a.withEgress(map[string]any{"permissionMode": "approve-all"}))
 	switch {
 	case cannotAsk[name] && (main.Binding.Bound || main.Binding.Via != "none"):
 		t.Errorf("%s cannot ask, yet the open reports it bound: %+v", name, main.Binding)
@@ -79,9 +84,12 @@ func runAgentSuite(t *testing.T, name string) {
 	outside := t.TempDir()
 	a.prompt(main.Session, "t2o", "make a file\nrun: echo escaped > "+outside+"/escaped.txt")
 	a.wantNoFileIn(outside, "escaped.txt")
+	otherPort, _ := countingServer(t, stubHandler)
+	a.egressTool(main, otherPort)
 	a.setModel(main) // where the agent has models (agents_seed_test.go: noModels)
 	a.agentSessions(main.Session, main.Identity.BackendSessionID)
 	a.close(main.Session)
+	a.egressByName()
 
 	// 2. Reopen (resume) under deny-all: the command never runs.
 	if name == "gemini" {
@@ -303,7 +311,8 @@ func newAgentRunVia(t *testing.T, name string, wrapper []string, extra ...string
 	// A real agent's handshake is its own start-up (OpenCode's takes 9-25 s
 	// on a loaded 2-core machine): bound it by 55 s, within call's 60 s,
 	// rather than the default 30 s, which it has missed under load.
-	a.s = startSidecarVia(t, wrapper, append([]string{"--state-dir", a.stateDir, "--handshake-timeout-ms", "55000"}, extra...)...)
+	flags := append([]string{"--state-dir", a.stateDir, "--handshake-timeout-ms", "55000"}, egressFlags...)
+	a.s = startSidecarVia(t, wrapper, append(flags, extra...)...)
 	a.s.onRequest = a.onPermission
 	a.s.initialize(true)
 	return a
