@@ -57,14 +57,37 @@ func SandboxCaps(caps sandbox.Caps, def string, mode reaper.Mode) *protocol.Sand
 	if !reaper.SandboxSupported(mode) && mode != "" {
 		reason = "containment " + string(mode) + " cannot apply a sandbox"
 	}
+	supported := reaper.SandboxSupported(mode) || mode == ""
 	return &protocol.SandboxCaps{LandlockABI: caps.LandlockABI, Filesystem: caps.Filesystem(), ConnectTCP: caps.ConnectTCP(),
-		Signals: caps.Scopes(), NetworkNone: caps.Namespaces, ReadOnlyBinds: caps.Namespaces, Default: def, Reason: reason}
+		Signals: caps.Scopes(), NetworkNone: caps.Namespaces, ReadOnlyBinds: caps.Namespaces,
+		Processes: caps.PIDNamespace && supported, Capabilities: supported, Seccomp: caps.Seccomp && supported,
+		UserNamespacesRefused: caps.Namespaces && caps.Seccomp && supported,
+		Default:               def, Reason: reason, ProcessesReason: caps.ProcessesReason}
 }
 
 // policyOf resolves the open's sandbox over the default: filesystem from
-// the open or the default, network "all" unless given, signals
-// "own-tree" whenever a filesystem sandbox is on unless given.
-func (m *Manager) policyOf(p protocol.OpenParams) sandbox.Policy {
+// the open or the default, network "all" unless given, signals and
+// processes "own-tree" and capabilities "none" whenever a filesystem
+// sandbox is on unless given (else "all", "all", "keep"). A processes
+// "own-tree" only defaulted on a machine that cannot enforce it becomes
+// "all", with why in defaulted (docs/protocol.md §19: a default that
+// cannot be enforced is reported, not fatal).
+func (m *Manager) policyOf(p protocol.OpenParams) (pol sandbox.Policy, defaulted string) {
+	pol = m.basePolicy(p)
+	named := p.Sandbox != nil && p.Sandbox.Processes != ""
+	if pol.Processes == sandbox.OwnTreeProcesses && !named && !m.cfg.Sandbox.Caps.PIDNamespace {
+		pol.Processes = sandbox.AllProcesses
+		why := m.cfg.Sandbox.Caps.ProcessesReason
+		if why == "" {
+			why = "no PID namespace"
+		}
+		defaulted = "processes all: own-tree is not enforceable here (" + why + ")"
+	}
+	return pol, defaulted
+}
+
+// basePolicy is policyOf before the machine's capabilities are looked at.
+func (m *Manager) basePolicy(p protocol.OpenParams) sandbox.Policy {
 	pol := sandbox.Policy{Filesystem: m.defaultFS(), Network: sandbox.NetAll}
 	if sb := p.Sandbox; sb != nil {
 		if sb.Filesystem != "" {
@@ -79,16 +102,23 @@ func (m *Manager) policyOf(p protocol.OpenParams) sandbox.Policy {
 			}
 		}
 		pol.Signals = sb.Signals
+		pol.Processes, pol.Capabilities = sb.Processes, sb.Capabilities
 	}
 	// The open's additionalDirectories are the agent's workspace too
 	// (docs/protocol.md §23): writable like cwd.
 	pol.Writable = append(pol.Writable, p.AdditionalDirectories...)
-	if pol.Signals == "" {
-		pol.Signals = sandbox.AllSignals
-		if pol.Filesystem != sandbox.Off {
-			pol.Signals = sandbox.OwnTree
+	on := pol.Filesystem != sandbox.Off
+	pick := func(v *string, whenOn, whenOff string) {
+		if *v == "" {
+			*v = whenOff
+			if on {
+				*v = whenOn
+			}
 		}
 	}
+	pick(&pol.Signals, sandbox.OwnTree, sandbox.AllSignals)
+	pick(&pol.Processes, sandbox.OwnTreeProcesses, sandbox.AllProcesses)
+	pick(&pol.Capabilities, sandbox.CapsNone, sandbox.CapsKeep)
 	return pol
 }
 
@@ -105,10 +135,11 @@ func (m *Manager) policyOf(p protocol.OpenParams) sandbox.Policy {
 // refused.
 func (s *session) setupSandbox(p protocol.OpenParams, env []string) (sandboxSetup, []string, *protocol.Error) {
 	m := s.m
-	pol := m.policyOf(p)
+	pol, defaulted := m.policyOf(p)
 	explicit := p.Sandbox != nil
 	res := &protocol.SandboxResult{Filesystem: pol.Filesystem, Signals: pol.Signals,
 		Network: protocol.SandboxNetwork{Mode: pol.Network}, LandlockABI: m.cfg.Sandbox.Caps.LandlockABI,
+		Processes: sandbox.AllProcesses, Capabilities: sandbox.CapsKeep,
 		Writable: []string{}, Readable: []string{}}
 	if pol.Network == sandbox.NetConnectTCP {
 		res.Network.ConnectTCP = []int{}
@@ -117,7 +148,8 @@ func (s *session) setupSandbox(p protocol.OpenParams, env []string) (sandboxSetu
 		}
 	}
 	setup := sandboxSetup{result: res}
-	if pol.Filesystem == sandbox.Off && pol.Network == sandbox.NetAll && pol.Signals == sandbox.AllSignals {
+	if pol.Filesystem == sandbox.Off && pol.Network == sandbox.NetAll && pol.Signals == sandbox.AllSignals &&
+		pol.Processes == sandbox.AllProcesses && pol.Capabilities == sandbox.CapsKeep {
 		return setup, env, nil
 	}
 	// The one mode check (reaper.SandboxSupported): a containment that
@@ -171,6 +203,10 @@ func (s *session) setupSandbox(p protocol.OpenParams, env []string) (sandboxSetu
 		return setup, env, e
 	}
 	plan, ap, err := sandbox.Build(pol, paths, sandbox.BuildOptions{BindReadOnly: m.cfg.Sandbox.Caps.Namespaces})
+	if plan.Seccomp && !m.cfg.Sandbox.Caps.Seccomp && !explicit {
+		plan.Seccomp, plan.DenyUserNS = false, false // a default: reported below
+		defaulted = strings.TrimPrefix(defaulted+"; no seccomp filter: this kernel has none", "; ")
+	}
 	var ce *sandbox.ConflictError
 	if errors.As(err, &ce) {
 		e := protocol.Domain(protocol.ErrSandboxConflict, "the sandbox would make a never-writable path writable: "+ce.Why, false)
@@ -192,6 +228,7 @@ func (s *session) setupSandbox(p protocol.OpenParams, env []string) (sandboxSetu
 	}
 	res.Enforced = !plan.Empty()
 	res.Writable, res.Readable, res.ReadOnly, res.TmpDir = nonNil(ap.Writable), nonNil(ap.Readable), ap.ReadOnly, tmpMade
+	res.Processes, res.Capabilities, res.Seccomp, res.Reason = pol.Processes, pol.Capabilities, plan.Seccomp, defaulted
 	setup.plan, setup.tmpDir = &plan, tmpMade
 	if pol.Filesystem != sandbox.Off && res.Enforced {
 		m.sbx.addLocked(s, ap.Writable, ap.ReadOnly)

@@ -4,6 +4,7 @@ package reaper
 
 import (
 	"io"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -27,6 +28,11 @@ type Tree struct {
 	// (limits_v1_linux.go); nil unless limits are enforced in v1.
 	v1 map[string]string
 	g  *guardianConn
+	// initCtl is the write end of the tree's PID-namespace init's control
+	// pipe (sandbox_linux.go), nil without one: closed once the leader is
+	// reaped, and the init then leaves when the namespace is empty. Under
+	// mu.
+	initCtl *os.File
 
 	stdin  io.WriteCloser
 	stdout io.ReadCloser
@@ -159,7 +165,16 @@ func (t *Tree) recordExit(k procKey, ws unix.WaitStatus, now time.Time) {
 	if m.role == RoleProvider && !t.leaderReaped {
 		t.leaderReaped = true
 		t.status = ExitStatus{Code: m.code, Signal: m.sig, At: now}
+		t.closeInitCtlLocked()
 		close(t.exited)
+	}
+}
+
+// closeInitCtlLocked closes the init's control pipe (t.mu held).
+func (t *Tree) closeInitCtlLocked() {
+	if t.initCtl != nil {
+		t.initCtl.Close()
+		t.initCtl = nil
 	}
 }
 
