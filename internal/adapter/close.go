@@ -40,6 +40,10 @@ type cleanupHandoff struct {
 	// tmpDir is the private TMPDIR made for the session ("" if none),
 	// removed once the tree is proven gone (sandbox.go).
 	tmpDir string
+	// home is the key's private HOME given to the agent ("" if none),
+	// removed after a complete proof of a close with
+	// discardPersistentState (sandbox.go).
+	home string
 	// keyHold releases the session's hold of its key's flock (keyhold.go);
 	// nil before admission took it and after it was dropped.
 	keyHold    func()
@@ -189,6 +193,12 @@ func (s *session) finishCleanup(proof *protocol.Proof) {
 	}
 	if proof.Complete {
 		_ = s.rec.st.RemoveOwned(s.id)
+		if ca != nil && ca.discard && s.end.home != "" && s.recordIsOurs() {
+			// The tree is gone and the key still held: nothing writes it.
+			if err := s.rec.st.RemoveHome(s.key); err != nil {
+				s.log.Warn("the key's private HOME was not removed", zap.Error(err))
+			}
+		}
 		s.releaseSandbox()
 		s.releaseTreeSlot()
 		s.m.releaseKey(s)

@@ -29,12 +29,15 @@ type SandboxConfig struct {
 }
 
 // sandboxSetup is what admission launches with: the plan (nil: none),
-// the open result's `sandbox`, and the private TMPDIR made for the
-// session ("" if none; removed once its tree is proven gone).
+// the open result's `sandbox`, the private TMPDIR made for the session
+// ("" if none; removed once its tree is proven gone), and the key's
+// private HOME given to the agent ("" if none; kept across the key's
+// sessions, removed by a close with discardPersistentState).
 type sandboxSetup struct {
 	plan   *sandbox.Plan
 	result *protocol.SandboxResult
 	tmpDir string
+	home   string
 }
 
 // defaultFS is the filesystem mode an open gets when it names none.
@@ -162,11 +165,27 @@ func (s *session) setupSandbox(p protocol.OpenParams, env []string) (sandboxSetu
 		res.Reason = why
 		return setup, env, nil
 	}
+	origEnv := env
+	if pol.Filesystem != sandbox.Off && !hostHome(p) && s.rec.st != nil {
+		// The key's private HOME (docs/protocol.md §19): the sidecar's own
+		// never reaches a sandboxed agent.
+		home, err := s.rec.st.Home(s.key)
+		if err != nil {
+			return setup, env, orExhausted("the key's private HOME could not be made", err,
+				protocol.Domain(protocol.ErrStoreUnavailable, "the key's private HOME could not be made: "+errText(err), storeRetryable(err)))
+		}
+		env = slices.DeleteFunc(slices.Clone(env), func(kv string) bool { return strings.HasPrefix(kv, "HOME=") })
+		env = append(env, "HOME="+home)
+		setup.home = home
+	}
 	// The state dirs read here and this tree's writable roots registered
 	// below under one lock (sandboxlive.go).
 	m.sbx.mu.Lock()
 	defer m.sbx.mu.Unlock()
 	paths := s.sandboxPaths(p, pol, env)
+	if setup.home != "" {
+		paths.PrivateHome = paths.Home
+	}
 	for i, l := range [][]string{pol.Writable, pol.Readable} {
 		field := [2]string{"writable", "readable"}[i]
 		for j, d := range l {
@@ -177,7 +196,7 @@ func (s *session) setupSandbox(p protocol.OpenParams, env []string) (sandboxSetu
 			l[j] = real
 		}
 	}
-	tmpMade, origEnv := "", env
+	tmpMade := ""
 	if pol.Filesystem != sandbox.Off && paths.TmpDir == "" {
 		// Made in the resolved temp dir and never resolved again: an agent
 		// that can write that dir could swap the new one for a link, and
@@ -224,14 +243,16 @@ func (s *session) setupSandbox(p protocol.OpenParams, env []string) (sandboxSetu
 		if tmpMade != "" {
 			_ = os.RemoveAll(tmpMade)
 		}
+		setup.home = "" // kept on disk, not given: the launch environment is as without a sandbox
 		return setup, origEnv, nil
 	}
 	res.Enforced = !plan.Empty()
 	res.Writable, res.Readable, res.ReadOnly, res.TmpDir = nonNil(ap.Writable), nonNil(ap.Readable), ap.ReadOnly, tmpMade
 	res.Processes, res.Capabilities, res.Seccomp, res.Reason = pol.Processes, pol.Capabilities, plan.Seccomp, defaulted
+	res.Home = setup.home
 	setup.plan, setup.tmpDir = &plan, tmpMade
 	if pol.Filesystem != sandbox.Off && res.Enforced {
-		m.sbx.addLocked(s, ap.Writable, ap.ReadOnly)
+		m.sbx.addLocked(s, ap.Writable, ap.ReadOnly, paths.PrivateHome)
 	}
 	return setup, env, nil
 }
@@ -272,6 +293,18 @@ func (s *session) sandboxPaths(p protocol.OpenParams, pol sandbox.Policy, env []
 		}
 	}
 	return paths
+}
+
+// hostHome reports whether the open names its HOME itself: in env, or in
+// inheritEnv. A HOME that only --inherit-env passes is the sidecar's own,
+// which under a filesystem sandbox is replaced by the key's private one
+// (docs/protocol.md §19: the sidecar's HOME never reaches a sandboxed
+// agent).
+func hostHome(p protocol.OpenParams) bool {
+	if _, ok := p.Env["HOME"]; ok {
+		return true
+	}
+	return slices.Contains(p.InheritEnv, "HOME")
 }
 
 // hostTmpDir reports whether the open names its TMPDIR itself: in env,

@@ -145,7 +145,7 @@ func Main(args []string) int {
 			return 2
 		}
 	}
-	g := &guardian{self: os.Getpid(), termed: map[procfs.Key]bool{}, seen: map[procfs.Key]bool{}}
+	g := &guardian{self: os.Getpid(), termed: map[procfs.Key]bool{}, seen: map[procfs.Key]bool{}, leaderGone: make(chan struct{})}
 	g.status = os.NewFile(FDStatus, "status")
 	ctl := os.NewFile(FDCtl, "control")
 	unix.CloseOnExec(FDCtl)
@@ -212,7 +212,8 @@ type guardian struct {
 	leader       procfs.Key
 	leaderFD     int
 	leaderReaped bool
-	initCtl      *os.File            // the PID-namespace init's control pipe; closed when the leader is reaped
+	initCtl      *sandbox.InitConn   // the PID-namespace init's control socket, nil without one
+	leaderGone   chan struct{}       // closed when the leader is reaped
 	termed       map[procfs.Key]bool // got SIGTERM in this phase
 	seen         map[procfs.Key]bool // reported as "seen"
 
@@ -263,40 +264,32 @@ func (g *guardian) launchSandboxed(attr *syscall.ProcAttr) (int, error) {
 	if err := json.Unmarshal([]byte(s.Sandbox), &plan); err != nil {
 		return 0, fmt.Errorf("%w: bad sandbox plan: %w", launchexec.ErrSandbox, err)
 	}
-	var ctlR, ctlW, null *os.File
+	var conn *sandbox.InitConn
+	var null *os.File
 	if plan.NewPIDNS {
 		var err error
-		if ctlR, ctlW, err = os.Pipe(); err != nil {
+		if conn, err = sandbox.NewInitConn(); err != nil {
 			return 0, err
 		}
-		defer ctlR.Close()
+		defer conn.CloseChild()
 		if null, err = os.OpenFile(os.DevNull, os.O_RDWR, 0); err != nil {
-			ctlW.Close()
+			conn.Close()
 			return 0, err
 		}
 		defer null.Close()
 	}
 	st, err := sandbox.Start(&plan, sandbox.Forks{
 		Init: func() (int, error) {
-			iattr := &syscall.ProcAttr{Dir: "/", Env: os.Environ(), Files: []uintptr{null.Fd(), null.Fd(), null.Fd(), ctlR.Fd()},
+			iattr := &syscall.ProcAttr{Dir: "/", Env: os.Environ(), Files: []uintptr{null.Fd(), null.Fd(), null.Fd(), conn.ChildFD()},
 				Sys: &syscall.SysProcAttr{Setpgid: true}}
-			path, argv, fallback := sandbox.InitCommand(s.Launch)
-			pid, err := syscall.ForkExec(path, argv, iattr)
-			if err != nil && !fallback {
-				sandbox.InitExecFailed()
-				path, argv, _ = sandbox.InitCommand(s.Launch)
-				pid, err = syscall.ForkExec(path, argv, iattr)
-			}
-			if err != nil {
-				return 0, fmt.Errorf("%w: the PID namespace's init: %w", launchexec.ErrSandbox, err)
-			}
-			return pid, nil
+			path, argv, _ := sandbox.InitCommand(s.Launch)
+			return syscall.ForkExec(path, argv, iattr)
 		},
 		Agent: func(int) (int, error) { return syscall.ForkExec(s.Path, s.Argv, attr) },
 	})
 	if err != nil {
-		if ctlW != nil {
-			ctlW.Close()
+		if conn != nil {
+			conn.Close()
 		}
 		if st.InitPid > 0 {
 			_ = unix.Kill(st.InitPid, unix.SIGKILL) // still unreaped: the pid is ours
@@ -312,8 +305,33 @@ func (g *guardian) launchSandboxed(attr *syscall.ProcAttr) (int, error) {
 		}
 		return 0, err
 	}
-	g.initCtl = ctlW
+	if conn != nil {
+		g.initCtl = conn
+		go conn.Serve(func() { g.lookInit(st.InitPid) }, g.leaderGone)
+	}
 	return st.AgentPid, nil
+}
+
+// lookInit reports each child of the tree's init that exited, with the
+// wait status /proc shows while it is still a zombie (the init reaps it
+// once this returns): the proof names what the init reaps as it names
+// what the guardian reaps. Runs on the init socket's goroutine; emit
+// writes each event in one write.
+func (g *guardian) lookInit(init int) {
+	now := time.Now().UnixNano()
+	for _, c := range procfs.Children(init) {
+		if !c.Exited {
+			continue
+		}
+		ev := Event{Ev: "exit", Pid: c.Pid, Start: c.Start, Role: roleDescendant, At: now}
+		if c.Status.Signaled() {
+			ev.Sig = unix.SignalName(c.Status.Signal())
+		} else {
+			code := c.Status.ExitStatus()
+			ev.Code = &code
+		}
+		g.emit(ev)
+	}
 }
 
 func (g *guardian) loop(cmds <-chan string, sigch <-chan os.Signal) int {
@@ -413,10 +431,7 @@ func (g *guardian) reap() bool {
 		if pid == g.leader.Pid {
 			ev.Role, ev.Start = roleProvider, g.leader.Start
 			g.leaderReaped = true
-			if g.initCtl != nil {
-				g.initCtl.Close() // the init leaves once the namespace is empty
-				g.initCtl = nil
-			}
+			close(g.leaderGone) // the init is told, and leaves once the namespace is empty
 			if g.leaderFD >= 0 {
 				unix.Close(g.leaderFD)
 				g.leaderFD = -1

@@ -80,34 +80,40 @@ func BenchmarkLaunch(b *testing.B) {
 }
 
 // launchSandboxed runs /bin/true under plan through sandbox.Start and
-// waits for it and its init.
+// waits for it and its init (answered as the reaper answers it).
 func launchSandboxed(b *testing.B, plan *sandbox.Plan, null *os.File) {
-	ctlR, ctlW, err := os.Pipe()
+	conn, err := sandbox.NewInitConn()
 	if err != nil {
 		b.Fatal(err)
 	}
+	defer conn.Close()
 	st, err := sandbox.Start(plan, sandbox.Forks{
 		Init: func() (int, error) {
 			path, argv, _ := sandbox.InitCommand("/proc/self/exe")
 			return syscall.ForkExec(path, argv, &syscall.ProcAttr{Dir: "/",
-				Files: []uintptr{null.Fd(), null.Fd(), null.Fd(), ctlR.Fd()}})
+				Files: []uintptr{null.Fd(), null.Fd(), null.Fd(), conn.ChildFD()}})
 		},
 		Agent: func(int) (int, error) {
 			return syscall.ForkExec("/bin/true", []string{"true"}, &syscall.ProcAttr{Files: []uintptr{null.Fd(), null.Fd(), null.Fd()}})
 		},
 	})
-	ctlR.Close()
+	conn.CloseChild()
 	if err != nil {
 		b.Fatal(err)
 	}
+	agentGone := make(chan struct{})
+	served := make(chan struct{})
+	go func() { defer close(served); conn.Serve(func() {}, agentGone) }()
 	var ws syscall.WaitStatus
 	if _, err := syscall.Wait4(st.AgentPid, &ws, 0, nil); err != nil {
 		b.Fatal(err)
 	}
-	ctlW.Close()
+	close(agentGone)
 	if st.InitPid > 0 {
 		if _, err := syscall.Wait4(st.InitPid, &ws, 0, nil); err != nil {
 			b.Fatal(err)
 		}
 	}
+	conn.Close()
+	<-served
 }

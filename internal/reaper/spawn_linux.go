@@ -176,9 +176,8 @@ func (s *Supervisor) startDirect(spec Spec, name string) (*Tree, error) {
 	if sandboxed {
 		st, err = sandbox.Start(spec.Sandbox, sandbox.Forks{
 			Init: func() (int, error) {
-				return il.forkInit(s.guardianPath, spec.Env, func() *syscall.SysProcAttr {
-					return &syscall.SysProcAttr{Setpgid: true, PidFD: &initPidfd, UseCgroupFD: true, CgroupFD: cgfd}
-				})
+				return il.forkInit(s.guardianPath, spec.Env,
+					&syscall.SysProcAttr{Setpgid: true, PidFD: &initPidfd, UseCgroupFD: true, CgroupFD: cgfd})
 			},
 			Agent: func(ruleset int) (int, error) {
 				if landlockAt >= 0 {
@@ -206,14 +205,12 @@ func (s *Supervisor) startDirect(spec Spec, name string) (*Tree, error) {
 		s.c.mu.Unlock()
 		closeFiles(childEnds)
 		closeFiles(parentEnds)
+		il.closeAll()
 		if st.InitPid > 0 {
 			// The init alone is in the cgroup: ended with it (the central
 			// reaper reaps it as a child of no tree).
-			il.ctlW.Close()
 			_ = writeCgroupKill(dir)
 			waitCgroupEmpty(s.c.watch, nil, nil, dir, time.Second, nil)
-		} else if il != nil {
-			il.ctlW.Close()
 		}
 		return fail(fmt.Errorf("reaper: %w", err))
 	}
@@ -225,7 +222,8 @@ func (s *Supervisor) startDirect(spec Spec, name string) (*Tree, error) {
 	if st.InitPid > 0 {
 		ip, _ := readStat(st.InitPid)
 		t.addMemberLocked(procKey{pid: st.InitPid, start: ip.start}, RoleDescendant, now)
-		t.initCtl = il.ctlW
+		t.initCtl = il.conn
+		go t.serveInit(il.conn, st.InitPid)
 	}
 	t.mu.Unlock()
 	s.c.register(t)

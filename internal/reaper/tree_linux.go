@@ -4,12 +4,13 @@ package reaper
 
 import (
 	"io"
-	"os"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/acpx-sidecar/acpx-sidecar/internal/sandbox"
 )
 
 // Tree is one launched provider and every process it spawns. All methods
@@ -28,11 +29,10 @@ type Tree struct {
 	// (limits_v1_linux.go); nil unless limits are enforced in v1.
 	v1 map[string]string
 	g  *guardianConn
-	// initCtl is the write end of the tree's PID-namespace init's control
-	// pipe (sandbox_linux.go), nil without one: closed once the leader is
-	// reaped, and the init then leaves when the namespace is empty. Under
-	// mu.
-	initCtl *os.File
+	// initCtl is the tree's PID-namespace init's control socket
+	// (sandbox_linux.go), nil without one; closed with the tree's other
+	// descriptors once it is proven gone. Under mu.
+	initCtl *sandbox.InitConn
 
 	stdin  io.WriteCloser
 	stdout io.ReadCloser
@@ -165,7 +165,6 @@ func (t *Tree) recordExit(k procKey, ws unix.WaitStatus, now time.Time) {
 	if m.role == RoleProvider && !t.leaderReaped {
 		t.leaderReaped = true
 		t.status = ExitStatus{Code: m.code, Signal: m.sig, At: now}
-		t.closeInitCtlLocked()
 		close(t.exited)
 	}
 }

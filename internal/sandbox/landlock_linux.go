@@ -10,12 +10,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// ErrRuleMoved is wrapped by Start's error when a rule path is no longer
-// the file the plan was built for: a link now stands somewhere on its
-// path, or another file has its name (docs/protocol.md §19: no rule is
-// granted through a path the agent made). Nothing is launched.
-var ErrRuleMoved = errors.New("sandbox: a rule path was replaced since the sandbox was planned")
-
 // rulesetFD builds p's Landlock ruleset from descriptors it opens itself
 // (go-landlock's path rules open paths following links): each rule path
 // is opened O_PATH with openat2 RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS
@@ -64,7 +58,7 @@ func openRule(r Rule) (int, error) {
 		fd, err = unix.Open(r.Path, unix.O_PATH|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
 	}
 	if errors.Is(err, unix.ELOOP) {
-		return -1, fmt.Errorf("%w: %s: a link stands on its path", ErrRuleMoved, r.Path)
+		return -1, &RuleMovedError{Path: r.Path, Why: "has a link on its path"}
 	}
 	if err != nil {
 		return -1, fmt.Errorf("landlock rule %s: open: %w", r.Path, err)
@@ -76,11 +70,11 @@ func openRule(r Rule) (int, error) {
 	}
 	if st.Mode&unix.S_IFMT == unix.S_IFLNK {
 		unix.Close(fd)
-		return -1, fmt.Errorf("%w: %s is a link", ErrRuleMoved, r.Path)
+		return -1, &RuleMovedError{Path: r.Path, Why: "is a link"}
 	}
 	if (r.Dev != 0 || r.Ino != 0) && (st.Dev != r.Dev || st.Ino != r.Ino) {
 		unix.Close(fd)
-		return -1, fmt.Errorf("%w: %s is another file now", ErrRuleMoved, r.Path)
+		return -1, &RuleMovedError{Path: r.Path, Why: "is another file now"}
 	}
 	return fd, nil
 }

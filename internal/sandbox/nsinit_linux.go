@@ -9,30 +9,50 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
+	"strings"
 	"sync"
-	"sync/atomic"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/acpx-sidecar/acpx-sidecar/internal/procfs"
 )
 
 // A tree with processes "own-tree" runs in a PID namespace whose init
 // (pid 1 there) is a process of the sidecar's, not the agent: the agent
 // is the launcher's own child (so its exit status is collected exactly
 // as without a namespace), forked into the namespace after the init.
-// The init reaps every process orphaned inside the namespace (their
-// parent there is the init, not the sidecar) and, once its control pipe
-// (fd 3) hits EOF — the launcher closes it when it has reaped the agent —
-// exits as soon as it is alone, which empties the tree's cgroup. As a
-// namespace init it ignores every signal it does not handle, from inside
-// and outside; SIGKILL from outside (cgroup.kill, a pinned pidfd) ends it
-// and the kernel then kills every process left in the namespace.
+// The init is the parent of every process orphaned inside the namespace
+// (there the init, not the sidecar, is their subreaper), and reaps them
+// only after the launcher has looked at each (its exit status in
+// /proc/<pid>/stat): the proof names them as it named the orphans the
+// sidecar reaped itself. As a namespace init it ignores every signal it
+// does not handle, from inside and outside; SIGKILL from outside
+// (cgroup.kill, a pinned pidfd) ends it, and the kernel then kills every
+// process left in the namespace.
+//
+// The control socket (the init's fd InitCtlFD, a stream socketpair with
+// the launcher), one byte at a time:
+//
+//	init → launcher  InitChildExited ('c'): a child of mine exited; I reap
+//	                 it once you answer
+//	launcher → init  InitAck ('a'): reap it
+//	launcher → init  InitAgentReaped ('e'): the agent is reaped; leave once
+//	                 the namespace holds no other process
+//	EOF, an error    the launcher is gone: reap freely, leave when alone
 //
 // The init is a program of raw system calls (nsinit_amd64.s) copied into
 // a sealed memfd once per process and executed from there: a few pages
 // per tree, no Go runtime. Where there is none (another architecture, a
 // kernel that refuses to execute memfds: vm.memfd_noexec=2) the
 // launcher's own image runs InitMain instead.
+
+// The control socket's bytes (see above).
+const (
+	InitChildExited = 'c'
+	InitAck         = 'a'
+	InitAgentReaped = 'e'
+)
 
 // InitName is argv[0] of every tree's init, and its comm (ps shows
 // "acpx-init"); the proof lists the init as one of the tree's
@@ -43,39 +63,35 @@ const InitName = "acpx-init"
 // re-exec dispatch (launchexec.MaybeRun) runs InitMain for it.
 const InitArg = "__nsinit"
 
-// InitCtlFD is the init's control pipe (the read end): EOF when the
-// launcher has reaped the agent or is gone.
+// InitCtlFD is the init's end of its control socket.
 const InitCtlFD = 3
 
-var (
-	initMemfd = sync.OnceValues(makeInitMemfd)
-	// initExecFailed is set once executing the memfd failed: every later
-	// init runs the fallback.
-	initExecFailed atomic.Bool
-)
+var initMemfd = sync.OnceValues(makeInitMemfd)
 
 // InitCommand is the path and argv a launcher executes as a tree's init:
 // the memfd program (/proc/self/fd/<n>, argv [InitName]) when this
-// process has one, else fallback (the sidecar's own image) with argv
-// [InitName, InitArg]. fallback: whether it is the fallback.
+// process has one, else self (the sidecar's own image) with argv
+// [InitName, InitArg]. fallback: whether it is the latter. A tree's init
+// is the first process of its namespace: if it cannot start the
+// namespace is gone, so the choice is made once, up front.
 func InitCommand(self string) (path string, argv []string, fallback bool) {
-	if fd, err := initMemfd(); err == nil && !initExecFailed.Load() {
+	if fd, err := initMemfd(); err == nil {
 		return "/proc/self/fd/" + strconv.Itoa(fd), []string{InitName}, false
 	}
 	return self, []string{InitName, InitArg}, true
 }
 
-// InitExecFailed records that executing the memfd init failed (the
-// launcher then retries with the fallback, and every later launch uses
-// it).
-func InitExecFailed() { initExecFailed.Store(true) }
-
 // makeInitMemfd writes the init program as a static ELF into a memfd
-// (close-on-exec, executable) and seals it against any change.
+// (close-on-exec, executable) and seals it against any change. It fails
+// where there is no program for this architecture or the kernel refuses
+// to execute memfds (vm.memfd_noexec = 2).
 func makeInitMemfd() (int, error) {
 	code := nsinitCode()
 	if code == nil {
 		return -1, errors.New("no init program for this architecture")
+	}
+	if b, err := os.ReadFile("/proc/sys/vm/memfd_noexec"); err == nil && strings.TrimSpace(string(b)) == "2" {
+		return -1, errors.New("vm.memfd_noexec = 2: memfds are never executed")
 	}
 	img := initELF(code)
 	fd, err := unix.MemfdCreate(InitName, unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING|unix.MFD_EXEC)
@@ -129,10 +145,11 @@ func initELF(code []byte) []byte {
 
 // InitMain is the fallback init (see the block comment above), run by
 // the launcher's own image as [InitName, InitArg]: undumpable, with the
-// capability sets of its threads emptied where it can, ignoring every
-// signal it is sent, reaping every child, and exiting once its control
-// pipe (InitCtlFD) hit EOF and no other process is left in its
-// namespace. It returns the process's exit status.
+// capability sets of its thread emptied where it can, ignoring every
+// signal it is sent, announcing each exited child on its control socket
+// before it reaps it, and exiting once the agent is reaped (or the
+// launcher gone) and no other process is left in its namespace. It
+// returns the process's exit status.
 func InitMain([]string) int {
 	_ = unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0)
 	if name, err := unix.BytePtrFromString(InitName); err == nil {
@@ -144,32 +161,65 @@ func InitMain([]string) int {
 	signal.Ignore(unix.SIGTERM, unix.SIGINT, unix.SIGHUP, unix.SIGQUIT, unix.SIGUSR1, unix.SIGUSR2, unix.SIGPIPE, unix.SIGALRM)
 	sigch := make(chan os.Signal, 1)
 	signal.Notify(sigch, unix.SIGCHLD)
-	ctl := make(chan struct{})
+	// One reader of the socket: bytes reach the loop in order.
+	in := make(chan byte, 16)
 	go func() {
-		defer close(ctl)
-		buf := make([]byte, 64)
+		defer close(in)
+		var b [1]byte
 		for {
-			n, err := unix.Read(InitCtlFD, buf)
-			if n <= 0 && !errors.Is(err, unix.EINTR) {
+			n, err := unix.Read(InitCtlFD, b[:])
+			if n == 1 {
+				in <- b[0]
+			} else if !errors.Is(err, unix.EINTR) {
 				return
 			}
 		}
 	}()
-	closed := false
+	connected, agentGone := true, false
+	take := func(b byte, ok bool) {
+		switch {
+		case !ok:
+			connected, agentGone = false, true
+		case b == InitAgentReaped:
+			agentGone = true
+		}
+	}
 	for {
 		for {
-			var ws unix.WaitStatus
-			if pid, _ := unix.Wait4(-1, &ws, unix.WNOHANG|unix.WALL, nil); pid <= 0 {
+			var info unix.Siginfo
+			if unix.Waitid(unix.P_ALL, 0, &info, unix.WEXITED|unix.WNOHANG|unix.WNOWAIT|unix.WALL, nil) != nil {
 				break
 			}
+			pid := procfs.SiginfoPid(&info)
+			if pid <= 0 {
+				break
+			}
+			if connected {
+				if _, err := unix.Write(InitCtlFD, []byte{InitChildExited}); err != nil {
+					connected, agentGone = false, true
+				}
+				for connected {
+					b, ok := <-in
+					take(b, ok)
+					if ok && b == InitAck {
+						break
+					}
+				}
+			}
+			var ws unix.WaitStatus
+			_, _ = unix.Wait4(pid, &ws, unix.WALL, nil)
 		}
-		if closed && errors.Is(unix.Kill(-1, 0), unix.ESRCH) {
+		if agentGone && errors.Is(unix.Kill(-1, 0), unix.ESRCH) {
 			return 0
 		}
-		select {
-		case <-sigch:
-		case <-ctl:
-			closed, ctl = true, nil
+		if connected {
+			select {
+			case <-sigch:
+			case b, ok := <-in:
+				take(b, ok)
+			}
+		} else {
+			<-sigch
 		}
 	}
 }

@@ -10,11 +10,14 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/acpx-sidecar/acpx-sidecar/internal/procfs"
 )
 
 // TestMain runs the fallback init when the test binary is re-executed as
@@ -39,9 +42,14 @@ func requireRoot(t *testing.T) Caps {
 // tree is one launched test tree.
 type tree struct {
 	st          Started
-	ctlW, outR  *os.File
+	conn        *InitConn
+	outR        *os.File
 	initErr     error
 	agentStatus syscall.WaitStatus
+	agentGone   chan struct{}
+	served      chan struct{}
+	mu          sync.Mutex
+	announced   []procfs.Child // what the init announced, as /proc showed it then
 }
 
 // launch starts script under /bin/sh inside plan (init from InitCommand
@@ -53,17 +61,17 @@ func launch(t *testing.T, plan *Plan, dir, script string, useFallback bool) *tre
 		t.Fatal(err)
 	}
 	defer null.Close()
-	ctlR, ctlW, err := os.Pipe()
+	conn, err := NewInitConn()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ctlR.Close()
+	defer conn.CloseChild()
 	outR, outW, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer outW.Close()
-	tr := &tree{ctlW: ctlW, outR: outR}
+	tr := &tree{conn: conn, outR: outR, agentGone: make(chan struct{}), served: make(chan struct{})}
 	env := []string{"PATH=/usr/bin:/bin", "SECRET_OF_THE_TREE=s3cr3t"}
 	st, err := Start(plan, Forks{
 		Init: func() (int, error) {
@@ -72,7 +80,7 @@ func launch(t *testing.T, plan *Plan, dir, script string, useFallback bool) *tre
 				path, argv = "/proc/self/exe", []string{InitName, InitArg}
 			}
 			return syscall.ForkExec(path, argv, &syscall.ProcAttr{Dir: "/", Env: env,
-				Files: []uintptr{null.Fd(), null.Fd(), null.Fd(), ctlR.Fd()}, Sys: &syscall.SysProcAttr{Setpgid: true}})
+				Files: []uintptr{null.Fd(), null.Fd(), null.Fd(), conn.ChildFD()}, Sys: &syscall.SysProcAttr{Setpgid: true}})
 		},
 		Agent: func(int) (int, error) {
 			return syscall.ForkExec("/bin/sh", []string{"sh", "-c", script}, &syscall.ProcAttr{Dir: dir, Env: env,
@@ -87,11 +95,23 @@ func launch(t *testing.T, plan *Plan, dir, script string, useFallback bool) *tre
 			var ws syscall.WaitStatus
 			_, _ = syscall.Wait4(st.InitPid, &ws, 0, nil)
 		}
-		ctlW.Close()
+		conn.Close()
 		outR.Close()
 		return tr
 	}
 	t.Cleanup(func() { _ = unix.Kill(st.InitPid, unix.SIGKILL); _ = unix.Kill(st.AgentPid, unix.SIGKILL) })
+	go func() {
+		defer close(tr.served)
+		conn.Serve(func() {
+			tr.mu.Lock()
+			defer tr.mu.Unlock()
+			for _, c := range procfs.Children(st.InitPid) {
+				if c.Exited {
+					tr.announced = append(tr.announced, c)
+				}
+			}
+		}, tr.agentGone)
+	}()
 	return tr
 }
 
@@ -108,7 +128,7 @@ func (tr *tree) finish(t *testing.T) string {
 	if _, err := syscall.Wait4(tr.st.AgentPid, &tr.agentStatus, 0, nil); err != nil {
 		t.Fatal(err)
 	}
-	tr.ctlW.Close()
+	close(tr.agentGone)
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		var ws syscall.WaitStatus
@@ -127,6 +147,8 @@ func (tr *tree) finish(t *testing.T) string {
 		}
 		time.Sleep(5 * time.Millisecond) // polling our own child's exit, bounded above
 	}
+	tr.conn.Close()
+	<-tr.served
 	select {
 	case b := <-out:
 		return string(b)
@@ -162,7 +184,8 @@ func ownTreePlan(t *testing.T, work string) *Plan {
 // init as pid 1, itself as 2), cannot read the init's environ, holds no
 // capability in any set with securebits locked, cannot make a user
 // namespace (unshare -U and clone), cannot mount; an orphan it leaves
-// is reaped by the init, which exits once the agent is gone and the
+// (exiting 7) is announced by the init and seen with its status before
+// the init reaps it, and the init exits once the agent is gone and the
 // orphan too — with the memfd init and with the fallback.
 func TestStart_TreeSeesOnlyItselfHoldsNothingAndItsInitLeavesWithIt(t *testing.T) {
 	requireRoot(t)
@@ -175,7 +198,7 @@ grep -E '^(Cap|NoNewPrivs|Seccomp:)' /proc/self/status
 cat /proc/1/environ >/dev/null 2>&1 && echo environ1=read || echo environ1=denied
 unshare -U true 2>/dev/null && echo userns=made || echo userns=refused
 mkdir -p x; mount -t tmpfs none x 2>/dev/null && echo mount=done || echo mount=refused
-(setsid sleep 0.4 &)
+(setsid sh -c 'sleep 0.4; exit 7' &)
 `
 			tr := launch(t, ownTreePlan(t, work), work, script, fallback)
 			if tr.initErr != nil {
@@ -206,6 +229,13 @@ mkdir -p x; mount -t tmpfs none x 2>/dev/null && echo mount=done || echo mount=r
 			}
 			if !tr.agentStatus.Exited() || tr.agentStatus.ExitStatus() != 0 {
 				t.Errorf("agent %v", tr.agentStatus)
+			}
+			seven := false
+			for _, c := range tr.announced {
+				seven = seven || c.Status.Exited() && c.Status.ExitStatus() == 7
+			}
+			if !seven {
+				t.Errorf("announced exits %+v: the orphan's exit 7 is not among them", tr.announced)
 			}
 		})
 	}
