@@ -434,7 +434,7 @@ func selfInstallation() []string {
 	if err != nil {
 		return nil
 	}
-	return sandbox.Installation(exe, nil)
+	return sandbox.Installation(exe, nil, "")
 }
 
 // ms is n milliseconds, as the flags give their bounds.

@@ -76,6 +76,9 @@ type admissionInput struct {
 	// stateSources are the provider-state dirs, resolved in env and
 	// claimed (provstate.go); nil without a state store.
 	stateSources []statestore.Source
+	// revivePS is a revive's own provider state (provstate.go), nil for
+	// an open or without a store.
+	revivePS *providerState
 }
 
 // envHas reports whether the launch environment gives name a non-empty
@@ -278,6 +281,14 @@ func (s *session) admit(ctx context.Context, in admissionInput) admissionResult 
 			return admissionResult{err: e}
 		}
 		state, restored = &providerState{lease: lease, sources: in.stateSources}, r
+	}
+	if in.revive != nil && in.revivePS != nil {
+		if e := s.restoreForRevive(ctx, in.revivePS, in.st); e != nil {
+			if in.exe != nil {
+				in.exe.Close()
+			}
+			return admissionResult{err: e}
+		}
 	}
 	prior := s.loadPrior(in) // admitinput.go
 	// A live-tree slot before anything is written or launched

@@ -64,6 +64,9 @@ func (s *session) prepareLaunch(rv *reviveInput) (admissionInput, *protocol.Erro
 		}
 		in.stateSources = srcs
 	}
+	if rv != nil {
+		in.revivePS = s.rec.ps
+	}
 	if p.HandshakeTimeoutMs != nil {
 		in.timeout = time.Duration(*p.HandshakeTimeoutMs) * time.Millisecond
 	}

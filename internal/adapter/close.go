@@ -2,6 +2,7 @@ package adapter
 
 import (
 	"context"
+	"github.com/acpx-sidecar/acpx-sidecar/internal/sandbox"
 	"sync/atomic"
 	"time"
 
@@ -40,6 +41,9 @@ type cleanupHandoff struct {
 	// tmpDir is the private TMPDIR made for the session ("" if none),
 	// removed once the tree is proven gone (sandbox.go).
 	tmpDir string
+	// rules are the Landlock rules of the session's first launch, which
+	// a revive's must match (sandbox.go sameRulesAsOpen); nil before.
+	rules []sandbox.Rule
 	// home is the key's private HOME given to the agent ("" if none),
 	// removed after a complete proof of a close with
 	// discardPersistentState (sandbox.go).

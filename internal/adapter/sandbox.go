@@ -246,6 +246,9 @@ func (s *session) setupSandbox(p protocol.OpenParams, env []string) (sandboxSetu
 		setup.home = "" // kept on disk, not given: the launch environment is as without a sandbox
 		return setup, origEnv, nil
 	}
+	if e := s.sameRulesAsOpen(plan.FS, tmpMade, paths.PrivateHome); e != nil {
+		return fail(e)
+	}
 	res.Enforced = !plan.Empty()
 	res.Writable, res.Readable, res.ReadOnly, res.TmpDir = nonNil(ap.Writable), nonNil(ap.Readable), ap.ReadOnly, tmpMade
 	res.Processes, res.Capabilities, res.Seccomp, res.Reason = pol.Processes, pol.Capabilities, plan.Seccomp, defaulted
@@ -255,6 +258,41 @@ func (s *session) setupSandbox(p protocol.OpenParams, env []string) (sandboxSetu
 		m.sbx.addLocked(s, ap.Writable, ap.ReadOnly, paths.PrivateHome)
 	}
 	return setup, env, nil
+}
+
+// sameRulesAsOpen checks a revive's Landlock rules against the open's
+// (docs/protocol.md §19: no rule is granted through a path the agent
+// made): every rule path must be one the open's plan had, still the same
+// file (device and inode) — a writable directory the agent swapped for a
+// link to elsewhere between two turns resolves to a path the open never
+// named. The private TMPDIR (made anew for every launch) and HOME (made
+// again after a retire removed it) are the sidecar's own and exempt. The
+// first launch records its rules. nil, or SANDBOX_CONFLICT with
+// data.paths.
+func (s *session) sameRulesAsOpen(rules []sandbox.Rule, tmpDir, home string) *protocol.Error {
+	if s.end.rules == nil {
+		s.end.rules = slices.Clone(rules)
+		if s.end.rules == nil {
+			s.end.rules = []sandbox.Rule{}
+		}
+		return nil
+	}
+	var moved []string
+	for _, r := range rules {
+		if (tmpDir != "" && r.Path == tmpDir) || (home != "" && r.Path == home) {
+			continue
+		}
+		i := slices.IndexFunc(s.end.rules, func(o sandbox.Rule) bool { return o.Path == r.Path })
+		if i < 0 || s.end.rules[i].Dev != r.Dev || s.end.rules[i].Ino != r.Ino {
+			moved = append(moved, r.Path)
+		}
+	}
+	if len(moved) == 0 {
+		return nil
+	}
+	e := protocol.Domain(protocol.ErrSandboxConflict, "a sandbox path is not the one the open's sandbox was made of (replaced, or a link to elsewhere, since the open)", false)
+	e.Data.Paths = moved
+	return e
 }
 
 // sandboxPaths are the open's places: cwd, the launch environment's HOME
@@ -283,7 +321,7 @@ func (s *session) sandboxPaths(p protocol.OpenParams, pol sandbox.Policy, env []
 		}
 		paths.TmpDir = real(tmp)
 	}
-	paths.Install = sandbox.Installation(p.Command.Path, p.Command.Args)
+	paths.Install = sandbox.Installation(p.Command.Path, p.Command.Args, envValue(env, "PATH"))
 	paths.Protected = append(slices.Clone(s.m.cfg.Sandbox.Protected), paths.Install...)
 	for _, d := range s.m.stateDirs(p.StateDir) {
 		if r := real(d); r != "" {

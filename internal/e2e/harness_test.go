@@ -308,6 +308,7 @@ type proof struct {
 		Role     string `json:"role"`
 		ExitCode *int   `json:"exitCode"`
 		Signal   string `json:"signal"`
+		ReapedBy string `json:"reapedBy"`
 	} `json:"processes"`
 	Containment string `json:"containment"`
 	Verified    struct {

@@ -36,6 +36,10 @@ import (
 //	                     child <probe>     run <probe> in a setsid'd re-execution
 //	                                       of this binary (a descendant outside the
 //	                                       provider's session) and report its result
+//	                     and the root probes of modes_root.go (reboot,
+//	                     init_module, clock_settime, mount, unshare-user,
+//	                     clone3-user, raw-socket, ptrace-child, chown,
+//	                     syscall, caps, proc, ps)
 type sandboxModes struct {
 	probe bool
 }
@@ -135,6 +139,9 @@ func probe(line string) string {
 			return "child: " + result(err)
 		}
 		return strings.TrimSpace(string(out))
+	}
+	if r, ok := rootProbe(verb, arg); ok {
+		return r
 	}
 	return "unknown probe"
 }

@@ -264,7 +264,7 @@ func TestInstallation_NodeModulesTreeAndExecutable(t *testing.T) {
 		t.Fatal(err)
 	}
 	real, _ := filepath.EvalSymlinks(root)
-	got := Installation("/bin/sh", []string{"-c", link, "relative/x"})
+	got := Installation("/bin/sh", []string{"-c", link, "relative/x"}, "")
 	want := []string{"/bin/sh", filepath.Join(real, "node_modules")}
 	if r, _ := filepath.EvalSymlinks("/bin/sh"); r != "/bin/sh" {
 		want[0] = r
@@ -282,5 +282,43 @@ func TestParseMountinfo(t *testing.T) {
 	}
 	if got := CgroupMounts(); !slices.Contains(got, "/sys/fs/cgroup") {
 		t.Errorf("CgroupMounts() = %v on a machine with /sys/fs/cgroup", got)
+	}
+}
+
+// TestInstallation_ScriptInterpreterAndItsVersionManager: a script whose
+// "#!/usr/bin/env -S fakepy -u" names an interpreter found on the launch
+// PATH under a version manager's tree (a shim script itself, whose own
+// interpreter is /bin/sh) brings the shim, the manager's whole directory
+// and, through the shim, /bin/sh into the installation; a name not on
+// PATH brings nothing.
+func TestInstallation_ScriptInterpreterAndItsVersionManager(t *testing.T) {
+	root, _ := filepath.EvalSymlinks(t.TempDir())
+	shims := filepath.Join(root, ".pyenv", "shims")
+	if err := os.MkdirAll(shims, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	shim := filepath.Join(shims, "fakepy")
+	if err := os.WriteFile(shim, []byte("#!/bin/sh\nexec real \"$@\"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	script := filepath.Join(root, "agent.py")
+	if err := os.WriteFile(script, []byte("#!/usr/bin/env -S fakepy -u\nprint(1)\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	got := Installation(script, nil, "/nonexistent:"+shims)
+	sh, _ := filepath.EvalSymlinks("/bin/sh")
+	for _, want := range []string{script, shim, filepath.Join(root, ".pyenv"), sh} {
+		if !slices.Contains(got, want) {
+			t.Errorf("Installation = %v, lacks %s", got, want)
+		}
+	}
+	if got := Installation(script, nil, "/nonexistent"); len(got) != 1 || got[0] != script {
+		t.Errorf("interpreter not on PATH: %v, want the script alone", got)
+	}
+	if r := interpreterRoot("/usr/bin/python3"); r != "" {
+		t.Errorf("a system interpreter's root %q, want none", r)
+	}
+	if r := interpreterRoot("/opt/node/bin/node"); r != "/opt/node" {
+		t.Errorf("/opt/node/bin/node's root %q", r)
 	}
 }

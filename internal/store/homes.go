@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"golang.org/x/sys/unix"
 )
@@ -152,4 +153,43 @@ func removeAllAt(dirfd int, name, p string, depth int) error {
 		return &os.PathError{Op: "remove", Path: p, Err: err}
 	}
 	return nil
+}
+
+// RemoveInHome removes rel (a local path: no "..", not absolute) inside
+// the key's private HOME and everything beneath it, walking from the
+// state dir's handle without following a link at any step (a link on
+// the way: nothing removed, an error). A missing rel is no error.
+func (s *Store) RemoveInHome(key, rel string) error {
+	if err := ValidateKey(key); err != nil {
+		return err
+	}
+	if !filepath.IsLocal(rel) || rel == "." {
+		return fmt.Errorf("store: %q is not a path inside a home", rel)
+	}
+	root, err := OpenSafeDir(s.dir)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	parts := append([]string{homesName, EncodeKey(key)}, strings.Split(filepath.Clean(rel), string(filepath.Separator))...)
+	dir, err := unix.FcntlInt(uintptr(root.fd), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	p := s.dir
+	for _, name := range parts[:len(parts)-1] {
+		p = filepath.Join(p, name)
+		next, err := openBeneath(dir, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		unix.Close(dir)
+		if errors.Is(err, unix.ENOENT) {
+			return nil
+		}
+		if err != nil {
+			return &os.PathError{Op: "open", Path: p, Err: err}
+		}
+		dir = next
+	}
+	defer unix.Close(dir)
+	last := parts[len(parts)-1]
+	return removeAllAt(dir, last, filepath.Join(p, last), 0)
 }

@@ -103,3 +103,47 @@ func TestOpen_HeldDirectoriesSurviveARenameOfTheirParent(t *testing.T) {
 		t.Errorf("the record went to the recreated path")
 	}
 }
+
+// TestRemoveInHome_RemovesThatDirOnlyAndNeverThroughALink: a directory
+// inside the home goes, its siblings stay; a link on the way stops the
+// walk, its target untouched.
+func TestRemoveInHome_RemovesThatDirOnlyAndNeverThroughALink(t *testing.T) {
+	s, err := Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	home, err := s.Home("k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{".codex/sessions", ".keep"} {
+		if err := os.MkdirAll(filepath.Join(home, d), 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.RemoveInHome("k", ".codex"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(home, ".codex")); !os.IsNotExist(err) {
+		t.Errorf(".codex still there: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(home, ".keep")); err != nil {
+		t.Errorf("a sibling went too: %v", err)
+	}
+	outside := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(outside, "victim"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(outside, filepath.Join(home, "link")); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.RemoveInHome("k", "link/victim"); err == nil {
+		t.Errorf("a walk through a link succeeded")
+	}
+	if _, err := os.Stat(filepath.Join(outside, "victim")); err != nil {
+		t.Errorf("the link's target lost a directory: %v", err)
+	}
+	if err := s.RemoveInHome("k", "../../x"); err == nil {
+		t.Errorf("a path out of the home was accepted")
+	}
+}
