@@ -2,6 +2,7 @@ package agentenv
 
 import (
 	"encoding/json"
+	"github.com/acpx-sidecar/acpx-sidecar/internal/store"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -105,9 +106,11 @@ func TestCheckStubURL(t *testing.T) {
 	}
 }
 
-// TestPrepare_Common: for every agent the command is absolute, HOME, TMPDIR
-// and the XDG dirs are private directories under dir, the API key is left
-// to the caller and no value points anywhere but the stub or dir.
+// TestPrepare_Common: for every agent the command is absolute, the dir
+// given is the agent's HOME (0700) with the XDG dirs private directories
+// under it, HOME and TMPDIR are left to the sidecar (the key's private
+// HOME, a private TMPDIR), the API key is left to the caller and no value
+// points anywhere but the stub or dir.
 func TestPrepare_Common(t *testing.T) {
 	root := fakeRepo(t, nil)
 	for _, name := range Names() {
@@ -130,10 +133,16 @@ func TestPrepare_Common(t *testing.T) {
 				!slices.Equal(l.Command.Args, append([]string{entry}, a.Args...)) {
 				t.Errorf("command %+v, want node %s %v", l.Command, entry, a.Args)
 			}
-			if l.Home != filepath.Join(dir, "home") || l.Env["HOME"] != l.Home {
-				t.Errorf("Home %q, HOME %q", l.Home, l.Env["HOME"])
+			if _, set := l.Env["HOME"]; l.Home != dir || set {
+				t.Errorf("Home %q (want %s), HOME in env: %v", l.Home, dir, set)
 			}
-			for _, k := range []string{"HOME", "TMPDIR", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME", "XDG_CACHE_HOME"} {
+			if _, set := l.Env["TMPDIR"]; set {
+				t.Errorf("TMPDIR set: the sidecar makes a private one")
+			}
+			if st, err := os.Stat(dir); err != nil || st.Mode().Perm() != 0o700 {
+				t.Errorf("home %s: %v, want 0700", dir, err)
+			}
+			for _, k := range []string{"XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME", "XDG_CACHE_HOME"} {
 				st, err := os.Stat(l.Env[k])
 				if err != nil || !st.IsDir() || st.Mode().Perm() != 0o700 || !strings.HasPrefix(l.Env[k], dir+"/") {
 					t.Errorf("%s=%q: %v (want a 0700 directory under %s)", k, l.Env[k], err, dir)
@@ -146,7 +155,7 @@ func TestPrepare_Common(t *testing.T) {
 				if strings.Contains(v, "://") && v != testStub {
 					t.Errorf("%s=%q is a URL other than the stub's", k, v)
 				}
-				if strings.HasPrefix(v, "/") && !strings.HasPrefix(v, dir+"/") {
+				if strings.HasPrefix(v, "/") && v != dir && !strings.HasPrefix(v, dir+"/") {
 					t.Errorf("%s=%q is a path outside %s", k, v, dir)
 				}
 			}
@@ -385,6 +394,20 @@ func TestPrepare_RealInstall(t *testing.T) {
 		}
 		if st, err := os.Stat(l.Command.Path); err != nil || st.Mode()&0o111 == 0 {
 			t.Errorf("%s: command %s: %v", name, l.Command.Path, err)
+		}
+	}
+}
+
+// TestKeyHome_IsTheSidecarsPrivateHomeOfTheKey: KeyHome names the
+// directory the sidecar's store makes a key's private HOME in.
+func TestKeyHome_IsTheSidecarsPrivateHomeOfTheKey(t *testing.T) {
+	st, err := store.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{"k", "a key/with üñí"} {
+		if got, want := KeyHome(st.Dir(), key), st.HomePath(key); got != want {
+			t.Errorf("KeyHome(%q) = %s, the store's %s", key, got, want)
 		}
 	}
 }

@@ -245,7 +245,6 @@ type agentRun struct {
 	stubURL  string
 	stateDir string
 	work     string
-	homes    string // one private directory per session key
 	secret   string
 	marks    []string
 
@@ -266,7 +265,7 @@ func newAgentRunVia(t *testing.T, name string, wrapper []string, extra ...string
 		t.Fatal(err)
 	}
 	a := &agentRun{t: t, name: name, stub: modelstub.New(t.Logf), stateDir: t.TempDir(), work: t.TempDir(),
-		homes: t.TempDir(), secret: "sk-agent-" + randHex(12), answers: map[string]string{}}
+		secret: "sk-agent-" + randHex(12), answers: map[string]string{}}
 	srv := httptest.NewServer(a.stub)
 	t.Cleanup(srv.Close)
 	a.stubURL = srv.URL
@@ -328,11 +327,13 @@ func (o agentOpen) resumable() bool {
 	return c.LoadSession || len(c.SessionCapabilities.Resume) > 0
 }
 
-// openParams are session/open params for key (its private HOME is reused
-// when key is reopened) with a fresh marker and the extra params.
+// openParams are session/open params for key with a fresh marker and the
+// extra params: no env.HOME, so the agent runs in the key's private HOME
+// (docs/protocol.md §19), reused when key is reopened, where Prepare wrote
+// its configuration.
 func (a *agentRun) openParams(key string, extra map[string]any) map[string]any {
 	a.t.Helper()
-	l, err := agentenv.Prepare(a.name, repoRoot, a.stubURL, filepath.Join(a.homes, key))
+	l, err := agentenv.Prepare(a.name, repoRoot, a.stubURL, agentenv.KeyHome(a.stateDir, key))
 	if err != nil {
 		a.t.Fatal(err)
 	}
@@ -361,7 +362,7 @@ func (a *agentRun) openParamsFor(l *agentenv.Launch, key string, extra map[strin
 // open opens key (see openParams) and fails the test on an error.
 func (a *agentRun) open(key string, extra map[string]any) agentOpen {
 	a.t.Helper()
-	l, err := agentenv.Prepare(a.name, repoRoot, a.stubURL, filepath.Join(a.homes, key))
+	l, err := agentenv.Prepare(a.name, repoRoot, a.stubURL, agentenv.KeyHome(a.stateDir, key))
 	if err != nil {
 		a.t.Fatal(err)
 	}
