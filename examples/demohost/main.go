@@ -154,9 +154,9 @@ type demo struct {
 	repoRoot, override    string // override: --command, or ""
 
 	tmp, workspace, stateDir, agentHome string
-	sidecarLog, stubLog                string
-	apiKey, mark                       string
-	launch                             *agentenv.Launch
+	sidecarLog, stubLog                 string
+	apiKey, mark                        string
+	launch                              *agentenv.Launch
 
 	stub      *exec.Cmd
 	stubStdin io.WriteCloser
