@@ -222,8 +222,10 @@ func (s *session) setupSandbox(p protocol.OpenParams, env []string) (sandboxSetu
 		return setup, env, e
 	}
 	plan, ap, err := sandbox.Build(pol, paths, sandbox.BuildOptions{BindReadOnly: m.cfg.Sandbox.Caps.Namespaces})
-	if plan.Seccomp && !m.cfg.Sandbox.Caps.Seccomp && !explicit {
-		plan.Seccomp, plan.DenyUserNS = false, false // a default: reported below
+	if plan.Seccomp && !m.cfg.Sandbox.Caps.Seccomp && (p.Sandbox == nil || p.Sandbox.Filesystem == "") {
+		// The filter comes with the filesystem sandbox: one the open did
+		// not name itself is a default, reported below.
+		plan.Seccomp, plan.DenyUserNS = false, false
 		defaulted = strings.TrimPrefix(defaulted+"; no seccomp filter: this kernel has none", "; ")
 	}
 	var ce *sandbox.ConflictError
