@@ -850,7 +850,7 @@ export interface McpServer {
   [k: string]: unknown;
 }
 /**
- * Params of session/open (docs/protocol.md §8).
+ * Params of session/open (docs/protocol.md §8). Read strictly: a member none of these (or of command, limits, permissionPolicy, sandbox, lifecycle) has is -32602 with data.field naming it (docs/protocol.md §19); _meta is the place for anything else.
  *
  * Schema: `$defs/OpenParams`.
  */
