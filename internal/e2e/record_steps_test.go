@@ -32,8 +32,9 @@ type seedCause struct {
 // of itself, names hostPid, the host's pid of a provider: the same
 // number, or — the agent running in a PID namespace of its own
 // (sandbox.processes own-tree, the default) — hostPid's last NSpid
-// while it lives; once it is gone, pid 2, the one an own-tree agent
-// always has (the namespace's init is 1, the agent the next fork).
+// while it lives; once it is gone, pid 2, the one an own-tree agent has
+// here (the namespace's init is 1, single-threaded on x86-64, and the
+// agent the next fork).
 func sameAgent(agentPid, hostPid int) bool {
 	if agentPid == hostPid {
 		return true

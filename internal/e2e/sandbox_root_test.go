@@ -293,13 +293,18 @@ func TestSandbox_RenameCannotMoveWhatTheSidecarUses(t *testing.T) {
 	if len(o.Sandbox.ReadOnly) < 2 {
 		t.Fatalf("read-only %v: want the state dir and the sidecar's installation", o.Sandbox.ReadOnly)
 	}
-	got := probeTurn(t, s, o.Session, "m1", "rename "+work+"/tools "+work+"/tools.old", "rename "+work+"/data "+work+"/data.old",
+	home := o.Sandbox.Home
+	if home == "" || !strings.HasPrefix(home, state+"/") {
+		t.Fatalf("sandbox.home %q, want the key's private HOME under %s", home, state)
+	}
+	got := probeTurn(t, s, o.Session, "m1", "write "+home+"/in-home", "rename "+work+"/tools "+work+"/tools.old", "rename "+work+"/data "+work+"/data.old",
 		"rename "+work+"/tools/bin "+work+"/bin.old", "rename "+state+" "+work+"/state.old",
 		"write "+bin, "write "+state+"/sessions/mover.json", "mkdir "+state+"/sessions/x")
 	// A mount point cannot be renamed (EBUSY), nor moved to another
 	// mount (EXDEV); a read-only bind is not written (EROFS; a running
 	// binary is ETXTBSY first).
 	for line, want := range map[string][]string{
+		"write " + home + "/in-home":                       {"ok"}, // its HOME stays writable in the read-only state dir
 		"rename " + work + "/tools " + work + "/tools.old": {"EBUSY"}, "rename " + work + "/data " + work + "/data.old": {"EBUSY"},
 		"rename " + work + "/tools/bin " + work + "/bin.old": {"EBUSY", "EXDEV"}, "rename " + state + " " + work + "/state.old": {"EBUSY", "EXDEV"},
 		"write " + bin: {"EROFS", "ETXTBSY"}, "write " + state + "/sessions/mover.json": {"EROFS"}, "mkdir " + state + "/sessions/x": {"EROFS"}} {

@@ -130,6 +130,11 @@ func start(p *Plan, f Forks) (st Started, err error) {
 			return st, stepError("bind "+d+" read-only", err)
 		}
 	}
+	for _, d := range p.ReadWrite {
+		if err := bindFlags(d, false); err != nil {
+			return st, stepError("bind "+d+" read-write", err)
+		}
+	}
 	if p.DenyUserNS {
 		// The thread's root stays the mount beneath: to the kernel its
 		// children are then chrooted, and create_user_ns refuses them
@@ -206,7 +211,12 @@ func mountProc(init int) error {
 // bindReadOnly bind mounts d (a directory or a file) onto itself and
 // remounts the bind read-only, keeping the flags its mount already has
 // (nosuid, nodev, noexec) so the remount is allowed.
-func bindReadOnly(d string) error {
+func bindReadOnly(d string) error { return bindFlags(d, true) }
+
+// bindFlags bind mounts d onto itself and remounts the bind read-only
+// (ro) or read-write — a bind inside a read-only one starts read-only —
+// keeping the other flags its mount has.
+func bindFlags(d string, ro bool) error {
 	if err := unix.Mount(d, d, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
 		return err
 	}
@@ -214,7 +224,10 @@ func bindReadOnly(d string) error {
 	if err := unix.Statfs(d, &st); err != nil {
 		return err
 	}
-	flags := uintptr(unix.MS_BIND | unix.MS_REMOUNT | unix.MS_RDONLY)
+	flags := uintptr(unix.MS_BIND | unix.MS_REMOUNT)
+	if ro {
+		flags |= unix.MS_RDONLY
+	}
 	for _, f := range []struct{ st, ms uintptr }{{unix.ST_NOSUID, unix.MS_NOSUID}, {unix.ST_NODEV, unix.MS_NODEV},
 		{unix.ST_NOEXEC, unix.MS_NOEXEC}, {unix.ST_NOATIME, unix.MS_NOATIME}, {unix.ST_NODIRATIME, unix.MS_NODIRATIME},
 		{unix.ST_RELATIME, unix.MS_RELATIME}} {

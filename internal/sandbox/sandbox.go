@@ -135,6 +135,10 @@ type Plan struct {
 	Scoped     uint64   `json:"scoped,omitempty"`
 	NewNetNS   bool     `json:"newNetns,omitempty"`
 	ReadOnly   []string `json:"readOnly,omitempty"`
+	// ReadWrite are bound read-write again inside a ReadOnly one: the
+	// key's private HOME in a state dir kept read-only because a writable
+	// path holds it.
+	ReadWrite  []string `json:"readWrite,omitempty"`
 	Pin        []string `json:"pin,omitempty"`
 	NewPIDNS   bool     `json:"newPidns,omitempty"`
 	DropCaps   bool     `json:"dropCaps,omitempty"`
@@ -145,13 +149,13 @@ type Plan struct {
 // Empty reports whether p restricts nothing.
 func (p *Plan) Empty() bool {
 	return p == nil || p.HandledFS == 0 && p.HandledNet == 0 && p.Scoped == 0 && !p.NewNetNS && len(p.ReadOnly) == 0 &&
-		len(p.Pin) == 0 && !p.NewPIDNS && !p.DropCaps && !p.Seccomp && !p.DenyUserNS
+		len(p.ReadWrite) == 0 && len(p.Pin) == 0 && !p.NewPIDNS && !p.DropCaps && !p.Seccomp && !p.DenyUserNS
 }
 
 // NewMountNS reports whether p needs a private mount namespace: bind
 // mounts, a fresh /proc or the mount over /.
 func (p *Plan) NewMountNS() bool {
-	return p != nil && (len(p.ReadOnly) > 0 || len(p.Pin) > 0 || p.NewPIDNS || p.DenyUserNS)
+	return p != nil && (len(p.ReadOnly) > 0 || len(p.ReadWrite) > 0 || len(p.Pin) > 0 || p.NewPIDNS || p.DenyUserNS)
 }
 
 // Landlocks reports whether p needs a Landlock ruleset.
@@ -272,6 +276,13 @@ func Build(pol Policy, paths Paths, opt BuildOptions) (Plan, Applied, error) {
 	writable := nonEmpty(append([]string{paths.Cwd, paths.Home, paths.TmpDir}, pol.Writable...))
 	if err := checkConflicts(writable, nonEmpty(paths.Protected), paths.PrivateHome, opt.BindReadOnly, &plan, &ap); err != nil {
 		return Plan{}, Applied{}, err
+	}
+	if h := paths.PrivateHome; h != "" {
+		for _, ro := range plan.ReadOnly {
+			if h != ro && Within(h, ro) {
+				plan.ReadWrite = []string{h} // its state dir is read-only in a writable path; it is not
+			}
+		}
 	}
 	plan.HandledFS = HandledFS
 	add := func(p string, access uint64) {

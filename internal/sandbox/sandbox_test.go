@@ -210,6 +210,11 @@ func TestBuild_ProtectedPathCannotBeRenamedAway(t *testing.T) {
 	if want := []string{"/w/a/b/node_modules", "/w/state"}; !slices.Equal(plan.ReadOnly, want) {
 		t.Errorf("read-only %v, want %v", plan.ReadOnly, want)
 	}
+	inCwd := Paths{Cwd: "/w", Home: "/w/state/homes/k", PrivateHome: "/w/state/homes/k", Protected: []string{"/w/state"}}
+	plan, _, err = Build(wsPolicy(), inCwd, BuildOptions{BindReadOnly: true, Exists: fakeFS([]string{"/", "/w", "/w/state/homes/k"}, nil)})
+	if err != nil || !slices.Equal(plan.ReadOnly, []string{"/w/state"}) || !slices.Equal(plan.ReadWrite, []string{"/w/state/homes/k"}) {
+		t.Errorf("a private home in a state dir kept read-only in the cwd: %v, read-only %v, read-write %v", err, plan.ReadOnly, plan.ReadWrite)
+	}
 	home := Paths{Cwd: "/w", Home: "/s/homes/k", PrivateHome: "/s/homes/k", Protected: []string{"/s"}}
 	plan, ap, err := Build(wsPolicy(), home, BuildOptions{Exists: fakeFS([]string{"/", "/w", "/s/homes/k"}, nil)})
 	if err != nil || !slices.Contains(ap.Writable, "/s/homes/k") {
