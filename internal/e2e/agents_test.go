@@ -167,7 +167,7 @@ func (a *agentRun) killAndShutdown() {
 	kill := a.open("kill", map[string]any{"permissionMode": "approve-all"})
 	turn := a.s.start("session/prompt", map[string]any{"session": kill.Session, "requestId": "k1", "prompt": "wait\nrun: " + sleepCmd})
 	sleeper := a.waitTool(kill.mark)
-	tree := descendants(kill.Process.Pid, parents(markedPids(kill.mark, "")))
+	tree := settledTree(kill.Process.Pid, kill.mark)
 	if err := unix.Kill(kill.Process.Pid, unix.SIGKILL); err != nil {
 		t.Fatalf("kill the agent root %d: %v", kill.Process.Pid, err)
 	}
@@ -230,6 +230,25 @@ func parents(pids []int) map[int]int {
 		}
 	}
 	return out
+}
+
+// settledTree is the tree below root (pid -> ppid) of the processes
+// carrying mark that are alive in two readings of the process table half
+// a second apart: agents start short-lived helpers all the time (qwen
+// polls its tools' process groups with pgrep through a shell), and one
+// that exits on its own between the reading and the kill, reaped by a
+// parent that exits too, is in no proof. The settled processes are the
+// ones the kill finds.
+func settledTree(root int, mark string) map[int]int {
+	first := descendants(root, parents(markedPids(mark, "")))
+	time.Sleep(500 * time.Millisecond) // the gap that filters transients, not a wait for an event
+	second := descendants(root, parents(markedPids(mark, "")))
+	for pid, ppid := range second {
+		if first[pid] != ppid {
+			delete(second, pid)
+		}
+	}
+	return second
 }
 
 // descendants keeps the entries of tree (pid -> ppid) below root.
