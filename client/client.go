@@ -86,6 +86,9 @@ type Options struct {
 	// reviving, or live again. Session.WaitLifecycle waits for one
 	// state without a callback.
 	OnLifecycle func(LifecycleNotice)
+	// OnPolicyBreach receives session/policyBreach notifications: an agent
+	// moved a held control (docs/protocol.md §24).
+	OnPolicyBreach func(PolicyBreachNotice)
 	// OnUpdate receives the session/update notifications that no running
 	// Prompt call claims: updates outside turns (requestId null, e.g. the
 	// ones buffered during admission) and late updates of earlier turns.

@@ -227,8 +227,8 @@ func masterKey(t *testing.T) string {
 
 // TestStateStore_PublicationThroughTheClient: with a file:// state store
 // and the open's StateDirs naming the fault agent's directory, the retire
-// and the close publish (Proof.Publication "published", the close's a
-// later generation) and Status shows the key's head; a second sidecar
+// publishes (Proof.Publication "published"), the parked session's close
+// has nothing new (skipped), and Status shows the key's head; a second sidecar
 // with another state dir and another agent directory opens the same key,
 // restores the archive (OpenResult.Restore) and its agent remembers the
 // first sidecar's turn.
@@ -268,10 +268,14 @@ func TestStateStore_PublicationThroughTheClient(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Close: %v", err)
 	}
-	pub := proof.Publication
-	if !proof.Complete || pub == nil || pub.State != client.PublicationPublished || pub.Generation <= retire.Generation ||
-		!regexp.MustCompile(`^[0-9a-f]{64}$`).MatchString(pub.SHA256) || pub.Object == "" || pub.Entries == 0 {
-		t.Fatalf("close proof %+v publication %+v: want complete, published, a generation after %d", proof, pub, retire.Generation)
+	// Parked since a retire that published: no tree ran since, so the
+	// close has nothing new to publish (docs/protocol.md §24).
+	if cp := proof.Publication; !proof.Complete || cp == nil || cp.State != client.PublicationSkipped || cp.Error != nil {
+		t.Fatalf("close proof %+v publication %+v: want complete, skipped (nothing new)", proof, cp)
+	}
+	pub := retire
+	if !regexp.MustCompile(`^[0-9a-f]{64}$`).MatchString(pub.SHA256) || pub.Object == "" || pub.Entries == 0 {
+		t.Fatalf("retire publication %+v: want an object, its SHA-256, entries", pub)
 	}
 	if _, err := a.Shutdown(ctx); err != nil {
 		t.Fatalf("Shutdown A: %v", err)

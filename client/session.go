@@ -332,6 +332,11 @@ func (h handler) Handle(ctx context.Context, conn *jsonrpc2.Conn, req *jsonrpc2.
 		if f := c.opts.OnLifecycle; f != nil {
 			c.events.push(func() { f(n) })
 		}
+	case protocol.NotifySessionPolicyBreach:
+		var n PolicyBreachNotice
+		if f := c.opts.OnPolicyBreach; f != nil && json.Unmarshal(params, &n) == nil {
+			c.events.push(func() { f(n) })
+		}
 	case "session/journal":
 		var n JournalNotice
 		if f := c.opts.OnJournal; f != nil && json.Unmarshal(params, &n) == nil {

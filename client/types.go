@@ -204,7 +204,26 @@ type OpenParams struct {
 	// Publish PublishTurn also publishes after every turn ("": only at
 	// retire and close).
 	Publish string `json:"publish,omitempty"`
+	// Effort and Thinking (1-64 printable bytes, "": none) are values of
+	// the agent's effort and thinking config options (Pi's thought_level:
+	// off, minimal, low, medium, high), applied and verified before the
+	// first prompt and held: the open fails CONTROL_UNAVAILABLE, nothing
+	// left running, when the agent does not offer the value; an agent that
+	// moves one later ends its turn POLICY_BREACH (docs/protocol.md §24).
+	Effort   string `json:"effort,omitempty"`
+	Thinking string `json:"thinking,omitempty"`
+	// AllowSlashCommands lets prompts that start with "/" reach an agent
+	// whose profile guards them (copilot); otherwise such a prompt is
+	// refused -32602 (docs/protocol.md §24).
+	AllowSlashCommands bool `json:"allowSlashCommands,omitempty"`
 }
+
+// PolicyBreachNotice is the session/policyBreach notification: the agent
+// moved a control the sidecar holds (Control: "mode" or a config option
+// id) from Held to Reported; the turn RequestID names ended failed
+// POLICY_BREACH; Restored says whether the sidecar set it back
+// (docs/protocol.md §24). Options.OnPolicyBreach receives it.
+type PolicyBreachNotice = protocol.PolicyBreachNotice
 
 // Sandbox is `sandbox` of session/open (docs/protocol.md §19): filesystem
 // "workspace", "strict" or "off"; extra writable and readable directories;
@@ -283,6 +302,12 @@ type PermissionRequest struct {
 	Options   []PermissionOption `json:"options"`
 	Kind      string             `json:"kind"`
 	Rule      string             `json:"rule"`
+	// AnswerRefused is set when the sidecar asks again because the
+	// answer to its previous request for this ask was refused (neither
+	// the flat shape nor ACP's): that answer's -32602 error, whose
+	// Data.Field names the member at fault (docs/protocol.md §9). The
+	// client's own answers (Selected, Cancelled) are never refused.
+	AnswerRefused *protocol.ErrorObject `json:"answerRefused,omitempty"`
 }
 
 // PermissionOutcome is the host's answer to a PermissionRequest; make it

@@ -135,6 +135,11 @@ type ErrorData struct {
 	// AuthMethods are the agent's ACP AuthMethod[] verbatim, on an
 	// AUTH_REQUIRED (docs/protocol.md §23).
 	AuthMethods []json.RawMessage `json:"authMethods,omitempty"`
+	// Stderr is the end of the agent's stderr (at most 4096 bytes,
+	// redacted), on an ACPX_SESSION_ENSURE_FAILED,
+	// ACPX_SESSION_HANDSHAKE_TIMEOUT or SESSION_LOST of an open or revive
+	// that launched the agent: what it said about why (docs/protocol.md §5).
+	Stderr string `json:"stderr,omitempty"`
 	// AgentError is the agent's JSON-RPC error object verbatim, on an
 	// AGENT_ERROR (docs/protocol.md §23).
 	AgentError json.RawMessage `json:"agentError,omitempty"`

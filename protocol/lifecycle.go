@@ -237,6 +237,11 @@ const OriginRetire ProofOrigin = "retire"
 // after a turn found it fenced).
 const OriginFenced ProofOrigin = "fenced"
 
+// ExitStdinClosed is session/exited `reason` of a provider that closed
+// its stdin and lives on: nothing can reach it, so the sidecar ends it
+// (issue 33).
+const ExitStdinClosed = "stdin-closed"
+
 // ExitFenced is session/exited `reason` of a session ended because another
 // sidecar took its key over in the state store.
 const ExitFenced = "fenced"

@@ -187,6 +187,15 @@ type OpenParams struct {
 	ReviveWaitMs *int64            `json:"reviveWaitMs,omitempty"`
 	StateDirs    map[string]string `json:"stateDirs,omitempty"`
 	Publish      string            `json:"publish,omitempty"`
+	// Effort and Thinking: docs/protocol.md §24, effort and thinking
+	// (protocol/seed.go): a value of the agent's effort config option, or
+	// of its thinking option (Pi's thought_level), applied and verified
+	// before the first prompt; CONTROL_UNAVAILABLE when the agent does not
+	// offer it. AllowSlashCommands lets prompts that start with "/" reach
+	// an agent whose profile guards them (Copilot).
+	Effort             string `json:"effort,omitempty"`
+	Thinking           string `json:"thinking,omitempty"`
+	AllowSlashCommands bool   `json:"allowSlashCommands,omitempty"`
 }
 
 // Identity is the admitted identity of a session (docs/rules.md#r8).
@@ -479,6 +488,19 @@ type PermissionRequestParams struct {
 	Options   json.RawMessage `json:"options"`
 	Kind      string          `json:"kind"`
 	Rule      string          `json:"rule"`
+	// AnswerRefused is set on a request sent again because the host's
+	// answer to the one before was refused: the -32602 error that answer
+	// got (data.field names the member at fault). The ask stays pending
+	// meanwhile (docs/protocol.md §9).
+	AnswerRefused *ErrorObject `json:"answerRefused,omitempty"`
+}
+
+// ErrorObject is a JSON-RPC error object {code, message, data} as it
+// travels inside another message.
+type ErrorObject struct {
+	Code    int       `json:"code"`
+	Message string    `json:"message"`
+	Data    ErrorData `json:"data"`
 }
 
 // PermissionRequestResult is the host's answer: Outcome AskSelected with

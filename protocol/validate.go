@@ -170,6 +170,9 @@ func (p *OpenParams) Validate() *Error {
 	if e := p.validateLifecycleMembers(); e != nil {
 		return e
 	}
+	if e := p.validateSeedControls(); e != nil {
+		return e
+	}
 	for i, s := range p.McpServers {
 		if !json.Valid(s) || len(s) == 0 || s[0] != '{' {
 			return InvalidParams("mcpServers."+strconv.Itoa(i), "mcpServers entries must be objects")

@@ -73,6 +73,7 @@ type options struct {
 	stateReadMs   int64
 	maxSessions   int
 	maxLiveTrees  int
+	sweepMs       int64
 	state         stateFlags
 	printVersion  bool
 	// defaultSandbox is --default-sandbox; assumeABI --assume-landlock-abi
@@ -115,6 +116,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.IntVar(&o.assumeABI, "assume-landlock-abi", -1, "treat the kernel as offering at most this Landlock ABI (0: none); for testing how opens are refused (-1: the kernel's)")
 	fs.IntVar(&o.maxSessions, "max-sessions", 0, "live sessions admitted at once; more are refused SIDECAR_AT_CAPACITY (0: derived from the descriptor limit; docs/protocol.md §21)")
 	fs.IntVar(&o.maxLiveTrees, "max-live-trees", 0, "provider trees alive at once; an open or revive beyond it waits (FIFO) up to its reviveWaitMs, then is SIDECAR_AT_CAPACITY (0: --max-sessions; docs/protocol.md §24)")
+	fs.Int64Var(&o.sweepMs, "sweep-interval-ms", adapter.DefaultSweepInterval.Milliseconds(), "how often a running sidecar sweeps its state dirs' ledgers for the leftovers of sidecars that died (0: only at start and first use), ms")
 	o.state.register(fs)
 	fs.BoolVar(&o.printVersion, "version", false, "print the version and exit")
 	// A bad flag is one line on stderr (run prints it), not the whole usage;
@@ -163,6 +165,9 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	if err := checkMaxSessions(o.maxSessions); err != nil {
 		return nil, err
 	}
+	if o.sweepMs < 0 || (o.sweepMs > 0 && o.sweepMs < 100) {
+		return nil, fmt.Errorf("--sweep-interval-ms must be 0 (off) or at least 100")
+	}
 	if o.maxLiveTrees < 0 {
 		return nil, fmt.Errorf("--max-live-trees must be 0 (--max-sessions) or positive")
 	}
@@ -174,6 +179,11 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	}
 	if o.shutdownMs == 0 {
 		o.shutdownMs = adapter.ShutdownFor(ms(o.closeMs), ms(o.termMs), ms(o.killMs)).Milliseconds()
+		if o.state.url != "" {
+			// Shutdown publishes every live session's provider state
+			// (docs/protocol.md §24): time for that too.
+			o.shutdownMs += adapter.ShutdownPublishAllowance.Milliseconds()
+		}
 	}
 	switch o.containment {
 	case "auto", "cgroup", "subreaper", "process-group", "process-table":
@@ -318,6 +328,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		cfg.Caps.MaxLiveTrees = cfg.Caps.MaxSessions
 	}
 	cfg.StateStore = stateStore
+	cfg.SweepInterval = ms(o.sweepMs)
 	cfg.Logger = log.Named("session")
 	environ := os.Environ()
 	cfg.Env = adapter.ProviderEnv{Base: adapter.InheritedEnv(o.inheritEnv, environ), Policy: o.inheritEnv, Sidecar: environ}
@@ -341,6 +352,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if o.inheritEnvOld != "" {
 		log.Warn("--inherit-env=" + o.inheritEnvOld + " is the old boolean spelling; it means --inherit-env=" + o.inheritEnv)
 	}
+	startupChecks(log, o.stateDir) // startchecks.go
 	mgr := adapter.NewManager(cfg, server)
 	log.Info("acpx-sidecar started", zap.Int("pid", os.Getpid()), zap.String("containment", initContainment(sup)),
 		zap.String("framing", o.framing), zap.Int("maxSessions", cfg.Caps.MaxSessions))

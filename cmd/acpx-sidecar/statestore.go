@@ -76,6 +76,9 @@ func (f *stateFlags) open(ctx context.Context) (*statestore.Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--state-store: %v", err)
 	}
+	if err := st.CheckCredentials(ctx); err != nil {
+		return nil, fmt.Errorf("--state-store: %v", err)
+	}
 	return st, nil
 }
 

@@ -54,7 +54,14 @@ type acpConn struct {
 	out  *outbox // the agent's stdin
 	// seq numbers the requests sent to the agent (nextID).
 	seq atomic.Uint64
+	// stdinClosed, when set, is called once when a write finds the
+	// agent's stdin closed (EPIPE): nothing can reach it any more.
+	stdinClosed atomic.Pointer[func()]
 }
+
+// onStdinClosed sets what runs when a write finds the agent's stdin
+// closed (from the outbox's writer goroutine; it must not block).
+func (a *acpConn) onStdinClosed(f func()) { a.stdinClosed.Store(&f) }
 
 // stalled reports whether the agent is hung or has taken none of a write
 // for d (outbox.stalled): a request sent now would not reach it within d.
@@ -82,9 +89,13 @@ func (s stdio) Close() error {
 // not being an ACP SessionUpdate.
 func newACPConn(stdin io.WriteCloser, stdout io.ReadCloser, maxLine int, log *zap.Logger, post func(providerEvent) bool, badUpdate func()) *acpConn {
 	stdout = pollPipe(stdout) // one wake-up per batch, not per line (pipepoll_linux.go)
+	a := &acpConn{}
 	ob := newOutbox(stdin, 0, 0, func(why error) {
 		if errors.Is(why, syscall.EPIPE) {
-			log.Debug("the agent closed its stdin: nothing more is sent to it")
+			log.Info("the agent closed its stdin: nothing more can reach it")
+			if f := a.stdinClosed.Load(); f != nil {
+				(*f)()
+			}
 			return
 		}
 		log.Warn("the agent is not reading its stdin (a write stalled past its deadline or its queue overflowed): it is hung, nothing more is sent to it, and its close skips session/close",
@@ -104,8 +115,8 @@ func newACPConn(stdin io.WriteCloser, stdout io.ReadCloser, maxLine int, log *za
 	// The fast path: session/update lines go from the line to the actor.
 	st.onUpdates = func(b *lineSlab) { post(providerEvent{updates: b.ups, batch: b}) }
 	h := &acpHandler{post: post, log: log, badUpdate: st.onBadUpdate, frame: st.lastFrame}
-	c := jsonrpc2.NewConn(context.Background(), st, h, jsonrpc2.SetLogger(quietLogger{log}))
-	return &acpConn{conn: c, out: ob}
+	a.conn, a.out = jsonrpc2.NewConn(context.Background(), st, h, jsonrpc2.SetLogger(quietLogger{log})), ob
+	return a
 }
 
 // call sends a request and waits for its answer or ctx; when ctx ends

@@ -54,6 +54,8 @@ type admitted struct {
 	// the open is answered.
 	recordSync *store.Pending
 	pins       pins
+	// held are the controls held against drift (seedcontrols.go).
+	held map[string]string
 	// state is the provider state's lease and sources (provstate.go);
 	// nil without a state store, and for a revive (it keeps its own).
 	state *providerState
@@ -76,9 +78,6 @@ type admissionInput struct {
 	// stateSources are the provider-state dirs, resolved in env and
 	// claimed (provstate.go); nil without a state store.
 	stateSources []statestore.Source
-	// revivePS is a revive's own provider state (provstate.go), nil for
-	// an open or without a store.
-	revivePS *providerState
 }
 
 // envHas reports whether the launch environment gives name a non-empty
@@ -282,8 +281,16 @@ func (s *session) admit(ctx context.Context, in admissionInput) admissionResult 
 		}
 		state, restored = &providerState{lease: lease, sources: in.stateSources}, r
 	}
-	if in.revive != nil && in.revivePS != nil {
-		if e := s.restoreForRevive(ctx, in.revivePS, in.st); e != nil {
+	if in.revive != nil && in.revive.state != nil {
+		// A key another sidecar took over is not run on stale state: the
+		// revive ends the session fenced, nothing launched; local provider
+		// state a published retire removed comes back from the store
+		// (provstate.go).
+		e := s.verifyLease(ctx, in.revive.state)
+		if e == nil {
+			e = s.restoreForRevive(ctx, in.revive.state, in.st)
+		}
+		if e != nil {
 			if in.exe != nil {
 				in.exe.Close()
 			}
@@ -300,8 +307,11 @@ func (s *session) admit(ctx context.Context, in admissionInput) admissionResult 
 		}
 		if e == nil {
 			e = abortedError()
-			if errors.Is(context.Cause(ctx), errShutdownAbort) {
+			switch cause := context.Cause(ctx); {
+			case errors.Is(cause, errShutdownAbort):
 				e = protocol.Domain(protocol.ErrShuttingDown, "the sidecar shut down during admission", false)
+			case errors.Is(cause, errReviveUnneeded):
+				e = reviveUnneededError()
 			}
 		}
 		return admissionResult{err: e}
@@ -388,9 +398,11 @@ func (s *session) admit(ctx context.Context, in admissionInput) admissionResult 
 		s.post(func() { s.pub.health.ledgerErr = err }) // told and retried once admitted (persistence.go)
 	}()
 	defer func() { <-ledgerDone }()
-	go s.drainStderr(tree.Stdio().Stderr)
+	tail := newStderrTail()
+	go s.drainStderr(tree.Stdio().Stderr, tail)
 	conn := newACPConn(tree.Stdio().Stdin, tree.Stdio().Stdout, s.m.cfg.Caps.MaxProviderLineBytes, s.log, s.routeProviderEvent,
 		func() { s.m.stats.updatesDropped.Add(1) })
+	conn.onStdinClosed(func() { go s.post(func() { s.onStdinClosed(tree) }) })
 	s.post(func() { s.end.tree, s.conn = tree, conn })
 	go func() {
 		select {
@@ -416,6 +428,8 @@ func (s *session) admit(ctx context.Context, in admissionInput) admissionResult 
 		switch {
 		case errors.Is(context.Cause(ctx), errShutdownAbort):
 			herr = protocol.Domain(protocol.ErrShuttingDown, "the sidecar shut down during admission", false)
+		case errors.Is(context.Cause(ctx), errReviveUnneeded):
+			herr = reviveUnneededError()
 		case ctx.Err() != nil:
 			herr = abortedError()
 		case hctx.Err() != nil:
@@ -430,6 +444,11 @@ func (s *session) admit(ctx context.Context, in admissionInput) admissionResult 
 			origin: protocol.OriginAdmission, closeSupported: late.closeSupported, keepConn: late.waiter != nil})
 		lateClose := <-lateDone
 		herr.Data.Cleanup = proof
+		if c := herr.Data.Code; c == protocol.ErrEnsureFailed || c == protocol.ErrHandshakeTimeout || c == protocol.ErrSessionLost {
+			// The agent's own words on why (a bad flag, a missing key), as
+			// it ended: the tree is gone, so its stderr is ending too.
+			herr.Data.Stderr = s.red.clean(tail.text(stderrSettle))
+		}
 		// docs/rules.md#r11, #r12: the handshake error first, then each cleanup
 		// error in order: the protocol close's attempts, signal deliveries,
 		// "did not exit after SIGKILL", then a late session's close attempts.
@@ -443,6 +462,7 @@ func (s *session) admit(ctx context.Context, in admissionInput) admissionResult 
 		}
 		return admissionResult{err: herr, proof: proof, lateClose: lateClose, closeSupported: late.closeSupported}
 	}
+	tail.keep(false) // admitted: nothing more is kept
 	adm.state = state
 	adm.result.Restore = restored
 	return admissionResult{adm: adm, closeSupported: late.closeSupported}
@@ -471,6 +491,7 @@ func (s *session) admitted(a *admitted, reply Reply) {
 		s.forward(u.update, s.trackUpdate(u.kind, u.update))
 	}
 	s.turns.buffered = nil
+	s.armHeld()          // seedcontrols.go
 	s.flushExtBuffered() // ext.go
 	if ca := s.end.closeReq; ca != nil {
 		// Shutdown asked to close while the handshake was finishing.

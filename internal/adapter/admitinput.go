@@ -17,6 +17,9 @@ import (
 type reviveInput struct {
 	backendSessionID string
 	pins             pins
+	// state is the session's provider state (nil without a store): its
+	// lease is checked before the launch (provstate.go verifyLease).
+	state *providerState
 }
 
 // prepareLaunch makes the admission worker's input on the actor: the
@@ -63,9 +66,6 @@ func (s *session) prepareLaunch(rv *reviveInput) (admissionInput, *protocol.Erro
 			return admissionInput{}, e
 		}
 		in.stateSources = srcs
-	}
-	if rv != nil {
-		in.revivePS = s.rec.ps
 	}
 	if p.HandshakeTimeoutMs != nil {
 		in.timeout = time.Duration(*p.HandshakeTimeoutMs) * time.Millisecond
@@ -115,6 +115,8 @@ func (s *session) adopt(a *admitted) {
 	s.ctl.modelCtl = a.modelCtl
 	s.ctl.pins = a.pins
 	s.ctl.binding = a.result.PermissionBinding
+	s.ctl.held = heldState{values: a.held, settling: map[string]int{}}
+	s.ctl.final = admittedControls{configOpts: a.result.ConfigOptions, modes: cloneModes(a.result.Modes)}
 	if !s.state.is(protocol.StateReviving) {
 		s.rec.resumed = a.result.Resumed
 		s.rec.ps = a.state

@@ -68,7 +68,11 @@ func checkRetire(prof profiles.Profile, p protocol.OpenParams) *protocol.Error {
 	if prof.NoRetire == "" || l == nil || (!l.PerTurn() && l.IdleRetireMs == nil) {
 		return nil
 	}
-	e := protocol.Domain(protocol.ErrCapabilityUnsupported, "lifecycle "+string(l.Mode)+" retires the tree, but "+prof.NoRetire, false)
+	what := "lifecycle per-turn retires the tree after every turn"
+	if !l.PerTurn() {
+		what = "lifecycle warm with idleRetireMs retires an idle tree"
+	}
+	e := protocol.Domain(protocol.ErrCapabilityUnsupported, what+", but "+prof.NoRetire, false)
 	e.Data.Capability = "loadSession"
 	return e
 }

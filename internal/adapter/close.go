@@ -30,6 +30,10 @@ type cleanupHandoff struct {
 	// slot: the session holds a live-tree slot (livetrees.go), taken by
 	// the admission worker, given back once its tree is proven gone.
 	slot atomic.Bool
+	// proven is a close's complete proof as soon as the tree is proven
+	// gone, before its publication (provstate.go): shutdown answers with
+	// it when the publication outlives its bound.
+	proven atomic.Pointer[protocol.Proof]
 	// provenBeforeShutdown: closed with a complete proof before shutdown
 	// began, so shutdown does not repeat that proof.
 	provenBeforeShutdown atomic.Bool
@@ -156,11 +160,18 @@ func (s *session) startCleanup(reason string, origin protocol.ProofOrigin, disca
 	go func() {
 		proof := s.cleanup(in)
 		if proof.Complete && ps != nil {
+			// What the tree held goes now (finishCleanup does it again):
+			// a publication that outlives shutdown's bound leaves no
+			// ledger entry, TMPDIR or slot behind.
+			s.end.proven.Store(cleanup.Copy(proof))
+			_ = st.RemoveOwned(s.id)
+			s.releaseSandbox()
+			s.releaseTreeSlot()
 			// The tree is gone: its state on disk is final (docs/protocol.md §24).
 			if discarding {
 				cleanupAttach(proof, s.discardState(s.m.stateCtx, ps, st))
 			} else {
-				cleanupAttach(proof, s.publishState(s.m.stateCtx, ps, st))
+				cleanupAttach(proof, s.publishState(s.m.stateCtx, ps, st, true, parked))
 			}
 		}
 		s.post(func() { s.finishCleanup(proof) })

@@ -29,8 +29,13 @@ func verifyCommand(c *protocol.Command) (*os.File, *protocol.Error) {
 		return nil, nil
 	}
 	fd, err := unix.Open(c.Path, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return nil, orExhausted("command.path could not be opened", err, notExec("cannot be opened without following symlinks"))
+	switch {
+	case err == unix.ENOENT || err == unix.ENOTDIR:
+		return nil, notExec("does not exist")
+	case err == unix.ELOOP:
+		return nil, notExec("is a symlink (with sha256 the file itself is opened, never through a link)")
+	case err != nil:
+		return nil, orExhausted("command.path could not be opened", err, notExec("cannot be opened: "+err.Error()))
 	}
 	f := os.NewFile(uintptr(fd), c.Path)
 	fi, err := f.Stat()

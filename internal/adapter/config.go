@@ -117,6 +117,17 @@ type Caps struct {
 	MaxLiveTrees int
 }
 
+// ShutdownPublishAllowance is what the default --shutdown-ms adds when a
+// state store is configured: shutdown closes every live session, and each
+// close publishes its provider state once the tree is gone
+// (docs/protocol.md §24).
+const ShutdownPublishAllowance = time.Minute
+
+// DefaultSweepInterval is --sweep-interval-ms's default: a live sidecar
+// sweeps its state dirs' ledgers for dead sidecars' leftovers once a
+// minute (sweep.go).
+const DefaultSweepInterval = time.Minute
+
 // DefaultCaps returns the caps' defaults, each defined once where the
 // layer that enforces it lives (protocol, journal, this package); the
 // sidecar's flags take theirs from here.

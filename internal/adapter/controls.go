@@ -40,6 +40,8 @@ type controlState struct {
 	modelCtl   string
 	pins       pins // the host's model and mode, re-applied on resume
 	binding    protocol.PermissionBinding
+	held       heldState        // controls held against drift (seedcontrols.go)
+	final      admittedControls // the admission's last answers (armHeld)
 }
 
 // controls selects a model, mode or config option and verifies it against
@@ -214,6 +216,10 @@ func (s *session) control(kind controlKind, name string, raw json.RawMessage, re
 		reply(nil, e)
 		return
 	}
+	if e := s.checkHeldControl(kind, name, raw); e != nil { // seedcontrols.go
+		reply(nil, e)
+		return
+	}
 	if mode, ok := s.modeNamed(kind, name, raw); ok {
 		// A mode in which the agent decides alone would leave the policy
 		// unenforced (docs/agents.md).
@@ -222,6 +228,8 @@ func (s *session) control(kind controlKind, name string, raw json.RawMessage, re
 			return
 		}
 	}
+	key := s.heldKey(kind, name)
+	s.ctl.held.settle(key, 1) // what the agent reports while applying it is not a breach
 	// The worker's input: copies, since the actor keeps updating its own
 	// models and modes in place (trackUpdate) while the request runs. The
 	// worker replaces what it changes, so only a replaced value is adopted.
@@ -233,8 +241,10 @@ func (s *session) control(kind controlKind, name string, raw json.RawMessage, re
 		defer cancel()
 		e := ctl.set(ctx, kind, name, raw)
 		s.post(func() {
+			s.ctl.held.settle(key, -1)
 			if e != nil {
 				reply(nil, e)
+				s.checkHeld()
 				return
 			}
 			if ctl.models != models {
@@ -263,6 +273,8 @@ func (s *session) control(kind controlKind, name string, raw json.RawMessage, re
 					s.ctl.binding.Mode = mode // bound by launch settings, or not at all
 				}
 			}
+			s.heldAfterControl(key)
+			s.checkHeld()
 			s.persist(nil)
 			s.flushOut() // the updates the agent sent before its answer go first
 			switch kind {

@@ -69,6 +69,9 @@ func newExtEvent(conn *jsonrpc2.Conn, req *jsonrpc2.Request, params json.RawMess
 
 // onExt handles an agent's `_…` message on the actor.
 func (s *session) onExt(ev *extEvent) {
+	if ev.reply == nil && s.prof.UsageReceipt != "" && ev.method == s.prof.UsageReceipt {
+		s.onReceipt(ev.params) // receipt.go; still sent to the host below
+	}
 	if ev.reply == nil {
 		n := protocol.ExtNotice{Session: s.id, Method: ev.method, Params: ev.params}
 		switch {

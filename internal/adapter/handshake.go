@@ -257,12 +257,28 @@ func (s *session) handshake(ctx context.Context, in *admissionInput, conn *acpCo
 	}
 	res.PermissionBinding = binding
 	pins := pins{model: wantModel, mode: wantMode}
+	skip := map[string]bool{}
+	if in.revive != nil {
+		for _, o := range in.revive.pins.options {
+			skip[o.id] = true // the host's later choice is re-applied below
+		}
+	}
+	// The open's effort and thinking, the binding's asking options: set,
+	// verified and held (seedcontrols.go; docs/protocol.md §24).
+	held, e := ctl.applySeedControls(ctx, in.prof, p, binding, skip)
+	if e != nil {
+		return nil, st.SessionID, e
+	}
 	if in.revive != nil {
 		// The host's config choices, re-applied and verified
 		// (docs/protocol.md §24).
 		for _, o := range in.revive.pins.options {
 			if e := ctl.set(ctx, controlOption, o.id, o.value); e != nil {
 				return nil, st.SessionID, e
+			}
+			var v string
+			if _, isHeld := held[o.id]; isHeld && json.Unmarshal(o.value, &v) == nil {
+				held[o.id] = v
 			}
 		}
 		pins.options = in.revive.pins.options
@@ -274,36 +290,7 @@ func (s *session) handshake(ctx context.Context, in *admissionInput, conn *acpCo
 		return nil, st.SessionID, orExhausted("the session record could not be saved", err,
 			protocol.Domain(protocol.ErrStoreUnavailable, "the session record could not be saved: "+errText(err), true))
 	}
-	return &admitted{result: res, caps: caps, modelCtl: ctl.usedStyle, record: rec, recordSync: recSync, pins: pins}, st.SessionID, nil
-}
-
-// pins are the model and mode the host asked for (open, setModel,
-// setMode, or pinned in the record by an earlier sidecar): the only ones
-// re-applied on resume; and the config options the host set since the
-// open (setConfigOption of any other option), in order, which a revive
-// re-applies too (docs/protocol.md §24).
-type pins struct {
-	model, mode string
-	options     []pinnedOption
-}
-
-// pinnedOption is one config option value the host set.
-type pinnedOption struct {
-	id    string
-	value json.RawMessage
-}
-
-// withOption returns p with option id set to value (replacing an earlier
-// value of id, which moves to the end: the order the host set them).
-func (p pins) withOption(id string, value json.RawMessage) pins {
-	out := make([]pinnedOption, 0, len(p.options)+1)
-	for _, o := range p.options {
-		if o.id != id {
-			out = append(out, o)
-		}
-	}
-	p.options = append(out, pinnedOption{id: id, value: append(json.RawMessage(nil), value...)})
-	return p
+	return &admitted{result: res, caps: caps, modelCtl: ctl.usedStyle, record: rec, recordSync: recSync, pins: pins, held: held}, st.SessionID, nil
 }
 
 // authMethod picks the profile's authenticate method: the first rule whose

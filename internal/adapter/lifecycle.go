@@ -190,7 +190,7 @@ func (s *session) startRetire(why string) {
 		if proof.Complete && ps != nil {
 			// Published once the tree is gone, before the session is
 			// parked (docs/protocol.md §24).
-			pub := s.publishState(s.m.stateCtx, ps, st)
+			pub := s.publishState(s.m.stateCtx, ps, st, true, false)
 			cleanupAttach(proof, pub)
 			if pub != nil && pub.State == protocol.PublicationPublished {
 				s.dropLocalState(st, drop)
@@ -263,22 +263,38 @@ func (s *session) treeGone() {
 	s.turns.lostInTurn = false
 }
 
-// errReviveAborted is the cause of a revive aborted by a host close.
-var errReviveAborted = errors.New("the session is closing")
+// errReviveAborted is the cause of a revive aborted by a host close;
+// errReviveUnneeded of one whose every waiting call was cancelled.
+var (
+	errReviveAborted  = errors.New("the session is closing")
+	errReviveUnneeded = errors.New("no call waits for the revive any more")
+)
+
+// reviveUnneededError is the (retryable) error of a revive given up
+// because no call waits for it: the session is parked again.
+func reviveUnneededError() *protocol.Error {
+	return protocol.Domain(protocol.ErrAdmissionAborted, "no call waits for the revive any more: the session is parked again", true)
+}
 
 // startRevive launches the tree again for a parked session: the same
 // command (its digest checked again), env, limits and sandbox, by the
 // ordinary admission path, resuming the agent's own session.
 func (s *session) startRevive() {
+	s.rec.ps.treeLaunched() // from here a tree may change the provider state
 	s.moveTo(protocol.StateReviving)
 	s.life.reviveStarted = time.Now()
 	s.notify(protocol.NotifySessionLifecycle, protocol.LifecycleNotice{Session: s.id, SessionKey: s.key, State: protocol.LifeReviving})
 	s.flushOut()
 	ctx, cancel := context.WithCancelCause(context.Background())
 	s.end.abortAdmission = cancel
-	in, e := s.prepareLaunch(&reviveInput{backendSessionID: s.rec.identity.BackendSessionID, pins: s.ctl.pins})
+	in, e := s.prepareLaunch(&reviveInput{backendSessionID: s.rec.identity.BackendSessionID, pins: s.ctl.pins, state: s.rec.ps})
 	if e != nil {
 		cancel(nil)
+		if e.RPCCode == protocol.CodeInvalidParams {
+			// Not the prompt's params at fault: the open's place is gone
+			// (its cwd deleted). The session stays parked.
+			e = protocol.Domain(protocol.ErrEnsureFailed, "the session cannot be revived now: "+e.Message+"; it stays parked", true)
+		}
 		s.reviveFailed(nil, e)
 		return
 	}
@@ -309,6 +325,7 @@ func (s *session) finishRevive(r admissionResult) {
 		s.forward(u.update, s.trackUpdate(u.kind, u.update))
 	}
 	s.turns.buffered = nil
+	s.armHeld() // seedcontrols.go
 	s.flushExtBuffered()
 	s.flushOut()
 	if ca := s.end.closeReq; ca != nil {
@@ -333,6 +350,13 @@ func (s *session) finishRevive(r admissionResult) {
 // revive's tree could not be proven gone: the session is closed and the
 // waiting calls get e (SESSION_LOST with the proof).
 func (s *session) reviveFailed(proof *protocol.Proof, e *protocol.Error) {
+	if proof == nil && e.Data.Code == protocol.ErrStateFenced {
+		// The key's head moved before anything launched: another sidecar
+		// owns the key now (provstate.go verifyLease).
+		s.treeGone()
+		s.endFenced(s.parkedProof("another sidecar took the key over in the state store", protocol.OriginFenced), protocol.DuringIdle)
+		return
+	}
 	if proof != nil {
 		s.m.stats.countProof(proof)
 		e.Data.Cleanup = proof
@@ -447,6 +471,22 @@ func (s *session) parkedProof(reason string, origin protocol.ProofOrigin) *proto
 // requestId while it waits so session/cancel can answer it (docs/protocol.md
 // §24: a prompt revives a parked session).
 func (s *session) withPromptAgent(ctx context.Context, p protocol.PromptParams, reply Reply) {
+	if s.state.is(protocol.StateParked, protocol.StateRetiring, protocol.StateReviving) {
+		// What startTurn would refuse is refused now, before a revive
+		// launches the agent for nothing (issue 29's trial).
+		dup := s.turns.usedIDs[p.RequestID]
+		for _, c := range s.life.waiting {
+			dup = dup || (c.requestID != "" && c.requestID == p.RequestID)
+		}
+		if dup {
+			reply(nil, protocol.Domain(protocol.ErrDuplicateRequestID, "requestId "+quoteShort(p.RequestID)+" was already used in this session or an earlier session of its key", false))
+			return
+		}
+		if _, e := promptBlocks(p.Prompt, s.rec.agentCaps); e != nil {
+			reply(nil, e)
+			return
+		}
+	}
 	s.whenLive(waitingCall{reply: reply, run: func() { s.startTurn(ctx, p, reply) }, requestID: p.RequestID})
 }
 
@@ -456,7 +496,11 @@ func (s *session) cancelWaiting(requestID string) bool {
 	for i, c := range s.life.waiting {
 		if c.requestID == requestID && requestID != "" {
 			s.life.waiting = append(s.life.waiting[:i], s.life.waiting[i+1:]...)
+			s.m.stats.countTurn(protocol.TurnCancelled)
 			c.reply(protocol.PromptResult{RequestID: requestID, Status: protocol.TurnCancelled, StopReason: protocol.StopCancelled}, nil)
+			if len(s.life.waiting) == 0 && s.state.is(protocol.StateReviving) {
+				s.end.abortAdmission(errReviveUnneeded) // nothing needs the agent now
+			}
 			return true
 		}
 	}

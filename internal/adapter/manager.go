@@ -27,6 +27,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/acpx-sidecar/acpx-sidecar/internal/buildinfo"
+	"github.com/acpx-sidecar/acpx-sidecar/internal/cleanup"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/profiles"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/reaper"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/statestore"
@@ -86,6 +87,10 @@ type Config struct {
 	// sidecar's *reaper.Supervisor, or a fake in tests. nil means no
 	// containment: every open is refused with PLATFORM_UNSUPPORTED.
 	Launcher Launcher
+	// SweepInterval is how often a running sidecar sweeps the ledgers of
+	// its state dirs for dead sidecars' leftovers (--sweep-interval-ms;
+	// ≤ 0: only at start and first use; sweep.go).
+	SweepInterval time.Duration
 	// StateStore publishes and restores provider state
 	// (--state-store; docs/protocol.md §24); nil: none.
 	StateStore *statestore.Store
@@ -143,8 +148,10 @@ type Manager struct {
 	actors   sync.WaitGroup
 	retained sync.WaitGroup
 	readers  sync.WaitGroup // session/events reads
-	stopCh   chan struct{}  // closed at the end of Shutdown: stops actors
-	stopOnce sync.Once
+	// background are the manager's own loops (the live sweep, sweep.go).
+	background sync.WaitGroup
+	stopCh     chan struct{} // closed at the end of Shutdown: stops actors
+	stopOnce   sync.Once
 }
 
 // NewManager returns a Manager sending to host.
@@ -210,8 +217,14 @@ func (m *Manager) Open(ctx context.Context, p protocol.OpenParams, reply Reply) 
 		reply(nil, protocol.Domain(protocol.ErrUnknownAgent, "unknown agent profile "+quoteShort(p.Agent), false))
 		return
 	}
-	// An autonomous host mode with a policy that needs asking is refused
-	// before anything is launched (docs/agents.md).
+	// A mode never selected, an agent that cannot ask, effort or thinking
+	// the profile has no option for (seedcontrols.go); an autonomous host
+	// mode with a policy that needs asking: refused before anything is
+	// launched (docs/agents.md).
+	if e := checkSeedOpen(prof, p); e != nil {
+		reply(nil, e)
+		return
+	}
 	if e := checkHostMode(prof, p, p.Mode); e != nil {
 		reply(nil, e)
 		return
@@ -420,7 +433,15 @@ func (m *Manager) Shutdown() []*protocol.Proof {
 	final := make([]shutdownProof, 0, len(proofs))
 	for i, p := range proofs {
 		if p == nil && all[i].launched() && !all[i].end.provenBeforeShutdown.Load() {
-			p = all[i].incompleteProof("shutdown bound exceeded")
+			if pp := all[i].end.proven.Load(); pp != nil {
+				// The tree was proven gone; its publication ran out the
+				// bound (it is cancelled: the local state stays).
+				p = cleanup.Copy(pp)
+				cleanup.AttachPublication(p, &protocol.Publication{State: protocol.PublicationFailed,
+					Error: &protocol.ProofError{Code: protocol.ErrStateStoreUnavailable, Message: "the shutdown bound ran out during the publication; the local state is kept"}})
+			} else {
+				p = all[i].incompleteProof("shutdown bound exceeded")
+			}
 		}
 		if p != nil {
 			out = append(out, p)
@@ -440,6 +461,7 @@ func (m *Manager) Wait() {
 	m.actors.Wait()
 	m.retained.Wait()
 	m.readers.Wait()
+	m.background.Wait()
 	m.refills.wg.Wait() // no actor is left to ask for one
 	m.releaseAllKeyLocks()
 	m.stores.closeAll()

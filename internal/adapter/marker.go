@@ -14,10 +14,12 @@ import (
 )
 
 // drainStderr reads the provider's stderr to its end and closes it.
-func (s *session) drainStderr(r io.ReadCloser) {
+func (s *session) drainStderr(r io.ReadCloser, tail *stderrTail) {
 	// Provider stderr may echo secrets: it is read (so the provider never
-	// blocks on a full pipe) and counted, never logged verbatim.
-	n, _ := io.Copy(io.Discard, r)
+	// blocks on a full pipe) and counted, never logged verbatim; its end
+	// is kept while the session is admitted (stderrtail.go).
+	n, _ := io.Copy(tail, r)
+	close(tail.done)
 	_ = r.Close() // at EOF: the descriptor is released now, not when a GC finalizes it
 	s.log.Debug("provider stderr closed", zap.Int64("bytes", n))
 }

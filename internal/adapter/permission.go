@@ -3,6 +3,7 @@ package adapter
 import (
 	"context"
 	"encoding/json"
+	"errors"
 
 	"strings"
 
@@ -235,6 +236,13 @@ func (s *session) onPermission(ask *permissionAsk) {
 		return
 	}
 	head, opts := parsed.head, parsed.opts
+	if !protocol.ToolKinds[head.Kind] {
+		// ACP's toolCall here updates the call the agent announced: a
+		// kind it left out is the one it reported there.
+		if k := s.turns.toolKinds[head.ToolCallID]; k != "" {
+			head.Kind = k
+		}
+	}
 	kind := policyKind(head)
 	pa := &pendingAsk{toolCallID: head.ToolCallID, kind: kind, options: opts, size: len(ask.params)}
 	t := s.turns.turn
@@ -336,7 +344,7 @@ func (s *session) escalate(t *turn, ask *permissionAsk, pa *pendingAsk, parsed p
 	bound := s.boundEscalation(t, ask, pa, func() { cancel(nil) })
 	s.awaitWithdrawal(ask.id, func() { s.withdrawPermission(t, ask, pa, cancel) })
 	go func() {
-		res, err := s.m.host.RequestPermission(ectx, params)
+		res, err := s.askHost(ectx, params)
 		bound.Stop()
 		cancel(nil)
 		s.post(func() {
@@ -358,6 +366,33 @@ func (s *session) escalate(t *turn, ask *permissionAsk, pa *pendingAsk, parsed p
 			s.answerPermission(ask, pa, approved, optionID, "host")
 		})
 	}()
+}
+
+// maxRefusedAnswers is how many times a host's answer to one ask may be
+// refused (not the flat shape nor ACP's, docs/protocol.md §9) before the
+// ask is answered cancelled; each refusal sends the ask again, carrying
+// the refusal in answerRefused. permissionTimeoutMs and the turn bound it
+// too.
+const maxRefusedAnswers = 3
+
+// askHost sends one escalation to the host, off the actor, and asks again
+// (a new request, answerRefused set) while the host's answer is refused
+// -32602, at most maxRefusedAnswers times; the last refusal is returned.
+// Each request sent is journaled, as the first was (escalate).
+func (s *session) askHost(ctx context.Context, params protocol.PermissionRequestParams) (protocol.PermissionRequestResult, error) {
+	for refused := 0; ; refused++ {
+		res, err := s.m.host.RequestPermission(ctx, params)
+		var pe *protocol.Error
+		if err == nil || !errors.As(err, &pe) || pe.RPCCode != protocol.CodeInvalidParams || ctx.Err() != nil || refused >= maxRefusedAnswers {
+			return res, err
+		}
+		s.log.Warn("the host's permission answer was refused; asking again", zap.String("field", pe.Data.Field))
+		params.AnswerRefused = &protocol.ErrorObject{Code: pe.RPCCode, Message: pe.Message, Data: pe.Data}
+		again := params
+		if !s.post(func() { s.journalRequest(protocol.RequestPermission, again) }) {
+			return res, err
+		}
+	}
 }
 
 // permissionRequiredError is the turn error of an escalation nobody

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -39,6 +40,10 @@ type providerState struct {
 	lease   *statestore.Lease
 	sources []statestore.Source // the agent's provider-state dirs (not the record and journal)
 	fenced  bool                // under mu: another sidecar took the key over
+	// current (under mu): the store holds the provider state as it is
+	// now — published after the tree was proven gone, and no tree ran
+	// since — so a parked session's close has nothing new to publish.
+	current bool
 }
 
 // ownSourceNames are the archive names of the key's record and journal
@@ -53,15 +58,22 @@ func (m *Manager) stateStore() *statestore.Store { return m.cfg.StateStore }
 
 // stateSources resolves the open's provider-state directories in the
 // launch environment env: the open's stateDirs, else the profile's
-// (profiles.StateDir). With a store, a directory that is the sidecar's
-// own HOME, or holds the workspace or the state dir, is refused
-// STATE_CONFLICT (an archive never carries them), as is one another live
-// session of this sidecar uses (Manager.provDirs).
+// (profiles.StateDir), each with the links of its existing part resolved
+// now (before the agent runs) and published Strict: a publication refuses
+// a directory that has become a link since (statestore.Source.Strict). With
+// a store, a directory that is a system directory, is or holds the
+// sidecar's own HOME, holds the workspace, or is, holds or lies inside a
+// state dir of this sidecar is refused STATE_CONFLICT with data.paths: an
+// archive never carries them, and a restore never writes there (issue 29's
+// trial) — but for the session's own private HOME (s.end.home, set by
+// setupSandbox first) and what lies in it, the one place under a state dir
+// its tree writes (docs/protocol.md §19, §24). One another live session of
+// this sidecar uses is refused too (Manager.claimStateDirs).
 func (s *session) stateSources(env []string) ([]statestore.Source, *protocol.Error) {
 	var out []statestore.Source
 	if len(s.open.StateDirs) > 0 {
 		for name, dir := range s.open.StateDirs {
-			out = append(out, statestore.Source{Name: name, Path: filepath.Clean(dir)})
+			out = append(out, statestore.Source{Name: name, Path: dir})
 		}
 	} else {
 		get := func(k string) string { return envValue(env, k) }
@@ -71,24 +83,49 @@ func (s *session) stateSources(env []string) ([]statestore.Source, *protocol.Err
 			}
 		}
 	}
-	home, _ := os.UserHomeDir()
-	for _, src := range out {
+	home := ""
+	if h, err := os.UserHomeDir(); err == nil && filepath.IsAbs(h) {
+		home = resolveExisting(h)
+	}
+	cwd := resolveExisting(s.open.Cwd)
+	var own []string // the key's private HOME, when the session has one
+	if s.end.home != "" {
+		own = []string{resolveExisting(s.end.home)}
+	}
+	var protected []string
+	for _, d := range s.m.stateDirs(s.stateDir) {
+		protected = append(protected, resolveExisting(d))
+	}
+	for i := range out {
+		real := resolveExisting(out[i].Path)
+		out[i].Path, out[i].Strict = real, true
 		bad := ""
 		switch {
-		case home != "" && (src.Path == filepath.Clean(home) || beneathAny(home, []string{src.Path})):
-			bad = "is the sidecar's own HOME (give the agent a HOME of its own, or name stateDirs)"
-		case beneathAny(s.open.Cwd, []string{src.Path}) || src.Path == filepath.Clean(s.open.Cwd):
+		case systemDir(real):
+			bad = "is a system directory"
+		case home != "" && beneathAny(home, []string{real}):
+			bad = "is or holds the sidecar's own HOME (give the agent a HOME of its own, or name stateDirs)"
+		case beneathAny(cwd, []string{real}):
 			bad = "holds the workspace (cwd), which is never archived"
-		case beneathAny(s.stateDir, []string{src.Path}) || src.Path == s.stateDir:
-			bad = "holds the state directory"
+		case !beneathAny(real, own) && (beneathAny(real, protected) || holdsAny(real, protected)):
+			bad = "is, holds or lies inside a state directory of this sidecar"
 		}
 		if bad != "" {
-			e := protocol.Domain(protocol.ErrStateConflict, "the provider-state directory "+src.Name+" "+bad, false)
-			e.Data.Paths = []string{src.Path}
+			e := protocol.Domain(protocol.ErrStateConflict, "the provider-state directory "+out[i].Name+" "+bad, false)
+			e.Data.Paths = []string{real}
 			return nil, e
 		}
 	}
 	return out, nil
+}
+
+// systemDirs are where no provider state may be published from or restored
+// to: the root, the system's own directories, and the kernel's
+// filesystems (and anything beneath the last).
+var systemDirs = []string{"/", "/bin", "/boot", "/etc", "/lib", "/lib32", "/lib64", "/opt", "/root", "/run", "/sbin", "/srv", "/usr", "/var", "/home"}
+
+func systemDir(p string) bool {
+	return slices.Contains(systemDirs, p) || beneathAny(p, []string{"/proc", "/sys", "/dev", "/usr", "/etc", "/boot", "/bin", "/sbin", "/lib", "/lib64"})
 }
 
 // claimStateDirs registers srcs as this session's; STATE_CONFLICT when one
@@ -167,6 +204,9 @@ func stateError(what string, err error) *protocol.Error {
 		return protocol.Domain(protocol.ErrStateCorrupt, what+": "+err.Error(), false)
 	case errors.Is(err, statestore.ErrTooLarge):
 		return protocol.Domain(protocol.ErrStateTooLarge, what+": "+err.Error(), false)
+	case errors.Is(err, statestore.ErrInvalid):
+		// A provider-state directory that became a link (Source.Strict).
+		return protocol.Domain(protocol.ErrStateConflict, what+": "+err.Error(), false)
 	}
 	return protocol.Domain(protocol.ErrStateStoreUnavailable, what+": "+err.Error(), true)
 }
@@ -178,6 +218,11 @@ func stateError(what string, err error) *protocol.Error {
 // nothing).
 func (s *session) acquireState(ctx context.Context, in *admissionInput) (*statestore.Lease, *protocol.Restore, *protocol.Error) {
 	ss := s.m.stateStore()
+	// Before the takeover: a sidecar whose master key cannot open the
+	// key's archives must not fence the key's owner (issue 29's trial).
+	if err := ss.CheckKeys(ctx, s.key); err != nil {
+		return nil, nil, stateError("the key's published state cannot be opened with this sidecar's master key", err)
+	}
 	lease, err := ss.Acquire(ctx, s.key)
 	if err != nil {
 		return nil, nil, stateError("the key could not be taken over in the state store", err)
@@ -194,6 +239,17 @@ func (s *session) acquireState(ctx context.Context, in *admissionInput) (*states
 		return lease, nil, nil
 	}
 	markLocal(in.st, s.key, r.Generation, s.log)
+	if _, err := os.Lstat(journal.SegmentPath(in.st.SessionsDir(), journal.Stem(s.key), 0)); err == nil &&
+		!slices.Contains(r.Kept, journalSource+".0") {
+		s.reserveMovedJournal(in.st) // the journal came from the archive
+	}
+	// Absolute paths inside the restored state that named the old place
+	// (pi-acp's session map; provrewrite.go).
+	if changed, err := rewriteRestoredPaths(in.prof, in.stateSources); err != nil {
+		s.log.Warn("restored paths not rewritten", zap.Error(err))
+	} else if len(changed) > 0 {
+		s.log.Info("restored paths rewritten", zap.Int("files", len(changed)))
+	}
 	kept := append([]string{}, r.Kept...)
 	return lease, &protocol.Restore{Generation: r.Generation, Bytes: r.FileBytes, Entries: r.Entries, Ms: r.Ms, Kept: kept}, nil
 }
@@ -201,8 +257,11 @@ func (s *session) acquireState(ctx context.Context, in *admissionInput) (*states
 // publishState publishes the session's provider state with its record
 // and journal (docs/protocol.md §24), off the actor, serialized per
 // session; nil without a store. A fenced lease is never used again. ctx
-// bounds it (the sidecar's shutdown cancels it).
-func (s *session) publishState(ctx context.Context, ps *providerState, st *store.Store) *protocol.Publication {
+// bounds it (the sidecar's shutdown cancels it). treeGone says the tree
+// was proven gone (a retire's or close's publication): a success then
+// makes the store current. A parked session's close whose store is
+// current publishes nothing (skipped, no error): no tree ran since.
+func (s *session) publishState(ctx context.Context, ps *providerState, st *store.Store, treeGone, parked bool) *protocol.Publication {
 	ss := s.m.stateStore()
 	if ss == nil || ps == nil || ps.lease == nil {
 		return nil
@@ -212,6 +271,9 @@ func (s *session) publishState(ctx context.Context, ps *providerState, st *store
 	if ps.fenced {
 		return &protocol.Publication{State: protocol.PublicationSkipped,
 			Error: &protocol.ProofError{Code: protocol.ErrStateFenced, Message: "another sidecar owns the key now"}}
+	}
+	if parked && ps.current {
+		return &protocol.Publication{State: protocol.PublicationSkipped}
 	}
 	start := time.Now()
 	srcs := append(append([]statestore.Source{}, ps.sources...), s.ownSources(st)...)
@@ -226,6 +288,7 @@ func (s *session) publishState(ctx context.Context, ps *providerState, st *store
 			Error: &protocol.ProofError{Code: e.Data.Code, Message: s.red.clean(e.Message)}}
 	}
 	markLocal(st, s.key, pub.Generation, s.log)
+	ps.current = treeGone
 	out := &protocol.Publication{State: protocol.PublicationPublished, Generation: pub.Generation, Object: pub.Object,
 		Bytes: pub.Bytes, Entries: pub.Entries, SHA256: pub.SHA256, Ms: pub.Ms}
 	for _, sk := range pub.Skipped {
@@ -422,7 +485,7 @@ func (s *session) publishTurn() {
 	s.flushOut()
 	s.syncJournal()
 	go func() {
-		pub := s.publishState(s.m.stateCtx, ps, st)
+		pub := s.publishState(s.m.stateCtx, ps, st, false, false)
 		s.post(func() { s.turnPublished(pub) })
 	}()
 }
@@ -450,4 +513,59 @@ func (s *session) turnPublished(pub *protocol.Publication) {
 	s.notify(protocol.NotifySessionExited, protocol.ExitedNotice{Session: s.id, SessionKey: s.key, Pid: pid,
 		During: during, Reason: protocol.ExitFenced})
 	s.startCleanup("another sidecar took the key over in the state store", protocol.OriginFenced, false, nil)
+}
+
+// treeLaunched notes that a tree runs again (a revive): what the store
+// holds may no longer be the state as it is.
+func (ps *providerState) treeLaunched() {
+	if ps == nil {
+		return
+	}
+	ps.mu.Lock()
+	ps.current = false
+	ps.mu.Unlock()
+}
+
+// movedJournalGap is how many entry numbers a restored journal skips.
+const movedJournalGap = 1 << 20
+
+// reserveMovedJournal makes the key's journal, just restored from another
+// sidecar's publication, skip movedJournalGap entry numbers with a
+// journal/gap entry ("moved"): what the previous owner wrote after its
+// last publication (its retire's proof, a fenced ending) is not here, and
+// its numbers are never reused for this sidecar's entries, so a host
+// paging session/events by afterN across the move sees the gap instead of
+// two entries under one n (issue 29's trial).
+func (s *session) reserveMovedJournal(st *store.Store) {
+	j, err := journal.Open(st.SessionsDir(), s.key, s.m.cfg.Caps.JournalMaxBytes)
+	if err != nil {
+		s.log.Warn("restored journal not opened to mark the move", zap.Error(err))
+		return
+	}
+	if err := j.Reserve(movedJournalGap, "moved: entries the previous owner wrote after its last publication are not here"); err != nil {
+		s.log.Warn("restored journal: the move's gap entry not written", zap.Error(err))
+	}
+	_ = j.Close()
+}
+
+// verifyLease checks, before a revive launches anything, that the key's
+// head is still this session's (statestore.Lease.Verify): STATE_FENCED
+// when another sidecar took the key over; a store that cannot be read now
+// is logged and the revive goes on (the next publication decides).
+func (s *session) verifyLease(ctx context.Context, ps *providerState) *protocol.Error {
+	if ps == nil || ps.lease == nil {
+		return nil
+	}
+	err := ps.lease.Verify(ctx)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, statestore.ErrFenced):
+		ps.mu.Lock()
+		ps.fenced = true
+		ps.mu.Unlock()
+		return stateError("the session cannot be revived", err)
+	}
+	s.log.Info("the key's head could not be checked before the revive; going on", zap.Error(err))
+	return nil
 }

@@ -38,6 +38,14 @@ func (m *Manager) Initialized() {
 			m.log.Warn("default state directory unusable", zap.Error(err))
 		}
 	}
+	m.sweepCgroupsAfter(&first)
+	m.startSweeper() // sweep.go: a live sidecar sweeps its dead neighbours too
+}
+
+// sweepCgroupsAfter sweeps the cgroups dead sidecars left (cgroup
+// containment only) once first is done: every ledger entry found had its
+// first recovery attempt.
+func (m *Manager) sweepCgroupsAfter(first *sync.WaitGroup) {
 	if m.cfg.Launcher == nil || m.cfg.Launcher.Mode() != reaper.ModeCgroup {
 		return
 	}
@@ -94,13 +102,14 @@ func (m *Manager) sweepLedger(st *store.Store, first *sync.WaitGroup) {
 			m.log.Warn("ownership ledger partly unreadable", zap.Error(err))
 		}
 		for _, o := range owned {
-			if ownerAlive(o) {
-				continue
+			if ownerAlive(o) || !m.recovering.begin(o.ID) {
+				continue // a live owner's, or recovered now by an earlier sweep
 			}
 			m.retained.Add(1)
 			entries.Add(1)
 			go func(o store.Owned) {
 				defer m.retained.Done()
+				defer m.recovering.end(o.ID)
 				m.recoverEntry(st, o, entries.Done)
 			}(o)
 		}

@@ -208,6 +208,12 @@ func (s *session) setupSandbox(p protocol.OpenParams, env []string) (sandboxSetu
 			dir, err = os.MkdirTemp(parent, tmpPrefix(s.id)) // 0700
 		}
 		if err != nil {
+			if fi, serr := os.Stat(parent); serr != nil || !fi.IsDir() {
+				// Not a passing fault: the sidecar's own TMPDIR is missing
+				// (its start-up said so in the log, issue 33).
+				return setup, env, protocol.Domain(protocol.ErrPlatformUnsupported, "the session's private TMPDIR could not be made: the sidecar's TMPDIR "+
+					quoteShort(parent)+" is not an existing directory (start the sidecar with TMPDIR set to one, or give the open env.TMPDIR)", false)
+			}
 			return setup, env, orExhausted("the session's private TMPDIR could not be made", err,
 				protocol.Domain(protocol.ErrPlatformUnsupported, "the session's private TMPDIR could not be made: "+errText(err), true))
 		}

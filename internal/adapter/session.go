@@ -202,6 +202,7 @@ func (s *session) trackUpdate(kind updateKind, update json.RawMessage) *string {
 	var u struct {
 		Kind          string            `json:"sessionUpdate"`
 		ToolCallID    string            `json:"toolCallId"`
+		ToolKind      string            `json:"kind"`
 		Status        string            `json:"status"`
 		CurrentModeID string            `json:"currentModeId"`
 		ConfigOptions []json.RawMessage `json:"configOptions"`
@@ -219,16 +220,20 @@ func (s *session) trackUpdate(kind updateKind, update json.RawMessage) *string {
 	switch u.Kind {
 	case "tool_call":
 		s.turns.toolCallStarted(u.ToolCallID)
+		s.turns.noteToolKind(u.ToolCallID, u.ToolKind)
 	case "tool_call_update":
+		s.turns.noteToolKind(u.ToolCallID, u.ToolKind)
 		return s.turns.toolCallUpdated(u.ToolCallID, u.Status)
 	case "current_mode_update":
 		if s.ctl.modes != nil && u.CurrentModeID != "" {
 			s.ctl.modes.CurrentModeID = u.CurrentModeID
 		}
+		s.checkHeld() // a drift from a held control is a breach (seedcontrols.go)
 	case "config_option_update":
 		if u.ConfigOptions != nil {
 			s.applyConfigOptions(u.ConfigOptions)
 		}
+		s.checkHeld()
 	case "usage_update":
 		// ACP UsageUpdate.cost is the session's cumulative cost: the turn's
 		// cost is its growth since the turn began (docs/rules.md#r30).
@@ -264,23 +269,58 @@ func (s *session) onExit(tree Tree) {
 	if s.state.is(protocol.StateClosing, protocol.StateClosed, protocol.StateAdmitting, protocol.StateRetiring, protocol.StateReviving) {
 		return // the close, retire or admission worker owns cleanup
 	}
-	st := s.end.tree.ExitStatus()
-	ooms := oomKills(s.end.tree)
+	st := tree.ExitStatus()
+	s.providerLost(protocol.ExitedNotice{ExitCode: st.Code, Signal: st.Signal, Reason: exitReason(st, oomKills(tree))},
+		"the provider process exited", "provider exited")
+}
+
+// onStdinClosed handles a write that found tree's stdin closed (EPIPE):
+// the agent lives on but nothing can reach it any more, so the turn fails
+// at once and the tree is ended by the close policy, as for an exit
+// (session/exited reason "stdin-closed"; issue 33). During an admission or
+// revive the connection is closed, so the handshake fails at once and its
+// own cleanup ends the tree.
+func (s *session) onStdinClosed(tree Tree) {
+	if s.end.exitSeen || tree == nil || tree != s.end.tree {
+		return
+	}
+	switch {
+	case s.state.is(protocol.StateAdmitting, protocol.StateReviving):
+		if s.conn != nil {
+			s.conn.close()
+		}
+		return
+	case !s.state.is(protocol.StateOpen, protocol.StateTurn):
+		return // a close or retire is ending the tree already
+	}
+	s.end.exitSeen = true
+	s.providerLost(protocol.ExitedNotice{Reason: protocol.ExitStdinClosed}, "the agent closed its stdin", "the agent closed its stdin")
+}
+
+// providerLost ends a session whose provider can no longer be used (n:
+// how; what: "the provider process exited" in the turn errors; reason the
+// proof's): session/exited, queued and active turns failed
+// PROVIDER_PROCESS_LOST, state dead, the tree ended by the close policy
+// (proof origin provider-exit).
+func (s *session) providerLost(n protocol.ExitedNotice, what, reason string) {
 	during := protocol.DuringIdle
 	if s.turns.turn != nil || s.turns.lostInTurn {
 		during = protocol.DuringTurn
 	}
-	s.log.Warn("provider exited on its own", zap.String("during", string(during)))
-	s.notify(protocol.NotifySessionExited, protocol.ExitedNotice{Session: s.id, SessionKey: s.key,
-		Pid: s.end.tree.Info().Pid, ExitCode: st.Code, Signal: st.Signal, During: during, Reason: exitReason(st, ooms)})
+	s.log.Warn("provider lost", zap.String("during", string(during)), zap.String("why", reason))
+	n.Session, n.SessionKey, n.Pid, n.During = s.id, s.key, s.end.tree.Info().Pid, during
+	s.notify(protocol.NotifySessionExited, n)
 	s.endQueued(protocol.PromptResult{Status: protocol.TurnFailed, Error: &protocol.TurnError{
-		Code: protocol.ErrProviderProcessLost, Message: "the provider process exited before the turn started"}})
+		Code: protocol.ErrProviderProcessLost, Message: what + " before the turn started"}})
 	if s.turns.turn != nil {
 		s.finishTurn(protocol.PromptResult{Status: protocol.TurnFailed, Error: &protocol.TurnError{
-			Code: protocol.ErrProviderProcessLost, Message: "the provider process exited during the turn"}})
+			Code: protocol.ErrProviderProcessLost, Message: what + " during the turn"}})
 	}
 	s.moveTo(protocol.StateDead)
-	s.startCleanup("provider exited", protocol.OriginProviderExit, false, nil)
+	if s.life.mode == protocol.LifecyclePerTurn || s.life.retires > 0 {
+		s.notifyEnded(protocol.Domain(protocol.ErrProviderProcessLost, what, false)) // lifecycle.go
+	}
+	s.startCleanup(reason, protocol.OriginProviderExit, false, nil)
 }
 
 func (s *session) summary() string {

@@ -71,6 +71,17 @@ func (r *storeRegistry) initialize() []*store.Store {
 	return out
 }
 
+// all is every store opened so far.
+func (r *storeRegistry) all() []*store.Store {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]*store.Store, 0, len(r.byDir))
+	for _, st := range r.byDir {
+		out = append(out, st)
+	}
+	return out
+}
+
 // dirs is every state directory opened so far, sorted.
 func (r *storeRegistry) dirs() []string {
 	r.mu.Lock()
@@ -84,10 +95,34 @@ func (r *storeRegistry) dirs() []string {
 }
 
 // recoveries is the latest incomplete proof of each recovery still being
-// retried, by ledger entry id: shutdown reports those it could not finish.
+// retried, by ledger entry id: shutdown reports those it could not finish;
+// and the entries whose recovery runs now, so a later sweep never starts a
+// second recovery of one (sweep.go).
 type recoveries struct {
 	mu      sync.Mutex
 	pending map[string]*protocol.Proof
+	active  map[string]bool
+}
+
+// begin marks entry id's recovery as running; false if one already is.
+func (r *recoveries) begin(id string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.active[id] {
+		return false
+	}
+	if r.active == nil {
+		r.active = map[string]bool{}
+	}
+	r.active[id] = true
+	return true
+}
+
+// end marks entry id's recovery as over.
+func (r *recoveries) end(id string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.active, id)
 }
 
 // note remembers (p non-nil) or forgets entry id's latest proof.

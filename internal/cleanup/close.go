@@ -118,7 +118,9 @@ func CloseACP(p ClosePolicy, send Sender) CloseResult {
 		if err == nil {
 			actx, acancel := context.WithTimeout(ctx, p.Attempt)
 			err = call.Wait(actx)
-			timedOut = err != nil && actx.Err() != nil
+			// Timed out: the attempt's bound or the window ran out — not the
+			// provider's exit, which ends the wait too.
+			timedOut = err != nil && actx.Err() != nil && !errors.Is(context.Cause(ctx), errGone)
 			acancel()
 			if timedOut {
 				fail(protocol.ErrProtocolCloseTimeout, timeoutMsg, protocol.CloseTimeout)
@@ -134,6 +136,12 @@ func CloseACP(p ClosePolicy, send Sender) CloseResult {
 			r.Close = protocol.ProtocolClose{Outcome: protocol.CloseOK}
 			return r
 		case errors.Is(context.Cause(ctx), errGone) || errors.Is(err, jsonrpc2.ErrClosed):
+			if timedOut {
+				// The close had run out its time before the provider went:
+				// its outcome stays timeout (docs/rules.md#r16, #r29); the
+				// agent never answered it with an error.
+				return r
+			}
 			fail(protocol.ErrProtocolCloseFailed, goneMsg, protocol.CloseError)
 			return r
 		case ctx.Err() != nil:

@@ -105,14 +105,23 @@ func TestCloseACP_LiveTimeoutIsTheOnlyAttempt(t *testing.T) {
 }
 
 // TestCloseACP_ProviderGoneEndsTheClose: once the provider is gone
-// nothing is retried and nothing waited on.
+// nothing is retried and nothing waited on; a close that had already run
+// out its time stays timeout (docs/rules.md#r16, #r29: the agent never
+// answered it with an error), while one that had not is an error.
 func TestCloseACP_ProviderGoneEndsTheClose(t *testing.T) {
 	a := &fakeAgent{answers: []answer{{never: true}}}
 	gone := make(chan struct{})
 	time.AfterFunc(20*time.Millisecond, func() { close(gone) })
 	r := CloseACP(ClosePolicy{Attempt: 10 * time.Millisecond, Window: time.Minute, Gone: gone}, a.send)
-	if r.Close.Outcome != protocol.CloseError || r.Sent != 1 || !eq(codes(r.Errors), []string{timedOut, failed}) {
-		t.Fatalf("result %+v, want the timeout then the provider's exit, one attempt", r)
+	if r.Close.Outcome != protocol.CloseTimeout || r.Sent != 1 || !eq(codes(r.Errors), []string{timedOut}) {
+		t.Fatalf("result %+v, want the timeout only, one attempt", r)
+	}
+	b := &fakeAgent{answers: []answer{{never: true}}}
+	gone = make(chan struct{})
+	time.AfterFunc(10*time.Millisecond, func() { close(gone) })
+	r = CloseACP(ClosePolicy{Attempt: time.Minute, Window: time.Minute, Gone: gone}, b.send)
+	if r.Close.Outcome != protocol.CloseError || r.Sent != 1 || !eq(codes(r.Errors), []string{failed}) {
+		t.Fatalf("result %+v, want the provider's exit as the close's error, one attempt", r)
 	}
 }
 

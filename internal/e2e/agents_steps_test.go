@@ -131,6 +131,10 @@ func (a *agentRun) wantEscalated(session, kind string) {
 func (a *agentRun) setModel(o agentOpen) {
 	a.t.Helper()
 	if o.Models == nil || len(o.Models.Available) == 0 {
+		if noModels[a.name] {
+			a.t.Logf("%s reports no models (docs/agents.md): no model to change", a.name)
+			return
+		}
 		a.t.Fatalf("%s reports no models: %+v", a.name, o.Models)
 	}
 	want := o.Models.Available[0]

@@ -106,6 +106,24 @@ func TestCleanup_TimedOutCloseThatLaterFailsIsRetried(t *testing.T) {
 	waitNoMarked(t, e.mark, e.work, 10*time.Second)
 }
 
+// TestCleanup_LateCloseThatRanOutItsTimeIsTimeout (docs/rules.md#r16,
+// #r29; issue 33): the late session's close is never answered; it is
+// reported timed out after --close-timeout-ms and stays the target's only
+// close, and when the tree is then ended (the provider gone, the
+// connection closed) the close's outcome stays timeout — the agent never
+// answered it with an error — and no close failure is listed.
+func TestCleanup_LateCloseThatRanOutItsTimeIsTimeout(t *testing.T) {
+	e, _, _, late := lateSessionOpen(t, "hang-close")
+	if late.ProtocolClose.Outcome != "timeout" || !late.Complete {
+		t.Errorf("late proof protocolClose %+v complete %v, want timeout, complete", late.ProtocolClose, late.Complete)
+	}
+	got := late.errorCodes()
+	if len(got) == 0 || got[0] != "PROTOCOL_CLOSE_TIMEOUT" || slices.Contains(got, "PROTOCOL_CLOSE_FAILED") {
+		t.Errorf("late proof errors %v, want the timeout and no close failure", got)
+	}
+	waitNoMarked(t, e.mark, e.work, 10*time.Second)
+}
+
 // TestAdmission_FailedOpenCarriesEveryCleanupError (docs/rules.md#r11,
 // #r12): an open whose record cannot be saved closes the session it
 // created; that close fails twice and then succeeds. The open's

@@ -2,9 +2,12 @@ package e2e
 
 import (
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/acpx-sidecar/acpx-sidecar/internal/agentenv"
 )
 
 // Per-turn sessions of the real agents (docs/protocol.md §24): for each
@@ -137,6 +140,15 @@ func runMoveAgent(t *testing.T, name, storeURL string, wrapper []string) {
 	if oB.Restore == nil || !oB.Resumed || oB.Identity.BackendSessionID != oA.Identity.BackendSessionID {
 		t.Fatalf("open on B: restore %+v resumed %v backend %q, want A's %q restored and resumed",
 			oB.Restore, oB.Resumed, oB.Identity.BackendSessionID, oA.Identity.BackendSessionID)
+	}
+	if name == "pi" {
+		// pi-acp's session map names the session file by its absolute
+		// path: the restore rewrote it into B's HOME (provrewrite.go).
+		bHome := agentenv.KeyHome(b.stateDir, "moving")
+		bm, err := os.ReadFile(filepath.Join(bHome, ".pi", "pi-acp", "session-map.json"))
+		if err != nil || !strings.Contains(string(bm), `"sessionFile": "`+bHome+"/.pi/agent/sessions/") {
+			t.Fatalf("pi-acp's session map after the restore (%v): %s; want its session file under %s", err, bm, bHome)
+		}
 	}
 	second := "Which word did I ask you to remember?"
 	if st := b.prompt(oB.Session, "t2", second); st != "completed" {

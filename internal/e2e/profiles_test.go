@@ -29,6 +29,9 @@ func TestProfiles_AuthenticateByProfileRule(t *testing.T) {
 				// No rule: an agent that needs auth cannot be opened...
 				p := e.openParams("noauth", "auth=some-method:SOME_KEY")
 				p["agent"] = name
+				if prof.Binding.CannotAsk != "" {
+					p["permissionMode"] = "approve-all" // else refused before launch: it cannot ask
+				}
 				wantError(t, "open without an auth rule", s.call("session/open", p), -32000, "AUTH_REQUIRED")
 				// ...and one that needs none opens.
 				plain := e.openParams("plain", "normal")
@@ -89,6 +92,9 @@ func TestProfiles_HandshakeTimeoutReapsProviderForEveryProfile(t *testing.T) {
 		p := e.openParams("hang-"+name, "hang-new")
 		p["agent"] = name
 		p["handshakeTimeoutMs"] = 200
+		if prof, _ := profiles.Lookup(name); prof.Binding.CannotAsk != "" {
+			p["permissionMode"] = "approve-all" // else refused before launch: it cannot ask
+		}
 		d := wantError(t, name, s.call("session/open", p), -32000, "ACPX_SESSION_HANDSHAKE_TIMEOUT")
 		if d.Cleanup == nil || !d.Cleanup.Complete {
 			t.Errorf("%s: no complete cleanup: %+v", name, d)

@@ -294,3 +294,76 @@ func TestResume_PinnedModelAndModeReappliedWhenTheAgentForgetsThem(t *testing.T)
 	_, _ = s.shutdownAndExit()
 	waitNoMarked(t, e.mark, e.work, 5*time.Second)
 }
+
+// TestLiveSweep_DeadNeighbourRecoveredWithinAnInterval (issue 33): two
+// sidecars share a state dir; one is SIGKILLed (its guardian or watchdog
+// stopped first, so its tree survives it); the other, still running,
+// recovers the dead one's leftovers within its --sweep-interval-ms — a
+// recovered proof naming the survivors reaches its own host, no marked
+// process is left, the ledger entry is gone — in cgroup, subreaper and
+// process-table containment.
+func TestLiveSweep_DeadNeighbourRecoveredWithinAnInterval(t *testing.T) {
+	startOrphanReaper(t)
+	for _, mode := range []string{"cgroup", "subreaper", "process-table"} {
+		t.Run(mode, func(t *testing.T) { liveNeighbourSweeps(t, mode) })
+	}
+}
+
+func liveNeighbourSweeps(t *testing.T, mode string) {
+	stateDir, cwd := t.TempDir(), t.TempDir()
+	mark := testmark.New()
+	killMarkedOnCleanup(t, mark)
+	live := startSidecar(t, "--state-dir", stateDir, "--containment", mode, "--sweep-interval-ms", "300")
+	trackChild(live.cmd.Process.Pid)
+	live.initialize(false)
+	// The live one uses the state dir too (a session of its own).
+	ownMark := testmark.New()
+	killMarkedOnCleanup(t, ownMark)
+	own := openFault(t, live, "own", cwd, ownMark, "normal")
+
+	dying := startSidecar(t, "--state-dir", stateDir, "--containment", mode, "--sweep-interval-ms", "0")
+	trackChild(dying.cmd.Process.Pid)
+	dying.initialize(false)
+	open := openFault(t, dying, "leftover", cwd, mark, "grandchild")
+	gs := guardiansOf(dying.cmd.Process.Pid)
+	for _, g := range gs {
+		if err := unix.Kill(g, unix.SIGSTOP); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_ = dying.cmd.Process.Signal(syscall.SIGKILL)
+	<-dying.exited
+	for _, g := range gs {
+		_ = unix.Kill(g, unix.SIGKILL)
+	}
+	survivors := markedPids(mark, "")
+	if len(survivors) == 0 {
+		t.Fatalf("nothing of the dead sidecar's tree survived: this test would prove nothing")
+	}
+	raw := live.waitNote("cleanup/proof", 10*time.Second, func(p json.RawMessage) bool {
+		var rp recoveredProof
+		return json.Unmarshal(p, &rp) == nil && rp.Proof.Origin == "recovered" && rp.Proof.SessionKey == "leftover"
+	})
+	var rp recoveredProof
+	_ = json.Unmarshal(raw, &rp)
+	if !rp.Proof.Complete || rp.Proof.Session != open.Session {
+		t.Fatalf("recovered proof: %+v", rp.Proof)
+	}
+	named := map[int]bool{}
+	for _, p := range rp.Proof.Processes {
+		named[p.Pid] = true
+	}
+	for _, pid := range survivors {
+		if pid != open.Process.Pid && !named[pid] && isMarkedAlive(mark, pid) {
+			t.Errorf("recovered proof does not name surviving process %d: %+v", pid, rp.Proof.Processes)
+		}
+	}
+	waitNoMarked(t, mark, "", 5*time.Second)
+	live.waitFor(5*time.Second, "the dead sidecar's ledger entry removed", func() bool {
+		return len(ledgerEntries(t, stateDir)) == 1 // the live session's own
+	})
+	closeClean(t, live, own.Session, ownMark, "")
+	if _, status := live.shutdownAndExit(); status != 0 {
+		t.Errorf("exit status %d", status)
+	}
+}

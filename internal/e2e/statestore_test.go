@@ -7,6 +7,7 @@ package e2e
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -36,9 +37,13 @@ func moveBetweenSidecars(t *testing.T, storeURL string, wrapper []string) {
 	oA := seedMustOpen(sA, storeParams(eA, "move", agentA))
 	runTurn(t, sA, oA.Session, "t1", "alpha")
 	waitParked(t, sA, oA.Session, 1)
-	pub := proofPublication(t, closeRaw(t, sA, oA.Session))
+	pub := lifecyclePublication(t, sA, oA.Session, 1)
 	if pub == nil || pub.State != "published" || pub.Generation < 2 || len(pub.SHA256) != 64 {
-		t.Fatalf("close publication %+v: want published", pub)
+		t.Fatalf("retire publication %+v: want published", pub)
+	}
+	// Parked since a retire that published: the close has nothing new.
+	if cp := proofPublication(t, closeRaw(t, sA, oA.Session)); cp == nil || cp.State != "skipped" || cp.Error != nil {
+		t.Fatalf("close publication of a parked, published session %+v: want skipped", cp)
 	}
 	if _, status := sA.shutdownAndExit(); status != 0 {
 		t.Fatalf("sidecar A exit %d", status)
@@ -304,9 +309,10 @@ func TestStateStore_SecretsReachNothing(t *testing.T) {
 	waitParked(t, s, o.Session, 1)
 	runTurn(t, s, o.Session, "t2", "two")
 	waitParked(t, s, o.Session, 2)
-	if pub := proofPublication(t, closeRaw(t, s, o.Session)); pub == nil || pub.State != "published" {
-		t.Fatalf("close publication %+v", pub)
+	if pub := lifecyclePublication(t, s, o.Session, 2); pub == nil || pub.State != "published" {
+		t.Fatalf("retire publication %+v", pub)
 	}
+	closeRaw(t, s, o.Session)
 	_, _ = s.shutdownAndExit()
 
 	// The store's archive, decrypted with the key into a scratch dir.
@@ -341,7 +347,7 @@ func TestStateStore_CorruptArchiveFallsBackThenRefuses(t *testing.T) {
 	waitParked(t, sA, oA.Session, 1)
 	runTurn(t, sA, oA.Session, "t2", "beta")
 	waitParked(t, sA, oA.Session, 2)
-	_, _ = sA.shutdownAndExit() // the shutdown's close publishes a third time
+	_, _ = sA.shutdownAndExit() // its close publishes nothing new (parked)
 	type ref struct {
 		Object     string `json:"object"`
 		Generation int64  `json:"generation"`
@@ -371,8 +377,8 @@ func TestStateStore_CorruptArchiveFallsBackThenRefuses(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		b[len(b)/2] ^= 0xff
-		if err := os.WriteFile(found, b, 0o600); err != nil {
+		// Cut short (damaging an object twice keeps it damaged).
+		if err := os.WriteFile(found, b[:len(b)*2/3], 0o600); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -439,4 +445,101 @@ func TestStateStore_PrivateHomeLeavesTheDiskBetweenTurns(t *testing.T) {
 		t.Fatalf("exit %d", status)
 	}
 	waitNoMarked(t, e.mark, e.work, 10*time.Second)
+}
+
+// TestStateStore_ProviderStateCannotReachOutside (issue 29's fresh-user
+// trial): a provider-state directory the agent replaced by a link to a
+// directory its sandbox forbids is not followed — the publication fails
+// STATE_CONFLICT and nothing of the link's target reaches the store — and
+// opens whose provider-state directory is a system directory, lies inside
+// the sidecar's state dir (another key's private HOME too), or is the
+// sidecar's own HOME through a link
+// are refused STATE_CONFLICT with nothing launched.
+func TestStateStore_ProviderStateCannotReachOutside(t *testing.T) {
+	key, _ := masterKeyFile(t)
+	storeDir := t.TempDir()
+	e := newFaultEnv(t)
+	home := agentWritableDir(t)
+	secret := t.TempDir()
+	marker := "forbidden-" + randHex(8)
+	if err := os.WriteFile(filepath.Join(secret, "s.txt"), []byte(marker), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	spec := filepath.Join(home, "plant.json")
+	fa := filepath.Join(home, "fa")
+	b, _ := json.Marshal(map[string]any{"links": []map[string]string{{"path": fa, "target": secret}}})
+	if err := os.WriteFile(spec, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s := startSidecar(t, "--state-dir", e.stateDir, "--state-store", "file://"+storeDir, "--state-key-file", key)
+	s.initialize(false)
+	p := e.openParams("planted", "plant="+spec)
+	p["env"].(map[string]string)["HOME"] = home
+	p["stateDirs"] = map[string]string{"fa": fa}
+	o := seedMustOpen(s, p)
+	runTurn(t, s, o.Session, "t1", "plant")
+	if fi, err := os.Lstat(fa); err != nil || fi.Mode()&os.ModeSymlink == 0 {
+		t.Fatalf("the agent did not plant its link at %s: %v", fa, err)
+	}
+	pub := proofPublication(t, closeRaw(t, s, o.Session))
+	if pub == nil || pub.State != "failed" || pub.Error == nil || pub.Error.Code != "STATE_CONFLICT" {
+		t.Fatalf("publication through a planted link: %+v, want failed STATE_CONFLICT", pub)
+	}
+	grepSecret(t, marker, storeDir, nil)
+
+	link := filepath.Join(t.TempDir(), "home-link")
+	own, _ := os.UserHomeDir()
+	if err := os.Symlink(own, link); err != nil {
+		t.Fatal(err)
+	}
+	for i, bad := range []map[string]any{
+		{"stateDirs": map[string]string{"etc": "/etc"}},
+		{"stateDirs": map[string]string{"sessions": filepath.Join(e.stateDir, "sessions")}},
+		{"stateDirs": map[string]string{"other": filepath.Join(e.stateDir, "homes", "planted", ".fa")}}, // another key's private HOME
+		{"env": map[string]string{"HOME": link, "ACPX_TEST_MARK": e.mark}},
+	} {
+		p := e.openParams(fmt.Sprintf("refused-%d", i), "")
+		for k, v := range bad {
+			p[k] = v
+		}
+		d := wantError(t, fmt.Sprintf("open %d", i), s.call("session/open", p), -32000, "STATE_CONFLICT")
+		if len(d.Paths) != 1 {
+			t.Errorf("open %d: data.paths %v, want the directory refused", i, d.Paths)
+		}
+	}
+	_, _ = s.shutdownAndExit()
+	waitNoMarked(t, e.mark, e.work, 5*time.Second)
+}
+
+// TestStateStore_ParkedSessionOfATakenKeyDoesNotRevive (issue 29's trial):
+// a per-turn session whose key another sidecar took over while it was
+// parked is not revived on its stale state: its next prompt fails
+// STATE_FENCED at once, nothing is launched, and the session ends fenced.
+func TestStateStore_ParkedSessionOfATakenKeyDoesNotRevive(t *testing.T) {
+	key, _ := masterKeyFile(t)
+	url := "file://" + t.TempDir()
+	eA, eB := newFaultEnv(t), newFaultEnv(t)
+	eB.work = eA.work
+	agentA, agentB := agentWritableDir(t), agentWritableDir(t)
+	sA := startSidecar(t, "--state-dir", eA.stateDir, "--state-store", url, "--state-key-file", key)
+	sA.initialize(false)
+	sB := startSidecar(t, "--state-dir", eB.stateDir, "--state-store", url, "--state-key-file", key)
+	sB.initialize(false)
+	oA := seedMustOpen(sA, storeParams(eA, "stale", agentA))
+	runTurn(t, sA, oA.Session, "a1", "one")
+	waitParked(t, sA, oA.Session, 1)
+	oB := seedMustOpen(sB, storeParams(eB, "stale", agentB)) // takes the key over
+	f := sA.call("session/prompt", map[string]any{"session": oA.Session, "requestId": "a2", "prompt": "two"})
+	wantError(t, "prompt on a parked session whose key was taken over", f, -32000, "STATE_FENCED")
+	sA.waitNote("session/exited", 10*time.Second, func(p json.RawMessage) bool {
+		return strings.Contains(string(p), `"reason":"fenced"`)
+	})
+	sA.waitFor(10*time.Second, "session/lifecycle ended", func() bool {
+		ls := lifecycleIn(sA.notes, oA.Session)
+		return len(ls) > 0 && ls[len(ls)-1].State == "ended" && ls[len(ls)-1].Error != nil && ls[len(ls)-1].Error.Code == "STATE_FENCED"
+	})
+	waitNoMarked(t, eA.mark, eA.work, 5*time.Second)
+	closeRaw(t, sB, oB.Session)
+	_, _ = sA.shutdownAndExit()
+	_, _ = sB.shutdownAndExit()
 }

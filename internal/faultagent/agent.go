@@ -56,6 +56,8 @@ type session struct {
 	History []json.RawMessage `json:"history"` // recorded `update` objects, in order
 	Turns   int               `json:"turns"`   // prompts run (mode cost)
 	Fast    bool              `json:"fast"`    // the boolean config option fa-fast (modes_ext.go)
+	// Controls are the controls mode's option values (modes_controls.go).
+	Controls map[string]string `json:"controls,omitempty"`
 
 	cancel chan struct{} // closed by session/cancel; nil when no turn runs
 }

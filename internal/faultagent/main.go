@@ -70,6 +70,11 @@
 //	                   (an agent that does not persist them)
 //	load-without-modes  session/load and session/resume answers carry no
 //	                   modes
+//	controls           sessions offer effort, thought_level and allow_all
+//	                   config options; "drift:<id>=<value>" in a prompt sets
+//	                   one on the agent's own (modes_controls.go)
+//	receipts           "receipt:<variant>" in a prompt sends Grok's usage
+//	                   notification (modes_controls.go)
 //	recall             each turn first says "recall: <n> earlier prompts:
 //	                   <p1>|<p2>…" (the session's earlier prompts)
 //	resume             advertise sessionCapabilities.resume; session/resume
@@ -120,6 +125,8 @@
 //	                   waits for all and reports "ask-flood: <n> answered,
 //	                   <s> selected, <c> cancelled"
 //	deaf               once a session/prompt arrives, never read stdin again
+//	close-stdin        once session/new arrives, close stdin (with
+//	                   ignore-term: live on, unreachable)
 //	stdout-flood=<bytes>  each turn writes that many bytes with no newline,
 //	                   then ends the line
 //	grow-file=<path>:<bytes>  each turn extends that file by a hole of
@@ -197,15 +204,17 @@ type config struct {
 	closeUnsupported bool
 	hangClose        bool
 	slowTurn         time.Duration
-	permCostModes    // permission-title (modes_permcost.go)
-	authModes        // auth (modes_auth.go)
-	seedModes        // record, error-new, hog, new-on-term, ... (modes_seed.go)
-	journalModes     // stream, usage-grow (modes_journal.go)
-	limitModes       // turn-hog, turn-forkbomb (modes_limits.go)
-	attackModes      // ask-flood, deaf, stdout-flood, ... (modes_attack.go)
-	sandboxModes     // probe (modes_sandbox.go)
-	extModes         // ext-notify, ext-ask, caps, auth-terminal, auth-fail, tap (modes_ext.go)
-	elicitModes      // elicit, elicit-withdraw, permission-withdraw (modes_elicit.go)
+	permCostModes         // permission-title (modes_permcost.go)
+	authModes             // auth (modes_auth.go)
+	seedModes             // record, error-new, hog, new-on-term, ... (modes_seed.go)
+	journalModes          // stream, usage-grow (modes_journal.go)
+	limitModes            // turn-hog, turn-forkbomb (modes_limits.go)
+	attackModes           // ask-flood, deaf, stdout-flood, ... (modes_attack.go)
+	sandboxModes          // probe (modes_sandbox.go)
+	extModes              // ext-notify, ext-ask, caps, auth-terminal, auth-fail, tap (modes_ext.go)
+	elicitModes           // elicit, elicit-withdraw, permission-withdraw (modes_elicit.go)
+	controls         bool // modes_controls.go
+	receipts         bool // modes_controls.go
 	stateDir         string
 }
 
@@ -232,6 +241,10 @@ func parseModes(list string) (config, error) {
 		var n int
 		switch name {
 		case "normal":
+		case "controls":
+			c.controls = true
+		case "receipts":
+			c.receipts = true
 		case "hang-initialize":
 			c.hangInitialize = true
 		case "hang-new":
@@ -287,7 +300,7 @@ func parseModes(list string) (config, error) {
 			err = c.elicitModes.parse(name, val, hasVal)
 		case "stream", "usage-grow":
 			err = c.journalModes.parse(name, val, hasVal)
-		case "ask-flood", "deaf", "stdout-flood", "grow-file", "plant", "escape-ledger", "inject", "ask-variants", "double-answer":
+		case "ask-flood", "deaf", "close-stdin", "stdout-flood", "grow-file", "plant", "escape-ledger", "inject", "ask-variants", "double-answer":
 			err = c.attackModes.parse(name, val, hasVal)
 		case "record", "error-new", "agent-session-id", "hog", "groupchild", "mortal-child", "new-on-term",
 			"close-error-on-term", "error-close", "slow-error-close", "stale-config", "no-config-options", "cost":

@@ -21,6 +21,7 @@ type attackModes struct {
 	askFlood    int // ask-flood=<N>[:<pad>]
 	askPad      int
 	deaf        bool   // stop reading stdin once a prompt arrived
+	closeStdin  bool   // close-stdin: close stdin once session/new arrived
 	stdoutFlood int64  // stdout-flood=<bytes>: bytes without a newline
 	growPath    string // grow-file=<path>:<bytes>
 	growBytes   int64
@@ -54,6 +55,8 @@ func (m *attackModes) parse(name, val string, hasVal bool) error {
 		}
 	case "deaf":
 		m.deaf = true
+	case "close-stdin":
+		m.closeStdin = true
 	case "stdout-flood":
 		m.stdoutFlood, err = num(val)
 	case "grow-file":
@@ -101,6 +104,12 @@ func (a *agent) afterRequest(m message) {
 	if a.cfg.deaf && m.Method == "session/prompt" {
 		logf("deaf: no longer reading stdin")
 		sleepForever() // the read loop never comes back
+	}
+	if a.cfg.closeStdin && m.Method == "session/new" {
+		// The read loop's next read fails: serve returns, and with
+		// ignore-term the process lives on, its stdin closed.
+		logf("close-stdin: closing stdin")
+		_ = os.Stdin.Close()
 	}
 }
 

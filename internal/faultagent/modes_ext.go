@@ -241,6 +241,7 @@ func (a *agent) noteBooleanOptions(params json.RawMessage) {
 // withBoolean appends fa-fast to opts when the client takes boolean
 // options; a.mu must be held.
 func (a *agent) withBoolean(opts []any, s *session) []any {
+	opts = a.controlsOptions(opts, s) // modes_controls.go
 	if !a.booleanOptions {
 		return opts
 	}

@@ -251,6 +251,9 @@ func (a *agent) setConfigOption(m message) {
 	if a.setBoolean(m, s) { // modes_ext.go
 		return
 	}
+	if a.setControl(m, s) { // modes_controls.go
+		return
+	}
 	var p struct {
 		ConfigID string `json:"configId"`
 		Value    string `json:"value"`

@@ -80,6 +80,22 @@ func (a *agent) prompt(m message) {
 
 	double := a.doubleAnswer(m.ID, emit)
 	emit(chunk("agent_message_chunk", helloText))
+	if a.drift(s, userText.String(), emit) && !cancelled() { // modes_controls.go
+		wait := a.cfg.slowTurn
+		if wait == 0 {
+			wait = 10 * time.Second
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-cancel:
+			t.Stop()
+		}
+	}
+	receipt := a.receiptVariant(userText.String())
+	if receipt != "" && receipt != "late" {
+		a.sendReceipt(s.ID, receipt)
+	}
 	if a.cfg.recall {
 		emit(chunk("agent_message_chunk", recall))
 	}
@@ -141,6 +157,11 @@ func (a *agent) prompt(m message) {
 		"stopReason": stop,
 		"usage":      map[string]any{"inputTokens": 10, "outputTokens": 5, "totalTokens": 15},
 	})
+	if receipt == "late" {
+		// Well after the answer: the turn has ended at the client.
+		time.Sleep(300 * time.Millisecond)
+		a.sendReceipt(s.ID, receipt)
+	}
 }
 
 // askPermission sends session/request_permission and returns the chunk

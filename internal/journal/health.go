@@ -85,8 +85,21 @@ func (j *Journal) retryLocked() error {
 		}
 		j.h.torn = false
 	}
-	j.lastN++
 	g := Gap{FromN: j.h.gapFrom, ToN: j.h.gapTo, Reason: ErrReason(j.h.err)}
+	if err := j.writeGapLocked(g); err != nil {
+		j.h.gapTo = j.lastN
+		j.h.err = err
+		return err
+	}
+	j.h = health{last: g}
+	return nil
+}
+
+// writeGapLocked appends the gap entry g with the next n, after a '\n'
+// that ends a torn line, and writes it at once. The caller holds j.mu and
+// has the live segment open.
+func (j *Journal) writeGapLocked(g Gap) error {
+	j.lastN++
 	var line []byte
 	if j.h.torn {
 		line = append(line, '\n')
@@ -115,14 +128,36 @@ func (j *Journal) retryLocked() error {
 			j.h.torn = line[w-1] != '\n'
 			j.size += int64(w)
 		}
-		j.h.gapTo = j.lastN
-		j.h.err = err
 		return err
 	}
 	j.size += int64(len(line))
 	j.written = true
-	j.h = health{last: g}
 	return nil
+}
+
+// Reserve skips count entry numbers: it writes, and syncs, a gap entry
+// {fromN, toN, reason} covering the next count n's, so entries written
+// elsewhere under those numbers are never confused with this journal's
+// (a key's journal restored on another sidecar, whose previous owner may
+// have written more after its last publication; docs/protocol.md §24).
+// Errors: the write's or sync's; the numbers are skipped all the same.
+func (j *Journal) Reserve(count uint64, reason string) error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if err := j.flushLocked(); err != nil {
+		return err
+	}
+	if j.f == nil {
+		if err := j.openLive(); err != nil {
+			return err
+		}
+	}
+	g := Gap{FromN: j.lastN + 1, ToN: j.lastN + count, Reason: reason}
+	j.lastN += count
+	if err := j.writeGapLocked(g); err != nil {
+		return err // the next entries go on from the reserved numbers all the same
+	}
+	return j.f.Sync()
 }
 
 // ErrReason is the gap reason of a write error: the errno's name and

@@ -229,3 +229,40 @@ func BenchmarkAppendUpdate(b *testing.B) {
 		})
 	}
 }
+
+// TestJournal_ReserveSkipsNumbers: Reserve writes a gap entry over the
+// next count numbers and the following entries go on after them; a
+// reader by n reports the gap, and a journal opened again continues after
+// it (docs/protocol.md §24: a restored journal's numbers never collide
+// with what its previous owner wrote after publishing).
+func TestJournal_ReserveSkipsNumbers(t *testing.T) {
+	dir := t.TempDir()
+	j, err := Open(dir, "moved", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	j.AppendUpdate(1, updateParams(1))
+	if err := j.Reserve(1000, "moved"); err != nil {
+		t.Fatal(err)
+	}
+	j.AppendUpdate(2, updateParams(2))
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
+	p, err := QueryDir(dir, "moved", Query{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Gaps) != 1 || p.Gaps[0].FromN != 2 || p.Gaps[0].ToN != 1001 || p.Gaps[0].Reason != "moved" || p.NextN != 1003 {
+		t.Fatalf("gaps %+v next n %d: want 2..1001 reserved, the gap entry 1002, the update 1003", p.Gaps, p.NextN)
+	}
+	j2, err := Open(dir, "moved", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	j2.AppendUpdate(3, updateParams(3))
+	_ = j2.Close()
+	if p, _ := QueryDir(dir, "moved", Query{AfterN: 1003}); p.NextN != 1004 {
+		t.Fatalf("a reopened journal continued at %d, want 1004", p.NextN)
+	}
+}

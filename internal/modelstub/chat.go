@@ -1,6 +1,7 @@
 package modelstub
 
-// OpenAI chat completions (OpenCode): `POST /v1/chat/completions`. With
+// OpenAI chat completions (OpenCode, Pi, Qwen Code; Copilot and Kimi Code
+// can speak it too): `POST /v1/chat/completions`. With
 // "stream":true the reply is server-sent events `data: <chunk>` ending in
 // `data: [DONE]`, each chunk a chat.completion.chunk
 //
@@ -9,7 +10,8 @@ package modelstub
 //
 // with deltas, in order: {role:"assistant", content:""}; then {content:d}
 // per text delta, or one {tool_calls:[{index:0, id:"call_N", type:"function",
-// function:{name:"bash", arguments:<JSON of {"command","description"}>}}]};
+// function:{name:<the shell tool: shelltools.go>, arguments:<JSON of
+// {"command","description"}, or a classifier's>}}]};
 // then {} with finish_reason "stop" or "tool_calls"; then a chunk with
 // choices [] and usage {prompt_tokens:10, completion_tokens:5,
 // total_tokens:15} (sent whatever stream_options says). Without
@@ -34,7 +36,8 @@ type chatRequest struct {
 	Tools []struct {
 		Type     string `json:"type"`
 		Function struct {
-			Name string `json:"name"`
+			Name       string          `json:"name"`
+			Parameters json.RawMessage `json:"parameters"`
 		} `json:"function"`
 	} `json:"tools"`
 }
@@ -59,30 +62,44 @@ func (s *Stub) serveChat(w http.ResponseWriter, r *http.Request, n int) {
 }
 
 // decideChat applies the package rules: a last message with role "tool"
-// is rule 1; rule 2 reads the content of the last "user" message and
-// needs a function tool named ChatToolName.
+// is rule 1; rule 2 reads the trailing user messages (Kimi Code sends a
+// `<system-reminder>` user message after the prompt) and needs one of the
+// shell tools of chatShellTools; a request whose only tool is
+// ClassifierToolName (Qwen Code's side queries) gets a call of it.
 func decideChat(req chatRequest) reply {
 	msgs := req.Messages
 	if len(msgs) > 0 && msgs[len(msgs)-1].Role == "tool" {
 		return reply{kind: KindToolResult}
 	}
-	var text string
-	for i := len(msgs) - 1; i >= 0; i-- {
-		if msgs[i].Role == "user" {
-			text = contentText(msgs[i].Content)
-			break
+	if len(req.Tools) == 1 && req.Tools[0].Function.Name == ClassifierToolName {
+		return reply{kind: KindClassifier, tool: ClassifierToolName, args: classifierArgs(req.Tools[0].Function.Parameters)}
+	}
+	first := len(msgs)
+	for first > 0 && msgs[first-1].Role == "user" {
+		first--
+	}
+	texts := []string{}
+	for _, m := range msgs[first:] {
+		texts = append(texts, contentText(m.Content))
+	}
+	text := latestRun(texts)
+	var declared []string
+	for _, t := range req.Tools {
+		if t.Type == "function" || t.Type == "" {
+			declared = append(declared, t.Function.Name)
 		}
 	}
-	allowed := false
-	for _, t := range req.Tools {
-		allowed = allowed || ((t.Type == "function" || t.Type == "") && t.Function.Name == ChatToolName)
+	tool := pickTool(chatShellTools, declared)
+	rep := decideText(text).textOnly(tool != "")
+	if rep.kind == KindFunctionCall {
+		rep.tool = tool
 	}
-	return decideText(text).textOnly(allowed)
+	return rep
 }
 
 // chatFinish is the finish_reason of a reply.
 func chatFinish(rep reply) string {
-	if rep.kind == KindFunctionCall {
+	if rep.kind == KindFunctionCall || rep.kind == KindClassifier {
 		return "tool_calls"
 	}
 	return "stop"
@@ -90,9 +107,16 @@ func chatFinish(rep reply) string {
 
 // chatToolCall is the tool_calls entry of a tool-call reply.
 func chatToolCall(rep reply, n int) map[string]any {
+	name, args := rep.tool, any(commandArgs(rep.cmd))
+	if name == "" {
+		name = ChatToolName
+	}
+	if rep.kind == KindClassifier {
+		args = rep.args
+	}
 	return map[string]any{
 		"index": 0, "id": fmt.Sprintf("call_%d", n), "type": "function",
-		"function": map[string]any{"name": ChatToolName, "arguments": string(mustJSON(commandArgs(rep.cmd)))},
+		"function": map[string]any{"name": name, "arguments": string(mustJSON(args))},
 	}
 }
 
@@ -118,7 +142,7 @@ func chatEvents(rep reply, n int, model string, created int64) []sseEvent {
 		add([]any{map[string]any{"index": 0, "delta": d, "finish_reason": finish}}, nil)
 	}
 	delta(map[string]any{"role": "assistant", "content": ""}, nil)
-	if rep.kind == KindFunctionCall {
+	if rep.kind == KindFunctionCall || rep.kind == KindClassifier {
 		delta(map[string]any{"tool_calls": []any{chatToolCall(rep, n)}}, nil)
 	} else {
 		for _, d := range rep.deltas() {
@@ -134,7 +158,7 @@ func chatEvents(rep reply, n int, model string, created int64) []sseEvent {
 // without "stream":true.
 func chatCompletion(rep reply, n int, model string, created int64) map[string]any {
 	msg := map[string]any{"role": "assistant", "content": strings.Join(rep.deltas(), "")}
-	if rep.kind == KindFunctionCall {
+	if rep.kind == KindFunctionCall || rep.kind == KindClassifier {
 		call := chatToolCall(rep, n)
 		delete(call, "index")
 		msg = map[string]any{"role": "assistant", "content": nil, "tool_calls": []any{call}}

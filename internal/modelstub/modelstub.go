@@ -2,10 +2,10 @@
 // APIs, good enough to drive real AI coding agents offline
 // (docs/agents.md):
 //
-//   - the OpenAI Responses API (codex; responses.go),
+//   - the OpenAI Responses API (codex, Copilot, Kimi Code; responses.go),
 //   - the Anthropic Messages API (Claude Code; anthropic.go),
 //   - the Gemini API (Gemini CLI; gemini.go),
-//   - OpenAI chat completions (OpenCode; chat.go).
+//   - OpenAI chat completions (OpenCode, Pi, Qwen Code; chat.go).
 //
 // One Stub serves them all on one http.Handler with one set of Stats:
 //
@@ -36,11 +36,20 @@
 // last one with role "user"; Gemini contents may omit the role):
 //
 //	API        tool result                             shell tool (must be declared)
-//	responses  function_call_output item after it      ToolName (always allowed)
+//	responses  function_call_output item after it      ToolName (always allowed), or
+//	                                                   ChatToolName / CapitalBashToolName
+//	                                                   when declared without ToolName
 //	anthropic  tool_result block in the last message   AnthropicToolName in "tools"
 //	gemini     functionResponse part in last content   GeminiToolName in functionDeclarations
-//	chat       last message has role "tool"            ChatToolName in "tools"
+//	chat       last message has role "tool"            ChatToolName, CapitalBashToolName or
+//	                                                   QwenShellToolName in "tools"
 //
+// On chat completions and the Responses API "the last user message" is
+// the latest of the trailing user messages that has a `run:` (or `ask:`)
+// line, else the last one (Kimi Code follows its prompt with a
+// `<system-reminder>` user message). A chat request whose only
+// tool is ClassifierToolName (Qwen Code's permission classifier) gets one
+// call of it filling its schema (shelltools.go).
 // Except on the Responses API, requests that do not declare the shell tool
 // (title and other side requests of the agents) always get text. Every
 // reply reports usage UsageInput/UsageOutput/UsageTotal tokens (10/5/15)
@@ -263,6 +272,11 @@ func (s *Stub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 type reply struct {
 	kind string
 	cmd  string // KindFunctionCall only
+	// tool is the shell tool called (KindFunctionCall) when the API has
+	// more than one (shelltools.go); "" is the API's default.
+	tool string
+	// args are a KindClassifier call's arguments.
+	args map[string]any
 }
 
 // textOnly turns a tool call into a plain text reply unless the request

@@ -123,10 +123,11 @@ func TestResponses_RunLineBecomesEscalatedExecCommand(t *testing.T) {
 	srv := httptest.NewServer(stub)
 	defer srv.Close()
 	evs := post(t, srv.URL, body(t, userMsg("please\n  run: echo hi > made.txt  \nthanks")))
-	if strings.Join(types(evs), ",") != "response.created,response.output_item.added,response.output_item.done,response.completed" {
+	if strings.Join(types(evs), ",") != "response.created,response.output_item.added,response.function_call_arguments.delta,"+
+		"response.function_call_arguments.delta,response.function_call_arguments.done,response.output_item.done,response.completed" {
 		t.Fatalf("events %v", types(evs))
 	}
-	item := evs[2].Data["item"].(map[string]any)
+	item := evs[5].Data["item"].(map[string]any)
 	if item["type"] != "function_call" || item["name"] != "exec_command" || item["call_id"] == "" {
 		t.Fatalf("item %v", item)
 	}

@@ -1,7 +1,11 @@
 package modelstub
 
-// The OpenAI Responses API (codex): `POST /v1/responses`, always answered
-// as server-sent events (docs/agents.md, Codex).
+// The OpenAI Responses API (codex; Copilot and Kimi Code): `POST
+// /v1/responses`, always answered as server-sent events (docs/agents.md):
+// response.created, the item (output_item.added, text deltas or the
+// function call's argument deltas and arguments.done, output_item.done)
+// and response.completed, whose response carries the item again in
+// `output` and the usage.
 
 import (
 	"bytes"
@@ -68,13 +72,33 @@ func decideResponses(body []byte) (reply, error) {
 	if lastUser < 0 {
 		return reply{kind: KindText}, nil
 	}
-	text := contentText(items[lastUser].Content)
+	// The trailing user messages: Kimi Code sends a <system-reminder>
+	// user message after the prompt.
+	first := lastUser
+	for first > 0 && items[first-1].Role == "user" && (items[first-1].Type == "" || items[first-1].Type == "message") {
+		first--
+	}
+	texts := []string{}
+	for _, it := range items[first : lastUser+1] {
+		texts = append(texts, contentText(it.Content))
+	}
+	text := latestRun(texts)
+	declared := []string{}
 	for _, t := range req.Tools {
 		if q, ok := askLine(text); ok && t.Name == ResponsesAskToolName {
 			return reply{kind: KindAskUser, cmd: q}, nil // askuser.go
 		}
+		declared = append(declared, t.Name)
 	}
-	return decideText(text), nil
+	rep := decideText(text)
+	if rep.kind == KindFunctionCall {
+		// codex's exec_command unless the request declares another known
+		// shell tool only (Copilot's bash, Kimi's Bash).
+		if tool := pickTool(responsesShellTools, declared); tool != "" && tool != ToolName {
+			rep.tool = tool
+		}
+	}
+	return rep, nil
 }
 
 // responsesEvents builds the stream for a reply; n numbers the ids
@@ -89,6 +113,7 @@ func responsesEvents(rep reply, n int) []sseEvent {
 	}
 	add("response.created", map[string]any{"response": map[string]any{"id": respID}})
 
+	var output []any // the items, again in response.completed (Copilot reads them there)
 	switch rep.kind {
 	case KindFunctionCall, KindAskUser:
 		name, args := ToolName, mustJSON(map[string]string{
@@ -96,13 +121,17 @@ func responsesEvents(rep reply, n int) []sseEvent {
 			"sandbox_permissions": "require_escalated",
 			"justification":       Justification,
 		})
-		if rep.kind == KindAskUser {
+		switch {
+		case rep.kind == KindAskUser:
 			name, args = ResponsesAskToolName, mustJSON(askInputCodex(rep.cmd))
+		case rep.tool != "":
+			name, args = rep.tool, mustJSON(commandArgs(rep.cmd))
 		}
+		itemID := fmt.Sprintf("fc_%d", n)
 		item := func(arguments string, status string) map[string]any {
 			return map[string]any{
 				"type":      "function_call",
-				"id":        fmt.Sprintf("fc_%d", n),
+				"id":        itemID,
 				"call_id":   fmt.Sprintf("call_%d", n),
 				"name":      name,
 				"arguments": arguments,
@@ -110,7 +139,16 @@ func responsesEvents(rep reply, n int) []sseEvent {
 			}
 		}
 		add("response.output_item.added", map[string]any{"output_index": 0, "item": item("", "in_progress")})
-		add("response.output_item.done", map[string]any{"output_index": 0, "item": item(string(args), "completed")})
+		// The arguments streamed in two pieces that add up to the final
+		// arguments (Kimi Code checks they do, and retries otherwise).
+		half := len(args) / 2
+		for _, piece := range []string{string(args[:half]), string(args[half:])} {
+			add("response.function_call_arguments.delta", map[string]any{"item_id": itemID, "output_index": 0, "delta": piece})
+		}
+		add("response.function_call_arguments.done", map[string]any{"item_id": itemID, "output_index": 0, "arguments": string(args)})
+		done := item(string(args), "completed")
+		add("response.output_item.done", map[string]any{"output_index": 0, "item": done})
+		output = append(output, done)
 	default:
 		deltas := rep.deltas()
 		msgID := fmt.Sprintf("msg_%d", n)
@@ -122,13 +160,15 @@ func responsesEvents(rep reply, n int) []sseEvent {
 				"item_id": msgID, "output_index": 0, "content_index": 0, "delta": d,
 			})
 		}
-		add("response.output_item.done", map[string]any{"output_index": 0, "item": map[string]any{
+		done := map[string]any{
 			"type": "message", "id": msgID, "role": "assistant", "status": "completed",
 			"content": []any{map[string]any{"type": "output_text", "text": strings.Join(deltas, ""), "annotations": []any{}}},
-		}})
+		}
+		add("response.output_item.done", map[string]any{"output_index": 0, "item": done})
+		output = append(output, done)
 	}
 	add("response.completed", map[string]any{"response": map[string]any{
-		"id": respID,
+		"id": respID, "object": "response", "status": "completed", "output": output,
 		"usage": map[string]any{
 			"input_tokens": UsageInput, "output_tokens": UsageOutput, "total_tokens": UsageTotal,
 		},

@@ -75,12 +75,40 @@ type Binding struct {
 	// setting can turn off: when one exists and the policy needs asking,
 	// the open is refused before launch.
 	WorkspaceGrants []string
+	// AskOptions are config options (by id) and the value each must hold
+	// for the agent to ask (Copilot: allow_all "off"). With a policy that
+	// needs asking the sidecar sets each after session/new, load and
+	// resume when the agent reports another value, verifies it, and holds
+	// it: a config_option_update that moves it ends the turn as a policy
+	// breach (docs/agents.md, "Drift").
+	AskOptions map[string]string
+	// NeverModes are modes the sidecar never selects nor lets a host
+	// select, under any policy (Copilot's autopilot adds model turns the
+	// host never sent): refused MODE_UNAVAILABLE with NeverWhy.
+	NeverModes []string
+	// NeverWhy says why NeverModes are refused.
+	NeverWhy string
+	// CannotAsk, when set, says why the agent cannot be made to ask at all
+	// (pi runs every tool without asking): an open whose policy needs
+	// asking is refused PERMISSION_POLICY_UNENFORCEABLE before anything is
+	// launched.
+	CannotAsk string
 	// Source is where the binding's behaviour was observed or documented.
 	Source string
 }
 
 // Bound reports whether the profile has any binding (modes or env).
 func (b Binding) Bound() bool { return len(b.AskModes) > 0 || len(b.Env) > 0 }
+
+// Never reports whether mode is one of NeverModes.
+func (b Binding) Never(mode string) bool {
+	for _, m := range b.NeverModes {
+		if m == mode {
+			return true
+		}
+	}
+	return false
+}
 
 // Autonomous reports whether mode is one of AutonomousModes.
 func (b Binding) Autonomous(mode string) bool {
@@ -137,6 +165,43 @@ type Profile struct {
 	// open with lifecycle per-turn or idleRetireMs is refused
 	// CAPABILITY_UNSUPPORTED before anything is launched.
 	NoRetire string
+	// EffortOption and ThinkingOption name the config option (by id, else
+	// by category) that session/open `effort` and `thinking` are applied
+	// through and verified against (docs/protocol.md §24, effort and
+	// thinking). "" is the default: for effort the option with id
+	// "effort", for thinking the option of category "thought_level". "-"
+	// means the agent has none: the open is refused CONTROL_UNAVAILABLE
+	// before anything is launched.
+	EffortOption, ThinkingOption string
+	// SlashGuard: a prompt whose text starts with "/" is a command of the
+	// agent's own (Copilot's /allow-all, /autopilot, /permissions…) and is
+	// refused unless the open says allowSlashCommands (docs/agents.md,
+	// Copilot).
+	SlashGuard bool
+	// UsageReceipt is the extension notification method on which the
+	// agent reports a turn's usage and cost (Grok's
+	// _x.ai/session_notification of sessionUpdate "turn_completed"),
+	// accepted only live, within the turn, once (docs/protocol.md §24).
+	UsageReceipt string
+	// Rewrites are files in a provider-state directory that hold absolute
+	// paths into a provider-state directory (pi-acp's session map): after
+	// a restore moved the directories, each path that no longer exists is
+	// rewritten to the same file in its directory's new place.
+	Rewrites []PathRewrite
+	// NotRunHere, when set, says the profile comes from the agent's
+	// documented ACP surface and was never run by this project's tests.
+	NotRunHere string
+}
+
+// PathRewrite is a JSON file, File relative to the provider-state
+// directory named State, whose string members at Members (a path of
+// object keys; "*" matches every key) are absolute paths of files inside
+// the provider-state directory named Into.
+type PathRewrite struct {
+	State   string
+	File    string
+	Members []string
+	Into    string
 }
 
 // StateDir is one provider-state location, resolved in the session's

@@ -231,11 +231,21 @@ func (s *Server) PermissionRequests() bool {
 }
 
 // RequestPermission sends `session/requestPermission` to the host and
-// waits for its answer or ctx (docs/protocol.md §9).
+// waits for its answer or ctx (docs/protocol.md §9). The answer is read
+// in the flat shape or ACP's nested one (permanswer.go); any other is a
+// -32602 *protocol.Error naming the member at fault, and the caller asks
+// again.
 func (s *Server) RequestPermission(ctx context.Context, p protocol.PermissionRequestParams) (protocol.PermissionRequestResult, error) {
-	var res protocol.PermissionRequestResult
-	err := s.callHost(ctx, protocol.RequestPermission, p, &res)
-	return res, err
+	var raw json.RawMessage
+	if err := s.callHost(ctx, protocol.RequestPermission, p, &raw); err != nil {
+		return protocol.PermissionRequestResult{}, err
+	}
+	res, perr := parsePermissionAnswer(raw) // permanswer.go: the flat shape or ACP's
+	if perr != nil {
+		s.log.Warn("host answer refused", zap.String("method", protocol.RequestPermission), zap.String("field", perr.Data.Field))
+		return res, perr
+	}
+	return res, nil
 }
 
 // zapPrintf adapts zap to jsonrpc2's Logger.

@@ -36,6 +36,12 @@ type Source struct {
 	// carry to another place (codex's state database names its old
 	// CODEX_HOME; docs/agents.md). A bad pattern matches nothing.
 	Leave []string
+	// Strict refuses a source whose path is a symlink or goes through one
+	// (its resolved path is not Path itself): where an agent may write
+	// the directory that holds Path, a link planted there must not make
+	// the sidecar archive what the link names (issue 29's trial). The
+	// publication then fails ErrInvalid.
+	Strict bool
 }
 
 // Skip is one entry a publication left out (PROTOCOL §10.2: "devices, fifos
@@ -194,6 +200,17 @@ func (a *archiver) count() error {
 }
 
 func (a *archiver) source(s Source) error {
+	if s.Strict {
+		lst, err := os.Lstat(s.Path)
+		switch {
+		case err == nil && lst.Mode()&fs.ModeSymlink != 0:
+			return fmt.Errorf("%w: source %q is a symlink", ErrInvalid, s.Name)
+		case err == nil:
+			if r, rerr := filepath.EvalSymlinks(s.Path); rerr != nil || r != filepath.Clean(s.Path) {
+				return fmt.Errorf("%w: source %q goes through a symlink", ErrInvalid, s.Name)
+			}
+		}
+	}
 	st, err := os.Stat(s.Path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return writeManLine(a.man, manLine{T: "absent", P: s.Name})

@@ -114,7 +114,8 @@ func setHead(t testing.TB, s *Store, l *Lease, archive, previous *ArchiveRef) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l.head, l.raw, l.etag = h, data, etag
+	l.setHead(h)
+	l.raw, l.etag = data, etag
 }
 
 // objectBytes reads a stored object whole (test objects are small).

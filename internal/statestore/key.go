@@ -55,13 +55,15 @@ func NewMasterKey(b []byte) (MasterKey, error) {
 // LoadKeyFile reads a master key file (PROTOCOL §10.2 `--state-key-file`):
 // exactly 32 raw bytes, or base64 of 32 bytes (standard or URL alphabet,
 // with or without padding; surrounding ASCII whitespace such as a trailing
-// newline is ignored). The path is opened without following a final
-// symlink. Errors: ErrKeyFileMode when the file is not a regular file or its
-// mode has any group/other bit (0600 or stricter is required); ErrBadKey
+// newline is ignored). Symlinks are followed (Kubernetes mounts a
+// Secret's keys as links into ..data/; give the volume defaultMode 0400)
+// and the rules hold for the file reached. Errors: ErrKeyFileMode when
+// the file is not a regular file or its mode has any group/other bit
+// (0600 or stricter is required); ErrBadKey
 // when the content is neither form; else the open/read error. No error text
 // contains key bytes.
 func LoadKeyFile(path string) (MasterKey, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|oNoFollow|syscall.O_NONBLOCK, 0) // O_NONBLOCK: a fifo must not block the open
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0) // O_NONBLOCK: a fifo must not block the open
 	if err != nil {
 		return MasterKey{}, fmt.Errorf("statestore: key file: %w", err)
 	}

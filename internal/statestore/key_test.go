@@ -64,9 +64,10 @@ func TestLoadKeyFile_AcceptsRawAndBase64(t *testing.T) {
 }
 
 // TestLoadKeyFile_RefusesLooseModesAndNonFiles: any group/other bit, a
-// directory, a fifo or a symlink is refused (PROTOCOL §10.2: "file mode
-// 0600 or stricter, else the sidecar refuses to start"); the error never
-// shows the key.
+// directory or a fifo is refused (PROTOCOL §10.2: "file mode 0600 or
+// stricter, else the sidecar refuses to start"); a symlink is followed
+// (Kubernetes mounts a Secret's keys as links) and the file it reaches
+// must pass the same rules; the error never shows the key.
 func TestLoadKeyFile_RefusesLooseModesAndNonFiles(t *testing.T) {
 	raw := bytes.Repeat([]byte{0xAB}, 32)
 	b64 := base64.StdEncoding.EncodeToString(raw)
@@ -88,8 +89,13 @@ func TestLoadKeyFile_RefusesLooseModesAndNonFiles(t *testing.T) {
 	}
 	link := filepath.Join(dir, "link")
 	os.Symlink(writeKeyFile(t, raw, 0o600), link)
-	if _, err := LoadKeyFile(link); err == nil {
-		t.Fatal("a symlinked key file was followed")
+	if k, err := LoadKeyFile(link); err != nil || k.IsZero() {
+		t.Fatalf("a link to a 0600 key file: %v", err)
+	}
+	loose := filepath.Join(dir, "loose-link")
+	os.Symlink(writeKeyFile(t, raw, 0o644), loose)
+	if _, err := LoadKeyFile(loose); !errors.Is(err, ErrKeyFileMode) {
+		t.Fatalf("a link to a 0644 key file: %v, want ErrKeyFileMode", err)
 	}
 	for _, bad := range [][]byte{[]byte("short"), bytes.Repeat([]byte("A"), 300), []byte(b64[:40] + "!!!!")} {
 		_, err := LoadKeyFile(writeKeyFile(t, bad, 0o600))

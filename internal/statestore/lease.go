@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/klauspost/compress/zstd"
@@ -38,6 +39,16 @@ type Lease struct {
 	etag    string
 	dead    error
 	pending []byte // a head write whose outcome is still unknown
+	// shown is a copy of head for Head, which never waits on a
+	// publication in progress (that holds mu across its network calls).
+	shown atomic.Pointer[Head]
+}
+
+// setHead installs h as the Lease's head (under mu).
+func (l *Lease) setHead(h Head) {
+	l.head = h
+	c := h.clone()
+	l.shown.Store(&c)
 }
 
 // SessionKey is the key the Lease owns.
@@ -46,9 +57,39 @@ func (l *Lease) SessionKey() string { return l.key }
 // Head returns (a copy of) the head as this Lease last wrote it; its
 // Archive is what Restore fetches.
 func (l *Lease) Head() Head {
+	if h := l.shown.Load(); h != nil {
+		return h.clone()
+	}
+	return Head{}
+}
+
+// Verify reads the key's head and checks it is still the one this Lease
+// last wrote (a revive asks before it launches anything, so a key another
+// sidecar took over is not run on stale state; docs/protocol.md §24).
+// Errors: ErrFenced (the head moved: the Lease is dead), ErrUnavailable
+// (the store failed), ErrNotFound-free: a missing head is ErrFenced too
+// (the key was discarded by its new owner).
+func (l *Lease) Verify(ctx context.Context) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.head.clone()
+	if l.dead != nil {
+		return l.dead
+	}
+	if l.pending != nil {
+		return l.resolvePending(ctx)
+	}
+	_, etag, err := l.s.b.getHead(ctx, l.dir+"/head")
+	switch {
+	case errors.Is(err, ErrNotFound):
+		l.dead = ErrFenced
+		return ErrFenced
+	case err != nil:
+		return unavailable("read head", err)
+	case etag != l.etag:
+		l.dead = ErrFenced
+		return fmt.Errorf("%w (head moved past generation %d)", ErrFenced, l.head.Generation)
+	}
+	return nil
 }
 
 func (s *Store) encodeHead(h Head) []byte {
@@ -111,7 +152,9 @@ func (s *Store) Acquire(ctx context.Context, sessionKey string) (*Lease, error) 
 			}
 			newTag = gotTag
 		}
-		return &Lease{s: s, key: sessionKey, dir: kd, head: h, raw: data, etag: newTag}, nil
+		l := &Lease{s: s, key: sessionKey, dir: kd, raw: data, etag: newTag}
+		l.setHead(h)
+		return l, nil
 	}
 	return nil, fmt.Errorf("%w: the head of the key kept moving (%d attempts)", ErrUnavailable, acquireAttempts)
 }
@@ -172,7 +215,8 @@ func (l *Lease) resolvePending(ctx context.Context) error {
 		if derr != nil {
 			return derr
 		}
-		l.head, l.raw, l.etag = h, raw, etag
+		l.setHead(h)
+		l.raw, l.etag = raw, etag
 	default:
 		l.dead = ErrFenced
 		return ErrFenced
@@ -238,7 +282,8 @@ func (s *Store) Publish(ctx context.Context, l *Lease, sources []Source) (Public
 			return Publication{}, unavailable("write head", err)
 		}
 	}
-	l.head, l.raw, l.etag = nh, data, etag
+	l.setHead(nh)
+	l.raw, l.etag = data, etag
 	s.retain(ctx, l.dir, nh)
 	return Publication{Generation: gen, Object: obj, Bytes: ref.Bytes, SHA256: ref.SHA256, Entries: ref.Entries,
 		FileBytes: res.bytes, Ms: time.Since(start).Milliseconds(), Skipped: res.skipped, SkippedTotal: res.skippedTotal}, nil

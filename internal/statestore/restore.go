@@ -208,3 +208,52 @@ func (s *Store) fetchVerified(ctx context.Context, key string, ref ArchiveRef, f
 	}
 	return x, tr, nil
 }
+
+// CheckKeys tells, before a key is taken over, whether this store's master
+// keys can open what the key's head names (the newest archive, else the
+// one before it): an open must not fence the key's rightful owner when it
+// could never restore the key (a sidecar given the wrong --state-key-file;
+// issue 29's trial). It reads the head and only each object's header. nil
+// when there is nothing to open, when a key opens one of them, or when the
+// objects cannot be read now (the restore then reports that); ErrCorrupt
+// when no key opens either; ErrUnavailable when the head cannot be read.
+func (s *Store) CheckKeys(ctx context.Context, sessionKey string) error {
+	kd, err := keyDir(sessionKey)
+	if err != nil {
+		return err
+	}
+	raw, _, err := s.b.getHead(ctx, kd+"/head")
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return nil
+	case err != nil:
+		return s.storeErr("read head", err)
+	}
+	h, err := decodeHead(raw, kd)
+	if err != nil {
+		return err
+	}
+	refused := 0
+	for _, ref := range []*ArchiveRef{h.Archive, h.Previous} {
+		if ref == nil {
+			continue
+		}
+		body, err := s.b.getObject(ctx, ref.Object)
+		if err != nil {
+			return nil // the restore reports what cannot be read
+		}
+		_, err = unseal(newTrackReader(body), s.keys, associatedData(sessionKey, ref.Generation))
+		body.Close()
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, ErrCorrupt) {
+			return nil
+		}
+		refused++
+	}
+	if refused > 0 {
+		return fmt.Errorf("%w: no master key of this sidecar opens the key's published archives", ErrCorrupt)
+	}
+	return nil
+}

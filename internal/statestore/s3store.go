@@ -388,3 +388,17 @@ func (o *s3Object) abort() {
 		o.uploadID = nil
 	}
 }
+
+// credentials asks the S3 client's credential chain for credentials once
+// (bounded by the request timeout): an empty chain is a configuration
+// error to report at start, not a retryable failure of the first open.
+func (b *s3Backend) credentials(ctx context.Context) error {
+	p := b.c.Options().Credentials
+	if p == nil {
+		return errors.New("no credential provider")
+	}
+	ctx, cancel := b.opCtx(ctx)
+	defer cancel()
+	_, err := p.Retrieve(ctx)
+	return err
+}

@@ -367,3 +367,20 @@ func isSentinel(err error) bool {
 	}
 	return false
 }
+
+// CheckCredentials makes sure an s3:// store has credentials in the
+// process's environment (the AWS SDK's standard chain: AWS_ACCESS_KEY_ID…,
+// a shared credentials file, an instance role), so a sidecar without any
+// refuses to start instead of failing every open later as retryable
+// (issue 29's trial). file:// needs none: nil. Errors: ErrInvalid naming
+// the chain's complaint (never a secret).
+func (s *Store) CheckCredentials(ctx context.Context) error {
+	b, ok := s.b.(*s3Backend)
+	if !ok {
+		return nil
+	}
+	if err := b.credentials(ctx); err != nil {
+		return fmt.Errorf("%w: no S3 credentials in the sidecar's environment (the AWS SDK's chain: AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, a shared credentials file, an instance role): %v", ErrInvalid, err)
+	}
+	return nil
+}

@@ -131,7 +131,8 @@ export type DataCode =
   | "STATE_TOO_LARGE"
   | "STATE_CONFLICT"
   | "STATE_STORE_UNAVAILABLE"
-  | "CONTROL_UNAVAILABLE";
+  | "CONTROL_UNAVAILABLE"
+  | "POLICY_BREACH";
 /**
  * Every error the sidecar sends (docs/protocol.md §5): the numeric code, a secret-free message, and data. The JSON-RPC-level codes carry fixed data codes (the numeric table of §5).
  *
@@ -195,14 +196,15 @@ export type JournalEntry = {
     | "session/elicitation"
     | "session/elicitationDecided"
     | "session/elicitationComplete"
-    | "session/lifecycle";
+    | "session/lifecycle"
+    | "session/policyBreach";
   params: {
     [k: string]: unknown;
   };
   at: Timestamp;
 };
 /**
- * The host's answer to session/requestPermission: selected with an optionId of options[], or cancelled (docs/protocol.md §9).
+ * The host's answer to session/requestPermission: selected with an optionId of options[], or cancelled, in the flat shape or ACP's own RequestPermissionResponse shape, whose outcome is an object (docs/protocol.md §9). Any other answer is refused and the ask is sent again with answerRefused.
  *
  * Schema: `$defs/RequestPermissionResult`.
  */
@@ -213,6 +215,29 @@ export type RequestPermissionResult =
     }
   | {
       outcome: "cancelled";
+    }
+  | {
+      outcome: {
+        outcome: "selected";
+        optionId: string;
+        _meta?: {
+          [k: string]: unknown;
+        };
+      };
+      _meta?: {
+        [k: string]: unknown;
+      };
+    }
+  | {
+      outcome: {
+        outcome: "cancelled";
+        _meta?: {
+          [k: string]: unknown;
+        };
+      };
+      _meta?: {
+        [k: string]: unknown;
+      };
     };
 /**
  * ACP CreateElicitationRequest params (verbatim, an open object): mode form with requestedSchema, or url with url and elicitationId.
@@ -383,6 +408,10 @@ export interface ErrorData {
     message: string;
     [k: string]: unknown;
   };
+  /**
+   * The end of the agent's stderr (at most 4096 bytes, redacted) on an ACPX_SESSION_ENSURE_FAILED, ACPX_SESSION_HANDSHAKE_TIMEOUT or SESSION_LOST of an open or revive that launched it (docs/protocol.md §5).
+   */
+  stderr?: string;
 }
 /**
  * A cleanup proof (docs/protocol.md §12).
@@ -934,6 +963,18 @@ export interface OpenParams {
    * "turn": publish the provider state after every turn too (docs/protocol.md §24).
    */
   publish?: "turn";
+  /**
+   * A value of the agent's effort config option (its id "effort", or the profile's; e.g. low, medium, high, xhigh), applied and verified before the first prompt and held against drift; CONTROL_UNAVAILABLE when the agent does not offer it, with nothing left running (docs/protocol.md §24).
+   */
+  effort?: string;
+  /**
+   * A value of the agent's thinking config option (category thought_level, or the profile's; Pi: off, minimal, low, medium, high), applied, verified and held like effort (docs/protocol.md §24).
+   */
+  thinking?: string;
+  /**
+   * Lets prompts that start with "/" reach an agent whose profile guards them (copilot: its own commands can turn approvals off); default false: such a prompt is refused -32602 (docs/protocol.md §24).
+   */
+  allowSlashCommands?: boolean;
 }
 /**
  * A session's admitted identity (docs/protocol.md §8 session/open result).
@@ -1530,6 +1571,7 @@ export interface RequestPermissionParams {
   options: PermissionOption[];
   kind: ToolKind;
   rule: string;
+  answerRefused?: ErrorObject;
 }
 /**
  * Params of session/permission: every permission decision, for audit (docs/protocol.md §9; timeout: §18.3). withdrawn: the agent withdrew the ask ($/cancel_request; §22).
@@ -1612,9 +1654,9 @@ export interface ExitedNotification {
   signal?: string;
   during: "idle" | "turn";
   /**
-   * oom: the kernel OOM-killed a process of the tree (docs/protocol.md §18.2 Limits); fenced: another sidecar took the key over in the state store, so this session ended (§24).
+   * oom: the kernel OOM-killed a process of the tree (docs/protocol.md §18.2 Limits); fenced: another sidecar took the key over in the state store, so this session ended (§24). stdin-closed: the agent closed its stdin and lived on; nothing could reach it, so the sidecar ended it.
    */
-  reason?: "oom" | "exit" | "signal" | "fenced";
+  reason?: "oom" | "exit" | "signal" | "fenced" | "stdin-closed";
 }
 /**
  * Params of cleanup/proof: a cleanup that finished when no response was waiting for it (docs/protocol.md §9).
@@ -1698,6 +1740,19 @@ export interface LifecycleNotification {
   proof?: Proof;
   error?: TurnError;
 }
+/**
+ * Params of session/policyBreach: the agent moved a control the sidecar holds (its asking mode, an asking config option such as Copilot's allow_all, the open's effort or thinking) away from the value held; the turn it happened in (requestId, null between turns) ended failed POLICY_BREACH; restored says whether the sidecar set it back and verified it (false: prompts stay refused POLICY_BREACH) (docs/protocol.md §24).
+ *
+ * Schema: `$defs/PolicyBreachNotification`.
+ */
+export interface PolicyBreachNotification {
+  session: SessionId;
+  requestId: string | null;
+  control: string;
+  held: string;
+  reported: string;
+  restored: boolean;
+}
 
 /* Definitions that name another one. */
 export type ShutdownParams = EmptyParams;
@@ -1768,4 +1823,6 @@ export interface ProtocolMethods {
   "session/agentSessions": { kind: "request"; direction: "host"; params: AgentSessionsParams; result: AgentSessionsResult };
   /** docs/protocol.md §24 */
   "session/lifecycle": { kind: "notification"; direction: "sidecar"; params: LifecycleNotification };
+  /** docs/protocol.md §24 */
+  "session/policyBreach": { kind: "notification"; direction: "sidecar"; params: PolicyBreachNotification };
 }

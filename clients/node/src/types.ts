@@ -33,6 +33,8 @@ export type JournalNotice = wire.JournalNotification;
 export type LifecycleNotice = wire.LifecycleNotification;
 /** The states a session/lifecycle notice reports. */
 export type LifecycleNoticeState = wire.LifecycleNotification["state"];
+/** session/policyBreach: the agent moved a control the sidecar holds (docs/protocol.md §24). */
+export type PolicyBreachNotice = wire.PolicyBreachNotification;
 /** A range of journal entry numbers a reader will not find, and why. */
 export type JournalGap = wire.JournalGap;
 /** What Session.prompt takes: session/prompt params without `session`. */
