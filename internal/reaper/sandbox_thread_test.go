@@ -139,12 +139,25 @@ func TestSandboxed_ExitedTreeLeavesNoInitBehind(t *testing.T) {
 	if st := tr.ExitStatus(); st.Code == nil || *st.Code != 3 {
 		t.Fatalf("exit status %+v, want code 3", st)
 	}
+	// The init's own exit empties the cgroup (populated 0, what Terminate
+	// reads); a process's environ is unreadable already while it exits,
+	// so the marked-process scan alone would race with it.
 	deadline := time.Now().Add(10 * time.Second)
-	for len(markedAlive(mark)) > 0 {
+	for {
+		populated, err := cgroupPopulated(tr.cgPath)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !populated {
+			break
+		}
 		if time.Now().After(deadline) {
-			t.Fatalf("still alive after the provider's exit: %v", markedAlive(mark))
+			t.Fatalf("the cgroup is still populated after the provider's exit: %v alive", markedAlive(mark))
 		}
 		time.Sleep(5 * time.Millisecond) // the init's own exit; bounded
+	}
+	if alive := markedAlive(mark); len(alive) > 0 {
+		t.Fatalf("still alive after the cgroup emptied: %v", alive)
 	}
 	term := tr.Terminate(context.Background(), termGrace, killGrace)
 	requireComplete(t, term, ModeCgroup)
