@@ -154,7 +154,10 @@ leakcheck:
 	else echo "leakcheck: no test process left alive"; fi
 
 # Every benchmark (docs/architecture.md, "Performance"), without -race:
-# among them BenchmarkTurnUpdates (cpu-ns/update, allocs/update, B/update,
+# among them BenchmarkOpenSandboxLayers (p50/p99 of 200 fault-agent opens
+# with the sandbox's layers against root added one by one: capabilities,
+# seccomp, a PID namespace; docs/architecture.md, "Kernel sandbox"),
+# BenchmarkTurnUpdates (cpu-ns/update, allocs/update, B/update,
 # ctxsw/update of the update path), BenchmarkCloseToProof (session/close
 # -> proof p50 through the adapter with the fault agent, cgroup mode;
 # ACPX_BENCH_IDLE_SESSIONS others alive), BenchmarkCooperativeClose (the

@@ -150,8 +150,11 @@ type Limits struct {
 
 // OpenParams are the params of session/open (docs/protocol.md §8). Empty
 // strings, nil slices and maps, and zero durations are left out, so the
-// sidecar's defaults apply. Env is secret: the sidecar never logs or
-// echoes it, and neither does this package. InheritEnv names variables the
+// sidecar's defaults apply; in particular, with no HOME in Env (nor in
+// InheritEnv) a sandboxed agent gets the key's private HOME
+// (<StateDir>/homes/<key>, OpenResult.Sandbox.Home; docs/protocol.md §19).
+// Env is secret: the sidecar never logs or echoes it, and neither does
+// this package. InheritEnv names variables the
 // sidecar adds from its own environment before Env (docs/protocol.md
 // §18.1).
 // Resume nil means true. PermissionTimeoutMs bounds a host escalation
@@ -229,10 +232,12 @@ type PolicyBreachNotice = protocol.PolicyBreachNotice
 // Sandbox is `sandbox` of session/open (docs/protocol.md §19): filesystem
 // "workspace", "strict" or "off"; extra writable and readable directories;
 // network "all", "none", connectTcp ports or an allow list of destinations
-// (AllowNetwork, docs/protocol.md §19.1); signals "own-tree" or "all".
-// An explicit sandbox the sidecar's machine cannot enforce is refused
-// PLATFORM_UNSUPPORTED; one that would make a never-writable path
-// writable, SANDBOX_CONFLICT.
+// (AllowNetwork, docs/protocol.md §19.1); signals, processes ("own-tree" or
+// "all": a PID namespace and /proc of the tree's own) and capabilities
+// ("none" or "keep"), whose defaults with a filesystem sandbox are
+// "own-tree", "own-tree" and "none". An explicit sandbox the sidecar's
+// machine cannot enforce is refused PLATFORM_UNSUPPORTED; one that would
+// make a never-writable path writable, SANDBOX_CONFLICT.
 type Sandbox = protocol.Sandbox
 
 // PromptParams are the params of session/prompt without the session.

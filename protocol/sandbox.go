@@ -26,18 +26,28 @@ const (
 	NetworkConnectTCP = "connectTcp"
 	SignalsOwnTree    = "own-tree"
 	SignalsAll        = "all"
+	// ProcessesOwnTree and ProcessesAll are `sandbox.processes`;
+	// CapabilitiesNone and CapabilitiesKeep `sandbox.capabilities`
+	// (docs/protocol.md §19).
+	ProcessesOwnTree = "own-tree"
+	ProcessesAll     = "all"
+	CapabilitiesNone = "none"
+	CapabilitiesKeep = "keep"
 )
 
 // Sandbox is session/open `sandbox` (docs/protocol.md §19): the kernel
 // sandbox the provider tree runs in. Members left out take the sidecar's
-// default (--default-sandbox; signals: "own-tree" whenever a filesystem
-// sandbox is on, else "all"; network: "all"). Paths are absolute.
+// default (--default-sandbox; signals, processes: "own-tree", and
+// capabilities: "none", whenever a filesystem sandbox is on, else "all",
+// "all" and "keep"; network: "all"). Paths are absolute.
 type Sandbox struct {
-	Filesystem string          `json:"filesystem,omitempty"`
-	Writable   []string        `json:"writable,omitempty"`
-	Readable   []string        `json:"readable,omitempty"`
-	Network    *SandboxNetwork `json:"network,omitempty"`
-	Signals    string          `json:"signals,omitempty"`
+	Filesystem   string          `json:"filesystem,omitempty"`
+	Writable     []string        `json:"writable,omitempty"`
+	Readable     []string        `json:"readable,omitempty"`
+	Network      *SandboxNetwork `json:"network,omitempty"`
+	Signals      string          `json:"signals,omitempty"`
+	Processes    string          `json:"processes,omitempty"`
+	Capabilities string          `json:"capabilities,omitempty"`
 	// unknown is a member the host sent that a sandbox has not (say
 	// `connectTcp` beside `network`): validate refuses it, -32602
 	// sandbox.<member>, rather than silently running without it.
@@ -59,7 +69,7 @@ func (s *Sandbox) UnmarshalJSON(b []byte) error {
 	*s = Sandbox(p)
 	for k := range members {
 		switch k {
-		case "filesystem", "writable", "readable", "network", "signals":
+		case "filesystem", "writable", "readable", "network", "signals", "processes", "capabilities":
 		default:
 			if s.unknown == "" || k < s.unknown {
 				s.unknown = k
@@ -137,27 +147,43 @@ func (n *SandboxNetwork) UnmarshalJSON(b []byte) error {
 
 // SandboxResult is the open result's `sandbox` (docs/protocol.md §19):
 // what was applied. Enforced is false when nothing is enforced (every
-// part off, or a default this machine cannot enforce: Reason says why).
-// Writable and Readable are the paths as applied; ReadOnly the protected
-// paths kept read-only inside writable ones; TmpDir the private TMPDIR
-// the sidecar made for the session, if it made one.
+// part off, or a default this machine cannot enforce: Reason says why;
+// Reason also names a defaulted layer this machine lacks, e.g.
+// processes "all" where there is no PID namespace to give). Writable and
+// Readable are the paths as applied; ReadOnly the protected paths kept
+// read-only inside writable ones; TmpDir the private TMPDIR the sidecar
+// made for the session, if it made one; Home the key's private HOME it
+// gave the agent, if it gave one. Processes ("own-tree" | "all"),
+// Capabilities ("none" | "keep") and Seccomp (the filter loaded) are the
+// layers against root as applied.
 type SandboxResult struct {
-	Enforced    bool           `json:"enforced"`
-	Filesystem  string         `json:"filesystem"`
-	Network     SandboxNetwork `json:"network"`
-	Signals     string         `json:"signals"`
-	LandlockABI int            `json:"landlockAbi"`
-	Writable    []string       `json:"writable"`
-	Readable    []string       `json:"readable"`
-	ReadOnly    []string       `json:"readOnly,omitempty"`
-	TmpDir      string         `json:"tmpDir,omitempty"`
-	Reason      string         `json:"reason,omitempty"`
+	Enforced     bool           `json:"enforced"`
+	Filesystem   string         `json:"filesystem"`
+	Network      SandboxNetwork `json:"network"`
+	Signals      string         `json:"signals"`
+	Processes    string         `json:"processes"`
+	Capabilities string         `json:"capabilities"`
+	Seccomp      bool           `json:"seccomp"`
+	LandlockABI  int            `json:"landlockAbi"`
+	Writable     []string       `json:"writable"`
+	Readable     []string       `json:"readable"`
+	ReadOnly     []string       `json:"readOnly,omitempty"`
+	TmpDir       string         `json:"tmpDir,omitempty"`
+	Home         string         `json:"home,omitempty"`
+	Reason       string         `json:"reason,omitempty"`
 }
 
 // SandboxCaps is initialize.capabilities.sandbox and `doctor`'s
 // `sandbox`: what this machine enforces (docs/protocol.md §19). Default
 // is the filesystem mode opens get when they name none (--default-sandbox
 // as in force: "off" when the default asked for cannot be enforced).
+//
+// Processes: processes "own-tree" is enforceable (a PID namespace with
+// its own /proc); Capabilities: capabilities "none" is (always: a tree
+// can lose what the sidecar holds); Seccomp: the seccomp filter is;
+// UserNamespacesRefused: new user namespaces are refused to a tree even through
+// clone3 (the sidecar can make mount namespaces). ProcessesReason says
+// why Processes is false.
 type SandboxCaps struct {
 	LandlockABI int  `json:"landlockAbi"`
 	Filesystem  bool `json:"filesystem"`
@@ -167,10 +193,15 @@ type SandboxCaps struct {
 	// NetworkAllow: network {"allow": [...]} is enforceable (a network
 	// namespace with a TUN device the sidecar makes; docs/protocol.md
 	// §19.1).
-	NetworkAllow  bool   `json:"networkAllow"`
-	ReadOnlyBinds bool   `json:"readOnlyBinds"`
-	Default       string `json:"default"`
-	Reason        string `json:"reason,omitempty"`
+	NetworkAllow          bool   `json:"networkAllow"`
+	ReadOnlyBinds         bool   `json:"readOnlyBinds"`
+	Processes             bool   `json:"processes"`
+	Capabilities          bool   `json:"capabilities"`
+	Seccomp               bool   `json:"seccomp"`
+	UserNamespacesRefused bool   `json:"userNamespacesRefused"`
+	Default               string `json:"default"`
+	Reason                string `json:"reason,omitempty"`
+	ProcessesReason       string `json:"processesReason,omitempty"`
 }
 
 // validate checks s's shape (modes, absolute paths, ports 1-65535).
@@ -180,7 +211,7 @@ func (s *Sandbox) validate() *Error {
 	}
 	if s.unknown != "" {
 		return InvalidParams("sandbox."+s.unknown, "sandbox has no member "+strconv.Quote(s.unknown)+
-			" (filesystem, writable, readable, network, signals; ports go in network: {\"connectTcp\": [ports]})")
+			" (filesystem, writable, readable, network, signals, processes, capabilities; ports go in network: {\"connectTcp\": [ports]})")
 	}
 	switch s.Filesystem {
 	case "", SandboxWorkspace, SandboxStrict, SandboxOff:
@@ -221,6 +252,16 @@ func (s *Sandbox) validate() *Error {
 	case "", SignalsOwnTree, SignalsAll:
 	default:
 		return InvalidParams("sandbox.signals", "sandbox.signals must be own-tree or all")
+	}
+	switch s.Processes {
+	case "", ProcessesOwnTree, ProcessesAll:
+	default:
+		return InvalidParams("sandbox.processes", "sandbox.processes must be own-tree or all")
+	}
+	switch s.Capabilities {
+	case "", CapabilitiesNone, CapabilitiesKeep:
+	default:
+		return InvalidParams("sandbox.capabilities", "sandbox.capabilities must be none or keep")
 	}
 	return nil
 }

@@ -134,6 +134,13 @@ type PermissionPolicy struct {
 	DefaultAction string   `json:"defaultAction,omitempty"`
 }
 
+// StrictMembers reports that session/open params are read strictly: a
+// member that is none of OpenParams' (or of its objects': command,
+// limits, permissionPolicy, sandbox, lifecycle) is -32602 with data.field
+// naming it — a misspelt permisionMode must not silently leave the default
+// policy; _meta is the place for anything else (docs/protocol.md §19).
+func (*OpenParams) StrictMembers() bool { return true }
+
 // OpenParams are the params of `session/open` (docs/protocol.md §8). Env is
 // secret: it must never be logged, persisted or echoed.
 type OpenParams struct {

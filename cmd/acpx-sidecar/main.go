@@ -337,9 +337,13 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	cfg.Sandbox = adapter.SandboxConfig{Default: o.defaultSandbox, Caps: sandbox.Probe().Limit(o.assumeABI),
 		Protected: append(sandbox.CgroupMounts(), selfInstallation()...)}
 	if sup != nil {
-		if sc := adapter.SandboxCaps(cfg.Sandbox.Caps, o.defaultSandbox, sup.Mode()); sc.Default != o.defaultSandbox {
+		sc := adapter.SandboxCaps(cfg.Sandbox.Caps, o.defaultSandbox, sup.Mode())
+		if sc.Default != o.defaultSandbox {
 			log.Warn("the default sandbox cannot be enforced here; opens that name none run unsandboxed and say so (sandbox.enforced false)",
 				zap.String("defaultSandbox", o.defaultSandbox), zap.Int("landlockAbi", sc.LandlockABI), zap.String("reason", sc.Reason))
+		} else if sc.Default != sandbox.Off && !sc.Processes {
+			log.Warn("sandboxed trees cannot get a PID namespace of their own here; they run with processes all and say so (sandbox.processes, sandbox.reason)",
+				zap.String("reason", sc.ProcessesReason))
 		}
 	}
 	if o.lateReconcile >= 0 {
@@ -446,7 +450,7 @@ func selfInstallation() []string {
 	if err != nil {
 		return nil
 	}
-	return sandbox.Installation(exe, nil)
+	return sandbox.Installation(exe, nil, "")
 }
 
 // ms is n milliseconds, as the flags give their bounds.

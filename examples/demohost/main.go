@@ -153,10 +153,10 @@ type demo struct {
 	sidecarPath, stubPath string
 	repoRoot, override    string // override: --command, or ""
 
-	tmp, workspace, stateDir, agentDir string
-	sidecarLog, stubLog                string
-	apiKey, mark                       string
-	launch                             *agentenv.Launch
+	tmp, workspace, stateDir, agentHome string
+	sidecarLog, stubLog                 string
+	apiKey, mark                        string
+	launch                              *agentenv.Launch
 
 	stub      *exec.Cmd
 	stubStdin io.WriteCloser
@@ -217,10 +217,14 @@ func (d *demo) prepare() error {
 	d.tmp = tmp
 	d.workspace = filepath.Join(tmp, "workspace")
 	d.stateDir = filepath.Join(tmp, "state")
-	d.agentDir = filepath.Join(tmp, "agent")
+	// The agent's HOME is the session key's private one, which the sidecar
+	// gives an agent whose open names no HOME (docs/protocol.md §19): its
+	// config is written there before the open, and the open passes no
+	// HOME or TMPDIR.
+	d.agentHome = agentenv.KeyHome(d.stateDir, sessionKey)
 	d.sidecarLog = filepath.Join(tmp, "sidecar.log")
 	d.stubLog = filepath.Join(tmp, "modelstub.log")
-	for _, dir := range []string{d.workspace, d.stateDir, d.agentDir} {
+	for _, dir := range []string{d.workspace, d.stateDir} {
 		if err := os.Mkdir(dir, 0o700); err != nil {
 			return err
 		}
@@ -230,7 +234,7 @@ func (d *demo) prepare() error {
 	d.mark = randomHex(8)
 	d.out.line("workspace  %s (the agent's cwd)", d.workspace)
 	d.out.line("state dir  %s", d.stateDir)
-	d.out.line("agent dir  %s (its private HOME, TMPDIR, XDG dirs, config)", d.agentDir)
+	d.out.line("agent HOME %s (the key's private HOME under the state dir: its XDG dirs and config)", d.agentHome)
 	d.out.line("api key    sk-demo-… (random, never printed)")
 	return nil
 }
@@ -239,10 +243,10 @@ func (d *demo) prepare() error {
 // find any survivor in /proc (notes/common.md).
 func (d *demo) markEnv() string { return "DEMOHOST_MARK=" + d.mark }
 
-// prepareAgent writes the agent's private directory for the stub at addr
-// (agentenv.Prepare) and applies --command.
+// prepareAgent writes the agent's configuration for the stub at addr
+// into the key's private HOME (agentenv.Prepare) and applies --command.
 func (d *demo) prepareAgent(addr string) error {
-	l, err := agentenv.Prepare(d.agent.Name, d.repoRoot, "http://"+addr, d.agentDir)
+	l, err := agentenv.Prepare(d.agent.Name, d.repoRoot, "http://"+addr, d.agentHome)
 	if err != nil {
 		return err
 	}

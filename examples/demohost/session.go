@@ -13,9 +13,9 @@ import (
 )
 
 func (d *demo) openSession() error {
-	// The launch env from agentenv (a private HOME keeps the agent's tool
-	// shells independent of this machine's dotfiles), plus the key and our
-	// marker.
+	// The launch env from agentenv (no HOME or TMPDIR: the sidecar gives
+	// the agent the key's private HOME, where agentenv wrote its config,
+	// and a private TMPDIR), plus the key and our marker.
 	env := maps.Clone(d.launch.Env)
 	env[d.launch.KeyEnv] = d.apiKey
 	env["DEMOHOST_MARK"] = d.mark
@@ -64,7 +64,11 @@ func (d *demo) openSession() error {
 	// The kernel sandbox the agent runs in (the sidecar's default,
 	// workspace: docs/protocol.md §19), whatever its own mode says.
 	if sb := res.Sandbox; sb != nil {
-		d.out.line("   sandbox:  enforced=%v filesystem=%s signals=%s landlockAbi=%d %s", sb.Enforced, sb.Filesystem, sb.Signals, sb.LandlockABI, sb.Reason)
+		d.out.line("   sandbox:  enforced=%v filesystem=%s signals=%s processes=%s capabilities=%s seccomp=%v landlockAbi=%d %s",
+			sb.Enforced, sb.Filesystem, sb.Signals, sb.Processes, sb.Capabilities, sb.Seccomp, sb.LandlockABI, sb.Reason)
+		if sb.Home != "" {
+			d.out.line("   home:     %s (the key's private HOME)", sb.Home)
+		}
 		if !sb.Enforced && sb.Reason == "" {
 			return fmt.Errorf("the agent runs without the default sandbox")
 		}

@@ -16,6 +16,7 @@ import (
 	"github.com/acpx-sidecar/acpx-sidecar/internal/launchexec"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/profiles"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/reaper"
+	"github.com/acpx-sidecar/acpx-sidecar/internal/sandbox"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/statestore"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/store"
 	"github.com/acpx-sidecar/acpx-sidecar/protocol"
@@ -282,8 +283,14 @@ func (s *session) admit(ctx context.Context, in admissionInput) admissionResult 
 	}
 	if in.revive != nil && in.revive.state != nil {
 		// A key another sidecar took over is not run on stale state: the
-		// revive ends the session fenced, nothing launched (provstate.go).
-		if e := s.verifyLease(ctx, in.revive.state); e != nil {
+		// revive ends the session fenced, nothing launched; local provider
+		// state a published retire removed comes back from the store
+		// (provstate.go).
+		e := s.verifyLease(ctx, in.revive.state)
+		if e == nil {
+			e = s.restoreForRevive(ctx, in.revive.state, in.st)
+		}
+		if e != nil {
 			if in.exe != nil {
 				in.exe.Close()
 			}
@@ -346,6 +353,14 @@ func (s *session) admit(ctx context.Context, in admissionInput) admissionResult 
 			// made for want of descriptors is a retry later, not a machine
 			// that cannot sandbox.
 			e = x
+		} else if errors.Is(err, sandbox.ErrRuleMoved) {
+			// A rule path was swapped for a link or another directory
+			// between the plan and the launch (docs/protocol.md §19).
+			e = protocol.Domain(protocol.ErrSandboxConflict, "a sandbox path changed before the launch, so the agent never ran: "+s.red.clean(err.Error()), false)
+			var rm *sandbox.RuleMovedError
+			if errors.As(err, &rm) {
+				e.Data.Paths = []string{rm.Path}
+			}
 		} else if errors.Is(err, launchexec.ErrSandbox) || errors.Is(err, reaper.ErrSandboxUnsupported) {
 			e = protocol.Domain(protocol.ErrPlatformUnsupported, "the sandbox could not be applied, so the agent never ran: "+s.red.clean(err.Error()), false)
 		} else if errors.Is(err, reaper.ErrLimitsUnsupported) {

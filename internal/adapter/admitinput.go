@@ -48,7 +48,7 @@ func (s *session) prepareLaunch(rv *reviveInput) (admissionInput, *protocol.Erro
 		}
 		return admissionInput{}, perr
 	}
-	s.end.tmpDir = sb.tmpDir
+	s.end.tmpDir, s.end.home = sb.tmpDir, sb.home
 	in := admissionInput{open: p, prof: s.prof, st: s.rec.st, exe: exe, env: env, baseEnv: base,
 		timeout: s.m.cfg.Bounds.HandshakeTimeout, limits: s.m.effectiveLimits(p), sandbox: sb, revive: rv}
 	if s.m.stateStore() != nil && rv == nil {

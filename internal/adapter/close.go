@@ -2,6 +2,7 @@ package adapter
 
 import (
 	"context"
+	"github.com/acpx-sidecar/acpx-sidecar/internal/sandbox"
 	"sync/atomic"
 	"time"
 
@@ -44,6 +45,13 @@ type cleanupHandoff struct {
 	// tmpDir is the private TMPDIR made for the session ("" if none),
 	// removed once the tree is proven gone (sandbox.go).
 	tmpDir string
+	// rules are the Landlock rules of the session's first launch, which
+	// a revive's must match (sandbox.go sameRulesAsOpen); nil before.
+	rules []sandbox.Rule
+	// home is the key's private HOME given to the agent ("" if none);
+	// the key's private HOME is removed after a complete proof of a close
+	// with discardPersistentState, given or not (sandbox.go).
+	home string
 	// keyHold releases the session's hold of its key's flock (keyhold.go);
 	// nil before admission took it and after it was dropped.
 	keyHold    func()
@@ -200,6 +208,14 @@ func (s *session) finishCleanup(proof *protocol.Proof) {
 	}
 	if proof.Complete {
 		_ = s.rec.st.RemoveOwned(s.id)
+		if ca != nil && ca.discard && s.recordIsOurs() {
+			// The key's private HOME goes with its persistent state
+			// (whichever of its sessions made it); the tree is gone and
+			// the key still held, so nothing writes it.
+			if err := s.rec.st.RemoveHome(s.key); err != nil {
+				s.log.Warn("the key's private HOME was not removed", zap.Error(err))
+			}
+		}
 		s.releaseSandbox()
 		s.releaseTreeSlot()
 		s.m.releaseKey(s)

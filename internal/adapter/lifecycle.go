@@ -184,12 +184,17 @@ func (s *session) startRetire(why string) {
 	in := cleanupInput{conn: s.conn, tree: s.end.tree, backendSessionID: s.rec.identity.BackendSessionID, reason: why,
 		origin: protocol.OriginRetire, closeSupported: s.rec.closeSupported}
 	ps, st := s.rec.ps, s.rec.st
+	drop := s.privateStateDirs(ps)
 	go func() {
 		proof := s.cleanup(in)
 		if proof.Complete && ps != nil {
 			// Published once the tree is gone, before the session is
 			// parked (docs/protocol.md §24).
-			cleanupAttach(proof, s.publishState(s.m.stateCtx, ps, st, true, false))
+			pub := s.publishState(s.m.stateCtx, ps, st, true, false)
+			cleanupAttach(proof, pub)
+			if pub != nil && pub.State == protocol.PublicationPublished {
+				s.dropLocalState(st, drop)
+			}
 		}
 		s.post(func() { s.finishRetire(proof) })
 	}()

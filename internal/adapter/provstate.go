@@ -65,8 +65,10 @@ func (m *Manager) stateStore() *statestore.Store { return m.cfg.StateStore }
 // sidecar's own HOME, holds the workspace, or is, holds or lies inside a
 // state dir of this sidecar is refused STATE_CONFLICT with data.paths: an
 // archive never carries them, and a restore never writes there (issue 29's
-// trial). One another live session of this sidecar uses is refused too
-// (Manager.claimStateDirs).
+// trial) — but for the session's own private HOME (s.end.home, set by
+// setupSandbox first) and what lies in it, the one place under a state dir
+// its tree writes (docs/protocol.md §19, §24). One another live session of
+// this sidecar uses is refused too (Manager.claimStateDirs).
 func (s *session) stateSources(env []string) ([]statestore.Source, *protocol.Error) {
 	var out []statestore.Source
 	if len(s.open.StateDirs) > 0 {
@@ -86,6 +88,10 @@ func (s *session) stateSources(env []string) ([]statestore.Source, *protocol.Err
 		home = resolveExisting(h)
 	}
 	cwd := resolveExisting(s.open.Cwd)
+	var own []string // the key's private HOME, when the session has one
+	if s.end.home != "" {
+		own = []string{resolveExisting(s.end.home)}
+	}
 	var protected []string
 	for _, d := range s.m.stateDirs(s.stateDir) {
 		protected = append(protected, resolveExisting(d))
@@ -101,7 +107,7 @@ func (s *session) stateSources(env []string) ([]statestore.Source, *protocol.Err
 			bad = "is or holds the sidecar's own HOME (give the agent a HOME of its own, or name stateDirs)"
 		case beneathAny(cwd, []string{real}):
 			bad = "holds the workspace (cwd), which is never archived"
-		case beneathAny(real, protected) || holdsAny(real, protected):
+		case !beneathAny(real, own) && (beneathAny(real, protected) || holdsAny(real, protected)):
 			bad = "is, holds or lies inside a state directory of this sidecar"
 		}
 		if bad != "" {
@@ -314,6 +320,74 @@ func (s *session) discardState(ctx context.Context, ps *providerState, st *store
 	}
 	_ = os.Remove(localMarkerPath(st, s.key))
 	return &protocol.Publication{State: protocol.PublicationSkipped, Ms: time.Since(start).Milliseconds()}
+}
+
+// privateStateDirs are the provider-state directories a published retire
+// of this per-turn session removes (PROTOCOL §10.2): those its profile
+// named (never the open's own stateDirs) that lie in the key's private
+// HOME (docs/protocol.md §19), as paths relative to it ("." for the HOME
+// itself: the generic profile's $HOME). nil otherwise. On the actor.
+func (s *session) privateStateDirs(ps *providerState) []string {
+	home := s.end.home
+	if ps == nil || home == "" || s.life.mode != protocol.LifecyclePerTurn || len(s.open.StateDirs) > 0 {
+		return nil
+	}
+	var out []string
+	for _, src := range ps.sources {
+		if rel, err := filepath.Rel(home, src.Path); err == nil && (rel == "." || filepath.IsLocal(rel)) {
+			out = append(out, rel)
+		}
+	}
+	return out
+}
+
+// dropLocalState removes the private-HOME provider state of a retire
+// whose publication was read back (rels: privateStateDirs), so a parked
+// session holds no disk there, and forgets the local marker: the next
+// revive restores the key's archive (restoreForRevive). Removal goes
+// beneath the state dir's handle, never through a link.
+func (s *session) dropLocalState(st *store.Store, rels []string) {
+	if len(rels) == 0 {
+		return
+	}
+	_ = os.Remove(localMarkerPath(st, s.key)) // first: a half-removed state is never taken for current
+	for _, rel := range rels {
+		var err error
+		if rel == "." {
+			err = st.RemoveHome(s.key)
+		} else {
+			err = st.RemoveInHome(s.key, rel)
+		}
+		if err != nil {
+			s.log.Warn("provider state in the private HOME not removed after publication", zap.Error(err))
+		}
+	}
+}
+
+// restoreForRevive is a revive's step with a store (the admission
+// worker's, before the launch): when the local provider state is not the
+// head's generation (a published retire removed it, dropLocalState), the
+// head's archive is restored with the session's own lease, keeping what
+// is there (the record and journal, kept current by this sidecar).
+func (s *session) restoreForRevive(ctx context.Context, ps *providerState, st *store.Store) *protocol.Error {
+	ss := s.m.stateStore()
+	if ss == nil || ps == nil || ps.lease == nil {
+		return nil
+	}
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	h := ps.lease.Head()
+	if h.Archive == nil || localGeneration(st, s.key) == h.Archive.Generation {
+		return nil
+	}
+	r, err := ss.Restore(ctx, ps.lease, s.restoreTargets(st, ps.sources), st.Dir())
+	if err != nil {
+		return stateError("the key's provider state could not be restored for the revive", err)
+	}
+	if r.Generation != 0 {
+		markLocal(st, s.key, r.Generation, s.log)
+	}
+	return nil
 }
 
 // storeStatus is session/status `store`: the head as this session last

@@ -29,12 +29,15 @@ type SandboxConfig struct {
 }
 
 // sandboxSetup is what admission launches with: the plan (nil: none),
-// the open result's `sandbox`, and the private TMPDIR made for the
-// session ("" if none; removed once its tree is proven gone).
+// the open result's `sandbox`, the private TMPDIR made for the session
+// ("" if none; removed once its tree is proven gone), and the key's
+// private HOME given to the agent ("" if none; kept across the key's
+// sessions, removed by a close with discardPersistentState).
 type sandboxSetup struct {
 	plan   *sandbox.Plan
 	result *protocol.SandboxResult
 	tmpDir string
+	home   string
 }
 
 // defaultFS is the filesystem mode an open gets when it names none.
@@ -57,14 +60,37 @@ func SandboxCaps(caps sandbox.Caps, def string, mode reaper.Mode) *protocol.Sand
 	if !reaper.SandboxSupported(mode) && mode != "" {
 		reason = "containment " + string(mode) + " cannot apply a sandbox"
 	}
+	supported := reaper.SandboxSupported(mode) || mode == ""
 	return &protocol.SandboxCaps{LandlockABI: caps.LandlockABI, Filesystem: caps.Filesystem(), ConnectTCP: caps.ConnectTCP(),
-		Signals: caps.Scopes(), NetworkNone: caps.Namespaces, ReadOnlyBinds: caps.Namespaces, Default: def, Reason: reason}
+		Signals: caps.Scopes(), NetworkNone: caps.Namespaces, ReadOnlyBinds: caps.Namespaces,
+		Processes: caps.PIDNamespace && supported, Capabilities: supported, Seccomp: caps.Seccomp && supported,
+		UserNamespacesRefused: caps.Namespaces && caps.Seccomp && supported,
+		Default:               def, Reason: reason, ProcessesReason: caps.ProcessesReason}
 }
 
 // policyOf resolves the open's sandbox over the default: filesystem from
-// the open or the default, network "all" unless given, signals
-// "own-tree" whenever a filesystem sandbox is on unless given.
-func (m *Manager) policyOf(p protocol.OpenParams) sandbox.Policy {
+// the open or the default, network "all" unless given, signals and
+// processes "own-tree" and capabilities "none" whenever a filesystem
+// sandbox is on unless given (else "all", "all", "keep"). A processes
+// "own-tree" only defaulted on a machine that cannot enforce it becomes
+// "all", with why in defaulted (docs/protocol.md §19: a default that
+// cannot be enforced is reported, not fatal).
+func (m *Manager) policyOf(p protocol.OpenParams) (pol sandbox.Policy, defaulted string) {
+	pol = m.basePolicy(p)
+	named := p.Sandbox != nil && p.Sandbox.Processes != ""
+	if pol.Processes == sandbox.OwnTreeProcesses && !named && !m.cfg.Sandbox.Caps.PIDNamespace {
+		pol.Processes = sandbox.AllProcesses
+		why := m.cfg.Sandbox.Caps.ProcessesReason
+		if why == "" {
+			why = "no PID namespace"
+		}
+		defaulted = "processes all: own-tree is not enforceable here (" + why + ")"
+	}
+	return pol, defaulted
+}
+
+// basePolicy is policyOf before the machine's capabilities are looked at.
+func (m *Manager) basePolicy(p protocol.OpenParams) sandbox.Policy {
 	pol := sandbox.Policy{Filesystem: m.defaultFS(), Network: sandbox.NetAll}
 	if sb := p.Sandbox; sb != nil {
 		if sb.Filesystem != "" {
@@ -79,16 +105,23 @@ func (m *Manager) policyOf(p protocol.OpenParams) sandbox.Policy {
 			}
 		}
 		pol.Signals = sb.Signals
+		pol.Processes, pol.Capabilities = sb.Processes, sb.Capabilities
 	}
 	// The open's additionalDirectories are the agent's workspace too
 	// (docs/protocol.md §23): writable like cwd.
 	pol.Writable = append(pol.Writable, p.AdditionalDirectories...)
-	if pol.Signals == "" {
-		pol.Signals = sandbox.AllSignals
-		if pol.Filesystem != sandbox.Off {
-			pol.Signals = sandbox.OwnTree
+	on := pol.Filesystem != sandbox.Off
+	pick := func(v *string, whenOn, whenOff string) {
+		if *v == "" {
+			*v = whenOff
+			if on {
+				*v = whenOn
+			}
 		}
 	}
+	pick(&pol.Signals, sandbox.OwnTree, sandbox.AllSignals)
+	pick(&pol.Processes, sandbox.OwnTreeProcesses, sandbox.AllProcesses)
+	pick(&pol.Capabilities, sandbox.CapsNone, sandbox.CapsKeep)
 	return pol
 }
 
@@ -105,10 +138,11 @@ func (m *Manager) policyOf(p protocol.OpenParams) sandbox.Policy {
 // refused.
 func (s *session) setupSandbox(p protocol.OpenParams, env []string) (sandboxSetup, []string, *protocol.Error) {
 	m := s.m
-	pol := m.policyOf(p)
+	pol, defaulted := m.policyOf(p)
 	explicit := p.Sandbox != nil
 	res := &protocol.SandboxResult{Filesystem: pol.Filesystem, Signals: pol.Signals,
 		Network: protocol.SandboxNetwork{Mode: pol.Network}, LandlockABI: m.cfg.Sandbox.Caps.LandlockABI,
+		Processes: sandbox.AllProcesses, Capabilities: sandbox.CapsKeep,
 		Writable: []string{}, Readable: []string{}}
 	if pol.Network == sandbox.NetConnectTCP {
 		res.Network.ConnectTCP = []int{}
@@ -117,7 +151,8 @@ func (s *session) setupSandbox(p protocol.OpenParams, env []string) (sandboxSetu
 		}
 	}
 	setup := sandboxSetup{result: res}
-	if pol.Filesystem == sandbox.Off && pol.Network == sandbox.NetAll && pol.Signals == sandbox.AllSignals {
+	if pol.Filesystem == sandbox.Off && pol.Network == sandbox.NetAll && pol.Signals == sandbox.AllSignals &&
+		pol.Processes == sandbox.AllProcesses && pol.Capabilities == sandbox.CapsKeep {
 		return setup, env, nil
 	}
 	// The one mode check (reaper.SandboxSupported): a containment that
@@ -130,11 +165,27 @@ func (s *session) setupSandbox(p protocol.OpenParams, env []string) (sandboxSetu
 		res.Reason = why
 		return setup, env, nil
 	}
+	origEnv := env
+	if pol.Filesystem != sandbox.Off && !hostHome(p) && s.rec.st != nil {
+		// The key's private HOME (docs/protocol.md §19): the sidecar's own
+		// never reaches a sandboxed agent.
+		home, err := s.rec.st.Home(s.key)
+		if err != nil {
+			return setup, env, orExhausted("the key's private HOME could not be made", err,
+				protocol.Domain(protocol.ErrStoreUnavailable, "the key's private HOME could not be made: "+errText(err), storeRetryable(err)))
+		}
+		env = slices.DeleteFunc(slices.Clone(env), func(kv string) bool { return strings.HasPrefix(kv, "HOME=") })
+		env = append(env, "HOME="+home)
+		setup.home = home
+	}
 	// The state dirs read here and this tree's writable roots registered
 	// below under one lock (sandboxlive.go).
 	m.sbx.mu.Lock()
 	defer m.sbx.mu.Unlock()
 	paths := s.sandboxPaths(p, pol, env)
+	if setup.home != "" {
+		paths.PrivateHome = paths.Home
+	}
 	for i, l := range [][]string{pol.Writable, pol.Readable} {
 		field := [2]string{"writable", "readable"}[i]
 		for j, d := range l {
@@ -145,7 +196,7 @@ func (s *session) setupSandbox(p protocol.OpenParams, env []string) (sandboxSetu
 			l[j] = real
 		}
 	}
-	tmpMade, origEnv := "", env
+	tmpMade := ""
 	if pol.Filesystem != sandbox.Off && paths.TmpDir == "" {
 		// Made in the resolved temp dir and never resolved again: an agent
 		// that can write that dir could swap the new one for a link, and
@@ -177,6 +228,12 @@ func (s *session) setupSandbox(p protocol.OpenParams, env []string) (sandboxSetu
 		return setup, env, e
 	}
 	plan, ap, err := sandbox.Build(pol, paths, sandbox.BuildOptions{BindReadOnly: m.cfg.Sandbox.Caps.Namespaces})
+	if plan.Seccomp && !m.cfg.Sandbox.Caps.Seccomp && (p.Sandbox == nil || p.Sandbox.Filesystem == "") {
+		// The filter comes with the filesystem sandbox: one the open did
+		// not name itself is a default, reported below.
+		plan.Seccomp, plan.DenyUserNS = false, false
+		defaulted = strings.TrimPrefix(defaulted+"; no seccomp filter: this kernel has none", "; ")
+	}
 	var ce *sandbox.ConflictError
 	if errors.As(err, &ce) {
 		e := protocol.Domain(protocol.ErrSandboxConflict, "the sandbox would make a never-writable path writable: "+ce.Why, false)
@@ -194,15 +251,56 @@ func (s *session) setupSandbox(p protocol.OpenParams, env []string) (sandboxSetu
 		if tmpMade != "" {
 			_ = os.RemoveAll(tmpMade)
 		}
+		setup.home = "" // kept on disk, not given: the launch environment is as without a sandbox
 		return setup, origEnv, nil
+	}
+	if e := s.sameRulesAsOpen(plan.FS, tmpMade, paths.PrivateHome); e != nil {
+		return fail(e)
 	}
 	res.Enforced = !plan.Empty()
 	res.Writable, res.Readable, res.ReadOnly, res.TmpDir = nonNil(ap.Writable), nonNil(ap.Readable), ap.ReadOnly, tmpMade
+	res.Processes, res.Capabilities, res.Seccomp, res.Reason = pol.Processes, pol.Capabilities, plan.Seccomp, defaulted
+	res.Home = setup.home
 	setup.plan, setup.tmpDir = &plan, tmpMade
 	if pol.Filesystem != sandbox.Off && res.Enforced {
-		m.sbx.addLocked(s, ap.Writable, ap.ReadOnly)
+		m.sbx.addLocked(s, ap.Writable, ap.ReadOnly, paths.PrivateHome)
 	}
 	return setup, env, nil
+}
+
+// sameRulesAsOpen checks a revive's Landlock rules against the open's
+// (docs/protocol.md §19: no rule is granted through a path the agent
+// made): every rule path must be one the open's plan had, still the same
+// file (device and inode) — a writable directory the agent swapped for a
+// link to elsewhere between two turns resolves to a path the open never
+// named. The private TMPDIR (made anew for every launch) and HOME (made
+// again after a retire removed it) are the sidecar's own and exempt. The
+// first launch records its rules. nil, or SANDBOX_CONFLICT with
+// data.paths.
+func (s *session) sameRulesAsOpen(rules []sandbox.Rule, tmpDir, home string) *protocol.Error {
+	if s.end.rules == nil {
+		s.end.rules = slices.Clone(rules)
+		if s.end.rules == nil {
+			s.end.rules = []sandbox.Rule{}
+		}
+		return nil
+	}
+	var moved []string
+	for _, r := range rules {
+		if (tmpDir != "" && r.Path == tmpDir) || (home != "" && r.Path == home) {
+			continue
+		}
+		i := slices.IndexFunc(s.end.rules, func(o sandbox.Rule) bool { return o.Path == r.Path })
+		if i < 0 || s.end.rules[i].Dev != r.Dev || s.end.rules[i].Ino != r.Ino {
+			moved = append(moved, r.Path)
+		}
+	}
+	if len(moved) == 0 {
+		return nil
+	}
+	e := protocol.Domain(protocol.ErrSandboxConflict, "a sandbox path is not the one the open's sandbox was made of (replaced, or a link to elsewhere, since the open)", false)
+	e.Data.Paths = moved
+	return e
 }
 
 // sandboxPaths are the open's places: cwd, the launch environment's HOME
@@ -231,7 +329,7 @@ func (s *session) sandboxPaths(p protocol.OpenParams, pol sandbox.Policy, env []
 		}
 		paths.TmpDir = real(tmp)
 	}
-	paths.Install = sandbox.Installation(p.Command.Path, p.Command.Args)
+	paths.Install = sandbox.Installation(p.Command.Path, p.Command.Args, envValue(env, "PATH"))
 	paths.Protected = append(slices.Clone(s.m.cfg.Sandbox.Protected), paths.Install...)
 	for _, d := range s.m.stateDirs(p.StateDir) {
 		if r := real(d); r != "" {
@@ -241,6 +339,18 @@ func (s *session) sandboxPaths(p protocol.OpenParams, pol sandbox.Policy, env []
 		}
 	}
 	return paths
+}
+
+// hostHome reports whether the open names its HOME itself: in env, or in
+// inheritEnv. A HOME that only --inherit-env passes is the sidecar's own,
+// which under a filesystem sandbox is replaced by the key's private one
+// (docs/protocol.md §19: the sidecar's HOME never reaches a sandboxed
+// agent).
+func hostHome(p protocol.OpenParams) bool {
+	if _, ok := p.Env["HOME"]; ok {
+		return true
+	}
+	return slices.Contains(p.InheritEnv, "HOME")
 }
 
 // hostTmpDir reports whether the open names its TMPDIR itself: in env,

@@ -2,6 +2,7 @@ package adapter
 
 import (
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 
@@ -30,19 +31,22 @@ type liveSandboxes struct {
 }
 
 // liveSandbox is one tree's writable roots and the paths kept read-only
-// beneath them (bind mounts), all resolved.
+// beneath them (bind mounts), all resolved, and its key's private HOME
+// ("" if none), a writable root inside its own state dir.
 type liveSandbox struct {
 	id       string
 	writable []string
 	readOnly []string
+	home     string
 }
 
-// add records s's tree's writable and read-only paths (l.mu held).
-func (l *liveSandboxes) addLocked(s *session, writable, readOnly []string) {
+// add records s's tree's writable and read-only paths and its private
+// HOME (l.mu held).
+func (l *liveSandboxes) addLocked(s *session, writable, readOnly []string, home string) {
 	if l.live == nil {
 		l.live = map[*session]liveSandbox{}
 	}
-	l.live[s] = liveSandbox{id: s.id, writable: writable, readOnly: readOnly}
+	l.live[s] = liveSandbox{id: s.id, writable: writable, readOnly: readOnly, home: home}
 }
 
 // forget drops s: its tree is proven gone.
@@ -81,7 +85,11 @@ func (l *liveSandboxes) checkStateDirLocked(dir string, self *session) *protocol
 	real := resolveExisting(dir)
 	for s, ls := range l.live {
 		inWritable := beneathAny(real, ls.writable) && !beneathAny(real, ls.readOnly)
-		if s == self || !inWritable && !holdsAny(real, ls.writable) {
+		// A private HOME lies in its own state dir by design: that state
+		// dir is protected in every tree (sandboxPaths), the HOME alone
+		// writable, by its key's tree alone.
+		others := slices.DeleteFunc(slices.Clone(ls.writable), func(w string) bool { return w == ls.home && ls.home != "" })
+		if s == self || !inWritable && !holdsAny(real, others) {
 			continue
 		}
 		e := protocol.Domain(protocol.ErrSandboxConflict, "the stateDir lies where live session "+ls.id+

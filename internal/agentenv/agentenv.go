@@ -1,10 +1,17 @@
 // Package agentenv prepares everything a host needs to run one of today's
 // real ACP agents offline against the loopback model stub
-// (internal/modelstub, examples/modelstub): the command to
-// launch, the environment to pass and the private per-session directory
-// holding the agent's HOME, TMPDIR, XDG dirs and config files. The result
-// is plain data for the `command` and `env` fields of a sidecar
-// `session/open` (docs/protocol.md §8); nothing here starts a process.
+// (internal/modelstub, examples/modelstub): the command to launch, the
+// environment to pass and the agent's HOME, with its XDG dirs and config
+// files written in. The result is plain data for the `command` and `env`
+// fields of a sidecar `session/open` (docs/protocol.md §8); nothing here
+// starts a process.
+//
+// The HOME is the key's private one the sidecar gives a sandboxed agent
+// when the open names none (docs/protocol.md §19: <stateDir>/homes/<key>,
+// KeyHome), so the simplest correct open passes neither HOME nor TMPDIR:
+// Prepare writes the agent's configuration where its HOME will be, and
+// the sidecar keeps that HOME across the key's sessions and makes a
+// private TMPDIR per session.
 //
 // The facts behind every setting are in docs/agents.md ("Per agent"). In
 // short, per agent (Names):
@@ -51,6 +58,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+
+	"github.com/acpx-sidecar/acpx-sidecar/internal/store"
 )
 
 // Agent describes one supported agent: which sidecar profile drives it,
@@ -163,8 +172,8 @@ type Launch struct {
 	// inherited one (it relies on that base for PATH). The caller may add
 	// entries, such as its own process marker, before sending it.
 	Env map[string]string
-	// Home is the private HOME directory of the session, inside the
-	// directory given to Prepare.
+	// Home is the agent's HOME, the directory given to Prepare (Env does
+	// not name it: the sidecar gives the key's private HOME, KeyHome).
 	Home string
 	// KeyEnv names the variable the caller must set to the API key.
 	KeyEnv string
@@ -172,9 +181,22 @@ type Launch struct {
 	repoRoot string // absolute; where node_modules is
 }
 
-// Prepare populates dir, a private per-session directory (created 0700 if
-// missing; it should be empty), with the agent's HOME, TMPDIR, XDG dirs
+// KeyHome is the key's private HOME under stateDir, the one the sidecar
+// gives a sandboxed agent whose open names no HOME of its own
+// (docs/protocol.md §19): <stateDir>/homes/<key encoded as its record's
+// file name>. Prepare the agent there and open the key with that
+// stateDir (--state-dir, or the open's stateDir) and no env.HOME.
+func KeyHome(stateDir, key string) string {
+	return filepath.Join(stateDir, "homes", store.EncodeKey(key))
+}
+
+// Prepare populates home, the agent's HOME (created 0700 with its
+// parents if missing; KeyHome for the simplest open), with its XDG dirs
 // and config files, and returns the launch for the agent called name.
+// The launch's Env names neither HOME nor TMPDIR: under the sidecar's
+// sandbox the agent gets the key's private HOME (home, when it is
+// KeyHome of the open's key and state dir) and a private TMPDIR; a host
+// that gives the agent another HOME sets env.HOME = Launch.Home itself.
 //
 // repoRoot is the directory whose node_modules holds the pinned packages
 // (`make deps`); stubURL is the model stub's root, "http://HOST:PORT" with
@@ -182,7 +204,7 @@ type Launch struct {
 // unknown name, a stubURL that is not such a URL, a package that is
 // missing or not at its pinned version, no `node` on PATH for a
 // JavaScript agent, or any filesystem error.
-func Prepare(name, repoRoot, stubURL, dir string) (*Launch, error) {
+func Prepare(name, repoRoot, stubURL, home string) (*Launch, error) {
 	a, err := Lookup(name)
 	if err != nil {
 		return nil, err
@@ -195,25 +217,26 @@ func Prepare(name, repoRoot, stubURL, dir string) (*Launch, error) {
 	if err != nil {
 		return nil, err
 	}
-	if dir, err = filepath.Abs(dir); err != nil {
+	if home, err = filepath.Abs(home); err != nil {
 		return nil, fmt.Errorf("agentenv: %w", err)
 	}
 	if repoRoot, err = filepath.Abs(repoRoot); err != nil {
 		return nil, fmt.Errorf("agentenv: %w", err)
 	}
-	l := &Launch{Agent: a.Profile, Command: cmd, Home: filepath.Join(dir, "home"), KeyEnv: a.KeyEnv, repoRoot: repoRoot}
+	if err := mkdirs(home); err != nil {
+		return nil, err
+	}
+	l := &Launch{Agent: a.Profile, Command: cmd, Home: home, KeyEnv: a.KeyEnv, repoRoot: repoRoot}
 	// The XDG dirs are under HOME, where an agent's own files live, so the
 	// sidecar's default sandbox (workspace: HOME, TMPDIR and cwd writable,
 	// docs/protocol.md §19) lets the agent write them.
 	l.Env = map[string]string{
-		"HOME":            l.Home,
-		"TMPDIR":          filepath.Join(dir, "tmp"),
 		"XDG_CONFIG_HOME": filepath.Join(l.Home, ".config"),
 		"XDG_DATA_HOME":   filepath.Join(l.Home, ".local", "share"),
 		"XDG_STATE_HOME":  filepath.Join(l.Home, ".local", "state"),
 		"XDG_CACHE_HOME":  filepath.Join(l.Home, ".cache"),
 	}
-	for _, k := range []string{"HOME", "TMPDIR", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME", "XDG_CACHE_HOME"} {
+	for _, k := range []string{"XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME", "XDG_CACHE_HOME"} {
 		if err := mkdirs(l.Env[k]); err != nil {
 			return nil, err
 		}

@@ -2,6 +2,7 @@ package agentenv
 
 import (
 	"encoding/json"
+	"github.com/acpx-sidecar/acpx-sidecar/internal/store"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -116,9 +117,11 @@ func TestCheckStubURL(t *testing.T) {
 	}
 }
 
-// TestPrepare_Common: for every agent the command is absolute, HOME, TMPDIR
-// and the XDG dirs are private directories under dir, the API key is left
-// to the caller and no value points anywhere but the stub or dir.
+// TestPrepare_Common: for every agent the command is absolute, the dir
+// given is the agent's HOME (0700) with the XDG dirs private directories
+// under it, HOME and TMPDIR are left to the sidecar (the key's private
+// HOME, a private TMPDIR), the API key is left to the caller and no value
+// points anywhere but the stub or dir.
 func TestPrepare_Common(t *testing.T) {
 	root := fakeRepo(t, nil)
 	for _, name := range Names() {
@@ -148,10 +151,16 @@ func TestPrepare_Common(t *testing.T) {
 			} else if l.Command.Path != node || !slices.Equal(l.Command.Args, append([]string{entry}, a.Args...)) {
 				t.Errorf("command %+v, want node %s %v", l.Command, entry, a.Args)
 			}
-			if l.Home != filepath.Join(dir, "home") || l.Env["HOME"] != l.Home {
-				t.Errorf("Home %q, HOME %q", l.Home, l.Env["HOME"])
+			if _, set := l.Env["HOME"]; l.Home != dir || set {
+				t.Errorf("Home %q (want %s), HOME in env: %v", l.Home, dir, set)
 			}
-			for _, k := range []string{"HOME", "TMPDIR", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME", "XDG_CACHE_HOME"} {
+			if _, set := l.Env["TMPDIR"]; set {
+				t.Errorf("TMPDIR set: the sidecar makes a private one")
+			}
+			if st, err := os.Stat(dir); err != nil || st.Mode().Perm() != 0o700 {
+				t.Errorf("home %s: %v, want 0700", dir, err)
+			}
+			for _, k := range []string{"XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME", "XDG_CACHE_HOME"} {
 				st, err := os.Stat(l.Env[k])
 				if err != nil || !st.IsDir() || st.Mode().Perm() != 0o700 || !strings.HasPrefix(l.Env[k], dir+"/") {
 					t.Errorf("%s=%q: %v (want a 0700 directory under %s)", k, l.Env[k], err, dir)
@@ -164,7 +173,7 @@ func TestPrepare_Common(t *testing.T) {
 				if strings.Contains(v, "://") && v != testStub && v != testStub+"/v1" {
 					t.Errorf("%s=%q is a URL other than the stub's", k, v)
 				}
-				if strings.HasPrefix(v, "/") && !strings.HasPrefix(v, dir+"/") && k != "PATH" && !strings.HasPrefix(v, root+"/node_modules/") {
+				if strings.HasPrefix(v, "/") && v != dir && !strings.HasPrefix(v, dir+"/") && k != "PATH" && !strings.HasPrefix(v, root+"/node_modules/") {
 					t.Errorf("%s=%q is a path outside %s and the pinned packages", k, v, dir)
 				}
 			}
@@ -407,6 +416,20 @@ func TestPrepare_RealInstall(t *testing.T) {
 	}
 }
 
+// TestKeyHome_IsTheSidecarsPrivateHomeOfTheKey: KeyHome names the
+// directory the sidecar's store makes a key's private HOME in.
+func TestKeyHome_IsTheSidecarsPrivateHomeOfTheKey(t *testing.T) {
+	st, err := store.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{"k", "a key/with üñí"} {
+		if got, want := KeyHome(st.Dir(), key), st.HomePath(key); got != want {
+			t.Errorf("KeyHome(%q) = %s, the store's %s", key, got, want)
+		}
+	}
+}
+
 // TestPrepare_SeedAgents: copilot, pi, kimi and qwen get the settings of
 // AGENTS-OFFLINE-MORE.md: the stub's URL, their homes under HOME, the
 // quiet switches, and pi's and qwen's config files.
@@ -414,12 +437,12 @@ func TestPrepare_SeedAgents(t *testing.T) {
 	root := fakeRepo(t, nil)
 	want := map[string]map[string]string{
 		"copilot": {"COPILOT_PROVIDER_BASE_URL": testStub + "/v1", "COPILOT_PROVIDER_WIRE_API": "responses", "COPILOT_OFFLINE": "true",
-			"COPILOT_HOME": "home/.copilot"},
-		"pi": {"PI_CODING_AGENT_DIR": "home/.pi/agent", "PI_OFFLINE": "1", "npm_config_offline": "true", "PI_TELEMETRY": "0",
+			"COPILOT_HOME": "~/.copilot"},
+		"pi": {"PI_CODING_AGENT_DIR": "~/.pi/agent", "PI_OFFLINE": "1", "npm_config_offline": "true", "PI_TELEMETRY": "0",
 			"PI_SKIP_VERSION_CHECK": "1"},
-		"kimi": {"KIMI_MODEL_BASE_URL": testStub + "/v1", "KIMI_MODEL_PROVIDER_TYPE": "openai_responses", "KIMI_CODE_HOME": "home/.kimi-code",
+		"kimi": {"KIMI_MODEL_BASE_URL": testStub + "/v1", "KIMI_MODEL_PROVIDER_TYPE": "openai_responses", "KIMI_CODE_HOME": "~/.kimi-code",
 			"KIMI_DISABLE_TELEMETRY": "1", "KIMI_CODE_NO_AUTO_UPDATE": "1"},
-		"qwen": {"OPENAI_BASE_URL": testStub + "/v1", "OPENAI_MODEL": StubModel, "QWEN_HOME": "home/.qwen"},
+		"qwen": {"OPENAI_BASE_URL": testStub + "/v1", "OPENAI_MODEL": StubModel, "QWEN_HOME": "~/.qwen"},
 	}
 	for name, env := range want {
 		dir := t.TempDir()
@@ -428,8 +451,8 @@ func TestPrepare_SeedAgents(t *testing.T) {
 			t.Fatal(err)
 		}
 		for k, v := range env {
-			if strings.HasPrefix(v, "home/") {
-				v = filepath.Join(dir, v)
+			if strings.HasPrefix(v, "~/") {
+				v = filepath.Join(dir, v[2:]) // dir is the agent's HOME
 			}
 			if l.Env[k] != v {
 				t.Errorf("%s: %s=%q, want %q", name, k, l.Env[k], v)

@@ -186,7 +186,7 @@ func TestAdmission_OnlyVerifiedCommandRunsWithExactArgsInOwnGroup(t *testing.T) 
 
 	rec := seedRecordFile(t)
 	args := []string{"--mode", "record=" + rec, "--", "plain", "two words", "", "ünïcode", "--mode=not-a-flag"}
-	p := e.openParams("exact-args", "")
+	p := withHostHome(e.openParams("exact-args", ""))
 	p["command"] = map[string]any{"path": faultBin, "args": args, "sha256": digest}
 	o := seedMustOpen(s, p)
 
@@ -203,7 +203,7 @@ func TestAdmission_OnlyVerifiedCommandRunsWithExactArgsInOwnGroup(t *testing.T) 
 			t.Errorf("argv[%d] = %q, want %q", i+1, argv[i+1], a)
 		}
 	}
-	if msgs[0].Pid != o.Process.Pid {
+	if !sameAgent(msgs[0].Pid, o.Process.Pid) {
 		t.Errorf("the process that ran the agent is %d, the open reports provider %d", msgs[0].Pid, o.Process.Pid)
 	}
 	if exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", o.Process.Pid)); err != nil || exe != faultBin {
@@ -230,7 +230,7 @@ func TestAdmission_OnlyVerifiedCommandRunsWithExactArgsInOwnGroup(t *testing.T) 
 		t.Fatal(err)
 	}
 	rec2 := seedRecordFile(t)
-	p = e.openParams("via-symlink", "")
+	p = withHostHome(e.openParams("via-symlink", ""))
 	p["command"] = map[string]any{"path": link, "args": []string{"--mode", "record=" + rec2}, "sha256": digest}
 	seedWantError(t, "sha256 command through a symlink", s.call("session/open", p), -32000, "COMMAND_NOT_EXECUTABLE")
 	if len(seedReadAgent(t, rec2)) != 0 {

@@ -175,7 +175,7 @@ func (a *agentRun) killAndShutdown() {
 	kill := a.open("kill", map[string]any{"permissionMode": "approve-all"})
 	turn := a.s.start("session/prompt", map[string]any{"session": kill.Session, "requestId": "k1", "prompt": "wait\nrun: " + sleepCmd})
 	sleeper := a.waitTool(kill.mark)
-	tree := descendants(kill.Process.Pid, parents(markedPids(kill.mark, "")))
+	tree := settledTree(kill.Process.Pid, kill.mark)
 	if err := unix.Kill(kill.Process.Pid, unix.SIGKILL); err != nil {
 		t.Fatalf("kill the agent root %d: %v", kill.Process.Pid, err)
 	}
@@ -240,6 +240,25 @@ func parents(pids []int) map[int]int {
 	return out
 }
 
+// settledTree is the tree below root (pid -> ppid) of the processes
+// carrying mark that are alive in two readings of the process table half
+// a second apart: agents start short-lived helpers all the time (qwen
+// polls its tools' process groups with pgrep through a shell), and one
+// that exits on its own between the reading and the kill, reaped by a
+// parent that exits too, is in no proof. The settled processes are the
+// ones the kill finds.
+func settledTree(root int, mark string) map[int]int {
+	first := descendants(root, parents(markedPids(mark, "")))
+	time.Sleep(500 * time.Millisecond) // the gap that filters transients, not a wait for an event
+	second := descendants(root, parents(markedPids(mark, "")))
+	for pid, ppid := range second {
+		if first[pid] != ppid {
+			delete(second, pid)
+		}
+	}
+	return second
+}
+
 // descendants keeps the entries of tree (pid -> ppid) below root.
 func descendants(root int, tree map[int]int) map[int]int {
 	out := map[int]int{}
@@ -275,7 +294,6 @@ type agentRun struct {
 	stubURL  string
 	stateDir string
 	work     string
-	homes    string // one private directory per session key
 	secret   string
 	marks    []string
 
@@ -296,7 +314,7 @@ func newAgentRunVia(t *testing.T, name string, wrapper []string, extra ...string
 		t.Fatal(err)
 	}
 	a := &agentRun{t: t, name: name, stub: modelstub.New(t.Logf), stateDir: t.TempDir(), work: t.TempDir(),
-		homes: t.TempDir(), secret: "sk-agent-" + randHex(12), answers: map[string]string{}}
+		secret: "sk-agent-" + randHex(12), answers: map[string]string{}}
 	srv := httptest.NewServer(a.stub)
 	t.Cleanup(srv.Close)
 	a.stubURL = srv.URL
@@ -360,11 +378,13 @@ func (o agentOpen) resumable() bool {
 	return c.LoadSession || len(c.SessionCapabilities.Resume) > 0
 }
 
-// openParams are session/open params for key (its private HOME is reused
-// when key is reopened) with a fresh marker and the extra params.
+// openParams are session/open params for key with a fresh marker and the
+// extra params: no env.HOME, so the agent runs in the key's private HOME
+// (docs/protocol.md §19), reused when key is reopened, where Prepare wrote
+// its configuration.
 func (a *agentRun) openParams(key string, extra map[string]any) map[string]any {
 	a.t.Helper()
-	l, err := agentenv.Prepare(a.name, repoRoot, a.stubURL, filepath.Join(a.homes, key))
+	l, err := agentenv.Prepare(a.name, repoRoot, a.stubURL, agentenv.KeyHome(a.stateDir, key))
 	if err != nil {
 		a.t.Fatal(err)
 	}
@@ -393,7 +413,7 @@ func (a *agentRun) openParamsFor(l *agentenv.Launch, key string, extra map[strin
 // open opens key (see openParams) and fails the test on an error.
 func (a *agentRun) open(key string, extra map[string]any) agentOpen {
 	a.t.Helper()
-	l, err := agentenv.Prepare(a.name, repoRoot, a.stubURL, filepath.Join(a.homes, key))
+	l, err := agentenv.Prepare(a.name, repoRoot, a.stubURL, agentenv.KeyHome(a.stateDir, key))
 	if err != nil {
 		a.t.Fatal(err)
 	}

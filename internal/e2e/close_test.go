@@ -135,7 +135,7 @@ func TestRunning_ClosePreservesStateUnlessDiscarded(t *testing.T) {
 	s.initialize(false)
 	agentState := agentWritableDir(t)
 	params := func(rec string) map[string]any {
-		p := e.openParams("preserved", "")
+		p := withHostHome(e.openParams("preserved", ""))
 		p["command"] = map[string]any{"path": faultBin, "args": []string{"--mode", "record=" + rec, "--state-dir", agentState}}
 		return p
 	}

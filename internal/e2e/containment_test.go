@@ -169,7 +169,7 @@ func TestContainment_ProviderKilledFromOutsideIsReportedAndItsLeftoversReaped(t 
 			s.mustCall("session/open", e.openParams("victim", "grandchild"), &open)
 			var grandchild int
 			for _, pid := range markedPids(e.mark, "") {
-				if pid != open.Process.Pid && !isGuardian(pid) {
+				if pid != open.Process.Pid && !isHelper(pid) {
 					grandchild = pid
 				}
 			}

@@ -54,7 +54,7 @@ func TestGoClient_ExtensionsAndAgentSessions(t *testing.T) {
 	})
 	agentState := agentWritableDir(t)
 	params := func(key string) client.OpenParams {
-		return client.OpenParams{SessionKey: key, Agent: "generic", Cwd: t.TempDir(), Env: map[string]string{"ACPX_TEST_MARK": mark},
+		return client.OpenParams{SessionKey: key, Agent: "generic", Cwd: t.TempDir(), Env: map[string]string{"ACPX_TEST_MARK": mark}, InheritEnv: []string{"HOME"},
 			Command: client.Command{Path: faultBin, Args: []string{"--mode", "ext-notify,ext-ask=_fa/ask,caps=list", "--state-dir", agentState}}}
 	}
 	s, err := c.Open(ctx, params("go-ext"))

@@ -38,7 +38,10 @@ func TestGoClient_CodexHost(t *testing.T) {
 	stub := modelstub.New(t.Logf)
 	srv := httptest.NewServer(stub)
 	t.Cleanup(srv.Close)
-	launch, err := agentenv.Prepare("codex", repoRoot, srv.URL, filepath.Join(t.TempDir(), "codex"))
+	// The agent's HOME is the key's private one the sidecar gives it: no
+	// env.HOME in the open (docs/protocol.md §19).
+	stateDir := t.TempDir()
+	launch, err := agentenv.Prepare("codex", repoRoot, srv.URL, agentenv.KeyHome(stateDir, "goclient-codex"))
 	if err != nil {
 		if os.Getenv("CI") != "" {
 			t.Fatalf("codex cannot be prepared (make deps installs the agents): %v", err)
@@ -57,7 +60,7 @@ func TestGoClient_CodexHost(t *testing.T) {
 	logs := &syncWriter{}
 	c, err := client.Start(ctx, client.Options{
 		Binary:   sidecarBin,
-		StateDir: t.TempDir(),
+		StateDir: stateDir,
 		Stderr:   logs,
 		OnFrame:  clientSchemaTap(t),
 		OnPermission: func(_ context.Context, req client.PermissionRequest) client.PermissionOutcome {

@@ -29,7 +29,7 @@ func TestAdmission_HandshakeRejectedAfterSpawnTerminatesProviderWithoutProtocolC
 	if len(msgs) == 0 {
 		t.Fatalf("the agent never ran")
 	}
-	if d.Cleanup == nil || !d.Cleanup.Complete || !d.Cleanup.hasProcess(msgs[0].Pid, "provider") {
+	if d.Cleanup == nil || !d.Cleanup.Complete || !sameAgent(msgs[0].Pid, d.Cleanup.providerOf()) {
 		t.Errorf("data.cleanup %+v: want complete and listing provider %d", d.Cleanup, msgs[0].Pid)
 	} else if d.Cleanup.ProtocolClose.Outcome != "skipped" {
 		t.Errorf("protocolClose %q, want skipped (no session exists)", d.Cleanup.ProtocolClose.Outcome)
@@ -163,7 +163,7 @@ func TestAdmission_RecoveredSessionHandshakeFailureClosesRecoveredIdentity(t *te
 	s := startSidecar(t, seedArgs(e)...)
 	s.initialize(false)
 	agentState := agentWritableDir(t)
-	p := e.openParams("recovered", "")
+	p := withHostHome(e.openParams("recovered", ""))
 	p["command"] = map[string]any{"path": faultBin, "args": []string{"--mode", "normal", "--state-dir", agentState}}
 	first := seedMustOpen(s, p)
 	var res turnResult

@@ -308,6 +308,7 @@ type proof struct {
 		Role     string `json:"role"`
 		ExitCode *int   `json:"exitCode"`
 		Signal   string `json:"signal"`
+		ReapedBy string `json:"reapedBy"`
 	} `json:"processes"`
 	Containment string `json:"containment"`
 	Verified    struct {
@@ -387,12 +388,20 @@ func waitNoMarked(t testing.TB, mark, dir string, d time.Duration) {
 }
 
 // grepSecret fails if secret occurs in any file under dir or in data.
+//
+// The keys' private HOMEs under a state dir (<dir>/homes) are skipped:
+// they are the agents' own files (codex keeps its key in
+// $CODEX_HOME/auth.json), not what the sidecar writes.
 func grepSecret(t testing.TB, secret string, dir string, data []byte) {
 	t.Helper()
 	if bytes.Contains(data, []byte(secret)) {
 		t.Errorf("secret found in the sidecar's frames or stderr")
 	}
+	homes := filepath.Join(dir, "homes")
 	_ = filepath.Walk(dir, func(path string, info os.FileInfo, err error) error {
+		if err == nil && info.IsDir() && path == homes {
+			return filepath.SkipDir
+		}
 		if err != nil || info.IsDir() {
 			return nil
 		}

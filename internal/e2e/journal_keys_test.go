@@ -80,7 +80,7 @@ func TestJournal_ReopenKeepsEverySession(t *testing.T) {
 	s.initialize(false)
 	var ids []string
 	for i := 0; i < 3; i++ {
-		p := e.openParams("reopened", "")
+		p := withHostHome(e.openParams("reopened", ""))
 		p["env"].(map[string]string)["FAULTAGENT_STATE_DIR"] = agentState
 		var o openResult
 		s.mustCall("session/open", p, &o)

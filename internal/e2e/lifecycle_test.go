@@ -313,7 +313,7 @@ func TestCleanup_SealedSupervisorLaunchesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec := seedRecordFile(t)
-	p := e.openParams("after-seal", "")
+	p := withHostHome(e.openParams("after-seal", ""))
 	p["command"] = map[string]any{"path": big, "args": []string{"--mode", "record=" + rec}, "sha256": hex.EncodeToString(h.Sum(nil))}
 	openID := s.start("session/open", p)
 	shutID := s.start("shutdown", map[string]any{})

@@ -98,11 +98,13 @@ func TestNodeHost_FromPackedTarballsRunsCodex(t *testing.T) {
 		}
 	}
 
-	// Codex offline: a private HOME and config pointing at the stub.
+	// Codex offline: config pointing at the stub, in the key's private
+	// HOME the sidecar gives the agent (no env.HOME in the open).
 	stub := modelstub.New(t.Logf)
 	srv := httptest.NewServer(stub)
 	t.Cleanup(srv.Close)
-	l, err := agentenv.Prepare("codex", repoRoot, srv.URL, filepath.Join(t.TempDir(), "codex"))
+	work, stateDir := t.TempDir(), t.TempDir()
+	l, err := agentenv.Prepare("codex", repoRoot, srv.URL, agentenv.KeyHome(stateDir, "node-host-1"))
 	if err != nil {
 		if os.Getenv("CI") != "" {
 			t.Fatalf("codex cannot be prepared (make deps installs it): %v", err)
@@ -116,7 +118,6 @@ func TestNodeHost_FromPackedTarballsRunsCodex(t *testing.T) {
 	for k, v := range l.Env {
 		env[k] = v
 	}
-	work, stateDir := t.TempDir(), t.TempDir()
 	job := map[string]any{"stateDir": stateDir, "sessionKey": "node-host-1", "agent": l.Agent, "command": l.Command,
 		"cwd": work, "env": env, "prompt": "make a file\nrun: echo from node > node.txt"}
 	jobJSON, _ := json.Marshal(job)

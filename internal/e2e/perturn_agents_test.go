@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/acpx-sidecar/acpx-sidecar/internal/agentenv"
 )
 
 // Per-turn sessions of the real agents (docs/protocol.md §24): for each
@@ -142,7 +144,7 @@ func runMoveAgent(t *testing.T, name, storeURL string, wrapper []string) {
 	if name == "pi" {
 		// pi-acp's session map names the session file by its absolute
 		// path: the restore rewrote it into B's HOME (provrewrite.go).
-		bHome := filepath.Join(b.homes, "moving", "home")
+		bHome := agentenv.KeyHome(b.stateDir, "moving")
 		bm, err := os.ReadFile(filepath.Join(bHome, ".pi", "pi-acp", "session-map.json"))
 		if err != nil || !strings.Contains(string(bm), `"sessionFile": "`+bHome+"/.pi/agent/sessions/") {
 			t.Fatalf("pi-acp's session map after the restore (%v): %s; want its session file under %s", err, bm, bHome)

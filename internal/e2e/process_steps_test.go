@@ -171,11 +171,17 @@ func guardiansOf(pid int) []int {
 	return out
 }
 
-// isGuardian reports whether pid runs the sidecar's guardian.
-func isGuardian(pid int) bool {
+// isHelper reports whether pid runs a helper of the sidecar: a guardian,
+// or the PID-namespace init of a tree.
+func isHelper(pid int) bool {
 	cmd, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
-	return bytes.Contains(cmd, []byte("__guardian"))
+	return bytes.Contains(cmd, []byte("__guardian")) || bytes.HasPrefix(cmd, []byte(sandboxInitName+"\x00"))
 }
+
+// sandboxInitName is argv[0] of a tree's PID-namespace init
+// (sandbox.InitName): a process of the tree the proof lists, started by
+// the sidecar, not by the agent.
+const sandboxInitName = "acpx-init"
 
 // sleepersIn returns live `sleep 303`/`sleep 304` processes whose cwd is dir.
 func sleepersIn(dir string) []int {

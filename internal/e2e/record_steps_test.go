@@ -13,6 +13,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -24,6 +26,40 @@ type seedProof = proof
 type seedCause struct {
 	Code    string `json:"code"`
 	Message string `json:"message"`
+}
+
+// sameAgent reports whether agentPid, the pid the fault agent reported
+// of itself, names hostPid, the host's pid of a provider: the same
+// number, or — the agent running in a PID namespace of its own
+// (sandbox.processes own-tree, the default) — hostPid's last NSpid
+// while it lives; once it is gone, pid 2, the one an own-tree agent has
+// here (the namespace's init is 1, single-threaded on x86-64, and the
+// agent the next fork).
+func sameAgent(agentPid, hostPid int) bool {
+	if agentPid == hostPid {
+		return true
+	}
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(hostPid) + "/status")
+	if err != nil {
+		return agentPid == 2
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "NSpid:"); ok {
+			f := strings.Fields(rest)
+			return len(f) > 1 && f[len(f)-1] == strconv.Itoa(agentPid)
+		}
+	}
+	return false
+}
+
+// providerOf is the proof's provider pid (0 if none).
+func (p *seedProof) providerOf() int {
+	for _, pr := range p.Processes {
+		if pr.Role == "provider" {
+			return pr.Pid
+		}
+	}
+	return 0
 }
 
 func (p *seedProof) hasProcess(pid int, role string) bool {
@@ -97,9 +133,9 @@ func seedRecordFile(t *testing.T) string { return filepath.Join(agentWritableDir
 
 // agentWritableDir is a new directory, removed at the end of the test,
 // that a fault agent may write under the sidecar's default sandbox
-// (workspace, docs/protocol.md §19): it lies under the HOME the agent is
-// launched with (the sidecar's own, passed on by --inherit-env minimal),
-// one of the places that sandbox leaves writable. A t.TempDir() is not.
+// (workspace, docs/protocol.md §19) when its open keeps the sidecar's
+// HOME (withHostHome): it lies under that HOME, one of the places that
+// sandbox leaves writable. A t.TempDir() is not.
 func agentWritableDir(t testing.TB) string {
 	t.Helper()
 	home, err := os.UserHomeDir()
@@ -114,13 +150,24 @@ func agentWritableDir(t testing.TB) string {
 	return dir
 }
 
-// seedOpenParams are openParams whose agent records every message to rec.
+// seedOpenParams are openParams whose agent records every message to rec
+// (an agentWritableDir file: the open keeps the sidecar's HOME).
 func seedOpenParams(e *faultEnv, key, rec, modes string) map[string]any {
 	m := "record=" + rec
 	if modes != "" {
 		m += "," + modes
 	}
-	return e.openParams(key, m)
+	return withHostHome(e.openParams(key, m))
+}
+
+// withHostHome makes the open name the sidecar's HOME as its own
+// (inheritEnv: ["HOME"]), so its agent writes agentWritableDir's
+// directories; without it a sandboxed agent gets its key's private HOME
+// (docs/protocol.md §19).
+func withHostHome(p map[string]any) map[string]any {
+	names, _ := p["inheritEnv"].([]string)
+	p["inheritEnv"] = append(names, "HOME")
+	return p
 }
 
 func seedMustOpen(s *sidecar, p map[string]any) seedOpen {

@@ -244,7 +244,7 @@ func TestResume_PinnedModelAndModeReappliedWhenTheAgentForgetsThem(t *testing.T)
 	agentState := agentWritableDir(t)
 	s := startSidecar(t, "--state-dir", e.stateDir)
 	s.initialize(false)
-	p := e.openParams("pinned", "load-resets-controls")
+	p := withHostHome(e.openParams("pinned", "load-resets-controls"))
 	p["command"] = map[string]any{"path": faultBin, "args": []string{"--mode", "load-resets-controls", "--state-dir", agentState}}
 	var open struct {
 		Session string `json:"session"`

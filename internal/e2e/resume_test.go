@@ -8,7 +8,7 @@ import (
 // resumeParams are fault-agent open params whose agent persists sessions
 // in agentState (so a fresh agent process can resume them) with modes.
 func resumeParams(e *faultEnv, key, agentState, modes string) map[string]any {
-	p := e.openParams(key, modes)
+	p := withHostHome(e.openParams(key, modes))
 	p["command"] = map[string]any{"path": faultBin, "args": []string{"--mode", modes, "--state-dir", agentState}}
 	return p
 }

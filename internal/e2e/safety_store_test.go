@@ -77,7 +77,7 @@ func TestStore_FullStateFilesystemLaunchesNothing(t *testing.T) {
 
 	fill()
 	rec := seedRecordFile(t)
-	p = e.openParams("full", "record="+rec)
+	p = withHostHome(e.openParams("full", "record="+rec))
 	p["stateDir"] = state
 	f := s.call("session/open", p)
 	if f.Error != nil {

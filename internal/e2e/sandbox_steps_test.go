@@ -20,7 +20,12 @@ type sandboxResult struct {
 	Readable    []string        `json:"readable"`
 	ReadOnly    []string        `json:"readOnly"`
 	TmpDir      string          `json:"tmpDir"`
+	Home        string          `json:"home"`
 	Reason      string          `json:"reason"`
+	// The layers against root (docs/protocol.md §19).
+	Processes    string `json:"processes"`
+	Capabilities string `json:"capabilities"`
+	Seccomp      bool   `json:"seccomp"`
 }
 
 // sandboxOpen is what the sandbox tests read of an open result.

@@ -72,7 +72,11 @@ func TestSandbox_WorkspaceWallsTheAgentIn(t *testing.T) {
 // denies ptrace-class access outside its domain). The
 // neighbour, opened side by side with filesystem and signals off,
 // reaches the same socket and writes outside its cwd: a sandboxed and a
-// non-sandboxed open in one sidecar.
+// non-sandboxed open in one sidecar. The walled agents run with
+// processes "all" (they see the host's PID namespace): what is tested
+// here is the Landlock scope on its own; with processes "own-tree" (the
+// default) these pids do not exist for them at all
+// (TestSandbox_OwnProcessNamespaceSeesOnlyItsTree).
 func TestSandbox_OwnTreeCannotReachOutside(t *testing.T) {
 	t.Parallel()
 	e := newFaultEnv(t)
@@ -85,8 +89,9 @@ func TestSandbox_OwnTreeCannotReachOutside(t *testing.T) {
 	defer ln.Close()
 	s := startSidecar(t, "--state-dir", e.stateDir)
 	s.initialize(false)
-	walled := e.openProbe(s, "walled", home, nil)
-	walled2 := e.openProbe(s, "walled2", home, nil) // a sandboxed neighbour: another domain
+	hostPIDs := map[string]any{"processes": "all"}
+	walled := e.openProbe(s, "walled", home, hostPIDs)
+	walled2 := e.openProbe(s, "walled2", home, hostPIDs) // a sandboxed neighbour: another domain
 	free := e.openProbe(s, "free", home, map[string]any{"filesystem": "off", "signals": "all"})
 	if free.Sandbox.Enforced || free.Sandbox.Filesystem != "off" {
 		t.Fatalf("the unsandboxed open reports %+v", free.Sandbox)

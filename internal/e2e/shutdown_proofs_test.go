@@ -9,6 +9,7 @@ package e2e
 
 import (
 	"encoding/json"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -79,7 +80,7 @@ func wantProofLogged(t *testing.T, s *sidecar, p proof) {
 		if strings.Contains(line, "shutdown proof") && strings.Contains(line, p.CleanupID) {
 			n++
 			if !strings.Contains(line, `"complete":true`) || !strings.Contains(line, p.SessionKey) ||
-				!strings.Contains(line, `"processes":1`) {
+				!strings.Contains(line, `"processes":`+strconv.Itoa(len(p.Processes))) {
 				t.Errorf("log line without complete, sessionKey or process count: %s", line)
 			}
 		}

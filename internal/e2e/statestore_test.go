@@ -412,12 +412,48 @@ func TestStateStore_CorruptArchiveFallsBackThenRefuses(t *testing.T) {
 	waitNoMarked(t, eA.mark, eA.work, 5*time.Second)
 }
 
+// TestStateStore_PrivateHomeLeavesTheDiskBetweenTurns: a per-turn session
+// of the generic profile with no HOME of its own keeps its provider state
+// in the key's private HOME (its $HOME); once a retire's publication is
+// read back the HOME is removed, so the parked session holds no disk
+// there; the next turn's revive restores it from the store and the agent
+// remembers the first turn (PROTOCOL §10.2).
+func TestStateStore_PrivateHomeLeavesTheDiskBetweenTurns(t *testing.T) {
+	key, _ := masterKeyFile(t)
+	e := newFaultEnv(t)
+	s := startSidecar(t, "--state-dir", e.stateDir, "--state-store", "file://"+t.TempDir(), "--state-key-file", key)
+	s.initialize(false)
+	p := e.openParams("home-turns", "recall")
+	p["command"] = map[string]any{"path": faultBin, "args": []string{"--mode", "recall", "--state-dir", "~/.fa"}}
+	p["lifecycle"] = "per-turn"
+	o := seedMustOpen(s, p)
+	home := filepath.Join(e.stateDir, "homes", "home-turns")
+	if _, err := os.Stat(filepath.Join(home, ".fa")); err != nil {
+		t.Fatalf("the agent keeps nothing in its private HOME %s: %v", home, err)
+	}
+	runTurn(t, s, o.Session, "t1", "alpha")
+	waitParked(t, s, o.Session, 1) // its retire published (the HOME goes only then)
+	if _, err := os.Stat(home); !os.IsNotExist(err) {
+		t.Fatalf("the parked session's private HOME %s is still on disk (%v)", home, err)
+	}
+	runTurn(t, s, o.Session, "t2", "beta")
+	if txt := turnText(s, o.Session, "t2"); !strings.Contains(txt, "recall: 1 earlier prompts: alpha") {
+		t.Fatalf("after the restore the agent does not remember the first turn: %q", txt)
+	}
+	waitParked(t, s, o.Session, 2)
+	if _, status := s.shutdownAndExit(); status != 0 {
+		t.Fatalf("exit %d", status)
+	}
+	waitNoMarked(t, e.mark, e.work, 10*time.Second)
+}
+
 // TestStateStore_ProviderStateCannotReachOutside (issue 29's fresh-user
 // trial): a provider-state directory the agent replaced by a link to a
 // directory its sandbox forbids is not followed — the publication fails
 // STATE_CONFLICT and nothing of the link's target reaches the store — and
 // opens whose provider-state directory is a system directory, lies inside
-// the sidecar's state dir, or is the sidecar's own HOME through a link
+// the sidecar's state dir (another key's private HOME too), or is the
+// sidecar's own HOME through a link
 // are refused STATE_CONFLICT with nothing launched.
 func TestStateStore_ProviderStateCannotReachOutside(t *testing.T) {
 	key, _ := masterKeyFile(t)
@@ -459,6 +495,7 @@ func TestStateStore_ProviderStateCannotReachOutside(t *testing.T) {
 	for i, bad := range []map[string]any{
 		{"stateDirs": map[string]string{"etc": "/etc"}},
 		{"stateDirs": map[string]string{"sessions": filepath.Join(e.stateDir, "sessions")}},
+		{"stateDirs": map[string]string{"other": filepath.Join(e.stateDir, "homes", "planted", ".fa")}}, // another key's private HOME
 		{"env": map[string]string{"HOME": link, "ACPX_TEST_MARK": e.mark}},
 	} {
 		p := e.openParams(fmt.Sprintf("refused-%d", i), "")

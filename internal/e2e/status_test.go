@@ -86,7 +86,7 @@ func TestUsage_PerTurnCumulativeAndCostSurviveResume(t *testing.T) {
 	s := startSidecar(t, "--state-dir", e.stateDir)
 	s.initialize(false)
 	const cost = 0.0125
-	p := e.openParams("usage", "")
+	p := withHostHome(e.openParams("usage", ""))
 	p["command"] = map[string]any{"path": faultBin, "args": []string{"--mode", "cost=0.0125", "--state-dir", agentState}}
 	var open openResult
 	s.mustCall("session/open", p, &open)

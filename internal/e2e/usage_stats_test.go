@@ -54,7 +54,7 @@ func wantUsage(t *testing.T, what string, st usageStatus) {
 func TestUsage_SurvivesSidecarRestart(t *testing.T) {
 	e := newFaultEnv(t)
 	faultState := agentWritableDir(t) // the agent keeps its sessions so the next sidecar can load it
-	p := e.openParams("usage", "cost=0.5,usage-grow=100")
+	p := withHostHome(e.openParams("usage", "cost=0.5,usage-grow=100"))
 	p["command"].(map[string]any)["args"] = []string{"--mode", "cost=0.5,usage-grow=100", "--state-dir", faultState}
 	s := startSidecar(t, seedArgs(e)...)
 	s.initialize(false)

@@ -12,7 +12,7 @@
 //
 // Usage:
 //
-//	faultagent [--mode m1,m2=v,...] [--state-dir DIR]
+//	faultagent [--mode m1,m2=v,...] [--state-dir DIR]   (DIR "~/x": $HOME/x, made if missing)
 //
 // The mode list may also come from env FAULTAGENT_MODE (the flag wins) and
 // the state dir from FAULTAGENT_STATE_DIR. Modes (combine freely):
@@ -174,6 +174,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -339,6 +340,10 @@ func main() {
 		os.Exit(2)
 	}
 	cfg.stateDir = *stateDir
+	if rest, ok := strings.CutPrefix(cfg.stateDir, "~/"); ok {
+		cfg.stateDir = filepath.Join(os.Getenv("HOME"), rest) // its launch HOME's (a key's private one)
+		_ = os.MkdirAll(cfg.stateDir, 0o700)
+	}
 	logf("start pid=%d modes=%q", os.Getpid(), *mode)
 
 	var rec *recorder

@@ -36,7 +36,12 @@ import (
 //	                     child <probe>     run <probe> in a setsid'd re-execution
 //	                                       of this binary (a descendant outside the
 //	                                       provider's session) and report its result
-//	                     http, resolve, flood, udp  the network probes (modes_net.go)
+//	                     and the root probes of modes_root.go (reboot,
+//	                     init_module, clock_settime, mount, unshare-user,
+//	                     clone3-user, raw-socket, ptrace-child, chown,
+//	                     syscall, caps, proc, ps)
+//	                     and the network probes of modes_net.go (http,
+//	                     resolve, flood, udp)
 type sandboxModes struct {
 	probe bool
 }
@@ -136,6 +141,9 @@ func probe(line string) string {
 			return "child: " + result(err)
 		}
 		return strings.TrimSpace(string(out))
+	}
+	if r, ok := rootProbe(verb, arg); ok {
+		return r
 	}
 	if r, ok := netProbe(verb, arg); ok { // modes_net.go
 		return r

@@ -72,6 +72,7 @@ import (
 
 	"github.com/acpx-sidecar/acpx-sidecar/internal/launchexec"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/procfs"
+	"github.com/acpx-sidecar/acpx-sidecar/internal/sandbox"
 )
 
 // Roles of Event.Role (the reaper's RoleProvider and RoleDescendant).
@@ -104,8 +105,8 @@ type Spec struct {
 	ExecFD     int      `json:"execFD"`     // -1 if none
 	ExecScript bool     `json:"execScript"` // pass ExecFD as the provider's fd 3
 	// Sandbox is the sandbox plan as JSON (internal/sandbox), "" for
-	// none; Launch is then the binary whose launch entry applies it (the
-	// sidecar's own: Options.GuardianPath).
+	// none; Launch is then the sidecar's own image (Options.GuardianPath),
+	// the fallback init of a PID namespace (sandbox.InitCommand).
 	Sandbox string `json:"sandbox,omitempty"`
 	Launch  string `json:"launch,omitempty"`
 }
@@ -144,7 +145,7 @@ func Main(args []string) int {
 			return 2
 		}
 	}
-	g := &guardian{self: os.Getpid(), termed: map[procfs.Key]bool{}, seen: map[procfs.Key]bool{}}
+	g := &guardian{self: os.Getpid(), termed: map[procfs.Key]bool{}, seen: map[procfs.Key]bool{}, leaderGone: make(chan struct{})}
 	g.status = os.NewFile(FDStatus, "status")
 	ctl := os.NewFile(FDCtl, "control")
 	unix.CloseOnExec(FDCtl)
@@ -211,6 +212,8 @@ type guardian struct {
 	leader       procfs.Key
 	leaderFD     int
 	leaderReaped bool
+	initCtl      *sandbox.InitConn   // the PID-namespace init's control socket, nil without one
+	leaderGone   chan struct{}       // closed when the leader is reaped
 	termed       map[procfs.Key]bool // got SIGTERM in this phase
 	seen         map[procfs.Key]bool // reported as "seen"
 
@@ -227,52 +230,108 @@ func (g *guardian) emit(ev Event) {
 }
 
 // launch forks the provider: own process group, pidfd at fork; with a
-// sandbox, through the launch entry, whose word it waits for (at most
-// launchexec.Timeout) before reporting "started".
+// sandbox, by sandbox.Start (with the PID-namespace init first for
+// processes "own-tree"), reporting a sandbox step that failed as a
+// launchexec.ErrSandbox error, the init ended and reaped.
 func (g *guardian) launch() error {
 	s := g.spec
 	files := []uintptr{0, 1, 2}
-	path, argv := s.Path, s.Argv
 	if s.ExecScript && s.ExecFD >= 0 {
 		files = append(files, uintptr(s.ExecFD))
 	}
-	var status, statusW *os.File
-	if s.Sandbox != "" {
-		cloexec := -1
-		if s.ExecFD >= 0 && !s.ExecScript {
-			// The entry execve's the file as its fd 3, then it is closed.
-			files = append(files, uintptr(s.ExecFD))
-			path, cloexec = "/proc/self/fd/3", 3
-		}
-		var err error
-		if status, statusW, err = os.Pipe(); err != nil {
-			return err
-		}
-		defer status.Close()
-		defer statusW.Close()
-		files = append(files, statusW.Fd())
-		argv = launchexec.Argv(s.Launch, len(files)-1, cloexec, s.Sandbox, nil, path, argv)
-		path = s.Launch
-	}
 	pidfd := -1
-	sys := &syscall.SysProcAttr{Setpgid: true, PidFD: &pidfd}
-	pid, err := syscall.ForkExec(path, argv, &syscall.ProcAttr{Dir: s.Dir, Env: os.Environ(), Files: files, Sys: sys})
+	attr := &syscall.ProcAttr{Dir: s.Dir, Env: os.Environ(), Files: files, Sys: &syscall.SysProcAttr{Setpgid: true, PidFD: &pidfd}}
+	var pid int
+	var err error
+	if s.Sandbox == "" {
+		pid, err = syscall.ForkExec(s.Path, s.Argv, attr)
+	} else {
+		pid, err = g.launchSandboxed(attr)
+	}
 	if err != nil {
 		return err
-	}
-	if status != nil {
-		statusW.Close() // the entry holds the only write end now
-		if err := awaitLaunch(status, pid, s.Argv[0]); err != nil {
-			if pidfd >= 0 {
-				unix.Close(pidfd)
-			}
-			return err
-		}
 	}
 	p, _ := procfs.ReadStat(pid) // unreaped: readable even if it already exited
 	g.leader, g.leaderFD = procfs.Key{Pid: pid, Start: p.Start}, pidfd
 	g.emit(Event{Ev: "started", Pid: pid, Start: p.Start, At: time.Now().UnixNano()})
 	return nil
+}
+
+// launchSandboxed is launch's fork under the spec's plan.
+func (g *guardian) launchSandboxed(attr *syscall.ProcAttr) (int, error) {
+	s := g.spec
+	var plan sandbox.Plan
+	if err := json.Unmarshal([]byte(s.Sandbox), &plan); err != nil {
+		return 0, fmt.Errorf("%w: bad sandbox plan: %w", launchexec.ErrSandbox, err)
+	}
+	var conn *sandbox.InitConn
+	var null *os.File
+	if plan.NewPIDNS {
+		var err error
+		if conn, err = sandbox.NewInitConn(); err != nil {
+			return 0, err
+		}
+		defer conn.CloseChild()
+		if null, err = os.OpenFile(os.DevNull, os.O_RDWR, 0); err != nil {
+			conn.Close()
+			return 0, err
+		}
+		defer null.Close()
+	}
+	st, err := sandbox.Start(&plan, sandbox.Forks{
+		Init: func() (int, error) {
+			iattr := &syscall.ProcAttr{Dir: "/", Env: os.Environ(), Files: []uintptr{null.Fd(), null.Fd(), null.Fd(), conn.ChildFD()},
+				Sys: &syscall.SysProcAttr{Setpgid: true}}
+			path, argv, _ := sandbox.InitCommand(s.Launch)
+			return syscall.ForkExec(path, argv, iattr)
+		},
+		Agent: func(int) (int, error) { return syscall.ForkExec(s.Path, s.Argv, attr) },
+	})
+	if err != nil {
+		if conn != nil {
+			conn.Close()
+		}
+		if st.InitPid > 0 {
+			_ = unix.Kill(st.InitPid, unix.SIGKILL) // still unreaped: the pid is ours
+			var ws unix.WaitStatus
+			for {
+				if _, werr := unix.Wait4(st.InitPid, &ws, 0, nil); !errors.Is(werr, unix.EINTR) {
+					break
+				}
+			}
+		}
+		if errors.Is(err, sandbox.ErrStep) && !errors.Is(err, launchexec.ErrSandbox) {
+			err = fmt.Errorf("%w: %w", launchexec.ErrSandbox, err)
+		}
+		return 0, err
+	}
+	if conn != nil {
+		g.initCtl = conn
+		go conn.Serve(func() { g.lookInit(st.InitPid) }, g.leaderGone)
+	}
+	return st.AgentPid, nil
+}
+
+// lookInit reports each child of the tree's init that exited, with the
+// wait status /proc shows while it is still a zombie (the init reaps it
+// once this returns): the proof names what the init reaps as it names
+// what the guardian reaps. Runs on the init socket's goroutine; emit
+// writes each event in one write.
+func (g *guardian) lookInit(init int) {
+	now := time.Now().UnixNano()
+	for _, c := range procfs.Children(init) {
+		if !c.Exited {
+			continue
+		}
+		ev := Event{Ev: "exit", Pid: c.Pid, Start: c.Start, Role: roleDescendant, At: now}
+		if c.Status.Signaled() {
+			ev.Sig = unix.SignalName(c.Status.Signal())
+		} else {
+			code := c.Status.ExitStatus()
+			ev.Code = &code
+		}
+		g.emit(ev)
+	}
 }
 
 func (g *guardian) loop(cmds <-chan string, sigch <-chan os.Signal) int {
@@ -372,6 +431,7 @@ func (g *guardian) reap() bool {
 		if pid == g.leader.Pid {
 			ev.Role, ev.Start = roleProvider, g.leader.Start
 			g.leaderReaped = true
+			close(g.leaderGone) // the init is told, and leaves once the namespace is empty
 			if g.leaderFD >= 0 {
 				unix.Close(g.leaderFD)
 				g.leaderFD = -1
@@ -391,20 +451,18 @@ func (g *guardian) reap() bool {
 // while the leader is unreaped (we are its only reaper and reap on this
 // goroutine, so the id is pinned, docs/rules.md#r22), and every live
 // process with this guardian as ancestor, through signalPinned. SIGTERM
-// goes once per process. Each process signalled is reported ("seen"). It
-// returns delivery errors joined by "; " ("" if none).
+// goes once per process. Each process found is reported ("seen") before
+// any signal is sent: inside a PID namespace the tree's init, not the
+// guardian, reaps what the group signal ends, and the proof must still
+// name it. It returns delivery errors joined by "; " ("" if none).
 func (g *guardian) signalTree(sig unix.Signal) string {
 	var errs []string
-	if !g.leaderReaped {
-		if err := unix.Kill(-g.leader.Pid, sig); err != nil && !errors.Is(err, unix.ESRCH) {
-			errs = append(errs, fmt.Sprintf("process group %d: %v", g.leader.Pid, err))
-		}
-	}
 	snap := procfs.Scan()
 	children := map[int][]int{}
 	for pid, p := range snap {
 		children[p.PPid] = append(children[p.PPid], pid)
 	}
+	var live []procfs.Key
 	queue := append([]int(nil), children[g.self]...)
 	for len(queue) > 0 {
 		pid := queue[len(queue)-1]
@@ -420,6 +478,14 @@ func (g *guardian) signalTree(sig unix.Signal) string {
 			g.seen[k] = true
 			g.emit(Event{Ev: "seen", Pid: k.Pid, Start: k.Start})
 		}
+		live = append(live, k)
+	}
+	if !g.leaderReaped {
+		if err := unix.Kill(-g.leader.Pid, sig); err != nil && !errors.Is(err, unix.ESRCH) {
+			errs = append(errs, fmt.Sprintf("process group %d: %v", g.leader.Pid, err))
+		}
+	}
+	for _, k := range live {
 		if sig == unix.SIGTERM {
 			if g.termed[k] {
 				continue
@@ -431,23 +497,4 @@ func (g *guardian) signalTree(sig unix.Signal) string {
 		}
 	}
 	return strings.Join(errs, "; ")
-}
-
-// awaitLaunch reads the launch entry's status pipe (EOF with nothing
-// written: the provider runs). On a failure or a timeout the entry
-// process is killed if still there and reaped, and the error (wrapping
-// launchexec.ErrSandbox for a sandbox failure) returned.
-func awaitLaunch(status *os.File, pid int, path string) error {
-	err := launchexec.ReadStatus(status, path)
-	if err == nil {
-		return nil
-	}
-	_ = unix.Kill(pid, unix.SIGKILL) // still unreaped: the pid is ours
-	var ws unix.WaitStatus
-	for {
-		if _, werr := unix.Wait4(pid, &ws, 0, nil); !errors.Is(werr, unix.EINTR) {
-			break
-		}
-	}
-	return err
 }

@@ -3,7 +3,6 @@
 package launchexec
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -20,25 +19,27 @@ import (
 // doc). It returns only on failure, with Failed (2 for a hand-started one
 // without a status pipe).
 //
-// Order: the OS thread is locked for good (namespaces, no_new_privs and
-// the Landlock domain are per thread, and the execve must come from the
-// same one); the v1 cgroup.procs files are opened while the sandbox still
-// lets them be (Landlock checks at open); the sandbox is applied; the
-// pid is written to each opened cgroup.procs, pids last, with raw system
-// calls (once in a pids-limited cgroup, nothing here may make the Go
-// runtime start a thread: a refused clone is fatal to it); then execve.
+// Order: the OS thread is locked for good (the Landlock domain is per
+// thread, and the execve must come from the same one); the v1
+// cgroup.procs files are opened while the sandbox still lets them be
+// (Landlock checks at open); the Landlock ruleset the launcher handed
+// over is enforced (everything else of the sandbox — namespaces,
+// capabilities, the seccomp filter, no_new_privs — the launcher's thread
+// applied before the fork, sandbox.Start); the pid is written to each
+// opened cgroup.procs, pids last, with raw system calls (once in a
+// pids-limited cgroup, nothing here may make the Go runtime start a
+// thread: a refused clone is fatal to it); then execve.
 func Main(args []string) int {
 	runtime.LockOSThread() // never unlocked: this thread becomes the agent
-	status, cloexec := -1, -1
-	planJSON := ""
+	status, cloexec, ruleset := -1, -1, -1
 	i := 0
 	for ; i < len(args); i++ {
 		if v, ok := strings.CutPrefix(args[i], "status="); ok {
 			status, _ = strconv.Atoi(v)
 		} else if v, ok := strings.CutPrefix(args[i], "cloexec="); ok {
 			cloexec, _ = strconv.Atoi(v)
-		} else if v, ok := strings.CutPrefix(args[i], "sandbox="); ok {
-			planJSON = v
+		} else if v, ok := strings.CutPrefix(args[i], "landlock="); ok {
+			ruleset, _ = strconv.Atoi(v)
 		} else {
 			break
 		}
@@ -48,7 +49,7 @@ func Main(args []string) int {
 		procs = append(procs, args[i])
 	}
 	if status < 0 || i >= len(args) {
-		fmt.Fprintln(os.Stderr, "acpx-sidecar "+Arg+": started by hand? usage: status=<fd> [cloexec=<fd>] [sandbox=<plan>] <cgroup.procs>... -- <path> <argv0> [args...]")
+		fmt.Fprintln(os.Stderr, "acpx-sidecar "+Arg+": started by hand? usage: status=<fd> [cloexec=<fd>] [landlock=<fd>] <cgroup.procs>... -- <path> <argv0> [args...]")
 		if status >= 0 {
 			report(status, StageUsage, syscall.EINVAL, "bad arguments")
 			return Failed
@@ -70,13 +71,6 @@ func Main(args []string) int {
 			return Failed
 		}
 	}
-	var plan sandbox.Plan
-	if planJSON != "" {
-		if err := json.Unmarshal([]byte(planJSON), &plan); err != nil {
-			report(status, StageUsage, syscall.EINVAL, "bad sandbox plan")
-			return Failed
-		}
-	}
 	fds := make([]uintptr, 0, len(procs))
 	for _, p := range procs {
 		fd, e := openRaw(p)
@@ -86,13 +80,15 @@ func Main(args []string) int {
 		}
 		fds = append(fds, fd)
 	}
-	if err := sandbox.Apply(&plan); err != nil {
-		var e syscall.Errno
-		if !errors.As(err, &e) {
-			e = syscall.EPERM
+	if ruleset >= 0 {
+		if err := sandbox.RestrictSelf(ruleset); err != nil {
+			var e syscall.Errno
+			if !errors.As(err, &e) {
+				e = syscall.EPERM
+			}
+			report(status, StageSandbox, e, err.Error())
+			return Failed
 		}
-		report(status, StageSandbox, e, err.Error())
-		return Failed
 	}
 	pid := []byte(strconv.Itoa(os.Getpid()))
 	for k, fd := range fds {

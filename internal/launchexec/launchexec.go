@@ -1,20 +1,19 @@
 // Package launchexec is the launch entry: the first image of every
-// provider that needs work done inside its own process before the
-// agent's first instruction (docs/architecture.md, "Kernel sandbox"):
-// v1 limit joins, bind mounts, a network namespace, or any sandbox in
-// subreaper mode (a cgroup-mode plan of no_new_privs and Landlock only is
-// applied by the reaper on a thread of its own instead, with no entry).
-// The sidecar (cgroup mode) or the guardian (subreaper mode) forks
+// provider with cgroup v1 limits, which it must join inside its own
+// process before the agent's first instruction (docs/architecture.md,
+// "Limits on cgroup v1"). The sandbox itself (namespaces, capabilities,
+// seccomp, Landlock) is applied by the launcher on a thread of its own
+// before the fork (sandbox.Start); only the Landlock domain of a
+// sandboxed provider with v1 limits is enforced here, after the joins,
+// since Landlock would forbid opening the cgroup files and executing
+// this binary. The sidecar (cgroup mode) forks
 //
-//	<sidecar binary> __launch status=<fd> [cloexec=<fd>] [sandbox=<plan JSON>] <v1 cgroup.procs>... -- <exec path> <argv0> <args>...
+//	<sidecar binary> __launch status=<fd> [cloexec=<fd>] [landlock=<ruleset fd>] <v1 cgroup.procs>... -- <exec path> <argv0> <args>...
 //
 // and that process, which has the pid the provider will have, joins its
-// cgroup v1 limit hierarchies, applies the sandbox (internal/sandbox:
-// mount and network namespaces, no_new_privs, the Landlock domain) on
-// its one locked OS thread and execve's the provider from that thread
-// with its environment unchanged. The provider and every descendant
-// inherit the sandbox; nothing of the agent runs outside it or outside
-// its limits. The status pipe tells the launcher how it went: EOF with
+// cgroup v1 limit hierarchies, enforces the ruleset on its one locked OS
+// thread and execve's the provider from that thread with its environment
+// unchanged. The status pipe tells the launcher how it went: EOF with
 // nothing written means the execve succeeded (the pipe is close-on-exec);
 // otherwise the entry wrote "<stage> <errno> <text>" and exits Failed
 // (ParseStatus turns that into an error).
@@ -22,7 +21,8 @@
 // This package also holds the one re-exec dispatch of the sidecar binary
 // (MaybeRun, in the style of moby/sys reexec with no init function):
 // cmd/acpx-sidecar's main and every test binary that launches providers
-// call it first thing.
+// call it first thing. It also runs the fallback init of a tree's PID
+// namespace (sandbox.InitArg → sandbox.InitMain).
 package launchexec
 
 import (
@@ -33,6 +33,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/acpx-sidecar/acpx-sidecar/internal/sandbox"
 )
 
 // Arg is the os.Args[1] of a launch entry process.
@@ -84,8 +86,12 @@ func maybeRun(args []string, entries map[string]Entry, launch func([]string) int
 	if len(args) < 2 {
 		return false
 	}
-	if args[1] == Arg {
+	switch args[1] {
+	case Arg:
 		exit(launch(args[2:]))
+		return true
+	case sandbox.InitArg:
+		exit(sandbox.InitMain(args[2:]))
 		return true
 	}
 	if e, ok := entries[args[1]]; ok && e != nil {
@@ -98,17 +104,18 @@ func maybeRun(args []string, entries map[string]Entry, launch func([]string) int
 // Argv is the argv that starts the provider (path, argv) through the
 // launch entry of binary: the status pipe at child fd statusFD; cloexecFD
 // (>= 0) is a descriptor to mark close-on-exec before the execve (a
-// non-script ExecFile that only execve needs); plan is the sandbox plan
-// as JSON ("" for none); procs are v1 cgroup.procs files to join, in
-// order (pids last: after that write a refused clone could only hit the
-// execve itself).
-func Argv(binary string, statusFD, cloexecFD int, plan string, procs []string, path string, argv []string) []string {
+// non-script ExecFile that only execve needs); landlockFD (>= 0) is the
+// child fd of a Landlock ruleset to enforce (sandbox.Start's
+// EntryLandlock); procs are v1 cgroup.procs files to join, in order
+// (pids last: after that write a refused clone could only hit the execve
+// itself).
+func Argv(binary string, statusFD, cloexecFD, landlockFD int, procs []string, path string, argv []string) []string {
 	out := []string{binary, Arg, "status=" + strconv.Itoa(statusFD)}
 	if cloexecFD >= 0 {
 		out = append(out, "cloexec="+strconv.Itoa(cloexecFD))
 	}
-	if plan != "" {
-		out = append(out, "sandbox="+plan)
+	if landlockFD >= 0 {
+		out = append(out, "landlock="+strconv.Itoa(landlockFD))
 	}
 	out = append(out, procs...)
 	out = append(out, "--", path)

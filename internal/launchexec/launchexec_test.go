@@ -4,7 +4,6 @@ package launchexec
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"os"
 	"os/exec"
@@ -110,24 +109,53 @@ func TestLaunch_JoinFailureExitsDistinctly(t *testing.T) {
 	}
 }
 
-// TestLaunch_SandboxHoldsForTheProgramAndItsChildren: a workspace plan
-// applied by the entry lets /bin/sh (and what it starts) write its cwd
-// and nothing else; the status pipe saw only EOF.
-func TestLaunch_SandboxHoldsForTheProgramAndItsChildren(t *testing.T) {
+// TestLaunch_LandlockHandedOverHoldsForTheProgramAndItsChildren: a
+// workspace ruleset built by sandbox.Start and handed to the entry
+// (EntryLandlock) lets /bin/sh (and what it starts) write its cwd and
+// nothing else; the status pipe saw only EOF.
+func TestLaunch_LandlockHandedOverHoldsForTheProgramAndItsChildren(t *testing.T) {
+	if c := sandbox.Probe(); !c.Filesystem() || !c.Namespaces {
+		t.Skipf("needs Landlock ABI %d and root: %+v", sandbox.FSMinABI, c)
+	}
 	work, outside := t.TempDir(), t.TempDir()
-	pol := sandbox.Policy{Filesystem: sandbox.Workspace, Network: sandbox.NetAll, Signals: sandbox.OwnTree}
-	plan, _, err := sandbox.Build(pol, sandbox.Paths{Cwd: work}, sandbox.BuildOptions{})
+	pol := sandbox.Policy{Filesystem: sandbox.Workspace, Network: sandbox.NetAll, Signals: sandbox.OwnTree,
+		Processes: sandbox.AllProcesses, Capabilities: sandbox.CapsNone}
+	plan, _, err := sandbox.Build(pol, sandbox.Paths{Cwd: work}, sandbox.BuildOptions{BindReadOnly: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	pj := "sandbox=" + mustJSON(t, plan)
-	script := `echo in > in.txt && echo ok-in; (echo out > ` + outside + `/out.txt) 2>/dev/null || echo denied-out; sh -c 'echo x > ` + outside + `/child.txt' 2>/dev/null || echo denied-child`
-	msg, code, out := runEntry(t, work, pj, "--", "/bin/sh", "sh", "-c", script)
-	if msg != "" || code != 0 {
-		t.Fatalf("status %q, exit %d", msg, code)
+	status, statusW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
 	}
-	if out != "ok-in\ndenied-out\ndenied-child\n" {
-		t.Errorf("output %q", out)
+	defer status.Close()
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer outR.Close()
+	script := `echo in > in.txt && echo ok-in; (echo out > ` + outside + `/out.txt) 2>/dev/null || echo denied-out; sh -c 'echo x > ` + outside + `/child.txt' 2>/dev/null || echo denied-child`
+	st, err := sandbox.Start(&plan, sandbox.Forks{EntryLandlock: true, Agent: func(ruleset int) (int, error) {
+		argv := Argv(os.Args[0], 3, -1, 4, nil, "/bin/sh", []string{"sh", "-c", script})
+		return syscall.ForkExec(os.Args[0], argv, &syscall.ProcAttr{Dir: work, Env: os.Environ(),
+			Files: []uintptr{0, outW.Fd(), 2, statusW.Fd(), uintptr(ruleset)}})
+	}})
+	statusW.Close()
+	outW.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ReadStatus(status, "/bin/sh"); err != nil {
+		t.Fatal(err)
+	}
+	var ws syscall.WaitStatus
+	if _, err := syscall.Wait4(st.AgentPid, &ws, 0, nil); err != nil || ws.ExitStatus() != 0 {
+		t.Fatalf("wait: %v %v", err, ws)
+	}
+	var out bytes.Buffer
+	_, _ = out.ReadFrom(outR)
+	if out.String() != "ok-in\ndenied-out\ndenied-child\n" {
+		t.Errorf("output %q", out.String())
 	}
 	if _, err := os.Stat(filepath.Join(work, "in.txt")); err != nil {
 		t.Errorf("cwd write: %v", err)
@@ -139,24 +167,18 @@ func TestLaunch_SandboxHoldsForTheProgramAndItsChildren(t *testing.T) {
 	}
 }
 
-// TestLaunch_BadPlanIsRefusedBeforeTheProgram: an unparsable plan is a
-// usage failure; the program never runs.
-func TestLaunch_BadPlanIsRefusedBeforeTheProgram(t *testing.T) {
+// TestLaunch_BadRulesetIsRefusedBeforeTheProgram: a ruleset descriptor
+// that is none is a sandbox failure; the program never runs.
+func TestLaunch_BadRulesetIsRefusedBeforeTheProgram(t *testing.T) {
 	marker := filepath.Join(t.TempDir(), "ran")
-	msg, code, _ := runEntry(t, "/", "sandbox={", "--", "/bin/touch", "touch", marker)
-	if code != Failed || !strings.HasPrefix(msg, StageUsage+" ") {
+	msg, code, _ := runEntry(t, "/", "landlock=99", "--", "/bin/touch", "touch", marker)
+	if code != Failed || !strings.HasPrefix(msg, StageSandbox+" ") {
 		t.Errorf("status %q exit %d", msg, code)
+	}
+	if perr := ParseStatus(msg, "/bin/touch"); !errors.Is(perr, ErrSandbox) {
+		t.Errorf("the launcher's error %v", perr)
 	}
 	if _, err := os.Stat(marker); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("the program ran (%v)", err)
 	}
-}
-
-func mustJSON(t testing.TB, p sandbox.Plan) string {
-	t.Helper()
-	b, err := json.Marshal(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b)
 }

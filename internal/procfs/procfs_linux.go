@@ -129,3 +129,63 @@ func SiginfoPid(info *unix.Siginfo) int {
 	off := (12 + ps - 1) / ps * ps
 	return int(*(*int32)(unsafe.Add(unsafe.Pointer(info), off)))
 }
+
+// Child is one child of a process as /proc shows it: its identity,
+// whether it has exited (a zombie, not reaped yet) and, if so, its wait
+// status (stat field 52, exit_code, in waitpid(2)'s form; readable by a
+// process that may ptrace it).
+type Child struct {
+	Key
+	Exited bool
+	Status unix.WaitStatus
+}
+
+// Children lists pid's children with /proc/<pid>/task/<pid>/children
+// (pid's main thread: the only thread a single-threaded process has),
+// each with Child's facts; a child gone meanwhile is left out.
+func Children(pid int) []Child {
+	p := strconv.Itoa(pid)
+	b, err := os.ReadFile("/proc/" + p + "/task/" + p + "/children")
+	if err != nil {
+		return nil
+	}
+	var out []Child
+	for _, f := range strings.Fields(string(b)) {
+		cpid, err := strconv.Atoi(f)
+		if err != nil {
+			continue
+		}
+		st, err := os.ReadFile("/proc/" + f + "/stat")
+		if err != nil {
+			continue
+		}
+		info, ok := ParseStat(st)
+		if !ok {
+			continue
+		}
+		c := Child{Key: Key{Pid: cpid, Start: info.Start}, Exited: info.State == 'Z'}
+		if c.Exited {
+			code, ok := exitCode(st)
+			if !ok {
+				continue // not readable: left to the caller's next look
+			}
+			c.Status = unix.WaitStatus(code)
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+// exitCode is field 52 of a /proc/<pid>/stat (exit_code).
+func exitCode(b []byte) (uint32, bool) {
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 || i+2 >= len(b) {
+		return 0, false
+	}
+	f := strings.Fields(string(b[i+2:]))
+	if len(f) < 50 {
+		return 0, false
+	}
+	v, err := strconv.ParseUint(f[49], 10, 32)
+	return uint32(v), err == nil
+}

@@ -13,9 +13,10 @@ import (
 )
 
 // forker is the one OS thread of this process that forks every child the
-// package starts (providers, guardians, the watchdog), but for a provider
-// whose sandbox is applied on a thread of its own (forkSandboxed), which
-// that thread forks and then ends with, handing it to the main thread. A child's parent is
+// package starts (providers, guardians, the watchdog), but for a
+// sandboxed provider (and its PID-namespace init), which the thread that
+// applied the sandbox forks (sandbox.Start) and then ends with, handing
+// them to the main thread. A child's parent is
 // the thread that forked it, and an orphan re-parented to this process (a
 // child subreaper) goes to its first live thread, the main thread (kernel
 // find_new_reaper/find_alive_thread). So every child a tree can have is

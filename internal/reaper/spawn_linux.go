@@ -126,12 +126,11 @@ func (s *Supervisor) startDirect(spec Spec, name string) (*Tree, error) {
 		}
 	}
 	argv := append([]string{spec.Path}, spec.Args...)
-	// A sandbox that is only no_new_privs and a Landlock domain is applied
-	// on a thread of its own that then forks the provider (threadSandboxed);
-	// mounts, a network namespace or v1 limit cgroups need the launch entry.
-	onThread := len(v1) == 0 && threadSandboxed(spec.Sandbox)
+	sandboxed := !spec.Sandbox.Empty()
 	var status *os.File // read end of the launch entry's status pipe
-	if plan := planJSON(spec.Sandbox); !onThread && (len(v1) > 0 || plan != "") {
+	landlockAt := -1    // the entry's fd of the Landlock ruleset sandbox.Start hands it
+	if len(v1) > 0 {
+		// cgroup v1 limits are joined by the launch entry (launch_linux.go).
 		var statusW *os.File
 		if status, statusW, err = os.Pipe(); err != nil {
 			closeFiles(childEnds)
@@ -145,14 +144,27 @@ func (s *Supervisor) startDirect(spec Spec, name string) (*Tree, error) {
 		}
 		files = append(files, statusW.Fd())
 		childEnds = append(childEnds, statusW)
+		statusFD := len(files) - 1
 		cloexec := execFD
 		if keepExecFD {
 			cloexec = -1
 		}
-		argv = launchexec.Argv(s.guardianPath, len(files)-1, cloexec, plan, v1Procs(v1), path, argv)
+		if spec.Sandbox.Landlocks() {
+			landlockAt = len(files)
+			files = append(files, 0) // set to the ruleset at the fork
+		}
+		argv = launchexec.Argv(s.guardianPath, statusFD, cloexec, landlockAt, v1Procs(v1), path, argv)
 		path = s.guardianPath
 	}
-	pidfd := -1
+	var il *initLaunch
+	if spec.Sandbox != nil && spec.Sandbox.NewPIDNS {
+		if il, err = newInitLaunch(); err != nil {
+			closeFiles(childEnds)
+			closeFiles(parentEnds)
+			return fail(err)
+		}
+	}
+	pidfd, initPidfd := -1, -1
 	attr := &syscall.ProcAttr{Dir: spec.Dir, Env: spec.Env, Files: files,
 		Sys: &syscall.SysProcAttr{Setpgid: true, PidFD: &pidfd, UseCgroupFD: true, CgroupFD: cgfd}}
 
@@ -160,18 +172,46 @@ func (s *Supervisor) startDirect(spec Spec, name string) (*Tree, error) {
 	// provider exit before it is registered.
 	s.c.mu.Lock()
 	var pid int
-	if onThread {
-		pid, err = forkSandboxed(spec.Sandbox, spec.Path, path, argv, attr)
+	var st sandbox.Started
+	if sandboxed {
+		st, err = sandbox.Start(spec.Sandbox, sandbox.Forks{
+			Init: func() (int, error) {
+				return il.forkInit(s.guardianPath, spec.Env,
+					&syscall.SysProcAttr{Setpgid: true, PidFD: &initPidfd, UseCgroupFD: true, CgroupFD: cgfd})
+			},
+			Agent: func(ruleset int) (int, error) {
+				if landlockAt >= 0 {
+					attr.Files[landlockAt] = uintptr(ruleset)
+				}
+				return syscall.ForkExec(path, argv, attr)
+			},
+			EntryLandlock: landlockAt >= 0,
+		})
+		pid = st.AgentPid
+		if err != nil {
+			err = sandboxError(spec.Path, err)
+		}
 	} else {
 		pid, err = s.c.fork.forkExec(path, argv, attr)
 		if err != nil {
 			err = fmt.Errorf("start %s: %w", spec.Path, err)
 		}
 	}
+	if initPidfd >= 0 {
+		unix.Close(initPidfd) // the init is reaped here, signalled through the cgroup
+	}
+	il.closeChild()
 	if err != nil {
 		s.c.mu.Unlock()
 		closeFiles(childEnds)
 		closeFiles(parentEnds)
+		il.closeAll()
+		if st.InitPid > 0 {
+			// The init alone is in the cgroup: ended with it (the central
+			// reaper reaps it as a child of no tree).
+			_ = writeCgroupKill(dir)
+			waitCgroupEmpty(s.c.watch, nil, nil, dir, time.Second, nil)
+		}
 		return fail(fmt.Errorf("reaper: %w", err))
 	}
 	p, _ := readStat(pid) // unreaped: readable even if it already exited
@@ -179,6 +219,12 @@ func (s *Supervisor) startDirect(spec Spec, name string) (*Tree, error) {
 	t.mu.Lock()
 	t.pid, t.pgid, t.start, t.startedAt, t.pidfd = pid, pid, p.start, now, pidfd
 	t.addMemberLocked(procKey{pid: pid, start: p.start}, RoleProvider, now)
+	if st.InitPid > 0 {
+		ip, _ := readStat(st.InitPid)
+		t.addMemberLocked(procKey{pid: st.InitPid, start: ip.start}, RoleDescendant, now)
+		t.initCtl = il.conn
+		go t.serveInit(il.conn, st.InitPid)
+	}
 	t.mu.Unlock()
 	s.c.register(t)
 	s.c.mu.Unlock()
@@ -193,52 +239,9 @@ func (s *Supervisor) startDirect(spec Spec, name string) (*Tree, error) {
 			return fail(err)
 		}
 	}
-	s.log.Debug("reaper: provider started", zap.Int("pid", pid), zap.String("path", spec.Path),
+	s.log.Debug("reaper: provider started", zap.Int("pid", pid), zap.Int("init", st.InitPid), zap.String("path", spec.Path),
 		zap.String("containment", string(s.mode)), zap.String("cgroup", dir))
 	return t, nil
-}
-
-// threadSandboxed reports whether p is a sandbox forkSandboxed applies: not
-// empty, no read-only bind mounts and no network namespace (those need
-// the launch entry), i.e. no_new_privs and a Landlock domain only.
-func threadSandboxed(p *sandbox.Plan) bool {
-	return !p.Empty() && !p.NewNetNS && len(p.ReadOnly) == 0
-}
-
-// forkSandboxed starts a provider inside plan without a launch entry (and
-// so without a second Go runtime start on the open's path): a new OS
-// thread, locked to a goroutine that never unlocks it, applies plan to
-// itself (sandbox.Apply: no_new_privs and the Landlock domain are per
-// thread, inherited by a child it forks and kept across execve), then
-// forks and executes path from that thread, so the agent's first
-// instruction already runs inside the sandbox, as with the launch entry.
-// The goroutine then ends locked, and the runtime ends the restricted
-// thread with it: nothing else ever runs on it. The provider is the
-// thread's child until then and the main thread's after (the kernel
-// re-parents a dead thread's children within the process), which
-// central.children reads. Errors are "start <name>: …", wrapping
-// launchexec.ErrSandbox when the sandbox could not be applied (nothing
-// was forked), else the fork/exec error.
-func forkSandboxed(plan *sandbox.Plan, name, path string, argv []string, attr *syscall.ProcAttr) (int, error) {
-	type forked struct {
-		pid int
-		err error
-	}
-	done := make(chan forked, 1)
-	go func() {
-		runtime.LockOSThread() // never unlocked: the thread ends with this goroutine
-		if err := sandbox.Apply(plan); err != nil {
-			done <- forked{-1, fmt.Errorf("start %s: %w: %w", name, launchexec.ErrSandbox, err)}
-			return
-		}
-		pid, err := syscall.ForkExec(path, argv, attr)
-		if err != nil {
-			err = fmt.Errorf("start %s: %w", name, err)
-		}
-		done <- forked{pid, err}
-	}()
-	r := <-done
-	return r.pid, r.err
 }
 
 // isScript reports whether the open file starts with "#!". Unreadable

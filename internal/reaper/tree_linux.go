@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/acpx-sidecar/acpx-sidecar/internal/sandbox"
 )
 
 // Tree is one launched provider and every process it spawns. All methods
@@ -27,6 +29,10 @@ type Tree struct {
 	// (limits_v1_linux.go); nil unless limits are enforced in v1.
 	v1 map[string]string
 	g  *guardianConn
+	// initCtl is the tree's PID-namespace init's control socket
+	// (sandbox_linux.go), nil without one; closed with the tree's other
+	// descriptors once it is proven gone. Under mu.
+	initCtl *sandbox.InitConn
 
 	stdin  io.WriteCloser
 	stdout io.ReadCloser
@@ -160,6 +166,14 @@ func (t *Tree) recordExit(k procKey, ws unix.WaitStatus, now time.Time) {
 		t.leaderReaped = true
 		t.status = ExitStatus{Code: m.code, Signal: m.sig, At: now}
 		close(t.exited)
+	}
+}
+
+// closeInitCtlLocked closes the init's control pipe (t.mu held).
+func (t *Tree) closeInitCtlLocked() {
+	if t.initCtl != nil {
+		t.initCtl.Close()
+		t.initCtl = nil
 	}
 }
 

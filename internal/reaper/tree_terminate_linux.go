@@ -255,6 +255,7 @@ func (t *Tree) closeFDs() {
 		unix.Close(t.pidfd)
 		t.pidfd = -1
 	}
+	t.closeInitCtlLocked()
 }
 
 func (t *Tree) resultLocked() Termination {

@@ -19,9 +19,15 @@ func errParamsNotObject() *protocol.Error {
 	return protocol.InvalidParams("params", "params must be an object")
 }
 
+// strictMembers is params whose unknown members are refused too
+// (protocol.OpenParams: docs/protocol.md §19).
+type strictMembers interface{ StrictMembers() bool }
+
 // decode unmarshals params into v; a type mismatch names its field, and a
 // member named twice or in another case than the field's is -32602
-// (strictjson.Check: member names are case-sensitive, docs/protocol.md §3).
+// (strictjson.Check: member names are case-sensitive, docs/protocol.md §3),
+// as is, for params that say so (strictMembers), a member that is no
+// field (strictjson.CheckStrict).
 func decode(raw *json.RawMessage, v any) *protocol.Error {
 	if raw == nil || string(*raw) == "null" {
 		return nil
@@ -29,13 +35,21 @@ func decode(raw *json.RawMessage, v any) *protocol.Error {
 	if len(*raw) > 0 && (*raw)[0] != '{' {
 		return errParamsNotObject()
 	}
-	if err := strictjson.Check(*raw, v); err != nil {
+	check := strictjson.Check
+	if s, ok := v.(strictMembers); ok && s.StrictMembers() {
+		check = strictjson.CheckStrict
+	}
+	if err := check(*raw, v); err != nil {
 		se := err.(*strictjson.Error)
 		field := se.Path
 		if field == "" {
 			field = "params"
 		}
-		return protocol.InvalidParams(field, se.Error())
+		msg := se.Error()
+		if se.Unknown {
+			msg += "; these params are read strictly (docs/protocol.md §19): put anything else in _meta"
+		}
+		return protocol.InvalidParams(field, msg)
 	}
 	if err := json.Unmarshal(*raw, v); err != nil {
 		var te *json.UnmarshalTypeError

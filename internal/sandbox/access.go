@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"os"
+	"path/filepath"
 
 	ll "github.com/landlock-lsm/go-landlock/landlock/syscall"
 )
@@ -79,4 +80,12 @@ func statPath(p string) (exists, dir bool) {
 		return false, false
 	}
 	return true, fi.IsDir()
+}
+
+// resolvedPath is p with its symlinks resolved (p itself if that fails).
+func resolvedPath(p string) string {
+	if r, err := filepath.EvalSymlinks(p); err == nil {
+		return r
+	}
+	return p
 }

@@ -3,86 +3,220 @@
 package sandbox
 
 import (
+	"errors"
 	"fmt"
+	"runtime"
+	"strconv"
 
-	"github.com/landlock-lsm/go-landlock/landlock"
-	ll "github.com/landlock-lsm/go-landlock/landlock/syscall"
 	"golang.org/x/sys/unix"
 )
 
-// Apply enforces p on the calling OS thread, which must be locked
-// (runtime.LockOSThread, never unlocked) and must be the one that then
-// execve's the agent: namespaces, no_new_privs and the Landlock domain
-// are per thread, and execve carries them into the agent and everything
-// it starts. In order: a private mount namespace with p.ReadOnly bind
-// mounted read-only (before Landlock, which forbids mounting), a new
-// network namespace with its loopback up, then PR_SET_NO_NEW_PRIVS and
-// landlock_restrict_self with one ruleset built by go-landlock at p's
-// exact access rights (no best-effort downgrade: a kernel that lacks a
-// right fails here). An empty p does nothing.
+// Forks are the processes Start forks from its restricted thread, with
+// the caller's own attributes (cgroup, process group, descriptors,
+// environment).
+type Forks struct {
+	// Init forks the PID namespace's init (InitCommand's program, its
+	// control pipe as InitCtlFD) and returns its pid as the caller sees
+	// it. Called only for a Plan with NewPIDNS, first thing after the
+	// namespaces exist.
+	Init func() (int, error)
+	// Agent forks the provider last, on the fully restricted thread.
+	// landlockFD is the ruleset the child must enforce itself (the
+	// launch entry, which must execute the sidecar's own image first), or
+	// -1 when the thread enforces it already (EntryLandlock false).
+	Agent func(landlockFD int) (int, error)
+	// EntryLandlock: hand the Landlock ruleset to Agent instead of
+	// enforcing it on the thread.
+	EntryLandlock bool
+}
+
+// Started is what Start forked: the init's and the agent's pids (0: not
+// forked). A Start that failed after forking the init returns its pid
+// too: the caller ends and reaps it.
+type Started struct {
+	InitPid  int
+	AgentPid int
+}
+
+// ErrStep is wrapped by every error of Start: the sandbox could not be
+// applied, nothing of the agent ran.
+var ErrStep = errors.New("sandbox: not applied")
+
+// Start applies p on a new OS thread locked for good (namespaces,
+// no_new_privs, capabilities, seccomp filters and the Landlock domain are
+// all per thread, inherited by a child the thread forks and kept across
+// execve) and forks from that thread, so the agent's first instruction
+// runs inside the whole sandbox; the thread then ends with its
+// goroutine, and the runtime ends the restricted thread with it (nothing
+// else ever runs on it). In order (docs/architecture.md, "Kernel
+// sandbox"): unshare the mount, PID and network namespaces the plan
+// needs; make / private (nothing propagates back); fork the PID
+// namespace's init (Forks.Init) and mount a fresh /proc of that
+// namespace over /proc (procfs pidns=, nosuid, nodev, noexec); bind every
+// Pin directory onto itself and every ReadOnly path read-only; mount /
+// over itself (DenyUserNS); bring the loopback up; then, after every
+// mount, set no_new_privs, drop every capability (DropCaps: securebits
+// locked, bounding, ambient, capset, verified), load the seccomp filter,
+// build the Landlock ruleset from descriptors opened without following
+// links (rulesetFD) and enforce it, and fork the agent (Forks.Agent).
+// An empty p forks the agent with nothing applied.
 //
-// Errors name the step ("mount namespace", "bind /x read-only",
-// "network namespace", "loopback", "landlock ruleset",
-// "no_new_privs", "landlock_restrict_self") and wrap the errno.
-func Apply(p *Plan) error {
-	if p.Empty() {
-		return nil
+// Errors wrap ErrStep, the step ("mount namespace", "proc", "pin /x",
+// "bind /x read-only", "deny user namespaces", "loopback",
+// "no_new_privs", "capabilities", "seccomp", "landlock") and its errno
+// (ErrRuleMoved for a rule path that moved), or are Forks' own errors
+// as they returned them.
+func Start(p *Plan, f Forks) (Started, error) {
+	type result struct {
+		st  Started
+		err error
 	}
-	if len(p.ReadOnly) > 0 {
-		if err := unix.Unshare(unix.CLONE_NEWNS); err != nil {
-			return fmt.Errorf("mount namespace: %w", err)
+	done := make(chan result, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread ends with this goroutine
+		st, err := start(p, f)
+		done <- result{st, err}
+	}()
+	r := <-done
+	return r.st, r.err
+}
+
+// stepError wraps err as Start's error for step.
+func stepError(step string, err error) error {
+	return fmt.Errorf("%w: %s: %w", ErrStep, step, err)
+}
+
+func start(p *Plan, f Forks) (st Started, err error) {
+	if p.Empty() {
+		st.AgentPid, err = f.Agent(-1)
+		return st, err
+	}
+	flags := 0
+	if p.NewMountNS() {
+		flags |= unix.CLONE_NEWNS
+	}
+	if p.NewPIDNS {
+		flags |= unix.CLONE_NEWPID
+	}
+	if p.NewNetNS {
+		flags |= unix.CLONE_NEWNET
+	}
+	if flags != 0 {
+		if err := unix.Unshare(flags); err != nil {
+			return st, stepError("namespaces", err)
 		}
-		// Nothing done here may propagate back to the sidecar's mounts.
+	}
+	if p.NewMountNS() {
+		// Nothing done here may propagate back to the launcher's mounts.
 		if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
-			return fmt.Errorf("mount namespace: make / private: %w", err)
+			return st, stepError("mount namespace: make / private", err)
 		}
-		for _, d := range p.ReadOnly {
-			if err := bindReadOnly(d); err != nil {
-				return fmt.Errorf("bind %s read-only: %w", d, err)
-			}
+	}
+	if p.NewPIDNS {
+		if st.InitPid, err = f.Init(); err != nil {
+			return st, err
+		}
+		if err := mountProc(st.InitPid); err != nil {
+			return st, stepError("proc", err)
+		}
+	}
+	for _, d := range p.Pin {
+		if err := unix.Mount(d, d, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+			return st, stepError("pin "+d, err)
+		}
+	}
+	for _, d := range p.ReadOnly {
+		if err := bindReadOnly(d); err != nil {
+			return st, stepError("bind "+d+" read-only", err)
+		}
+	}
+	for _, d := range p.ReadWrite {
+		if err := bindFlags(d, false); err != nil {
+			return st, stepError("bind "+d+" read-write", err)
+		}
+	}
+	if p.DenyUserNS {
+		// The thread's root stays the mount beneath: to the kernel its
+		// children are then chrooted, and create_user_ns refuses them
+		// (EPERM), clone3 included, which no filter can read.
+		if err := unix.Mount("/", "/", "", unix.MS_BIND, ""); err != nil {
+			return st, stepError("deny user namespaces", err)
 		}
 	}
 	if p.NewNetNS {
-		if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
-			return fmt.Errorf("network namespace: %w", err)
-		}
 		if err := loopbackUp(); err != nil {
-			return fmt.Errorf("loopback: %w", err)
+			return st, stepError("loopback", err)
 		}
 	}
 	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
-		return fmt.Errorf("no_new_privs: %w", err)
+		return st, stepError("no_new_privs", err)
 	}
-	if !p.Landlocks() {
-		return nil
+	if p.DropCaps {
+		if err := dropCaps(); err != nil {
+			return st, stepError("capabilities", err)
+		}
 	}
-	cfg := landlock.Config{HandledAccessFS: landlock.AccessFSSet(p.HandledFS),
-		HandledAccessNet: landlock.AccessNetSet(p.HandledNet), Scoped: landlock.ScopedSet(p.Scoped)}
-	var rules []landlock.Rule
-	for _, r := range p.FS {
-		rules = append(rules, landlock.PathAccess(landlock.AccessFSSet(r.Access), r.Path))
+	if p.Seccomp {
+		if err := loadSeccomp(); err != nil {
+			return st, stepError("seccomp", err)
+		}
 	}
-	for _, port := range p.ConnectTCP {
-		rules = append(rules, landlock.ConnectTCP(port))
+	ruleset := -1
+	if p.Landlocks() {
+		if ruleset, err = rulesetFD(p); err != nil {
+			return st, stepError("landlock", err)
+		}
+		defer unix.Close(ruleset)
+		if !f.EntryLandlock {
+			if err := restrictSelf(ruleset); err != nil {
+				return st, stepError("landlock", err)
+			}
+			ruleset = -1
+		}
 	}
-	fd, flags, err := cfg.NewRulesetFD(rules...)
+	if st.AgentPid, err = f.Agent(ruleset); err != nil {
+		return st, err
+	}
+	return st, nil
+}
+
+// mountProc mounts a procfs of init's PID namespace over /proc: its
+// processes only, nosuid, nodev, noexec. init is a pid as the calling
+// thread's current /proc (the launcher's) names it.
+func mountProc(init int) error {
+	ns, err := unix.Open("/proc/"+strconv.Itoa(init)+"/ns/pid", unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return fmt.Errorf("landlock ruleset: %w", err)
+		return err
 	}
-	if fd < 0 {
-		return fmt.Errorf("landlock ruleset: nothing to enforce")
+	defer unix.Close(ns)
+	fs, err := unix.Fsopen("proc", unix.FSOPEN_CLOEXEC)
+	if err != nil {
+		return err
 	}
-	defer unix.Close(fd)
-	if err := ll.LandlockRestrictSelf(fd, flags); err != nil {
-		return fmt.Errorf("landlock_restrict_self: %w", err)
+	defer unix.Close(fs)
+	if err := unix.FsconfigSetFd(fs, "pidns", ns); err != nil {
+		return err
 	}
-	return nil
+	if err := unix.FsconfigCreate(fs); err != nil {
+		return err
+	}
+	m, err := unix.Fsmount(fs, unix.FSMOUNT_CLOEXEC, unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV|unix.MOUNT_ATTR_NOEXEC)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(m)
+	return unix.MoveMount(m, "", unix.AT_FDCWD, "/proc", unix.MOVE_MOUNT_F_EMPTY_PATH)
 }
 
 // bindReadOnly bind mounts d (a directory or a file) onto itself and
 // remounts the bind read-only, keeping the flags its mount already has
 // (nosuid, nodev, noexec) so the remount is allowed.
-func bindReadOnly(d string) error {
+func bindReadOnly(d string) error { return bindFlags(d, true) }
+
+// bindFlags bind mounts d onto itself and remounts the bind read-only
+// (ro) or read-write — a bind inside a read-only one starts read-only —
+// keeping the other flags its mount has.
+func bindFlags(d string, ro bool) error {
 	if err := unix.Mount(d, d, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
 		return err
 	}
@@ -90,7 +224,10 @@ func bindReadOnly(d string) error {
 	if err := unix.Statfs(d, &st); err != nil {
 		return err
 	}
-	flags := uintptr(unix.MS_BIND | unix.MS_REMOUNT | unix.MS_RDONLY)
+	flags := uintptr(unix.MS_BIND | unix.MS_REMOUNT)
+	if ro {
+		flags |= unix.MS_RDONLY
+	}
 	for _, f := range []struct{ st, ms uintptr }{{unix.ST_NOSUID, unix.MS_NOSUID}, {unix.ST_NODEV, unix.MS_NODEV},
 		{unix.ST_NOEXEC, unix.MS_NOEXEC}, {unix.ST_NOATIME, unix.MS_NOATIME}, {unix.ST_NODIRATIME, unix.MS_NODIRATIME},
 		{unix.ST_RELATIME, unix.MS_RELATIME}} {

@@ -2,8 +2,10 @@ package sandbox
 
 import (
 	"bufio"
+	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 )
 
@@ -11,20 +13,25 @@ import (
 // never writable; readable in strict mode): the executable exe itself
 // and, for exe and every absolute file among args (an interpreter's
 // script), the outermost node_modules directory that holds it (an npm
-// package and its dependencies, the agents' native binaries included).
-// Symlinks are resolved; paths that do not exist are left out.
-func Installation(exe string, args []string) []string {
+// package and its dependencies, the agents' native binaries included);
+// and, when exe is a script, its "#!" interpreter — a path, or a NAME
+// after /usr/bin/env looked up in pathEnv (the launch PATH) — with that
+// interpreter's own installation (interpreterRoot: a node under ~/.nvm,
+// a python under ~/.pyenv), followed through interpreters that are
+// scripts themselves (a pyenv shim), at most four deep. Symlinks are
+// resolved; paths that do not exist are left out.
+func Installation(exe string, args []string, pathEnv string) []string {
 	var out []string
-	add := func(p string, self bool) {
+	add := func(p string, self bool) string {
 		if !filepath.IsAbs(p) {
-			return
+			return ""
 		}
 		real, err := filepath.EvalSymlinks(p)
 		if err != nil {
-			return
+			return ""
 		}
 		if fi, err := os.Stat(real); err != nil || fi.IsDir() {
-			return
+			return ""
 		}
 		if self {
 			out = append(out, real)
@@ -32,12 +39,94 @@ func Installation(exe string, args []string) []string {
 		if nm := outermostNodeModules(real); nm != "" {
 			out = append(out, nm)
 		}
+		return real
 	}
-	add(exe, true)
+	cur := add(exe, true)
 	for _, a := range args {
 		add(a, false)
 	}
+	for depth := 0; depth < 4 && cur != ""; depth++ {
+		interp := shebang(cur, pathEnv)
+		if interp == "" {
+			break
+		}
+		if cur = add(interp, true); cur != "" {
+			if root := interpreterRoot(cur); root != "" {
+				out = append(out, root)
+			}
+		}
+	}
 	return uniqueSorted(out)
+}
+
+// shebang is the interpreter of script file p: the path of its "#!"
+// line, or, for "#!/usr/bin/env [-S] NAME ...", NAME found in pathEnv
+// ("" when p is no script or NAME is not found).
+func shebang(p, pathEnv string) string {
+	f, err := os.Open(p)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	buf := make([]byte, 256)
+	n, _ := io.ReadFull(f, buf)
+	line, _, _ := strings.Cut(string(buf[:n]), "\n")
+	rest, ok := strings.CutPrefix(line, "#!")
+	if !ok {
+		return ""
+	}
+	fields := strings.Fields(rest)
+	if len(fields) == 0 {
+		return ""
+	}
+	if filepath.Base(fields[0]) != "env" {
+		return fields[0]
+	}
+	for _, name := range fields[1:] {
+		if strings.HasPrefix(name, "-") || strings.Contains(name, "=") {
+			continue // env's options (-S) and assignments
+		}
+		if filepath.IsAbs(name) {
+			return name
+		}
+		for _, dir := range filepath.SplitList(pathEnv) {
+			if !filepath.IsAbs(dir) {
+				continue
+			}
+			c := filepath.Join(dir, name)
+			if fi, err := os.Stat(c); err == nil && !fi.IsDir() && fi.Mode()&0o111 != 0 {
+				return c
+			}
+		}
+		return ""
+	}
+	return ""
+}
+
+// VersionManagers are the directory names whose tree an interpreter
+// inside it needs whole (its shims, versions and own scripts): pyenv,
+// nvm, rbenv, nodenv, goenv, asdf, volta, fnm, mise, bun, deno, conda.
+var VersionManagers = []string{".pyenv", ".nvm", ".rbenv", ".nodenv", ".goenv", ".asdf", ".volta", ".fnm", "mise", ".bun", ".deno",
+	"miniconda3", "anaconda3", "miniforge3"}
+
+// interpreterRoot is the installation of an interpreter at p (resolved):
+// the version manager's directory it lies in (~/.pyenv, ~/.nvm, …), else
+// the prefix of an interpreter in <prefix>/bin under /opt ("/opt/node"),
+// else "" (a system interpreter: the system paths are read already).
+func interpreterRoot(p string) string {
+	parts := strings.Split(p, "/")
+	for i := len(parts) - 2; i > 0; i-- {
+		if slices.Contains(VersionManagers, parts[i]) {
+			return strings.Join(parts[:i+1], "/")
+		}
+	}
+	dir := filepath.Dir(p)
+	if filepath.Base(dir) == "bin" && Within(dir, "/opt") {
+		if prefix := filepath.Dir(dir); prefix != "/opt" {
+			return prefix
+		}
+	}
+	return ""
 }
 
 // outermostNodeModules is the shortest ancestor of p named node_modules

@@ -7,13 +7,23 @@ import (
 )
 
 // Caps is what this machine can enforce (initialize.capabilities.sandbox,
-// `acpx-sidecar doctor`): the Landlock ABI version (0 = none) and
-// whether the sidecar can make namespaces (CAP_SYS_ADMIN: network "none"
-// and read-only bind mounts).
+// `acpx-sidecar doctor`; docs/protocol.md §19): the Landlock ABI version
+// (0 = none); whether the sidecar can make namespaces (CAP_SYS_ADMIN:
+// network "none", read-only bind mounts, new user namespaces refused);
+// whether it can give a tree its own PID namespace and /proc (processes
+// "own-tree": namespaces, and a procfs that takes the "pidns" mount
+// option, Linux 6.18); whether the kernel has seccomp filters; and
+// whether this process holds capabilities it could drop (a tree of a
+// sidecar that holds none has none to lose: capabilities "none" holds
+// everywhere).
 type Caps struct {
-	LandlockABI int    `json:"landlockAbi"`
-	Namespaces  bool   `json:"namespaces"`
-	Reason      string `json:"reason,omitempty"` // why Landlock is unavailable, if it is
+	LandlockABI  int    `json:"landlockAbi"`
+	Namespaces   bool   `json:"namespaces"`
+	PIDNamespace bool   `json:"pidNamespace"`
+	Seccomp      bool   `json:"seccomp"`
+	Reason       string `json:"reason,omitempty"` // why Landlock is unavailable, if it is
+	// ProcessesReason says why processes "own-tree" is unavailable.
+	ProcessesReason string `json:"processesReason,omitempty"`
 }
 
 // Limit returns c with the Landlock ABI lowered to at most abi (a test
@@ -64,8 +74,18 @@ func (c Caps) Check(p *Plan) error {
 	if p.NewNetNS && !c.Namespaces {
 		miss = append(miss, "network none needs a new network namespace (CAP_SYS_ADMIN)")
 	}
-	if len(p.ReadOnly) > 0 && !c.Namespaces {
+	if (len(p.ReadOnly) > 0 || len(p.Pin) > 0 || p.DenyUserNS) && !c.Namespaces {
 		miss = append(miss, "read-only bind mounts need a private mount namespace (CAP_SYS_ADMIN)")
+	}
+	if p.NewPIDNS && !c.PIDNamespace {
+		why := c.ProcessesReason
+		if why == "" {
+			why = "a PID namespace with its own /proc is unavailable"
+		}
+		miss = append(miss, "processes own-tree: "+why)
+	}
+	if p.Seccomp && !c.Seccomp {
+		miss = append(miss, "the seccomp filter needs a kernel with seccomp filters (CONFIG_SECCOMP_FILTER)")
 	}
 	if len(miss) > 0 {
 		return &UnsupportedError{Missing: miss}

@@ -1,12 +1,18 @@
 // Package sandbox turns a session/open's `sandbox` (docs/protocol.md §19,
-// "Sandbox") into the kernel rules its provider tree runs under: Landlock
+// "Sandbox", and §10.3 of the design: the sandbox holds against root)
+// into the kernel rules its provider tree runs under: Landlock
 // path-beneath rules (which paths, which access rights), TCP connect
 // ports, the signal and abstract-socket scopes, a new network namespace
-// for network "none", and read-only bind mounts for protected paths that
-// lie inside a writable one. Build derives a Plan with no process and no
-// system call beyond stat(2); internal/launchexec applies it (Apply) in
-// the new process before the agent's first instruction, so the agent and
-// every descendant inherit it (docs/architecture.md, "Kernel sandbox").
+// for network "none", read-only bind mounts for protected paths that lie
+// inside a writable one (with every directory between them and the
+// writable root made a mount point, so no rename can move them), a PID
+// namespace with a fresh /proc and an init of its own (processes
+// "own-tree"), no capabilities (capabilities "none") and a seccomp
+// filter. Build derives a Plan with no process and no system call beyond
+// stat(2); Start applies it on a thread of the launcher (the sidecar, or
+// the guardian) that then forks the namespace's init and the agent, so
+// the agent's first instruction already runs inside it and every
+// descendant inherits it (docs/architecture.md, "Kernel sandbox").
 package sandbox
 
 import (
@@ -39,6 +45,23 @@ const (
 	NetConnectTCP = "connectTcp"
 )
 
+// Process visibility of `sandbox.processes` (docs/protocol.md §19).
+const (
+	// OwnTreeProcesses: a PID namespace and a fresh /proc per tree; the
+	// tree sees and reaches no process outside it.
+	OwnTreeProcesses = "own-tree"
+	// AllProcesses: the host's PID namespace and /proc.
+	AllProcesses = "all"
+)
+
+// Capability modes of `sandbox.capabilities` (docs/protocol.md §19).
+const (
+	// CapsNone: every capability set empty, securebits locked.
+	CapsNone = "none"
+	// CapsKeep: the tree keeps the launcher's capabilities (root's all).
+	CapsKeep = "keep"
+)
+
 // Signal scopes of `sandbox.signals`.
 const (
 	// OwnTree: the tree cannot signal, or connect to abstract UNIX
@@ -57,6 +80,10 @@ type Policy struct {
 	Network    string   // NetAll, NetNone or NetConnectTCP
 	ConnectTCP []uint16 // NetConnectTCP: the allowed ports
 	Signals    string   // OwnTree or AllSignals
+	// Processes is OwnTreeProcesses or AllProcesses.
+	Processes string
+	// Capabilities is CapsNone or CapsKeep.
+	Capabilities string
 }
 
 // Paths are what the open and the sidecar contribute to the rules.
@@ -65,6 +92,10 @@ type Paths struct {
 	Cwd    string
 	Home   string // the provider's HOME
 	TmpDir string // the provider's TMPDIR
+	// PrivateHome is Home when it is the key's private HOME beneath a
+	// state dir (<stateDir>/homes/<key>, docs/protocol.md §19): the one
+	// writable path allowed inside a protected one.
+	PrivateHome string
 	// Install is the command's installation (Installation).
 	Install []string
 	// Protected are never writable from inside: the sidecar's state dirs,
@@ -73,18 +104,29 @@ type Paths struct {
 }
 
 // Rule is one Landlock path-beneath rule: Access (landlock/syscall
-// AccessFS* bits) on everything beneath Path.
+// AccessFS* bits) on everything beneath Path. Dev and Ino, when not both
+// zero, are the identity Path had when the plan was built: at launch the
+// path is opened without following any link and must still be that
+// file, else the launch fails (docs/protocol.md §19: no rule is granted
+// through a path the agent made).
 type Rule struct {
 	Path   string `json:"path"`
 	Access uint64 `json:"access"`
+	Dev    uint64 `json:"dev,omitempty"`
+	Ino    uint64 `json:"ino,omitempty"`
 }
 
-// Plan is what the launch entry applies, in this order: a private mount
-// namespace with ReadOnly bind mounts, a new network namespace
-// (NewNetNS), then no_new_privs and one Landlock ruleset handling
-// HandledFS, HandledNet and Scoped, with FS and ConnectTCP as its rules.
-// A zero Plan restricts nothing (Empty). It is passed to the launch entry
-// as JSON.
+// Plan is what Start applies, in this order: a private mount namespace
+// (NewMountNS), a PID namespace with its init (NewPIDNS) and a fresh
+// /proc, every Pin directory bound onto itself and every ReadOnly path
+// bound read-only (mount points cannot be renamed or removed), a mount
+// over / (DenyUserNS: the kernel refuses a new user namespace to a
+// process whose root is not its namespace's root), a new network
+// namespace (NewNetNS), then no_new_privs, the capabilities dropped
+// (DropCaps), the seccomp filter (Seccomp), and one Landlock ruleset
+// handling HandledFS, HandledNet and Scoped, with FS and ConnectTCP as
+// its rules. A zero Plan restricts nothing (Empty). It travels as JSON
+// (to the guardian).
 type Plan struct {
 	HandledFS  uint64   `json:"handledFs,omitempty"`
 	FS         []Rule   `json:"fs,omitempty"`
@@ -93,11 +135,27 @@ type Plan struct {
 	Scoped     uint64   `json:"scoped,omitempty"`
 	NewNetNS   bool     `json:"newNetns,omitempty"`
 	ReadOnly   []string `json:"readOnly,omitempty"`
+	// ReadWrite are bound read-write again inside a ReadOnly one: the
+	// key's private HOME in a state dir kept read-only because a writable
+	// path holds it.
+	ReadWrite  []string `json:"readWrite,omitempty"`
+	Pin        []string `json:"pin,omitempty"`
+	NewPIDNS   bool     `json:"newPidns,omitempty"`
+	DropCaps   bool     `json:"dropCaps,omitempty"`
+	Seccomp    bool     `json:"seccomp,omitempty"`
+	DenyUserNS bool     `json:"denyUserns,omitempty"`
 }
 
 // Empty reports whether p restricts nothing.
 func (p *Plan) Empty() bool {
-	return p == nil || p.HandledFS == 0 && p.HandledNet == 0 && p.Scoped == 0 && !p.NewNetNS && len(p.ReadOnly) == 0
+	return p == nil || p.HandledFS == 0 && p.HandledNet == 0 && p.Scoped == 0 && !p.NewNetNS && len(p.ReadOnly) == 0 &&
+		len(p.ReadWrite) == 0 && len(p.Pin) == 0 && !p.NewPIDNS && !p.DropCaps && !p.Seccomp && !p.DenyUserNS
+}
+
+// NewMountNS reports whether p needs a private mount namespace: bind
+// mounts, a fresh /proc or the mount over /.
+func (p *Plan) NewMountNS() bool {
+	return p != nil && (len(p.ReadOnly) > 0 || len(p.ReadWrite) > 0 || len(p.Pin) > 0 || p.NewPIDNS || p.DenyUserNS)
 }
 
 // Landlocks reports whether p needs a Landlock ruleset.
@@ -143,12 +201,14 @@ const DevShm = "/dev/shm"
 
 // BuildOptions are what the caller can do besides Landlock.
 type BuildOptions struct {
-	// BindReadOnly: the launch entry can make a private mount namespace
+	// BindReadOnly: the launcher can make a private mount namespace
 	// (CAP_SYS_ADMIN), so a protected path inside a writable one is kept
-	// read-only by a bind mount instead of refusing the open.
+	// read-only by a bind mount instead of refusing the open, and a
+	// seccomp plan also gets DenyUserNS.
 	BindReadOnly bool
 	// Exists reports whether a path exists and whether it is a
-	// directory; nil = os.Stat. Tests inject it.
+	// directory; nil = os.Stat, which also records each rule's identity
+	// (Rule.Dev, Rule.Ino). Tests inject it (rules then carry none).
 	Exists func(path string) (exists, dir bool)
 }
 
@@ -164,8 +224,10 @@ func Build(pol Policy, paths Paths, opt BuildOptions) (Plan, Applied, error) {
 	var plan Plan
 	var ap Applied
 	exists := opt.Exists
+	identity := func(string) (uint64, uint64) { return 0, 0 }
+	resolve := func(p string) string { return p }
 	if exists == nil {
-		exists = statPath
+		exists, identity, resolve = statPath, statIdentity, resolvedPath
 	}
 	switch pol.Filesystem {
 	case Workspace, Strict, Off:
@@ -189,15 +251,44 @@ func Build(pol Policy, paths Paths, opt BuildOptions) (Plan, Applied, error) {
 	default:
 		return plan, ap, errors.Join(ErrBadPolicy, errors.New("network "+pol.Network))
 	}
+	switch pol.Processes {
+	case OwnTreeProcesses:
+		plan.NewPIDNS = true
+	case AllProcesses:
+	default:
+		return plan, ap, errors.Join(ErrBadPolicy, errors.New("processes "+pol.Processes))
+	}
+	switch pol.Capabilities {
+	case CapsNone:
+		plan.DropCaps = true
+	case CapsKeep:
+	default:
+		return plan, ap, errors.Join(ErrBadPolicy, errors.New("capabilities "+pol.Capabilities))
+	}
 	if pol.Filesystem == Off {
 		return plan, ap, nil
 	}
+	// Any filesystem sandbox carries the seccomp filter (docs/protocol.md
+	// §19); where the launcher can make a mount namespace, new user
+	// namespaces are refused by the kernel too (clone3 cannot be
+	// filtered by its flags).
+	plan.Seccomp, plan.DenyUserNS = true, opt.BindReadOnly
 	writable := nonEmpty(append([]string{paths.Cwd, paths.Home, paths.TmpDir}, pol.Writable...))
-	if err := checkConflicts(writable, nonEmpty(paths.Protected), opt.BindReadOnly, &plan, &ap); err != nil {
+	if err := checkConflicts(writable, nonEmpty(paths.Protected), paths.PrivateHome, opt.BindReadOnly, &plan, &ap); err != nil {
 		return Plan{}, Applied{}, err
+	}
+	if h := paths.PrivateHome; h != "" {
+		for _, ro := range plan.ReadOnly {
+			if h != ro && Within(h, ro) {
+				plan.ReadWrite = []string{h} // its state dir is read-only in a writable path; it is not
+			}
+		}
 	}
 	plan.HandledFS = HandledFS
 	add := func(p string, access uint64) {
+		// A rule path is opened without following links at launch: a
+		// system path that is a link (/lib -> usr/lib) is named resolved.
+		p = resolve(p)
 		ok, dir := exists(p)
 		if !ok {
 			return
@@ -205,7 +296,17 @@ func Build(pol Policy, paths Paths, opt BuildOptions) (Plan, Applied, error) {
 		if !dir {
 			access &= FileAccess
 		}
-		plan.FS = append(plan.FS, Rule{Path: p, Access: access})
+		for _, have := range plan.FS {
+			if have.Path == p && have.Access == access {
+				return
+			}
+		}
+		r := Rule{Path: p, Access: access}
+		if !Within(p, "/proc") {
+			// A fresh /proc (processes own-tree) is another file.
+			r.Dev, r.Ino = identity(p)
+		}
+		plan.FS = append(plan.FS, r)
 	}
 	readable := []string{"/"}
 	if pol.Filesystem == Strict {
@@ -228,20 +329,24 @@ func Build(pol Policy, paths Paths, opt BuildOptions) (Plan, Applied, error) {
 			ap.Readable = append(ap.Readable, r.Path)
 		}
 	}
-	sort.Strings(ap.Writable)
-	sort.Strings(ap.Readable)
+	ap.Writable, ap.Readable = uniqueSorted(ap.Writable), uniqueSorted(ap.Readable)
 	return plan, ap, nil
 }
 
 // checkConflicts applies the "never writable" rule: a writable path that
-// is or lies inside a protected one is a conflict; a protected path that
-// lies inside a writable one becomes a read-only bind mount (bind) or a
-// conflict.
-func checkConflicts(writable, protected []string, bind bool, plan *Plan, ap *Applied) error {
+// is or lies inside a protected one is a conflict (but for privateHome,
+// the key's own HOME beneath its state dir); a protected path that lies
+// inside a writable one becomes a read-only bind mount (bind), with
+// every directory between it and the outermost writable root holding it
+// pinned (bound onto itself: a mount point cannot be renamed, so no
+// rename inside the writable root can move the protected path away from
+// the name the sidecar uses), or a conflict.
+func checkConflicts(writable, protected []string, privateHome string, bind bool, plan *Plan, ap *Applied) error {
 	var inside, under []string
 	for _, w := range writable {
 		for _, p := range protected {
 			switch {
+			case w == privateHome && w != "" && w != p && Within(w, p):
 			case Within(w, p):
 				inside = append(inside, p)
 			case Within(p, w):
@@ -257,7 +362,34 @@ func checkConflicts(writable, protected []string, bind bool, plan *Plan, ap *App
 		return &ConflictError{Paths: under, Why: "a writable path holds a path that is never writable, and this sidecar cannot make a private mount namespace to keep it read-only"}
 	}
 	plan.ReadOnly, ap.ReadOnly = under, under
+	plan.Pin = pins(writable, under)
 	return nil
+}
+
+// pins are the directories strictly between each path of under and the
+// outermost writable root holding it, outermost first: bound onto
+// themselves they cannot be renamed (EBUSY), nor can any directory above
+// them inside the root, so the path keeps its name.
+func pins(writable, under []string) []string {
+	var out []string
+	for _, p := range under {
+		root := ""
+		for _, w := range writable {
+			if Within(p, w) && p != w && (root == "" || len(w) < len(root)) {
+				root = w
+			}
+		}
+		if root == "" {
+			continue
+		}
+		for d := filepath.Dir(p); d != root && Within(d, root); d = filepath.Dir(d) {
+			out = append(out, d)
+		}
+	}
+	out = uniqueSorted(out)
+	// Outermost first: a shorter path is never beneath a longer one.
+	sort.SliceStable(out, func(i, j int) bool { return strings.Count(out[i], "/") < strings.Count(out[j], "/") })
+	return out
 }
 
 // Within reports whether path is dir or lies beneath it (both clean and

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -32,7 +33,7 @@ func ruleOf(p Plan, path string) (uint64, bool) {
 }
 
 func wsPolicy() Policy {
-	return Policy{Filesystem: Workspace, Network: NetAll, Signals: OwnTree}
+	return Policy{Filesystem: Workspace, Network: NetAll, Signals: OwnTree, Processes: OwnTreeProcesses, Capabilities: CapsNone}
 }
 
 func TestBuild_WorkspaceReadsAllWritesOnlyItsPlaces(t *testing.T) {
@@ -139,7 +140,8 @@ func TestBuild_WritableInsideProtectedIsAlwaysAConflict(t *testing.T) {
 }
 
 func TestBuild_NetworkAndSignals(t *testing.T) {
-	pol := Policy{Filesystem: Off, Network: NetConnectTCP, ConnectTCP: []uint16{443, 80, 443}, Signals: AllSignals}
+	pol := Policy{Filesystem: Off, Network: NetConnectTCP, ConnectTCP: []uint16{443, 80, 443}, Signals: AllSignals,
+		Processes: AllProcesses, Capabilities: CapsKeep}
 	plan, _, err := Build(pol, Paths{Cwd: "/w"}, BuildOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -150,7 +152,7 @@ func TestBuild_NetworkAndSignals(t *testing.T) {
 	if plan.HandledNet != AccessNetBindTCP|AccessNetConnectTCP || !slices.Equal(plan.ConnectTCP, []uint16{80, 443}) {
 		t.Errorf("connectTcp: %+v (bind must be handled, no bind rule)", plan)
 	}
-	pol = Policy{Filesystem: Off, Network: NetNone, Signals: AllSignals}
+	pol = Policy{Filesystem: Off, Network: NetNone, Signals: AllSignals, Processes: AllProcesses, Capabilities: CapsKeep}
 	if plan, _, _ = Build(pol, Paths{}, BuildOptions{}); !plan.NewNetNS || plan.Landlocks() {
 		t.Errorf("none: %+v", plan)
 	}
@@ -158,12 +160,77 @@ func TestBuild_NetworkAndSignals(t *testing.T) {
 	if plan, _, _ = Build(pol, Paths{}, BuildOptions{}); !plan.Empty() {
 		t.Errorf("all off: %+v, want empty", plan)
 	}
-	for _, bad := range []Policy{{Filesystem: "open", Network: NetAll, Signals: OwnTree},
-		{Filesystem: Off, Network: "some", Signals: OwnTree}, {Filesystem: Off, Network: NetAll, Signals: "x"}} {
+	for _, bad := range []Policy{{Filesystem: "open", Network: NetAll, Signals: OwnTree, Processes: AllProcesses, Capabilities: CapsKeep},
+		{Filesystem: Off, Network: "some", Signals: OwnTree, Processes: AllProcesses, Capabilities: CapsKeep},
+		{Filesystem: Off, Network: NetAll, Signals: "x", Processes: AllProcesses, Capabilities: CapsKeep},
+		{Filesystem: Off, Network: NetAll, Signals: OwnTree, Processes: "mine", Capabilities: CapsKeep},
+		{Filesystem: Off, Network: NetAll, Signals: OwnTree, Processes: AllProcesses, Capabilities: "some"}} {
 		if _, _, err := Build(bad, Paths{}, BuildOptions{}); !errors.Is(err, ErrBadPolicy) {
 			t.Errorf("%+v: %v, want ErrBadPolicy", bad, err)
 		}
 	}
+}
+
+// TestBuild_LayersAgainstRoot: processes own-tree and capabilities none
+// are independent of the filesystem mode; the seccomp filter comes with
+// any filesystem sandbox, and the user-namespace denial with it where
+// mount namespaces are available.
+func TestBuild_LayersAgainstRoot(t *testing.T) {
+	plan, _, err := Build(wsPolicy(), Paths{Cwd: "/w"}, BuildOptions{BindReadOnly: true, Exists: fakeFS([]string{"/", "/w"}, nil)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !plan.NewPIDNS || !plan.DropCaps || !plan.Seccomp || !plan.DenyUserNS || !plan.NewMountNS() {
+		t.Errorf("workspace with every layer: %+v", plan)
+	}
+	plan, _, _ = Build(wsPolicy(), Paths{Cwd: "/w"}, BuildOptions{Exists: fakeFS([]string{"/", "/w"}, nil)})
+	if !plan.Seccomp || plan.DenyUserNS {
+		t.Errorf("without namespaces: seccomp %v, denyUserNS %v; want the filter, no mount over /", plan.Seccomp, plan.DenyUserNS)
+	}
+	pol := Policy{Filesystem: Off, Network: NetAll, Signals: AllSignals, Processes: OwnTreeProcesses, Capabilities: CapsNone}
+	plan, _, _ = Build(pol, Paths{}, BuildOptions{BindReadOnly: true})
+	if !plan.NewPIDNS || !plan.DropCaps || plan.Seccomp || plan.Landlocks() || plan.Empty() {
+		t.Errorf("filesystem off, own-tree, no caps: %+v", plan)
+	}
+}
+
+// TestBuild_ProtectedPathCannotBeRenamedAway: every directory between a
+// protected path and the outermost writable root holding it is pinned
+// (outermost first); the key's private HOME may lie inside its state
+// dir, no other writable path may.
+func TestBuild_ProtectedPathCannotBeRenamedAway(t *testing.T) {
+	paths := Paths{Cwd: "/w", Home: "/w/sub", Protected: []string{"/w/a/b/node_modules", "/w/state"}}
+	plan, _, err := Build(wsPolicy(), paths, BuildOptions{BindReadOnly: true, Exists: fakeFS([]string{"/", "/w", "/w/sub"}, nil)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"/w/a", "/w/a/b"}; !slices.Equal(plan.Pin, want) {
+		t.Errorf("pins %v, want %v", plan.Pin, want)
+	}
+	if want := []string{"/w/a/b/node_modules", "/w/state"}; !slices.Equal(plan.ReadOnly, want) {
+		t.Errorf("read-only %v, want %v", plan.ReadOnly, want)
+	}
+	inCwd := Paths{Cwd: "/w", Home: "/w/state/homes/k", PrivateHome: "/w/state/homes/k", Protected: []string{"/w/state"}}
+	plan, _, err = Build(wsPolicy(), inCwd, BuildOptions{BindReadOnly: true, Exists: fakeFS([]string{"/", "/w", "/w/state/homes/k"}, nil)})
+	if err != nil || !slices.Equal(plan.ReadOnly, []string{"/w/state"}) || !slices.Equal(plan.ReadWrite, []string{"/w/state/homes/k"}) {
+		t.Errorf("a private home in a state dir kept read-only in the cwd: %v, read-only %v, read-write %v", err, plan.ReadOnly, plan.ReadWrite)
+	}
+	home := Paths{Cwd: "/w", Home: "/s/homes/k", PrivateHome: "/s/homes/k", Protected: []string{"/s"}}
+	plan, ap, err := Build(wsPolicy(), home, BuildOptions{Exists: fakeFS([]string{"/", "/w", "/s/homes/k"}, nil)})
+	if err != nil || !slices.Contains(ap.Writable, "/s/homes/k") {
+		t.Fatalf("private home: %v, writable %v", err, ap.Writable)
+	}
+	home.PrivateHome = ""
+	if _, _, err := Build(wsPolicy(), home, BuildOptions{Exists: fakeFS([]string{"/", "/w", "/s/homes/k"}, nil)}); err == nil {
+		t.Errorf("a HOME inside a state dir that is not the key's private one was allowed")
+	}
+	pol := wsPolicy()
+	pol.Writable = []string{"/s/homes/other"}
+	home.PrivateHome = "/s/homes/k"
+	if _, _, err := Build(pol, home, BuildOptions{Exists: fakeFS([]string{"/", "/w", "/s/homes/k", "/s/homes/other"}, nil)}); err == nil {
+		t.Errorf("another key's home was made writable")
+	}
+	_ = plan
 }
 
 func TestCapsCheck_NamesEveryMissingPart(t *testing.T) {
@@ -174,6 +241,14 @@ func TestCapsCheck_NamesEveryMissingPart(t *testing.T) {
 	var ue *UnsupportedError
 	if err := (Caps{LandlockABI: 4}).Check(&plan); !errors.As(err, &ue) || len(ue.Missing) != 4 {
 		t.Errorf("ABI 4, no namespaces: %v, want filesystem, scopes, netns, binds missing", err)
+	}
+	root := Plan{NewPIDNS: true, Seccomp: true, DropCaps: true}
+	if err := (Caps{LandlockABI: 7, Namespaces: true, PIDNamespace: true, Seccomp: true}).Check(&root); err != nil {
+		t.Errorf("every layer available: %v", err)
+	}
+	if err := (Caps{LandlockABI: 7, Namespaces: true, ProcessesReason: "no pidns"}).Check(&root); !errors.As(err, &ue) ||
+		len(ue.Missing) != 2 || !strings.Contains(ue.Missing[0], "no pidns") {
+		t.Errorf("no PID namespace, no seccomp: %v", err)
 	}
 	if err := (Caps{LandlockABI: 7, Namespaces: true}.Limit(0)).Check(&Plan{Scoped: ScopeSignal}); err == nil {
 		t.Errorf("Limit(0) still enforces scopes")
@@ -194,7 +269,7 @@ func TestInstallation_NodeModulesTreeAndExecutable(t *testing.T) {
 		t.Fatal(err)
 	}
 	real, _ := filepath.EvalSymlinks(root)
-	got := Installation("/bin/sh", []string{"-c", link, "relative/x"})
+	got := Installation("/bin/sh", []string{"-c", link, "relative/x"}, "")
 	want := []string{"/bin/sh", filepath.Join(real, "node_modules")}
 	if r, _ := filepath.EvalSymlinks("/bin/sh"); r != "/bin/sh" {
 		want[0] = r
@@ -212,5 +287,43 @@ func TestParseMountinfo(t *testing.T) {
 	}
 	if got := CgroupMounts(); !slices.Contains(got, "/sys/fs/cgroup") {
 		t.Errorf("CgroupMounts() = %v on a machine with /sys/fs/cgroup", got)
+	}
+}
+
+// TestInstallation_ScriptInterpreterAndItsVersionManager: a script whose
+// "#!/usr/bin/env -S fakepy -u" names an interpreter found on the launch
+// PATH under a version manager's tree (a shim script itself, whose own
+// interpreter is /bin/sh) brings the shim, the manager's whole directory
+// and, through the shim, /bin/sh into the installation; a name not on
+// PATH brings nothing.
+func TestInstallation_ScriptInterpreterAndItsVersionManager(t *testing.T) {
+	root, _ := filepath.EvalSymlinks(t.TempDir())
+	shims := filepath.Join(root, ".pyenv", "shims")
+	if err := os.MkdirAll(shims, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	shim := filepath.Join(shims, "fakepy")
+	if err := os.WriteFile(shim, []byte("#!/bin/sh\nexec real \"$@\"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	script := filepath.Join(root, "agent.py")
+	if err := os.WriteFile(script, []byte("#!/usr/bin/env -S fakepy -u\nprint(1)\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	got := Installation(script, nil, "/nonexistent:"+shims)
+	sh, _ := filepath.EvalSymlinks("/bin/sh")
+	for _, want := range []string{script, shim, filepath.Join(root, ".pyenv"), sh} {
+		if !slices.Contains(got, want) {
+			t.Errorf("Installation = %v, lacks %s", got, want)
+		}
+	}
+	if got := Installation(script, nil, "/nonexistent"); len(got) != 1 || got[0] != script {
+		t.Errorf("interpreter not on PATH: %v, want the script alone", got)
+	}
+	if r := interpreterRoot("/usr/bin/python3"); r != "" {
+		t.Errorf("a system interpreter's root %q, want none", r)
+	}
+	if r := interpreterRoot("/opt/node/bin/node"); r != "/opt/node" {
+		t.Errorf("/opt/node/bin/node's root %q", r)
 	}
 }

@@ -52,9 +52,17 @@ type SafeDir struct {
 }
 
 // OpenSafeDir opens dir, which must be a directory and not itself a link
-// (its parents may be). Errors: an *UnsafeFileError for a link, or the
-// open error (wrapping fs.ErrNotExist for a missing dir).
+// (its parents may be) — or, for a state dir's own directory that Open
+// already opened (held.go), duplicates that handle without resolving the
+// path again. Errors: an *UnsafeFileError for a link, or the open error
+// (wrapping fs.ErrNotExist for a missing dir).
 func OpenSafeDir(dir string) (*SafeDir, error) {
+	if fd, err := heldFD(dir); err != nil || fd >= 0 {
+		if err != nil {
+			return nil, err
+		}
+		return &SafeDir{path: dir, fd: fd}, nil
+	}
 	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
 		if errors.Is(err, unix.ELOOP) || errors.Is(err, unix.ENOTDIR) && isLink(dir) {

@@ -64,7 +64,9 @@ type Store struct {
 
 // Open prepares stateDir (an absolute path) for use: it creates stateDir
 // (0700) if missing, and stateDir/sessions and stateDir/owned (0700, chmod'ed
-// to exactly 0700 when Open creates them). Existing directories are never
+// to exactly 0700 when Open creates them), and opens each of the three
+// once for the process's life (held.go: later accesses go beneath those
+// handles). Existing directories are never
 // chmod'ed: a sessions/ or owned/ with any group/other bit, a stateDir
 // writable by group/other, or one not owned by the effective uid is reported
 // by Warnings. (npm acpx, by contrast, chmods sessions/ to 0700 on every
@@ -83,6 +85,9 @@ func Open(stateDir string) (*Store, error) {
 	}
 	for _, d := range []string{s.dir, s.sessions, s.owned} {
 		if err := s.ensureDir(d, d != s.dir); err != nil {
+			return nil, err
+		}
+		if err := holdDir(d); err != nil {
 			return nil, err
 		}
 	}

@@ -7,9 +7,10 @@
 // adapter's own strict decoder (internal/adapter/strict.go).
 //
 // Members that match no field are not errors (docs/protocol.md §3: unknown
-// members are ignored). Values of a type with its own UnmarshalJSON (for
-// example json.RawMessage, protocol.Sandbox) are not looked into: the type
-// decides.
+// members are ignored), but for CheckStrict, which refuses them too
+// (session/open and its objects, docs/protocol.md §19). Values of a type
+// with its own UnmarshalJSON (for example json.RawMessage, protocol.Sandbox)
+// are not looked into: the type decides.
 package strictjson
 
 import (
@@ -24,10 +25,12 @@ import (
 
 // Error is a refused document: Path is where (`params`-relative, e.g.
 // "command.path" or "prompt[2].type"; empty for the top level), Reason one
-// sentence without the path.
+// sentence without the path. Unknown: the member is no field at all
+// (CheckStrict), not a field's case variant or a repeat.
 type Error struct {
-	Path   string
-	Reason string
+	Path    string
+	Reason  string
+	Unknown bool
 }
 
 // Error implements error: "<path>: <reason>".
@@ -44,7 +47,18 @@ func (e *Error) Error() string {
 // anything it cannot read (invalid JSON, a type mismatch): json.Unmarshal
 // reports those. Errors: *Error.
 func Check(raw []byte, v any) error {
-	if e := check(raw, reflect.TypeOf(v), ""); e != nil {
+	if e := check(raw, reflect.TypeOf(v), "", false); e != nil {
+		return e
+	}
+	return nil
+}
+
+// CheckStrict is Check, and also refuses a member that matches no field
+// of the struct it is in ("unknown member"), at any depth but inside a
+// map's values' own members, which may be anything (a map takes any key)
+// and inside a value whose type decodes itself. Errors: *Error.
+func CheckStrict(raw []byte, v any) error {
+	if e := check(raw, reflect.TypeOf(v), "", true); e != nil {
 		return e
 	}
 	return nil
@@ -52,7 +66,7 @@ func Check(raw []byte, v any) error {
 
 var unmarshaler = reflect.TypeFor[json.Unmarshaler]()
 
-func check(raw []byte, t reflect.Type, path string) *Error {
+func check(raw []byte, t reflect.Type, path string, strict bool) *Error {
 	for t != nil && t.Kind() == reflect.Pointer {
 		if t.Implements(unmarshaler) {
 			return nil
@@ -71,7 +85,7 @@ func check(raw []byte, t reflect.Type, path string) *Error {
 		if raw[0] != '{' {
 			return nil
 		}
-		return checkObject(raw, path, func(key string) (reflect.Type, string) {
+		return checkObject(raw, path, strict, func(key string) (reflect.Type, string) {
 			return fieldsOf(t).lookup(key)
 		})
 	case reflect.Map:
@@ -79,7 +93,7 @@ func check(raw []byte, t reflect.Type, path string) *Error {
 			return nil
 		}
 		elem := t.Elem()
-		return checkObject(raw, path, func(string) (reflect.Type, string) { return elem, "" })
+		return checkObject(raw, path, false, func(string) (reflect.Type, string) { return elem, "" })
 	case reflect.Slice, reflect.Array:
 		if raw[0] != '[' {
 			return nil
@@ -89,7 +103,7 @@ func check(raw []byte, t reflect.Type, path string) *Error {
 			return nil
 		}
 		for i, el := range elems {
-			if e := check(el, t.Elem(), path+"["+strconv.Itoa(i)+"]"); e != nil {
+			if e := check(el, t.Elem(), path+"["+strconv.Itoa(i)+"]", strict); e != nil {
 				return e
 			}
 		}
@@ -99,7 +113,9 @@ func check(raw []byte, t reflect.Type, path string) *Error {
 
 // checkObject walks one object's members: lookup gives a member's value
 // type (nil: not a field) or, for a case variant, the field's real name.
-func checkObject(raw []byte, path string, lookup func(string) (reflect.Type, string)) *Error {
+// unknown: a member that is no field is an error (a struct under
+// CheckStrict).
+func checkObject(raw []byte, path string, unknown bool, lookup func(string) (reflect.Type, string)) *Error {
 	var err *Error
 	seen := make(map[string]bool)
 	jsonl.Members(raw, func(k []byte, escaped bool, val []byte) {
@@ -118,8 +134,12 @@ func checkObject(raw []byte, path string, lookup func(string) (reflect.Type, str
 			err = &Error{Path: at, Reason: "unknown member " + strconv.Quote(key) + "; member names are case-sensitive: did you mean " + strconv.Quote(want) + "?"}
 			return
 		}
+		if ft == nil && unknown {
+			err = &Error{Path: at, Reason: "unknown member " + strconv.Quote(key), Unknown: true}
+			return
+		}
 		if ft != nil {
-			err = check(val, ft, at)
+			err = check(val, ft, at, unknown)
 		}
 	})
 	return err

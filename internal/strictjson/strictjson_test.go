@@ -54,3 +54,38 @@ func TestCheck(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckStrict_RefusesUnknownMembersButInMapsAndSelfDecoders: a member
+// that is no field of its struct is refused at any depth (in a slice's
+// elements too), named by its path; a map's keys and a value whose type
+// decodes itself (json.RawMessage) are free; Check still ignores it.
+func TestCheckStrict_RefusesUnknownMembersButInMapsAndSelfDecoders(t *testing.T) {
+	type inner struct {
+		MemoryBytes int `json:"memoryBytes"`
+	}
+	type doc struct {
+		Mode   string            `json:"permissionMode"`
+		Limits *inner            `json:"limits"`
+		List   []inner           `json:"list"`
+		Env    map[string]string `json:"env"`
+		Meta   json.RawMessage   `json:"_meta"`
+	}
+	ok := `{"permissionMode":"x","limits":{"memoryBytes":1},"env":{"ANY":"v"},"_meta":{"anything":{"goes":1}}}`
+	if err := CheckStrict([]byte(ok), &doc{}); err != nil {
+		t.Fatalf("valid document: %v", err)
+	}
+	for raw, path := range map[string]string{
+		`{"permisionMode":"deny-all"}`:         "permisionMode",
+		`{"limits":{"memoryMB":64}}`:           "limits.memoryMB",
+		`{"list":[{"memoryBytes":1},{"x":1}]}`: "list[1].x",
+	} {
+		err := CheckStrict([]byte(raw), &doc{})
+		var se *Error
+		if !errors.As(err, &se) || se.Path != path || !se.Unknown {
+			t.Errorf("%s: %v, want an unknown member at %s", raw, err, path)
+		}
+		if err := Check([]byte(raw), &doc{}); err != nil {
+			t.Errorf("%s: Check refused an unknown member: %v", raw, err)
+		}
+	}
+}

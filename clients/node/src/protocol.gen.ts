@@ -649,10 +649,30 @@ export interface SandboxCapabilities {
    */
   readOnlyBinds: boolean;
   /**
+   * processes own-tree (CAP_SYS_ADMIN and a procfs with the pidns mount option).
+   */
+  processes: boolean;
+  /**
+   * capabilities none (always, where a sandbox can be applied).
+   */
+  capabilities: boolean;
+  /**
+   * The seccomp filter (a kernel with seccomp filters).
+   */
+  seccomp: boolean;
+  /**
+   * New user namespaces are refused to a tree even through clone3, whose flags no filter can read (a mount namespace: CAP_SYS_ADMIN); else only unshare and clone are filtered.
+   */
+  userNamespacesRefused: boolean;
+  /**
    * The filesystem mode of an open that names none, as in force (off when --default-sandbox cannot be enforced here).
    */
   default: "workspace" | "strict" | "off";
   reason?: string;
+  /**
+   * Why processes own-tree is not enforceable here.
+   */
+  processesReason?: string;
 }
 /**
  * The time bounds in force, in milliseconds, and attempt counts (docs/protocol.md §2, §7 initialize).
@@ -782,7 +802,7 @@ export interface Limits {
   connections?: number;
 }
 /**
- * session/open sandbox (docs/protocol.md §19 Sandbox): the kernel sandbox of the provider tree (Landlock + no_new_privs, a network namespace for network none). Members left out take the sidecar's default (--default-sandbox; signals own-tree whenever a filesystem sandbox is on; network all). An explicit sandbox this machine cannot enforce is PLATFORM_UNSUPPORTED, nothing launched.
+ * session/open sandbox (docs/protocol.md §19 Sandbox): the kernel sandbox of the provider tree (Landlock + no_new_privs, a PID namespace with its own /proc, no capabilities, a seccomp filter, a network namespace for network none). Members left out take the sidecar's default (--default-sandbox; signals and processes own-tree and capabilities none whenever a filesystem sandbox is on; network all). An explicit sandbox this machine cannot enforce is PLATFORM_UNSUPPORTED, nothing launched; an unknown member is -32602 (data.field sandbox.<member>).
  *
  * Schema: `$defs/Sandbox`.
  */
@@ -804,6 +824,14 @@ export interface Sandbox {
    * own-tree: the tree cannot signal, or reach abstract UNIX sockets of, processes outside it; all: no scope.
    */
   signals?: "own-tree" | "all";
+  /**
+   * own-tree: the tree runs in its own PID namespace with its own /proc and sees or reaches no process outside it (the sidecar still proves it by host pids); all: the host's. Default own-tree whenever a filesystem sandbox is on.
+   */
+  processes?: "own-tree" | "all";
+  /**
+   * none: the tree holds no capability in any set (bounding, permitted, effective, inheritable, ambient), securebits locked; keep: it keeps the sidecar's. Default none whenever a filesystem sandbox is on.
+   */
+  capabilities?: "none" | "keep";
 }
 /**
  * The open result's sandbox: what was applied (docs/protocol.md §19 Sandbox).
@@ -818,6 +846,18 @@ export interface SandboxResult {
   filesystem: "workspace" | "strict" | "off";
   network: SandboxNetwork;
   signals: "own-tree" | "all";
+  /**
+   * own-tree: a PID namespace and /proc of the tree's own; all: the host's.
+   */
+  processes: "own-tree" | "all";
+  /**
+   * none: every capability set empty, securebits locked (verified before the agent ran); keep: the sidecar's.
+   */
+  capabilities: "none" | "keep";
+  /**
+   * The seccomp filter is loaded (EPERM to reboot, kexec, modules, clock setting, the mount family, swap, bpf, perf events, userfaultfd, keyrings, ptrace and process_vm_*, new user namespaces and setns, io_uring).
+   */
+  seccomp: boolean;
   /**
    * The kernel's Landlock ABI version (0: none).
    */
@@ -839,7 +879,11 @@ export interface SandboxResult {
    */
   tmpDir?: string;
   /**
-   * Why the sandbox is not enforced.
+   * The key's private HOME the sidecar gave the agent (<stateDir>/homes/<encoded key>/, 0700, kept across the key's sessions, removed by discardPersistentState), when the launch environment had no HOME of the open's own.
+   */
+  home?: string;
+  /**
+   * Why the sandbox is not enforced, or which defaulted layer this machine lacks (e.g. processes all where no PID namespace can be given).
    */
   reason?: string;
 }
@@ -852,7 +896,7 @@ export interface McpServer {
   [k: string]: unknown;
 }
 /**
- * Params of session/open (docs/protocol.md §8).
+ * Params of session/open (docs/protocol.md §8). Read strictly: a member none of these (or of command, limits, permissionPolicy, sandbox, lifecycle) has is -32602 with data.field naming it (docs/protocol.md §19); _meta is the place for anything else.
  *
  * Schema: `$defs/OpenParams`.
  */
