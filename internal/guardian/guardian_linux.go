@@ -50,7 +50,8 @@
 //	fd 3      control pipe, sidecar -> guardian: one Spec line, then
 //	          Cmd lines ("term", "kill"); EOF = sidecar gone
 //	fd 4      status pipe, guardian -> sidecar: Event lines
-//	fd 5      the ExecFile (if any)
+//	fd 5      the ExecFile (if any), then a network namespace the sandbox
+//	          plan joins (if any; Spec.NetNSFD)
 //
 // The guardian's environment is the provider's (Spec.Env); it passes it on
 // unchanged and never writes it anywhere.
@@ -109,6 +110,10 @@ type Spec struct {
 	// the fallback init of a PID namespace (sandbox.InitCommand).
 	Sandbox string `json:"sandbox,omitempty"`
 	Launch  string `json:"launch,omitempty"`
+	// NetNSFD (> FDStatus) is a network namespace the sandbox plan joins
+	// (its JoinNetNS names this number): close-on-exec here, so only the
+	// namespace, never the descriptor, reaches the tree.
+	NetNSFD int `json:"netnsFD,omitempty"`
 }
 
 // Cmd is a later control line.
@@ -168,6 +173,9 @@ func Main(args []string) int {
 		return 1
 	}
 	g.spec = spec
+	if spec.NetNSFD > FDStatus {
+		unix.CloseOnExec(spec.NetNSFD)
+	}
 	if spec.ExecFD > FDStatus {
 		unix.CloseOnExec(spec.ExecFD)
 	}
@@ -185,6 +193,9 @@ func Main(args []string) int {
 	}
 	if spec.ExecFD > FDStatus {
 		unix.Close(spec.ExecFD)
+	}
+	if spec.NetNSFD > FDStatus {
+		unix.Close(spec.NetNSFD) // the tree is in it; the guardian needs it no more
 	}
 
 	cmds := make(chan string, 4)

@@ -271,8 +271,18 @@ func (s *Supervisor) startGuardian(spec Spec) (*Tree, error) {
 	files := []uintptr{inR.Fd(), outW.Fd(), errW.Fd(), ctlR.Fd(), stW.Fd()}
 	gs := guardian.Spec{Path: spec.Path, Argv: append([]string{spec.Path}, spec.Args...), Dir: spec.Dir,
 		Mode: string(s.mode), ExecFD: -1}
-	if plan := planJSON(spec.Sandbox); plan != "" {
-		gs.Sandbox, gs.Launch = plan, s.guardianPath
+	plan := spec.Sandbox
+	if plan != nil && plan.JoinNetNS > 0 {
+		// The network namespace to join (internal/egress) is handed to the
+		// guardian, and the plan names it by the guardian's number.
+		gs.NetNSFD = len(files)
+		files = append(files, uintptr(plan.JoinNetNS))
+		p := *plan
+		p.JoinNetNS = gs.NetNSFD
+		plan = &p
+	}
+	if pj := planJSON(plan); pj != "" {
+		gs.Sandbox, gs.Launch = pj, s.guardianPath
 	}
 	if spec.ExecFile != nil {
 		fd := int(spec.ExecFile.Fd())

@@ -50,7 +50,7 @@ var ErrStep = errors.New("sandbox: not applied")
 // goroutine, and the runtime ends the restricted thread with it (nothing
 // else ever runs on it). In order (docs/architecture.md, "Kernel
 // sandbox"): unshare the mount, PID and network namespaces the plan
-// needs; make / private (nothing propagates back); fork the PID
+// needs, or join the network namespace JoinNetNS names; make / private (nothing propagates back); fork the PID
 // namespace's init (Forks.Init) and mount a fresh /proc of that
 // namespace over /proc (procfs pidns=, nosuid, nodev, noexec); bind every
 // Pin directory onto itself and every ReadOnly path read-only; mount /
@@ -61,7 +61,8 @@ var ErrStep = errors.New("sandbox: not applied")
 // links (rulesetFD) and enforce it, and fork the agent (Forks.Agent).
 // An empty p forks the agent with nothing applied.
 //
-// Errors wrap ErrStep, the step ("mount namespace", "proc", "pin /x",
+// Errors wrap ErrStep, the step ("namespaces", "join network namespace",
+// "mount namespace", "proc", "pin /x",
 // "bind /x read-only", "deny user namespaces", "loopback",
 // "no_new_privs", "capabilities", "seccomp", "landlock") and its errno
 // (ErrRuleMoved for a rule path that moved), or are Forks' own errors
@@ -104,6 +105,12 @@ func start(p *Plan, f Forks) (st Started, err error) {
 	if flags != 0 {
 		if err := unix.Unshare(flags); err != nil {
 			return st, stepError("namespaces", err)
+		}
+	}
+	if p.JoinNetNS > 0 {
+		// Before the init and the agent are forked: both are born in it.
+		if err := unix.Setns(p.JoinNetNS, unix.CLONE_NEWNET); err != nil {
+			return st, stepError("join network namespace", err)
 		}
 	}
 	if p.NewMountNS() {

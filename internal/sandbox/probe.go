@@ -74,6 +74,9 @@ func (c Caps) Check(p *Plan) error {
 	if p.NewNetNS && !c.Namespaces {
 		miss = append(miss, "network none needs a new network namespace (CAP_SYS_ADMIN)")
 	}
+	if p.JoinNetNS > 0 && !c.Namespaces {
+		miss = append(miss, "network allow needs to join a network namespace (CAP_SYS_ADMIN)")
+	}
 	if (len(p.ReadOnly) > 0 || len(p.Pin) > 0 || p.DenyUserNS) && !c.Namespaces {
 		miss = append(miss, "read-only bind mounts need a private mount namespace (CAP_SYS_ADMIN)")
 	}

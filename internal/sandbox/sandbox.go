@@ -43,6 +43,10 @@ const (
 	NetNone = "none"
 	// NetConnectTCP: TCP connect only to Policy.ConnectTCP ports, no bind.
 	NetConnectTCP = "connectTcp"
+	// NetAllow: the tree joins the network namespace of its allow list
+	// (Plan.JoinNetNS, set by the caller; docs/protocol.md §19.1); Build
+	// adds no rule for it.
+	NetAllow = "allow"
 )
 
 // Process visibility of `sandbox.processes` (docs/protocol.md §19).
@@ -77,7 +81,7 @@ type Policy struct {
 	Filesystem string   // Workspace, Strict or Off
 	Writable   []string // extra writable directories
 	Readable   []string // extra readable directories (strict)
-	Network    string   // NetAll, NetNone or NetConnectTCP
+	Network    string   // NetAll, NetNone, NetConnectTCP or NetAllow
 	ConnectTCP []uint16 // NetConnectTCP: the allowed ports
 	Signals    string   // OwnTree or AllSignals
 	// Processes is OwnTreeProcesses or AllProcesses.
@@ -122,7 +126,8 @@ type Rule struct {
 // bound read-only (mount points cannot be renamed or removed), a mount
 // over / (DenyUserNS: the kernel refuses a new user namespace to a
 // process whose root is not its namespace's root), a new network
-// namespace (NewNetNS), then no_new_privs, the capabilities dropped
+// namespace (NewNetNS) or an existing one joined (JoinNetNS), then
+// no_new_privs, the capabilities dropped
 // (DropCaps), the seccomp filter (Seccomp), and one Landlock ruleset
 // handling HandledFS, HandledNet and Scoped, with FS and ConnectTCP as
 // its rules. A zero Plan restricts nothing (Empty). It travels as JSON
@@ -134,6 +139,11 @@ type Plan struct {
 	ConnectTCP []uint16 `json:"connectTcp,omitempty"`
 	Scoped     uint64   `json:"scoped,omitempty"`
 	NewNetNS   bool     `json:"newNetns,omitempty"`
+	// JoinNetNS, when positive, is a descriptor (in the launcher's
+	// process) of a network namespace the tree joins instead: the one
+	// internal/egress made for an allow list (docs/protocol.md §19.1).
+	// Not set by Build: the caller sets it.
+	JoinNetNS  int      `json:"joinNetns,omitempty"`
 	ReadOnly   []string `json:"readOnly,omitempty"`
 	// ReadWrite are bound read-write again inside a ReadOnly one: the
 	// key's private HOME in a state dir kept read-only because a writable
@@ -148,7 +158,7 @@ type Plan struct {
 
 // Empty reports whether p restricts nothing.
 func (p *Plan) Empty() bool {
-	return p == nil || p.HandledFS == 0 && p.HandledNet == 0 && p.Scoped == 0 && !p.NewNetNS && len(p.ReadOnly) == 0 &&
+	return p == nil || p.HandledFS == 0 && p.HandledNet == 0 && p.Scoped == 0 && !p.NewNetNS && p.JoinNetNS <= 0 && len(p.ReadOnly) == 0 &&
 		len(p.ReadWrite) == 0 && len(p.Pin) == 0 && !p.NewPIDNS && !p.DropCaps && !p.Seccomp && !p.DenyUserNS
 }
 
@@ -242,7 +252,7 @@ func Build(pol Policy, paths Paths, opt BuildOptions) (Plan, Applied, error) {
 		return plan, ap, errors.Join(ErrBadPolicy, errors.New("signals "+pol.Signals))
 	}
 	switch pol.Network {
-	case NetAll:
+	case NetAll, NetAllow:
 	case NetNone:
 		plan.NewNetNS = true
 	case NetConnectTCP:
