@@ -143,8 +143,8 @@ type Plan struct {
 	// process) of a network namespace the tree joins instead: the one
 	// internal/egress made for an allow list (docs/protocol.md §19.1).
 	// Not set by Build: the caller sets it.
-	JoinNetNS  int      `json:"joinNetns,omitempty"`
-	ReadOnly   []string `json:"readOnly,omitempty"`
+	JoinNetNS int      `json:"joinNetns,omitempty"`
+	ReadOnly  []string `json:"readOnly,omitempty"`
 	// ReadWrite are bound read-write again inside a ReadOnly one: the
 	// key's private HOME in a state dir kept read-only because a writable
 	// path holds it.
