@@ -71,6 +71,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/acpx-sidecar/acpx-sidecar/internal/fdexec"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/launchexec"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/procfs"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/sandbox"
@@ -255,7 +256,7 @@ func (g *guardian) launch() error {
 	var pid int
 	var err error
 	if s.Sandbox == "" {
-		pid, err = syscall.ForkExec(s.Path, s.Argv, attr)
+		pid, err = fdexec.ForkExec(s.Path, s.Argv, attr)
 	} else {
 		pid, err = g.launchSandboxed(attr)
 	}
@@ -294,9 +295,9 @@ func (g *guardian) launchSandboxed(attr *syscall.ProcAttr) (int, error) {
 			iattr := &syscall.ProcAttr{Dir: "/", Env: os.Environ(), Files: []uintptr{null.Fd(), null.Fd(), null.Fd(), conn.ChildFD()},
 				Sys: &syscall.SysProcAttr{Setpgid: true}}
 			path, argv, _ := sandbox.InitCommand(s.Launch)
-			return syscall.ForkExec(path, argv, iattr)
+			return fdexec.ForkExec(path, argv, iattr)
 		},
-		Agent: func(int) (int, error) { return syscall.ForkExec(s.Path, s.Argv, attr) },
+		Agent: func(int) (int, error) { return fdexec.ForkExec(s.Path, s.Argv, attr) },
 	})
 	if err != nil {
 		if conn != nil {

@@ -10,6 +10,8 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/acpx-sidecar/acpx-sidecar/internal/fdexec"
 )
 
 // forker is the one OS thread of this process that forks every child the
@@ -49,13 +51,13 @@ func newForker() *forker {
 	return f
 }
 
-// forkExec is syscall.ForkExec on the forking thread.
+// forkExec is fdexec.ForkExec on the forking thread.
 func (f *forker) forkExec(path string, argv []string, attr *syscall.ProcAttr) (int, error) {
 	var pid int
 	var err error
 	ran := make(chan struct{})
 	f.reqs <- func() {
-		pid, err = syscall.ForkExec(path, argv, attr)
+		pid, err = fdexec.ForkExec(path, argv, attr)
 		close(ran)
 	}
 	<-ran

@@ -9,6 +9,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/acpx-sidecar/acpx-sidecar/internal/fdexec"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/launchexec"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/procfs"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/sandbox"
@@ -78,7 +79,7 @@ func (l *initLaunch) closeAll() {
 // limit, as the agent's would be).
 func (l *initLaunch) forkInit(fallback string, env []string, sys *syscall.SysProcAttr) (int, error) {
 	path, argv, _ := sandbox.InitCommand(fallback)
-	return syscall.ForkExec(path, argv, &syscall.ProcAttr{Dir: "/", Env: env,
+	return fdexec.ForkExec(path, argv, &syscall.ProcAttr{Dir: "/", Env: env,
 		Files: []uintptr{l.null.Fd(), l.null.Fd(), l.null.Fd(), l.conn.ChildFD()}, Sys: sys})
 }
 

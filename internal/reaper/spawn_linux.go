@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap"
 	"golang.org/x/sys/unix"
 
+	"github.com/acpx-sidecar/acpx-sidecar/internal/fdexec"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/launchexec"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/sandbox"
 )
@@ -183,7 +184,7 @@ func (s *Supervisor) startDirect(spec Spec, name string) (*Tree, error) {
 				if landlockAt >= 0 {
 					attr.Files[landlockAt] = uintptr(ruleset)
 				}
-				return syscall.ForkExec(path, argv, attr)
+				return fdexec.ForkExec(path, argv, attr)
 			},
 			EntryLandlock: landlockAt >= 0,
 		})

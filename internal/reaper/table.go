@@ -16,6 +16,7 @@ import (
 	"go.uber.org/zap"
 	"golang.org/x/sys/unix"
 
+	"github.com/acpx-sidecar/acpx-sidecar/internal/fdexec"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/proctable"
 )
 
@@ -226,7 +227,7 @@ func (s *TableSupervisor) startTable(spec Spec, marker string) (*TableTree, erro
 	// waiter cannot collect the provider before it is registered.
 	s.c.w.reapMu.Lock()
 	s.c.mu.Lock()
-	pid, err := syscall.ForkExec(path, argv, attr)
+	pid, err := fdexec.ForkExec(path, argv, attr)
 	if err != nil {
 		s.c.mu.Unlock()
 		s.c.w.reapMu.Unlock()
