@@ -22,6 +22,7 @@ import (
 
 	"github.com/acpx-sidecar/acpx-sidecar/internal/adapter"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/buildinfo"
+	"github.com/acpx-sidecar/acpx-sidecar/internal/egress"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/launchexec"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/reaper"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/rpc"
@@ -75,7 +76,9 @@ type options struct {
 	maxLiveTrees  int
 	sweepMs       int64
 	state         stateFlags
-	printVersion  bool
+	// pins are the --resolve flags (docs/protocol.md §2, §19.1).
+	pins         egress.Pins
+	printVersion bool
 	// defaultSandbox is --default-sandbox; assumeABI --assume-landlock-abi
 	// (-1: the kernel's).
 	defaultSandbox string
@@ -118,6 +121,8 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.IntVar(&o.maxLiveTrees, "max-live-trees", 0, "provider trees alive at once; an open or revive beyond it waits (FIFO) up to its reviveWaitMs, then is SIDECAR_AT_CAPACITY (0: --max-sessions; docs/protocol.md §24)")
 	fs.Int64Var(&o.sweepMs, "sweep-interval-ms", adapter.DefaultSweepInterval.Milliseconds(), "how often a running sidecar sweeps its state dirs' ledgers for the leftovers of sidecars that died (0: only at start and first use), ms")
 	o.state.register(fs)
+	o.pins = egress.Pins{}
+	fs.Func("resolve", "NAME=IP, repeatable: the address a tree with sandbox.network.allow reaches when it connects to the listed name NAME, never asked of the host's resolver (docs/protocol.md §19.1)", o.pins.ParsePin)
 	fs.BoolVar(&o.printVersion, "version", false, "print the version and exit")
 	// A bad flag is one line on stderr (run prints it), not the whole usage;
 	// -h prints the usage.
@@ -336,6 +341,11 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	cfg.LimitsSupported = reaper.LimitsSupported
 	cfg.Sandbox = adapter.SandboxConfig{Default: o.defaultSandbox, Caps: sandbox.Probe().Limit(o.assumeABI),
 		Protected: append(sandbox.CgroupMounts(), selfInstallation()...)}
+	cfg.Egress = adapter.EgressConfig{Pins: o.pins, Unsupported: egress.Probe()}
+	if cfg.Egress.Unsupported != nil {
+		log.Info("sandbox.network.allow cannot be enforced here; opens with an allow list are refused PLATFORM_UNSUPPORTED",
+			zap.String("reason", cfg.Egress.Unsupported.Error()))
+	}
 	if sup != nil {
 		sc := adapter.SandboxCaps(cfg.Sandbox.Caps, o.defaultSandbox, sup.Mode())
 		if sc.Default != o.defaultSandbox {
@@ -423,10 +433,11 @@ func doctor(stdout io.Writer, o *options) int {
 			usable = false
 		}
 	}
+	sc := adapter.SandboxCaps(sandbox.Probe().Limit(o.assumeABI), o.defaultSandbox, reaper.Mode(chosen))
+	sc.NetworkAllow = egress.Probe() == nil && reaper.SandboxSupported(reaper.Mode(chosen))
 	_ = enc.Encode(map[string]any{"containment": chosen, "mechanisms": mechs,
 		"inheritEnv": doctorEnv(o.inheritEnv), "limits": doctorLimits(chosen),
-		"sandbox":  adapter.SandboxCaps(sandbox.Probe().Limit(o.assumeABI), o.defaultSandbox, reaper.Mode(chosen)),
-		"problems": problems})
+		"sandbox": sc, "problems": problems})
 	if !usable {
 		return 1
 	}

@@ -203,6 +203,7 @@ func (s *session) failBeforeLaunchWhy(reply Reply, e *protocol.Error, reason str
 func (s *session) admissionFailed(proof *protocol.Proof, e *protocol.Error, reply Reply) {
 	s.m.forget(s, !proof.Complete)
 	s.m.releaseStateDirs(s)
+	s.endNetwork()
 	if proof.Complete {
 		s.releaseSandbox()
 	}

@@ -222,6 +222,9 @@ func (s *session) finishCleanup(proof *protocol.Proof) {
 	} else {
 		s.retain(proof)
 	}
+	// The session is over: its network goes (an unproven tree keeps no
+	// egress), its last connections' entries before the proof.
+	s.endNetwork()
 	s.flushOut()
 	if !explicit {
 		s.notify(protocol.NotifyCleanupProof, protocol.ProofNotice{Proof: proof})
@@ -245,6 +248,7 @@ func (s *session) release() {
 		s.end.pid = s.end.tree.Info().Pid
 	}
 	s.conn, s.end.tree, s.turns.buffered = nil, nil, nil
+	s.endNetwork()
 	s.m.releaseStateDirs(s)
 	s.closeJournal()
 	s.dropKeyHold()

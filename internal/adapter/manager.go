@@ -28,6 +28,7 @@ import (
 
 	"github.com/acpx-sidecar/acpx-sidecar/internal/buildinfo"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/cleanup"
+	"github.com/acpx-sidecar/acpx-sidecar/internal/egress"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/profiles"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/reaper"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/statestore"
@@ -76,6 +77,9 @@ type Config struct {
 	// (reaper.LimitsSupported in production; nil = assume it can, and
 	// let the launch decide).
 	LimitsSupported func(l reaper.Limits) (bool, string)
+	// Egress is the sidecar's side of sandbox.network.allow: --resolve
+	// pins and whether this machine can enforce it (egress.go).
+	Egress EgressConfig
 	// Sandbox is the kernel sandbox: the default mode and what this
 	// machine enforces (sandbox.go; docs/protocol.md §19).
 	Sandbox SandboxConfig
@@ -136,6 +140,9 @@ type Manager struct {
 	refills   spareRefills
 	// sbx: what live sandboxed trees may write (sandboxlive.go).
 	sbx liveSandboxes
+	// netTotals: every session's connections through an allow list
+	// (sidecar/stats network; egress.go).
+	netTotals egress.Counters
 	// trees: the live-tree slots (--max-live-trees; livetrees.go).
 	trees liveTrees
 	// provDirs: the provider-state dirs of live sessions, under mu
@@ -183,6 +190,7 @@ func (m *Manager) Initialize(p protocol.InitializeParams) protocol.InitializeRes
 	caps := protocol.ServerCaps{Containment: containment, Agents: profiles.Names(), InheritEnv: m.inheritPolicy(),
 		Sandbox: SandboxCaps(m.cfg.Sandbox.Caps, m.cfg.Sandbox.Default, mode), MaxSessions: max(m.cfg.Caps.MaxSessions, 0),
 		MaxLiveTrees: max(m.cfg.Caps.MaxLiveTrees, 0)}
+	caps.Sandbox.NetworkAllow = m.networkAllowed() && reaper.SandboxSupported(mode)
 	if ss := m.stateStore(); ss != nil {
 		caps.StateStore = &protocol.StateStoreCaps{Kind: ss.Kind(), KeyID: ss.KeyID()}
 	}

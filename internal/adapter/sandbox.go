@@ -144,6 +144,11 @@ func (s *session) setupSandbox(p protocol.OpenParams, env []string) (sandboxSetu
 		Network: protocol.SandboxNetwork{Mode: pol.Network}, LandlockABI: m.cfg.Sandbox.Caps.LandlockABI,
 		Processes: sandbox.AllProcesses, Capabilities: sandbox.CapsKeep,
 		Writable: []string{}, Readable: []string{}}
+	if pol.Network == sandbox.NetAllow {
+		if e := m.refuseAllow(); e != nil { // egress.go
+			return sandboxSetup{result: res}, env, e
+		}
+	}
 	if pol.Network == sandbox.NetConnectTCP {
 		res.Network.ConnectTCP = []int{}
 		for _, port := range pol.ConnectTCP {
@@ -256,6 +261,16 @@ func (s *session) setupSandbox(p protocol.OpenParams, env []string) (sandboxSetu
 	}
 	if e := s.sameRulesAsOpen(plan.FS, tmpMade, paths.PrivateHome); e != nil {
 		return fail(e)
+	}
+	if pol.Network == sandbox.NetAllow {
+		// The session's own network namespace, made once and joined by
+		// every tree it launches (egress.go, docs/protocol.md §19.1).
+		fd, list, e := s.joinEgress(p.Sandbox.Network.Allow)
+		if e != nil {
+			return fail(e)
+		}
+		plan.JoinNetNS = fd
+		res.Network.Allow = list.Strings()
 	}
 	res.Enforced = !plan.Empty()
 	res.Writable, res.Readable, res.ReadOnly, res.TmpDir = nonNil(ap.Writable), nonNil(ap.Readable), ap.ReadOnly, tmpMade

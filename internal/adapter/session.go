@@ -53,6 +53,7 @@ type session struct {
 	acct  accounting    // usage and cost (turnstate.go)
 	pub   publisher     // journal and frames for the host (notify.go)
 	life  lifecycle     // per-turn retire and revive, idle retire (lifecycle.go)
+	egr   sessionEgress // the allow list's network namespace (egress.go)
 }
 
 func newSession(m *Manager, id string, p protocol.OpenParams, prof profiles.Profile) *session {

@@ -116,6 +116,7 @@ func (m *Manager) Stats() protocol.StatsResult {
 	}
 	res.LiveTrees.Live, res.LiveTrees.Waiting = m.trees.counts()
 	res.LiveTrees.Max = max(m.trees.max, 0)
+	res.Network = protocol.NetworkTotals(m.netTotals.Totals())
 	st := &m.stats
 	res.Turns = protocol.StatsTurns{Running: res.Sessions.Turn, Queued: int(st.turnsQueued.Load()),
 		Completed: st.completed.Load(), Failed: st.failed.Load(), Cancelled: st.cancelled.Load()}

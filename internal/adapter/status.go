@@ -64,6 +64,7 @@ func (s *session) liveStatus() protocol.StatusResult {
 	res.Process.Pid = s.end.pid
 	res.Lifecycle = s.lifecycleStatus()
 	res.Store = s.storeStatus()
+	res.Network = s.networkStatus()
 	res.Summary = s.summary()
 	return res
 }

@@ -120,6 +120,7 @@ func (s *session) beginTurn(ctx context.Context, p protocol.PromptParams, prompt
 	}
 	s.turns.turn = t
 	s.moveTo(protocol.StateTurn)
+	s.networkTurn(p.RequestID)
 	// The id is on disk before the agent sees the prompt: a sidecar killed
 	// mid-turn leaves it used, the record shows the session ran a turn, and
 	// a resumed session's lastRequestId is this turn's, as the live
@@ -181,6 +182,7 @@ func (s *session) finishTurn(res protocol.PromptResult) {
 	}
 	s.cancelElicitations(t, "turn ended")
 	s.turns.turn = nil
+	s.networkTurn("")
 	if s.state.is(protocol.StateTurn) {
 		s.moveTo(protocol.StateOpen)
 	}
