@@ -19,6 +19,7 @@
 package fdexec
 
 import (
+	"errors"
 	"strconv"
 	"strings"
 	"syscall"
@@ -49,7 +50,8 @@ func ForkExec(path string, argv []string, attr *syscall.ProcAttr) (int, error) {
 // SafePath returns the path ForkExec executes for path under attr (path
 // itself unless it names a descriptor at risk, see ForkExec) and the
 // function that closes the duplicate it made (a no-op when none); call it
-// after the fork. The error is the fcntl(F_DUPFD_CLOEXEC) error.
+// after the fork. The error is the fcntl(F_DUPFD_CLOEXEC) error, or
+// EMFILE when the descriptor limit leaves no free number out of reach.
 func SafePath(path string, attr *syscall.ProcAttr) (string, func(), error) {
 	none := func() {}
 	fd, prefix := -1, ""
@@ -79,10 +81,18 @@ func SafePath(path string, attr *syscall.ProcAttr) (string, func(), error) {
 		}
 	}
 	min := highest + len(attr.Files) + 3
-	if fd > min {
-		return path, none, nil
+	if fd <= highest || fd >= min {
+		return path, none, nil // out of the shuffle's reach already
 	}
 	dup, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, min)
+	if errors.Is(err, unix.EINVAL) {
+		// min is past RLIMIT_NOFILE: the lowest free number will do if
+		// it is not in the shuffle's range either.
+		if dup, err = unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, len(attr.Files)); err == nil && dup > highest {
+			unix.Close(dup)
+			err = unix.EMFILE
+		}
+	}
 	if err != nil {
 		return "", none, err
 	}

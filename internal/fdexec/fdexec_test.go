@@ -68,15 +68,69 @@ func TestForkExec_DescriptorAboveFilesIsNotReplaced(t *testing.T) {
 }
 
 // TestSafePath_LeavesOtherPathsAlone: a plain path, the child's own
-// descriptor (an index of attr.Files), a descriptor already in attr.Files
-// and one far above the shuffle are executed as named.
+// descriptor (an index of attr.Files), a descriptor already in attr.Files,
+// one below the highest of attr.Files and one far above the shuffle are
+// executed as named.
 func TestSafePath_LeavesOtherPathsAlone(t *testing.T) {
 	attr := &syscall.ProcAttr{Files: []uintptr{0, 1, 2, 9}}
-	for _, p := range []string{"/bin/true", "/proc/self/fd/3", "/proc/self/fd/9", "/proc/self/fd/900", "/proc/self/fd/x"} {
+	for _, p := range []string{"/bin/true", "/proc/self/fd/3", "/proc/self/fd/9", "/proc/self/fd/7", "/proc/self/fd/900", "/proc/self/fd/x"} {
 		got, done, err := SafePath(p, attr)
 		done()
 		if err != nil || got != p {
 			t.Errorf("SafePath(%q) = %q, %v; want it unchanged", p, got, err)
 		}
+	}
+}
+
+// TestSafePath_UnderALowDescriptorLimit: with RLIMIT_NOFILE too low for a
+// number above the shuffle, the lowest free number is taken when it is
+// out of reach, and EMFILE is the answer when it is not.
+func TestSafePath_UnderALowDescriptorLimit(t *testing.T) {
+	var old unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &old); err != nil {
+		t.Fatal(err)
+	}
+	prog := placed(t, "/bin/true", unix.O_RDONLY, 301)
+	null := placed(t, os.DevNull, unix.O_RDWR, 300)
+	lim := old
+	lim.Cur = 304 // min would be 300+3+3 = 306
+	if err := unix.Setrlimit(unix.RLIMIT_NOFILE, &lim); err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Setrlimit(unix.RLIMIT_NOFILE, &old)
+	attr := &syscall.ProcAttr{Files: []uintptr{uintptr(null), uintptr(null), uintptr(null)}}
+	got, done, err := SafePath("/proc/self/fd/"+strconv.Itoa(prog), attr)
+	defer done()
+	if err != nil {
+		t.Fatalf("SafePath: %v (a free number below 300 is out of reach)", err)
+	}
+	if n, _ := strconv.Atoi(got[len("/proc/self/fd/"):]); n >= 300 {
+		t.Fatalf("SafePath = %s, want a number below the highest of attr.Files", got)
+	}
+	// With every number below 300 taken too, nothing is out of reach.
+	lim.Cur = 302
+	if err := unix.Setrlimit(unix.RLIMIT_NOFILE, &lim); err != nil {
+		t.Fatal(err)
+	}
+	attr.Files = []uintptr{uintptr(null), uintptr(null), uintptr(null), 3}
+	var filled []int
+	for {
+		fd, err := unix.Dup(null)
+		if err != nil || fd > 299 {
+			if err == nil {
+				unix.Close(fd)
+			}
+			break
+		}
+		filled = append(filled, fd)
+	}
+	defer func() {
+		for _, fd := range filled {
+			unix.Close(fd)
+		}
+	}()
+	if _, done, err := SafePath("/proc/self/fd/"+strconv.Itoa(prog), attr); !errors.Is(err, unix.EMFILE) {
+		done()
+		t.Fatalf("SafePath with no free number out of reach: %v, want EMFILE", err)
 	}
 }
