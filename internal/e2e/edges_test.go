@@ -155,7 +155,7 @@ func TestStartup_MissingTMPDIRIsSaidAtStartAndInTheError(t *testing.T) {
 	missing := "/nonexistent-acpx-tmp-" + randHex(4)
 	s := startSidecarVia(t, []string{"/usr/bin/env", "TMPDIR=" + missing}, "--state-dir", e.stateDir)
 	s.initialize(false)
-	if !strings.Contains(s.stderrText(), "TMPDIR is not an existing directory") {
+	if !s.waitStderr(10*time.Second, "TMPDIR is not an existing directory") {
 		t.Errorf("no start-up line about the missing TMPDIR in the log:\n%s", s.stderrText())
 	}
 	f := s.call("session/open", e.openParams("no-tmp", ""))

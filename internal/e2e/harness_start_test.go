@@ -77,9 +77,13 @@ func startSidecarExec(t testing.TB, sc string, wrapper []string, args ...string)
 	}
 	s.wire = schema.NewConn()
 	s.c, err = client.Spawn(context.Background(), client.Options{
-		Binary:    bin,
-		Args:      args,
-		Stderr:    lockedBuf{&s.errMu, s.stderr},
+		Binary: bin,
+		Args:   args,
+		Stderr: lockedBuf{&s.errMu, s.stderr, func() {
+			s.mu.Lock()
+			s.cond.Broadcast()
+			s.mu.Unlock()
+		}},
 		OnFrame:   s.tap,
 		OnRequest: s.serve,
 	})

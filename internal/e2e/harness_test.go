@@ -140,12 +140,46 @@ const rawIDBase = 1 << 20
 type lockedBuf struct {
 	mu *sync.Mutex
 	b  *bytes.Buffer
+	// wake, if set, is called after each write (outside mu): waitStderr's
+	// waiters look again.
+	wake func()
 }
 
 func (l lockedBuf) Write(p []byte) (int, error) {
 	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
+	n, err := l.b.Write(p)
+	l.mu.Unlock()
+	if l.wake != nil {
+		l.wake()
+	}
+	return n, err
+}
+
+// waitStderr waits (up to d) until the sidecar's stderr holds text, and
+// reports whether it did: a start-up log line is written before the first
+// answer, but read from the pipe by another goroutine.
+func (s *sidecar) waitStderr(d time.Duration, text string) bool {
+	has := func() bool {
+		s.errMu.Lock()
+		defer s.errMu.Unlock()
+		return strings.Contains(s.stderr.String(), text)
+	}
+	deadline := time.Now().Add(d)
+	timer := time.AfterFunc(d, func() {
+		s.mu.Lock()
+		s.cond.Broadcast()
+		s.mu.Unlock()
+	})
+	defer timer.Stop()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for !has() {
+		if time.Now().After(deadline) || s.eof {
+			return has()
+		}
+		s.cond.Wait()
+	}
+	return true
 }
 
 // waitFor waits until cond (called under s.mu) is true, or fails after d.
