@@ -111,7 +111,7 @@ func (a *agentRun) egressByName() {
 	}
 	port, seen := countingServer(t, modelstub.New(t.Logf))
 	p := strconv.Itoa(port)
-	l, err := agentenv.Prepare(a.name, repoRoot, "http://model.test:"+p, filepath.Join(a.homes, "names"))
+	l, err := agentenv.Prepare(a.name, repoRoot, "http://model.test:"+p, agentenv.KeyHome(a.stateDir, "names"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -273,3 +273,60 @@ func countOf(list []string, v string) int {
 	}
 	return n
 }
+
+// TestEgress_PerTurnRevivesJoinTheSameNetwork: a per-turn session with an
+// allow list (docs/protocol.md §19.1, §24): the tree of each turn — the
+// open's, then a revived one — reaches the listed server and nothing
+// else; each connection is audited with its own turn's requestId; the
+// totals run on across the retire; and the close's proof ends it all.
+func TestEgress_PerTurnRevivesJoinTheSameNetwork(t *testing.T) {
+	t.Parallel()
+	e := newFaultEnv(t)
+	port, seen := countingServer(t, stubHandler)
+	p := strconv.Itoa(port)
+	s := startSidecar(t, "--state-dir", e.stateDir)
+	s.initialize(false)
+	params := perTurnParams(e, "pt-egress", agentWritableDir(t), "probe")
+	params["sandbox"] = allowSandbox("127.0.0.1:" + p)
+	var o sandboxOpen
+	s.mustCall("session/open", params, &o)
+	body := strconv.Itoa(len(stubBody))
+	for i, rid := range []string{"p1", "p2"} {
+		got := probeTurn(t, s, o.Session, rid, "http http://127.0.0.1:"+p+"/", "tcp 1.1.1.1:443")
+		wantProbes(t, got, map[string]string{"http http://127.0.0.1:" + p + "/": "ok 200 " + body, "tcp 1.1.1.1:443": "ECONNREFUSED"})
+		waitParked(t, s, o.Session, i+1)
+	}
+	s.waitFor(10*time.Second, "an allowed entry of each turn", func() bool {
+		turns := map[string]bool{}
+		for _, f := range s.notes {
+			var nn networkNote
+			if f.Method == "session/network" && json.Unmarshal(f.Params, &nn) == nil && nn.Session == o.Session &&
+				nn.Decision == "allowed" && nn.RequestID != nil {
+				turns[*nn.RequestID] = true
+			}
+		}
+		return turns["p1"] && turns["p2"]
+	})
+	var allowed, denied int
+	for _, n := range networkNotes(s, o.Session) {
+		switch {
+		case n.RequestID == nil:
+			t.Errorf("entry outside a turn: %+v", n)
+		case n.Decision == "allowed":
+			allowed++
+		case n.Destination == "1.1.1.1:443":
+			denied++
+		}
+	}
+	if _, _, accepted, _ := seen.snapshot(); allowed != 2 || accepted != 2 || denied != 2 {
+		t.Errorf("%d allowed entries (the server accepted %d), %d denied; want 2, 2 and 2 (one per turn)", allowed, accepted, denied)
+	}
+	var st struct {
+		Network *networkTotals `json:"network"`
+	}
+	s.mustCall("session/status", map[string]any{"session": o.Session}, &st)
+	if st.Network == nil || st.Network.Allowed != 2 || st.Network.Denied != 2 {
+		t.Errorf("session/status network %+v, want both turns' counts", st.Network)
+	}
+	closeClean(t, s, o.Session, e.mark, e.work)
+}
