@@ -324,5 +324,10 @@ func (s *session) usable() *protocol.Error {
 		// cannot wait is refused, retryable.
 		return protocol.Domain(protocol.ErrSessionNotFound, "the session's tree is not running ("+string(s.state.current())+"); a prompt revives it", true)
 	}
+	if s.turns.lostInTurn {
+		// The connection died during a turn and the exit is not seen yet:
+		// the session is as good as dead, and answers as it will then.
+		return protocol.Domain(protocol.ErrProviderProcessLost, "the provider process is gone", false)
+	}
 	return nil
 }

@@ -171,3 +171,32 @@ func TestStartup_MissingTMPDIRIsSaidAtStartAndInTheError(t *testing.T) {
 	}
 	_, _ = s.shutdownAndExit()
 }
+
+// TestConnectionLostInTurn_NextPromptIsRefused: an agent whose ACP
+// connection ends during a turn while its process lives on (it closes its
+// stdout and ignores SIGTERM): the turn fails PROVIDER_PROCESS_LOST, and
+// the next prompt, sent at once, is refused PROVIDER_PROCESS_LOST as it is
+// once the exit is seen — before, it was taken as a turn and failed in
+// the result instead, depending on which came first (a Node client test
+// saw both). The close ends the tree with a complete proof.
+func TestConnectionLostInTurn_NextPromptIsRefused(t *testing.T) {
+	e := newFaultEnv(t)
+	s := startSidecar(t, "--state-dir", e.stateDir)
+	s.initialize(false)
+	o := e.open(s, "muted", "mute-mid-turn,ignore-term")
+	f := s.await(s.start("session/prompt", map[string]any{"session": o.Session, "requestId": "t1", "prompt": "hi"}), 15*time.Second)
+	var res struct {
+		Status string `json:"status"`
+		Error  *struct {
+			Code string `json:"code"`
+		} `json:"error"`
+	}
+	if f.Error != nil || json.Unmarshal(f.Result, &res) != nil || res.Status != "failed" || res.Error == nil || res.Error.Code != "PROVIDER_PROCESS_LOST" {
+		t.Fatalf("the muted turn: %s %+v, want failed PROVIDER_PROCESS_LOST", f.Result, f.Error)
+	}
+	f = s.await(s.start("session/prompt", map[string]any{"session": o.Session, "requestId": "t2", "prompt": "again"}), 15*time.Second)
+	if f.Error == nil || f.Error.dataCode() != "PROVIDER_PROCESS_LOST" {
+		t.Errorf("the next prompt: %s %+v, want refused PROVIDER_PROCESS_LOST", f.Result, f.Error)
+	}
+	closeClean(t, s, o.Session, e.mark, e.work)
+}

@@ -23,6 +23,9 @@
 //	late-new=<ms>      answer session/new after ms milliseconds
 //	no-session-id      session/new result has no sessionId
 //	crash-mid-turn     exit 3 right after the first update of a turn
+//	mute-mid-turn      right after the first update of a turn, close stdout
+//	                   and block for good (the process lives on: the ACP
+//	                   connection ends before its exit can be seen)
 //	ignore-term        trap SIGTERM (logged, ignored) and keep running after
 //	                   stdin EOF, so only SIGKILL ends it
 //	grandchild         at start, re-exec itself under setsid as a grandchild
@@ -195,6 +198,7 @@ type config struct {
 	lateNew          time.Duration
 	noSessionID      bool
 	crashMidTurn     bool
+	muteMidTurn      bool
 	ignoreTerm       bool
 	grandchild       bool
 	flood            int
@@ -256,6 +260,8 @@ func parseModes(list string) (config, error) {
 			c.noSessionID = true
 		case "crash-mid-turn":
 			c.crashMidTurn = true
+		case "mute-mid-turn":
+			c.muteMidTurn = true
 		case "ignore-term":
 			c.ignoreTerm = true
 		case "grandchild":

@@ -67,6 +67,11 @@ func (a *agent) prompt(m message) {
 			logf("crash-mid-turn: exit 3")
 			os.Exit(3)
 		}
+		if first && a.cfg.muteMidTurn {
+			logf("mute-mid-turn: closing stdout, blocking")
+			os.Stdout.Close()
+			select {}
+		}
 		first = false
 	}
 	cancelled := func() bool {
