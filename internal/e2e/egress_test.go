@@ -203,7 +203,7 @@ func TestEgress_FloodKeepsTheLimitAndTheNeighbour(t *testing.T) {
 			res = up.Content.Text
 		}
 	}
-	var held, reset, failed int
+	var held, reset, failed, waited int
 	if i := strings.Index(res, "=> ok "); i < 0 {
 		t.Fatalf("flood probe: %q", res)
 	} else {
@@ -217,6 +217,8 @@ func TestEgress_FloodKeepsTheLimitAndTheNeighbour(t *testing.T) {
 				reset = n
 			case "failed":
 				failed = n
+			case "failed-timeout":
+				waited = n
 			}
 		}
 	}
@@ -228,6 +230,9 @@ func TestEgress_FloodKeepsTheLimitAndTheNeighbour(t *testing.T) {
 	}
 	if held+reset+failed != flood {
 		t.Errorf("held %d + reset %d + failed %d != %d", held, reset, failed, flood)
+	}
+	if waited != 0 {
+		t.Errorf("%d connects timed out: over the limit, each must be reset at once (%s)", waited, res)
 	}
 	if hwm := vmKiB(t, s.cmd.Process.Pid, "VmHWM"); hwm > 300<<10 {
 		t.Errorf("the sidecar's resident memory peaked at %d kB during the flood, over 300 MiB", hwm)

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -25,7 +26,9 @@ import (
 //	                              up to ms: "ok held=<h> reset=<r> failed=<f>
 //	                              ms=<elapsed>" — held: still open after ms
 //	                              (forwarded and waiting), reset: ended by
-//	                              the other side, failed: never connected
+//	                              the other side, failed: never connected,
+//	                              then failed-<why>=<n> per reason
+//	                              ("timeout" or the errno name)
 //	udp <host:port>               one datagram on a connected socket, then a
 //	                              read for 2 s: the errno name
 //
@@ -97,6 +100,7 @@ func floodProbe(arg string) string {
 	start := time.Now()
 	until := start.Add(time.Duration(ms) * time.Millisecond)
 	var held, reset, failed atomic.Int64
+	var failedWhy sync.Map // error class -> *atomic.Int64
 	var mu sync.Mutex
 	var conns []net.Conn
 	var wg sync.WaitGroup
@@ -107,6 +111,8 @@ func floodProbe(arg string) string {
 			c, err := net.DialTimeout("tcp", f[0], time.Until(until))
 			if err != nil {
 				failed.Add(1)
+				n, _ := failedWhy.LoadOrStore(floodFailure(err), new(atomic.Int64))
+				n.(*atomic.Int64).Add(1)
 				return
 			}
 			mu.Lock()
@@ -127,5 +133,31 @@ func floodProbe(arg string) string {
 		c.Close()
 	}
 	return "ok held=" + strconv.FormatInt(held.Load(), 10) + " reset=" + strconv.FormatInt(reset.Load(), 10) +
-		" failed=" + strconv.FormatInt(failed.Load(), 10) + " ms=" + strconv.FormatInt(time.Since(start).Milliseconds(), 10)
+		" failed=" + strconv.FormatInt(failed.Load(), 10) + " ms=" + strconv.FormatInt(time.Since(start).Milliseconds(), 10) +
+		floodFailures(&failedWhy)
+}
+
+// floodFailure names why a flood's connect failed: "timeout" or the errno
+// name.
+func floodFailure(err error) string {
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return "timeout"
+	}
+	return result(err)
+}
+
+// floodFailures renders the failure counts by reason, sorted: "
+// failed-ECONNREFUSED=3 failed-timeout=9" ("" for none).
+func floodFailures(why *sync.Map) string {
+	var parts []string
+	why.Range(func(k, v any) bool {
+		parts = append(parts, "failed-"+k.(string)+"="+strconv.FormatInt(v.(*atomic.Int64).Load(), 10))
+		return true
+	})
+	sort.Strings(parts)
+	if len(parts) == 0 {
+		return ""
+	}
+	return " " + strings.Join(parts, " ")
 }
