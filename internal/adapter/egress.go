@@ -90,7 +90,8 @@ func (s *session) takeNetworkEvents() {
 		return
 	}
 	for _, ev := range evs {
-		n := protocol.NetworkNotice{Session: s.id, SessionKey: s.key, Destination: ev.Destination,
+		// A name comes lower-cased: its secrets are matched in any case.
+		n := protocol.NetworkNotice{Session: s.id, SessionKey: s.key, Destination: s.red.cleanFold(ev.Destination),
 			Decision: protocol.NetworkDecision(ev.Decision), Reason: ev.Reason, BytesOut: ev.BytesOut, BytesIn: ev.BytesIn, Ms: ev.Ms}
 		if ev.RequestID != "" {
 			rid := ev.RequestID

@@ -115,3 +115,22 @@ func TestRedactor_CleanJSON(t *testing.T) {
 		t.Errorf("a value without a secret was rewritten: %s", got)
 	}
 }
+
+// TestRedactor_CleanFoldMatchesAnyCase: a DNS name the sidecar lowercased
+// loses a mixed-case secret used as a label (session/network), each
+// occurrence, whatever the case; a secret that spells "redacted" does not
+// loop; short values and other text are kept.
+func TestRedactor_CleanFoldMatchesAnyCase(t *testing.T) {
+	r := newRedactor(map[string]string{"OPENAI_API_KEY": "sk-Sec-TOPsecret-4242", "X": "redacted", "SHORT": "abc"})
+	for in, want := range map[string]string{
+		"sk-sec-topsecret-4242.evil.com:443":                       "[redacted].evil.com:443",
+		"a.SK-SEC-TOPSECRET-4242.b.sk-sec-topsecret-4242.evil.com": "a.[redacted].b.[redacted].evil.com",
+		"redacted.example":   "[redacted].example",
+		"abc.example:443":    "abc.example:443",
+		"api.openai.com:443": "api.openai.com:443",
+	} {
+		if got := r.cleanFold(in); got != want {
+			t.Errorf("cleanFold(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

@@ -214,3 +214,37 @@ func replaceAll(text string, values []string) string {
 	}
 	return text
 }
+
+// cleanFold is cleanJSON's replacement for one ASCII string that the
+// sidecar itself may have case-folded — a DNS name in a session/network
+// destination (the allow list's matching lowercases names, so an agent's
+// secret used as a DNS label arrives in lower case): every output secret
+// is replaced whatever the letter case of either (found by a fresh-user
+// trial: a mixed-case key reached the audit and the journal). A text with
+// non-ASCII bytes gets the case-sensitive replacement.
+func (r *redactor) cleanFold(text string) string {
+	if !r.active() {
+		return text
+	}
+	for i := 0; i < len(text); i++ {
+		if text[i] >= 0x80 {
+			return replaceAll(text, r.output)
+		}
+	}
+	for _, v := range r.output {
+		lv := strings.ToLower(v)
+		if len(lv) != len(v) {
+			continue // a non-ASCII secret folds to another length: not in an ASCII text
+		}
+		for {
+			i := strings.Index(strings.ToLower(text), lv)
+			if i < 0 {
+				break
+			}
+			// A NUL marks the place (no env value holds one), so a later
+			// secret cannot match inside an earlier replacement.
+			text = text[:i] + "\x00" + text[i+len(v):]
+		}
+	}
+	return strings.ReplaceAll(text, "\x00", "[redacted]")
+}
