@@ -34,6 +34,10 @@ export class LifecycleWatch {
       if (w.state === n.state) {
         ws.delete(w);
         w.resolve(n);
+      } else if (n.state === "ended") {
+        // No other state follows "ended": a wait for one would never settle.
+        ws.delete(w);
+        w.reject(endedError(n.session, w.state));
       }
     }
     if (ws.size === 0) this.waiters.delete(n.session);
@@ -52,7 +56,7 @@ export class LifecycleWatch {
       const ws = this.waiters.get(id);
       this.waiters.delete(id);
       for (const w of ws ?? []) {
-        w.reject(localError(LocalDataCode.SESSION_ENDED, `session ${id} ended before a "${w.state}" notice`, METHOD));
+        w.reject(endedError(id, w.state));
       }
     }
   }
@@ -70,6 +74,7 @@ export class LifecycleWatch {
   wait(session: string, state: LifecycleNoticeState, signal?: AbortSignal): Promise<LifecycleNotice> {
     const n = this.last.get(session);
     if (n !== undefined && n.state === state) return Promise.resolve(n);
+    if (n?.state === "ended") return Promise.reject(endedError(session, state));
     if (this.gone !== undefined) return Promise.reject(localError(LocalDataCode.TRANSPORT, `${this.gone}`, METHOD));
     if (signal?.aborted) return Promise.reject(localError(LocalDataCode.CANCELLED, "aborted before the wait began", METHOD, signal.reason));
     return new Promise<LifecycleNotice>((resolve, reject) => {
@@ -96,4 +101,9 @@ export class LifecycleWatch {
       signal?.addEventListener("abort", onAbort, { once: true });
     });
   }
+}
+
+/** endedError is a wait's SESSION_ENDED rejection. */
+function endedError(session: string, state: LifecycleNoticeState): SidecarError {
+  return localError(LocalDataCode.SESSION_ENDED, `session ${session} ended before a "${state}" notice`, METHOD);
 }

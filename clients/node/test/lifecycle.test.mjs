@@ -196,3 +196,19 @@ test("LifecycleWatch: latest state at once, a later one, other sessions and stat
   await assert.rejects(gone, { dataCode: "TRANSPORT" });
   await assert.rejects(w.wait("s-5", "parked"), { dataCode: "TRANSPORT" });
 });
+
+test("LifecycleWatch: an ended notice settles every other wait SESSION_ENDED, now and later; a wait for ended resolves", async () => {
+  const w = new LifecycleWatch();
+  const n = (session, state) => ({ session, sessionKey: "k", state });
+  w.notice(n("s-1", "parked"));
+  const parked = w.wait("s-1", "live");
+  const ended = w.wait("s-1", "ended");
+  w.notice(n("s-1", "ended"));
+  await assert.rejects(parked, { dataCode: "SESSION_ENDED" });
+  assert.equal((await ended).state, "ended");
+  // A session that ended on its own (a lost revive): no later state comes,
+  // so a wait begun afterwards fails at once instead of hanging (found by a
+  // fresh-user trial).
+  await assert.rejects(w.wait("s-1", "parked"), { dataCode: "SESSION_ENDED" });
+  assert.equal(w.latest("s-1").state, "ended");
+});
