@@ -5,7 +5,7 @@
 export { Sidecar } from "./sidecar.js";
 export { spawnSidecar } from "./spawn.js";
 export { toSidecarError } from "./errors.js";
-export type { PermissionHandler, ExitStatus, SidecarEvents } from "./sidecar.js";
+export type { PermissionHandler, ExitStatus, SidecarEvents, HandlerError } from "./sidecar.js";
 export type { SpawnOptions } from "./spawn.js";
 export { Session } from "./session.js";
 export type { Turn, PromptOptions } from "./session.js";

@@ -18,17 +18,30 @@ export type PermissionHandler = (
  * askHandler runs handler on one ask and returns its answer: `selected`
  * with the handler's optionId, else `cancelled` — when the handler fails,
  * answers anything else, or `settled` aborts first (once the sidecar
- * settled the ask, a late answer changes nothing).
+ * settled the ask, a late answer changes nothing). onError hears why a
+ * handler that threw, rejected or answered in no known shape was taken
+ * as `cancelled` (the Sidecar's `"handlerError"` event).
  */
-export async function askHandler(handler: PermissionHandler, req: PermissionRequest, settled: AbortSignal): Promise<PermissionOutcome> {
-  const aborted = new Promise<undefined>((resolve) => settled.addEventListener("abort", () => resolve(undefined), { once: true }));
+export async function askHandler(
+  handler: PermissionHandler,
+  req: PermissionRequest,
+  settled: AbortSignal,
+  onError: (error: unknown) => void = () => {},
+): Promise<PermissionOutcome> {
+  const abortedMark = Symbol("aborted");
+  const aborted = new Promise<typeof abortedMark>((resolve) => settled.addEventListener("abort", () => resolve(abortedMark), { once: true }));
   try {
     const out = await Promise.race([Promise.resolve(handler(req, { signal: settled })), aborted]);
+    if (out === abortedMark) return { outcome: "cancelled" };
     if (out && out.outcome === "selected" && typeof out.optionId === "string") {
       return { outcome: "selected", optionId: out.optionId };
     }
-  } catch {
-    // A failing handler must not approve anything: cancelled.
+    if (!(out && out.outcome === "cancelled")) {
+      onError(new TypeError(`the permission handler answered ${JSON.stringify(out)}: want {outcome: "selected", optionId} or {outcome: "cancelled"}`));
+    }
+  } catch (err) {
+    // A failing handler must not approve anything: cancelled, and said.
+    onError(err);
   }
   return { outcome: "cancelled" };
 }

@@ -72,7 +72,26 @@ export interface AcpxRuntimePortOptions {
    * record stopped being written (`degraded`) or works again (`ok`, with
    * the `gap` lost); turns keep running meanwhile (docs/protocol.md §16). */
   onJournalNotice?: (notice: JournalNotice) => void;
+  /** The kernel sandbox of the session's tree, as `session/open`'s
+   * `sandbox` (docs/protocol.md §19): e.g. `{ network: { allow:
+   * ["api.openai.com:443"] } }` for egress by name (§19.1). */
+  sandbox?: OpenParams["sandbox"];
+  /** Resource limits of the tree, as `session/open`'s `limits` (§18.2;
+   * `connections` with an allow list). */
+  limits?: OpenParams["limits"];
+  /** `warm` (default), `per-turn` or `{ mode, idleRetireMs }`, as
+   * `session/open`'s `lifecycle` (§24). */
+  lifecycle?: OpenParams["lifecycle"];
 }
+
+/** The members {@link AcpxRuntimePortOptions} has: any other is refused,
+ * as the sidecar refuses an unknown member of `session/open` (a misspelt
+ * or unsupported option must not leave, say, the network open). */
+const portOptionNames = new Set([
+  "sidecar", "spawn", "agent", "command", "cwd", "stateDirectory", "providerSessionKey", "launchEnvironment",
+  "systemInstructions", "model", "mode", "permissionMode", "permissionPolicy", "nonInteractivePermissions",
+  "handshakeTimeoutMs", "resume", "onPermissionRequest", "signal", "onJournalNotice", "sandbox", "limits", "lifecycle",
+]);
 
 /** Input of {@link AcpxRuntimePort.startTurn}. */
 export interface AcpxRuntimeTurnInput {
@@ -169,6 +188,14 @@ export interface AcpxRuntimePort {
  * validation failed" first), or the spawn's errors.
  */
 export async function openAcpxRuntimePort(options: AcpxRuntimePortOptions): Promise<AcpxRuntimePort> {
+  for (const name of Object.keys(options)) {
+    if (!portOptionNames.has(name)) {
+      throw new SidecarError(-32602, "INVALID_PARAMS", `openAcpxRuntimePort: unknown option "${name}"`, {
+        method: "openAcpxRuntimePort",
+        data: { code: "INVALID_PARAMS", retryable: false, field: name },
+      });
+    }
+  }
   const signal = options.signal;
   // A signal aborted already: nothing is spawned, nothing sent.
   if (signal?.aborted) throw admissionAborted(signal, "the open was aborted before anything was started");
@@ -208,6 +235,9 @@ export async function openAcpxRuntimePort(options: AcpxRuntimePortOptions): Prom
   if (options.nonInteractivePermissions !== undefined) params.nonInteractivePermissions = options.nonInteractivePermissions;
   if (options.handshakeTimeoutMs !== undefined) params.handshakeTimeoutMs = options.handshakeTimeoutMs;
   if (options.resume !== undefined) params.resume = options.resume;
+  if (options.sandbox !== undefined) params.sandbox = options.sandbox;
+  if (options.limits !== undefined) params.limits = options.limits;
+  if (options.lifecycle !== undefined) params.lifecycle = options.lifecycle;
 
   let session: Session;
   try {

@@ -74,7 +74,18 @@ export interface SidecarEvents {
   extNotification: [ExtNotice];
   elicitationDecided: [ElicitationDecidedNotification];
   elicitationComplete: [ElicitationCompleteNotification];
+  /** A permission handler threw, rejected or answered in no known shape:
+   * the agent was answered `cancelled` (never an approval) and this says
+   * why, with the request. */
+  handlerError: [HandlerError];
   exit: [ExitStatus];
+}
+
+/** The `"handlerError"` event: the request whose handler failed and the
+ * error it threw (or a TypeError describing an answer of no known shape). */
+export interface HandlerError {
+  request: PermissionRequest;
+  error: unknown;
 }
 
 /**
@@ -458,7 +469,7 @@ export class Sidecar extends EventEmitter<SidecarEvents> {
     this.asks.set(key, ac);
     abortOnCancel(token, ac);
     try {
-      return await askHandler(handler, req, ac.signal);
+      return await askHandler(handler, req, ac.signal, (error) => this.emit("handlerError", { request: req, error }));
     } finally {
       if (this.asks.get(key) === ac) this.asks.delete(key);
     }

@@ -182,3 +182,25 @@ test("the runtime port: promptStarted rejects a refused turn, a queued turn is a
   assert.deepEqual(await port.close({ reason: "again" }), proof);
   assert.deepEqual(markedPids(mark), []);
 });
+
+test("the runtime port: sandbox, limits and lifecycle reach session/open; an unknown option is refused before anything starts", { skip: skipReason }, async (t) => {
+  const mark = newMark();
+  const stateDir = tempDir(t);
+  await assert.rejects(openAcpxRuntimePort({ ...portOptions(stateDir, mark), sandbx: { network: "none" } }), {
+    code: -32602,
+    dataCode: "INVALID_PARAMS",
+    data: { code: "INVALID_PARAMS", retryable: false, field: "sandbx" },
+  });
+  const port = await openAcpxRuntimePort(
+    portOptions(stateDir, mark, {
+      sandbox: { network: { allow: ["127.0.0.1:9"] } },
+      limits: { connections: 3 },
+      lifecycle: "per-turn",
+    }),
+  );
+  t.after(() => port.close({ reason: "test cleanup" }).catch(() => undefined));
+  assert.deepEqual(port.session.opened.sandbox.network, { allow: ["127.0.0.1:9"] });
+  assert.equal(port.session.opened.lifecycle, "per-turn");
+  assert.equal((await port.close({ reason: "done" })).complete, true);
+  assert.deepEqual(markedPids(mark), []);
+});
