@@ -433,6 +433,10 @@ func doctor(stdout io.Writer, o *options) int {
 			usable = false
 		}
 	}
+	if err := o.state.preflight(); err != nil {
+		problems = append(problems, err.Error()) // the daemon exits 2
+		usable = false
+	}
 	sc := adapter.SandboxCaps(sandbox.Probe().Limit(o.assumeABI), o.defaultSandbox, reaper.Mode(chosen))
 	sc.NetworkAllow = egress.Probe() == nil && reaper.SandboxSupported(reaper.Mode(chosen))
 	_ = enc.Encode(map[string]any{"containment": chosen, "mechanisms": mechs,

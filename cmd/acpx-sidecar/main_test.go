@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -113,5 +115,56 @@ func TestParseFlags_RemovedReconcileFlagStillStarts(t *testing.T) {
 	o, err := parseFlags([]string{"--late-close-reconcile-attempts", "3", "--state-dir", "/tmp/x"}, &errb)
 	if err != nil || o.lateReconcile != 3 {
 		t.Fatalf("%v (lateReconcile %d), want accepted", err, o.lateReconcile)
+	}
+}
+
+// TestRun_DoctorChecksTheStateStoreFlags: doctor loads the key files and
+// opens the store as the daemon does at start: a key file readable by
+// others, or not 32 bytes, is a problem and exit 1 (the daemon exits 2 on
+// them; doctor said "problems": [] — fresh-user trial); a good one with a
+// file:// store is fine; the key's bytes never appear.
+func TestRun_DoctorChecksTheStateStoreFlags(t *testing.T) {
+	dir := t.TempDir()
+	key := func(name string, b []byte, mode os.FileMode) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, b, mode); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(p, mode); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	good := bytes.Repeat([]byte("k"), 32)
+	store := "file://" + filepath.Join(dir, "store")
+	for _, c := range []struct {
+		name, keyFile, want string
+		code              int
+	}{
+		{"readable by others", key("open", good, 0o644), "0644", 1},
+		{"31 bytes", key("short", good[:31], 0o600), "31 bytes", 1},
+		{"a good key", key("good", good, 0o600), "", 0},
+	} {
+		var out, errb bytes.Buffer
+		code := run([]string{"doctor", "--state-store", store, "--state-key-file", c.keyFile}, strings.NewReader(""), &out, &errb)
+		var rep struct {
+			Problems []string `json:"problems"`
+		}
+		if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+			t.Fatalf("%s: not JSON: %v: %s", c.name, err, errb.String())
+		}
+		joined := strings.Join(rep.Problems, "\n")
+		if c.want != "" && !strings.Contains(joined, c.want) {
+			t.Errorf("%s: problems %q, want one naming %q", c.name, rep.Problems, c.want)
+		}
+		if c.code == 0 && code == 0 && len(rep.Problems) != 0 {
+			t.Errorf("%s: problems %q", c.name, rep.Problems)
+		}
+		if c.code == 1 && code != 1 {
+			t.Errorf("%s: exit %d, want 1", c.name, code)
+		}
+		if strings.Contains(out.String()+errb.String(), string(good)) {
+			t.Errorf("%s: the key's bytes were printed", c.name)
+		}
 	}
 }

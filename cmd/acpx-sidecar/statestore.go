@@ -82,6 +82,17 @@ func (f *stateFlags) open(ctx context.Context) (*statestore.Store, error) {
 	return st, nil
 }
 
+// preflight is doctor's check of the flags (nil without --state-store):
+// the key files loaded and the store opened and its credentials checked
+// as the daemon does at start, bounded by --state-timeout-ms; the error
+// is the one the daemon would exit with.
+func (f *stateFlags) preflight() error {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(f.timeoutMs)*time.Millisecond)
+	defer cancel()
+	_, err := f.open(ctx)
+	return err
+}
+
 // sidecarID is this process's owner id in the state store: "sc-" and 16
 // hex digits, fresh at every start.
 func sidecarID() string {
