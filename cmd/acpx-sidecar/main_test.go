@@ -139,7 +139,7 @@ func TestRun_DoctorChecksTheStateStoreFlags(t *testing.T) {
 	store := "file://" + filepath.Join(dir, "store")
 	for _, c := range []struct {
 		name, keyFile, want string
-		code              int
+		code                int
 	}{
 		{"readable by others", key("open", good, 0o644), "0644", 1},
 		{"31 bytes", key("short", good[:31], 0o600), "31 bytes", 1},
