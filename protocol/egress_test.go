@@ -33,11 +33,13 @@ func TestValidate_NetworkAllow(t *testing.T) {
 		`"sandbox":{"network":{"allow":["::1:80"]}}`:                          "sandbox.network.allow.0",
 		`"sandbox":{"network":{"allow":["a.test:70000"]}}`:                    "sandbox.network.allow.0",
 		`"sandbox":{"network":{"allow":["a.test:80"],"connectTcp":[80]}}`:     "sandbox.network",
-		`"sandbox":{"network":{"alow":["a.test:80"]}}`:                        "sandbox.network",
+		`"sandbox":{"network":{"alow":["a.test:80"]}}`:                        "sandbox.network.alow",
 		`"sandbox":{"network":{}}`:                                            "sandbox.network",
 		`"sandbox":{"network":7}`:                                             "sandbox.network",
 		`"sandbox":{"network":"allow"}`:                                       "sandbox.network",
-		`"sandbox":{"network":{"allow":"a.test:80"}}`:                         "sandbox.network",
+		`"sandbox":{"network":{"allow":"a.test:80"}}`:                         "sandbox.network.allow",
+		`"sandbox":{"network":{"allow":null}}`:                                "sandbox.network.allow",
+		`"sandbox":{"network":{"connectTcp":["443"]}}`:                        "sandbox.network.connectTcp",
 		`"limits":{"connections":0}`:                                          "limits.connections",
 		`"limits":{"connections":65537}`:                                      "limits.connections",
 		`"limits":{"connections":-1},"sandbox":{"network":{"allow":["a:1"]}}`: "limits.connections",
@@ -73,7 +75,7 @@ func TestSandboxNetwork_WireForms(t *testing.T) {
 			t.Fatal(err)
 		}
 		var back SandboxNetwork
-		if err := json.Unmarshal(b, &back); err != nil || back.Mode != n.Mode || len(back.Allow) != len(n.Allow) || back.bad {
+		if err := json.Unmarshal(b, &back); err != nil || back.Mode != n.Mode || len(back.Allow) != len(n.Allow) || back.badField != "" {
 			t.Errorf("%s read back as %+v (%v)", b, back, err)
 		}
 	}

@@ -44,11 +44,15 @@ const (
 type Lifecycle struct {
 	Mode         LifecycleMode `json:"mode"`
 	IdleRetireMs *int64        `json:"idleRetireMs,omitempty"`
+	// badField and badWhy: the object form had an unknown member or a
+	// member of the wrong type; validate refuses it -32602 naming it.
+	badField, badWhy string
 }
 
 // UnmarshalJSON reads the string or the object form. The object is read
-// strictly: an unknown member, or one named twice, is an error (a
-// misspelt member must not silently leave the default).
+// strictly: an unknown member, or one of the wrong type, is refused by
+// validate naming it (lifecycle.<member>: a misspelt member must not
+// silently leave the default); another shape is an error.
 func (l *Lifecycle) UnmarshalJSON(b []byte) error {
 	b = bytes.TrimSpace(b)
 	if len(b) > 0 && b[0] == '"' {
@@ -68,17 +72,26 @@ func (l *Lifecycle) UnmarshalJSON(b []byte) error {
 	}
 	for k := range members {
 		if k != "mode" && k != "idleRetireMs" {
-			return errors.New("lifecycle has no member " + strconv.Quote(k))
+			*l = Lifecycle{badField: "lifecycle." + k, badWhy: "lifecycle has no member " + strconv.Quote(k) +
+				`: it is "warm", "per-turn" or {"mode": "warm", "idleRetireMs": N}`}
+			return nil
 		}
 	}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	type plain Lifecycle
-	var p plain
-	if err := dec.Decode(&p); err != nil {
-		return err
+	*l = Lifecycle{}
+	if raw, ok := members["mode"]; ok {
+		if err := json.Unmarshal(raw, &l.Mode); err != nil {
+			*l = Lifecycle{badField: "lifecycle.mode", badWhy: `lifecycle.mode must be "warm" or "per-turn"`}
+			return nil
+		}
 	}
-	*l = Lifecycle(p)
+	if raw, ok := members["idleRetireMs"]; ok {
+		var ms int64
+		if err := json.Unmarshal(raw, &ms); err != nil {
+			*l = Lifecycle{badField: "lifecycle.idleRetireMs", badWhy: "lifecycle.idleRetireMs must be an integer (ms)"}
+			return nil
+		}
+		l.IdleRetireMs = &ms
+	}
 	return nil
 }
 
@@ -87,8 +100,10 @@ func (l Lifecycle) MarshalJSON() ([]byte, error) {
 	if l.IdleRetireMs == nil {
 		return json.Marshal(string(l.Mode))
 	}
-	type plain Lifecycle
-	return json.Marshal(plain(l))
+	return json.Marshal(struct {
+		Mode         LifecycleMode `json:"mode"`
+		IdleRetireMs *int64        `json:"idleRetireMs,omitempty"`
+	}{l.Mode, l.IdleRetireMs})
 }
 
 // PerTurn reports whether l (nil: warm) is the per-turn mode.
@@ -98,6 +113,9 @@ func (l *Lifecycle) PerTurn() bool { return l != nil && l.Mode == LifecyclePerTu
 func (l *Lifecycle) validate() *Error {
 	if l == nil {
 		return nil
+	}
+	if l.badField != "" {
+		return InvalidParams(l.badField, l.badWhy)
 	}
 	switch l.Mode {
 	case LifecycleWarm:

@@ -87,9 +87,10 @@ type SandboxNetwork struct {
 	Mode       string
 	ConnectTCP []int
 	Allow      []string
-	// bad: the wire form was none of these; validate refuses it -32602
-	// sandbox.network (the decoder's own error would name no field).
-	bad bool
+	// badField and badWhy: the wire form was none of these; validate
+	// refuses it -32602 naming badField (the decoder's own error would
+	// name no field).
+	badField, badWhy string
 }
 
 // MarshalJSON writes the wire form.
@@ -115,7 +116,9 @@ func (n SandboxNetwork) MarshalJSON() ([]byte, error) {
 const networkShapes = `sandbox.network must be "all", "none", {"connectTcp": [ports]} or {"allow": ["name:port", "*.domain:port", "IP:port", "[IPv6]:port"]}`
 
 // UnmarshalJSON reads the wire form; any other shape is refused by
-// validation (session/open answers -32602, field sandbox.network).
+// validation (session/open answers -32602 naming the member at fault:
+// sandbox.network, sandbox.network.<unknown member>, .allow or
+// .connectTcp).
 func (n *SandboxNetwork) UnmarshalJSON(b []byte) error {
 	b = bytes.TrimSpace(b)
 	if len(b) > 0 && b[0] == '"' {
@@ -123,25 +126,42 @@ func (n *SandboxNetwork) UnmarshalJSON(b []byte) error {
 		if err := json.Unmarshal(b, &s); err != nil {
 			return err
 		}
-		// The object modes are not strings on the wire.
-		*n = SandboxNetwork{Mode: s, bad: s == NetworkAllow || s == NetworkConnectTCP}
+		*n = SandboxNetwork{Mode: s}
+		if s == NetworkAllow || s == NetworkConnectTCP {
+			// The object modes are not strings on the wire.
+			n.badField, n.badWhy = "sandbox.network", networkShapes
+		}
 		return nil
 	}
-	var o struct {
-		ConnectTCP *[]int    `json:"connectTcp"`
-		Allow      *[]string `json:"allow"`
-	}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&o); err != nil || (o.ConnectTCP == nil) == (o.Allow == nil) {
-		*n = SandboxNetwork{bad: true}
+	bad := func(field, why string) error {
+		*n = SandboxNetwork{badField: field, badWhy: why}
 		return nil
 	}
-	if o.Allow != nil {
-		*n = SandboxNetwork{Mode: NetworkAllow, Allow: *o.Allow}
+	var members map[string]json.RawMessage
+	if err := json.Unmarshal(b, &members); err != nil || members == nil {
+		return bad("sandbox.network", networkShapes)
+	}
+	for k := range members {
+		if k != "allow" && k != "connectTcp" {
+			return bad("sandbox.network."+k, "sandbox.network has no member "+strconv.Quote(k)+"; "+networkShapes)
+		}
+	}
+	if len(members) != 1 {
+		return bad("sandbox.network", "sandbox.network takes exactly one of connectTcp or allow; "+networkShapes)
+	}
+	if raw, ok := members["allow"]; ok {
+		var entries []string
+		if err := json.Unmarshal(raw, &entries); err != nil || entries == nil {
+			return bad("sandbox.network.allow", `sandbox.network.allow must be an array of strings: ["name:port", "*.domain:port", "IP:port", "[IPv6]:port"]`)
+		}
+		*n = SandboxNetwork{Mode: NetworkAllow, Allow: entries}
 		return nil
 	}
-	*n = SandboxNetwork{Mode: NetworkConnectTCP, ConnectTCP: *o.ConnectTCP}
+	var ports []int
+	if err := json.Unmarshal(members["connectTcp"], &ports); err != nil || ports == nil {
+		return bad("sandbox.network.connectTcp", "sandbox.network.connectTcp must be an array of ports (1-65535)")
+	}
+	*n = SandboxNetwork{Mode: NetworkConnectTCP, ConnectTCP: ports}
 	return nil
 }
 
@@ -229,8 +249,8 @@ func (s *Sandbox) validate() *Error {
 		}
 	}
 	if n := s.Network; n != nil {
-		if n.bad {
-			return InvalidParams("sandbox.network", networkShapes)
+		if n.badField != "" {
+			return InvalidParams(n.badField, n.badWhy)
 		}
 		switch n.Mode {
 		case NetworkAll, NetworkNone:
