@@ -356,6 +356,12 @@ type CloseParams struct {
 	DiscardPersistentState bool   `json:"discardPersistentState,omitempty"`
 }
 
+// StrictMembers reports that session/close params are read strictly too:
+// a misspelt discardPersistentState must not silently keep the key's
+// record and private HOME (found by a fresh-user trial; the schema's
+// CloseParams has additionalProperties false).
+func (*CloseParams) StrictMembers() bool { return true }
+
 // SetModelParams are the params of `session/setModel`.
 type SetModelParams struct {
 	Session string `json:"session"`

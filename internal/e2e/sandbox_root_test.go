@@ -399,6 +399,16 @@ func TestParams_MisspeltMembersRefused(t *testing.T) {
 	p["_meta"] = map[string]any{"anything": map[string]any{"goes": true}}
 	var o openResult
 	s.mustCall("session/open", p, &o)
+	// session/close is read strictly too: a misspelt discard leaves the
+	// session open, not closed with its state kept.
+	wantFieldError(t, s.call("session/close", map[string]any{"session": o.Session, "discardPersistentStat": true}), "discardPersistentStat")
+	var st struct {
+		State string `json:"state"`
+	}
+	s.mustCall("session/status", map[string]any{"session": o.Session}, &st)
+	if st.State != "open" {
+		t.Errorf("after a refused close the session is %q, want open", st.State)
+	}
 	closeAllClean(t, s, e, o.Session)
 	if _, err := os.Stat(e.recordPath("misspelt")); !os.IsNotExist(err) {
 		t.Errorf("a refused open left a record: %v", err)
