@@ -472,6 +472,14 @@ func (s *session) admit(ctx context.Context, in admissionInput) admissionResult 
 // admitted installs a successful admission on the actor and answers the open.
 func (s *session) admitted(a *admitted, reply Reply) {
 	s.adopt(a) // admitinput.go
+	// One line per open at info: an unattended operator sees sessions come
+	// and go in the log, not only in the hosts' frames (fresh-user trial).
+	pid := 0
+	if s.end.tree != nil {
+		pid = s.end.tree.Info().Pid
+	}
+	s.log.Info("session opened", zap.String("sessionKey", s.key), zap.String("agent", s.agent),
+		zap.Int("pid", pid), zap.Bool("resumed", a.result.Resumed))
 	if a.record != nil {
 		s.restoreUsage(a.record)
 	}

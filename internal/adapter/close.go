@@ -188,6 +188,8 @@ func (s *session) startCleanup(reason string, origin protocol.ProofOrigin, disca
 
 // finishCleanup adopts a cleanup's proof on the actor.
 func (s *session) finishCleanup(proof *protocol.Proof) {
+	s.log.Info("session ended", zap.String("sessionKey", s.key), zap.String("cleanupId", proof.CleanupID),
+		zap.String("origin", string(proof.Origin)), zap.Bool("complete", proof.Complete), zap.Int("processes", len(proof.Processes)))
 	ca := s.end.closeReq
 	s.end.closeReq = nil
 	s.end.proof = proof

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/netip"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -335,10 +336,14 @@ func TestResolver_PinsAndRebinding(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	for _, bad := range []string{"model.test", "=1.2.3.4", "*.test=1.2.3.4", "a.test=localhost", "a.test=0.0.0.0", "a.test=fe80::1%eth0"} {
+	for _, bad := range []string{"model.test", "=1.2.3.4", "*.test=1.2.3.4", "a.test=localhost", "a.test=0.0.0.0", "a.test=fe80::1%eth0",
+		"localhost=127.0.0.1", "a.test=1.2.3.4:443"} {
 		if err := (Pins{}).ParsePin(bad); err == nil {
 			t.Errorf("--resolve %q accepted", bad)
 		}
+	}
+	if err := (Pins{}).ParsePin("a.test=1.2.3.4:443"); err == nil || !strings.Contains(err.Error(), "without a port") {
+		t.Errorf("--resolve with a port: %v, want it to say the port is the problem", err)
 	}
 	r := newResolver(pins)
 	asked := 0

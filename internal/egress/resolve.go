@@ -29,6 +29,12 @@ func (p Pins) ParsePin(s string) error {
 	if !ok || strings.Contains(cn, "*") {
 		return fmt.Errorf("--resolve %q: %q is not a DNS name", s, name)
 	}
+	if cn == "localhost" || strings.HasSuffix(cn, ".localhost") {
+		return fmt.Errorf("--resolve %q: localhost is each tree's own loopback and can never be listed, so a pin of it would do nothing", s)
+	}
+	if ap, err := netip.ParseAddrPort(ip); err == nil {
+		return fmt.Errorf("--resolve %q: give the address without a port (%s): the port is the allow entry's", s, ap.Addr())
+	}
 	a, err := netip.ParseAddr(strings.TrimSuffix(strings.TrimPrefix(ip, "["), "]"))
 	if err != nil || a.Zone() != "" || a.IsUnspecified() || a.IsMulticast() {
 		return fmt.Errorf("--resolve %q: %q is not a unicast IP address", s, ip)

@@ -78,6 +78,8 @@ var (
 	// never asked of the sidecar's resolver, so a name entry for it could
 	// never be used.
 	ErrLocalhost = errors.New("localhost is the tree's own loopback: list 127.0.0.1:port or [::1]:port")
+	// ErrURL: an entry written as a URL (the model's base URL pasted).
+	ErrURL = errors.New("an entry is host:port, not a URL: write api.example.com:443 for https://api.example.com")
 )
 
 // Parse reads one entry. Errors wrap one of the Err values above.
@@ -129,6 +131,9 @@ func Parse(s string) (Entry, error) {
 // splitHostPort splits "host:port" and "[v6]:port" at the last colon; a
 // bare IPv6 address (several colons, no brackets) is ErrBadAddr.
 func splitHostPort(s string) (host, port string, err error) {
+	if strings.Contains(s, "://") || strings.ContainsAny(s, "/?#@") {
+		return "", "", ErrURL
+	}
 	i := strings.LastIndexByte(s, ':')
 	if i < 0 {
 		return "", "", ErrNoPort

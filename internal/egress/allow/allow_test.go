@@ -72,6 +72,9 @@ func TestParse_Refusals(t *testing.T) {
 		"x.*.test:443":                   ErrWildcard,
 		"localhost:8080":                 ErrLocalhost,
 		"a.localhost:8080":               ErrLocalhost,
+		"https://api.openai.com:443":     ErrURL,
+		"api.openai.com:443/v1":          ErrURL,
+		"user@api.openai.com:443":        ErrURL,
 		"example.123:443":                ErrBadName,
 		string(make([]byte, 300)) + ":1": ErrBadName,
 	} {
