@@ -97,7 +97,7 @@ func start(p *Plan, f Forks) (st Started, err error) {
 		flags |= unix.CLONE_NEWNS
 	}
 	if p.NewPIDNS {
-		flags |= unix.CLONE_NEWPID
+		flags |= unix.CLONE_NEWPID | unix.CLONE_NEWIPC
 	}
 	if p.NewNetNS {
 		flags |= unix.CLONE_NEWNET
@@ -125,6 +125,9 @@ func start(p *Plan, f Forks) (st Started, err error) {
 		}
 		if err := mountProc(st.InitPid); err != nil {
 			return st, stepError("proc", err)
+		}
+		if err := mountShm(); err != nil {
+			return st, stepError("shm", err)
 		}
 	}
 	for _, d := range p.Pin {
@@ -261,4 +264,17 @@ func loopbackUp() error {
 	}
 	ifr.SetUint16(ifr.Uint16() | unix.IFF_UP)
 	return unix.IoctlIfreq(fd, unix.SIOCSIFFLAGS, ifr)
+}
+
+// mountShm mounts a fresh tmpfs (mode 1777, nosuid, nodev) over /dev/shm
+// where there is one: POSIX shared memory of the tree's own, as its IPC
+// namespace holds its System V objects (found by an adversarial trial: a
+// tree removed the host's 0600 segments and two sessions passed data
+// through both). Its pages are charged to the tree's cgroup.
+func mountShm() error {
+	var st unix.Stat_t
+	if err := unix.Lstat(DevShm, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR {
+		return nil
+	}
+	return unix.Mount("tmpfs", DevShm, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=1777")
 }

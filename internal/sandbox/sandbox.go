@@ -122,7 +122,10 @@ type Rule struct {
 
 // Plan is what Start applies, in this order: a private mount namespace
 // (NewMountNS), a PID namespace with its init (NewPIDNS) and a fresh
-// /proc, every Pin directory bound onto itself and every ReadOnly path
+// /proc, with it a System V IPC namespace and a fresh tmpfs on /dev/shm
+// (NewPIDNS: a tree that sees only its own processes shares no message
+// queue, semaphore or shared memory with the host or another tree either),
+// every Pin directory bound onto itself and every ReadOnly path
 // bound read-only (mount points cannot be renamed or removed), a mount
 // over / (DenyUserNS: the kernel refuses a new user namespace to a
 // process whose root is not its namespace's root), a new network
@@ -263,7 +266,7 @@ func Build(pol Policy, paths Paths, opt BuildOptions) (Plan, Applied, error) {
 	}
 	switch pol.Processes {
 	case OwnTreeProcesses:
-		plan.NewPIDNS = true
+		plan.NewPIDNS = true // with an IPC namespace and a private /dev/shm (Start)
 	case AllProcesses:
 	default:
 		return plan, ap, errors.Join(ErrBadPolicy, errors.New("processes "+pol.Processes))
@@ -312,8 +315,9 @@ func Build(pol Policy, paths Paths, opt BuildOptions) (Plan, Applied, error) {
 			}
 		}
 		r := Rule{Path: p, Access: access}
-		if !Within(p, "/proc") {
-			// A fresh /proc (processes own-tree) is another file.
+		if !Within(p, "/proc") && !(plan.NewPIDNS && p == DevShm) {
+			// A fresh /proc and /dev/shm (processes own-tree) are other
+			// files than the host's.
 			r.Dev, r.Ino = identity(p)
 		}
 		plan.FS = append(plan.FS, r)
