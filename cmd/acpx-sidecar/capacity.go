@@ -44,6 +44,22 @@ func raiseNofile() (uint64, error) {
 	return uint64(lim.Cur), nil
 }
 
+// fdsPerConnection is what one connection forwarded through an allow list
+// costs in the sidecar's descriptors: the tree's socket, the sidecar's
+// own, and the two pipes of the kernel splice (one per direction).
+const fdsPerConnection = 6
+
+// maxConnectionsFor is the sidecar-wide bound on forwarded connections
+// for a descriptor limit of nofile: a quarter of the descriptors after
+// fdReserve, at least 16 (docs/protocol.md §19.1, §21).
+func maxConnectionsFor(nofile uint64) int {
+	n := 16
+	if nofile > fdReserve {
+		n = max(n, int((nofile-fdReserve)/4/fdsPerConnection))
+	}
+	return n
+}
+
 // maxSessionsFor is the default --max-sessions for a descriptor limit of
 // nofile: (nofile − fdReserve) / fdsPerSession, at least 1, at most
 // maxDerivedSessions.

@@ -39,3 +39,13 @@ func TestRaiseNofile(t *testing.T) {
 		t.Fatalf("raiseNofile = %d, %v", n, err)
 	}
 }
+
+// TestMaxConnectionsFor: a quarter of the descriptors after the reserve,
+// six per connection, at least 16.
+func TestMaxConnectionsFor(t *testing.T) {
+	for nofile, want := range map[uint64]int{0: 16, 100: 16, 1024: 41, 20000: 832, 1 << 20: 43689} {
+		if got := maxConnectionsFor(nofile); got != want {
+			t.Errorf("maxConnectionsFor(%d) = %d, want %d", nofile, got, want)
+		}
+	}
+}

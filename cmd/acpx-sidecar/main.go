@@ -342,6 +342,9 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	cfg.Sandbox = adapter.SandboxConfig{Default: o.defaultSandbox, Caps: sandbox.Probe().Limit(o.assumeABI),
 		Protected: append(sandbox.CgroupMounts(), selfInstallation()...)}
 	cfg.Egress = adapter.EgressConfig{Pins: o.pins, Unsupported: egress.Probe()}
+	if nofile > 0 {
+		cfg.Egress.MaxConnections = maxConnectionsFor(nofile)
+	}
 	if cfg.Egress.Unsupported != nil {
 		log.Info("sandbox.network.allow cannot be enforced here; opens with an allow list are refused PLATFORM_UNSUPPORTED",
 			zap.String("reason", cfg.Egress.Unsupported.Error()))

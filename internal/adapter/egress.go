@@ -26,6 +26,11 @@ type EgressConfig struct {
 	// ResolvConf is the resolver configuration whose nameservers the
 	// tree's DNS answers on; "" = /etc/resolv.conf.
 	ResolvConf string
+	// MaxConnections bounds the connections forwarded at once by every
+	// session together (each holds ~6 of the sidecar's descriptors); 0 =
+	// no bound. The daemon derives it from its descriptor limit
+	// (docs/protocol.md §21).
+	MaxConnections int
 }
 
 // sessionEgress is the session's allow-list network (actor-owned; the
@@ -70,7 +75,7 @@ func (s *session) joinEgress(list []string) (int, allow.List, *protocol.Error) {
 		maxConns = int(*l.Connections)
 	}
 	n, err := egress.New(egress.Config{Allow: parsed, Pins: s.m.cfg.Egress.Pins, MaxConns: maxConns,
-		ResolvConf: s.m.cfg.Egress.ResolvConf, Shared: &s.m.netTotals,
+		ResolvConf: s.m.cfg.Egress.ResolvConf, Shared: &s.m.netTotals, Budget: s.m.netBudget,
 		Wake: func() { s.post(s.takeNetworkEvents) }})
 	if errors.Is(err, egress.ErrUnsupported) {
 		return -1, nil, protocol.Domain(protocol.ErrPlatformUnsupported, "the session's network namespace could not be made: "+s.red.clean(err.Error()), false)

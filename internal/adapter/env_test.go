@@ -126,6 +126,7 @@ func TestRedactor_CleanFoldMatchesAnyCase(t *testing.T) {
 		"sk-sec-topsecret-4242.evil.com:443":                       "[redacted].evil.com:443",
 		"a.SK-SEC-TOPSECRET-4242.b.sk-sec-topsecret-4242.evil.com": "a.[redacted].b.[redacted].evil.com",
 		"redacted.example":   "[redacted].example",
+		"evil\x00.wild.test": "evil\x00.wild.test",
 		"abc.example:443":    "abc.example:443",
 		"api.openai.com:443": "api.openai.com:443",
 	} {

@@ -143,6 +143,9 @@ type Manager struct {
 	// netTotals: every session's connections through an allow list
 	// (sidecar/stats network; egress.go).
 	netTotals egress.Counters
+	// netBudget: the connections every session's allow list may forward
+	// at once together (--max-connections; egress.go).
+	netBudget *egress.Budget
 	// trees: the live-tree slots (--max-live-trees; livetrees.go).
 	trees liveTrees
 	// provDirs: the provider-state dirs of live sessions, under mu
@@ -171,7 +174,7 @@ func NewManager(cfg Config, host Host) *Manager {
 	}
 	m := &Manager{cfg: cfg, host: host, log: cfg.Logger, sessions: map[string]*session{},
 		keys: map[string]*session{}, stopCh: make(chan struct{}), tmpSpares: tmpSpares{want: tmpSparesKept},
-		trees: liveTrees{max: cfg.Caps.MaxLiveTrees}}
+		trees: liveTrees{max: cfg.Caps.MaxLiveTrees}, netBudget: egress.NewBudget(cfg.Egress.MaxConnections)}
 	m.stateCtx, m.stateCancel = context.WithCancel(context.Background())
 	return m
 }

@@ -231,20 +231,43 @@ func (r *redactor) cleanFold(text string) string {
 			return replaceAll(text, r.output)
 		}
 	}
+	// Mark the bytes every secret covers (in any case), then write the
+	// text with each marked run replaced once: a later secret cannot match
+	// inside an earlier replacement, and no byte of the text is taken for
+	// a mark (a NUL placeholder was: an agent's NUL read as a secret).
+	lower := strings.ToLower(text)
+	var marked []bool
 	for _, v := range r.output {
 		lv := strings.ToLower(v)
 		if len(lv) != len(v) {
 			continue // a non-ASCII secret folds to another length: not in an ASCII text
 		}
-		for {
-			i := strings.Index(strings.ToLower(text), lv)
-			if i < 0 {
+		for from := 0; ; {
+			k := strings.Index(lower[from:], lv)
+			if k < 0 {
 				break
 			}
-			// A NUL marks the place (no env value holds one), so a later
-			// secret cannot match inside an earlier replacement.
-			text = text[:i] + "\x00" + text[i+len(v):]
+			if marked == nil {
+				marked = make([]bool, len(text))
+			}
+			for m := from + k; m < from+k+len(lv); m++ {
+				marked[m] = true
+			}
+			from += k + 1
 		}
 	}
-	return strings.ReplaceAll(text, "\x00", "[redacted]")
+	if marked == nil {
+		return text
+	}
+	var b strings.Builder
+	for k := 0; k < len(text); k++ {
+		if !marked[k] {
+			b.WriteByte(text[k])
+			continue
+		}
+		if k == 0 || !marked[k-1] {
+			b.WriteString("[redacted]")
+		}
+	}
+	return b.String()
 }

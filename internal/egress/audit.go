@@ -26,6 +26,9 @@ const (
 	ReasonNameNotListed = "name not listed"
 	// ReasonLimit: the session's limits.connections were all open.
 	ReasonLimit = "connection limit"
+	// ReasonSidecarLimit: the sidecar's connections across its sessions
+	// (Budget, from its descriptor limit) were all open.
+	ReasonSidecarLimit = "sidecar connection limit"
 	// ReasonNames: the session's table of names is full (MaxNames).
 	ReasonNames = "too many names"
 	// ReasonNotTCP: a datagram (UDP, ICMP, …) to a destination outside
@@ -100,8 +103,8 @@ const (
 	// (Network.Dropped), never blocking a forwarder.
 	MaxPendingEvents = 4096
 	// maxDeniedKeys bounds the destinations remembered as already
-	// reported in one turn; past it, further denied destinations of that
-	// turn are counted but not reported.
+	// reported in one turn; past it, further denied attempts of that turn
+	// are each reported (no longer deduplicated).
 	maxDeniedKeys = 4096
 )
 
@@ -169,11 +172,13 @@ func (a *auditor) queue(e Event, key string) {
 			a.mu.Unlock()
 			return
 		}
-		if len(a.seen) >= maxDeniedKeys {
-			a.mu.Unlock()
-			return
+		if len(a.seen) < maxDeniedKeys {
+			a.seen[key] = struct{}{}
 		}
-		a.seen[key] = struct{}{}
+		// Past maxDeniedKeys destinations in a turn every further one is
+		// reported, not deduplicated (a flood of junk names must not hide
+		// the probe after it; adversarial trial); MaxPendingEvents still
+		// bounds what waits.
 		e.RequestID = a.turn
 	}
 	if len(a.pending) >= MaxPendingEvents {
@@ -201,4 +206,52 @@ func (a *auditor) take() []Event {
 // totals reads the counters.
 func (a *auditor) totals() Totals {
 	return Totals{Allowed: a.allowed.Load(), Denied: a.denied.Load(), BytesOut: a.bytesOut.Load(), BytesIn: a.bytesIn.Load()}
+}
+
+// Budget bounds the connections forwarded at once by every session of a
+// sidecar together (each holds about six of the sidecar's descriptors:
+// two sockets and the two pipes of the kernel splice), so one session's
+// connections — within its own limits.connections — cannot take the
+// descriptors its neighbours and new opens need (adversarial trial: a
+// 400-connection flood under RLIMIT_NOFILE 1024 made a neighbour's
+// connection hang and a new open fail EMFILE). A nil *Budget bounds
+// nothing. Safe for concurrent use.
+type Budget struct {
+	max  int64
+	used atomic.Int64
+}
+
+// NewBudget is a Budget of max connections (max < 1: nil, no bound).
+func NewBudget(max int) *Budget {
+	if max < 1 {
+		return nil
+	}
+	return &Budget{max: int64(max)}
+}
+
+// take reserves one connection; false when max are in use.
+func (b *Budget) take() bool {
+	if b == nil {
+		return true
+	}
+	if b.used.Add(1) > b.max {
+		b.used.Add(-1)
+		return false
+	}
+	return true
+}
+
+// give returns a connection taken.
+func (b *Budget) give() {
+	if b != nil {
+		b.used.Add(-1)
+	}
+}
+
+// InUse is the connections held now (0 for nil).
+func (b *Budget) InUse() int64 {
+	if b == nil {
+		return 0
+	}
+	return b.used.Load()
 }

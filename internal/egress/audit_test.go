@@ -31,9 +31,10 @@ func TestAudit_DeniedOncePerTurn(t *testing.T) {
 }
 
 // TestAudit_Bounded: allowed entries past MaxPendingEvents are dropped
-// and counted (never blocking), denied destinations past maxDeniedKeys
-// in one turn are counted but not reported, and wake fires once per
-// empty-to-non-empty queue.
+// and counted (never blocking), and wake fires once per
+// empty-to-non-empty queue; past maxDeniedKeys destinations in one turn a
+// further denied one is still reported (a flood of junk must not hide
+// the probe after it).
 func TestAudit_Bounded(t *testing.T) {
 	wakes := 0
 	a := newAuditor(func() { wakes++ })
@@ -54,5 +55,9 @@ func TestAudit_Bounded(t *testing.T) {
 	}
 	if wakes != 2 || len(a.take()) != maxDeniedKeys || a.totals().Denied != maxDeniedKeys+5 {
 		t.Errorf("wakes %d, denied %d", wakes, a.totals().Denied)
+	}
+	a.refused("169.254.169.254:80", ReasonNotListed)
+	if ev := a.take(); len(ev) != 1 || ev[0].Destination != "169.254.169.254:80" {
+		t.Errorf("the probe after %d junk destinations: %+v, want it reported", maxDeniedKeys, ev)
 	}
 }

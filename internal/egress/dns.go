@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"strings"
 	"sync"
 	"time"
 
@@ -19,7 +20,9 @@ import (
 // address (names.assign), NODATA for its other types (AAAA included: the
 // names are reached over IPv4 inside the tree), and NXDOMAIN for a name
 // no entry admits, audited denied (ReasonNameNotListed) unless it is a
-// reverse (PTR) lookup.
+// reverse lookup of an address (PTR under in-addr.arpa or ip6.arpa, which
+// resolvers and tools make on their own); a query whose name does not
+// parse is FORMERR, audited as MalformedQuery.
 
 // dnsTTL is the TTL of an answer, in seconds: a name keeps its address
 // for the session's life, so any TTL is right; short enough that a
@@ -67,12 +70,13 @@ func (d *dnsServer) answer(query []byte) []byte {
 	}
 	if err != nil {
 		rh.RCode = dnsmessage.RCodeFormatError
+		d.aud.refused(MalformedQuery, ReasonNameNotListed)
 		return build(rh, nil, nil)
 	}
 	name, ok := allow.CanonicalName(q.Name.String())
 	if !ok || !d.list.AllowsName(name) {
 		rh.RCode = dnsmessage.RCodeNameError
-		if q.Type != dnsmessage.TypePTR {
+		if q.Type != dnsmessage.TypePTR || !reverseName(name) {
 			shown := name
 			if !ok {
 				shown = q.Name.String()
@@ -241,4 +245,13 @@ func (d *dnsServer) close() {
 	d.closers = nil
 	d.mu.Unlock()
 	d.wg.Wait()
+}
+
+// MalformedQuery is the audit destination of a DNS query whose name does
+// not parse (a label holding a dot, say): what it asked cannot be shown.
+const MalformedQuery = "(malformed DNS query)"
+
+// reverseName reports whether name is an address's reverse-lookup name.
+func reverseName(name string) bool {
+	return strings.HasSuffix(name, ".in-addr.arpa") || strings.HasSuffix(name, ".ip6.arpa")
 }

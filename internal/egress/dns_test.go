@@ -85,6 +85,11 @@ func TestDNS_Answers(t *testing.T) {
 	if h, _ = answer("1.0.0.127.in-addr.arpa.", dnsmessage.TypePTR); h.RCode != dnsmessage.RCodeNameError {
 		t.Errorf("PTR: %v", h.RCode)
 	}
+	// A PTR query of a name that is no address's reverse name is a lookup
+	// like any other (an exfiltration by query type): audited.
+	if h, _ = answer("exfil-ptr.evil.example.", dnsmessage.TypePTR); h.RCode != dnsmessage.RCodeNameError {
+		t.Errorf("PTR of a name: %v", h.RCode)
+	}
 	ev := aud.take()
 	var dests []string
 	for _, e := range ev {
@@ -93,8 +98,8 @@ func TestDNS_Answers(t *testing.T) {
 		}
 		dests = append(dests, e.Destination)
 	}
-	if !slices.Equal(dests, []string{"test", "other.example"}) {
-		t.Errorf("denied names %v, want [test other.example]", dests)
+	if !slices.Equal(dests, []string{"test", "other.example", "exfil-ptr.evil.example"}) {
+		t.Errorf("denied names %v, want [test other.example exfil-ptr.evil.example]", dests)
 	}
 	aud.setTurn("t2")
 	answer("other.example.", dnsmessage.TypeA)
@@ -103,6 +108,15 @@ func TestDNS_Answers(t *testing.T) {
 	}
 	if d.answer([]byte{1, 2, 3}) != nil {
 		t.Error("a 3-byte message was answered")
+	}
+	// A question whose label holds a dot does not parse: FORMERR, audited.
+	bad := []byte{0, 9, 1, 0, 0, 1, 0, 0, 0, 0, 0, 0, 3, 'a', '.', 'b', 0, 0, 1, 0, 1}
+	var m dnsmessage.Message
+	if err := m.Unpack(d.answer(bad)); err != nil || m.RCode != dnsmessage.RCodeFormatError {
+		t.Errorf("a dotted label: %v %v, want FORMERR", m.RCode, err)
+	}
+	if ev := aud.take(); len(ev) != 1 || ev[0].Destination != MalformedQuery {
+		t.Errorf("a dotted label: entries %+v, want one %q", ev, MalformedQuery)
 	}
 }
 

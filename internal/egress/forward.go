@@ -50,6 +50,7 @@ type router func(local netip.AddrPort) (t target, ok bool)
 // user-space buffer; elsewhere 32 KiB per direction).
 type forwarder struct {
 	max         int64
+	budget      *Budget // the sidecar's, shared by its sessions; nil = none
 	dialTimeout time.Duration
 	route       router
 	res         *resolver
@@ -127,8 +128,15 @@ func (f *forwarder) accepted(c *net.TCPConn) {
 		reset(c)
 		return
 	}
+	if !f.budget.take() {
+		f.active.Add(-1)
+		f.aud.refused(t.dest, ReasonSidecarLimit)
+		reset(c)
+		return
+	}
 	if !f.track(c, true) {
 		f.active.Add(-1)
+		f.budget.give()
 		reset(c)
 		return
 	}
@@ -137,6 +145,7 @@ func (f *forwarder) accepted(c *net.TCPConn) {
 	go func() {
 		defer f.wg.Done()
 		defer f.active.Add(-1)
+		defer f.budget.give()
 		defer f.track(c, false)
 		f.forward(c, t, turn, start)
 	}()

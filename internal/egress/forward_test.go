@@ -238,6 +238,65 @@ func TestForwarder_LimitHolds(t *testing.T) {
 	}
 }
 
+// TestForwarder_SidecarBudgetIsShared: two sessions' forwarders share a
+// sidecar Budget of 2: with two connections held through the first, the
+// second's is reset at once and audited denied (ReasonSidecarLimit) though
+// its own limit is far off; once one is closed, the second's goes through.
+func TestForwarder_SidecarBudgetIsShared(t *testing.T) {
+	up := newUpstream(t, "hold")
+	budget := NewBudget(2)
+	mk := func() (*forwarder, *auditor, string) {
+		aud := newAuditor(nil)
+		dst := addrTarget(netip.MustParseAddr("127.0.0.1"), up.port())
+		f := newForwarder(64, func(netip.AddrPort) (target, bool) { return dst, true }, newResolver(nil), aud)
+		f.budget = budget
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.serve(l)
+		t.Cleanup(f.close)
+		return f, aud, l.Addr().String()
+	}
+	fa, _, addrA := mk()
+	_, audB, addrB := mk()
+	held := func(addr string) (net.Conn, bool) {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			return nil, false
+		}
+		_ = c.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+		_, err = c.Read(make([]byte, 1))
+		return c, isTimeout(err)
+	}
+	var a []net.Conn
+	for i := 0; i < 2; i++ {
+		c, ok := held(addrA)
+		if !ok {
+			t.Fatalf("connection %d of the first session was refused", i)
+		}
+		a = append(a, c)
+	}
+	if c, ok := held(addrB); ok {
+		c.Close()
+		t.Fatalf("the second session's connection went through with the budget spent (%d in use)", budget.InUse())
+	}
+	if ev := waitEvents(t, audB, 1); len(ev) != 1 || ev[0].Reason != ReasonSidecarLimit {
+		t.Errorf("the second session's entries %+v, want one %q", ev, ReasonSidecarLimit)
+	}
+	a[0].Close()
+	deadline := time.Now().Add(5 * time.Second)
+	for fa.active.Load() != 1 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	c, ok := held(addrB)
+	if !ok {
+		t.Fatalf("the second session's connection was refused after a slot freed (%d in use)", budget.InUse())
+	}
+	c.Close()
+	a[1].Close()
+}
+
 // TestForwarder_DeniedAndUnreachable: an unrouted connection is reset
 // and audited denied; a listed destination nobody serves is audited
 // allowed with the connect error, nothing counted.

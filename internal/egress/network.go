@@ -53,6 +53,10 @@ type Config struct {
 	// Shared are counters every session's counts are added to as well
 	// (the sidecar's); nil = none.
 	Shared *Counters
+	// Budget is the sidecar's bound on connections across its sessions;
+	// nil = none. One over it is reset at once, audited denied
+	// (ReasonSidecarLimit).
+	Budget *Budget
 }
 
 // ErrUnsupported is New's error where the sidecar cannot make a network

@@ -32,6 +32,7 @@ func New(cfg Config) (*Network, error) {
 	}
 	n := &Network{list: cfg.Allow, ns: ns, aud: aud, names: newNames(MaxNames), done: make(chan struct{})}
 	n.fwd = newForwarder(cfg.MaxConns, n.route, newResolver(cfg.Pins), aud)
+	n.fwd.budget = cfg.Budget
 	n.dns = newDNSServer(cfg.Allow, n.names, aud)
 	var dnsAddrs []netip.Addr
 	for _, s := range nameservers(cfg.ResolvConf) {

@@ -169,7 +169,11 @@ func (p *packet) destination() string {
 // anything to a multicast address or from an unspecified one): never
 // the tree's attempt to reach a destination.
 func (p *packet) housekeeping() bool {
-	if p.dst.IsMulticast() || p.src.IsUnspecified() || p.dst.IsLinkLocalUnicast() {
+	// IPv6 link-local traffic is the namespace's own neighbour discovery;
+	// an IPv4 link-local destination (169.254.169.254, a cloud's metadata
+	// service) is a connection attempt like any other: refused and audited
+	// (it was dropped unaudited; adversarial trial).
+	if p.dst.IsMulticast() || p.src.IsUnspecified() || (p.dst.Is6() && p.dst.IsLinkLocalUnicast()) {
 		return true
 	}
 	return p.proto == protoICMPv6 && p.icmpType >= 130 && p.icmpType <= 143

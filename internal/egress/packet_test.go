@@ -237,6 +237,8 @@ func TestHousekeeping(t *testing.T) {
 		{packet{src: netip.MustParseAddr("2001:2::1"), dst: netip.MustParseAddr("fe80::1"), proto: protoTCP}, true},
 		{packet{src: netip.MustParseAddr("2001:2::1"), dst: netip.MustParseAddr("2001:db8::1"), proto: protoICMPv6, icmpType: 128}, false},
 		{packet{src: netip.MustParseAddr("198.19.0.1"), dst: netip.MustParseAddr("1.1.1.1"), proto: protoTCP}, false},
+		// A cloud's metadata service is an attempt, not housekeeping.
+		{packet{src: netip.MustParseAddr("198.19.0.1"), dst: netip.MustParseAddr("169.254.169.254"), proto: protoTCP}, false},
 	} {
 		if got := c.p.housekeeping(); got != c.want {
 			t.Errorf("housekeeping(%v -> %v proto %d type %d) = %v", c.p.src, c.p.dst, c.p.proto, c.p.icmpType, got)
