@@ -22,16 +22,7 @@ func TestStdinClosed_NextPromptFailsAtOnce(t *testing.T) {
 	s.initialize(false)
 	o := e.open(s, "deafened", "close-stdin,ignore-term")
 	start := time.Now()
-	f := s.await(s.start("session/prompt", map[string]any{"session": o.Session, "requestId": "t1", "prompt": "hi"}), 15*time.Second)
-	var res struct {
-		Status string `json:"status"`
-		Error  *struct {
-			Code string `json:"code"`
-		} `json:"error"`
-	}
-	if f.Error != nil || json.Unmarshal(f.Result, &res) != nil || res.Status != "failed" || res.Error == nil || res.Error.Code != "PROVIDER_PROCESS_LOST" {
-		t.Fatalf("prompt to an agent whose stdin is closed: %s %+v, want failed PROVIDER_PROCESS_LOST", f.Result, f.Error)
-	}
+	wantLostTurn(t, s, o.Session, "t1", "prompt to an agent whose stdin is closed")
 	if d := time.Since(start); d > 10*time.Second {
 		t.Errorf("the prompt took %v to fail", d)
 	}
@@ -184,7 +175,20 @@ func TestConnectionLostInTurn_NextPromptIsRefused(t *testing.T) {
 	s := startSidecar(t, "--state-dir", e.stateDir)
 	s.initialize(false)
 	o := e.open(s, "muted", "mute-mid-turn,ignore-term")
-	f := s.await(s.start("session/prompt", map[string]any{"session": o.Session, "requestId": "t1", "prompt": "hi"}), 15*time.Second)
+	wantLostTurn(t, s, o.Session, "t1", "the muted turn")
+	f := s.await(s.start("session/prompt", map[string]any{"session": o.Session, "requestId": "t2", "prompt": "again"}), 15*time.Second)
+	if f.Error == nil || f.Error.dataCode() != "PROVIDER_PROCESS_LOST" {
+		t.Errorf("the next prompt: %s %+v, want refused PROVIDER_PROCESS_LOST", f.Result, f.Error)
+	}
+	closeClean(t, s, o.Session, e.mark, e.work)
+}
+
+// wantLostTurn runs turn rid of session and fails the test unless its
+// result is failed PROVIDER_PROCESS_LOST (what names the turn in the
+// message).
+func wantLostTurn(t *testing.T, s *sidecar, session, rid, what string) {
+	t.Helper()
+	f := s.await(s.start("session/prompt", map[string]any{"session": session, "requestId": rid, "prompt": "hi"}), 15*time.Second)
 	var res struct {
 		Status string `json:"status"`
 		Error  *struct {
@@ -192,11 +196,6 @@ func TestConnectionLostInTurn_NextPromptIsRefused(t *testing.T) {
 		} `json:"error"`
 	}
 	if f.Error != nil || json.Unmarshal(f.Result, &res) != nil || res.Status != "failed" || res.Error == nil || res.Error.Code != "PROVIDER_PROCESS_LOST" {
-		t.Fatalf("the muted turn: %s %+v, want failed PROVIDER_PROCESS_LOST", f.Result, f.Error)
+		t.Fatalf("%s: %s %+v, want failed PROVIDER_PROCESS_LOST", what, f.Result, f.Error)
 	}
-	f = s.await(s.start("session/prompt", map[string]any{"session": o.Session, "requestId": "t2", "prompt": "again"}), 15*time.Second)
-	if f.Error == nil || f.Error.dataCode() != "PROVIDER_PROCESS_LOST" {
-		t.Errorf("the next prompt: %s %+v, want refused PROVIDER_PROCESS_LOST", f.Result, f.Error)
-	}
-	closeClean(t, s, o.Session, e.mark, e.work)
 }

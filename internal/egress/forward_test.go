@@ -109,9 +109,16 @@ func (u *upstream) close() {
 // hostForwarder is a forwarder whose listener is on the host's loopback
 // (no namespace): every connection to it goes to dst.
 func hostForwarder(t *testing.T, max int, dst target, pins Pins) (*forwarder, *auditor, string) {
+	return hostForwarderIn(t, max, dst, pins, nil)
+}
+
+// hostForwarderIn is hostForwarder whose connections also take from the
+// sidecar budget b (nil: none).
+func hostForwarderIn(t *testing.T, max int, dst target, pins Pins, b *Budget) (*forwarder, *auditor, string) {
 	t.Helper()
 	aud := newAuditor(nil)
 	f := newForwarder(max, func(netip.AddrPort) (target, bool) { return dst, dst.dest != "" }, newResolver(pins), aud)
+	f.budget = b
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -246,17 +253,7 @@ func TestForwarder_SidecarBudgetIsShared(t *testing.T) {
 	up := newUpstream(t, "hold")
 	budget := NewBudget(2)
 	mk := func() (*forwarder, *auditor, string) {
-		aud := newAuditor(nil)
-		dst := addrTarget(netip.MustParseAddr("127.0.0.1"), up.port())
-		f := newForwarder(64, func(netip.AddrPort) (target, bool) { return dst, true }, newResolver(nil), aud)
-		f.budget = budget
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		f.serve(l)
-		t.Cleanup(f.close)
-		return f, aud, l.Addr().String()
+		return hostForwarderIn(t, 64, addrTarget(netip.MustParseAddr("127.0.0.1"), up.port()), nil, budget)
 	}
 	fa, _, addrA := mk()
 	_, audB, addrB := mk()
