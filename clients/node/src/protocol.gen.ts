@@ -1801,7 +1801,7 @@ export interface NetworkNotification {
   destination: string;
   decision: "allowed" | "denied";
   /**
-   * Why it was denied ("not listed", "name not listed", "connection limit", "too many names", "not tcp"), or why an allowed connection carried nothing ("connect: …").
+   * Why it was denied ("not listed", "name not listed", "connection limit", "sidecar connection limit", "too many names", "not tcp"), or why an allowed connection carried nothing ("connect: …").
    */
   reason?: string;
   /**
