@@ -231,9 +231,14 @@ func (a *archiver) source(s Source) error {
 		}
 		a.leave = s.Leave
 		defer func() { a.leave = nil }()
-		return a.walk(root, "", s.Name)
+		rfd, err := unix.Open(root, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return fmt.Errorf("statestore: source %q: %w", s.Name, err)
+		}
+		defer unix.Close(rfd)
+		return a.walk(rfd, root, "", s.Name)
 	case st.Mode().IsRegular():
-		return a.file(root, s.Name)
+		return a.file(unix.AT_FDCWD, root, s.Name)
 	default:
 		a.skip(s.Name, "not a directory, regular file or symlink")
 		return nil
@@ -251,15 +256,20 @@ func (a *archiver) dirEntry(p string, st fs.FileInfo) error {
 	return writeManLine(a.man, manLine{T: "d", P: p, M: perm})
 }
 
-// walk archives the directory root/rel (a real directory: walk never
-// follows a link) as archive path prefix, children in byte order of their
-// names — the order restore checks.
-func (a *archiver) walk(root, rel, prefix string) error {
-	dir := filepath.Join(root, rel)
-	d, err := os.Open(dir)
+// walk archives the directory dirfd — root/rel, opened without following
+// a link — as archive path prefix, children in byte order of their names
+// (the order restore checks). Every child is reached from its parent's
+// descriptor without following a link (fstatat, openat O_NOFOLLOW), never
+// by its path again: an agent that swaps a directory for a link while the
+// walk runs (renameat2 RENAME_EXCHANGE in a loop) gets the swap skipped,
+// never the link's target archived (adversarial trial: the master key,
+// which the agent could not read, reached the store that way).
+func (a *archiver) walk(dirfd int, root, rel, prefix string) error {
+	lfd, err := unix.Openat(dirfd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return fmt.Errorf("statestore: read %s: %w", prefix, err)
 	}
+	d := os.NewFile(uintptr(lfd), prefix)
 	names, err := d.Readdirnames(-1)
 	d.Close()
 	if err != nil {
@@ -269,7 +279,6 @@ func (a *archiver) walk(root, rel, prefix string) error {
 	for _, n := range names {
 		p := prefix + "/" + n
 		crel := path.Join(rel, n)
-		full := filepath.Join(root, crel)
 		if len(p) > maxPathLen {
 			a.skip(p[:64]+"…", "path longer than 4096 bytes")
 			continue
@@ -277,7 +286,8 @@ func (a *archiver) walk(root, rel, prefix string) error {
 		if a.left(crel) {
 			continue
 		}
-		st, err := os.Lstat(full)
+		var st unix.Stat_t
+		err := unix.Fstatat(dirfd, n, &st, unix.AT_SYMLINK_NOFOLLOW)
 		if errors.Is(err, fs.ErrNotExist) {
 			a.skip(p, "vanished while archiving")
 			continue
@@ -285,20 +295,36 @@ func (a *archiver) walk(root, rel, prefix string) error {
 		if err != nil {
 			return fmt.Errorf("statestore: %s: %w", p, err)
 		}
-		switch m := st.Mode(); {
-		case m.IsDir():
-			if err := a.dirEntry(p, st); err != nil {
+		switch st.Mode & unix.S_IFMT {
+		case unix.S_IFDIR:
+			cfd, err := unix.Openat(dirfd, n, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+			if errors.Is(err, unix.ELOOP) || errors.Is(err, unix.ENOTDIR) || errors.Is(err, fs.ErrNotExist) {
+				a.skip(p, "replaced while archiving")
+				continue
+			}
+			if err != nil {
+				return fmt.Errorf("statestore: %s: %w", p, err)
+			}
+			var cst unix.Stat_t
+			if err := unix.Fstat(cfd, &cst); err != nil {
+				unix.Close(cfd)
+				return fmt.Errorf("statestore: %s: %w", p, err)
+			}
+			if err := a.dirEntry(p, statInfo{cst}); err != nil {
+				unix.Close(cfd)
 				return err
 			}
-			if err := a.walk(root, crel, p); err != nil {
+			err = a.walk(cfd, root, crel, p)
+			unix.Close(cfd)
+			if err != nil {
 				return err
 			}
-		case m.IsRegular():
-			if err := a.file(full, p); err != nil {
+		case unix.S_IFREG:
+			if err := a.file(dirfd, n, p); err != nil {
 				return err
 			}
-		case m&fs.ModeSymlink != 0:
-			if err := a.link(root, rel, full, p); err != nil {
+		case unix.S_IFLNK:
+			if err := a.link(dirfd, n, root, rel, p); err != nil {
 				return err
 			}
 		default:
@@ -336,8 +362,8 @@ func linkTargetOK(dirRel, target string) (string, string) {
 // link archives the symlink full at archive path p when its target passes
 // linkTargetOK and every component of the resolved path exists and is not
 // itself a link ("no chains"); else it is skipped and listed.
-func (a *archiver) link(root, dirRel, full, p string) error {
-	target, err := os.Readlink(full)
+func (a *archiver) link(dirfd int, name, root, dirRel, p string) error {
+	target, err := readlinkAt(dirfd, name)
 	if err != nil {
 		a.skip(p, "unreadable link")
 		return nil
@@ -371,12 +397,14 @@ func (a *archiver) link(root, dirRel, full, p string) error {
 	return writeManLine(a.man, manLine{T: "l", P: p, L: target})
 }
 
-// file archives the regular file full at archive path p, its header sized
-// by the open descriptor and exactly that many bytes copied and hashed.
-func (a *archiver) file(full, p string) error {
+// file archives the regular file name of directory dirfd (AT_FDCWD: name
+// is a path) at archive path p, opened without following a link, its
+// header sized by the open descriptor and exactly that many bytes copied
+// and hashed.
+func (a *archiver) file(dirfd int, name, p string) error {
 	// a raw open wrapped by os.NewFile: os.OpenFile's poller registration
 	// costs syscalls per file that 89,100 files feel
-	fd, err := unix.Open(full, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	fd, err := unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if errors.Is(err, fs.ErrNotExist) {
 		a.skip(p, "vanished while archiving")
 		return nil
@@ -388,7 +416,7 @@ func (a *archiver) file(full, p string) error {
 	if err != nil {
 		return fmt.Errorf("statestore: %s: %w", p, err)
 	}
-	f := os.NewFile(uintptr(fd), full)
+	f := os.NewFile(uintptr(fd), p)
 	defer f.Close()
 	st, err := f.Stat()
 	if err != nil {
@@ -435,3 +463,28 @@ func (a *archiver) left(rel string) bool {
 	}
 	return false
 }
+
+// readlinkAt is readlinkat(2) of name in directory dirfd.
+func readlinkAt(dirfd int, name string) (string, error) {
+	for size := 256; ; size *= 2 {
+		b := make([]byte, size)
+		n, err := unix.Readlinkat(dirfd, name, b)
+		if err != nil {
+			return "", err
+		}
+		if n < size {
+			return string(b[:n]), nil
+		}
+	}
+}
+
+// statInfo is an fs.FileInfo of a unix.Stat_t (dirEntry reads its mode
+// and modification time).
+type statInfo struct{ st unix.Stat_t }
+
+func (s statInfo) Name() string       { return "" }
+func (s statInfo) Size() int64        { return s.st.Size }
+func (s statInfo) Mode() fs.FileMode  { return fs.FileMode(s.st.Mode&0o777) | fs.ModeDir }
+func (s statInfo) ModTime() time.Time { return time.Unix(s.st.Mtim.Unix()) }
+func (s statInfo) IsDir() bool        { return true }
+func (s statInfo) Sys() any           { return &s.st }
