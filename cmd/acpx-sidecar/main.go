@@ -333,6 +333,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		cfg.Caps.MaxLiveTrees = cfg.Caps.MaxSessions
 	}
 	cfg.StateStore = stateStore
+	cfg.StateSecrets = o.state.secretPaths()
 	cfg.SweepInterval = ms(o.sweepMs)
 	cfg.Logger = log.Named("session")
 	environ := os.Environ()

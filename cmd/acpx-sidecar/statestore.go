@@ -6,7 +6,9 @@ import (
 	"encoding/hex"
 	"flag"
 	"fmt"
+	"net/url"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/acpx-sidecar/acpx-sidecar/internal/statestore"
@@ -80,6 +82,27 @@ func (f *stateFlags) open(ctx context.Context) (*statestore.Store, error) {
 		return nil, fmt.Errorf("--state-store: %v", err)
 	}
 	return st, nil
+}
+
+// secretPaths are what no provider-state directory may be, hold or lie
+// in (adapter.Config.StateSecrets): the key files and a file:// store's
+// root; nil without --state-store.
+func (f *stateFlags) secretPaths() []string {
+	if f.url == "" {
+		return nil
+	}
+	var out []string
+	for _, k := range []string{f.keyFile, f.oldKeyFile} {
+		if k != "" {
+			if abs, err := filepath.Abs(k); err == nil {
+				out = append(out, abs)
+			}
+		}
+	}
+	if u, err := url.Parse(f.url); err == nil && u.Scheme == "file" && filepath.IsAbs(u.Path) {
+		out = append(out, filepath.Clean(u.Path))
+	}
+	return out
 }
 
 // preflight is doctor's check of the flags (nil without --state-store):

@@ -98,6 +98,11 @@ type Config struct {
 	// StateStore publishes and restores provider state
 	// (--state-store; docs/protocol.md §24); nil: none.
 	StateStore *statestore.Store
+	// StateSecrets are paths no provider-state directory may be, hold or
+	// lie in: the master key files and a file:// store's root (an
+	// archive of them would carry the key, or every key's objects, into
+	// the store; adversarial trial). nil = none.
+	StateSecrets []string
 	// Logger receives structured logs; never given a secret.
 	Logger *zap.Logger
 }

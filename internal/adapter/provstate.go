@@ -63,7 +63,8 @@ func (m *Manager) stateStore() *statestore.Store { return m.cfg.StateStore }
 // a directory that has become a link since (statestore.Source.Strict). With
 // a store, a directory that is a system directory, is or holds the
 // sidecar's own HOME, holds the workspace, or is, holds or lies inside a
-// state dir of this sidecar is refused STATE_CONFLICT with data.paths: an
+// state dir of this sidecar, the state store's root or a master key file
+// (Config.StateSecrets) is refused STATE_CONFLICT with data.paths: an
 // archive never carries them, and a restore never writes there (issue 29's
 // trial) — but for the session's own private HOME (s.end.home, set by
 // setupSandbox first) and what lies in it, the one place under a state dir
@@ -96,6 +97,10 @@ func (s *session) stateSources(env []string) ([]statestore.Source, *protocol.Err
 	for _, d := range s.m.stateDirs(s.stateDir) {
 		protected = append(protected, resolveExisting(d))
 	}
+	var secrets []string
+	for _, d := range s.m.cfg.StateSecrets {
+		secrets = append(secrets, resolveExisting(d))
+	}
 	for i := range out {
 		real := resolveExisting(out[i].Path)
 		out[i].Path, out[i].Strict = real, true
@@ -109,6 +114,8 @@ func (s *session) stateSources(env []string) ([]statestore.Source, *protocol.Err
 			bad = "holds the workspace (cwd), which is never archived"
 		case !beneathAny(real, own) && (beneathAny(real, protected) || holdsAny(real, protected)):
 			bad = "is, holds or lies inside a state directory of this sidecar"
+		case beneathAny(real, secrets) || holdsAny(real, secrets):
+			bad = "is, holds or lies inside the state store or a master key file of this sidecar"
 		}
 		if bad != "" {
 			e := protocol.Domain(protocol.ErrStateConflict, "the provider-state directory "+out[i].Name+" "+bad, false)

@@ -453,8 +453,8 @@ func TestStateStore_PrivateHomeLeavesTheDiskBetweenTurns(t *testing.T) {
 // STATE_CONFLICT and nothing of the link's target reaches the store — and
 // opens whose provider-state directory is a system directory, lies inside
 // the sidecar's state dir (another key's private HOME too), or is the
-// sidecar's own HOME through a link
-// are refused STATE_CONFLICT with nothing launched.
+// sidecar's own HOME through a link, holds the master key file or is the
+// store's own directory are refused STATE_CONFLICT with nothing launched.
 func TestStateStore_ProviderStateCannotReachOutside(t *testing.T) {
 	key, _ := masterKeyFile(t)
 	storeDir := t.TempDir()
@@ -497,6 +497,10 @@ func TestStateStore_ProviderStateCannotReachOutside(t *testing.T) {
 		{"stateDirs": map[string]string{"sessions": filepath.Join(e.stateDir, "sessions")}},
 		{"stateDirs": map[string]string{"other": filepath.Join(e.stateDir, "homes", "planted", ".fa")}}, // another key's private HOME
 		{"env": map[string]string{"HOME": link, "ACPX_TEST_MARK": e.mark}},
+		// The master key's directory and the store itself (adversarial
+		// trial: both were archived into the store).
+		{"stateDirs": map[string]string{"kdir": filepath.Dir(key)}},
+		{"stateDirs": map[string]string{"store": storeDir}},
 	} {
 		p := e.openParams(fmt.Sprintf("refused-%d", i), "")
 		for k, v := range bad {
