@@ -340,6 +340,11 @@ func (s *session) admit(ctx context.Context, in admissionInput) admissionResult 
 			"the ownership ledger entry could not be written, so nothing was launched: "+errText(err), true),
 			reason: "admission failed before launch: the ownership ledger entry could not be written (STORE_UNAVAILABLE)"}
 	}
+	if in.revive != nil {
+		// From here a tree may change the provider state: a close now
+		// publishes it (before, the store still holds it all).
+		in.revive.state.treeLaunched()
+	}
 	tree, err := s.m.cfg.Launcher.Start(reaper.Spec{Path: p.Command.Path, Args: p.Command.Args,
 		Env: in.env, Dir: p.Cwd, ExecFile: in.exe, Name: name, Limits: in.limits, Sandbox: in.sandbox.plan})
 	if in.exe != nil {

@@ -280,7 +280,6 @@ func reviveUnneededError() *protocol.Error {
 // command (its digest checked again), env, limits and sandbox, by the
 // ordinary admission path, resuming the agent's own session.
 func (s *session) startRevive() {
-	s.rec.ps.treeLaunched() // from here a tree may change the provider state
 	s.moveTo(protocol.StateReviving)
 	s.life.reviveStarted = time.Now()
 	s.notify(protocol.NotifySessionLifecycle, protocol.LifecycleNotice{Session: s.id, SessionKey: s.key, State: protocol.LifeReviving})

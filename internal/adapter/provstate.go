@@ -266,8 +266,9 @@ func (s *session) acquireState(ctx context.Context, in *admissionInput) (*states
 // session; nil without a store. A fenced lease is never used again. ctx
 // bounds it (the sidecar's shutdown cancels it). treeGone says the tree
 // was proven gone (a retire's or close's publication): a success then
-// makes the store current. A parked session's close whose store is
-// current publishes nothing (skipped, no error): no tree ran since.
+// makes the store current. A close whose store is current publishes
+// nothing (skipped, no error): no tree ran since (parked is kept for the
+// callers' reading; the store's currency decides).
 func (s *session) publishState(ctx context.Context, ps *providerState, st *store.Store, treeGone, parked bool) *protocol.Publication {
 	ss := s.m.stateStore()
 	if ss == nil || ps == nil || ps.lease == nil {
@@ -279,7 +280,12 @@ func (s *session) publishState(ctx context.Context, ps *providerState, st *store
 		return &protocol.Publication{State: protocol.PublicationSkipped,
 			Error: &protocol.ProofError{Code: protocol.ErrStateFenced, Message: "another sidecar owns the key now"}}
 	}
-	if parked && ps.current {
+	if ps.current {
+		// No tree ran since the store became current (parked, or a revive
+		// that ended before its launch — a close during its restore): the
+		// local copy may be gone or partial, and the head already holds
+		// the state (adversarial trial: such a close published an empty
+		// HOME over the agent's session).
 		return &protocol.Publication{State: protocol.PublicationSkipped}
 	}
 	start := time.Now()

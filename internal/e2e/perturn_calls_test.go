@@ -156,3 +156,41 @@ func waitStats(t *testing.T, s *sidecar, d time.Duration, what string, cond func
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// TestPerTurn_CloseDuringARevivePublishesNothing: with a file:// store,
+// a parked per-turn session's prompt starts a revive that waits for the
+// only live-tree slot (its restore done, nothing launched); a close then
+// aborts the revive, and its publication is skipped — the head keeps the
+// retire's generation — since no tree ran after the retire published
+// (adversarial trial: such a close published what the private HOME held
+// at that moment, an empty or half-restored one, over the agent's
+// session, and the key could not be resumed anywhere).
+func TestPerTurn_CloseDuringARevivePublishesNothing(t *testing.T) {
+	key, _ := masterKeyFile(t)
+	e := newFaultEnv(t)
+	agentState := agentWritableDir(t)
+	s := startSidecar(t, "--state-dir", e.stateDir, "--max-live-trees", "1",
+		"--state-store", "file://"+t.TempDir(), "--state-key-file", key)
+	s.initialize(false)
+	p := storeParams(e, "racing", agentState)
+	p["reviveWaitMs"] = 120000
+	pt := seedMustOpen(s, p)
+	runTurn(t, s, pt.Session, "t1", "the first prompt")
+	retire := waitParked(t, s, pt.Session, 1)
+	warm := e.open(s, "holder", "normal") // takes the only slot
+	id := s.start("session/prompt", map[string]any{"session": pt.Session, "requestId": "t2", "prompt": "p"})
+	waitStats(t, s, 10*time.Second, "the revive waiting for a live-tree slot", func(st liveTreeStats) bool {
+		return st.LiveTrees.Waiting == 1 && st.Sessions.Reviving == 1
+	})
+	pub := proofPublication(t, closeRaw(t, s, pt.Session))
+	if pub == nil || pub.State != "skipped" {
+		t.Errorf("the close during the revive published %+v, want skipped (the retire %s published the state)", pub, retire.CleanupID)
+	}
+	if f := s.await(id, 10*time.Second); f.Error == nil && !strings.Contains(string(f.Result), "cancelled") {
+		t.Errorf("the prompt whose revive the close aborted: %s", f.Result)
+	}
+	if wp := closeProof(s, warm.Session, nil); !wp.Complete {
+		t.Fatalf("close of the warm session: %+v", wp)
+	}
+	waitNoMarked(t, e.mark, e.work, 10*time.Second)
+}
