@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"time"
 
 	"github.com/klauspost/compress/zstd"
@@ -95,7 +96,9 @@ func (s *Store) Restore(ctx context.Context, l *Lease, targets map[string]string
 
 // restoreRef restores one archive object.
 func (s *Store) restoreRef(ctx context.Context, key string, ref ArchiveRef, targets map[string]string, scratchParent string) (Restored, error) {
-	fresh, err := os.MkdirTemp(scratchParent, ".acpx-restore-")
+	// The pid in the name lets a sidecar that finds it after this one was
+	// killed remove it (store.RemoveStaleTemps): it holds decrypted state.
+	fresh, err := os.MkdirTemp(scratchParent, RestoreScratchPrefix+strconv.Itoa(os.Getpid())+"-")
 	if err != nil {
 		return Restored{}, fmt.Errorf("statestore: restore: %w", err)
 	}
@@ -257,3 +260,10 @@ func (s *Store) CheckKeys(ctx context.Context, sessionKey string) error {
 	}
 	return nil
 }
+
+// RestoreScratchPrefix starts the name of a restore's scratch directory in
+// the state dir: the prefix, the restoring process's pid, "-" and a random
+// suffix. A restore removes it in every case; one left by a killed sidecar
+// (decrypted provider state) is removed by the next sweep of that state
+// dir once its pid is gone (store.RemoveStaleTemps).
+const RestoreScratchPrefix = ".acpx-restore-"

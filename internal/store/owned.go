@@ -7,9 +7,11 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -247,7 +249,7 @@ func parseProcStat(b []byte) (ProcStat, error) {
 // and its rename left behind. A live writer's temp file lives for
 // milliseconds. It returns how many were removed.
 func (s *Store) RemoveStaleTemps(age time.Duration) int {
-	n := 0
+	n := s.removeDeadRestores(age)
 	for _, dir := range []string{s.owned, s.SessionsDir()} {
 		_ = withDir(dir, func(d *SafeDir) error {
 			ents, _ := os.ReadDir(dir)
@@ -283,4 +285,42 @@ func isTempName(name string) bool {
 		}
 	}
 	return true
+}
+
+// restorePrefix is statestore.RestoreScratchPrefix (not imported: the
+// state store sits above this package).
+const restorePrefix = ".acpx-restore-"
+
+// removeDeadRestores removes, from the state dir's root, the scratch
+// directories of restores whose process is gone (".acpx-restore-<pid>-…",
+// older than age): decrypted provider state a killed sidecar left
+// (adversarial trial: 1.4 GB survived later sidecars). Removal goes
+// beneath the state dir's handle, never through a link.
+func (s *Store) removeDeadRestores(age time.Duration) int {
+	n := 0
+	root, err := OpenSafeDir(s.dir)
+	if err != nil {
+		return 0
+	}
+	defer root.Close()
+	{
+		ents, _ := os.ReadDir(s.dir)
+		for _, e := range ents {
+			rest, ok := strings.CutPrefix(e.Name(), restorePrefix)
+			if !ok || !e.IsDir() {
+				continue
+			}
+			pidText, _, _ := strings.Cut(rest, "-")
+			pid, err := strconv.Atoi(pidText)
+			if err != nil || pid <= 0 || syscall.Kill(pid, 0) != syscall.ESRCH {
+				continue // not ours to judge, or its sidecar may still run
+			}
+			if info, err := e.Info(); err == nil && time.Since(info.ModTime()) > age {
+				if removeAllAt(root.fd, e.Name(), filepath.Join(s.dir, e.Name()), 0) == nil {
+					n++
+				}
+			}
+		}
+	}
+	return n
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -179,5 +180,52 @@ func TestRemoveStaleTemps(t *testing.T) {
 		if _, err := os.Stat(p); err != nil {
 			t.Errorf("a key's file was swept as a temp file: %v", err)
 		}
+	}
+}
+
+// TestRemoveStaleTemps_DeadRestores: a restore's scratch directory
+// (decrypted provider state) whose process is gone is removed, a link in
+// it removed and not followed; one of a live process is kept, however
+// old (adversarial trial: a killed sidecar's 1.4 GB stayed for good).
+func TestRemoveStaleTemps_DeadRestores(t *testing.T) {
+	dir := t.TempDir()
+	s, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gone := exec.Command("true")
+	if err := gone.Run(); err != nil {
+		t.Fatal(err)
+	}
+	outside := t.TempDir()
+	if err := os.WriteFile(filepath.Join(outside, "keep"), []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	dead := filepath.Join(dir, ".acpx-restore-"+strconv.Itoa(gone.Process.Pid)+"-123")
+	live := filepath.Join(dir, ".acpx-restore-"+strconv.Itoa(os.Getpid())+"-456")
+	for _, d := range []string{dead, live} {
+		if err := os.MkdirAll(filepath.Join(d, "tree", "home"), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(d, "tree", "home", "state.json"), []byte("decrypted"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(outside, filepath.Join(d, "tree", "out")); err != nil {
+			t.Fatal(err)
+		}
+		past := time.Now().Add(-2 * time.Minute)
+		if err := os.Chtimes(d, past, past); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.RemoveStaleTemps(time.Minute)
+	if _, err := os.Stat(dead); !os.IsNotExist(err) {
+		t.Errorf("the dead restore's scratch is kept (%v)", err)
+	}
+	if _, err := os.Stat(filepath.Join(live, "tree", "home", "state.json")); err != nil {
+		t.Errorf("a live restore's scratch was touched: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(outside, "keep")); err != nil {
+		t.Errorf("a link's target was removed: %v", err)
 	}
 }
