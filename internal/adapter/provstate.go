@@ -245,6 +245,13 @@ func (s *session) acquireState(ctx context.Context, in *admissionInput) (*states
 	if r.Generation == 0 {
 		return lease, nil, nil
 	}
+	if r.Generation != h.Archive.Generation {
+		// The head's archive was corrupt and its previous one restored:
+		// the last publication's changes are lost, and the operator must
+		// hear it (adversarial trial: this was silent).
+		s.log.Warn("the head's archive is corrupt; its previous archive was restored (the last publication is lost)",
+			zap.String("sessionKey", s.key), zap.Int64("headGeneration", h.Archive.Generation), zap.Int64("restoredGeneration", r.Generation))
+	}
 	markLocal(in.st, s.key, r.Generation, s.log)
 	if _, err := os.Lstat(journal.SegmentPath(in.st.SessionsDir(), journal.Stem(s.key), 0)); err == nil &&
 		!slices.Contains(r.Kept, journalSource+".0") {
@@ -398,6 +405,10 @@ func (s *session) restoreForRevive(ctx context.Context, ps *providerState, st *s
 		return stateError("the key's provider state could not be restored for the revive", err)
 	}
 	if r.Generation != 0 {
+		if r.Generation != h.Archive.Generation {
+			s.log.Warn("the head's archive is corrupt; its previous archive was restored (the last publication is lost)",
+				zap.String("sessionKey", s.key), zap.Int64("headGeneration", h.Archive.Generation), zap.Int64("restoredGeneration", r.Generation))
+		}
 		markLocal(st, s.key, r.Generation, s.log)
 	}
 	return nil
