@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // rawHead reads the stored head's bytes (nil if none).
@@ -323,5 +324,38 @@ func TestFileStore_FailedHeadWriteKeepsTheHead(t *testing.T) {
 	}
 	if _, err := s.Publish(ctx, l, src); err != nil {
 		t.Fatalf("next Publish: %v", err)
+	}
+}
+
+// TestFileStore_StaleTempObjectsAreSwept: a temp object a killed sidecar
+// left in a key's archives (unmodified for an hour) is removed at the
+// key's next publication; a fresh one, still being written, is kept.
+func TestFileStore_StaleTempObjectsAreSwept(t *testing.T) {
+	dir := t.TempDir()
+	sub := filepath.Join(dir, "archives")
+	if err := os.MkdirAll(sub, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	stale, fresh := filepath.Join(sub, ".tmp-111"), filepath.Join(sub, ".tmp-222")
+	for _, p := range []string{stale, fresh} {
+		if err := os.WriteFile(p, []byte("partial"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	past := time.Now().Add(-2 * staleTempAge)
+	if err := os.Chtimes(stale, past, past); err != nil {
+		t.Fatal(err)
+	}
+	f := &fileBackend{root: dir}
+	w, err := f.newObject(context.Background(), "archives/1-x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.(*fileObject).f.Close()
+	if _, err := os.Stat(stale); !os.IsNotExist(err) {
+		t.Errorf("the stale temp object is kept (%v)", err)
+	}
+	if _, err := os.Stat(fresh); err != nil {
+		t.Errorf("a fresh temp object was removed: %v", err)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -291,11 +292,32 @@ func (f *fileBackend) newObject(_ context.Context, name string) (objectWriter, e
 	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
 		return nil, err
 	}
+	sweepStaleTemps(filepath.Dir(p), staleTempAge)
 	t, err := os.CreateTemp(filepath.Dir(p), ".tmp-*")
 	if err != nil {
 		return nil, err
 	}
 	return &fileObject{f: t, final: p}, nil
+}
+
+// staleTempAge is how long an archive's temp file may go unwritten before
+// the key's next publication removes it: a writer appends continuously,
+// so one this old was left by a sidecar killed mid-publication
+// (adversarial trial: a 511 MB one stayed for good).
+const staleTempAge = time.Hour
+
+// sweepStaleTemps removes the ".tmp-*" files of dir unmodified for age
+// (best effort).
+func sweepStaleTemps(dir string, age time.Duration) {
+	ents, _ := os.ReadDir(dir)
+	for _, e := range ents {
+		if !strings.HasPrefix(e.Name(), ".tmp-") || !e.Type().IsRegular() {
+			continue
+		}
+		if info, err := e.Info(); err == nil && time.Since(info.ModTime()) > age {
+			_ = os.Remove(filepath.Join(dir, e.Name()))
+		}
+	}
 }
 
 // fileObject writes an archive to a temp file; commit fsyncs it, reads it
