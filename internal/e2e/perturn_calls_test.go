@@ -177,7 +177,9 @@ func TestPerTurn_CloseDuringARevivePublishesNothing(t *testing.T) {
 	pt := seedMustOpen(s, p)
 	runTurn(t, s, pt.Session, "t1", "the first prompt")
 	retire := waitParked(t, s, pt.Session, 1)
-	warm := e.open(s, "holder", "normal") // takes the only slot
+	hp := e.openParams("holder", "normal") // takes the only slot
+	hp["stateDirs"] = map[string]string{"agent": agentWritableDir(t)}
+	warm := seedMustOpen(s, hp)
 	id := s.start("session/prompt", map[string]any{"session": pt.Session, "requestId": "t2", "prompt": "p"})
 	waitStats(t, s, 10*time.Second, "the revive waiting for a live-tree slot", func(st liveTreeStats) bool {
 		return st.LiveTrees.Waiting == 1 && st.Sessions.Reviving == 1
