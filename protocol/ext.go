@@ -8,8 +8,8 @@ import (
 )
 
 // Methods of the extension, authentication and agent-session additions
-// (docs/protocol.md §23; /work/shared/design/PROTOCOL.md §9 "Extension
-// methods and `_meta`", "The agent's own sessions").
+// (docs/protocol.md §23, "Extension methods, authentication, the agent's
+// own sessions, capability checks").
 const (
 	// MethodSessionExtRequest is `session/extRequest`: host → sidecar, a
 	// request to the agent's `_…` extension method (ExtRequestParams →
