@@ -6,17 +6,13 @@ import (
 	"errors"
 	"os"
 	"strings"
-	"syscall"
 	"time"
 
-	"github.com/sourcegraph/jsonrpc2"
 	"go.uber.org/zap"
 
 	"github.com/acpx-sidecar/acpx-sidecar/internal/cleanup"
-	"github.com/acpx-sidecar/acpx-sidecar/internal/launchexec"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/profiles"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/reaper"
-	"github.com/acpx-sidecar/acpx-sidecar/internal/sandbox"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/statestore"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/store"
 	"github.com/acpx-sidecar/acpx-sidecar/protocol"
@@ -351,31 +347,7 @@ func (s *session) admit(ctx context.Context, in admissionInput) admissionResult 
 		in.exe.Close()
 	}
 	if err != nil {
-		e := protocol.Domain(protocol.ErrCommandNotExecutable, "the provider could not be started: "+s.red.clean(err.Error()), false)
-		if errors.Is(err, reaper.ErrSealed) {
-			e = protocol.Domain(protocol.ErrShuttingDown, "the sidecar is shutting down", false)
-		} else if x := exhausted("the provider could not be started", err); x != nil {
-			// Before the sandbox's own refusal: a ruleset that could not be
-			// made for want of descriptors is a retry later, not a machine
-			// that cannot sandbox.
-			e = x
-		} else if errors.Is(err, sandbox.ErrRuleMoved) {
-			// A rule path was swapped for a link or another directory
-			// between the plan and the launch (docs/protocol.md §19).
-			e = protocol.Domain(protocol.ErrSandboxConflict, "a sandbox path changed before the launch, so the agent never ran: "+s.red.clean(err.Error()), false)
-			var rm *sandbox.RuleMovedError
-			if errors.As(err, &rm) {
-				e.Data.Paths = []string{rm.Path}
-			}
-		} else if errors.Is(err, launchexec.ErrSandbox) || errors.Is(err, reaper.ErrSandboxUnsupported) {
-			e = protocol.Domain(protocol.ErrPlatformUnsupported, "the sandbox could not be applied, so the agent never ran: "+s.red.clean(err.Error()), false)
-		} else if errors.Is(err, reaper.ErrLimitsUnsupported) {
-			e = protocol.Domain(protocol.ErrPlatformUnsupported, "limits cannot be enforced: "+s.red.clean(err.Error()), false)
-		} else if errors.Is(err, syscall.E2BIG) {
-			// execve's argument list plus environment over the kernel's
-			// limit: the open's env or command.args are too large.
-			e = protocol.InvalidParams(e2bigField(p.Command.Args, in.env), "the provider could not be started: its environment and arguments exceed the kernel's limit (E2BIG)")
-		}
+		e := s.launchError(err, p.Command.Args, in.env)
 		pre.Release()
 		_ = in.st.RemoveOwned(s.id)
 		return admissionResult{err: e} // nothing was launched
@@ -513,25 +485,4 @@ func (s *session) admitted(a *admitted, reply Reply) {
 		return
 	}
 	s.afterOpen() // lifecycle.go
-}
-
-// acpError turns a provider call error into a redacted
-// ACPX_SESSION_ENSURE_FAILED (docs/rules.md#r14).
-func (s *session) acpError(step string, err error) *protocol.Error {
-	var je *jsonrpc2.Error
-	msg := "the agent failed " + step
-	if errors.As(err, &je) {
-		msg += ": " + s.red.clean(je.Message)
-	} else if errors.Is(err, jsonrpc2.ErrClosed) {
-		msg += ": the provider connection closed"
-	}
-	return protocol.Domain(protocol.ErrEnsureFailed, msg, false)
-}
-
-func errText(err error) string {
-	var pe *os.PathError
-	if errors.As(err, &pe) {
-		return pe.Op + " " + pe.Path + ": " + pe.Err.Error()
-	}
-	return err.Error()
 }

@@ -2,9 +2,16 @@ package adapter
 
 import (
 	"errors"
+	"os"
 	"syscall"
 
+	"github.com/sourcegraph/jsonrpc2"
+
+	"github.com/acpx-sidecar/acpx-sidecar/internal/launchexec"
+	"github.com/acpx-sidecar/acpx-sidecar/internal/reaper"
+	"github.com/acpx-sidecar/acpx-sidecar/internal/sandbox"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/store"
+	"github.com/acpx-sidecar/acpx-sidecar/protocol"
 )
 
 // What a failed session/open's error says about its cause, where the
@@ -45,4 +52,63 @@ func e2bigField(args, env []string) string {
 // by a fresh-user trial).
 func storeRetryable(err error) bool {
 	return !errors.Is(err, store.ErrNotDirectory) && !errors.Is(err, store.ErrUnsafeFile) && !errors.Is(err, syscall.ENOTDIR)
+}
+
+// launchError is the open's error for a Launcher.Start failure (args and
+// env the launch's, for an E2BIG's field): SHUTTING_DOWN, the exhausted
+// resource, SANDBOX_CONFLICT for a rule path that moved,
+// PLATFORM_UNSUPPORTED for a sandbox or limits the machine refused,
+// INVALID_PARAMS for E2BIG, else COMMAND_NOT_EXECUTABLE; the text
+// redacted.
+func (s *session) launchError(err error, args, env []string) *protocol.Error {
+	if errors.Is(err, reaper.ErrSealed) {
+		return protocol.Domain(protocol.ErrShuttingDown, "the sidecar is shutting down", false)
+	}
+	// Before the sandbox's own refusal: a ruleset that could not be made
+	// for want of descriptors is a retry later, not a machine that cannot
+	// sandbox.
+	if x := exhausted("the provider could not be started", err); x != nil {
+		return x
+	}
+	switch {
+	case errors.Is(err, sandbox.ErrRuleMoved):
+		// A rule path was swapped for a link or another directory
+		// between the plan and the launch (docs/protocol.md §19).
+		e := protocol.Domain(protocol.ErrSandboxConflict, "a sandbox path changed before the launch, so the agent never ran: "+s.red.clean(err.Error()), false)
+		var rm *sandbox.RuleMovedError
+		if errors.As(err, &rm) {
+			e.Data.Paths = []string{rm.Path}
+		}
+		return e
+	case errors.Is(err, launchexec.ErrSandbox) || errors.Is(err, reaper.ErrSandboxUnsupported):
+		return protocol.Domain(protocol.ErrPlatformUnsupported, "the sandbox could not be applied, so the agent never ran: "+s.red.clean(err.Error()), false)
+	case errors.Is(err, reaper.ErrLimitsUnsupported):
+		return protocol.Domain(protocol.ErrPlatformUnsupported, "limits cannot be enforced: "+s.red.clean(err.Error()), false)
+	case errors.Is(err, syscall.E2BIG):
+		// execve's argument list plus environment over the kernel's
+		// limit: the open's env or command.args are too large.
+		return protocol.InvalidParams(e2bigField(args, env), "the provider could not be started: its environment and arguments exceed the kernel's limit (E2BIG)")
+	}
+	return protocol.Domain(protocol.ErrCommandNotExecutable, "the provider could not be started: "+s.red.clean(err.Error()), false)
+}
+
+// acpError turns a provider call error into a redacted
+// ACPX_SESSION_ENSURE_FAILED (docs/rules.md#r14).
+func (s *session) acpError(step string, err error) *protocol.Error {
+	var je *jsonrpc2.Error
+	msg := "the agent failed " + step
+	if errors.As(err, &je) {
+		msg += ": " + s.red.clean(je.Message)
+	} else if errors.Is(err, jsonrpc2.ErrClosed) {
+		msg += ": the provider connection closed"
+	}
+	return protocol.Domain(protocol.ErrEnsureFailed, msg, false)
+}
+
+func errText(err error) string {
+	var pe *os.PathError
+	if errors.As(err, &pe) {
+		return pe.Op + " " + pe.Path + ": " + pe.Err.Error()
+	}
+	return err.Error()
 }
