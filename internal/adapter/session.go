@@ -319,7 +319,7 @@ func (s *session) providerLost(n protocol.ExitedNotice, what, reason string) {
 	}
 	s.moveTo(protocol.StateDead)
 	if s.life.mode == protocol.LifecyclePerTurn || s.life.retires > 0 {
-		s.notifyEnded(protocol.Domain(protocol.ErrProviderProcessLost, what, false)) // lifecycle.go
+		s.notifyEnded(protocol.Domain(protocol.ErrProviderProcessLost, what, false)) // revive.go
 	}
 	s.startCleanup(reason, protocol.OriginProviderExit, false, nil)
 }
