@@ -351,7 +351,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			zap.String("reason", cfg.Egress.Unsupported.Error()))
 	}
 	if sup != nil {
-		sc := adapter.SandboxCaps(cfg.Sandbox.Caps, o.defaultSandbox, sup.Mode())
+		sc := adapter.SandboxCaps(cfg.Sandbox.Caps, o.defaultSandbox, sup.Mode(), cfg.Egress.Unsupported)
 		if sc.Default != o.defaultSandbox {
 			log.Warn("the default sandbox cannot be enforced here; opens that name none run unsandboxed and say so (sandbox.enforced false)",
 				zap.String("defaultSandbox", o.defaultSandbox), zap.Int("landlockAbi", sc.LandlockABI), zap.String("reason", sc.Reason))
@@ -441,8 +441,7 @@ func doctor(stdout io.Writer, o *options) int {
 		problems = append(problems, err.Error()) // the daemon exits 2
 		usable = false
 	}
-	sc := adapter.SandboxCaps(sandbox.Probe().Limit(o.assumeABI), o.defaultSandbox, reaper.Mode(chosen))
-	sc.NetworkAllow = egress.Probe() == nil && reaper.SandboxSupported(reaper.Mode(chosen))
+	sc := adapter.SandboxCaps(sandbox.Probe().Limit(o.assumeABI), o.defaultSandbox, reaper.Mode(chosen), egress.Probe())
 	_ = enc.Encode(map[string]any{"containment": chosen, "mechanisms": mechs,
 		"inheritEnv": doctorEnv(o.inheritEnv), "limits": doctorLimits(chosen),
 		"sandbox": sc, "problems": problems})

@@ -171,7 +171,7 @@ func (s *session) startCleanup(reason string, origin protocol.ProofOrigin, disca
 			if discarding {
 				cleanupAttach(proof, s.discardState(s.m.stateCtx, ps, st))
 			} else {
-				cleanupAttach(proof, s.publishState(s.m.stateCtx, ps, st, true, parked))
+				cleanupAttach(proof, s.publishState(s.m.stateCtx, ps, st, true))
 			}
 		}
 		s.post(func() { s.finishCleanup(proof) })

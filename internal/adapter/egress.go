@@ -41,11 +41,9 @@ type sessionEgress struct {
 	net *egress.Network
 	// closed: the network was closed; the session makes no other.
 	closed bool
+	// dropped: the audit entries dropped so far that the log has said.
+	dropped uint64
 }
-
-// networkAllowed reports whether allow lists are enforceable here
-// (capabilities.sandbox.networkAllow).
-func (m *Manager) networkAllowed() bool { return m.cfg.Egress.Unsupported == nil }
 
 // refuseAllow is the open's error for an allow list this sidecar cannot
 // enforce (nil when it can): PLATFORM_UNSUPPORTED, nothing launched.
@@ -110,8 +108,9 @@ func (s *session) takeNetworkEvents() {
 		s.emit(protocol.NotifySessionNetwork, raw)
 	}
 	s.flushOut()
-	if d := s.egr.net.Dropped(); d > 0 {
-		s.log.Warn("session/network entries dropped: the session did not take them in time", zap.Uint64("dropped", d))
+	if d := s.egr.net.Dropped(); d > s.egr.dropped {
+		s.log.Warn("session/network entries dropped: the session did not take them in time", zap.Uint64("dropped", d-s.egr.dropped))
+		s.egr.dropped = d
 	}
 }
 

@@ -189,7 +189,7 @@ func (s *session) startRetire(why string) {
 		if proof.Complete && ps != nil {
 			// Published once the tree is gone, before the session is
 			// parked (docs/protocol.md §24).
-			pub := s.publishState(s.m.stateCtx, ps, st, true, false)
+			pub := s.publishState(s.m.stateCtx, ps, st, true)
 			cleanupAttach(proof, pub)
 			if pub != nil && pub.State == protocol.PublicationPublished {
 				s.dropLocalState(st, drop)

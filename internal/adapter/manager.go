@@ -196,9 +196,9 @@ func (m *Manager) Initialize(p protocol.InitializeParams) protocol.InitializeRes
 		containment = string(mode)
 	}
 	caps := protocol.ServerCaps{Containment: containment, Agents: profiles.Names(), InheritEnv: m.inheritPolicy(),
-		Sandbox: SandboxCaps(m.cfg.Sandbox.Caps, m.cfg.Sandbox.Default, mode), MaxSessions: max(m.cfg.Caps.MaxSessions, 0),
+		Sandbox:      SandboxCaps(m.cfg.Sandbox.Caps, m.cfg.Sandbox.Default, mode, m.cfg.Egress.Unsupported),
+		MaxSessions:  max(m.cfg.Caps.MaxSessions, 0),
 		MaxLiveTrees: max(m.cfg.Caps.MaxLiveTrees, 0)}
-	caps.Sandbox.NetworkAllow = m.networkAllowed() && reaper.SandboxSupported(mode)
 	if ss := m.stateStore(); ss != nil {
 		caps.StateStore = &protocol.StateStoreCaps{Kind: ss.Kind(), KeyID: ss.KeyID()}
 	}

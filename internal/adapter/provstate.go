@@ -155,10 +155,9 @@ func (s *session) acquireState(ctx context.Context, in *admissionInput) (*states
 // session; nil without a store. A fenced lease is never used again. ctx
 // bounds it (the sidecar's shutdown cancels it). treeGone says the tree
 // was proven gone (a retire's or close's publication): a success then
-// makes the store current. A close whose store is current publishes
-// nothing (skipped, no error): no tree ran since (parked is kept for the
-// callers' reading; the store's currency decides).
-func (s *session) publishState(ctx context.Context, ps *providerState, st *store.Store, treeGone, parked bool) *protocol.Publication {
+// makes the store current. A publication whose store is current
+// publishes nothing (skipped, no error): no tree ran since.
+func (s *session) publishState(ctx context.Context, ps *providerState, st *store.Store, treeGone bool) *protocol.Publication {
 	ss := s.m.stateStore()
 	if ss == nil || ps == nil || ps.lease == nil {
 		return nil
@@ -319,7 +318,7 @@ func (s *session) publishTurn() {
 	s.flushOut()
 	s.syncJournal()
 	go func() {
-		pub := s.publishState(s.m.stateCtx, ps, st, false, false)
+		pub := s.publishState(s.m.stateCtx, ps, st, false)
 		s.post(func() { s.turnPublished(pub) })
 	}()
 }

@@ -51,8 +51,10 @@ func (m *Manager) defaultFS() string {
 // SandboxCaps is initialize.capabilities.sandbox (and doctor's): what
 // caps enforces and the default filesystem mode in force: def ("" =
 // off), or "off" when caps cannot enforce it (a filesystem sandbox with
-// signals own-tree) or mode cannot carry a sandbox.
-func SandboxCaps(caps sandbox.Caps, def string, mode reaper.Mode) *protocol.SandboxCaps {
+// signals own-tree) or mode cannot carry a sandbox. egress is
+// egress.Probe's result: nil, allow lists are enforceable (networkAllow)
+// where mode carries a sandbox.
+func SandboxCaps(caps sandbox.Caps, def string, mode reaper.Mode, egress error) *protocol.SandboxCaps {
 	reason := caps.Reason
 	if def == "" || !caps.Filesystem() || !caps.Scopes() || !reaper.SandboxSupported(mode) {
 		def = sandbox.Off
@@ -62,7 +64,7 @@ func SandboxCaps(caps sandbox.Caps, def string, mode reaper.Mode) *protocol.Sand
 	}
 	supported := reaper.SandboxSupported(mode) || mode == ""
 	return &protocol.SandboxCaps{LandlockABI: caps.LandlockABI, Filesystem: caps.Filesystem(), ConnectTCP: caps.ConnectTCP(),
-		Signals: caps.Scopes(), NetworkNone: caps.Namespaces, ReadOnlyBinds: caps.Namespaces,
+		Signals: caps.Scopes(), NetworkNone: caps.Namespaces, NetworkAllow: egress == nil && supported, ReadOnlyBinds: caps.Namespaces,
 		Processes: caps.PIDNamespace && supported, Capabilities: supported, Seccomp: caps.Seccomp && supported,
 		UserNamespacesRefused: caps.Namespaces && caps.Seccomp && supported,
 		Default:               def, Reason: reason, ProcessesReason: caps.ProcessesReason}
