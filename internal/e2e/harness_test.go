@@ -159,32 +159,37 @@ func (l lockedBuf) Write(p []byte) (int, error) {
 // reports whether it did: a start-up log line is written before the first
 // answer, but read from the pipe by another goroutine.
 func (s *sidecar) waitStderr(d time.Duration, text string) bool {
-	has := func() bool {
+	return s.waitUntil(d, func() bool {
 		s.errMu.Lock()
 		defer s.errMu.Unlock()
 		return strings.Contains(s.stderr.String(), text)
-	}
-	deadline := time.Now().Add(d)
-	timer := time.AfterFunc(d, func() {
-		s.mu.Lock()
-		s.cond.Broadcast()
-		s.mu.Unlock()
-	})
-	defer timer.Stop()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for !has() {
-		if time.Now().After(deadline) || s.eof {
-			return has()
-		}
-		s.cond.Wait()
-	}
-	return true
+	}) == waitMet
 }
 
 // waitFor waits until cond (called under s.mu) is true, or fails after d.
 func (s *sidecar) waitFor(d time.Duration, what string, cond func() bool) {
 	s.t.Helper()
+	switch s.waitUntil(d, cond) {
+	case waitTimedOut:
+		s.t.Fatalf("timed out after %v waiting for %s\nstderr:\n%s", d, what, s.stderrText())
+	case waitExited:
+		s.t.Fatalf("sidecar exited while waiting for %s\nstderr:\n%s", what, s.stderrText())
+	}
+}
+
+// waitOutcome is how waitUntil ended.
+type waitOutcome int
+
+const (
+	waitMet waitOutcome = iota
+	waitTimedOut
+	waitExited
+)
+
+// waitUntil waits until cond (called under s.mu) is true, for at most d
+// or until the sidecar's output ended; every frame and stderr write wakes
+// it to look again.
+func (s *sidecar) waitUntil(d time.Duration, cond func() bool) waitOutcome {
 	timer := time.AfterFunc(d, func() {
 		s.mu.Lock()
 		s.cond.Broadcast()
@@ -196,13 +201,14 @@ func (s *sidecar) waitFor(d time.Duration, what string, cond func() bool) {
 	defer s.mu.Unlock()
 	for !cond() {
 		if time.Now().After(deadline) {
-			s.t.Fatalf("timed out after %v waiting for %s\nstderr:\n%s", d, what, s.stderrText())
+			return waitTimedOut
 		}
 		if s.eof && !cond() {
-			s.t.Fatalf("sidecar exited while waiting for %s\nstderr:\n%s", what, s.stderrText())
+			return waitExited
 		}
 		s.cond.Wait()
 	}
+	return waitMet
 }
 
 func (s *sidecar) stderrText() string {

@@ -39,7 +39,7 @@ var fdPrefixes = []string{"/proc/self/fd/", "/dev/fd/"}
 // It returns the child's pid and ForkExec's error, or the fcntl error of
 // the duplication (nothing was forked then).
 func ForkExec(path string, argv []string, attr *syscall.ProcAttr) (int, error) {
-	safe, closeDup, err := SafePath(path, attr)
+	safe, closeDup, err := safePath(path, attr)
 	if err != nil {
 		return 0, err
 	}
@@ -47,12 +47,12 @@ func ForkExec(path string, argv []string, attr *syscall.ProcAttr) (int, error) {
 	return syscall.ForkExec(safe, argv, attr)
 }
 
-// SafePath returns the path ForkExec executes for path under attr (path
+// safePath returns the path ForkExec executes for path under attr (path
 // itself unless it names a descriptor at risk, see ForkExec) and the
 // function that closes the duplicate it made (a no-op when none); call it
 // after the fork. The error is the fcntl(F_DUPFD_CLOEXEC) error, or
 // EMFILE when the descriptor limit leaves no free number out of reach.
-func SafePath(path string, attr *syscall.ProcAttr) (string, func(), error) {
+func safePath(path string, attr *syscall.ProcAttr) (string, func(), error) {
 	none := func() {}
 	fd, prefix := -1, ""
 	for _, p := range fdPrefixes {

@@ -74,10 +74,10 @@ func TestForkExec_DescriptorAboveFilesIsNotReplaced(t *testing.T) {
 func TestSafePath_LeavesOtherPathsAlone(t *testing.T) {
 	attr := &syscall.ProcAttr{Files: []uintptr{0, 1, 2, 9}}
 	for _, p := range []string{"/bin/true", "/proc/self/fd/3", "/proc/self/fd/9", "/proc/self/fd/7", "/proc/self/fd/900", "/proc/self/fd/x"} {
-		got, done, err := SafePath(p, attr)
+		got, done, err := safePath(p, attr)
 		done()
 		if err != nil || got != p {
-			t.Errorf("SafePath(%q) = %q, %v; want it unchanged", p, got, err)
+			t.Errorf("safePath(%q) = %q, %v; want it unchanged", p, got, err)
 		}
 	}
 }
@@ -99,13 +99,13 @@ func TestSafePath_UnderALowDescriptorLimit(t *testing.T) {
 	}
 	defer unix.Setrlimit(unix.RLIMIT_NOFILE, &old)
 	attr := &syscall.ProcAttr{Files: []uintptr{uintptr(null), uintptr(null), uintptr(null)}}
-	got, done, err := SafePath("/proc/self/fd/"+strconv.Itoa(prog), attr)
+	got, done, err := safePath("/proc/self/fd/"+strconv.Itoa(prog), attr)
 	defer done()
 	if err != nil {
-		t.Fatalf("SafePath: %v (a free number below 300 is out of reach)", err)
+		t.Fatalf("safePath: %v (a free number below 300 is out of reach)", err)
 	}
 	if n, _ := strconv.Atoi(got[len("/proc/self/fd/"):]); n >= 300 {
-		t.Fatalf("SafePath = %s, want a number below the highest of attr.Files", got)
+		t.Fatalf("safePath = %s, want a number below the highest of attr.Files", got)
 	}
 	// With every number below 300 taken too, nothing is out of reach.
 	lim.Cur = 302
@@ -129,8 +129,8 @@ func TestSafePath_UnderALowDescriptorLimit(t *testing.T) {
 			unix.Close(fd)
 		}
 	}()
-	if _, done, err := SafePath("/proc/self/fd/"+strconv.Itoa(prog), attr); !errors.Is(err, unix.EMFILE) {
+	if _, done, err := safePath("/proc/self/fd/"+strconv.Itoa(prog), attr); !errors.Is(err, unix.EMFILE) {
 		done()
-		t.Fatalf("SafePath with no free number out of reach: %v, want EMFILE", err)
+		t.Fatalf("safePath with no free number out of reach: %v, want EMFILE", err)
 	}
 }
