@@ -226,7 +226,7 @@ func (a *archiver) source(s Source) error {
 	}
 	switch {
 	case st.IsDir():
-		if err := a.dirEntry(s.Name, st); err != nil {
+		if err := a.dirEntry(s.Name, st.Mode(), st.ModTime()); err != nil {
 			return err
 		}
 		a.leave = s.Leave
@@ -245,12 +245,14 @@ func (a *archiver) source(s Source) error {
 	}
 }
 
-func (a *archiver) dirEntry(p string, st fs.FileInfo) error {
+// dirEntry archives a directory at p with its permission bits and
+// modification time.
+func (a *archiver) dirEntry(p string, mode fs.FileMode, mtime time.Time) error {
 	if err := a.count(); err != nil {
 		return err
 	}
-	perm := int64(st.Mode().Perm())
-	if err := a.tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: p + "/", Mode: perm, ModTime: st.ModTime().Truncate(time.Second)}); err != nil {
+	perm := int64(mode.Perm())
+	if err := a.tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: p + "/", Mode: perm, ModTime: mtime.Truncate(time.Second)}); err != nil {
 		return err
 	}
 	return writeManLine(a.man, manLine{T: "d", P: p, M: perm})
@@ -310,7 +312,7 @@ func (a *archiver) walk(dirfd int, root, rel, prefix string) error {
 				unix.Close(cfd)
 				return fmt.Errorf("statestore: %s: %w", p, err)
 			}
-			if err := a.dirEntry(p, statInfo{cst}); err != nil {
+			if err := a.dirEntry(p, fs.FileMode(cst.Mode&0o777), time.Unix(cst.Mtim.Unix())); err != nil {
 				unix.Close(cfd)
 				return err
 			}
@@ -477,14 +479,3 @@ func readlinkAt(dirfd int, name string) (string, error) {
 		}
 	}
 }
-
-// statInfo is an fs.FileInfo of a unix.Stat_t (dirEntry reads its mode
-// and modification time).
-type statInfo struct{ st unix.Stat_t }
-
-func (s statInfo) Name() string       { return "" }
-func (s statInfo) Size() int64        { return s.st.Size }
-func (s statInfo) Mode() fs.FileMode  { return fs.FileMode(s.st.Mode&0o777) | fs.ModeDir }
-func (s statInfo) ModTime() time.Time { return time.Unix(s.st.Mtim.Unix()) }
-func (s statInfo) IsDir() bool        { return true }
-func (s statInfo) Sys() any           { return &s.st }
