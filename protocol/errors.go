@@ -190,6 +190,16 @@ func Internal(message string) *Error {
 	return &Error{RPCCode: CodeInternal, Message: message, Data: ErrorData{Code: ErrInternal}}
 }
 
+// QuoteShort returns s in double quotes for an error message, cut to its
+// first 80 bytes with "…" appended when longer. s is neither escaped nor
+// redacted: a caller quoting provider text redacts the result.
+func QuoteShort(s string) string {
+	if len(s) > 80 {
+		s = s[:80] + "…"
+	}
+	return "\"" + s + "\""
+}
+
 // AsError converts any error into an *Error, mapping unknown errors to
 // -32603 with a generic message (their text may not be secret-free).
 func AsError(err error) *Error {

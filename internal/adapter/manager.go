@@ -486,9 +486,4 @@ func (m *Manager) Wait() {
 
 func itoa(i int) string { return strconv.Itoa(i) }
 
-func quoteShort(s string) string {
-	if len(s) > 80 {
-		s = s[:80] + "…"
-	}
-	return "\"" + s + "\""
-}
+func quoteShort(s string) string { return protocol.QuoteShort(s) }
