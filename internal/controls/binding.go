@@ -1,10 +1,11 @@
-package adapter
+package controls
 
 import (
 	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
@@ -17,19 +18,21 @@ import (
 // permissionMode and permissionPolicy meaningless, so the profile names the
 // modes in which the agent asks, and the sidecar runs it in one of them.
 
-// Via values of protocol.PermissionBinding.
+// Via values of protocol.PermissionBinding (docs/protocol.md): the agent
+// was already in an asking mode; the host's mode; the mode the host pinned
+// earlier; not bound.
 const (
-	viaAgentDefault = "agent default"
-	viaHostMode     = "host mode"
-	viaPinnedMode   = "pinned mode"
-	viaNone         = "none"
+	ViaAgentDefault = "agent default"
+	ViaHostMode     = "host mode"
+	ViaPinnedMode   = "pinned mode"
+	ViaNone         = "none"
 )
 
-// needsAsking reports whether the open's policy depends on the agent
+// NeedsAsking reports whether the open's policy depends on the agent
 // asking: everything except a plain approve-all (no autoDeny or escalate
 // rule, no deny/escalate defaultAction) does, since under it some tool use
 // must be denied or put to the host.
-func needsAsking(p protocol.OpenParams) bool {
+func NeedsAsking(p protocol.OpenParams) bool {
 	if pp := p.PermissionPolicy; pp != nil {
 		if len(pp.AutoDeny) > 0 || len(pp.Escalate) > 0 || (pp.DefaultAction != "" && pp.DefaultAction != "approve") {
 			return true
@@ -48,22 +51,22 @@ func unenforceable(why string) *protocol.Error {
 			"; use permissionMode approve-all, or a mode in which the agent asks (docs/agents.md)", false)
 }
 
-// checkHostMode refuses, before anything is launched, an open that names
+// CheckHostMode refuses, before anything is launched, an open that names
 // a mode known to let the agent decide alone while the policy needs the
 // agent to ask. It returns nil when mode is allowed here (a mode the
-// profile does not know is judged after the handshake, by bind).
-func checkHostMode(prof profiles.Profile, p protocol.OpenParams, mode string) *protocol.Error {
-	if prof.Binding.Autonomous(mode) && needsAsking(p) {
-		return unenforceable("in mode " + quoteShort(mode) + " " + prof.Name + " decides tool use alone")
+// profile does not know is judged after the handshake, by Bind).
+func CheckHostMode(prof profiles.Profile, p protocol.OpenParams, mode string) *protocol.Error {
+	if prof.Binding.Autonomous(mode) && NeedsAsking(p) {
+		return unenforceable("in mode " + protocol.QuoteShort(mode) + " " + prof.Name + " decides tool use alone")
 	}
 	return nil
 }
 
-// checkRetire refuses, before anything is launched, a lifecycle that
+// CheckRetire refuses, before anything is launched, a lifecycle that
 // retires the tree (per-turn, or warm with idleRetireMs) for an agent whose
 // profile says its session cannot be revived (profiles.Profile.NoRetire;
 // docs/protocol.md §24).
-func checkRetire(prof profiles.Profile, p protocol.OpenParams) *protocol.Error {
+func CheckRetire(prof profiles.Profile, p protocol.OpenParams) *protocol.Error {
 	l := p.Lifecycle
 	if prof.NoRetire == "" || l == nil || (!l.PerTurn() && l.IdleRetireMs == nil) {
 		return nil
@@ -77,27 +80,27 @@ func checkRetire(prof profiles.Profile, p protocol.OpenParams) *protocol.Error {
 	return e
 }
 
-// checkModeChange judges a session/setMode (or setConfigOption of the mode)
+// CheckModeChange judges a session/setMode (or setConfigOption of the mode)
 // to mode on a live session offering modes: under a policy that needs
 // asking, a mode outside the profile's asking modes is refused
 // (MODE_UNAVAILABLE when the agent does not even offer it).
-func checkModeChange(prof profiles.Profile, p protocol.OpenParams, mode string, modes *protocol.Modes) *protocol.Error {
+func CheckModeChange(prof profiles.Profile, p protocol.OpenParams, mode string, modes *protocol.Modes) *protocol.Error {
 	b := prof.Binding
-	if !needsAsking(p) || len(b.AskModes) == 0 || b.Asks(mode) {
+	if !NeedsAsking(p) || len(b.AskModes) == 0 || b.Asks(mode) {
 		return nil
 	}
-	if modes != nil && !contains(modes.AvailableModeIDs, mode) {
-		return protocol.Domain(protocol.ErrModeUnavailable, "the agent does not offer mode "+quoteShort(mode), false)
+	if modes != nil && !slices.Contains(modes.AvailableModeIDs, mode) {
+		return protocol.Domain(protocol.ErrModeUnavailable, "the agent does not offer mode "+protocol.QuoteShort(mode), false)
 	}
-	return unenforceable("in mode " + quoteShort(mode) + " " + prof.Name + " decides tool use alone")
+	return unenforceable("in mode " + protocol.QuoteShort(mode) + " " + prof.Name + " decides tool use alone")
 }
 
-// checkWorkspace refuses, before anything is launched, an open whose cwd
+// CheckWorkspace refuses, before anything is launched, an open whose cwd
 // or a directory above it holds one of the profile's WorkspaceGrants while
 // the policy needs the agent to ask: the agent would read permission
 // grants from it that no setting turns off (codex-acp 2.x and .codex/).
-func checkWorkspace(prof profiles.Profile, p protocol.OpenParams) *protocol.Error {
-	if len(prof.Binding.WorkspaceGrants) == 0 || !needsAsking(p) {
+func CheckWorkspace(prof profiles.Profile, p protocol.OpenParams) *protocol.Error {
+	if len(prof.Binding.WorkspaceGrants) == 0 || !NeedsAsking(p) {
 		return nil
 	}
 	for dir := filepath.Clean(p.Cwd); ; dir = filepath.Dir(dir) {
@@ -113,11 +116,11 @@ func checkWorkspace(prof profiles.Profile, p protocol.OpenParams) *protocol.Erro
 	}
 }
 
-// isolateMeta is the profile's IsolateMeta when the policy needs asking,
+// IsolateMeta is the profile's IsolateMeta when the policy needs asking,
 // merged over meta (a copy; meta is not changed). A profile value that is
 // not a JSON object is ignored (profiles are data under test).
-func isolateMeta(prof profiles.Profile, p protocol.OpenParams, meta map[string]any) map[string]any {
-	if prof.Binding.IsolateMeta == "" || !needsAsking(p) {
+func IsolateMeta(prof profiles.Profile, p protocol.OpenParams, meta map[string]any) map[string]any {
+	if prof.Binding.IsolateMeta == "" || !NeedsAsking(p) {
 		return meta
 	}
 	var add map[string]any
@@ -134,7 +137,7 @@ func isolateMeta(prof profiles.Profile, p protocol.OpenParams, meta map[string]a
 	return out
 }
 
-// bind runs after the session exists (new, load or resume) and after the
+// Bind runs after the session exists (new, load or resume) and after the
 // host's own mode was applied: it selects the profile's asking mode when
 // the host named none and the agent is not in one already, verifies it,
 // and reports how the agent is bound. Errors: MODE_UNAVAILABLE or
@@ -144,14 +147,14 @@ func isolateMeta(prof profiles.Profile, p protocol.OpenParams, meta map[string]a
 //
 // hostMode is the mode the host asked for (this open's, or pinned in the
 // record when pinned is true).
-func (c *controls) bind(ctx context.Context, prof profiles.Profile, p protocol.OpenParams, hostMode string, pinned bool) (protocol.PermissionBinding, *protocol.Error) {
+func (c *Setter) Bind(ctx context.Context, prof profiles.Profile, p protocol.OpenParams, hostMode string, pinned bool) (protocol.PermissionBinding, *protocol.Error) {
 	b := prof.Binding
 	current := ""
-	if c.modes != nil {
-		current = c.modes.CurrentModeID
+	if c.Modes != nil {
+		current = c.Modes.CurrentModeID
 	}
 	if !b.Bound() {
-		return protocol.PermissionBinding{Mode: current, Via: viaNone}, nil
+		return protocol.PermissionBinding{Mode: current, Via: ViaNone}, nil
 	}
 	if len(b.AskModes) == 0 {
 		// Bound by launch settings whatever the mode (OpenCode).
@@ -163,23 +166,23 @@ func (c *controls) bind(ctx context.Context, prof profiles.Profile, p protocol.O
 		return protocol.PermissionBinding{Bound: true, Mode: current, Via: "env " + strings.Join(keys, " ")}, nil
 	}
 	if hostMode != "" {
-		via := viaHostMode
+		via := ViaHostMode
 		if pinned {
-			via = viaPinnedMode
+			via = ViaPinnedMode
 		}
 		if !b.Asks(hostMode) {
-			if needsAsking(p) {
-				return protocol.PermissionBinding{}, unenforceable("in mode " + quoteShort(hostMode) + " " + prof.Name + " decides tool use alone")
+			if NeedsAsking(p) {
+				return protocol.PermissionBinding{}, unenforceable("in mode " + protocol.QuoteShort(hostMode) + " " + prof.Name + " decides tool use alone")
 			}
 			return protocol.PermissionBinding{Mode: current, Via: via, Autonomous: true}, nil
 		}
 		return protocol.PermissionBinding{Bound: true, Mode: current, Via: via}, nil
 	}
-	if contains(b.AskModes, current) {
-		return protocol.PermissionBinding{Bound: true, Mode: current, Via: viaAgentDefault}, nil
+	if slices.Contains(b.AskModes, current) {
+		return protocol.PermissionBinding{Bound: true, Mode: current, Via: ViaAgentDefault}, nil
 	}
 	for _, m := range b.AskModes {
-		if c.modes == nil || !contains(c.modes.AvailableModeIDs, m) {
+		if c.Modes == nil || !slices.Contains(c.Modes.AvailableModeIDs, m) {
 			continue
 		}
 		via, e := c.setMode(ctx, m)
@@ -188,19 +191,20 @@ func (c *controls) bind(ctx context.Context, prof profiles.Profile, p protocol.O
 		}
 		return protocol.PermissionBinding{Bound: true, Mode: m, Via: via}, nil
 	}
-	if needsAsking(p) {
+	if NeedsAsking(p) {
 		return protocol.PermissionBinding{}, unenforceable(prof.Name + " offers none of its asking modes " + quoteList(b.AskModes))
 	}
-	return protocol.PermissionBinding{Mode: current, Via: viaNone}, nil
+	return protocol.PermissionBinding{Mode: current, Via: ViaNone}, nil
 }
 
+// quoteList is l's values quoted (protocol.QuoteShort), comma-separated.
 func quoteList(l []string) string {
 	out := ""
 	for i, v := range l {
 		if i > 0 {
 			out += ", "
 		}
-		out += quoteShort(v)
+		out += protocol.QuoteShort(v)
 	}
 	return out
 }
