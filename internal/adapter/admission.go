@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/acpx-sidecar/acpx-sidecar/internal/cleanup"
+	"github.com/acpx-sidecar/acpx-sidecar/internal/controls"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/profiles"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/reaper"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/statestore"
@@ -49,7 +50,7 @@ type admitted struct {
 	// recordSync makes the record's write durable; admitted starts it as
 	// the open is answered.
 	recordSync *store.Pending
-	pins       pins
+	pins       controls.Pins
 	// held are the controls held against drift (seedcontrols.go).
 	held map[string]string
 	// state is the provider state's lease and sources (provstate.go);
@@ -233,7 +234,7 @@ func (s *session) launchEnv(base []string) []string {
 	for k, v := range s.prof.Binding.Env {
 		bind[k] = v
 	}
-	if needsAsking(s.open) {
+	if controls.NeedsAsking(s.open) {
 		for k, v := range s.prof.Binding.IsolateEnv {
 			bind[k] = v
 		}

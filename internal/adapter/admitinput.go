@@ -7,6 +7,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/acpx-sidecar/acpx-sidecar/internal/controls"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/store"
 	"github.com/acpx-sidecar/acpx-sidecar/protocol"
 )
@@ -16,7 +17,7 @@ import (
 // pins (model, mode, config options) to re-apply and verify.
 type reviveInput struct {
 	backendSessionID string
-	pins             pins
+	pins             controls.Pins
 	// state is the session's provider state (nil without a store): its
 	// lease is checked before the launch (provstate.go verifyLease).
 	state *providerState
@@ -115,8 +116,8 @@ func (s *session) adopt(a *admitted) {
 	s.ctl.modelCtl = a.modelCtl
 	s.ctl.pins = a.pins
 	s.ctl.binding = a.result.PermissionBinding
-	s.ctl.held = heldState{values: a.held, settling: map[string]int{}}
-	s.ctl.final = admittedControls{configOpts: a.result.ConfigOptions, modes: cloneModes(a.result.Modes)}
+	s.ctl.held = controls.Held{Values: a.held, Settling: map[string]int{}}
+	s.ctl.final = controls.Admitted{ConfigOpts: a.result.ConfigOptions, Modes: controls.CloneModes(a.result.Modes)}
 	if !s.state.is(protocol.StateReviving) {
 		s.rec.resumed = a.result.Resumed
 		s.rec.ps = a.state

@@ -10,6 +10,7 @@ import (
 
 	"github.com/acpx-sidecar/acpx-sidecar/internal/buildinfo"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/cleanup"
+	"github.com/acpx-sidecar/acpx-sidecar/internal/controls"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/jsonl"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/store"
 	"github.com/acpx-sidecar/acpx-sidecar/protocol"
@@ -55,7 +56,7 @@ type sessionState struct {
 // sends only the latter; internal/modelstub/testdata/codex-transcript.md).
 func (st *sessionState) models() *protocol.Models {
 	if st.Models == nil {
-		return modelsFromConfig(st.ConfigOptions)
+		return controls.ModelsFromConfig(st.ConfigOptions)
 	}
 	m := &protocol.Models{CurrentModelID: st.Models.CurrentModelID, AvailableModelIDs: []string{}}
 	for _, am := range st.Models.AvailableModels {
@@ -68,7 +69,7 @@ func (st *sessionState) models() *protocol.Models {
 // option of category "mode" (OpenCode sends only the latter).
 func (st *sessionState) modes() *protocol.Modes {
 	if st.Modes == nil {
-		return modesFromConfig(st.ConfigOptions)
+		return controls.ModesFromConfig(st.ConfigOptions)
 	}
 	m := &protocol.Modes{CurrentModeID: st.Modes.CurrentModeID, AvailableModeIDs: []string{}}
 	for _, am := range st.Modes.AvailableModes {
@@ -158,7 +159,7 @@ func (s *session) handshake(ctx context.Context, in *admissionInput, conn *acpCo
 		// session without replaying history), else session/load (acpx#332).
 		method := acp.AgentMethodSessionResume
 		params := newSessionParams(p, resumeID)
-		params.Meta = isolateMeta(in.prof, p, hostMeta(p.Meta))
+		params.Meta = controls.IsolateMeta(in.prof, p, hostMeta(p.Meta))
 		if caps.SessionCapabilities.Resume == nil {
 			method = acp.AgentMethodSessionLoad
 			// Replayed history is not live output (docs/protocol.md,
@@ -191,7 +192,7 @@ func (s *session) handshake(ctx context.Context, in *admissionInput, conn *acpCo
 		}
 		// Settings that keep the workspace from granting permissions
 		// (docs/agents.md), when the policy needs the agent to ask.
-		params.Meta = isolateMeta(in.prof, p, withMeta(hostMeta(p.Meta), own))
+		params.Meta = controls.IsolateMeta(in.prof, p, withMeta(hostMeta(p.Meta), own))
 		if err := late.call(ctx, conn, acp.AgentMethodSessionNew, params, &st); err != nil {
 			return nil, "", s.sessionError("session/new", err, p, authMethods)
 		}
@@ -217,8 +218,8 @@ func (s *session) handshake(ctx context.Context, in *admissionInput, conn *acpCo
 	if res.ConfigOptions == nil {
 		res.ConfigOptions = []json.RawMessage{}
 	}
-	ctl := &controls{conn: conn, backendSessionID: st.SessionID, models: res.Models, modes: res.Modes,
-		configOpts: res.ConfigOptions, red: s.red}
+	ctl := &controls.Setter{Conn: controls.CallerFunc(conn.call), BackendSessionID: st.SessionID, Models: res.Models, Modes: res.Modes,
+		ConfigOpts: res.ConfigOptions, Clean: s.red.clean}
 	// The model and mode to run with: the open's, else, on resume, the ones
 	// the host pinned earlier (an agent that forgot them must not silently
 	// run another model: docs/rules.md#p3). What the record merely remembers
@@ -228,7 +229,7 @@ func (s *session) handshake(ctx context.Context, in *admissionInput, conn *acpCo
 	pinnedMode := false
 	if in.revive != nil {
 		// What the host chose since the open, not the open's own.
-		wantModel, wantMode = in.revive.pins.model, in.revive.pins.mode
+		wantModel, wantMode = in.revive.pins.Model, in.revive.pins.Mode
 		pinnedMode = wantMode != ""
 	} else if resumed && prior != nil {
 		if wantModel == "" {
@@ -238,59 +239,59 @@ func (s *session) handshake(ctx context.Context, in *admissionInput, conn *acpCo
 			wantMode, pinnedMode = prior.Acpx.PinnedModeID, prior.Acpx.PinnedModeID != ""
 		}
 	}
-	if e := checkHostMode(in.prof, p, wantMode); e != nil {
+	if e := controls.CheckHostMode(in.prof, p, wantMode); e != nil {
 		return nil, st.SessionID, e
 	}
-	if wantModel != "" && (ctl.models == nil || ctl.models.CurrentModelID != wantModel) {
-		if e := ctl.set(ctx, controlModel, wantModel, nil); e != nil {
+	if wantModel != "" && (ctl.Models == nil || ctl.Models.CurrentModelID != wantModel) {
+		if e := ctl.Set(ctx, controls.KindModel, wantModel, nil); e != nil {
 			return nil, st.SessionID, e
 		}
 	}
-	if wantMode != "" && (ctl.modes == nil || ctl.modes.CurrentModeID != wantMode) {
-		if e := ctl.set(ctx, controlMode, wantMode, nil); e != nil {
+	if wantMode != "" && (ctl.Modes == nil || ctl.Modes.CurrentModeID != wantMode) {
+		if e := ctl.Set(ctx, controls.KindMode, wantMode, nil); e != nil {
 			return nil, st.SessionID, e
 		}
 	}
-	binding, e := ctl.bind(ctx, in.prof, p, wantMode, pinnedMode)
+	binding, e := ctl.Bind(ctx, in.prof, p, wantMode, pinnedMode)
 	if e != nil {
 		return nil, st.SessionID, e
 	}
 	res.PermissionBinding = binding
-	pins := pins{model: wantModel, mode: wantMode}
+	pins := controls.Pins{Model: wantModel, Mode: wantMode}
 	skip := map[string]bool{}
 	if in.revive != nil {
-		for _, o := range in.revive.pins.options {
-			skip[o.id] = true // the host's later choice is re-applied below
+		for _, o := range in.revive.pins.Options {
+			skip[o.ID] = true // the host's later choice is re-applied below
 		}
 	}
 	// The open's effort and thinking, the binding's asking options: set,
-	// verified and held (seedcontrols.go; docs/protocol.md §24).
-	held, e := ctl.applySeedControls(ctx, in.prof, p, binding, skip)
+	// verified and held (controls.Setter.ApplySeedControls; docs/protocol.md §24).
+	held, e := ctl.ApplySeedControls(ctx, in.prof, p, binding, skip)
 	if e != nil {
 		return nil, st.SessionID, e
 	}
 	if in.revive != nil {
 		// The host's config choices, re-applied and verified
 		// (docs/protocol.md §24).
-		for _, o := range in.revive.pins.options {
-			if e := ctl.set(ctx, controlOption, o.id, o.value); e != nil {
+		for _, o := range in.revive.pins.Options {
+			if e := ctl.Set(ctx, controls.KindOption, o.ID, o.Value); e != nil {
 				return nil, st.SessionID, e
 			}
 			var v string
-			if _, isHeld := held[o.id]; isHeld && json.Unmarshal(o.value, &v) == nil {
-				held[o.id] = v
+			if _, isHeld := held[o.ID]; isHeld && json.Unmarshal(o.Value, &v) == nil {
+				held[o.ID] = v
 			}
 		}
-		pins.options = in.revive.pins.options
+		pins.Options = in.revive.pins.Options
 	}
-	res.Models, res.Modes, res.ConfigOptions = ctl.models, ctl.modes, ctl.configOpts
-	rec, recSync, err := saveAdmitted(in, prior, &res, init, tree, ctl.usedStyle, pins)
+	res.Models, res.Modes, res.ConfigOptions = ctl.Models, ctl.Modes, ctl.ConfigOpts
+	rec, recSync, err := saveAdmitted(in, prior, &res, init, tree, ctl.UsedStyle, pins)
 	if err != nil {
 		// docs/rules.md#r9: close the created session, fail with the store error.
 		return nil, st.SessionID, orExhausted("the session record could not be saved", err,
 			protocol.Domain(protocol.ErrStoreUnavailable, "the session record could not be saved: "+errText(err), true))
 	}
-	return &admitted{result: res, caps: caps, modelCtl: ctl.usedStyle, record: rec, recordSync: recSync, pins: pins, held: held}, st.SessionID, nil
+	return &admitted{result: res, caps: caps, modelCtl: ctl.UsedStyle, record: rec, recordSync: recSync, pins: pins, held: held}, st.SessionID, nil
 }
 
 // authMethod picks the profile's authenticate method: the first rule whose
@@ -314,7 +315,7 @@ func nowStamp() string { return store.FormatTime(time.Now()) }
 // docs/rules.md#r3), in place but not yet fsynced: the returned Pending is
 // synced while the open's answer goes out (session.admitted). Its errors
 // fail the open (docs/rules.md#r9).
-func saveAdmitted(in *admissionInput, prior *store.Record, res *protocol.OpenResult, init initializeResult, tree Tree, style string, pin pins) (*store.Record, *store.Pending, error) {
+func saveAdmitted(in *admissionInput, prior *store.Record, res *protocol.OpenResult, init initializeResult, tree Tree, style string, pin controls.Pins) (*store.Record, *store.Pending, error) {
 	p := in.open
 	rec := prior
 	now := nowStamp()
@@ -338,7 +339,7 @@ func saveAdmitted(in *admissionInput, prior *store.Record, res *protocol.OpenRes
 	rec.Acpx.AgentProfile = p.Agent
 	rec.AgentSessionID = res.Identity.AgentSessionID
 	rec.Acpx.ModelControl = style
-	rec.Acpx.PinnedModelID, rec.Acpx.PinnedModeID = pin.model, pin.mode
+	rec.Acpx.PinnedModelID, rec.Acpx.PinnedModeID = pin.Model, pin.Mode
 	applyControlsToRecord(rec, res.Models, res.Modes)
 	sync, err := in.st.SaveDeferred(rec)
 	if err != nil {
@@ -366,58 +367,6 @@ func applyControlsToRecord(rec *store.Record, models *protocol.Models, modes *pr
 		rec.Acpx.CurrentModeID = modes.CurrentModeID
 		rec.Acpx.AvailableModes = modes.AvailableModeIDs
 	}
-}
-
-// selectOption is an ACP SessionConfigOption of type select; options are
-// flat ({value}) or grouped ({options: [{value}]}).
-type selectOption struct {
-	ID           string `json:"id"`
-	Category     string `json:"category"`
-	CurrentValue string `json:"currentValue"`
-	Options      []struct {
-		Value   string `json:"value"`
-		Options []struct {
-			Value string `json:"value"`
-		} `json:"options"`
-	} `json:"options"`
-}
-
-// selectValues finds the select option whose id or category is name and
-// returns its current value and every value it offers (flat or grouped).
-func selectValues(opts []json.RawMessage, name string) (current string, values []string, ok bool) {
-	for _, raw := range opts {
-		var o selectOption
-		if json.Unmarshal(raw, &o) != nil || (o.Category != name && o.ID != name) {
-			continue
-		}
-		values = []string{}
-		for _, v := range o.Options {
-			if v.Value != "" {
-				values = append(values, v.Value)
-			}
-			for _, g := range v.Options {
-				values = append(values, g.Value)
-			}
-		}
-		return o.CurrentValue, values, true
-	}
-	return "", nil, false
-}
-
-func modelsFromConfig(opts []json.RawMessage) *protocol.Models {
-	cur, vals, ok := selectValues(opts, "model")
-	if !ok {
-		return nil
-	}
-	return &protocol.Models{CurrentModelID: cur, AvailableModelIDs: vals}
-}
-
-func modesFromConfig(opts []json.RawMessage) *protocol.Modes {
-	cur, vals, ok := selectValues(opts, "mode")
-	if !ok {
-		return nil
-	}
-	return &protocol.Modes{CurrentModeID: cur, AvailableModeIDs: vals}
 }
 
 // lateHandshake remembers the session-creating request (session/new, load

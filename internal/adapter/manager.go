@@ -28,6 +28,7 @@ import (
 
 	"github.com/acpx-sidecar/acpx-sidecar/internal/buildinfo"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/cleanup"
+	"github.com/acpx-sidecar/acpx-sidecar/internal/controls"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/egress"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/profiles"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/reaper"
@@ -234,22 +235,22 @@ func (m *Manager) Open(ctx context.Context, p protocol.OpenParams, reply Reply) 
 		return
 	}
 	// A mode never selected, an agent that cannot ask, effort or thinking
-	// the profile has no option for (seedcontrols.go); an autonomous host
+	// the profile has no option for (controls.CheckSeedOpen); an autonomous host
 	// mode with a policy that needs asking: refused before anything is
 	// launched (docs/agents.md).
-	if e := checkSeedOpen(prof, p); e != nil {
+	if e := controls.CheckSeedOpen(prof, p); e != nil {
 		reply(nil, e)
 		return
 	}
-	if e := checkHostMode(prof, p, p.Mode); e != nil {
+	if e := controls.CheckHostMode(prof, p, p.Mode); e != nil {
 		reply(nil, e)
 		return
 	}
-	if e := checkWorkspace(prof, p); e != nil {
+	if e := controls.CheckWorkspace(prof, p); e != nil {
 		reply(nil, e)
 		return
 	}
-	if e := checkRetire(prof, p); e != nil {
+	if e := controls.CheckRetire(prof, p); e != nil {
 		reply(nil, e)
 		return
 	}

@@ -3,6 +3,7 @@ package adapter
 import (
 	"context"
 
+	"github.com/acpx-sidecar/acpx-sidecar/internal/controls"
 	"github.com/acpx-sidecar/acpx-sidecar/protocol"
 )
 
@@ -60,20 +61,20 @@ func (m *Manager) Close(p protocol.CloseParams, reply Reply) {
 // SetModel selects and verifies a model (docs/rules.md#r24).
 func (m *Manager) SetModel(p protocol.SetModelParams, reply Reply) {
 	if s := m.lookup(p.Session, reply); s != nil {
-		s.send(reply, func() { s.withAgent(reply, func() { s.control(controlModel, p.Model, nil, reply) }) })
+		s.send(reply, func() { s.withAgent(reply, func() { s.control(controls.KindModel, p.Model, nil, reply) }) })
 	}
 }
 
 // SetMode selects and verifies a mode.
 func (m *Manager) SetMode(p protocol.SetModeParams, reply Reply) {
 	if s := m.lookup(p.Session, reply); s != nil {
-		s.send(reply, func() { s.withAgent(reply, func() { s.control(controlMode, p.Mode, nil, reply) }) })
+		s.send(reply, func() { s.withAgent(reply, func() { s.control(controls.KindMode, p.Mode, nil, reply) }) })
 	}
 }
 
 // SetConfigOption sets an ACP session config option and verifies it.
 func (m *Manager) SetConfigOption(p protocol.SetConfigOptionParams, reply Reply) {
 	if s := m.lookup(p.Session, reply); s != nil {
-		s.send(reply, func() { s.withAgent(reply, func() { s.control(controlOption, p.Key, p.Value, reply) }) })
+		s.send(reply, func() { s.withAgent(reply, func() { s.control(controls.KindOption, p.Key, p.Value, reply) }) })
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 
+	"github.com/acpx-sidecar/acpx-sidecar/internal/controls"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/jsonl"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/store"
 	"github.com/acpx-sidecar/acpx-sidecar/protocol"
@@ -14,7 +15,7 @@ import (
 func (s *session) applyConfigOptions(opts []json.RawMessage) {
 	s.ctl.configOpts = jsonl.CleanRaws(opts) // reported to the host verbatim
 	for _, raw := range opts {
-		var o configOption
+		var o controls.ConfigOption
 		if json.Unmarshal(raw, &o) != nil {
 			continue
 		}
@@ -24,7 +25,7 @@ func (s *session) applyConfigOptions(opts []json.RawMessage) {
 		}
 		switch {
 		case (o.ID == "model" || o.Category == "model") && s.ctl.models != nil:
-			s.ctl.models.CurrentModelID = listedModelID(opts, v, s.ctl.models.AvailableModelIDs)
+			s.ctl.models.CurrentModelID = controls.ListedModelID(opts, v, s.ctl.models.AvailableModelIDs)
 		case (o.ID == "mode" || o.Category == "mode") && s.ctl.modes != nil:
 			s.ctl.modes.CurrentModeID = v
 		}

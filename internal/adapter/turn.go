@@ -327,7 +327,7 @@ func (s *session) persist(fn func(r *store.Record)) {
 		r.LastSeq = int64(s.pub.seq)
 		applyControlsToRecord(r, s.ctl.models, s.ctl.modes)
 		r.Acpx.ModelControl = s.ctl.modelCtl
-		r.Acpx.PinnedModelID, r.Acpx.PinnedModeID = s.ctl.pins.model, s.ctl.pins.mode
+		r.Acpx.PinnedModelID, r.Acpx.PinnedModeID = s.ctl.pins.Model, s.ctl.pins.Mode
 		s.acct.toRecord(r)
 		if fn != nil {
 			fn(r)

@@ -148,7 +148,7 @@ type Profile struct {
 	// style this agent needs in practice, as documented in docs/agents.md.
 	// It is descriptive: the sidecar chooses per request by what the agent
 	// offers (its model config option first, session/set_model only
-	// without one; internal/adapter/models.go) and records the style used.
+	// without one; internal/controls/models.go) and records the style used.
 	ModelControl string
 	// Binding holds the agent to the host's permission policy; the zero
 	// Binding (generic) binds nothing and is reported as unbound.
