@@ -18,9 +18,11 @@ import (
 // permissionMode and permissionPolicy meaningless, so the profile names the
 // modes in which the agent asks, and the sidecar runs it in one of them.
 
-// Via values of protocol.PermissionBinding (docs/protocol.md): the agent
-// was already in an asking mode; the host's mode; the mode the host pinned
-// earlier; not bound.
+// Via values of protocol.PermissionBinding (docs/protocol.md §8,
+// `permissionBinding`): the agent already ran in an asking mode; the
+// host's mode; the mode the host pinned earlier; not bound. Bind also
+// reports the ACP method that selected an asking mode, and "env …" for
+// launch settings.
 const (
 	ViaAgentDefault = "agent default"
 	ViaHostMode     = "host mode"

@@ -35,7 +35,9 @@ const (
 // Caller sends one ACP request to the agent and waits for its answer or
 // ctx: params is encoded as the request's params and the result decoded
 // into result (nil: ignored). An error the agent answers is a
-// *jsonrpc2.Error; a ctx that ends first returns ctx's error.
+// *jsonrpc2.Error (a -32601 one makes the control UNSUPPORTED_CONTROL);
+// when ctx ends first Call returns an error at once (the implementation
+// may tell the agent the request is cancelled).
 type Caller interface {
 	Call(ctx context.Context, method string, params, result any) error
 }
@@ -61,10 +63,10 @@ type ConfigOption struct {
 // runs off the actor; the actor adopts Models, Modes, ConfigOpts and
 // UsedStyle after.
 type Setter struct {
-	Conn             Caller // the agent's ACP connection
-	BackendSessionID string // the agent's session id
-	Models           *protocol.Models
-	Modes            *protocol.Modes
+	Conn             Caller            // the agent's ACP connection
+	BackendSessionID string            // the agent's session id
+	Models           *protocol.Models  // the agent's models; replaced, never changed in place
+	Modes            *protocol.Modes   // the agent's modes; replaced, never changed in place
 	ConfigOpts       []json.RawMessage // ACP SessionConfigOptions, cleaned (jsonl.CleanRaws)
 	UsedStyle        string            // model control style actually used last (profiles.ModelControl*)
 	// Clean redacts the agent's text that goes into an error message
