@@ -2,7 +2,6 @@ package adapter
 
 import (
 	"errors"
-	"os"
 	"time"
 
 	"go.uber.org/zap"
@@ -31,13 +30,7 @@ type reviveInput struct {
 // for an open.
 func (s *session) prepareLaunch(rv *reviveInput) (admissionInput, *protocol.Error) {
 	p := s.open
-	if fi, err := os.Stat(p.Cwd); err != nil || !fi.IsDir() {
-		return admissionInput{}, protocol.InvalidParams("cwd", "cwd must be an existing directory")
-	}
-	if e := admission.CheckAdditionalDirs(p); e != nil { // ext.go
-		return admissionInput{}, e
-	}
-	exe, perr := admission.VerifyCommand(p.Command)
+	exe, perr := admission.CheckLaunch(p)
 	if perr != nil {
 		return admissionInput{}, perr
 	}

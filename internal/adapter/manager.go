@@ -33,7 +33,6 @@ import (
 	"github.com/acpx-sidecar/acpx-sidecar/internal/profiles"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/reaper"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/statestore"
-	"github.com/acpx-sidecar/acpx-sidecar/internal/store"
 	"github.com/acpx-sidecar/acpx-sidecar/protocol"
 )
 
@@ -275,18 +274,15 @@ func (m *Manager) Open(ctx context.Context, p protocol.OpenParams, reply Reply) 
 			return
 		}
 	}
-	if p.StateDir == "" {
-		p.StateDir = m.cfg.StateDir
+	dir, e := admission.StateDir(p.StateDir, m.cfg.StateDir)
+	if e == nil {
+		e = admission.CheckKey(p.SessionKey)
 	}
-	if p.StateDir == "" {
-		reply(nil, protocol.InvalidParams("stateDir", "stateDir is required (no --state-dir default)"))
+	if e != nil {
+		reply(nil, e)
 		return
 	}
-	if err := store.ValidateKey(p.SessionKey); err != nil {
-		reply(nil, protocol.InvalidParams("sessionKey", "sessionKey is too long for a record file name once encoded ("+
-			itoa(store.MaxEncodedKeyLen)+" bytes of encodeURIComponent)"))
-		return
-	}
+	p.StateDir = dir
 	m.mu.Lock()
 	if m.closing {
 		m.mu.Unlock()

@@ -82,9 +82,22 @@ func CheckLaunch(p protocol.OpenParams) (*os.File, *protocol.Error) {
 	return VerifyCommand(p.Command)
 }
 
-// checkKey refuses a sessionKey too long for a record file name once
-// encoded (INVALID_PARAMS sessionKey).
-func checkKey(key string) *protocol.Error {
+// StateDir is the stateDir a request works in: given, or def
+// (--state-dir) when it gives none; INVALID_PARAMS stateDir when both are
+// "".
+func StateDir(given, def string) (string, *protocol.Error) {
+	if given == "" {
+		given = def
+	}
+	if given == "" {
+		return "", protocol.InvalidParams("stateDir", "stateDir is required (no --state-dir default)")
+	}
+	return given, nil
+}
+
+// CheckKey refuses a sessionKey too long for a record file name once
+// encoded: INVALID_PARAMS sessionKey (store.ValidateKey).
+func CheckKey(key string) *protocol.Error {
 	if err := store.ValidateKey(key); err != nil {
 		return protocol.InvalidParams("sessionKey", "sessionKey is too long for a record file name once encoded ("+
 			strconv.Itoa(store.MaxEncodedKeyLen)+" bytes of encodeURIComponent)")
