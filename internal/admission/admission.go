@@ -69,17 +69,17 @@ type Plan struct {
 // open's and each revive's (a revive launches exactly what the open did,
 // checked again; docs/protocol.md §24): cwd is an existing directory
 // (INVALID_PARAMS cwd), so is each additionalDirectories entry
-// (CheckAdditionalDirs), and the command is an executable
-// (VerifyCommand). It returns the opened command file to execute, nil
+// (checkAdditionalDirs), and the command is an executable
+// (verifyCommand). It returns the opened command file to execute, nil
 // when the open gave no sha256; the caller closes it.
 func CheckLaunch(p protocol.OpenParams) (*os.File, *protocol.Error) {
 	if fi, err := os.Stat(p.Cwd); err != nil || !fi.IsDir() {
 		return nil, protocol.InvalidParams("cwd", "cwd must be an existing directory")
 	}
-	if e := CheckAdditionalDirs(p); e != nil {
+	if e := checkAdditionalDirs(p); e != nil {
 		return nil, e
 	}
-	return VerifyCommand(p.Command)
+	return verifyCommand(p.Command)
 }
 
 // StateDir is the stateDir a request works in: given, or def

@@ -12,12 +12,12 @@ import (
 	"github.com/acpx-sidecar/acpx-sidecar/protocol"
 )
 
-// VerifyCommand checks the command is a regular executable file and, with
+// verifyCommand checks the command is a regular executable file and, with
 // sha256, opens it without following symlinks, hashes it and returns that
 // open file to be executed (docs/rules.md#r4); without sha256 it returns a
 // nil file. Errors: COMMAND_NOT_EXECUTABLE, COMMAND_DIGEST_MISMATCH,
 // RESOURCE_EXHAUSTED (out of descriptors).
-func VerifyCommand(c *protocol.Command) (*os.File, *protocol.Error) {
+func verifyCommand(c *protocol.Command) (*os.File, *protocol.Error) {
 	notExec := func(why string) *protocol.Error {
 		return protocol.Domain(protocol.ErrCommandNotExecutable, "command.path "+why, false)
 	}

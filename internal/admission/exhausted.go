@@ -8,13 +8,13 @@ import (
 	"github.com/acpx-sidecar/acpx-sidecar/protocol"
 )
 
-// ResourceOf names the resource err says ran out: protocol.ResourceFds
+// resourceOf names the resource err says ran out: protocol.ResourceFds
 // (EMFILE, ENFILE), ResourceProcesses (EAGAIN, as fork(2) and clone(2)
 // report RLIMIT_NPROC and pids.max), ResourceMemory (ENOMEM), with the
 // errno; "" for any other error. An error that carries no errno (a sandbox library's own
 // wrapping, a launch entry's report through its status pipe) is matched by
 // the errno's strerror text in its message.
-func ResourceOf(err error) (string, syscall.Errno) {
+func resourceOf(err error) (string, syscall.Errno) {
 	var errno syscall.Errno
 	if !errors.As(err, &errno) {
 		msg := err.Error()
@@ -41,10 +41,10 @@ func ResourceOf(err error) (string, syscall.Errno) {
 
 // Exhausted returns the RESOURCE_EXHAUSTED error for an admission step
 // (what, e.g. "the provider could not be started") that failed with err,
-// or nil when err is not an exhausted resource (ResourceOf). The message
+// or nil when err is not an exhausted resource (resourceOf). The message
 // names the step and the errno, never an environment value.
 func Exhausted(what string, err error) *protocol.Error {
-	res, errno := ResourceOf(err)
+	res, errno := resourceOf(err)
 	if res == "" {
 		return nil
 	}
