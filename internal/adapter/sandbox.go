@@ -88,7 +88,7 @@ func (s *session) setupSandbox(p protocol.OpenParams, env []string) (sandboxSetu
 	// below under one lock (sandboxlive.go).
 	m.sbx.mu.Lock()
 	defer m.sbx.mu.Unlock()
-	paths := s.sandboxPaths(p, pol, env)
+	paths := m.cfg.Sandbox.SandboxPaths(p, pol, env, m.stateDirs(p.StateDir))
 	if setup.home != "" {
 		paths.PrivateHome = paths.Home
 	}
@@ -217,44 +217,6 @@ func (s *session) sameRulesAsOpen(rules []sandbox.Rule, tmpDir, home string) *pr
 	e := protocol.Domain(protocol.ErrSandboxConflict, "a sandbox path is not the one the open's sandbox was made of (replaced, or a link to elsewhere, since the open)", false)
 	e.Data.Paths = moved
 	return e
-}
-
-// sandboxPaths are the open's places: cwd, the launch environment's HOME
-// and TMPDIR (each made, 0700, if it does not exist), the command's
-// installation, and what is never writable: every state dir of this
-// sidecar, the cgroup filesystem and the installation. Symlinks are
-// resolved.
-func (s *session) sandboxPaths(p protocol.OpenParams, pol sandbox.Policy, env []string) sandbox.Paths {
-	real := func(d string) string {
-		if r, err := filepath.EvalSymlinks(d); err == nil {
-			return r
-		}
-		return ""
-	}
-	var paths sandbox.Paths
-	paths.Cwd = real(p.Cwd)
-	if home := admission.EnvValue(env, "HOME"); filepath.IsAbs(home) {
-		if pol.Filesystem != sandbox.Off {
-			_ = os.MkdirAll(home, 0o700)
-		}
-		paths.Home = real(home)
-	}
-	if tmp := admission.EnvValue(env, "TMPDIR"); filepath.IsAbs(tmp) && (pol.Filesystem == sandbox.Off || admission.HostTmpDir(p)) {
-		if pol.Filesystem != sandbox.Off {
-			_ = os.MkdirAll(tmp, 0o700)
-		}
-		paths.TmpDir = real(tmp)
-	}
-	paths.Install = sandbox.Installation(p.Command.Path, p.Command.Args, admission.EnvValue(env, "PATH"))
-	paths.Protected = append(slices.Clone(s.m.cfg.Sandbox.Protected), paths.Install...)
-	for _, d := range s.m.stateDirs(p.StateDir) {
-		if r := real(d); r != "" {
-			paths.Protected = append(paths.Protected, r)
-		} else {
-			paths.Protected = append(paths.Protected, filepath.Clean(d))
-		}
-	}
-	return paths
 }
 
 // stateDirs are every state dir this sidecar uses: --state-dir, every

@@ -1,6 +1,8 @@
 package admission
 
 import (
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 
@@ -154,4 +156,43 @@ func NonNil(s []string) []string {
 		return []string{}
 	}
 	return s
+}
+
+// SandboxPaths are the open's places for sandbox.Build: cwd, the launch
+// environment env's HOME and TMPDIR (each made, 0700, if it does not
+// exist and a filesystem sandbox is on), the command's installation, and
+// what is never writable: protected (the cgroup filesystem,
+// SandboxConfig.Protected), the installation and stateDirs (every state
+// dir of this sidecar). Symlinks are resolved.
+func (c SandboxConfig) SandboxPaths(p protocol.OpenParams, pol sandbox.Policy, env []string, stateDirs []string) sandbox.Paths {
+	real := func(d string) string {
+		if r, err := filepath.EvalSymlinks(d); err == nil {
+			return r
+		}
+		return ""
+	}
+	var paths sandbox.Paths
+	paths.Cwd = real(p.Cwd)
+	if home := EnvValue(env, "HOME"); filepath.IsAbs(home) {
+		if pol.Filesystem != sandbox.Off {
+			_ = os.MkdirAll(home, 0o700)
+		}
+		paths.Home = real(home)
+	}
+	if tmp := EnvValue(env, "TMPDIR"); filepath.IsAbs(tmp) && (pol.Filesystem == sandbox.Off || HostTmpDir(p)) {
+		if pol.Filesystem != sandbox.Off {
+			_ = os.MkdirAll(tmp, 0o700)
+		}
+		paths.TmpDir = real(tmp)
+	}
+	paths.Install = sandbox.Installation(p.Command.Path, p.Command.Args, EnvValue(env, "PATH"))
+	paths.Protected = append(slices.Clone(c.Protected), paths.Install...)
+	for _, d := range stateDirs {
+		if r := real(d); r != "" {
+			paths.Protected = append(paths.Protected, r)
+		} else {
+			paths.Protected = append(paths.Protected, filepath.Clean(d))
+		}
+	}
+	return paths
 }
