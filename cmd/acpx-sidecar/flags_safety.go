@@ -7,7 +7,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/acpx-sidecar/acpx-sidecar/internal/adapter"
+	"github.com/acpx-sidecar/acpx-sidecar/internal/admission"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/reaper"
 	"github.com/acpx-sidecar/acpx-sidecar/protocol"
 )
@@ -93,7 +93,7 @@ func (l *limitFlags) defaults() protocol.Limits {
 // sidecar's environment it would pass to providers (never the values).
 func doctorEnv(policy string) map[string]any {
 	var names []string
-	for _, kv := range adapter.InheritedEnv(policy, os.Environ()) {
+	for _, kv := range admission.InheritedEnv(policy, os.Environ()) {
 		k, _, _ := strings.Cut(kv, "=")
 		names = append(names, k)
 	}

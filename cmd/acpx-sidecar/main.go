@@ -21,6 +21,7 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/acpx-sidecar/acpx-sidecar/internal/adapter"
+	"github.com/acpx-sidecar/acpx-sidecar/internal/admission"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/buildinfo"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/egress"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/launchexec"
@@ -337,10 +338,10 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	cfg.SweepInterval = ms(o.sweepMs)
 	cfg.Logger = log.Named("session")
 	environ := os.Environ()
-	cfg.Env = adapter.ProviderEnv{Base: adapter.InheritedEnv(o.inheritEnv, environ), Policy: o.inheritEnv, Sidecar: environ}
+	cfg.Env = admission.ProviderEnv{Base: admission.InheritedEnv(o.inheritEnv, environ), Policy: o.inheritEnv, Sidecar: environ}
 	cfg.DefaultLimits = o.limits.defaults()
 	cfg.LimitsSupported = reaper.LimitsSupported
-	cfg.Sandbox = adapter.SandboxConfig{Default: o.defaultSandbox, Caps: sandbox.Probe().Limit(o.assumeABI),
+	cfg.Sandbox = admission.SandboxConfig{Default: o.defaultSandbox, Caps: sandbox.Probe().Limit(o.assumeABI),
 		Protected: append(sandbox.CgroupMounts(), selfInstallation()...)}
 	cfg.Egress = adapter.EgressConfig{Pins: o.pins, Unsupported: egress.Probe()}
 	if nofile > 0 {
@@ -351,7 +352,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			zap.String("reason", cfg.Egress.Unsupported.Error()))
 	}
 	if sup != nil {
-		sc := adapter.SandboxCaps(cfg.Sandbox.Caps, o.defaultSandbox, sup.Mode(), cfg.Egress.Unsupported)
+		sc := admission.SandboxCaps(cfg.Sandbox.Caps, o.defaultSandbox, sup.Mode(), cfg.Egress.Unsupported)
 		if sc.Default != o.defaultSandbox {
 			log.Warn("the default sandbox cannot be enforced here; opens that name none run unsandboxed and say so (sandbox.enforced false)",
 				zap.String("defaultSandbox", o.defaultSandbox), zap.Int("landlockAbi", sc.LandlockABI), zap.String("reason", sc.Reason))
@@ -441,7 +442,7 @@ func doctor(stdout io.Writer, o *options) int {
 		problems = append(problems, err.Error()) // the daemon exits 2
 		usable = false
 	}
-	sc := adapter.SandboxCaps(sandbox.Probe().Limit(o.assumeABI), o.defaultSandbox, reaper.Mode(chosen), egress.Probe())
+	sc := admission.SandboxCaps(sandbox.Probe().Limit(o.assumeABI), o.defaultSandbox, reaper.Mode(chosen), egress.Probe())
 	_ = enc.Encode(map[string]any{"containment": chosen, "mechanisms": mechs,
 		"inheritEnv": doctorEnv(o.inheritEnv), "limits": doctorLimits(chosen),
 		"sandbox": sc, "problems": problems})

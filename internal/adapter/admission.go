@@ -10,6 +10,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/acpx-sidecar/acpx-sidecar/internal/admission"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/cleanup"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/controls"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/profiles"
@@ -116,7 +117,7 @@ func (s *session) startAdmission(ctx context.Context, reply Reply) {
 		return
 	}
 	if err != nil {
-		s.failBeforeLaunch(reply, orExhausted("the state directory could not be opened", err,
+		s.failBeforeLaunch(reply, admission.OrExhausted("the state directory could not be opened", err,
 			protocol.Domain(protocol.ErrStoreUnavailable, "the state directory cannot be used: "+errText(err), storeRetryable(err))))
 		return
 	}
@@ -330,7 +331,7 @@ func (s *session) admit(ctx context.Context, in admissionInput) admissionResult 
 		if in.exe != nil {
 			in.exe.Close()
 		}
-		if e := exhausted("the ownership ledger entry could not be written, so nothing was launched", err); e != nil {
+		if e := admission.Exhausted("the ownership ledger entry could not be written, so nothing was launched", err); e != nil {
 			return admissionResult{err: e}
 		}
 		return admissionResult{err: protocol.Domain(protocol.ErrStoreUnavailable,

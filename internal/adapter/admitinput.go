@@ -2,11 +2,11 @@ package adapter
 
 import (
 	"errors"
-	"os"
 	"time"
 
 	"go.uber.org/zap"
 
+	"github.com/acpx-sidecar/acpx-sidecar/internal/admission"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/controls"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/store"
 	"github.com/acpx-sidecar/acpx-sidecar/protocol"
@@ -31,17 +31,11 @@ type reviveInput struct {
 // for an open.
 func (s *session) prepareLaunch(rv *reviveInput) (admissionInput, *protocol.Error) {
 	p := s.open
-	if fi, err := os.Stat(p.Cwd); err != nil || !fi.IsDir() {
-		return admissionInput{}, protocol.InvalidParams("cwd", "cwd must be an existing directory")
-	}
-	if e := checkAdditionalDirs(p); e != nil { // ext.go
-		return admissionInput{}, e
-	}
-	exe, perr := verifyCommand(p.Command)
+	exe, perr := admission.CheckLaunch(p)
 	if perr != nil {
 		return admissionInput{}, perr
 	}
-	base := s.m.baseEnvFor(p)
+	base := s.m.cfg.Env.For(p)
 	sb, env, perr := s.setupSandbox(p, s.launchEnv(base))
 	if perr != nil {
 		if exe != nil {
@@ -51,7 +45,7 @@ func (s *session) prepareLaunch(rv *reviveInput) (admissionInput, *protocol.Erro
 	}
 	s.end.tmpDir, s.end.home = sb.tmpDir, sb.home
 	in := admissionInput{open: p, prof: s.prof, st: s.rec.st, exe: exe, env: env, baseEnv: base,
-		timeout: s.m.cfg.Bounds.HandshakeTimeout, limits: s.m.effectiveLimits(p), sandbox: sb, revive: rv}
+		timeout: s.m.cfg.Bounds.HandshakeTimeout, limits: s.m.settings().Limits(p), sandbox: sb, revive: rv}
 	if s.m.stateStore() != nil && rv == nil {
 		// The provider-state dirs are this key's alone (provstate.go).
 		srcs, e := s.stateSources(env)

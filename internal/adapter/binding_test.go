@@ -2,8 +2,9 @@ package adapter
 
 import (
 	"encoding/json"
-	"github.com/acpx-sidecar/acpx-sidecar/internal/jsonl"
 	"testing"
+
+	"github.com/acpx-sidecar/acpx-sidecar/internal/jsonl"
 )
 
 // TestPermission_ShellCommandsAreExecuteWhateverTheLabel: a tool call with

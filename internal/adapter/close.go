@@ -2,9 +2,10 @@ package adapter
 
 import (
 	"context"
-	"github.com/acpx-sidecar/acpx-sidecar/internal/sandbox"
 	"sync/atomic"
 	"time"
+
+	"github.com/acpx-sidecar/acpx-sidecar/internal/sandbox"
 
 	acp "github.com/coder/acp-go-sdk"
 	"github.com/sourcegraph/jsonrpc2"

@@ -136,18 +136,3 @@ func DefaultCaps() Caps {
 		MaxPendingAskBytes: protocol.DefaultMaxPendingAskBytes, StateRead: protocol.DefaultStateReadMs * time.Millisecond,
 		MaxProviderLineBytes: protocol.DefaultMaxProviderLineBytes, JournalMaxBytes: journal.DefaultMaxBytes}
 }
-
-// ProviderEnv is where a provider's environment comes from
-// (docs/protocol.md §18.1).
-type ProviderEnv struct {
-	// Base is the environment every provider inherits ("K=V"), before
-	// the open's inheritEnv names and env are added: InheritedEnv of the
-	// --inherit-env policy.
-	Base []string
-	// Policy names the policy Base was made by ("minimal", "all",
-	// "none"; initialize.capabilities.inheritEnv). "" reports "minimal".
-	Policy string
-	// Sidecar is the sidecar's whole environment, where the open's
-	// inheritEnv names are looked up.
-	Sidecar []string
-}

@@ -3,8 +3,8 @@ package adapter
 import (
 	"path/filepath"
 
+	"github.com/acpx-sidecar/acpx-sidecar/internal/admission"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/journal"
-	"github.com/acpx-sidecar/acpx-sidecar/internal/store"
 	"github.com/acpx-sidecar/acpx-sidecar/protocol"
 )
 
@@ -19,17 +19,12 @@ import (
 // too long for a file name or no stateDir; STORE_UNAVAILABLE when the
 // journal cannot be read.
 func (m *Manager) Events(p protocol.EventsParams, reply Reply) {
-	dir := p.StateDir
-	if dir == "" {
-		dir = m.cfg.StateDir
+	dir, e := admission.StateDir(p.StateDir, m.cfg.StateDir)
+	if e == nil {
+		e = admission.CheckKey(p.SessionKey)
 	}
-	if dir == "" {
-		reply(nil, protocol.InvalidParams("stateDir", "stateDir is required (no --state-dir default)"))
-		return
-	}
-	if err := store.ValidateKey(p.SessionKey); err != nil {
-		reply(nil, protocol.InvalidParams("sessionKey", "sessionKey is too long for a record file name once encoded ("+
-			itoa(store.MaxEncodedKeyLen)+" bytes of encodeURIComponent)"))
+	if e != nil {
+		reply(nil, e)
 		return
 	}
 	q := journal.Query{Limit: journal.DefaultLimit, Session: p.Session, BySeq: p.AfterSeq != nil || p.Session != ""}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"os"
 	"strconv"
 	"sync"
 	"time"
@@ -274,15 +273,4 @@ func (s *session) callAgent(method string, params json.RawMessage, done func(jso
 			done(nil, protocol.Domain(protocol.ErrProviderProcessLost, "the provider connection closed before it answered "+method, false))
 		}
 	}()
-}
-
-// checkAdditionalDirs: each of the open's additionalDirectories must be an
-// existing directory (-32602 naming it), before anything is launched.
-func checkAdditionalDirs(p protocol.OpenParams) *protocol.Error {
-	for i, d := range p.AdditionalDirectories {
-		if fi, err := os.Stat(d); err != nil || !fi.IsDir() {
-			return protocol.InvalidParams("additionalDirectories."+strconv.Itoa(i), "additionalDirectories entries must be existing directories")
-		}
-	}
-	return nil
 }

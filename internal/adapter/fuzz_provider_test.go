@@ -3,10 +3,11 @@ package adapter
 import (
 	"bytes"
 	"encoding/json"
-	"github.com/acpx-sidecar/acpx-sidecar/internal/jsonl"
 	"io"
 	"testing"
 	"time"
+
+	"github.com/acpx-sidecar/acpx-sidecar/internal/jsonl"
 
 	acp "github.com/coder/acp-go-sdk"
 	"go.uber.org/zap"

@@ -8,6 +8,7 @@ import (
 	acp "github.com/coder/acp-go-sdk"
 	"github.com/sourcegraph/jsonrpc2"
 
+	"github.com/acpx-sidecar/acpx-sidecar/internal/admission"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/buildinfo"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/cleanup"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/controls"
@@ -288,7 +289,7 @@ func (s *session) handshake(ctx context.Context, in *admissionInput, conn *acpCo
 	rec, recSync, err := saveAdmitted(in, prior, &res, init, tree, ctl.UsedStyle, pins)
 	if err != nil {
 		// docs/rules.md#r9: close the created session, fail with the store error.
-		return nil, st.SessionID, orExhausted("the session record could not be saved", err,
+		return nil, st.SessionID, admission.OrExhausted("the session record could not be saved", err,
 			protocol.Domain(protocol.ErrStoreUnavailable, "the session record could not be saved: "+errText(err), true))
 	}
 	return &admitted{result: res, caps: caps, modelCtl: ctl.UsedStyle, record: rec, recordSync: recSync, pins: pins, held: held}, st.SessionID, nil

@@ -6,6 +6,7 @@ import (
 	"os"
 	"sync"
 
+	"github.com/acpx-sidecar/acpx-sidecar/internal/admission"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/journal"
 
 	"github.com/acpx-sidecar/acpx-sidecar/internal/store"
@@ -107,7 +108,7 @@ func (s *session) takeKeyHold(st *store.Store, reply Reply) bool {
 		return true
 	}
 	if !errors.Is(err, store.ErrKeyHeld) {
-		s.failBeforeLaunchWhy(reply, orExhausted("the session key's lock file could not be opened", err,
+		s.failBeforeLaunchWhy(reply, admission.OrExhausted("the session key's lock file could not be opened", err,
 			protocol.Domain(protocol.ErrStoreUnavailable, "the session key's lock file cannot be used: "+errText(err), true)),
 			"admission failed before launch: the session key's lock could not be taken (STORE_UNAVAILABLE)")
 		return false

@@ -26,6 +26,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/acpx-sidecar/acpx-sidecar/internal/admission"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/buildinfo"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/cleanup"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/controls"
@@ -33,7 +34,6 @@ import (
 	"github.com/acpx-sidecar/acpx-sidecar/internal/profiles"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/reaper"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/statestore"
-	"github.com/acpx-sidecar/acpx-sidecar/internal/store"
 	"github.com/acpx-sidecar/acpx-sidecar/protocol"
 )
 
@@ -69,7 +69,7 @@ type Config struct {
 	// Caps bound queues, pending asks, lines, journals and sessions.
 	Caps Caps
 	// Env is where providers' environment comes from.
-	Env ProviderEnv
+	Env admission.ProviderEnv
 	// DefaultLimits are the limits of an open that gives none of a kind
 	// (--default-memory-bytes, --default-pids, --default-cpu-percent;
 	// docs/protocol.md §18.2).
@@ -83,7 +83,7 @@ type Config struct {
 	Egress EgressConfig
 	// Sandbox is the kernel sandbox: the default mode and what this
 	// machine enforces (sandbox.go; docs/protocol.md §19).
-	Sandbox SandboxConfig
+	Sandbox admission.SandboxConfig
 	// PermissionTimeout bounds a host escalation when the open gives no
 	// permissionTimeoutMs (≤ 0 means protocol.DefaultPermissionTimeoutMs;
 	// docs/protocol.md §18.3).
@@ -197,7 +197,7 @@ func (m *Manager) Initialize(p protocol.InitializeParams) protocol.InitializeRes
 		containment = string(mode)
 	}
 	caps := protocol.ServerCaps{Containment: containment, Agents: profiles.Names(), InheritEnv: m.inheritPolicy(),
-		Sandbox:      SandboxCaps(m.cfg.Sandbox.Caps, m.cfg.Sandbox.Default, mode, m.cfg.Egress.Unsupported),
+		Sandbox:      admission.SandboxCaps(m.cfg.Sandbox.Caps, m.cfg.Sandbox.Default, mode, m.cfg.Egress.Unsupported),
 		MaxSessions:  max(m.cfg.Caps.MaxSessions, 0),
 		MaxLiveTrees: max(m.cfg.Caps.MaxLiveTrees, 0)}
 	if ss := m.stateStore(); ss != nil {
@@ -207,6 +207,17 @@ func (m *Manager) Initialize(p protocol.InitializeParams) protocol.InitializeRes
 		ServerInfo:   protocol.Implementation{Name: protocol.ServerName, Version: buildinfo.Version()},
 		Capabilities: caps,
 		Bounds:       m.Bounds()}
+}
+
+// settings is the sidecar's side of every open's admission plan
+// (internal/admission), from Config.
+func (m *Manager) settings() admission.Settings {
+	var mode reaper.Mode
+	if m.cfg.Launcher != nil {
+		mode = m.cfg.Launcher.Mode()
+	}
+	return admission.Settings{StateDir: m.cfg.StateDir, Mode: mode, DefaultLimits: m.cfg.DefaultLimits,
+		LimitsSupported: m.cfg.LimitsSupported, Env: m.cfg.Env, Sandbox: m.cfg.Sandbox}
 }
 
 // inheritPolicy is the --inherit-env policy in force (docs/protocol.md
@@ -258,22 +269,21 @@ func (m *Manager) Open(ctx context.Context, p protocol.OpenParams, reply Reply) 
 		reply(nil, protocol.Domain(protocol.ErrPlatformUnsupported, "this platform cannot contain a provider tree", false))
 		return
 	}
-	if e := m.checkLimits(m.effectiveLimits(p)); e != nil {
+	if st := m.settings(); true {
+		if e := st.CheckLimits(st.Limits(p)); e != nil {
+			reply(nil, e)
+			return
+		}
+	}
+	dir, e := admission.StateDir(p.StateDir, m.cfg.StateDir)
+	if e == nil {
+		e = admission.CheckKey(p.SessionKey)
+	}
+	if e != nil {
 		reply(nil, e)
 		return
 	}
-	if p.StateDir == "" {
-		p.StateDir = m.cfg.StateDir
-	}
-	if p.StateDir == "" {
-		reply(nil, protocol.InvalidParams("stateDir", "stateDir is required (no --state-dir default)"))
-		return
-	}
-	if err := store.ValidateKey(p.SessionKey); err != nil {
-		reply(nil, protocol.InvalidParams("sessionKey", "sessionKey is too long for a record file name once encoded ("+
-			itoa(store.MaxEncodedKeyLen)+" bytes of encodeURIComponent)"))
-		return
-	}
+	p.StateDir = dir
 	m.mu.Lock()
 	if m.closing {
 		m.mu.Unlock()

@@ -7,6 +7,7 @@ import (
 
 	"github.com/sourcegraph/jsonrpc2"
 
+	"github.com/acpx-sidecar/acpx-sidecar/internal/admission"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/launchexec"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/reaper"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/sandbox"
@@ -67,7 +68,7 @@ func (s *session) launchError(err error, args, env []string) *protocol.Error {
 	// Before the sandbox's own refusal: a ruleset that could not be made
 	// for want of descriptors is a retry later, not a machine that cannot
 	// sandbox.
-	if x := exhausted("the provider could not be started", err); x != nil {
+	if x := admission.Exhausted("the provider could not be started", err); x != nil {
 		return x
 	}
 	switch {

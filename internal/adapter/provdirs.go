@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"slices"
 
+	"github.com/acpx-sidecar/acpx-sidecar/internal/admission"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/statestore"
 	"github.com/acpx-sidecar/acpx-sidecar/protocol"
 )
@@ -35,7 +36,7 @@ func (s *session) stateSources(env []string) ([]statestore.Source, *protocol.Err
 			out = append(out, statestore.Source{Name: name, Path: dir})
 		}
 	} else {
-		get := func(k string) string { return envValue(env, k) }
+		get := func(k string) string { return admission.EnvValue(env, k) }
 		for _, sd := range s.prof.StateDirs {
 			if p := sd.Resolve(get); p != "" {
 				out = append(out, statestore.Source{Name: sd.Name, Path: p, Leave: sd.Leave})

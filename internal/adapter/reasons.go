@@ -1,6 +1,9 @@
 package adapter
 
-import "github.com/acpx-sidecar/acpx-sidecar/protocol"
+import (
+	"github.com/acpx-sidecar/acpx-sidecar/internal/admission"
+	"github.com/acpx-sidecar/acpx-sidecar/protocol"
+)
 
 // Proof reasons of failed admissions say what failed (docs/protocol.md
 // §8 session/open, "Proof reason of a failed admission"; §18.5).
@@ -25,7 +28,7 @@ func beforeLaunchReason(e *protocol.Error) string {
 	case protocol.ErrInvalidParams:
 		what = "invalid " + e.Data.Field
 	case protocol.ErrResourceExhausted:
-		what = "the sidecar ran out of " + resourceWords[e.Data.Resource]
+		what = "the sidecar ran out of " + admission.ResourceWords(e.Data.Resource)
 	}
 	code := e.Data.Code
 	if code == "" {
@@ -61,7 +64,7 @@ func launchedReason(e *protocol.Error) string {
 	case protocol.ErrPolicyUnenforceable:
 		return "permission policy cannot be enforced (PERMISSION_POLICY_UNENFORCEABLE)"
 	case protocol.ErrResourceExhausted:
-		return "the sidecar ran out of " + resourceWords[e.Data.Resource] + " (RESOURCE_EXHAUSTED)"
+		return "the sidecar ran out of " + admission.ResourceWords(e.Data.Resource) + " (RESOURCE_EXHAUSTED)"
 	case "":
 		return "session handshake failed"
 	}

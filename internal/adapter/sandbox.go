@@ -8,25 +8,11 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/acpx-sidecar/acpx-sidecar/internal/admission"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/reaper"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/sandbox"
 	"github.com/acpx-sidecar/acpx-sidecar/protocol"
 )
-
-// SandboxConfig is the sidecar's kernel sandbox (docs/protocol.md §19).
-// The zero value sandboxes nothing by default (tests' Config).
-type SandboxConfig struct {
-	// Default is the filesystem mode of an open that names none
-	// (--default-sandbox): sandbox.Workspace, Strict, Off or "" (Off).
-	Default string
-	// Caps is what this machine enforces (sandbox.Probe, possibly
-	// limited by --assume-landlock-abi).
-	Caps sandbox.Caps
-	// Protected are never writable from inside besides every state dir
-	// and the command's installation: the cgroup filesystem
-	// (sandbox.CgroupMounts). nil = none.
-	Protected []string
-}
 
 // sandboxSetup is what admission launches with: the plan (nil: none),
 // the open result's `sandbox`, the private TMPDIR made for the session
@@ -38,93 +24,6 @@ type sandboxSetup struct {
 	result *protocol.SandboxResult
 	tmpDir string
 	home   string
-}
-
-// defaultFS is the filesystem mode an open gets when it names none.
-func (m *Manager) defaultFS() string {
-	if m.cfg.Sandbox.Default == "" {
-		return sandbox.Off
-	}
-	return m.cfg.Sandbox.Default
-}
-
-// SandboxCaps is initialize.capabilities.sandbox (and doctor's): what
-// caps enforces and the default filesystem mode in force: def ("" =
-// off), or "off" when caps cannot enforce it (a filesystem sandbox with
-// signals own-tree) or mode cannot carry a sandbox. egress is
-// egress.Probe's result: nil, allow lists are enforceable (networkAllow)
-// where mode carries a sandbox.
-func SandboxCaps(caps sandbox.Caps, def string, mode reaper.Mode, egress error) *protocol.SandboxCaps {
-	reason := caps.Reason
-	if def == "" || !caps.Filesystem() || !caps.Scopes() || !reaper.SandboxSupported(mode) {
-		def = sandbox.Off
-	}
-	if !reaper.SandboxSupported(mode) && mode != "" {
-		reason = "containment " + string(mode) + " cannot apply a sandbox"
-	}
-	supported := reaper.SandboxSupported(mode) || mode == ""
-	return &protocol.SandboxCaps{LandlockABI: caps.LandlockABI, Filesystem: caps.Filesystem(), ConnectTCP: caps.ConnectTCP(),
-		Signals: caps.Scopes(), NetworkNone: caps.Namespaces, NetworkAllow: egress == nil && supported, ReadOnlyBinds: caps.Namespaces,
-		Processes: caps.PIDNamespace && supported, Capabilities: supported, Seccomp: caps.Seccomp && supported,
-		UserNamespacesRefused: caps.Namespaces && caps.Seccomp && supported,
-		Default:               def, Reason: reason, ProcessesReason: caps.ProcessesReason}
-}
-
-// policyOf resolves the open's sandbox over the default: filesystem from
-// the open or the default, network "all" unless given, signals and
-// processes "own-tree" and capabilities "none" whenever a filesystem
-// sandbox is on unless given (else "all", "all", "keep"). A processes
-// "own-tree" only defaulted on a machine that cannot enforce it becomes
-// "all", with why in defaulted (docs/protocol.md §19: a default that
-// cannot be enforced is reported, not fatal).
-func (m *Manager) policyOf(p protocol.OpenParams) (pol sandbox.Policy, defaulted string) {
-	pol = m.basePolicy(p)
-	named := p.Sandbox != nil && p.Sandbox.Processes != ""
-	if pol.Processes == sandbox.OwnTreeProcesses && !named && !m.cfg.Sandbox.Caps.PIDNamespace {
-		pol.Processes = sandbox.AllProcesses
-		why := m.cfg.Sandbox.Caps.ProcessesReason
-		if why == "" {
-			why = "no PID namespace"
-		}
-		defaulted = "processes all: own-tree is not enforceable here (" + why + ")"
-	}
-	return pol, defaulted
-}
-
-// basePolicy is policyOf before the machine's capabilities are looked at.
-func (m *Manager) basePolicy(p protocol.OpenParams) sandbox.Policy {
-	pol := sandbox.Policy{Filesystem: m.defaultFS(), Network: sandbox.NetAll}
-	if sb := p.Sandbox; sb != nil {
-		if sb.Filesystem != "" {
-			pol.Filesystem = sb.Filesystem
-		}
-		// Copies: setupSandbox resolves them in place.
-		pol.Writable, pol.Readable = slices.Clone(sb.Writable), slices.Clone(sb.Readable)
-		if n := sb.Network; n != nil {
-			pol.Network = n.Mode
-			for _, port := range n.ConnectTCP {
-				pol.ConnectTCP = append(pol.ConnectTCP, uint16(port))
-			}
-		}
-		pol.Signals = sb.Signals
-		pol.Processes, pol.Capabilities = sb.Processes, sb.Capabilities
-	}
-	// The open's additionalDirectories are the agent's workspace too
-	// (docs/protocol.md §23): writable like cwd.
-	pol.Writable = append(pol.Writable, p.AdditionalDirectories...)
-	on := pol.Filesystem != sandbox.Off
-	pick := func(v *string, whenOn, whenOff string) {
-		if *v == "" {
-			*v = whenOff
-			if on {
-				*v = whenOn
-			}
-		}
-	}
-	pick(&pol.Signals, sandbox.OwnTree, sandbox.AllSignals)
-	pick(&pol.Processes, sandbox.OwnTreeProcesses, sandbox.AllProcesses)
-	pick(&pol.Capabilities, sandbox.CapsNone, sandbox.CapsKeep)
-	return pol
 }
 
 // setupSandbox derives the sandbox of an open from its params, its launch
@@ -140,7 +39,7 @@ func (m *Manager) basePolicy(p protocol.OpenParams) sandbox.Policy {
 // refused.
 func (s *session) setupSandbox(p protocol.OpenParams, env []string) (sandboxSetup, []string, *protocol.Error) {
 	m := s.m
-	pol, defaulted := m.policyOf(p)
+	pol, defaulted := m.cfg.Sandbox.Policy(p)
 	explicit := p.Sandbox != nil
 	res := &protocol.SandboxResult{Filesystem: pol.Filesystem, Signals: pol.Signals,
 		Network: protocol.SandboxNetwork{Mode: pol.Network}, LandlockABI: m.cfg.Sandbox.Caps.LandlockABI,
@@ -173,12 +72,12 @@ func (s *session) setupSandbox(p protocol.OpenParams, env []string) (sandboxSetu
 		return setup, env, nil
 	}
 	origEnv := env
-	if pol.Filesystem != sandbox.Off && !hostHome(p) && s.rec.st != nil {
+	if pol.Filesystem != sandbox.Off && !admission.HostHome(p) && s.rec.st != nil {
 		// The key's private HOME (docs/protocol.md §19): the sidecar's own
 		// never reaches a sandboxed agent.
 		home, err := s.rec.st.Home(s.key)
 		if err != nil {
-			return setup, env, orExhausted("the key's private HOME could not be made", err,
+			return setup, env, admission.OrExhausted("the key's private HOME could not be made", err,
 				protocol.Domain(protocol.ErrStoreUnavailable, "the key's private HOME could not be made: "+errText(err), storeRetryable(err)))
 		}
 		env = slices.DeleteFunc(slices.Clone(env), func(kv string) bool { return strings.HasPrefix(kv, "HOME=") })
@@ -189,7 +88,7 @@ func (s *session) setupSandbox(p protocol.OpenParams, env []string) (sandboxSetu
 	// below under one lock (sandboxlive.go).
 	m.sbx.mu.Lock()
 	defer m.sbx.mu.Unlock()
-	paths := s.sandboxPaths(p, pol, env)
+	paths := m.cfg.Sandbox.SandboxPaths(p, pol, env, m.stateDirs(p.StateDir))
 	if setup.home != "" {
 		paths.PrivateHome = paths.Home
 	}
@@ -221,7 +120,7 @@ func (s *session) setupSandbox(p protocol.OpenParams, env []string) (sandboxSetu
 				return setup, env, protocol.Domain(protocol.ErrPlatformUnsupported, "the session's private TMPDIR could not be made: the sidecar's TMPDIR "+
 					quoteShort(parent)+" is not an existing directory (start the sidecar with TMPDIR set to one, or give the open env.TMPDIR)", false)
 			}
-			return setup, env, orExhausted("the session's private TMPDIR could not be made", err,
+			return setup, env, admission.OrExhausted("the session's private TMPDIR could not be made", err,
 				protocol.Domain(protocol.ErrPlatformUnsupported, "the session's private TMPDIR could not be made: "+errText(err), true))
 		}
 		tmpMade, paths.TmpDir = dir, dir
@@ -275,7 +174,7 @@ func (s *session) setupSandbox(p protocol.OpenParams, env []string) (sandboxSetu
 		res.Network.Allow = list.Strings()
 	}
 	res.Enforced = !plan.Empty()
-	res.Writable, res.Readable, res.ReadOnly, res.TmpDir = nonNil(ap.Writable), nonNil(ap.Readable), ap.ReadOnly, tmpMade
+	res.Writable, res.Readable, res.ReadOnly, res.TmpDir = admission.NonNil(ap.Writable), admission.NonNil(ap.Readable), ap.ReadOnly, tmpMade
 	res.Processes, res.Capabilities, res.Seccomp, res.Reason = pol.Processes, pol.Capabilities, plan.Seccomp, defaulted
 	res.Home = setup.home
 	setup.plan, setup.tmpDir = &plan, tmpMade
@@ -320,69 +219,6 @@ func (s *session) sameRulesAsOpen(rules []sandbox.Rule, tmpDir, home string) *pr
 	return e
 }
 
-// sandboxPaths are the open's places: cwd, the launch environment's HOME
-// and TMPDIR (each made, 0700, if it does not exist), the command's
-// installation, and what is never writable: every state dir of this
-// sidecar, the cgroup filesystem and the installation. Symlinks are
-// resolved.
-func (s *session) sandboxPaths(p protocol.OpenParams, pol sandbox.Policy, env []string) sandbox.Paths {
-	real := func(d string) string {
-		if r, err := filepath.EvalSymlinks(d); err == nil {
-			return r
-		}
-		return ""
-	}
-	var paths sandbox.Paths
-	paths.Cwd = real(p.Cwd)
-	if home := envValue(env, "HOME"); filepath.IsAbs(home) {
-		if pol.Filesystem != sandbox.Off {
-			_ = os.MkdirAll(home, 0o700)
-		}
-		paths.Home = real(home)
-	}
-	if tmp := envValue(env, "TMPDIR"); filepath.IsAbs(tmp) && (pol.Filesystem == sandbox.Off || hostTmpDir(p)) {
-		if pol.Filesystem != sandbox.Off {
-			_ = os.MkdirAll(tmp, 0o700)
-		}
-		paths.TmpDir = real(tmp)
-	}
-	paths.Install = sandbox.Installation(p.Command.Path, p.Command.Args, envValue(env, "PATH"))
-	paths.Protected = append(slices.Clone(s.m.cfg.Sandbox.Protected), paths.Install...)
-	for _, d := range s.m.stateDirs(p.StateDir) {
-		if r := real(d); r != "" {
-			paths.Protected = append(paths.Protected, r)
-		} else {
-			paths.Protected = append(paths.Protected, filepath.Clean(d))
-		}
-	}
-	return paths
-}
-
-// hostHome reports whether the open names its HOME itself: in env, or in
-// inheritEnv. A HOME that only --inherit-env passes is the sidecar's own,
-// which under a filesystem sandbox is replaced by the key's private one
-// (docs/protocol.md §19: the sidecar's HOME never reaches a sandboxed
-// agent).
-func hostHome(p protocol.OpenParams) bool {
-	if _, ok := p.Env["HOME"]; ok {
-		return true
-	}
-	return slices.Contains(p.InheritEnv, "HOME")
-}
-
-// hostTmpDir reports whether the open names its TMPDIR itself: in env,
-// or in inheritEnv. A TMPDIR that only --inherit-env passes is the
-// sidecar's own, which every session would share — and beneath which the
-// sidecar makes other sessions' private TMPDIRs — so under a filesystem
-// sandbox it is replaced by a private one like no TMPDIR at all
-// (docs/protocol.md §19, "HOME and TMPDIR"; found by a fresh-user trial).
-func hostTmpDir(p protocol.OpenParams) bool {
-	if _, ok := p.Env["TMPDIR"]; ok {
-		return true
-	}
-	return slices.Contains(p.InheritEnv, "TMPDIR")
-}
-
 // stateDirs are every state dir this sidecar uses: --state-dir, every
 // store opened so far, and extra ("" skipped).
 func (m *Manager) stateDirs(extra string) []string {
@@ -394,24 +230,6 @@ func (m *Manager) stateDirs(extra string) []string {
 	}
 	slices.Sort(out)
 	return slices.Compact(out)
-}
-
-// envValue is the last value of name in env ("K=V" entries).
-func envValue(env []string, name string) string {
-	v := ""
-	for _, kv := range env {
-		if k, val, ok := strings.Cut(kv, "="); ok && k == name {
-			v = val
-		}
-	}
-	return v
-}
-
-func nonNil(s []string) []string {
-	if s == nil {
-		return []string{}
-	}
-	return s
 }
 
 // releaseSandbox is called once the session's tree is proven gone:

@@ -3,11 +3,11 @@ package adapter
 import (
 	"context"
 	"errors"
-	"strings"
 	"testing"
 
 	"go.uber.org/goleak"
 
+	"github.com/acpx-sidecar/acpx-sidecar/internal/admission"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/reaper"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/sandbox"
 	"github.com/acpx-sidecar/acpx-sidecar/protocol"
@@ -26,7 +26,7 @@ func TestSandbox_ModeWithoutLaunchEntryRefusesExplicitReportsDefault(t *testing.
 	}
 	l := &fakeLauncher{agent: newFakeAgent()}
 	m := fakeManager(t, l, newRecHost())
-	m.cfg.Sandbox = SandboxConfig{Default: sandbox.Workspace, Caps: sandbox.Caps{LandlockABI: 7, Namespaces: true}}
+	m.cfg.Sandbox = admission.SandboxConfig{Default: sandbox.Workspace, Caps: sandbox.Caps{LandlockABI: 7, Namespaces: true}}
 
 	p := fakeOpen(t, "explicit")
 	p.Sandbox = &protocol.Sandbox{Filesystem: sandbox.Strict}
@@ -52,36 +52,4 @@ func TestSandbox_ModeWithoutLaunchEntryRefusesExplicitReportsDefault(t *testing.
 	}
 	m.Shutdown()
 	m.Wait()
-}
-
-// TestPolicyOf_LayersAgainstRootDefaultWithAFilesystemSandbox: processes
-// "own-tree" and capabilities "none" are the defaults whenever a
-// filesystem sandbox is on, "all" and "keep" otherwise; an open names
-// either; a defaulted own-tree this machine cannot give becomes "all"
-// with the reason, one the open names stays (Caps.Check then refuses it:
-// PLATFORM_UNSUPPORTED).
-func TestPolicyOf_LayersAgainstRootDefaultWithAFilesystemSandbox(t *testing.T) {
-	m := &Manager{}
-	m.cfg.Sandbox = SandboxConfig{Default: sandbox.Workspace, Caps: sandbox.Caps{LandlockABI: 7, Namespaces: true, PIDNamespace: true}}
-	pol, why := m.policyOf(protocol.OpenParams{})
-	if pol.Processes != sandbox.OwnTreeProcesses || pol.Capabilities != sandbox.CapsNone || pol.Signals != sandbox.OwnTree || why != "" {
-		t.Errorf("default: %+v %q", pol, why)
-	}
-	pol, _ = m.policyOf(protocol.OpenParams{Sandbox: &protocol.Sandbox{Filesystem: sandbox.Off}})
-	if pol.Processes != sandbox.AllProcesses || pol.Capabilities != sandbox.CapsKeep {
-		t.Errorf("filesystem off: %+v", pol)
-	}
-	pol, _ = m.policyOf(protocol.OpenParams{Sandbox: &protocol.Sandbox{Filesystem: sandbox.Off, Processes: "own-tree", Capabilities: "none"}})
-	if pol.Processes != sandbox.OwnTreeProcesses || pol.Capabilities != sandbox.CapsNone {
-		t.Errorf("filesystem off with both named: %+v", pol)
-	}
-	m.cfg.Sandbox.Caps = sandbox.Caps{LandlockABI: 7, Namespaces: true, ProcessesReason: "no pidns here"}
-	pol, why = m.policyOf(protocol.OpenParams{})
-	if pol.Processes != sandbox.AllProcesses || !strings.Contains(why, "no pidns here") {
-		t.Errorf("default on a machine without a PID namespace: %+v %q", pol, why)
-	}
-	pol, why = m.policyOf(protocol.OpenParams{Sandbox: &protocol.Sandbox{Processes: "own-tree"}})
-	if pol.Processes != sandbox.OwnTreeProcesses || why != "" {
-		t.Errorf("own-tree named on such a machine: %+v %q, want it kept (and refused by Caps.Check)", pol, why)
-	}
 }

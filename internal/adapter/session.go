@@ -58,7 +58,7 @@ type session struct {
 
 func newSession(m *Manager, id string, p protocol.OpenParams, prof profiles.Profile) *session {
 	s := &session{m: m, id: id, key: p.SessionKey, stateDir: p.StateDir, agent: p.Agent, created: time.Now(),
-		log: m.log.With(zap.String("session", id)), red: newRedactor(m.secretEnv(p)),
+		log: m.log.With(zap.String("session", id)), red: newRedactor(m.cfg.Env.Secrets(p)),
 		act:  actorLoop{mb: newMailbox(), inbox: make(chan func(), 256), gate: newByteGate(maxInboxBytes), quit: make(chan struct{})},
 		end:  cleanupHandoff{token: newToken()},
 		open: p, prof: prof, state: stateMachine{protocol.StateAdmitting},

@@ -1,10 +1,25 @@
-package adapter
+package admission
 
 import (
 	"strings"
 
 	"github.com/acpx-sidecar/acpx-sidecar/protocol"
 )
+
+// ProviderEnv is where a provider's environment comes from
+// (docs/protocol.md §18.1).
+type ProviderEnv struct {
+	// Base is the environment every provider inherits ("K=V"), before
+	// the open's inheritEnv names and env are added: InheritedEnv of the
+	// --inherit-env policy.
+	Base []string
+	// Policy names the policy Base was made by ("minimal", "all",
+	// "none"; initialize.capabilities.inheritEnv). "" reports "minimal".
+	Policy string
+	// Sidecar is the sidecar's whole environment, where the open's
+	// inheritEnv names are looked up.
+	Sidecar []string
+}
 
 // InheritedEnv is the part of environ ("K=V" entries, the sidecar's own
 // environment) that the --inherit-env policy passes to every provider
@@ -27,26 +42,26 @@ func InheritedEnv(policy string, environ []string) []string {
 	return out
 }
 
-// baseEnvFor is the provider's base environment for one open: the
-// policy's Config.Env.Base, then each of the open's inheritEnv names that
-// Config.Env.Sidecar defines (a name it does not define is skipped, as an
+// For is the provider's base environment ("K=V" entries) for one open:
+// e.Base, then each of the open's inheritEnv names that e.Sidecar
+// defines (a name it does not define is skipped, as an
 // unset variable would be), later entries replacing earlier ones of the
 // same name (docs/protocol.md §18.1).
-func (m *Manager) baseEnvFor(p protocol.OpenParams) []string {
+func (e ProviderEnv) For(p protocol.OpenParams) []string {
 	if len(p.InheritEnv) == 0 {
-		return m.cfg.Env.Base
+		return e.Base
 	}
 	want := map[string]bool{}
 	for _, n := range p.InheritEnv {
 		want[n] = true
 	}
 	var out []string
-	for _, kv := range m.cfg.Env.Base {
+	for _, kv := range e.Base {
 		if k, _, _ := strings.Cut(kv, "="); !want[k] {
 			out = append(out, kv)
 		}
 	}
-	for _, kv := range m.cfg.Env.Sidecar {
+	for _, kv := range e.Sidecar {
 		if k, _, _ := strings.Cut(kv, "="); want[k] {
 			out = append(out, kv)
 			delete(want, k) // the first definition wins, as getenv(3) reads it
@@ -55,16 +70,16 @@ func (m *Manager) baseEnvFor(p protocol.OpenParams) []string {
 	return out
 }
 
-// secretEnv is what a session's error texts are redacted against
+// Secrets is what a session's error texts are redacted against
 // (docs/protocol.md §13): the open's env, plus the values of its
 // inheritEnv names (a host names a variable to pass a secret it does not
 // want to send; it is as secret as env).
-func (m *Manager) secretEnv(p protocol.OpenParams) map[string]string {
+func (e ProviderEnv) Secrets(p protocol.OpenParams) map[string]string {
 	if len(p.InheritEnv) == 0 {
 		return p.Env
 	}
 	out := make(map[string]string, len(p.Env)+len(p.InheritEnv))
-	for _, kv := range m.baseEnvFor(p) {
+	for _, kv := range e.For(p) {
 		k, v, _ := strings.Cut(kv, "=")
 		for _, n := range p.InheritEnv {
 			if n == k {

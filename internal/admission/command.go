@@ -1,4 +1,4 @@
-package adapter
+package admission
 
 import (
 	"crypto/sha256"
@@ -7,13 +7,16 @@ import (
 	"os"
 	"strings"
 
-	"github.com/acpx-sidecar/acpx-sidecar/protocol"
 	"golang.org/x/sys/unix"
+
+	"github.com/acpx-sidecar/acpx-sidecar/protocol"
 )
 
 // verifyCommand checks the command is a regular executable file and, with
 // sha256, opens it without following symlinks, hashes it and returns that
-// open file to be executed (docs/rules.md#r4).
+// open file to be executed (docs/rules.md#r4); without sha256 it returns a
+// nil file. Errors: COMMAND_NOT_EXECUTABLE, COMMAND_DIGEST_MISMATCH,
+// RESOURCE_EXHAUSTED (out of descriptors).
 func verifyCommand(c *protocol.Command) (*os.File, *protocol.Error) {
 	notExec := func(why string) *protocol.Error {
 		return protocol.Domain(protocol.ErrCommandNotExecutable, "command.path "+why, false)
@@ -35,7 +38,7 @@ func verifyCommand(c *protocol.Command) (*os.File, *protocol.Error) {
 	case err == unix.ELOOP:
 		return nil, notExec("is a symlink (with sha256 the file itself is opened, never through a link)")
 	case err != nil:
-		return nil, orExhausted("command.path could not be opened", err, notExec("cannot be opened: "+err.Error()))
+		return nil, OrExhausted("command.path could not be opened", err, notExec("cannot be opened: "+err.Error()))
 	}
 	f := os.NewFile(uintptr(fd), c.Path)
 	fi, err := f.Stat()
