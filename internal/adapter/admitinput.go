@@ -35,7 +35,7 @@ func (s *session) prepareLaunch(rv *reviveInput) (admissionInput, *protocol.Erro
 	if perr != nil {
 		return admissionInput{}, perr
 	}
-	base := s.m.cfg.Env.For(p)
+	base := s.plan.BaseEnv
 	sb, env, perr := s.setupSandbox(p, s.launchEnv(base))
 	if perr != nil {
 		if exe != nil {
@@ -45,7 +45,7 @@ func (s *session) prepareLaunch(rv *reviveInput) (admissionInput, *protocol.Erro
 	}
 	s.end.tmpDir, s.end.home = sb.tmpDir, sb.home
 	in := admissionInput{open: p, prof: s.prof, st: s.rec.st, exe: exe, env: env, baseEnv: base,
-		timeout: s.m.cfg.Bounds.HandshakeTimeout, limits: s.m.settings().Limits(p), sandbox: sb, revive: rv}
+		timeout: s.m.cfg.Bounds.HandshakeTimeout, limits: s.plan.Limits, sandbox: sb, revive: rv}
 	if s.m.stateStore() != nil && rv == nil {
 		// The provider-state dirs are this key's alone (provstate.go).
 		srcs, e := s.stateSources(env)

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/acpx-sidecar/acpx-sidecar/internal/profiles"
+	"github.com/acpx-sidecar/acpx-sidecar/internal/admission"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/store"
 	"github.com/acpx-sidecar/acpx-sidecar/protocol"
 )
@@ -24,7 +24,7 @@ func forwardSession(b *testing.B, journaled bool) *session {
 	cfg := DefaultConfig()
 	cfg.StateDir = dir
 	m := NewManager(cfg, newDiscardHost())
-	s := newSession(m, "s-0123456789abcdef", protocol.OpenParams{SessionKey: "bench", StateDir: dir}, profiles.Profile{})
+	s := newSession(m, "s-0123456789abcdef", admission.Plan{Params: protocol.OpenParams{SessionKey: "bench", StateDir: dir}})
 	s.rec.st = st
 	s.pub.jnFailed = !journaled
 	s.turns.turn = &turn{requestID: "t1", ridJSON: jsonString("t1")}

@@ -29,7 +29,6 @@ import (
 	"github.com/acpx-sidecar/acpx-sidecar/internal/admission"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/buildinfo"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/cleanup"
-	"github.com/acpx-sidecar/acpx-sidecar/internal/controls"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/egress"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/profiles"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/reaper"
@@ -240,57 +239,18 @@ func newID(prefix string) string {
 // without containment is refused before launch (docs/rules.md#r2); an open
 // cancelled before it starts launches nothing (docs/rules.md#r1).
 func (m *Manager) Open(ctx context.Context, p protocol.OpenParams, reply Reply) {
-	prof, ok := profiles.Lookup(p.Agent)
-	if !ok {
-		reply(nil, protocol.Domain(protocol.ErrUnknownAgent, "unknown agent profile "+quoteShort(p.Agent), false))
-		return
-	}
-	// A mode never selected, an agent that cannot ask, effort or thinking
-	// the profile has no option for (controls.CheckSeedOpen); an autonomous host
-	// mode with a policy that needs asking: refused before anything is
-	// launched (docs/agents.md).
-	if e := controls.CheckSeedOpen(prof, p); e != nil {
-		reply(nil, e)
-		return
-	}
-	if e := controls.CheckHostMode(prof, p, p.Mode); e != nil {
-		reply(nil, e)
-		return
-	}
-	if e := controls.CheckWorkspace(prof, p); e != nil {
-		reply(nil, e)
-		return
-	}
-	if e := controls.CheckRetire(prof, p); e != nil {
-		reply(nil, e)
-		return
-	}
-	if runtime.GOOS != "linux" || m.cfg.Launcher == nil {
-		reply(nil, protocol.Domain(protocol.ErrPlatformUnsupported, "this platform cannot contain a provider tree", false))
-		return
-	}
-	if st := m.settings(); true {
-		if e := st.CheckLimits(st.Limits(p)); e != nil {
-			reply(nil, e)
-			return
-		}
-	}
-	dir, e := admission.StateDir(p.StateDir, m.cfg.StateDir)
-	if e == nil {
-		e = admission.CheckKey(p.SessionKey)
-	}
+	plan, e := m.settings().Derive(p, runtime.GOOS)
 	if e != nil {
 		reply(nil, e)
 		return
 	}
-	p.StateDir = dir
 	m.mu.Lock()
 	if m.closing {
 		m.mu.Unlock()
 		reply(nil, protocol.Domain(protocol.ErrShuttingDown, "the sidecar is shutting down", false))
 		return
 	}
-	if other := m.keys[p.SessionKey]; other != nil {
+	if other := m.keys[plan.Params.SessionKey]; other != nil {
 		m.mu.Unlock()
 		e := protocol.Domain(protocol.ErrSessionKeyInUse, "sessionKey is held by live session "+other.id, true)
 		e.Data.HeldBy = protocol.HeldByThisSidecar
@@ -302,11 +262,11 @@ func (m *Manager) Open(ctx context.Context, p protocol.OpenParams, reply Reply) 
 		reply(nil, e)
 		return
 	}
-	s := newSession(m, newID("s-"), p, prof)
+	s := newSession(m, newID("s-"), plan)
 	actx, cancel := context.WithCancelCause(ctx)
 	s.end.abortAdmission = cancel
 	m.sessions[s.id] = s
-	m.keys[p.SessionKey] = s
+	m.keys[plan.Params.SessionKey] = s
 	m.actors.Add(1)
 	m.mu.Unlock()
 	go s.run(actx, reply)

@@ -9,6 +9,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/acpx-sidecar/acpx-sidecar/internal/admission"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/cleanup"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/profiles"
 	"github.com/acpx-sidecar/acpx-sidecar/protocol"
@@ -35,6 +36,10 @@ type session struct {
 	// open gave none).
 	stateDir string
 
+	// plan is the open's admission plan (internal/admission): the
+	// params, profile, limits and base environment every launch uses.
+	plan admission.Plan
+
 	// act is the actor's loop: its mailboxes and published snapshot
 	// (mailbox.go); shared with senders by design.
 	act actorLoop
@@ -56,9 +61,12 @@ type session struct {
 	egr   sessionEgress // the allow list's network namespace (egress.go)
 }
 
-func newSession(m *Manager, id string, p protocol.OpenParams, prof profiles.Profile) *session {
+// newSession makes the actor of an admitted open (plan: admission.Derive);
+// run starts it.
+func newSession(m *Manager, id string, plan admission.Plan) *session {
+	p, prof := plan.Params, plan.Profile
 	s := &session{m: m, id: id, key: p.SessionKey, stateDir: p.StateDir, agent: p.Agent, created: time.Now(),
-		log: m.log.With(zap.String("session", id)), red: newRedactor(m.cfg.Env.Secrets(p)),
+		log: m.log.With(zap.String("session", id)), red: newRedactor(plan.Secrets), plan: plan,
 		act:  actorLoop{mb: newMailbox(), inbox: make(chan func(), 256), gate: newByteGate(maxInboxBytes), quit: make(chan struct{})},
 		end:  cleanupHandoff{token: newToken()},
 		open: p, prof: prof, state: stateMachine{protocol.StateAdmitting},

@@ -18,6 +18,7 @@ import (
 	"os"
 	"strconv"
 
+	"github.com/acpx-sidecar/acpx-sidecar/internal/controls"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/profiles"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/reaper"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/store"
@@ -103,4 +104,48 @@ func CheckKey(key string) *protocol.Error {
 			strconv.Itoa(store.MaxEncodedKeyLen)+" bytes of encodeURIComponent)")
 	}
 	return nil
+}
+
+// Derive derives p's plan, or the first refusal, each before anything is
+// made or launched, in this order: UNKNOWN_AGENT for an agent without a
+// profile (docs/rules.md#r13); the profile's and the permission
+// binding's rules (internal/controls: CheckSeedOpen — a mode never
+// selected, an agent that cannot ask, effort or thinking the profile has
+// no option for —, CheckHostMode, CheckWorkspace, CheckRetire;
+// docs/agents.md); PLATFORM_UNSUPPORTED when goos is not linux or
+// st.Mode is "" (docs/rules.md#r2); limits the containment cannot
+// enforce (CheckLimits); INVALID_PARAMS stateDir (none and no default)
+// and sessionKey (CheckKey).
+func (st Settings) Derive(p protocol.OpenParams, goos string) (Plan, *protocol.Error) {
+	prof, ok := profiles.Lookup(p.Agent)
+	if !ok {
+		return Plan{}, protocol.Domain(protocol.ErrUnknownAgent, "unknown agent profile "+protocol.QuoteShort(p.Agent), false)
+	}
+	for _, check := range []func(profiles.Profile, protocol.OpenParams) *protocol.Error{
+		controls.CheckSeedOpen,
+		func(prof profiles.Profile, p protocol.OpenParams) *protocol.Error {
+			return controls.CheckHostMode(prof, p, p.Mode)
+		},
+		controls.CheckWorkspace, controls.CheckRetire,
+	} {
+		if e := check(prof, p); e != nil {
+			return Plan{}, e
+		}
+	}
+	if goos != "linux" || st.Mode == "" {
+		return Plan{}, protocol.Domain(protocol.ErrPlatformUnsupported, "this platform cannot contain a provider tree", false)
+	}
+	limits := st.Limits(p)
+	if e := st.CheckLimits(limits); e != nil {
+		return Plan{}, e
+	}
+	dir, e := StateDir(p.StateDir, st.StateDir)
+	if e == nil {
+		e = CheckKey(p.SessionKey)
+	}
+	if e != nil {
+		return Plan{}, e
+	}
+	p.StateDir = dir
+	return Plan{Params: p, Profile: prof, Limits: limits, BaseEnv: st.Env.For(p), Secrets: st.Env.Secrets(p)}, nil
 }
