@@ -2,8 +2,10 @@ package adapter
 
 import (
 	"encoding/json"
-	"github.com/acpx-sidecar/acpx-sidecar/internal/jsonl"
 	"testing"
+
+	"github.com/acpx-sidecar/acpx-sidecar/internal/acpclient"
+	"github.com/acpx-sidecar/acpx-sidecar/internal/jsonl"
 
 	"github.com/acpx-sidecar/acpx-sidecar/internal/profiles"
 	"github.com/acpx-sidecar/acpx-sidecar/protocol"
@@ -162,5 +164,5 @@ func TestUpdates_LateToolCallUpdateKeepsItsTurn(t *testing.T) {
 // as the line scan reads it.
 func trackRaw(s *session, update string) *string {
 	kind, _ := jsonl.TopString([]byte(update), "sessionUpdate")
-	return s.trackUpdate(kindOf(kind), json.RawMessage(update))
+	return s.trackUpdate(acpclient.KindOf(kind), json.RawMessage(update))
 }

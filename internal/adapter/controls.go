@@ -8,6 +8,7 @@ import (
 	acp "github.com/coder/acp-go-sdk"
 	"github.com/sourcegraph/jsonrpc2"
 
+	"github.com/acpx-sidecar/acpx-sidecar/internal/acpclient"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/jsonl"
 	"github.com/acpx-sidecar/acpx-sidecar/protocol"
 )
@@ -48,7 +49,7 @@ type controlState struct {
 // what the agent then reports (docs/rules.md#r24). It works on copies and
 // runs off the actor; the actor adopts models/modes/configOpts after.
 type controls struct {
-	conn             *acpConn
+	conn             *acpclient.Conn
 	backendSessionID string
 	models           *protocol.Models
 	modes            *protocol.Modes
@@ -103,7 +104,7 @@ func (c *controls) setOption(ctx context.Context, id string, value json.RawMessa
 		}
 		req.ValueId = &acp.SetSessionConfigOptionValueId{SessionId: acp.SessionId(c.backendSessionID), ConfigId: acp.SessionConfigId(id), Value: acp.SessionConfigValueId(v)}
 	}
-	err := c.conn.call(ctx, acp.AgentMethodSessionSetConfigOption, req, &res)
+	err := c.conn.Call(ctx, acp.AgentMethodSessionSetConfigOption, req, &res)
 	if err == nil && res.ConfigOptions != nil {
 		c.configOpts = jsonl.CleanRaws(res.ConfigOptions)
 	}
@@ -175,7 +176,7 @@ func (c *controls) setMode(ctx context.Context, name string) (string, *protocol.
 		}
 	} else {
 		via = acp.AgentMethodSessionSetMode
-		if err := c.conn.call(ctx, acp.AgentMethodSessionSetMode, acp.SetSessionModeRequest{SessionId: acp.SessionId(c.backendSessionID), ModeId: acp.SessionModeId(name)}, nil); err != nil {
+		if err := c.conn.Call(ctx, acp.AgentMethodSessionSetMode, acp.SetSessionModeRequest{SessionId: acp.SessionId(c.backendSessionID), ModeId: acp.SessionModeId(name)}, nil); err != nil {
 			return "", c.controlError(unavailable, err)
 		}
 	}

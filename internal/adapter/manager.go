@@ -26,6 +26,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/acpx-sidecar/acpx-sidecar/internal/acpclient"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/buildinfo"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/cleanup"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/egress"
@@ -486,9 +487,4 @@ func (m *Manager) Wait() {
 
 func itoa(i int) string { return strconv.Itoa(i) }
 
-func quoteShort(s string) string {
-	if len(s) > 80 {
-		s = s[:80] + "…"
-	}
-	return "\"" + s + "\""
-}
+func quoteShort(s string) string { return acpclient.QuoteShort(s) }

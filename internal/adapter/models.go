@@ -46,7 +46,7 @@ func (c *controls) setModel(ctx context.Context, name string) *protocol.Error {
 	case hasOption && c.models == nil:
 		return unavailable
 	default:
-		if err := c.conn.call(ctx, "session/set_model", map[string]any{"sessionId": c.backendSessionID, "modelId": name}, nil); err != nil {
+		if err := c.conn.Call(ctx, "session/set_model", map[string]any{"sessionId": c.backendSessionID, "modelId": name}, nil); err != nil {
 			return c.controlError(unavailable, err)
 		}
 		c.usedStyle = profiles.ModelControlLegacy
