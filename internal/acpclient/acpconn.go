@@ -57,10 +57,10 @@ type PermissionAsk struct {
 
 // Conn is the ACP client side of one provider: sourcegraph/jsonrpc2 over
 // the provider's stdio with the SDK's types (docs/architecture.md, "ACP
-// client side"). Notifications are handled
-// synchronously, in order, by posting to the actor's inbox: a slow host
-// slows the provider through the pipe (backpressure) instead of dropping
-// the connection (the acp-go-sdk 1024-queue hazard).
+// client side"). Notifications are handled synchronously, in order, by
+// posting to the actor's inbox: a slow host slows the provider through
+// the pipe (backpressure) instead of dropping the connection (the
+// acp-go-sdk 1024-queue hazard). Its methods are safe for concurrent use.
 type Conn struct {
 	conn *jsonrpc2.Conn
 	out  *outbox // the agent's stdin
