@@ -2,7 +2,6 @@ package adapter
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"os"
 	"strings"
@@ -10,6 +9,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/acpx-sidecar/acpx-sidecar/internal/acpclient"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/admission"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/cleanup"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/controls"
@@ -20,32 +20,10 @@ import (
 	"github.com/acpx-sidecar/acpx-sidecar/protocol"
 )
 
-// agentCaps are the parts of ACP agentCapabilities the sidecar acts on.
-type agentCaps struct {
-	LoadSession         bool `json:"loadSession"`
-	SessionCapabilities struct {
-		Close                 *json.RawMessage `json:"close"`
-		Resume                *json.RawMessage `json:"resume"`
-		List                  *json.RawMessage `json:"list"`
-		AdditionalDirectories *json.RawMessage `json:"additionalDirectories"`
-	} `json:"sessionCapabilities"`
-	// PromptCapabilities and McpCapabilities: what is checked before
-	// sending (docs/protocol.md §23, handshake_ext.go).
-	PromptCapabilities struct {
-		Image           bool `json:"image"`
-		Audio           bool `json:"audio"`
-		EmbeddedContext bool `json:"embeddedContext"`
-	} `json:"promptCapabilities"`
-	McpCapabilities struct {
-		HTTP bool `json:"http"`
-		SSE  bool `json:"sse"`
-	} `json:"mcpCapabilities"`
-}
-
 // admitted is what a successful admission hands to the actor.
 type admitted struct {
 	result   protocol.OpenResult
-	caps     agentCaps
+	caps     acpclient.AgentCaps
 	modelCtl string
 	record   *store.Record
 	// recordSync makes the record's write durable; admitted starts it as
@@ -378,11 +356,11 @@ func (s *session) admit(ctx context.Context, in admissionInput) admissionResult 
 		s.post(func() { s.pub.health.ledgerErr = err }) // told and retried once admitted (persistence.go)
 	}()
 	defer func() { <-ledgerDone }()
-	tail := newStderrTail()
+	tail := acpclient.NewStderrTail()
 	go s.drainStderr(tree.Stdio().Stderr, tail)
-	conn := newACPConn(tree.Stdio().Stdin, tree.Stdio().Stdout, s.m.cfg.Caps.MaxProviderLineBytes, s.log, s.routeProviderEvent,
+	conn := acpclient.NewConn(tree.Stdio().Stdin, tree.Stdio().Stdout, s.m.cfg.Caps.MaxProviderLineBytes, s.log, s.routeProviderEvent,
 		func() { s.m.stats.updatesDropped.Add(1) })
-	conn.onStdinClosed(func() { go s.post(func() { s.onStdinClosed(tree) }) })
+	conn.OnStdinClosed(func() { go s.post(func() { s.onStdinClosed(tree) }) })
 	s.post(func() { s.end.tree, s.conn = tree, conn })
 	go func() {
 		select {
@@ -427,7 +405,7 @@ func (s *session) admit(ctx context.Context, in admissionInput) admissionResult 
 		if c := herr.Data.Code; c == protocol.ErrEnsureFailed || c == protocol.ErrHandshakeTimeout || c == protocol.ErrSessionLost {
 			// The agent's own words on why (a bad flag, a missing key), as
 			// it ended: the tree is gone, so its stderr is ending too.
-			herr.Data.Stderr = s.red.clean(tail.text(stderrSettle))
+			herr.Data.Stderr = s.red.clean(tail.Text(acpclient.StderrSettle))
 		}
 		// docs/rules.md#r11, #r12: the handshake error first, then each cleanup
 		// error in order: the protocol close's attempts, signal deliveries,
@@ -442,7 +420,7 @@ func (s *session) admit(ctx context.Context, in admissionInput) admissionResult 
 		}
 		return admissionResult{err: herr, proof: proof, lateClose: lateClose, closeSupported: late.closeSupported}
 	}
-	tail.keep(false) // admitted: nothing more is kept
+	tail.Keep(false) // admitted: nothing more is kept
 	adm.state = state
 	adm.result.Restore = restored
 	return admissionResult{adm: adm, closeSupported: late.closeSupported}
@@ -476,7 +454,7 @@ func (s *session) admitted(a *admitted, reply Reply) {
 	reply(a.result, nil)
 	s.refillSpares() // tmpspares.go
 	for _, u := range s.turns.buffered {
-		s.forward(u.update, s.trackUpdate(u.kind, u.update))
+		s.forward(u.Update, s.trackUpdate(u.Kind, u.Update))
 	}
 	s.turns.buffered = nil
 	s.armHeld()          // seedcontrols.go

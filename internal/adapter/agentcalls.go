@@ -4,108 +4,26 @@ import (
 	"context"
 	"encoding/json"
 
-	"github.com/sourcegraph/jsonrpc2"
-	"go.uber.org/zap"
-
+	"github.com/acpx-sidecar/acpx-sidecar/internal/acpclient"
 	"github.com/acpx-sidecar/acpx-sidecar/protocol"
 )
 
-// ACP methods of the agent's this file routes (the ACP v1 schema's
-// clientMethods and protocolMethods, testdata/acp and
-// docs/protocol.md §22).
-const (
-	acpElicitationCreate   = "elicitation/create"
-	acpElicitationComplete = "elicitation/complete"
-	acpCancelRequest       = "$/cancel_request"
-)
-
-// codeRequestCancelled is JSON-RPC's (and ACP's) "request cancelled":
-// the answer to a request the agent withdrew.
-const codeRequestCancelled = -32800
-
-// agentMsg is an agent message the actor handles beside updates and
-// permission requests: an ACP elicitation/create (a request: reply or
-// fail is called exactly once), elicitation/complete or $/cancel_request
-// (notifications).
-type agentMsg struct {
-	method string
-	// id is a request's JSON-RPC id as JSON text (idText).
-	id     string
-	params json.RawMessage
-	// malformed: the frame itself is (an envelope member twice...).
-	malformed string
-	reply     func(result any)
-	fail      func(code int64, message string)
-}
-
-// idText is a JSON-RPC id as JSON text: the key the agent's
-// $/cancel_request is matched by.
-func idText(id jsonrpc2.ID) string {
-	b, _ := json.Marshal(id)
-	return string(b)
-}
-
-// idTextRaw normalizes the JSON value of a $/cancel_request requestId
-// to idText's form; "" when it is no JSON-RPC id.
-func idTextRaw(raw json.RawMessage) string {
-	var id jsonrpc2.ID
-	if len(raw) == 0 || json.Unmarshal(raw, &id) != nil {
-		return ""
-	}
-	return idText(id)
-}
-
-// failer answers request id of conn with a JSON-RPC error.
-func (h *acpHandler) failer(conn *jsonrpc2.Conn, id jsonrpc2.ID) func(code int64, message string) {
-	return func(code int64, message string) {
-		if err := conn.ReplyWithError(context.Background(), id, &jsonrpc2.Error{Code: code, Message: message}); err != nil {
-			h.log.Debug("error answer not delivered", zap.Error(err))
-		}
-	}
-}
-
-// agentMessage posts an elicitation/create, elicitation/complete or
-// $/cancel_request to the actor and reports true; any other message
-// reports false (the caller handles it).
-func (h *acpHandler) agentMessage(conn *jsonrpc2.Conn, req *jsonrpc2.Request, params json.RawMessage, malformed string) bool {
-	switch {
-	case req.Method == acpElicitationCreate && !req.Notif:
-	case (req.Method == acpElicitationComplete || req.Method == acpCancelRequest) && req.Notif:
-	default:
-		return false
-	}
-	m := &agentMsg{method: req.Method, params: params, malformed: malformed}
-	if !req.Notif {
-		id := req.ID
-		m.id, m.fail = idText(id), h.failer(conn, id)
-		m.reply = func(result any) {
-			if err := conn.Reply(context.Background(), id, result); err != nil {
-				h.log.Debug("answer not delivered", zap.Error(err))
-			}
-		}
-	}
-	if !h.post(providerEvent{agentMsg: m}) && m.reply != nil {
-		m.reply(elicitCancel) // the session is gone: nobody can answer
-	}
-	return true
-}
-
-// onAgentMsg handles an agentMsg on the actor.
-func (s *session) onAgentMsg(m *agentMsg) {
-	switch m.method {
-	case acpElicitationCreate:
+// onAgentMsg handles an acpclient.AgentMsg on the actor.
+func (s *session) onAgentMsg(m *acpclient.AgentMsg) {
+	switch m.Method {
+	case acpclient.MethodElicitationCreate:
 		s.onElicitation(m)
-	case acpElicitationComplete:
+	case acpclient.MethodElicitationComplete:
 		s.onElicitationComplete(m)
-	case acpCancelRequest:
-		if m.malformed != "" {
+	case acpclient.MethodCancelRequest:
+		if m.Malformed != "" {
 			return
 		}
 		var p struct {
 			RequestID json.RawMessage `json:"requestId"`
 		}
-		if json.Unmarshal(m.params, &p) == nil {
-			s.withdraw(idTextRaw(p.RequestID))
+		if json.Unmarshal(m.Params, &p) == nil {
+			s.withdraw(acpclient.IDTextRaw(p.RequestID))
 		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"testing"
 
+	"github.com/acpx-sidecar/acpx-sidecar/internal/acpclient"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/jsonl"
 )
 
@@ -61,5 +62,5 @@ func TestUpdates_LateToolCallUpdateKeepsItsTurn(t *testing.T) {
 // as the line scan reads it.
 func trackRaw(s *session, update string) *string {
 	kind, _ := jsonl.TopString([]byte(update), "sessionUpdate")
-	return s.trackUpdate(kindOf(kind), json.RawMessage(update))
+	return s.trackUpdate(acpclient.KindOf(kind), json.RawMessage(update))
 }

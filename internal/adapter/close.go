@@ -11,6 +11,7 @@ import (
 	"github.com/sourcegraph/jsonrpc2"
 	"go.uber.org/zap"
 
+	"github.com/acpx-sidecar/acpx-sidecar/internal/acpclient"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/cleanup"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/journal"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/reaper"
@@ -300,8 +301,8 @@ func (s *session) markClosed(discard bool) {
 // actor (or, for a failed admission, made by the admission worker from
 // what it owns).
 type cleanupInput struct {
-	conn *acpConn // nil: no connection
-	tree Tree     // nil: nothing was launched
+	conn *acpclient.Conn // nil: no connection
+	tree Tree            // nil: nothing was launched
 	// backendSessionID is the ACP session to close (Identity.BackendSessionID);
 	// "" skips the protocol close.
 	backendSessionID string
@@ -341,7 +342,7 @@ func (s *session) cleanup(in cleanupInput) *protocol.Proof {
 	case backendSessionID == "" || conn == nil || !alive:
 	case !in.closeSupported:
 		job.Skip = protocol.ProtocolClose{Outcome: protocol.CloseUnsupported}
-	case conn.stalled(s.m.cfg.Bounds.CloseTimeout):
+	case conn.Stalled(s.m.cfg.Bounds.CloseTimeout):
 		// An agent that stopped reading its stdin is hung: a session/close
 		// could not reach it within the bound, so the tree is ended at
 		// once (docs/protocol.md §20).
@@ -352,8 +353,8 @@ func (s *session) cleanup(in cleanupInput) *protocol.Proof {
 	}
 	if conn != nil && !in.keepConn {
 		job.AfterClose = func() {
-			conn.drain(drainBound) // a $/cancel_request of a timed-out close still reaches the agent
-			conn.close()
+			conn.Drain(acpclient.DrainBound) // a $/cancel_request of a timed-out close still reaches the agent
+			conn.Close()
 		}
 	}
 	if tree != nil {
@@ -368,7 +369,7 @@ func (s *session) cleanup(in cleanupInput) *protocol.Proof {
 	}
 	proof, _ := cleanup.Run(job) // a live tree's Terminator never refuses
 	if conn != nil && in.keepConn {
-		conn.close()
+		conn.Close()
 	}
 	return proof
 }
@@ -389,9 +390,9 @@ func (s *session) closePolicy(p cleanup.ClosePolicy, tree Tree) cleanup.ClosePol
 }
 
 // closeSender sends ACP session/close for backendSessionID on conn.
-func closeSender(conn *acpConn, backendSessionID string) cleanup.Sender {
+func closeSender(conn *acpclient.Conn, backendSessionID string) cleanup.Sender {
 	return func() (cleanup.Call, error) {
-		w, id, err := conn.dispatch(acp.AgentMethodSessionClose, acp.CloseSessionRequest{SessionId: acp.SessionId(backendSessionID)})
+		w, id, err := conn.Dispatch(acp.AgentMethodSessionClose, acp.CloseSessionRequest{SessionId: acp.SessionId(backendSessionID)})
 		if err != nil {
 			return nil, err
 		}
@@ -404,7 +405,7 @@ func closeSender(conn *acpConn, backendSessionID string) cleanup.Sender {
 // sidecar gave up on, docs/protocol.md §22).
 type waiterCall struct {
 	w    *jsonrpc2.Waiter
-	conn *acpConn
+	conn *acpclient.Conn
 	id   jsonrpc2.ID
 }
 
@@ -412,7 +413,7 @@ type waiterCall struct {
 func (c waiterCall) Wait(ctx context.Context) error { return c.w.Wait(ctx, nil) }
 
 // Abandon sends the agent $/cancel_request for this close.
-func (c waiterCall) Abandon() { c.conn.cancelRequest(c.id) }
+func (c waiterCall) Abandon() { c.conn.CancelRequest(c.id) }
 
 // retain hands an incomplete cleanup to a retained owner that retries
 // process termination with backoff until the tree is proven gone

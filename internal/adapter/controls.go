@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 
 	"github.com/acpx-sidecar/acpx-sidecar/internal/controls"
+
 	"github.com/acpx-sidecar/acpx-sidecar/protocol"
 )
 
@@ -58,7 +59,7 @@ func (s *session) control(kind controls.Kind, name string, raw json.RawMessage, 
 	// models and modes in place (trackUpdate) while the request runs. The
 	// worker replaces what it changes, so only a replaced value is adopted.
 	models, modes := controls.CloneModels(s.ctl.models), controls.CloneModes(s.ctl.modes)
-	ctl := &controls.Setter{Conn: controls.CallerFunc(s.conn.call), BackendSessionID: s.rec.identity.BackendSessionID, Models: models, Modes: modes,
+	ctl := &controls.Setter{Conn: s.conn, BackendSessionID: s.rec.identity.BackendSessionID, Models: models, Modes: modes,
 		ConfigOpts: s.ctl.configOpts, UsedStyle: s.ctl.modelCtl, Clean: s.red.clean}
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), s.m.cfg.Bounds.HandshakeTimeout)

@@ -9,6 +9,7 @@ import (
 	acp "github.com/coder/acp-go-sdk"
 	"go.uber.org/zap"
 
+	"github.com/acpx-sidecar/acpx-sidecar/internal/acpclient"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/jsonl"
 	"github.com/acpx-sidecar/acpx-sidecar/protocol"
 )
@@ -67,22 +68,22 @@ var elicitKeys = []string{"sessionId", "requestId", "toolCallId", "mode", "messa
 // sessionId, when present, must be the session's (once it is known). why
 // is "" for a well-formed request.
 func (s *session) parseElicitation(params json.RawMessage) (pe *pendingElicit, why string) {
-	p, why := decodeStrict(params, elicitKeys...)
+	p, why := acpclient.DecodeStrict(params, elicitKeys...)
 	if why != "" {
 		return nil, "params: " + why
 	}
 	pe = &pendingElicit{size: len(params)}
-	if _, present, ok := p.str("message"); !ok || !present {
+	if _, present, ok := p.Str("message"); !ok || !present {
 		return pe, "message is not a string"
 	}
-	mode, present, ok := p.str("mode")
+	mode, present, ok := p.Str("mode")
 	if !ok || !present {
 		return pe, "mode is not a string"
 	}
 	pe.mode = mode
 	// Before the session exists (an agent asking during session/new) its
 	// id is not known yet; the request is then answered cancel (no turn).
-	if sid, present, ok := p.str("sessionId"); !ok || present && s.rec.identity.BackendSessionID != "" && sid != s.rec.identity.BackendSessionID {
+	if sid, present, ok := p.Str("sessionId"); !ok || present && s.rec.identity.BackendSessionID != "" && sid != s.rec.identity.BackendSessionID {
 		return pe, "sessionId is not this session's"
 	}
 	switch mode {
@@ -97,12 +98,12 @@ func (s *session) parseElicitation(params json.RawMessage) (pe *pendingElicit, w
 		}
 		pe.form = f
 	case "url":
-		id, present, ok := p.str("elicitationId")
+		id, present, ok := p.Str("elicitationId")
 		if !ok || !present || id == "" {
 			return pe, "elicitationId is not a string"
 		}
 		pe.elicitationID = id
-		if u, present, ok := p.str("url"); !ok || !present || u == "" {
+		if u, present, ok := p.Str("url"); !ok || !present || u == "" {
 			return pe, "url is not a string"
 		}
 	}
@@ -114,15 +115,15 @@ func (s *session) parseElicitation(params json.RawMessage) (pe *pendingElicit, w
 // elicitation, -32602 when it is malformed or of a mode the host did not
 // declare; answered cancel outside a live turn and beyond the turn's
 // bound on asks waiting for the host; else put to the host.
-func (s *session) onElicitation(m *agentMsg) {
+func (s *session) onElicitation(m *acpclient.AgentMsg) {
 	eh, caps := s.m.elicitCaps()
 	if !caps.Any() {
 		s.refuseElicit(m, &pendingElicit{}, -32601, "elicitation is not supported by this client", "the host declared no elicitation")
 		return
 	}
-	pe, why := s.parseElicitation(m.params)
-	if m.malformed != "" {
-		why = m.malformed
+	pe, why := s.parseElicitation(m.Params)
+	if m.Malformed != "" {
+		why = m.Malformed
 	}
 	if why != "" {
 		if pe == nil {
@@ -150,14 +151,14 @@ func (s *session) onElicitation(m *agentMsg) {
 
 // escalateElicit puts the elicitation to the host, bounded by
 // elicitationTimeoutMs and the turn, withdrawable by the agent.
-func (s *session) escalateElicit(t *turn, eh ElicitationHost, m *agentMsg, pe *pendingElicit) {
+func (s *session) escalateElicit(t *turn, eh ElicitationHost, m *acpclient.AgentMsg, pe *pendingElicit) {
 	if t.elicits == nil {
-		t.elicits = map[*agentMsg]*pendingElicit{}
+		t.elicits = map[*acpclient.AgentMsg]*pendingElicit{}
 	}
 	t.elicits[m] = pe
 	t.pendingBytes += pe.size
 	rid := t.requestID
-	params := protocol.ElicitationParams{Session: s.id, RequestID: &rid, Elicitation: jsonl.CleanRaw(m.params)}
+	params := protocol.ElicitationParams{Session: s.id, RequestID: &rid, Elicitation: jsonl.CleanRaw(m.Params)}
 	s.journalRequest(protocol.MethodSessionElicitation, params)
 	ectx, cancel := context.WithCancelCause(t.ctx)
 	bound := time.AfterFunc(s.elicitationTimeout(), func() {
@@ -168,12 +169,12 @@ func (s *session) escalateElicit(t *turn, eh ElicitationHost, m *agentMsg, pe *p
 		})
 		cancel(nil) // after the decision is queued
 	})
-	s.awaitWithdrawal(m.id, func() {
+	s.awaitWithdrawal(m.ID, func() {
 		if s.turns.turn != t || t.elicits[m] == nil {
 			return
 		}
 		s.dropElicit(m, pe)
-		m.fail(codeRequestCancelled, "request cancelled")
+		m.Fail(acpclient.CodeRequestCancelled, "request cancelled")
 		withdrawHost(cancel)
 		s.auditElicit(pe, protocol.DecisionWithdrawn, "agent $/cancel_request", nil)
 	})
@@ -232,7 +233,7 @@ func checkElicitAnswer(pe *pendingElicit, res protocol.ElicitationResult) (elici
 }
 
 // dropElicit removes m from its turn's pending elicitations.
-func (s *session) dropElicit(m *agentMsg, pe *pendingElicit) {
+func (s *session) dropElicit(m *acpclient.AgentMsg, pe *pendingElicit) {
 	if t := s.turns.turn; t != nil {
 		if _, ok := t.elicits[m]; ok {
 			delete(t.elicits, m)
@@ -243,18 +244,18 @@ func (s *session) dropElicit(m *agentMsg, pe *pendingElicit) {
 
 // answerElicit answers the agent once with ans and audits it (herr: the
 // refusal of the host's answer).
-func (s *session) answerElicit(m *agentMsg, pe *pendingElicit, ans elicitAnswer, rule string, herr *protocol.Error) {
-	s.settled(m.id)
+func (s *session) answerElicit(m *acpclient.AgentMsg, pe *pendingElicit, ans elicitAnswer, rule string, herr *protocol.Error) {
+	s.settled(m.ID)
 	s.dropElicit(m, pe)
-	m.reply(ans)
+	m.Reply(ans)
 	s.auditElicit(pe, ans.Action, rule, herr)
 }
 
 // refuseElicit answers the agent with a JSON-RPC error and audits it as
 // "refused".
-func (s *session) refuseElicit(m *agentMsg, pe *pendingElicit, code int64, message, rule string) {
+func (s *session) refuseElicit(m *acpclient.AgentMsg, pe *pendingElicit, code int64, message, rule string) {
 	s.log.Info("elicitation refused", zap.String("rule", rule))
-	m.fail(code, message)
+	m.Fail(code, message)
 	s.auditElicit(pe, protocol.ElicitRefused, rule, nil)
 }
 
@@ -283,15 +284,15 @@ func (s *session) cancelElicitations(t *turn, rule string) {
 
 // onElicitationComplete forwards an ACP elicitation/complete as
 // session/elicitationComplete to a host that declared url mode.
-func (s *session) onElicitationComplete(m *agentMsg) {
-	if _, caps := s.m.elicitCaps(); !caps.URL || m.malformed != "" {
+func (s *session) onElicitationComplete(m *acpclient.AgentMsg) {
+	if _, caps := s.m.elicitCaps(); !caps.URL || m.Malformed != "" {
 		return
 	}
-	p, why := decodeStrict(m.params, "elicitationId", "_meta")
+	p, why := acpclient.DecodeStrict(m.Params, "elicitationId", "_meta")
 	if why != "" {
 		return
 	}
-	id, present, ok := p.str("elicitationId")
+	id, present, ok := p.Str("elicitationId")
 	if !ok || !present {
 		return
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/sourcegraph/jsonrpc2"
 	"go.uber.org/zap"
 
+	"github.com/acpx-sidecar/acpx-sidecar/internal/acpclient"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/jsonl"
 	"github.com/acpx-sidecar/acpx-sidecar/protocol"
 )
@@ -32,47 +33,13 @@ type ExtHost interface {
 	ExtRequest(ctx context.Context, p protocol.ExtRequestNotice) (json.RawMessage, error)
 }
 
-// extEvent is an agent's `_…` notification (reply nil) or request.
-type extEvent struct {
-	method string
-	// id is a request's JSON-RPC id as JSON text (idText): what the
-	// agent's $/cancel_request names it by.
-	id     string
-	params json.RawMessage
-	// reply answers the agent's request exactly once: result, or err.
-	reply func(result json.RawMessage, err *jsonrpc2.Error)
-}
-
-// newExtEvent wraps one `_…` message of the agent (params as it sent them).
-func newExtEvent(conn *jsonrpc2.Conn, req *jsonrpc2.Request, params json.RawMessage) *extEvent {
-	ev := &extEvent{method: req.Method, params: jsonl.CleanRaw(params)}
-	if req.Notif {
-		return ev
-	}
-	id := req.ID
-	ev.id = idText(id)
-	ev.reply = func(result json.RawMessage, err *jsonrpc2.Error) {
-		var werr error
-		if err != nil {
-			werr = conn.ReplyWithError(context.Background(), id, err)
-		} else {
-			if result == nil {
-				result = json.RawMessage("null")
-			}
-			werr = conn.Reply(context.Background(), id, result)
-		}
-		_ = werr // the agent is gone: nothing to answer
-	}
-	return ev
-}
-
 // onExt handles an agent's `_…` message on the actor.
-func (s *session) onExt(ev *extEvent) {
-	if ev.reply == nil && s.prof.UsageReceipt != "" && ev.method == s.prof.UsageReceipt {
-		s.onReceipt(ev.params) // receipt.go; still sent to the host below
+func (s *session) onExt(ev *acpclient.ExtEvent) {
+	if ev.Reply == nil && s.prof.UsageReceipt != "" && ev.Method == s.prof.UsageReceipt {
+		s.onReceipt(ev.Params) // receipt.go; still sent to the host below
 	}
-	if ev.reply == nil {
-		n := protocol.ExtNotice{Session: s.id, Method: ev.method, Params: ev.params}
+	if ev.Reply == nil {
+		n := protocol.ExtNotice{Session: s.id, Method: ev.Method, Params: ev.Params}
 		switch {
 		case s.state.is(protocol.StateAdmitting):
 			s.turns.extBuffered = append(s.turns.extBuffered, n) // sent once the open is answered
@@ -84,7 +51,7 @@ func (s *session) onExt(ev *extEvent) {
 	}
 	h, ok := s.m.host.(ExtHost)
 	if !ok || !h.ExtRequests() || s.state.is(protocol.StateClosing, protocol.StateClosed, protocol.StateDead) {
-		ev.reply(nil, &jsonrpc2.Error{Code: jsonrpc2.CodeMethodNotFound, Message: "method not found: the host takes no extension requests"})
+		ev.Reply(nil, &jsonrpc2.Error{Code: jsonrpc2.CodeMethodNotFound, Message: "method not found: the host takes no extension requests"})
 		return
 	}
 	var rid *string
@@ -92,7 +59,7 @@ func (s *session) onExt(ev *extEvent) {
 		r := s.turns.turn.requestID
 		rid = &r
 	}
-	params := protocol.ExtRequestNotice{Session: s.id, RequestID: rid, Method: ev.method, Params: ev.params}
+	params := protocol.ExtRequestNotice{Session: s.id, RequestID: rid, Method: ev.Method, Params: ev.Params}
 	s.journalRequest(protocol.MethodSessionExtRequest, params)
 	bound := s.permissionTimeout()
 	bctx, cancel := s.boundedCtx(bound)
@@ -102,15 +69,15 @@ func (s *session) onExt(ev *extEvent) {
 	// -32800 to the agent, $/cancelRequest to the host, a late host answer
 	// ignored).
 	var once sync.Once
-	answer := func(res json.RawMessage, err *jsonrpc2.Error) { once.Do(func() { ev.reply(res, err) }) }
-	s.awaitWithdrawal(ev.id, func() {
-		answer(nil, &jsonrpc2.Error{Code: codeRequestCancelled, Message: "request withdrawn by the agent"})
+	answer := func(res json.RawMessage, err *jsonrpc2.Error) { once.Do(func() { ev.Reply(res, err) }) }
+	s.awaitWithdrawal(ev.ID, func() {
+		answer(nil, &jsonrpc2.Error{Code: acpclient.CodeRequestCancelled, Message: "request withdrawn by the agent"})
 		withdrawHost(withdraw)
 	})
 	go func() {
 		defer cancel()
 		res, err := h.ExtRequest(ctx, params)
-		s.post(func() { s.settled(ev.id) })
+		s.post(func() { s.settled(ev.ID) })
 		var je *jsonrpc2.Error
 		switch {
 		case err == nil:
@@ -198,7 +165,7 @@ func (m *Manager) ExtNotification(p protocol.ExtNotificationParams) {
 		if len(p.Params) > 0 {
 			params = p.Params
 		}
-		if err := s.conn.notify(p.Method, params); err != nil {
+		if err := s.conn.Notify(p.Method, params); err != nil {
 			s.log.Debug("session/extNotification not delivered", zap.Error(err))
 		}
 	})
@@ -254,7 +221,7 @@ func (s *session) callAgent(method string, params json.RawMessage, done func(jso
 	go func() {
 		defer cancel()
 		var res json.RawMessage
-		err := conn.call(ctx, method, ps, &res)
+		err := conn.Call(ctx, method, ps, &res)
 		var je *jsonrpc2.Error
 		switch {
 		case err == nil:

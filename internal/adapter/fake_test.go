@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"log"
 	"os"
 	"strings"
 	"sync"
@@ -12,8 +13,8 @@ import (
 	"time"
 
 	"github.com/sourcegraph/jsonrpc2"
-	"go.uber.org/zap"
 
+	"github.com/acpx-sidecar/acpx-sidecar/internal/jsonl"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/reaper"
 	"github.com/acpx-sidecar/acpx-sidecar/protocol"
 )
@@ -21,7 +22,7 @@ import (
 // Fakes of the Launcher/Tree seam and of the ACP peer, so the session
 // actor runs in tests without any process: a fakeTree's stdio is a pair
 // of in-memory pipes, and at their other end a fakeAgent speaks ACP over
-// NDJSON JSON-RPC (the same lineStream framing the sidecar uses).
+// NDJSON JSON-RPC (the framing of acpclient's line stream, fakeStream).
 
 // fakeMode is the containment the fakes report.
 const fakeMode reaper.Mode = "fake"
@@ -207,12 +208,46 @@ func (l *fakeLauncher) Start(reaper.Spec) (Tree, error) {
 	outR, outW := io.Pipe()
 	t := &fakeTree{pid: 4000 + len(l.trees), started: time.Now(), stdinW: inW, stdoutR: outR,
 		exited: make(chan struct{}), provable: !l.unprovable}
-	st := newLineStream(inR, outW, stdio{w: outW, r: inR}, 0, nil)
+	st := &fakeStream{in: jsonl.NewReader(inR, jsonl.NDJSON, 0), out: jsonl.NewWriter(outW, jsonl.NDJSON), w: outW, r: inR}
 	t.agent = jsonrpc2.NewConn(context.Background(), st,
 		jsonrpc2.AsyncHandler(jsonrpc2.HandlerWithError(l.agent.handle).SuppressErrClosed()),
-		jsonrpc2.SetLogger(quietLogger{zap.NewNop()}))
+		jsonrpc2.SetLogger(log.New(io.Discard, "", 0)))
 	l.trees = append(l.trees, t)
 	return t, nil
+}
+
+// fakeStream is the fake agent's jsonrpc2.ObjectStream: NDJSON frames
+// read and written by internal/jsonl, a line that is no JSON-RPC 2.0
+// message dropped (acpclient's line stream without its session/update
+// fast path).
+type fakeStream struct {
+	in  *jsonl.Reader
+	out *jsonl.Writer
+	w   io.Closer
+	r   io.Closer
+}
+
+func (s *fakeStream) ReadObject(v interface{}) error {
+	for {
+		frame, err := s.in.ReadFrame()
+		if err == nil {
+			err = jsonl.DecodeMessage(frame, v)
+		}
+		var fe *jsonl.FrameError
+		if err == nil || !errors.As(err, &fe) {
+			return err
+		}
+	}
+}
+
+func (s *fakeStream) WriteObject(v interface{}) error { return s.out.WriteObject(v) }
+
+func (s *fakeStream) Close() error {
+	err := s.w.Close()
+	if e := s.r.Close(); err == nil {
+		err = e
+	}
+	return err
 }
 
 // tree returns the i-th tree started.

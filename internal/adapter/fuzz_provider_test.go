@@ -7,17 +7,17 @@ import (
 	"testing"
 	"time"
 
-	"github.com/acpx-sidecar/acpx-sidecar/internal/jsonl"
-
 	acp "github.com/coder/acp-go-sdk"
 	"go.uber.org/zap"
 
+	"github.com/acpx-sidecar/acpx-sidecar/internal/acpclient"
+	"github.com/acpx-sidecar/acpx-sidecar/internal/jsonl"
 	"github.com/acpx-sidecar/acpx-sidecar/protocol"
 )
 
 // FuzzProviderLines feeds arbitrary provider stdout to the ACP client
 // side (docs/architecture.md "ACP client side": internal/jsonl lines,
-// sourcegraph/jsonrpc2, the adapter's handler) and runs each permission
+// sourcegraph/jsonrpc2, internal/acpclient's handler) and runs each permission
 // request through the policy (parseAsk, policyKind, decide): nothing
 // panics, the connection reads to the end and closes, every permission
 // request gets exactly one answer, the judged kind is an ACP ToolKind and
@@ -35,12 +35,12 @@ func FuzzProviderLines(f *testing.F) {
 	f.Fuzz(func(t *testing.T, in []byte) {
 		asks := 0
 		answered := 0
-		var conn *acpConn
-		conn = newACPConn(nopWriteCloser{}, io.NopCloser(bytes.NewReader(in)), 1<<16, zap.NewNop(), func(ev providerEvent) bool {
+		var conn *acpclient.Conn
+		conn = acpclient.NewConn(nopWriteCloser{}, io.NopCloser(bytes.NewReader(in)), 1<<16, zap.NewNop(), func(ev acpclient.Event) bool {
 			switch {
-			case ev.permission != nil:
+			case ev.Permission != nil:
 				asks++
-				pa, _ := parseAsk(ev.permission.params)
+				pa, _ := parseAsk(ev.Permission.Params)
 				head, opts := pa.head, pa.opts
 				kind := policyKind(head)
 				if !protocol.ToolKinds[kind] {
@@ -52,23 +52,23 @@ func FuzzProviderLines(f *testing.F) {
 					}
 				}
 				_ = pickOption(opts, "allow_once", "allow_always")
-				ev.permission.answer(acp.NewRequestPermissionOutcomeCancelled())
+				ev.Permission.Answer(acp.NewRequestPermissionOutcomeCancelled())
 				answered++
-			case ev.updates != nil:
-				for _, u := range ev.updates {
+			case ev.Updates != nil:
+				for _, u := range ev.Updates {
 					var k struct {
 						Kind string `json:"sessionUpdate"`
 					}
-					_ = json.Unmarshal(u.update, &k)
-					if !json.Valid(u.update) || !jsonl.IsClean(u.update) || k.Kind == "" || u.kind != kindOf([]byte(k.Kind)) {
-						t.Fatalf("update forwarded is not clean JSON of its kind: %q (kind %v)", u.update, u.kind)
+					_ = json.Unmarshal(u.Update, &k)
+					if !json.Valid(u.Update) || !jsonl.IsClean(u.Update) || k.Kind == "" || u.Kind != acpclient.KindOf([]byte(k.Kind)) {
+						t.Fatalf("update forwarded is not clean JSON of its kind: %q (kind %v)", u.Update, u.Kind)
 					}
 				}
 			}
 			return true
 		}, nil)
 		select {
-		case <-conn.done():
+		case <-conn.Done():
 		case <-time.After(10 * time.Second):
 			t.Fatalf("the provider connection did not end at EOF")
 		}

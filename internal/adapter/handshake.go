@@ -8,6 +8,7 @@ import (
 	acp "github.com/coder/acp-go-sdk"
 	"github.com/sourcegraph/jsonrpc2"
 
+	"github.com/acpx-sidecar/acpx-sidecar/internal/acpclient"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/admission"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/buildinfo"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/cleanup"
@@ -85,20 +86,20 @@ func (st *sessionState) modes() *protocol.Modes {
 // admission can close that session (docs/rules.md#r5, #r8, #r9, #r10).
 // It runs in the admission worker and reads only in and the session's
 // immutable fields; what the agent advertises about close is kept in late.
-func (s *session) handshake(ctx context.Context, in *admissionInput, conn *acpConn, tree Tree, prior *store.Record, late *lateHandshake) (*admitted, string, *protocol.Error) {
+func (s *session) handshake(ctx context.Context, in *admissionInput, conn *acpclient.Conn, tree Tree, prior *store.Record, late *lateHandshake) (*admitted, string, *protocol.Error) {
 	p := in.open
 	var init initializeResult
 	// No fs/terminal capabilities: the agent uses its own (docs/protocol.md
 	// §14); boolean config options are answered (handshake_ext.go), and
 	// elicitation is offered as the host declared it (elicitation.go).
-	initParams, err := initializeParams(s.clientCapabilities(), buildinfo.Version())
+	initParams, err := acpclient.InitializeParams(s.clientCapabilities(), buildinfo.Version())
 	if err == nil {
-		err = conn.call(ctx, acp.AgentMethodInitialize, initParams, &init)
+		err = conn.Call(ctx, acp.AgentMethodInitialize, initParams, &init)
 	}
 	if err != nil {
 		return nil, "", s.acpError("initialize", err)
 	}
-	var caps agentCaps
+	var caps acpclient.AgentCaps
 	if len(init.AgentCapabilities) > 0 {
 		_ = json.Unmarshal(init.AgentCapabilities, &caps)
 	} else {
@@ -116,16 +117,16 @@ func (s *session) handshake(ctx context.Context, in *admissionInput, conn *acpCo
 	}
 	if p.AuthMethod != nil {
 		// The host's choice (docs/protocol.md §23) replaces the profile's rule.
-		if e := s.hostAuthenticate(ctx, conn, *p.AuthMethod, authMethodsOf(authMethods)); e != nil {
+		if e := s.hostAuthenticate(ctx, conn, *p.AuthMethod, acpclient.AuthMethodsOf(authMethods)); e != nil {
 			return nil, "", e
 		}
-	} else if m := authMethod(in, authMethodsOf(authMethods)); m != "" {
-		if err := conn.call(ctx, acp.AgentMethodAuthenticate, acp.AuthenticateRequest{MethodId: m}, nil); err != nil {
+	} else if m := authMethod(in, acpclient.AuthMethodsOf(authMethods)); m != "" {
+		if err := conn.Call(ctx, acp.AgentMethodAuthenticate, acp.AuthenticateRequest{MethodId: m}, nil); err != nil {
 			return nil, "", s.acpError("authenticate", err)
 		}
 	}
 	// Nothing the agent cannot take is sent (docs/protocol.md §23).
-	if e := checkSessionCaps(p, caps); e != nil {
+	if e := acpclient.CheckSessionCaps(p, caps); e != nil {
 		return nil, "", e
 	}
 	// A per-turn session lives on only through resume or load
@@ -135,7 +136,7 @@ func (s *session) handshake(ctx context.Context, in *admissionInput, conn *acpCo
 	case in.revive != nil && !canResume:
 		return nil, "", protocol.Domain(protocol.ErrSessionLost, "the agent offers neither session/resume nor session/load, so its session cannot be revived", false)
 	case in.revive == nil && p.Lifecycle.PerTurn() && !canResume:
-		return nil, "", capabilityError("loadSession", "lifecycle per-turn")
+		return nil, "", acpclient.CapabilityError("loadSession", "lifecycle per-turn")
 	}
 	var st sessionState
 	resumed := false
@@ -146,7 +147,7 @@ func (s *session) handshake(ctx context.Context, in *admissionInput, conn *acpCo
 	case p.AgentSessionID != nil:
 		// The host names one of the agent's own sessions (session/agentSessions).
 		if !caps.LoadSession && caps.SessionCapabilities.Resume == nil {
-			return nil, "", capabilityError("loadSession", "agentSessionId")
+			return nil, "", acpclient.CapabilityError("loadSession", "agentSessionId")
 		}
 		resumeID = *p.AgentSessionID
 	case prior != nil && ranATurn(prior) && (caps.LoadSession || caps.SessionCapabilities.Resume != nil):
@@ -159,8 +160,8 @@ func (s *session) handshake(ctx context.Context, in *admissionInput, conn *acpCo
 		// ACP session/resume where the agent offers it (it restores the
 		// session without replaying history), else session/load (acpx#332).
 		method := acp.AgentMethodSessionResume
-		params := newSessionParams(p, resumeID)
-		params.Meta = controls.IsolateMeta(in.prof, p, hostMeta(p.Meta))
+		params := acpclient.NewSessionParams(p, resumeID)
+		params.Meta = controls.IsolateMeta(in.prof, p, acpclient.HostMeta(p.Meta))
 		if caps.SessionCapabilities.Resume == nil {
 			method = acp.AgentMethodSessionLoad
 			// Replayed history is not live output (docs/protocol.md,
@@ -186,14 +187,14 @@ func (s *session) handshake(ctx context.Context, in *admissionInput, conn *acpCo
 		st.SessionID = resumeID
 		resumed = true
 	} else {
-		params := newSessionParams(p, "")
+		params := acpclient.NewSessionParams(p, "")
 		var own map[string]any
 		if p.SystemPrompt != "" {
 			own = map[string]any{"systemPrompt": map[string]string{"append": p.SystemPrompt}}
 		}
 		// Settings that keep the workspace from granting permissions
 		// (docs/agents.md), when the policy needs the agent to ask.
-		params.Meta = controls.IsolateMeta(in.prof, p, withMeta(hostMeta(p.Meta), own))
+		params.Meta = controls.IsolateMeta(in.prof, p, acpclient.WithMeta(acpclient.HostMeta(p.Meta), own))
 		if err := late.call(ctx, conn, acp.AgentMethodSessionNew, params, &st); err != nil {
 			return nil, "", s.sessionError("session/new", err, p, authMethods)
 		}
@@ -219,7 +220,7 @@ func (s *session) handshake(ctx context.Context, in *admissionInput, conn *acpCo
 	if res.ConfigOptions == nil {
 		res.ConfigOptions = []json.RawMessage{}
 	}
-	ctl := &controls.Setter{Conn: controls.CallerFunc(conn.call), BackendSessionID: st.SessionID, Models: res.Models, Modes: res.Modes,
+	ctl := &controls.Setter{Conn: conn, BackendSessionID: st.SessionID, Models: res.Models, Modes: res.Modes,
 		ConfigOpts: res.ConfigOptions, Clean: s.red.clean}
 	// The model and mode to run with: the open's, else, on resume, the ones
 	// the host pinned earlier (an agent that forgot them must not silently
@@ -297,7 +298,7 @@ func (s *session) handshake(ctx context.Context, in *admissionInput, conn *acpCo
 
 // authMethod picks the profile's authenticate method: the first rule whose
 // env var the launch env holds and whose method the agent advertises.
-func authMethod(in *admissionInput, methods []authInfo) string {
+func authMethod(in *admissionInput, methods []acpclient.AuthInfo) string {
 	offered := map[string]bool{}
 	for _, m := range methods {
 		offered[m.ID] = m.Type != "terminal"
@@ -385,15 +386,15 @@ type lateHandshake struct {
 
 // call sends method and waits for its answer or ctx; when ctx ends first,
 // the request is kept as the pending late handshake.
-func (l *lateHandshake) call(ctx context.Context, conn *acpConn, method string, params, out any) error {
-	w, id, err := conn.dispatch(method, params)
+func (l *lateHandshake) call(ctx context.Context, conn *acpclient.Conn, method string, params, out any) error {
+	w, id, err := conn.Dispatch(method, params)
 	if err != nil {
 		return err
 	}
 	if err = w.Wait(ctx, out); err != nil && ctx.Err() != nil {
-		conn.cancelRequest(id) // still watched: a session it creates anyway is closed
+		conn.CancelRequest(id) // still watched: a session it creates anyway is closed
 		l.waiter = &w
-		if p, ok := params.(sessionParams); ok {
+		if p, ok := params.(acpclient.SessionParams); ok {
 			l.resumed = p.SessionID
 		}
 	}
@@ -405,7 +406,7 @@ func (l *lateHandshake) call(ctx context.Context, conn *acpConn, method string, 
 // (Manager.retainedClose: failures retried with backoff for no count,
 // bounded by RetainedCloseWindow and by tree's exit; docs/rules.md#r16,
 // #r20). It returns nil when no late session appeared.
-func (l *lateHandshake) watch(s *session, conn *acpConn, tree Tree) *cleanup.CloseResult {
+func (l *lateHandshake) watch(s *session, conn *acpclient.Conn, tree Tree) *cleanup.CloseResult {
 	if l.waiter == nil {
 		return nil
 	}

@@ -1,6 +1,10 @@
 package adapter
 
-import "sync"
+import (
+	"sync"
+
+	"github.com/acpx-sidecar/acpx-sidecar/internal/acpclient"
+)
 
 // maxInboxBytes bounds the agent bytes (update objects, permission params)
 // queued between one provider's read loop and its session's actor: with
@@ -70,41 +74,41 @@ func (s *session) postGated(n int, fn func()) bool {
 }
 
 // routeProviderEvent is the provider connection's read loop handing one
-// event to the actor (acpconn.go): through the byte gate, in wire order;
+// event to the actor (acpclient.NewConn): through the byte gate, in wire order;
 // false once the actor has quit, which ends the read loop.
-func (s *session) routeProviderEvent(ev providerEvent) bool {
+func (s *session) routeProviderEvent(ev acpclient.Event) bool {
 	switch {
-	case ev.updates != nil:
+	case ev.Updates != nil:
 		n := 0
-		for _, u := range ev.updates {
-			n += len(u.update)
+		for _, u := range ev.Updates {
+			n += len(u.Update)
 		}
 		return s.postGated(n, func() {
 			defer s.act.gate.release(n)
-			for _, u := range ev.updates {
+			for _, u := range ev.Updates {
 				s.onUpdate(u)
 			}
-			if ev.batch != nil {
-				ev.batch.release() // onUpdate kept none of its bytes
+			if ev.Batch != nil {
+				ev.Batch.Release() // onUpdate kept none of its bytes
 			}
 		})
-	case ev.permission != nil:
-		n := len(ev.permission.params)
+	case ev.Permission != nil:
+		n := len(ev.Permission.Params)
 		return s.postGated(n, func() {
 			defer s.act.gate.release(n)
-			s.onPermission(ev.permission)
+			s.onPermission(ev.Permission)
 		})
-	case ev.ext != nil:
-		n := len(ev.ext.params)
+	case ev.Ext != nil:
+		n := len(ev.Ext.Params)
 		return s.postGated(n, func() {
 			defer s.act.gate.release(n)
-			s.onExt(ev.ext)
+			s.onExt(ev.Ext)
 		})
-	case ev.agentMsg != nil:
-		n := len(ev.agentMsg.params)
+	case ev.AgentMsg != nil:
+		n := len(ev.AgentMsg.Params)
 		return s.postGated(n, func() {
 			defer s.act.gate.release(n)
-			s.onAgentMsg(ev.agentMsg)
+			s.onAgentMsg(ev.AgentMsg)
 		})
 	}
 	return true

@@ -6,6 +6,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/acpx-sidecar/acpx-sidecar/internal/acpclient"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/cleanup"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/store"
 	"github.com/acpx-sidecar/acpx-sidecar/protocol"
@@ -308,7 +309,7 @@ func (s *session) withPromptAgent(ctx context.Context, p protocol.PromptParams, 
 			reply(nil, protocol.Domain(protocol.ErrDuplicateRequestID, "requestId "+quoteShort(p.RequestID)+" was already used in this session or an earlier session of its key", false))
 			return
 		}
-		if _, e := promptBlocks(p.Prompt, s.rec.agentCaps); e != nil {
+		if _, e := acpclient.PromptBlocks(p.Prompt, s.rec.agentCaps); e != nil {
 			reply(nil, e)
 			return
 		}

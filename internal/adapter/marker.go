@@ -9,17 +9,18 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/acpx-sidecar/acpx-sidecar/internal/acpclient"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/reaper"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/store"
 )
 
 // drainStderr reads the provider's stderr to its end and closes it.
-func (s *session) drainStderr(r io.ReadCloser, tail *stderrTail) {
+func (s *session) drainStderr(r io.ReadCloser, tail *acpclient.StderrTail) {
 	// Provider stderr may echo secrets: it is read (so the provider never
 	// blocks on a full pipe) and counted, never logged verbatim; its end
-	// is kept while the session is admitted (stderrtail.go).
+	// is kept while the session is admitted (acpclient.StderrTail).
 	n, _ := io.Copy(tail, r)
-	close(tail.done)
+	tail.Ended()
 	_ = r.Close() // at EOF: the descriptor is released now, not when a GC finalizes it
 	s.log.Debug("provider stderr closed", zap.Int64("bytes", n))
 }

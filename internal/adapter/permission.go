@@ -10,6 +10,7 @@ import (
 	acp "github.com/coder/acp-go-sdk"
 	"go.uber.org/zap"
 
+	"github.com/acpx-sidecar/acpx-sidecar/internal/acpclient"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/jsonl"
 	"github.com/acpx-sidecar/acpx-sidecar/protocol"
 )
@@ -136,7 +137,7 @@ type parsedAsk struct {
 }
 
 // Member names the policy reads: a key differing from one of them only by
-// case makes an ask malformed (decodeStrict).
+// case makes an ask malformed (acpclient.DecodeStrict).
 var (
 	askKeys      = []string{"toolCall", "options"}
 	toolCallKeys = []string{"toolCallId", "kind", "title", "rawInput"}
@@ -145,7 +146,7 @@ var (
 )
 
 // parseAsk decodes ACP session/request_permission params strictly
-// (strict.go): case-sensitive keys, no member twice, toolCall an object
+// (acpclient.DecodeStrict): case-sensitive keys, no member twice, toolCall an object
 // whose toolCallId, kind and title are strings when present and whose
 // rawInput (when an object) has no command/cmd twice, options an array
 // of objects each with a string optionId — none twice — and a string
@@ -153,7 +154,7 @@ var (
 // (docs/protocol.md §20); a kind outside ACP's ToolKinds is judged as
 // missing (inferred from the title).
 func parseAsk(params json.RawMessage) (pa parsedAsk, why string) {
-	p, why := decodeStrict(params, askKeys...)
+	p, why := acpclient.DecodeStrict(params, askKeys...)
 	if why != "" {
 		return pa, "params: " + why
 	}
@@ -164,12 +165,12 @@ func parseAsk(params json.RawMessage) (pa parsedAsk, why string) {
 	if id, ok := jsonl.TopString(tc, "toolCallId"); ok {
 		pa.head.ToolCallID = string(id) // for the audit of a malformed ask too
 	}
-	head, why := decodeStrict(tc, toolCallKeys...)
+	head, why := acpclient.DecodeStrict(tc, toolCallKeys...)
 	if why != "" {
 		return pa, "toolCall: " + why
 	}
 	for _, k := range []string{"toolCallId", "kind", "title"} {
-		v, _, ok := head.str(k)
+		v, _, ok := head.Str(k)
 		if !ok {
 			return pa, "toolCall." + k + " is not a string"
 		}
@@ -183,7 +184,7 @@ func parseAsk(params json.RawMessage) (pa parsedAsk, why string) {
 		}
 	}
 	if ri, ok := head["rawInput"]; ok && len(ri) > 0 && ri[0] == '{' {
-		in, why := decodeStrict(ri, rawInputKeys...)
+		in, why := acpclient.DecodeStrict(ri, rawInputKeys...)
 		if why != "" {
 			return pa, "toolCall.rawInput: " + why
 		}
@@ -199,15 +200,15 @@ func parseAsk(params json.RawMessage) (pa parsedAsk, why string) {
 	}
 	seen := map[string]bool{}
 	for i, el := range elems {
-		o, why := decodeStrict(el, optionKeys...)
+		o, why := acpclient.DecodeStrict(el, optionKeys...)
 		if why != "" {
 			return pa, "options[" + itoa(i) + "]: " + why
 		}
-		id, present, ok := o.str("optionId")
+		id, present, ok := o.Str("optionId")
 		if !ok || !present {
 			return pa, "options[" + itoa(i) + "].optionId is not a string"
 		}
-		kind, _, ok := o.str("kind")
+		kind, _, ok := o.Str("kind")
 		if !ok {
 			return pa, "options[" + itoa(i) + "].kind is not a string"
 		}
@@ -222,10 +223,10 @@ func parseAsk(params json.RawMessage) (pa parsedAsk, why string) {
 }
 
 // onPermission answers an ACP session/request_permission on the actor.
-func (s *session) onPermission(ask *permissionAsk) {
-	parsed, why := parseAsk(ask.params)
-	if ask.malformed != "" {
-		why = ask.malformed
+func (s *session) onPermission(ask *acpclient.PermissionAsk) {
+	parsed, why := parseAsk(ask.Params)
+	if ask.Malformed != "" {
+		why = ask.Malformed
 	}
 	if why != "" {
 		// Refused, not judged: the policy cannot know what the agent
@@ -244,7 +245,7 @@ func (s *session) onPermission(ask *permissionAsk) {
 		}
 	}
 	kind := policyKind(head)
-	pa := &pendingAsk{toolCallID: head.ToolCallID, kind: kind, options: opts, size: len(ask.params)}
+	pa := &pendingAsk{toolCallID: head.ToolCallID, kind: kind, options: opts, size: len(ask.Params)}
 	t := s.turns.turn
 	if t == nil || t.cancelled || !s.state.is(protocol.StateTurn) {
 		// The authority belongs to a live turn (docs/rules.md#r27).
@@ -267,7 +268,7 @@ func (s *session) onPermission(ask *permissionAsk) {
 // answerPermission answers the agent once: optionID "" sends the
 // cancelled outcome. approved non-nil marks an approval in the
 // audit notice.
-func (s *session) answerPermission(ask *permissionAsk, pa *pendingAsk, approved *struct{}, optionID, rule string) {
+func (s *session) answerPermission(ask *acpclient.PermissionAsk, pa *pendingAsk, approved *struct{}, optionID, rule string) {
 	decision := protocol.DecisionDenied
 	if approved != nil {
 		decision = protocol.DecisionApproved
@@ -282,8 +283,8 @@ const decisionTimeout = protocol.DecisionTimeout
 // answerPermissionAs answers the agent once and audits decision; an
 // optionID "" sends the cancelled outcome (audited DecisionCancelled,
 // except a timeout, malformed or overflow decision, which stays itself).
-func (s *session) answerPermissionAs(ask *permissionAsk, pa *pendingAsk, optionID, rule string, decision protocol.Decision) {
-	s.settled(ask.id)
+func (s *session) answerPermissionAs(ask *acpclient.PermissionAsk, pa *pendingAsk, optionID, rule string, decision protocol.Decision) {
+	s.settled(ask.ID)
 	if t := s.turns.turn; t != nil {
 		if _, ok := t.pending[ask]; ok {
 			delete(t.pending, ask)
@@ -292,7 +293,7 @@ func (s *session) answerPermissionAs(ask *permissionAsk, pa *pendingAsk, optionI
 	}
 	optionKind := ""
 	if optionID == "" {
-		ask.answer(acp.NewRequestPermissionOutcomeCancelled())
+		ask.Answer(acp.NewRequestPermissionOutcomeCancelled())
 		switch decision {
 		case decisionTimeout, protocol.DecisionMalformed, protocol.DecisionOverflow:
 		default:
@@ -301,7 +302,7 @@ func (s *session) answerPermissionAs(ask *permissionAsk, pa *pendingAsk, optionI
 		optionID = ""
 	} else {
 		optionKind = pickKind(pa.options, optionID)
-		ask.answer(acp.NewRequestPermissionOutcomeSelected(acp.PermissionOptionId(optionID)))
+		ask.Answer(acp.NewRequestPermissionOutcomeSelected(acp.PermissionOptionId(optionID)))
 	}
 	var rid *string
 	if s.turns.turn != nil {
@@ -317,7 +318,7 @@ func (s *session) answerPermissionAs(ask *permissionAsk, pa *pendingAsk, optionI
 // beyond the turn's bounds on asks waiting for the host (count and params
 // bytes, docs/protocol.md §20) is decided as nonInteractivePermissions
 // says too, audited with decision "overflow".
-func (s *session) escalate(t *turn, ask *permissionAsk, pa *pendingAsk, parsed parsedAsk) {
+func (s *session) escalate(t *turn, ask *acpclient.PermissionAsk, pa *pendingAsk, parsed parsedAsk) {
 	if !s.m.host.PermissionRequests() {
 		if s.open.NonInteractivePermissions == "fail" {
 			t.failErr = permissionRequiredError(pa.kind, "the host cannot answer")
@@ -342,7 +343,7 @@ func (s *session) escalate(t *turn, ask *permissionAsk, pa *pendingAsk, parsed p
 	s.journalRequest(protocol.RequestPermission, params)
 	ectx, cancel := context.WithCancelCause(t.ctx)
 	bound := s.boundEscalation(t, ask, pa, func() { cancel(nil) })
-	s.awaitWithdrawal(ask.id, func() { s.withdrawPermission(t, ask, pa, cancel) })
+	s.awaitWithdrawal(ask.ID, func() { s.withdrawPermission(t, ask, pa, cancel) })
 	go func() {
 		res, err := s.askHost(ectx, params)
 		bound.Stop()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/acpx-sidecar/acpx-sidecar/internal/acpclient"
 	"github.com/acpx-sidecar/acpx-sidecar/protocol"
 )
 
@@ -36,7 +37,7 @@ func (m *Manager) stateRead() time.Duration {
 // answers the agent with a reject option; "fail" answers it cancelled and
 // fails the turn with PERMISSION_APPROVAL_REQUIRED. An agent flooding
 // asks while the host is slow thus holds at most the bound in memory.
-func (s *session) decideOverflow(t *turn, ask *permissionAsk, pa *pendingAsk, maxN, maxB int) {
+func (s *session) decideOverflow(t *turn, ask *acpclient.PermissionAsk, pa *pendingAsk, maxN, maxB int) {
 	rule := pa.rule + "; more than " + itoa(maxN) + " asks or " + itoa(maxB) +
 		" bytes waiting for the host (--max-pending-asks, --max-pending-ask-bytes); nonInteractivePermissions:" +
 		s.open.NonInteractivePermissions
@@ -54,14 +55,14 @@ func (s *session) decideOverflow(t *turn, ask *permissionAsk, pa *pendingAsk, ma
 // the host's session/requestPermission is cancelled with $/cancelRequest
 // (a late answer changes nothing: the ask is no longer pending), and the
 // withdrawal is audited with decision "withdrawn".
-func (s *session) withdrawPermission(t *turn, ask *permissionAsk, pa *pendingAsk, cancel context.CancelCauseFunc) {
+func (s *session) withdrawPermission(t *turn, ask *acpclient.PermissionAsk, pa *pendingAsk, cancel context.CancelCauseFunc) {
 	if s.turns.turn != t || t.pending[ask] == nil {
 		return
 	}
 	delete(t.pending, ask)
 	t.pendingBytes -= pa.size
-	if ask.fail != nil {
-		ask.fail(codeRequestCancelled, "request cancelled")
+	if ask.Fail != nil {
+		ask.Fail(acpclient.CodeRequestCancelled, "request cancelled")
 	}
 	withdrawHost(cancel)
 	rid := t.requestID

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/acpx-sidecar/acpx-sidecar/internal/acpclient"
 	"github.com/acpx-sidecar/acpx-sidecar/protocol"
 )
 
@@ -25,7 +26,7 @@ func (s *session) permissionTimeout() time.Duration {
 // cancel ends the host request. The bound is the actor's own timer, so it
 // holds whether or not the Host honours its context. Stop the returned
 // timer when the host answers.
-func (s *session) boundEscalation(t *turn, ask *permissionAsk, pa *pendingAsk, cancel context.CancelFunc) *time.Timer {
+func (s *session) boundEscalation(t *turn, ask *acpclient.PermissionAsk, pa *pendingAsk, cancel context.CancelFunc) *time.Timer {
 	return time.AfterFunc(s.permissionTimeout(), func() {
 		s.post(func() {
 			if s.turns.turn == t && t.pending[ask] != nil {
@@ -41,7 +42,7 @@ func (s *session) boundEscalation(t *turn, ask *permissionAsk, pa *pendingAsk, c
 // decision "timeout" (docs/protocol.md §18.3): "deny" answers the agent
 // with a reject option; "fail" answers it cancelled and fails the turn
 // with PERMISSION_APPROVAL_REQUIRED, as without a host.
-func (s *session) decideTimedOut(t *turn, ask *permissionAsk, pa *pendingAsk) {
+func (s *session) decideTimedOut(t *turn, ask *acpclient.PermissionAsk, pa *pendingAsk) {
 	rule := pa.rule + "; permissionTimeoutMs; nonInteractivePermissions:" + s.open.NonInteractivePermissions
 	if s.open.NonInteractivePermissions == "fail" {
 		t.failErr = permissionRequiredError(pa.kind, "the host did not answer within "+s.permissionTimeout().String())

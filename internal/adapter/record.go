@@ -1,6 +1,7 @@
 package adapter
 
 import (
+	"github.com/acpx-sidecar/acpx-sidecar/internal/acpclient"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/store"
 	"github.com/acpx-sidecar/acpx-sidecar/protocol"
 )
@@ -14,7 +15,7 @@ type sessionRecord struct {
 	st             *store.Store
 	identity       protocol.Identity
 	agentInfo      protocol.AgentInfo
-	agentCaps      agentCaps
+	agentCaps      acpclient.AgentCaps
 	closeSupported bool // the agent advertised sessionCapabilities.close (from the handshake)
 	resumed        bool // the open resumed the key's earlier ACP session
 	discarded      bool // the record was deleted at close

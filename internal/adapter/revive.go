@@ -73,7 +73,7 @@ func (s *session) finishRevive(r admissionResult) {
 	s.moveTo(protocol.StateOpen)
 	s.notify(protocol.NotifySessionLifecycle, protocol.LifecycleNotice{Session: s.id, SessionKey: s.key, State: protocol.LifeLive})
 	for _, u := range s.turns.buffered {
-		s.forward(u.update, s.trackUpdate(u.kind, u.update))
+		s.forward(u.Update, s.trackUpdate(u.Kind, u.Update))
 	}
 	s.turns.buffered = nil
 	s.armHeld() // seedcontrols.go

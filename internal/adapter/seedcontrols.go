@@ -66,7 +66,7 @@ func (s *session) breach(key, want, got string) {
 		t.failErr = &protocol.TurnError{Code: protocol.ErrPolicyBreach, Message: msg}
 		s.cancelTurn(&t.requestID, "policy breach")
 	}
-	ctl := &controls.Setter{Conn: controls.CallerFunc(s.conn.call), BackendSessionID: s.rec.identity.BackendSessionID, Models: controls.CloneModels(s.ctl.models),
+	ctl := &controls.Setter{Conn: s.conn, BackendSessionID: s.rec.identity.BackendSessionID, Models: controls.CloneModels(s.ctl.models),
 		Modes: controls.CloneModes(s.ctl.modes), ConfigOpts: s.ctl.configOpts, UsedStyle: s.ctl.modelCtl, Clean: s.red.clean}
 	s.ctl.held.Settle(key, 1)
 	go func() {

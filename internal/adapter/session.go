@@ -9,6 +9,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/acpx-sidecar/acpx-sidecar/internal/acpclient"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/admission"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/cleanup"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/profiles"
@@ -51,7 +52,7 @@ type session struct {
 	open  protocol.OpenParams
 	prof  profiles.Profile
 	state stateMachine // changed only by moveTo (state.go)
-	conn  *acpConn
+	conn  *acpclient.Conn
 	rec   sessionRecord // the agent's session and its record (record.go)
 	ctl   controlState  // models, modes, config options, pins (controls.go)
 	turns turnState     // the turn, the queue, what arrives around them (turnstate.go)
@@ -151,15 +152,15 @@ func (s *session) stop() {
 	s.stopIdle()
 	s.answerWaiting(protocol.Domain(protocol.ErrShuttingDown, "the sidecar shut down before the session could revive", false))
 	if s.conn != nil {
-		s.conn.close()
+		s.conn.Close()
 	}
 }
 
-// onUpdate handles one ACP session/update from the provider: u.backendSessionID is
-// params.sessionId's contents (nil or empty: not given), u.update the raw
+// onUpdate handles one ACP session/update from the provider: u.BackendSessionID is
+// params.sessionId's contents (nil or empty: not given), u.Update the raw
 // params.update object, forwarded verbatim (cleaned: lineStream).
-func (s *session) onUpdate(u providerUpdate) {
-	if s.rec.identity.BackendSessionID != "" && len(u.backendSessionID) > 0 && string(u.backendSessionID) != s.rec.identity.BackendSessionID {
+func (s *session) onUpdate(u acpclient.Update) {
+	if s.rec.identity.BackendSessionID != "" && len(u.BackendSessionID) > 0 && string(u.BackendSessionID) != s.rec.identity.BackendSessionID {
 		s.log.Debug("session/update for another ACP session discarded")
 		return
 	}
@@ -167,16 +168,16 @@ func (s *session) onUpdate(u providerUpdate) {
 	case s.turns.replaying && s.turns.replayDrop:
 		return // a revive's load replays what was journaled live already
 	case s.turns.replaying:
-		s.journalHistory(u.update) // docs/protocol.md §11: replay is not live output; §16: journaled as history
+		s.journalHistory(u.Update) // docs/protocol.md §11: replay is not live output; §16: journaled as history
 		return
 	case s.state.is(protocol.StateAdmitting, protocol.StateReviving):
 		// Kept past the batch, whose buffer is reused: copied.
-		s.turns.buffered = append(s.turns.buffered, providerUpdate{update: bytes.Clone(u.update), kind: u.kind})
+		s.turns.buffered = append(s.turns.buffered, acpclient.Update{Update: bytes.Clone(u.Update), Kind: u.Kind})
 		return
 	case s.state.is(protocol.StateClosing, protocol.StateClosed, protocol.StateDead, protocol.StateRetiring, protocol.StateParked):
 		return // the turn was ended by close or retire; nothing more is live output
 	}
-	s.forward(u.update, s.trackUpdate(u.kind, u.update))
+	s.forward(u.Update, s.trackUpdate(u.Kind, u.Update))
 }
 
 // forward sends one update to the host with the next seq.
@@ -202,8 +203,8 @@ func (s *session) forward(update json.RawMessage, origin *string) {
 // 2.x keeps running a cancelled turn's command and reports it later;
 // docs/agents.md), else nil. kind is the update's sessionUpdate, as the
 // line scan read it (kindOf).
-func (s *session) trackUpdate(kind updateKind, update json.RawMessage) *string {
-	if kind == kindOther {
+func (s *session) trackUpdate(kind acpclient.UpdateKind, update json.RawMessage) *string {
+	if kind == acpclient.KindOther {
 		// Message and thought chunks, plans, commands: nothing to keep,
 		// and no decoding on the path of the bulk of a turn.
 		return nil
@@ -296,7 +297,7 @@ func (s *session) onStdinClosed(tree Tree) {
 	switch {
 	case s.state.is(protocol.StateAdmitting, protocol.StateReviving):
 		if s.conn != nil {
-			s.conn.close()
+			s.conn.Close()
 		}
 		return
 	case !s.state.is(protocol.StateOpen, protocol.StateTurn):

@@ -10,6 +10,7 @@ import (
 	"github.com/sourcegraph/jsonrpc2"
 	"go.uber.org/zap"
 
+	"github.com/acpx-sidecar/acpx-sidecar/internal/acpclient"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/store"
 	"github.com/acpx-sidecar/acpx-sidecar/protocol"
 )
@@ -27,14 +28,14 @@ type turn struct {
 	failErr   *protocol.TurnError
 	cost      *protocol.Cost // this turn's cost (basis "turn")
 	costBase  float64        // the session's cumulative cost when the turn began
-	pending   map[*permissionAsk]*pendingAsk
+	pending   map[*acpclient.PermissionAsk]*pendingAsk
 	// pendingBytes: the ACP params bytes of pending (bounded per turn,
 	// docs/protocol.md §20).
 	pendingBytes int
 	timers       []*time.Timer
 	// elicits: the elicitations waiting for the host (elicitation.go),
 	// within the same bound as pending.
-	elicits map[*agentMsg]*pendingElicit
+	elicits map[*acpclient.AgentMsg]*pendingElicit
 	// receipt is the usage the agent reported on its own extension
 	// (receipt.go), receipts how many it sent in this turn.
 	receipt  *turnReceipt
@@ -84,7 +85,7 @@ func (s *session) startTurn(ctx context.Context, p protocol.PromptParams, reply 
 	// The blocks go to the agent as the host wrote them, once the agent's
 	// promptCapabilities allow each (docs/protocol.md §23); a refused
 	// prompt leaves its requestId unused.
-	prompt, e := promptBlocks(p.Prompt, s.rec.agentCaps)
+	prompt, e := acpclient.PromptBlocks(p.Prompt, s.rec.agentCaps)
 	if e != nil {
 		reply(nil, e)
 		return
@@ -101,7 +102,7 @@ func (s *session) startTurn(ctx context.Context, p protocol.PromptParams, reply 
 func (s *session) beginTurn(ctx context.Context, p protocol.PromptParams, prompt json.RawMessage, reply Reply) {
 	tctx, end := context.WithCancel(context.Background())
 	t := &turn{requestID: p.RequestID, ridJSON: jsonString(p.RequestID), reply: reply, ctx: tctx, end: end,
-		pending: map[*permissionAsk]*pendingAsk{}}
+		pending: map[*acpclient.PermissionAsk]*pendingAsk{}}
 	t.stopHost = context.AfterFunc(ctx, func() {
 		s.post(func() { s.cancelTurn(&t.requestID, "request cancelled") })
 	})
@@ -131,7 +132,7 @@ func (s *session) beginTurn(ctx context.Context, p protocol.PromptParams, prompt
 	conn, backendSessionID := s.conn, s.rec.identity.BackendSessionID
 	go func() {
 		var resp promptResponse
-		err := conn.call(context.Background(), acp.AgentMethodSessionPrompt, promptRequest{SessionID: backendSessionID, Prompt: prompt, Meta: p.Meta}, &resp)
+		err := conn.Call(context.Background(), acp.AgentMethodSessionPrompt, acpclient.PromptRequest{SessionID: backendSessionID, Prompt: prompt, Meta: p.Meta}, &resp)
 		s.post(func() { s.turnReturned(t, &resp, err) })
 	}()
 }
@@ -150,7 +151,7 @@ func (s *session) turnReturned(t *turn, resp *promptResponse, err error) {
 			Code: protocol.ErrProviderProcessLost, Message: "the provider connection closed during the turn"}}
 	case err != nil && t.cancelled:
 		res = protocol.PromptResult{Status: protocol.TurnCancelled, StopReason: protocol.StopCancelled}
-	case errors.Is(err, errAgentHung):
+	case errors.Is(err, acpclient.ErrAgentHung):
 		res = protocol.PromptResult{Status: protocol.TurnFailed, Error: &protocol.TurnError{Code: protocol.ErrEnsureFailed,
 			Message: "the prompt could not be sent: the agent is not reading its stdin (hung)"}}
 	case err != nil:
@@ -251,7 +252,7 @@ func (s *session) cancelTurn(requestID *string, why string) bool {
 	s.cancelElicitations(t, "turn cancelled")
 	conn, backendSessionID := s.conn, s.rec.identity.BackendSessionID
 	go func() {
-		_ = conn.notify(acp.AgentMethodSessionCancel, acp.CancelNotification{SessionId: acp.SessionId(backendSessionID)})
+		_ = conn.Notify(acp.AgentMethodSessionCancel, acp.CancelNotification{SessionId: acp.SessionId(backendSessionID)})
 	}()
 	t.timers = append(t.timers, time.AfterFunc(s.m.cfg.Bounds.CloseTimeout, func() {
 		s.post(func() {

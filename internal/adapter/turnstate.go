@@ -3,6 +3,7 @@ package adapter
 import (
 	acp "github.com/coder/acp-go-sdk"
 
+	"github.com/acpx-sidecar/acpx-sidecar/internal/acpclient"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/store"
 	"github.com/acpx-sidecar/acpx-sidecar/protocol"
 )
@@ -25,7 +26,7 @@ type turnState struct {
 	lostInTurn  bool
 	replaying   bool                 // session/load replay: journaled as history, not live
 	replayDrop  bool                 // a revive's replay: dropped (it was journaled live)
-	buffered    []providerUpdate     // updates that arrived during a new-session admission
+	buffered    []acpclient.Update   // updates that arrived during a new-session admission
 	extBuffered []protocol.ExtNotice // extension notifications that arrived during admission (ext.go)
 	// withdrawable: what withdraws each host-bound request by the
 	// agent's request id, for its $/cancel_request (agentcalls.go).

@@ -4,7 +4,7 @@
 // matches a field only case-insensitively (encoding/json takes it for the
 // field). Host frames are case-sensitive and name each member once
 // (docs/protocol.md §3); agent frames are checked the same way by the
-// adapter's own strict decoder (internal/adapter/strict.go).
+// ACP client side's own strict decoder (internal/acpclient/strict.go).
 //
 // Members that match no field are not errors (docs/protocol.md §3: unknown
 // members are ignored), but for CheckStrict, which refuses them too

@@ -1,4 +1,4 @@
-package adapter
+package acpclient
 
 import (
 	"errors"
@@ -15,7 +15,7 @@ import (
 // deadline turn that into an error on the writing side (the frame is not
 // sent) instead of a goroutine stuck in write(2), and mark the agent hung:
 // its close skips ACP session/close and goes straight to termination
-// (close.go).
+// (internal/adapter/close.go).
 
 // Outbound bounds of one provider's stdin.
 const (
@@ -32,9 +32,9 @@ const (
 	outboxChunk = 64 << 10
 )
 
-// errAgentHung is the error of a write to an agent that stopped reading
+// ErrAgentHung is the error of a write to an agent that stopped reading
 // its stdin (the outbox overflowed or a write ran past AgentWriteTimeout).
-var errAgentHung = errors.New("the agent is not reading its stdin")
+var ErrAgentHung = errors.New("the agent is not reading its stdin")
 
 // errOutboxClosed is the error of a write after Close.
 var errOutboxClosed = errors.New("the agent's stdin is closed")
@@ -60,7 +60,7 @@ type outbox struct {
 
 // newOutbox starts the writer of w. max ≤ 0 means MaxOutboundBytes,
 // timeout ≤ 0 AgentWriteTimeout; onHung (may be nil) is called once when
-// the agent is found hung, with why: errAgentHung for an overflow, else
+// the agent is found hung, with why: ErrAgentHung for an overflow, else
 // the write's error (os.ErrDeadlineExceeded for a stalled write, EPIPE
 // for an agent that closed its stdin).
 func newOutbox(w io.WriteCloser, max int, timeout time.Duration, onHung func(why error)) *outbox {
@@ -75,7 +75,7 @@ func newOutbox(w io.WriteCloser, max int, timeout time.Duration, onHung func(why
 	return o
 }
 
-// Write queues a copy of p. It returns errAgentHung when the agent is
+// Write queues a copy of p. It returns ErrAgentHung when the agent is
 // hung (and makes it so when p would take the queue past its bound) and
 // errOutboxClosed after Close; it never blocks on the pipe.
 func (o *outbox) Write(p []byte) (int, error) {
@@ -86,10 +86,10 @@ func (o *outbox) Write(p []byte) (int, error) {
 		return 0, errOutboxClosed
 	case o.hung:
 		o.mu.Unlock()
-		return 0, errAgentHung
+		return 0, ErrAgentHung
 	case len(o.q) > 0 && len(o.q)+len(p) > o.max:
-		o.setHungLocked(errAgentHung)
-		return 0, errAgentHung
+		o.setHungLocked(ErrAgentHung)
+		return 0, ErrAgentHung
 	}
 	o.q = append(o.q, p...)
 	o.mu.Unlock()

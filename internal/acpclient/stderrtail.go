@@ -1,4 +1,4 @@
-package adapter
+package acpclient
 
 import (
 	"strings"
@@ -13,25 +13,27 @@ import (
 // every error (issue 33: a misconfigured agent says why on its stderr).
 const StderrTailBytes = 4096
 
-// stderrTail keeps the last StderrTailBytes bytes an agent wrote to its
+// StderrTail keeps the last StderrTailBytes bytes an agent wrote to its
 // stderr while it is admitted; once the admission has succeeded it keeps
-// nothing (keep(false)). Stderr is never logged. Safe for concurrent
-// use: the drain goroutine writes, the admission worker reads.
-type stderrTail struct {
+// nothing (Keep(false)). Stderr is never logged. Safe for concurrent
+// use: the drain goroutine writes (and calls Ended), the admission worker
+// reads.
+type StderrTail struct {
 	mu      sync.Mutex
 	buf     []byte // the last bytes, at most StderrTailBytes
 	keeping bool
 	done    chan struct{} // closed when the drain reached EOF
 }
 
-// stderrSettle bounds the wait for a failed agent's stderr to end.
-const stderrSettle = 250 * time.Millisecond
+// StderrSettle bounds the wait (Text) for a failed agent's stderr to end.
+const StderrSettle = 250 * time.Millisecond
 
-func newStderrTail() *stderrTail { return &stderrTail{keeping: true, done: make(chan struct{})} }
+// NewStderrTail returns a StderrTail that keeps.
+func NewStderrTail() *StderrTail { return &StderrTail{keeping: true, done: make(chan struct{})} }
 
 // Write keeps the end of p (while keeping); it never fails, so the drain
 // goes on.
-func (t *stderrTail) Write(p []byte) (int, error) {
+func (t *StderrTail) Write(p []byte) (int, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if !t.keeping {
@@ -48,8 +50,12 @@ func (t *stderrTail) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// keep turns keeping on or off; off drops what was kept.
-func (t *stderrTail) keep(on bool) {
+// Ended records that the agent's stderr has ended (EOF): Text stops
+// waiting for it. Call it once.
+func (t *StderrTail) Ended() { close(t.done) }
+
+// Keep turns keeping on or off; off drops what was kept.
+func (t *StderrTail) Keep(on bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.keeping = on
@@ -58,10 +64,10 @@ func (t *stderrTail) keep(on bool) {
 	}
 }
 
-// text is what was kept, waiting at most d for the agent's stderr to end
-// (its last words are often written as it exits), starting at a rune
-// boundary, with invalid UTF-8 replaced.
-func (t *stderrTail) text(d time.Duration) string {
+// Text is what was kept, waiting at most d for the agent's stderr to end
+// (Ended: its last words are often written as it exits), starting at a
+// rune boundary, with invalid UTF-8 replaced. It is not redacted.
+func (t *StderrTail) Text(d time.Duration) string {
 	timer := time.NewTimer(d)
 	defer timer.Stop()
 	select {

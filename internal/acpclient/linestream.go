@@ -1,4 +1,4 @@
-package adapter
+package acpclient
 
 import (
 	"bytes"
@@ -24,7 +24,7 @@ import (
 // (their lines already buffered) go as one batch, at most maxBatch updates
 // or maxBatchBytes; a batch is handed over before the read loop would wait
 // for the provider and before any other message. A batch's lines after its
-// first are read into one reused buffer (a lineSlab, which goes to the
+// first are read into one reused buffer (a Slab, which goes to the
 // actor with the batch and comes back once handled), so a burst of updates
 // costs no allocation per line. An update that is not an
 // ACP SessionUpdate (no non-empty string sessionUpdate) is dropped and
@@ -40,7 +40,7 @@ type lineStream struct {
 	// onUpdates receives batches of session/updates in wire order; the
 	// callee calls the batch's release once it has handled them (their
 	// bytes are not to be kept past that). nil = no fast path.
-	onUpdates func(*lineSlab)
+	onUpdates func(*Slab)
 	// onBadUpdate is told (never the content) of each session/update the
 	// fast path dropped; nil = not told.
 	onBadUpdate func(why string)
@@ -50,8 +50,8 @@ type lineStream struct {
 	// params the policy depends on from these bytes (jsonrpc2 re-encodes
 	// a request's params through a map, merging duplicate members).
 	frame     []byte
-	batch     *lineSlab // the batch being gathered, nil if none
-	batchSize int       // bytes of the updates in batch
+	batch     *Slab // the batch being gathered, nil if none
+	batchSize int   // bytes of the updates in batch
 	// pacer, if the stream reads a paced pipe (pipepoll_linux.go), is told
 	// whether the read loop is taking a stream of updates.
 	pacer interface{ setPacing(bool) }
@@ -63,70 +63,79 @@ const (
 	maxBatchBytes = 1 << 20
 )
 
-// lineSlab is one batch of updates and the buffer holding the lines of
+// Slab is one batch of updates and the buffer holding the lines of
 // all but its first (its updates' bytes are subslices of buf or of a line
-// of their own). The actor calls release once it has handled the batch; the
-// slab then serves a later batch of any session (slabPool), so idle
+// of their own). The actor calls Release once it has handled the batch;
+// the slab then serves a later batch of any session (slabPool), so idle
 // sessions hold none.
-type lineSlab struct {
+type Slab struct {
 	buf []byte
-	ups []providerUpdate
+	ups []Update
 }
 
-// slabBytes is a lineSlab's buffer: room for maxBatch lines of ~500 bytes.
+// slabBytes is a Slab's buffer: room for maxBatch lines of ~500 bytes.
 // A batch is handed over once less than slabSpare is left.
 const (
 	slabBytes = 64 << 10
 	slabSpare = 8 << 10
 )
 
-var slabPool = sync.Pool{New: func() any { return &lineSlab{buf: make([]byte, 0, slabBytes)} }}
+var slabPool = sync.Pool{New: func() any { return &Slab{buf: make([]byte, 0, slabBytes)} }}
 
-// release returns sl to the pool; nothing of it may be used afterwards.
-func (sl *lineSlab) release() {
+// Release returns sl to the pool; nothing of it (nor of the Updates it
+// held) may be used afterwards.
+func (sl *Slab) Release() {
 	clear(sl.ups)
 	sl.ups, sl.buf = sl.ups[:0], sl.buf[:0]
 	slabPool.Put(sl)
 }
 
-// providerUpdate is one ACP session/update: params.sessionId's contents
-// (nil if absent), params.update, verbatim but for what jsonl.Clean
-// rewrites (a JSON object whose sessionUpdate is a non-empty string), and
-// that sessionUpdate as one of the kinds the actor keeps state from.
-type providerUpdate struct {
-	backendSessionID []byte
-	update           json.RawMessage
-	kind             updateKind
+// Update is one ACP session/update. Its bytes are the agent's: valid
+// only until its Event's Batch is released (copy what is kept).
+type Update struct {
+	// BackendSessionID is params.sessionId's contents (nil if absent).
+	BackendSessionID []byte
+	// Update is params.update, verbatim but for what jsonl.Clean rewrites:
+	// a JSON object whose sessionUpdate is a non-empty string.
+	Update json.RawMessage
+	// Kind is that sessionUpdate as one of the kinds the actor keeps
+	// state from.
+	Kind UpdateKind
 }
 
-// updateKind is an update's sessionUpdate as far as the actor cares
-// (trackUpdate): the kinds it keeps state from, else kindOther.
-type updateKind uint8
+// UpdateKind is an update's sessionUpdate as far as the actor cares
+// (internal/adapter trackUpdate): the kinds it keeps state from, else
+// KindOther.
+type UpdateKind uint8
 
+// The UpdateKinds: ACP SessionUpdate's sessionUpdate values tool_call,
+// tool_call_update, current_mode_update, config_option_update,
+// usage_update, and any other (KindOther).
 const (
-	kindOther updateKind = iota
-	kindToolCall
-	kindToolCallUpdate
-	kindModeUpdate
-	kindConfigUpdate
-	kindUsageUpdate
+	KindOther UpdateKind = iota
+	KindToolCall
+	KindToolCallUpdate
+	KindModeUpdate
+	KindConfigUpdate
+	KindUsageUpdate
 )
 
-// kindOf maps a sessionUpdate value to its updateKind.
-func kindOf(sessionUpdate []byte) updateKind {
+// KindOf maps a sessionUpdate value (its string's contents, unquoted) to
+// its UpdateKind.
+func KindOf(sessionUpdate []byte) UpdateKind {
 	switch string(sessionUpdate) {
 	case "tool_call":
-		return kindToolCall
+		return KindToolCall
 	case "tool_call_update":
-		return kindToolCallUpdate
+		return KindToolCallUpdate
 	case "current_mode_update":
-		return kindModeUpdate
+		return KindModeUpdate
 	case "config_option_update":
-		return kindConfigUpdate
+		return KindConfigUpdate
 	case "usage_update":
-		return kindUsageUpdate
+		return KindUsageUpdate
 	}
-	return kindOther
+	return KindOther
 }
 
 // newLineStream reads r and writes w as NDJSON; maxLine bounds one inbound
@@ -202,7 +211,7 @@ func (s *lineStream) flush() {
 	if b := s.batch; b != nil {
 		s.batch, s.batchSize = nil, 0
 		if len(b.ups) == 0 {
-			b.release()
+			b.Release()
 			return
 		}
 		s.onUpdates(b)
@@ -245,9 +254,9 @@ func (s *lineStream) takeUpdate(frame []byte) bool {
 		up = jsonl.Clean(make([]byte, 0, len(up)+8), up)
 	}
 	if s.batch == nil {
-		s.batch = slabPool.Get().(*lineSlab)
+		s.batch = slabPool.Get().(*Slab)
 	}
-	s.batch.ups = append(s.batch.ups, providerUpdate{backendSessionID: sid, update: up, kind: kindOf(kind)})
+	s.batch.ups = append(s.batch.ups, Update{BackendSessionID: sid, Update: up, Kind: KindOf(kind)})
 	s.batchSize += len(up)
 	return true
 }

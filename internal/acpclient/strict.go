@@ -1,4 +1,4 @@
-package adapter
+package acpclient
 
 import (
 	"encoding/json"
@@ -54,15 +54,18 @@ func objectMembers(raw json.RawMessage) ([]member, error) {
 	return out, nil
 }
 
-// strictObject is one decoded object: its members by exact key.
-type strictObject map[string]json.RawMessage
+// StrictObject is one decoded object: its members' raw values by exact
+// key (escapes in keys resolved).
+type StrictObject map[string]json.RawMessage
 
-// decodeStrict decodes raw into a strictObject, refusing duplicate keys
-// and — when policyKeys are given — a key that differs from one of them
-// only by case (an ACP key is case-sensitive; a reader that is not would
-// take it for the policy's member). why is "" on success, else the reason
-// the object is malformed.
-func decodeStrict(raw json.RawMessage, policyKeys ...string) (obj strictObject, why string) {
+// DecodeStrict decodes raw, one JSON object, into a StrictObject,
+// refusing duplicate keys and — when policyKeys are given — a key that
+// differs from one of them only by case (an ACP key is case-sensitive; a
+// reader that is not would take it for the policy's member;
+// docs/protocol.md §20). why is "" on success, else the reason the object
+// is malformed: "a member name occurs twice", "not a JSON object" (also
+// for invalid JSON) or `member "K" differs from "k" only by case`.
+func DecodeStrict(raw json.RawMessage, policyKeys ...string) (obj StrictObject, why string) {
 	ms, err := objectMembers(raw)
 	switch {
 	case errors.Is(err, errDuplicateKey):
@@ -70,11 +73,11 @@ func decodeStrict(raw json.RawMessage, policyKeys ...string) (obj strictObject, 
 	case err != nil:
 		return nil, "not a JSON object"
 	}
-	obj = make(strictObject, len(ms))
+	obj = make(StrictObject, len(ms))
 	for _, m := range ms {
 		for _, k := range policyKeys {
 			if m.key != k && strings.EqualFold(m.key, k) {
-				return nil, "member " + quoteShort(m.key) + " differs from " + quoteShort(k) + " only by case"
+				return nil, "member " + QuoteShort(m.key) + " differs from " + QuoteShort(k) + " only by case"
 			}
 		}
 		obj[m.key] = m.val
@@ -82,9 +85,9 @@ func decodeStrict(raw json.RawMessage, policyKeys ...string) (obj strictObject, 
 	return obj, ""
 }
 
-// str returns member key as a string: ok false when present and not a
-// string (null counts as absent).
-func (o strictObject) str(key string) (v string, present, ok bool) {
+// Str returns member key as a string: present false when absent or
+// null, ok false when present and not a string.
+func (o StrictObject) Str(key string) (v string, present, ok bool) {
 	raw, has := o[key]
 	if !has || string(raw) == "null" {
 		return "", false, true
@@ -100,30 +103,30 @@ func (o strictObject) str(key string) (v string, present, ok bool) {
 // SessionUpdate: an object whose sessionUpdate is a non-empty string —
 // and cleans the update for the host (jsonl.CleanRaw). why says what is
 // wrong, "" when nothing is.
-func decodeUpdateParams(params json.RawMessage) (u providerUpdate, why string) {
-	p, why := decodeStrict(params)
+func decodeUpdateParams(params json.RawMessage) (u Update, why string) {
+	p, why := DecodeStrict(params)
 	if why != "" {
 		return u, "params: " + why
 	}
-	sid, present, ok := p.str("sessionId")
+	sid, present, ok := p.Str("sessionId")
 	if !ok {
 		return u, "sessionId is not a string"
 	}
 	if present {
-		u.backendSessionID = []byte(sid)
+		u.BackendSessionID = []byte(sid)
 	}
 	raw, has := p["update"]
 	if !has {
 		return u, "no update"
 	}
-	up, why := decodeStrict(raw)
+	up, why := DecodeStrict(raw)
 	if why != "" {
 		return u, "update: " + why
 	}
-	kind, _, ok := up.str("sessionUpdate")
+	kind, _, ok := up.Str("sessionUpdate")
 	if !ok || kind == "" {
 		return u, "update has no non-empty string sessionUpdate"
 	}
-	u.kind, u.update = kindOf([]byte(kind)), jsonl.CleanRaw(raw)
+	u.Kind, u.Update = KindOf([]byte(kind)), jsonl.CleanRaw(raw)
 	return u, ""
 }

@@ -1,4 +1,4 @@
-package adapter
+package acpclient
 
 import (
 	"bytes"
@@ -9,7 +9,6 @@ import (
 	"testing"
 
 	"github.com/acpx-sidecar/acpx-sidecar/internal/jsonl"
-	"github.com/acpx-sidecar/acpx-sidecar/protocol"
 )
 
 type lineMsg struct {
@@ -93,11 +92,11 @@ func TestLineStream_UpdatesTakenVerbatimInOrder(t *testing.T) {
 	var out bytes.Buffer
 	st := newLineStream(strings.NewReader(strings.Join(lines, "\n")+"\n"), &out, nil, 1<<20, nil)
 	var got []string
-	st.onUpdates = func(b *lineSlab) {
+	st.onUpdates = func(b *Slab) {
 		for _, u := range b.ups {
-			got = append(got, "update "+string(u.backendSessionID)+" "+string(u.update))
+			got = append(got, "update "+string(u.BackendSessionID)+" "+string(u.Update))
 		}
-		b.release()
+		b.Release()
 	}
 	for {
 		var m lineMsg
@@ -142,18 +141,18 @@ func TestLineStream_BatchBuffersAreReusedSafely(t *testing.T) {
 	for _, hold := range []bool{true, false} {
 		st := newLineStream(strings.NewReader(in.String()), io.Discard, nil, 1<<20, nil)
 		var got []string
-		var held []*lineSlab
-		var pending []providerUpdate
-		st.onUpdates = func(b *lineSlab) {
+		var held []*Slab
+		var pending []Update
+		st.onUpdates = func(b *Slab) {
 			if hold {
 				held = append(held, b)
 				pending = append(pending, b.ups...)
 				return
 			}
 			for _, u := range b.ups {
-				got = append(got, "update "+string(u.update))
+				got = append(got, "update "+string(u.Update))
 			}
-			b.release()
+			b.Release()
 		}
 		for {
 			var m lineMsg
@@ -164,60 +163,30 @@ func TestLineStream_BatchBuffersAreReusedSafely(t *testing.T) {
 				t.Fatalf("hold %v: the frame of %q is not its own: %s", hold, m.Method, st.lastFrame())
 			}
 			for _, u := range pending {
-				got = append(got, "update "+string(u.update))
+				got = append(got, "update "+string(u.Update))
 			}
 			pending = nil
 			got = append(got, "rpc "+m.Method)
 		}
 		for _, u := range pending {
-			got = append(got, "update "+string(u.update))
+			got = append(got, "update "+string(u.Update))
 		}
 		if strings.Join(got, "\n") != strings.Join(want, "\n") {
 			t.Fatalf("hold %v: %d messages differ from the %d sent", hold, len(got), len(want))
 		}
 		for _, b := range held {
-			b.release()
+			b.Release()
 		}
 	}
 	line := `{"jsonrpc":"2.0","method":"session/update","params":{"update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"x"}}}}` + "\n"
 	burst := strings.Repeat(line, 1000)
 	allocs := testing.AllocsPerRun(5, func() {
 		st := newLineStream(strings.NewReader(burst), io.Discard, nil, 1<<20, nil)
-		st.onUpdates = func(b *lineSlab) { b.release() }
+		st.onUpdates = func(b *Slab) { b.Release() }
 		var m lineMsg
 		_ = st.ReadObject(&m)
 	})
 	if allocs > 100 {
 		t.Fatalf("%v allocations to take a burst of 1000 updates", allocs)
-	}
-}
-
-// TestUpdateNotice_IsTheNoticeJSON: the session/update params emitUpdate
-// builds in the frame buffer decode to the same protocol.SessionUpdateNotice
-// json.Marshal would give, with update byte for byte as the agent sent it.
-func TestUpdateNotice_IsTheNoticeJSON(t *testing.T) {
-	notice := func(rid []byte, seq uint64, up string) []byte {
-		s := &session{id: "s-1"}
-		s.emitUpdate(rid, seq, json.RawMessage(up))
-		if len(s.pub.out) != 1 {
-			t.Fatalf("queued %d frames", len(s.pub.out))
-		}
-		return s.pub.out[0].Params
-	}
-	up := `{"sessionUpdate":"agent_message_chunk", "content":{"text":"<x>"}}`
-	rid := "t\"1\n"
-	b := notice(jsonString(rid), 42, up)
-	var n protocol.SessionUpdateNotice
-	if err := json.Unmarshal(b, &n); err != nil {
-		t.Fatalf("%s: %v", b, err)
-	}
-	if n.Session != "s-1" || n.RequestID == nil || *n.RequestID != rid || n.Seq != 42 || string(n.Update) != up {
-		t.Fatalf("decoded %+v from %s", n, b)
-	}
-	if !bytes.HasSuffix(b, []byte(`"update":`+up+`}`)) {
-		t.Fatalf("update not verbatim: %s", b)
-	}
-	if b := notice([]byte("null"), 1, `{}`); string(b) != `{"session":"s-1","requestId":null,"seq":1,"update":{}}` {
-		t.Fatalf("outside a turn: %s", b)
 	}
 }

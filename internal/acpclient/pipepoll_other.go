@@ -1,6 +1,6 @@
 //go:build !linux
 
-package adapter
+package acpclient
 
 import "io"
 
