@@ -7,6 +7,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/acpx-sidecar/acpx-sidecar/internal/provstate"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/store"
 	"github.com/acpx-sidecar/acpx-sidecar/protocol"
 )
@@ -19,7 +20,7 @@ type reviveInput struct {
 	pins             pins
 	// state is the session's provider state (nil without a store): its
 	// lease is checked before the launch (provstate.go verifyLease).
-	state *providerState
+	state *provstate.State
 }
 
 // prepareLaunch makes the admission worker's input on the actor: the

@@ -7,6 +7,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/acpx-sidecar/acpx-sidecar/internal/cleanup"
+	"github.com/acpx-sidecar/acpx-sidecar/internal/provstate"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/store"
 	"github.com/acpx-sidecar/acpx-sidecar/protocol"
 )
@@ -223,7 +224,7 @@ func (s *session) finishRetire(proof *protocol.Proof) {
 		return
 	}
 	s.treeGone()
-	if fenced(proof) {
+	if provstate.Fenced(proof) {
 		s.endFenced(proof, protocol.DuringIdle)
 		return
 	}

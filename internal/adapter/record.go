@@ -1,6 +1,7 @@
 package adapter
 
 import (
+	"github.com/acpx-sidecar/acpx-sidecar/internal/provstate"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/store"
 	"github.com/acpx-sidecar/acpx-sidecar/protocol"
 )
@@ -20,5 +21,5 @@ type sessionRecord struct {
 	discarded      bool // the record was deleted at close
 	// ps is the provider state in the state store (provstate.go); nil
 	// without --state-store.
-	ps *providerState
+	ps *provstate.State
 }
