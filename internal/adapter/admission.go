@@ -14,6 +14,7 @@ import (
 	"github.com/acpx-sidecar/acpx-sidecar/internal/cleanup"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/controls"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/profiles"
+	"github.com/acpx-sidecar/acpx-sidecar/internal/provstate"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/reaper"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/statestore"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/store"
@@ -34,7 +35,7 @@ type admitted struct {
 	held map[string]string
 	// state is the provider state's lease and sources (provstate.go);
 	// nil without a state store, and for a revive (it keeps its own).
-	state *providerState
+	state *provstate.State
 }
 
 // admissionInput is the immutable input of the admission worker, made on
@@ -246,7 +247,7 @@ func (s *session) admit(ctx context.Context, in admissionInput) admissionResult 
 	// With a state store, an open takes its key over and restores the
 	// key's archive first: the record it restores is the one a resume
 	// reads (provstate.go; docs/protocol.md §24).
-	var state *providerState
+	var state *provstate.State
 	var restored *protocol.Restore
 	if s.m.stateStore() != nil && in.revive == nil {
 		lease, r, e := s.acquireState(ctx, &in)
@@ -256,7 +257,7 @@ func (s *session) admit(ctx context.Context, in admissionInput) admissionResult 
 			}
 			return admissionResult{err: e}
 		}
-		state, restored = &providerState{lease: lease, sources: in.stateSources}, r
+		state, restored = provstate.New(lease, in.stateSources), r
 	}
 	if in.revive != nil && in.revive.state != nil {
 		// A key another sidecar took over is not run on stale state: the
@@ -319,7 +320,7 @@ func (s *session) admit(ctx context.Context, in admissionInput) admissionResult 
 	if in.revive != nil {
 		// From here a tree may change the provider state: a close now
 		// publishes it (before, the store still holds it all).
-		in.revive.state.treeLaunched()
+		in.revive.state.TreeLaunched()
 	}
 	tree, err := s.m.cfg.Launcher.Start(reaper.Spec{Path: p.Command.Path, Args: p.Command.Args,
 		Env: in.env, Dir: p.Cwd, ExecFile: in.exe, Name: name, Limits: in.limits, Sandbox: in.sandbox.plan})

@@ -8,6 +8,7 @@ import (
 
 	"github.com/acpx-sidecar/acpx-sidecar/internal/admission"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/controls"
+	"github.com/acpx-sidecar/acpx-sidecar/internal/provstate"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/store"
 	"github.com/acpx-sidecar/acpx-sidecar/protocol"
 )
@@ -20,7 +21,7 @@ type reviveInput struct {
 	pins             controls.Pins
 	// state is the session's provider state (nil without a store): its
 	// lease is checked before the launch (provstate.go verifyLease).
-	state *providerState
+	state *provstate.State
 }
 
 // prepareLaunch makes the admission worker's input on the actor: the

@@ -8,6 +8,7 @@ import (
 
 	"github.com/acpx-sidecar/acpx-sidecar/internal/acpclient"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/cleanup"
+	"github.com/acpx-sidecar/acpx-sidecar/internal/provstate"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/store"
 	"github.com/acpx-sidecar/acpx-sidecar/protocol"
 )
@@ -224,7 +225,7 @@ func (s *session) finishRetire(proof *protocol.Proof) {
 		return
 	}
 	s.treeGone()
-	if fenced(proof) {
+	if provstate.Fenced(proof) {
 		s.endFenced(proof, protocol.DuringIdle)
 		return
 	}

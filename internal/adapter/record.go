@@ -2,6 +2,7 @@ package adapter
 
 import (
 	"github.com/acpx-sidecar/acpx-sidecar/internal/acpclient"
+	"github.com/acpx-sidecar/acpx-sidecar/internal/provstate"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/store"
 	"github.com/acpx-sidecar/acpx-sidecar/protocol"
 )
@@ -21,5 +22,5 @@ type sessionRecord struct {
 	discarded      bool // the record was deleted at close
 	// ps is the provider state in the state store (provstate.go); nil
 	// without --state-store.
-	ps *providerState
+	ps *provstate.State
 }

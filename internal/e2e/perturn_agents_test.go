@@ -143,7 +143,7 @@ func runMoveAgent(t *testing.T, name, storeURL string, wrapper []string) {
 	}
 	if name == "pi" {
 		// pi-acp's session map names the session file by its absolute
-		// path: the restore rewrote it into B's HOME (provrewrite.go).
+		// path: the restore rewrote it into B's HOME (internal/provstate/rewrite.go).
 		bHome := agentenv.KeyHome(b.stateDir, "moving")
 		bm, err := os.ReadFile(filepath.Join(bHome, ".pi", "pi-acp", "session-map.json"))
 		if err != nil || !strings.Contains(string(bm), `"sessionFile": "`+bHome+"/.pi/agent/sessions/") {

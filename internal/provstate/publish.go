@@ -1,0 +1,172 @@
+package provstate
+
+import (
+	"context"
+	"errors"
+	"os"
+	"slices"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/acpx-sidecar/acpx-sidecar/internal/journal"
+	"github.com/acpx-sidecar/acpx-sidecar/internal/profiles"
+	"github.com/acpx-sidecar/acpx-sidecar/internal/statestore"
+	"github.com/acpx-sidecar/acpx-sidecar/internal/store"
+	"github.com/acpx-sidecar/acpx-sidecar/protocol"
+)
+
+// Acquire is the admission worker's step for an open with a store
+// (k.States, non-nil): take the key over in the store, then restore its
+// archive when the local copy in st is missing or older (the local
+// marker), before the record is read and anything launched; a restored
+// journal gets the move's gap (journal/gap "moved"), and absolute paths
+// the profile's Rewrites name are rewritten to srcs' new places
+// (rewrite.go). srcs are the open's provider-state directories
+// (Sources). It returns the lease and what was restored (nil if
+// nothing), or the protocol's error: STATE_FENCED, STATE_CORRUPT,
+// STATE_TOO_LARGE, STATE_CONFLICT or STATE_STORE_UNAVAILABLE (retryable)
+// (docs/protocol.md §24).
+func (k Session) Acquire(ctx context.Context, st *store.Store, prof profiles.Profile, srcs []statestore.Source) (*statestore.Lease, *protocol.Restore, *protocol.Error) {
+	ss := k.States
+	// Before the takeover: a sidecar whose master key cannot open the
+	// key's archives must not fence the key's owner (issue 29's trial).
+	if err := ss.CheckKeys(ctx, k.Key); err != nil {
+		return nil, nil, stateError("the key's published state cannot be opened with this sidecar's master key", err)
+	}
+	lease, err := ss.Acquire(ctx, k.Key)
+	if err != nil {
+		return nil, nil, stateError("the key could not be taken over in the state store", err)
+	}
+	h := lease.Head()
+	if h.Archive == nil || localGeneration(st, k.Key) == h.Archive.Generation {
+		return lease, nil, nil
+	}
+	r, err := ss.Restore(ctx, lease, restoreTargets(st, k.Key, srcs), st.Dir())
+	if err != nil {
+		return nil, nil, stateError("the key's provider state could not be restored", err)
+	}
+	if r.Generation == 0 {
+		return lease, nil, nil
+	}
+	if r.Generation != h.Archive.Generation {
+		// The head's archive was corrupt and its previous one restored:
+		// the last publication's changes are lost, and the operator must
+		// hear it (adversarial trial: this was silent).
+		k.Log.Warn("the head's archive is corrupt; its previous archive was restored (the last publication is lost)",
+			zap.String("sessionKey", k.Key), zap.Int64("headGeneration", h.Archive.Generation), zap.Int64("restoredGeneration", r.Generation))
+	}
+	markLocal(st, k.Key, r.Generation, k.Log)
+	if _, err := os.Lstat(journal.SegmentPath(st.SessionsDir(), journal.Stem(k.Key), 0)); err == nil &&
+		!slices.Contains(r.Kept, journalSource+".0") {
+		k.reserveMovedJournal(st) // the journal came from the archive
+	}
+	// Absolute paths inside the restored state that named the old place
+	// (pi-acp's session map; rewrite.go).
+	if changed, err := rewriteRestoredPaths(prof, srcs); err != nil {
+		k.Log.Warn("restored paths not rewritten", zap.Error(err))
+	} else if len(changed) > 0 {
+		k.Log.Info("restored paths rewritten", zap.Int("files", len(changed)))
+	}
+	kept := append([]string{}, r.Kept...)
+	return lease, &protocol.Restore{Generation: r.Generation, Bytes: r.FileBytes, Entries: r.Entries, Ms: r.Ms, Kept: kept}, nil
+}
+
+// Publish publishes the session's provider state ps with its record and
+// journal in st (docs/protocol.md §24), off the actor, serialized per
+// session; nil without a store (k.States or ps's lease nil). A fenced
+// lease is never used again. ctx bounds it (the sidecar's shutdown
+// cancels it). treeGone says the tree was proven gone (a retire's or
+// close's publication): a success then makes the store current. A
+// publication whose store is current publishes nothing (skipped, no
+// error): no tree ran since. A failure is the publication's state
+// "failed" with the protocol's code and k.Clean'd message.
+func (k Session) Publish(ctx context.Context, ps *State, st *store.Store, treeGone bool) *protocol.Publication {
+	ss := k.States
+	if ss == nil || ps == nil || ps.lease == nil {
+		return nil
+	}
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	if ps.fenced {
+		return &protocol.Publication{State: protocol.PublicationSkipped,
+			Error: &protocol.ProofError{Code: protocol.ErrStateFenced, Message: "another sidecar owns the key now"}}
+	}
+	if ps.current {
+		// No tree ran since the store became current (parked, or a revive
+		// that ended before its launch — a close during its restore): the
+		// local copy may be gone or partial, and the head already holds
+		// the state (adversarial trial: such a close published an empty
+		// HOME over the agent's session).
+		return &protocol.Publication{State: protocol.PublicationSkipped}
+	}
+	start := time.Now()
+	srcs := append(append([]statestore.Source{}, ps.sources...), ownSources(st, k.Key)...)
+	pub, err := ss.Publish(ctx, ps.lease, srcs)
+	if err != nil {
+		if errors.Is(err, statestore.ErrFenced) {
+			ps.fenced = true
+		}
+		e := stateError("the provider state was not published", err)
+		k.Log.Warn("provider state not published", zap.String("code", string(e.Data.Code)))
+		return &protocol.Publication{State: protocol.PublicationFailed, Ms: time.Since(start).Milliseconds(),
+			Error: &protocol.ProofError{Code: e.Data.Code, Message: k.clean(e.Message)}}
+	}
+	markLocal(st, k.Key, pub.Generation, k.Log)
+	ps.current = treeGone
+	out := &protocol.Publication{State: protocol.PublicationPublished, Generation: pub.Generation, Object: pub.Object,
+		Bytes: pub.Bytes, Entries: pub.Entries, SHA256: pub.SHA256, Ms: pub.Ms}
+	for _, sk := range pub.Skipped {
+		out.Skipped = append(out.Skipped, sk.Path)
+	}
+	return out
+}
+
+// Discard deletes the key's objects from the store (a close with
+// discardPersistentState; docs/protocol.md §24), off the actor, and the
+// local marker in st; nil without a store. The proof's publication says
+// skipped, or failed with why (k.Clean'd).
+func (k Session) Discard(ctx context.Context, ps *State, st *store.Store) *protocol.Publication {
+	ss := k.States
+	if ss == nil || ps == nil || ps.lease == nil {
+		return nil
+	}
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	start := time.Now()
+	if !ps.fenced {
+		if err := ss.Discard(ctx, ps.lease); err != nil {
+			if errors.Is(err, statestore.ErrFenced) {
+				ps.fenced = true
+			}
+			e := stateError("the key's published state was not deleted", err)
+			return &protocol.Publication{State: protocol.PublicationFailed, Ms: time.Since(start).Milliseconds(),
+				Error: &protocol.ProofError{Code: e.Data.Code, Message: k.clean(e.Message)}}
+		}
+	}
+	_ = os.Remove(localMarkerPath(st, k.Key))
+	return &protocol.Publication{State: protocol.PublicationSkipped, Ms: time.Since(start).Milliseconds()}
+}
+
+// VerifyLease checks, before a revive launches anything, that the key's
+// head is still this session's (statestore.Lease.Verify): STATE_FENCED
+// when another sidecar took the key over (ps is then fenced for good); a
+// store that cannot be read now is logged and the revive goes on (the
+// next publication decides). nil without a store.
+func (k Session) VerifyLease(ctx context.Context, ps *State) *protocol.Error {
+	if ps == nil || ps.lease == nil {
+		return nil
+	}
+	err := ps.lease.Verify(ctx)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, statestore.ErrFenced):
+		ps.mu.Lock()
+		ps.fenced = true
+		ps.mu.Unlock()
+		return stateError("the session cannot be revived", err)
+	}
+	k.Log.Info("the key's head could not be checked before the revive; going on", zap.Error(err))
+	return nil
+}
