@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/acpx-sidecar/acpx-sidecar/internal/strictjson"
 )
 
 // formSchema is the requestedSchema of a form elicitation, compiled: what
@@ -33,16 +35,16 @@ func (noLoader) Load(string) (any, error) {
 // else what makes it unusable (not an object schema, properties not an
 // object, required not a list of names, not a JSON Schema).
 func compileForm(raw json.RawMessage) (*formSchema, string) {
-	obj, why := decodeStrict(raw, "type", "properties", "required")
+	obj, why := strictjson.DecodeObject(raw, "type", "properties", "required")
 	if why != "" {
 		return nil, why
 	}
-	if t, present, ok := obj.str("type"); !ok || present && t != "object" {
+	if t, present, ok := obj.Str("type"); !ok || present && t != "object" {
 		return nil, `type is not "object"`
 	}
 	f := &formSchema{props: map[string]bool{}}
 	if p, ok := obj["properties"]; ok && string(p) != "null" {
-		props, why := decodeStrict(p)
+		props, why := strictjson.DecodeObject(p)
 		if why != "" {
 			return nil, "properties: " + why
 		}
@@ -78,7 +80,7 @@ func compileForm(raw json.RawMessage) (*formSchema, string) {
 // names the first bad member as a dot path from "content"; why is ""
 // when content matches.
 func (f *formSchema) check(content json.RawMessage) (field, why string) {
-	obj, why := decodeStrict(content)
+	obj, why := strictjson.DecodeObject(content)
 	if why != "" {
 		return "content", why
 	}

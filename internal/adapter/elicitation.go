@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/acpx-sidecar/acpx-sidecar/internal/jsonl"
+	"github.com/acpx-sidecar/acpx-sidecar/internal/strictjson"
 	"github.com/acpx-sidecar/acpx-sidecar/protocol"
 )
 
@@ -67,22 +68,22 @@ var elicitKeys = []string{"sessionId", "requestId", "toolCallId", "mode", "messa
 // sessionId, when present, must be the session's (once it is known). why
 // is "" for a well-formed request.
 func (s *session) parseElicitation(params json.RawMessage) (pe *pendingElicit, why string) {
-	p, why := decodeStrict(params, elicitKeys...)
+	p, why := strictjson.DecodeObject(params, elicitKeys...)
 	if why != "" {
 		return nil, "params: " + why
 	}
 	pe = &pendingElicit{size: len(params)}
-	if _, present, ok := p.str("message"); !ok || !present {
+	if _, present, ok := p.Str("message"); !ok || !present {
 		return pe, "message is not a string"
 	}
-	mode, present, ok := p.str("mode")
+	mode, present, ok := p.Str("mode")
 	if !ok || !present {
 		return pe, "mode is not a string"
 	}
 	pe.mode = mode
 	// Before the session exists (an agent asking during session/new) its
 	// id is not known yet; the request is then answered cancel (no turn).
-	if sid, present, ok := p.str("sessionId"); !ok || present && s.rec.identity.BackendSessionID != "" && sid != s.rec.identity.BackendSessionID {
+	if sid, present, ok := p.Str("sessionId"); !ok || present && s.rec.identity.BackendSessionID != "" && sid != s.rec.identity.BackendSessionID {
 		return pe, "sessionId is not this session's"
 	}
 	switch mode {
@@ -97,12 +98,12 @@ func (s *session) parseElicitation(params json.RawMessage) (pe *pendingElicit, w
 		}
 		pe.form = f
 	case "url":
-		id, present, ok := p.str("elicitationId")
+		id, present, ok := p.Str("elicitationId")
 		if !ok || !present || id == "" {
 			return pe, "elicitationId is not a string"
 		}
 		pe.elicitationID = id
-		if u, present, ok := p.str("url"); !ok || !present || u == "" {
+		if u, present, ok := p.Str("url"); !ok || !present || u == "" {
 			return pe, "url is not a string"
 		}
 	}
@@ -287,11 +288,11 @@ func (s *session) onElicitationComplete(m *agentMsg) {
 	if _, caps := s.m.elicitCaps(); !caps.URL || m.malformed != "" {
 		return
 	}
-	p, why := decodeStrict(m.params, "elicitationId", "_meta")
+	p, why := strictjson.DecodeObject(m.params, "elicitationId", "_meta")
 	if why != "" {
 		return
 	}
-	id, present, ok := p.str("elicitationId")
+	id, present, ok := p.Str("elicitationId")
 	if !ok || !present {
 		return
 	}

@@ -33,6 +33,7 @@ import (
 	"github.com/acpx-sidecar/acpx-sidecar/internal/reaper"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/statestore"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/store"
+	"github.com/acpx-sidecar/acpx-sidecar/internal/strictjson"
 	"github.com/acpx-sidecar/acpx-sidecar/protocol"
 )
 
@@ -486,9 +487,4 @@ func (m *Manager) Wait() {
 
 func itoa(i int) string { return strconv.Itoa(i) }
 
-func quoteShort(s string) string {
-	if len(s) > 80 {
-		s = s[:80] + "…"
-	}
-	return "\"" + s + "\""
-}
+func quoteShort(s string) string { return strictjson.QuoteShort(s) }

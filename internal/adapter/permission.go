@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/acpx-sidecar/acpx-sidecar/internal/jsonl"
+	"github.com/acpx-sidecar/acpx-sidecar/internal/strictjson"
 	"github.com/acpx-sidecar/acpx-sidecar/protocol"
 )
 
@@ -136,7 +137,7 @@ type parsedAsk struct {
 }
 
 // Member names the policy reads: a key differing from one of them only by
-// case makes an ask malformed (decodeStrict).
+// case makes an ask malformed (strictjson.DecodeObject).
 var (
 	askKeys      = []string{"toolCall", "options"}
 	toolCallKeys = []string{"toolCallId", "kind", "title", "rawInput"}
@@ -153,7 +154,7 @@ var (
 // (docs/protocol.md §20); a kind outside ACP's ToolKinds is judged as
 // missing (inferred from the title).
 func parseAsk(params json.RawMessage) (pa parsedAsk, why string) {
-	p, why := decodeStrict(params, askKeys...)
+	p, why := strictjson.DecodeObject(params, askKeys...)
 	if why != "" {
 		return pa, "params: " + why
 	}
@@ -164,12 +165,12 @@ func parseAsk(params json.RawMessage) (pa parsedAsk, why string) {
 	if id, ok := jsonl.TopString(tc, "toolCallId"); ok {
 		pa.head.ToolCallID = string(id) // for the audit of a malformed ask too
 	}
-	head, why := decodeStrict(tc, toolCallKeys...)
+	head, why := strictjson.DecodeObject(tc, toolCallKeys...)
 	if why != "" {
 		return pa, "toolCall: " + why
 	}
 	for _, k := range []string{"toolCallId", "kind", "title"} {
-		v, _, ok := head.str(k)
+		v, _, ok := head.Str(k)
 		if !ok {
 			return pa, "toolCall." + k + " is not a string"
 		}
@@ -183,7 +184,7 @@ func parseAsk(params json.RawMessage) (pa parsedAsk, why string) {
 		}
 	}
 	if ri, ok := head["rawInput"]; ok && len(ri) > 0 && ri[0] == '{' {
-		in, why := decodeStrict(ri, rawInputKeys...)
+		in, why := strictjson.DecodeObject(ri, rawInputKeys...)
 		if why != "" {
 			return pa, "toolCall.rawInput: " + why
 		}
@@ -199,15 +200,15 @@ func parseAsk(params json.RawMessage) (pa parsedAsk, why string) {
 	}
 	seen := map[string]bool{}
 	for i, el := range elems {
-		o, why := decodeStrict(el, optionKeys...)
+		o, why := strictjson.DecodeObject(el, optionKeys...)
 		if why != "" {
 			return pa, "options[" + itoa(i) + "]: " + why
 		}
-		id, present, ok := o.str("optionId")
+		id, present, ok := o.Str("optionId")
 		if !ok || !present {
 			return pa, "options[" + itoa(i) + "].optionId is not a string"
 		}
-		kind, _, ok := o.str("kind")
+		kind, _, ok := o.Str("kind")
 		if !ok {
 			return pa, "options[" + itoa(i) + "].kind is not a string"
 		}
