@@ -7,6 +7,7 @@ import (
 	"github.com/sourcegraph/jsonrpc2"
 	"go.uber.org/zap"
 
+	"github.com/acpx-sidecar/acpx-sidecar/internal/policy"
 	"github.com/acpx-sidecar/acpx-sidecar/protocol"
 )
 
@@ -85,7 +86,7 @@ func (h *acpHandler) agentMessage(conn *jsonrpc2.Conn, req *jsonrpc2.Request, pa
 		}
 	}
 	if !h.post(providerEvent{agentMsg: m}) && m.reply != nil {
-		m.reply(elicitCancel) // the session is gone: nobody can answer
+		m.reply(policy.ElicitCancel) // the session is gone: nobody can answer
 	}
 	return true
 }

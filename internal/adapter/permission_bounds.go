@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/acpx-sidecar/acpx-sidecar/internal/policy"
 	"github.com/acpx-sidecar/acpx-sidecar/protocol"
 )
 
@@ -41,12 +42,12 @@ func (s *session) decideOverflow(t *turn, ask *permissionAsk, pa *pendingAsk, ma
 		" bytes waiting for the host (--max-pending-asks, --max-pending-ask-bytes); nonInteractivePermissions:" +
 		s.open.NonInteractivePermissions
 	if s.open.NonInteractivePermissions == "fail" {
-		t.failErr = permissionRequiredError(pa.kind, "too many asks are waiting for the host")
+		t.failErr = policy.PermissionRequiredError(pa.kind, "too many asks are waiting for the host")
 		s.answerPermissionAs(ask, pa, "", rule, protocol.DecisionOverflow)
 		s.cancelTurn(&t.requestID, "permission approval required")
 		return
 	}
-	s.answerPermissionAs(ask, pa, pickOption(pa.options, "reject_once", "reject_always"), rule, protocol.DecisionOverflow)
+	s.answerPermissionAs(ask, pa, policy.RejectOption(pa.options), rule, protocol.DecisionOverflow)
 }
 
 // withdrawPermission settles an escalation the agent withdrew with

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/acpx-sidecar/acpx-sidecar/internal/policy"
 	"github.com/acpx-sidecar/acpx-sidecar/protocol"
 )
 
@@ -44,10 +45,10 @@ func (s *session) boundEscalation(t *turn, ask *permissionAsk, pa *pendingAsk, c
 func (s *session) decideTimedOut(t *turn, ask *permissionAsk, pa *pendingAsk) {
 	rule := pa.rule + "; permissionTimeoutMs; nonInteractivePermissions:" + s.open.NonInteractivePermissions
 	if s.open.NonInteractivePermissions == "fail" {
-		t.failErr = permissionRequiredError(pa.kind, "the host did not answer within "+s.permissionTimeout().String())
+		t.failErr = policy.PermissionRequiredError(pa.kind, "the host did not answer within "+s.permissionTimeout().String())
 		s.answerPermissionAs(ask, pa, "", rule, decisionTimeout)
 		s.cancelTurn(&t.requestID, "permission approval required")
 		return
 	}
-	s.answerPermissionAs(ask, pa, pickOption(pa.options, "reject_once", "reject_always"), rule, decisionTimeout)
+	s.answerPermissionAs(ask, pa, policy.RejectOption(pa.options), rule, decisionTimeout)
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/sourcegraph/jsonrpc2"
 	"go.uber.org/zap"
 
+	"github.com/acpx-sidecar/acpx-sidecar/internal/policy"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/store"
 	"github.com/acpx-sidecar/acpx-sidecar/protocol"
 )
@@ -34,7 +35,7 @@ type turn struct {
 	timers       []*time.Timer
 	// elicits: the elicitations waiting for the host (elicitation.go),
 	// within the same bound as pending.
-	elicits map[*agentMsg]*pendingElicit
+	elicits map[*agentMsg]*policy.Elicit
 	// receipt is the usage the agent reported on its own extension
 	// (receipt.go), receipts how many it sent in this turn.
 	receipt  *turnReceipt
