@@ -9,6 +9,7 @@ import (
 	"github.com/sourcegraph/jsonrpc2"
 
 	"github.com/acpx-sidecar/acpx-sidecar/internal/jsonl"
+	"github.com/acpx-sidecar/acpx-sidecar/internal/redact"
 	"github.com/acpx-sidecar/acpx-sidecar/protocol"
 )
 
@@ -54,7 +55,7 @@ type controls struct {
 	modes            *protocol.Modes
 	configOpts       []json.RawMessage
 	usedStyle        string // style actually used last
-	red              *redactor
+	red              *redact.Redactor
 }
 
 func (c *controls) findOption(pred func(configOption) bool) *configOption {
@@ -123,14 +124,14 @@ func (c *controls) set(ctx context.Context, kind controlKind, name string, raw j
 	default:
 		opt := c.findOption(func(o configOption) bool { return o.ID == name })
 		if opt == nil {
-			return protocol.Domain(protocol.ErrUnsupportedControl, "the agent has no config option "+c.red.clean(quoteShort(name)), false)
+			return protocol.Domain(protocol.ErrUnsupportedControl, "the agent has no config option "+c.red.Clean(quoteShort(name)), false)
 		}
 		if err := c.setOption(ctx, name, raw); err != nil {
-			return c.controlError(protocol.Domain(protocol.ErrUnsupportedControl, "the agent refused config option "+c.red.clean(quoteShort(name)), false), err)
+			return c.controlError(protocol.Domain(protocol.ErrUnsupportedControl, "the agent refused config option "+c.red.Clean(quoteShort(name)), false), err)
 		}
 		now := c.findOption(func(o configOption) bool { return o.ID == name })
 		if now == nil || !jsonEqual(now.CurrentValue, raw) {
-			return protocol.Domain(protocol.ErrUnsupportedControl, "the agent did not apply config option "+c.red.clean(quoteShort(name)), false)
+			return protocol.Domain(protocol.ErrUnsupportedControl, "the agent did not apply config option "+c.red.Clean(quoteShort(name)), false)
 		}
 		var v string
 		switch {
@@ -160,7 +161,7 @@ func isModeOption(o configOption) bool { return o.ID == "mode" || o.Category == 
 // Errors: UNSUPPORTED_CONTROL (no modes at all), MODE_UNAVAILABLE (not
 // offered, refused or not applied), ACPX_SESSION_ENSURE_FAILED.
 func (c *controls) setMode(ctx context.Context, name string) (string, *protocol.Error) {
-	unavailable := protocol.Domain(protocol.ErrModeUnavailable, "the agent does not offer mode "+c.red.clean(quoteShort(name)), false)
+	unavailable := protocol.Domain(protocol.ErrModeUnavailable, "the agent does not offer mode "+c.red.Clean(quoteShort(name)), false)
 	opt := c.findOption(isModeOption)
 	if c.modes == nil && opt == nil {
 		return "", protocol.Domain(protocol.ErrUnsupportedControl, "the agent reports no modes", false)
@@ -203,10 +204,10 @@ func (c *controls) controlError(unavailable *protocol.Error, err error) *protoco
 	}
 	var je *jsonrpc2.Error
 	if errors.As(err, &je) {
-		unavailable.Message += ": " + c.red.clean(je.Message)
+		unavailable.Message += ": " + c.red.Clean(je.Message)
 		return unavailable
 	}
-	return protocol.Domain(protocol.ErrEnsureFailed, "the control request failed: "+c.red.clean(err.Error()), true)
+	return protocol.Domain(protocol.ErrEnsureFailed, "the control request failed: "+c.red.Clean(err.Error()), true)
 }
 
 // control handles setModel/setMode/setConfigOption on the actor: the

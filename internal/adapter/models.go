@@ -22,7 +22,7 @@ import (
 // Errors: MODEL_UNAVAILABLE (not offered, refused or not applied),
 // UNSUPPORTED_CONTROL, ACPX_SESSION_ENSURE_FAILED.
 func (c *controls) setModel(ctx context.Context, name string) *protocol.Error {
-	unavailable := protocol.Domain(protocol.ErrModelUnavailable, "the agent does not offer model "+c.red.clean(quoteShort(name)), false)
+	unavailable := protocol.Domain(protocol.ErrModelUnavailable, "the agent does not offer model "+c.red.Clean(quoteShort(name)), false)
 	if c.models != nil && !contains(c.models.AvailableModelIDs, name) {
 		return unavailable
 	}

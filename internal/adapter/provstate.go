@@ -186,7 +186,7 @@ func (s *session) publishState(ctx context.Context, ps *providerState, st *store
 		e := stateError("the provider state was not published", err)
 		s.log.Warn("provider state not published", zap.String("code", string(e.Data.Code)))
 		return &protocol.Publication{State: protocol.PublicationFailed, Ms: time.Since(start).Milliseconds(),
-			Error: &protocol.ProofError{Code: e.Data.Code, Message: s.red.clean(e.Message)}}
+			Error: &protocol.ProofError{Code: e.Data.Code, Message: s.red.Clean(e.Message)}}
 	}
 	markLocal(st, s.key, pub.Generation, s.log)
 	ps.current = treeGone
@@ -216,7 +216,7 @@ func (s *session) discardState(ctx context.Context, ps *providerState, st *store
 			}
 			e := stateError("the key's published state was not deleted", err)
 			return &protocol.Publication{State: protocol.PublicationFailed, Ms: time.Since(start).Milliseconds(),
-				Error: &protocol.ProofError{Code: e.Data.Code, Message: s.red.clean(e.Message)}}
+				Error: &protocol.ProofError{Code: e.Data.Code, Message: s.red.Clean(e.Message)}}
 		}
 	}
 	_ = os.Remove(localMarkerPath(st, s.key))

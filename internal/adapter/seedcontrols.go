@@ -144,11 +144,11 @@ func (c *controls) applySeedControls(ctx context.Context, prof profiles.Profile,
 		}
 		vals := optionValues(o)
 		if !contains(vals, ctl.value) {
-			return nil, controlUnavailable("the agent does not offer " + ctl.name + " " + c.red.clean(quoteShort(ctl.value)) +
-				" (its option " + quoteShort(o.ID) + " offers " + c.red.clean(quoteList(vals)) + ")")
+			return nil, controlUnavailable("the agent does not offer " + ctl.name + " " + c.red.Clean(quoteShort(ctl.value)) +
+				" (its option " + quoteShort(o.ID) + " offers " + c.red.Clean(quoteList(vals)) + ")")
 		}
 		if o.CurrentValue != ctl.value {
-			bad := controlUnavailable("the agent did not apply " + ctl.name + " " + c.red.clean(quoteShort(ctl.value)))
+			bad := controlUnavailable("the agent did not apply " + ctl.name + " " + c.red.Clean(quoteShort(ctl.value)))
 			if e := c.setVerified(ctx, o.ID, ctl.value, bad); e != nil {
 				return nil, e
 			}
@@ -274,7 +274,7 @@ func (s *session) checkHeld() {
 func (s *session) breach(key, want, got string) {
 	s.ctl.held.breach = key
 	var rid *string
-	msg := "the agent moved " + quoteShort(key) + " from " + quoteShort(want) + " to " + s.red.clean(quoteShort(got)) +
+	msg := "the agent moved " + quoteShort(key) + " from " + quoteShort(want) + " to " + s.red.Clean(quoteShort(got)) +
 		", which the sidecar holds (docs/agents.md, Drift)"
 	s.log.Warn("policy breach", zap.String("control", key))
 	if t := s.turns.turn; t != nil {
@@ -309,7 +309,7 @@ func (s *session) breach(key, want, got string) {
 			}
 			s.act.snapDirty = true
 			s.notify(protocol.NotifySessionPolicyBreach, protocol.PolicyBreachNotice{Session: s.id, RequestID: rid,
-				Control: key, Held: want, Reported: s.red.clean(got), Restored: restored})
+				Control: key, Held: want, Reported: s.red.Clean(got), Restored: restored})
 			s.checkHeld()
 		})
 	}()

@@ -158,7 +158,7 @@ func (s *session) turnReturned(t *turn, resp *promptResponse, err error) {
 		var je *jsonrpc2.Error
 		msg := "the agent failed the turn"
 		if errors.As(err, &je) {
-			msg += ": " + s.red.clean(je.Message)
+			msg += ": " + s.red.Clean(je.Message)
 		}
 		res = protocol.PromptResult{Status: protocol.TurnFailed, Error: &protocol.TurnError{Code: protocol.ErrEnsureFailed, Message: msg}}
 	case resp.StopReason == protocol.StopCancelled || t.cancelled:
