@@ -117,13 +117,14 @@ func (s *session) answerPermissionAs(ask *permissionAsk, pa *pendingAsk, optionI
 // says too, audited with decision "overflow".
 func (s *session) escalate(t *turn, ask *permissionAsk, pa *pendingAsk, parsed policy.Ask) {
 	if !s.m.host.PermissionRequests() {
-		if s.open.NonInteractivePermissions == "fail" {
+		optionID, fail := policy.Unanswered(s.open, pa.options)
+		if fail {
 			t.failErr = policy.PermissionRequiredError(pa.kind, "the host cannot answer")
 			s.answerPermission(ask, pa, nil, "", pa.rule+"; nonInteractivePermissions:fail")
 			s.cancelTurn(&t.requestID, "permission approval required")
 			return
 		}
-		s.answerPermission(ask, pa, nil, policy.RejectOption(pa.options), pa.rule+"; nonInteractivePermissions:deny")
+		s.answerPermission(ask, pa, nil, optionID, pa.rule+"; nonInteractivePermissions:deny")
 		return
 	}
 	if maxN, maxB := s.m.maxPendingAsks(); policy.Overflows(len(t.pending), t.pendingBytes, pa.size, maxN, maxB) {

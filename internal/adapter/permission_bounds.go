@@ -41,13 +41,14 @@ func (s *session) decideOverflow(t *turn, ask *permissionAsk, pa *pendingAsk, ma
 	rule := pa.rule + "; more than " + itoa(maxN) + " asks or " + itoa(maxB) +
 		" bytes waiting for the host (--max-pending-asks, --max-pending-ask-bytes); nonInteractivePermissions:" +
 		s.open.NonInteractivePermissions
-	if s.open.NonInteractivePermissions == "fail" {
+	optionID, fail := policy.Unanswered(s.open, pa.options)
+	if fail {
 		t.failErr = policy.PermissionRequiredError(pa.kind, "too many asks are waiting for the host")
 		s.answerPermissionAs(ask, pa, "", rule, protocol.DecisionOverflow)
 		s.cancelTurn(&t.requestID, "permission approval required")
 		return
 	}
-	s.answerPermissionAs(ask, pa, policy.RejectOption(pa.options), rule, protocol.DecisionOverflow)
+	s.answerPermissionAs(ask, pa, optionID, rule, protocol.DecisionOverflow)
 }
 
 // withdrawPermission settles an escalation the agent withdrew with

@@ -44,11 +44,12 @@ func (s *session) boundEscalation(t *turn, ask *permissionAsk, pa *pendingAsk, c
 // with PERMISSION_APPROVAL_REQUIRED, as without a host.
 func (s *session) decideTimedOut(t *turn, ask *permissionAsk, pa *pendingAsk) {
 	rule := pa.rule + "; permissionTimeoutMs; nonInteractivePermissions:" + s.open.NonInteractivePermissions
-	if s.open.NonInteractivePermissions == "fail" {
+	optionID, fail := policy.Unanswered(s.open, pa.options)
+	if fail {
 		t.failErr = policy.PermissionRequiredError(pa.kind, "the host did not answer within "+s.permissionTimeout().String())
 		s.answerPermissionAs(ask, pa, "", rule, decisionTimeout)
 		s.cancelTurn(&t.requestID, "permission approval required")
 		return
 	}
-	s.answerPermissionAs(ask, pa, policy.RejectOption(pa.options), rule, decisionTimeout)
+	s.answerPermissionAs(ask, pa, optionID, rule, decisionTimeout)
 }

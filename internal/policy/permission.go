@@ -167,6 +167,20 @@ func PickKind(opts []Option, id string) string {
 	return ""
 }
 
+// Unanswered decides an escalation the host will not answer — it cannot
+// (no capabilities.permissionRequests), did not within
+// permissionTimeoutMs, or the turn has no room for it (Overflows) — as
+// p's nonInteractivePermissions says (docs/protocol.md §8 session/open,
+// §18.3, §20): fail is true for "fail" (the agent is answered cancelled
+// and the turn fails with PermissionRequiredError); otherwise ("deny",
+// the default) optionID is RejectOption(opts).
+func Unanswered(p protocol.OpenParams, opts []Option) (optionID string, fail bool) {
+	if p.NonInteractivePermissions == "fail" {
+		return "", true
+	}
+	return RejectOption(opts), false
+}
+
 // HostAnswer decides what the host's answer to an escalation selects
 // (docs/protocol.md §9): optionID is the option of opts the host chose
 // (res.Outcome AskSelected naming an offered optionId, and no err), else

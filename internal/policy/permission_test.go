@@ -174,6 +174,23 @@ func TestPickOption(t *testing.T) {
 	}
 }
 
+// TestUnanswered: nonInteractivePermissions "fail" fails the turn with
+// no option; "deny" and the default answer the reject option.
+func TestUnanswered(t *testing.T) {
+	opts := []Option{{"y", "allow_once"}, {"n", "reject_always"}}
+	for _, c := range []struct {
+		mode, optionID string
+		fail           bool
+	}{{"fail", "", true}, {"deny", "n", false}, {"", "n", false}} {
+		if id, fail := Unanswered(protocol.OpenParams{NonInteractivePermissions: c.mode}, opts); id != c.optionID || fail != c.fail {
+			t.Errorf("%q: Unanswered = %q, %v; want %q, %v", c.mode, id, fail, c.optionID, c.fail)
+		}
+	}
+	if id, fail := Unanswered(protocol.OpenParams{}, opts[:1]); id != "" || fail {
+		t.Errorf("no reject option: %q, %v", id, fail)
+	}
+}
+
 // TestHostAnswer: only a selected optionId the agent offered is answered,
 // and it approves only when its kind is an allow kind; anything else
 // answers cancelled.
