@@ -27,6 +27,7 @@ type Form struct {
 // from its own bytes only, never from a file or URL its $ref names.
 type noLoader struct{}
 
+// Load implements jsonschema.URLLoader: every url is refused.
 func (noLoader) Load(string) (any, error) {
 	return nil, errors.New("external schema references are not followed")
 }
