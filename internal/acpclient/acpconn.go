@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/acpx-sidecar/acpx-sidecar/internal/jsonl"
+	"github.com/acpx-sidecar/acpx-sidecar/internal/strictjson"
 )
 
 // Event is what the provider connection posts to its session's actor;
@@ -194,7 +195,7 @@ type acpHandler struct {
 // sent them, decoded strictly (no envelope member twice or differing from
 // JSON-RPC's only by case); why says what makes the frame malformed.
 func (h *acpHandler) rawParams() (params json.RawMessage, why string) {
-	env, why := DecodeStrict(h.frame(), "jsonrpc", "id", "method", "params")
+	env, why := strictjson.DecodeObject(h.frame(), "jsonrpc", "id", "method", "params")
 	if why != "" {
 		return nil, "message: " + why
 	}

@@ -9,6 +9,7 @@ import (
 	acp "github.com/coder/acp-go-sdk"
 
 	"github.com/acpx-sidecar/acpx-sidecar/internal/jsonl"
+	"github.com/acpx-sidecar/acpx-sidecar/internal/strictjson"
 	"github.com/acpx-sidecar/acpx-sidecar/protocol"
 )
 
@@ -98,22 +99,22 @@ var knownBlockTypes = map[string]bool{"text": true, "image": true, "audio": true
 // "type"; found by a fresh-user trial), a non-string type, or a value that
 // is not an object.
 func memberType(raw json.RawMessage) (typ string, present bool, why string) {
-	ms, err := objectMembers(raw)
+	ms, err := strictjson.ObjectMembers(raw)
 	switch {
-	case errors.Is(err, errDuplicateKey):
+	case errors.Is(err, strictjson.ErrDuplicateKey):
 		return "", false, "a member name occurs twice"
 	case err != nil:
 		return "", false, "not a JSON object"
 	}
 	for _, m := range ms {
 		switch {
-		case m.key == "type":
-			if json.Unmarshal(m.val, &typ) != nil {
+		case m.Key == "type":
+			if json.Unmarshal(m.Val, &typ) != nil {
 				return "", false, "type must be a string"
 			}
 			present = true
-		case strings.EqualFold(m.key, "type"):
-			return "", false, "unknown member " + QuoteShort(m.key) + "; member names are case-sensitive"
+		case strings.EqualFold(m.Key, "type"):
+			return "", false, "unknown member " + QuoteShort(m.Key) + "; member names are case-sensitive"
 		}
 	}
 	return typ, present, ""

@@ -406,7 +406,7 @@ func (s *session) admit(ctx context.Context, in admissionInput) admissionResult 
 		if c := herr.Data.Code; c == protocol.ErrEnsureFailed || c == protocol.ErrHandshakeTimeout || c == protocol.ErrSessionLost {
 			// The agent's own words on why (a bad flag, a missing key), as
 			// it ended: the tree is gone, so its stderr is ending too.
-			herr.Data.Stderr = s.red.clean(tail.Text(acpclient.StderrSettle))
+			herr.Data.Stderr = s.red.Clean(tail.Text(acpclient.StderrSettle))
 		}
 		// docs/rules.md#r11, #r12: the handshake error first, then each cleanup
 		// error in order: the protocol close's attempts, signal deliveries,

@@ -329,7 +329,7 @@ func (s *session) cleanup(in cleanupInput) *protocol.Proof {
 		return s.parkedProof(in.reason, in.origin)
 	}
 	conn, tree, backendSessionID := in.conn, in.tree, in.backendSessionID
-	job := cleanup.Job{Target: s.target(in.reason, in.origin), Clean: s.red.clean}
+	job := cleanup.Job{Target: s.target(in.reason, in.origin), Clean: s.red.Clean}
 	alive := tree != nil
 	if alive {
 		select {
@@ -432,7 +432,7 @@ func (s *session) retain(first *protocol.Proof) {
 		defer s.m.retained.Done()
 		defer s.m.stats.retained.Add(-1)
 		proof, ok := cleanup.Retain(cleanup.Retained{First: first, Terminate: s.m.terminator(tree),
-			Backoff: s.m.backoff(), Stop: s.m.stopCh, Clean: s.red.clean})
+			Backoff: s.m.backoff(), Stop: s.m.stopCh, Clean: s.red.Clean})
 		if !ok {
 			return
 		}

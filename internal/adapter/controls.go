@@ -60,7 +60,7 @@ func (s *session) control(kind controls.Kind, name string, raw json.RawMessage, 
 	// worker replaces what it changes, so only a replaced value is adopted.
 	models, modes := controls.CloneModels(s.ctl.models), controls.CloneModes(s.ctl.modes)
 	ctl := &controls.Setter{Conn: s.conn, BackendSessionID: s.rec.identity.BackendSessionID, Models: models, Modes: modes,
-		ConfigOpts: s.ctl.configOpts, UsedStyle: s.ctl.modelCtl, Clean: s.red.clean}
+		ConfigOpts: s.ctl.configOpts, UsedStyle: s.ctl.modelCtl, Clean: s.red.Clean}
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), s.m.cfg.Bounds.HandshakeTimeout)
 		defer cancel()

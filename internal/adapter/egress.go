@@ -76,10 +76,10 @@ func (s *session) joinEgress(list []string) (int, allow.List, *protocol.Error) {
 		ResolvConf: s.m.cfg.Egress.ResolvConf, Shared: &s.m.netTotals, Budget: s.m.netBudget,
 		Wake: func() { s.post(s.takeNetworkEvents) }})
 	if errors.Is(err, egress.ErrUnsupported) {
-		return -1, nil, protocol.Domain(protocol.ErrPlatformUnsupported, "the session's network namespace could not be made: "+s.red.clean(err.Error()), false)
+		return -1, nil, protocol.Domain(protocol.ErrPlatformUnsupported, "the session's network namespace could not be made: "+s.red.Clean(err.Error()), false)
 	}
 	if err != nil {
-		return -1, nil, protocol.Domain(protocol.ErrEnsureFailed, "the session's network namespace could not be set up: "+s.red.clean(err.Error()), true)
+		return -1, nil, protocol.Domain(protocol.ErrEnsureFailed, "the session's network namespace could not be set up: "+s.red.Clean(err.Error()), true)
 	}
 	s.egr.net = n
 	return n.NetNSFD(), parsed, nil
@@ -94,7 +94,7 @@ func (s *session) takeNetworkEvents() {
 	}
 	for _, ev := range evs {
 		// A name comes lower-cased: its secrets are matched in any case.
-		n := protocol.NetworkNotice{Session: s.id, SessionKey: s.key, Destination: s.red.cleanFold(ev.Destination),
+		n := protocol.NetworkNotice{Session: s.id, SessionKey: s.key, Destination: s.red.CleanFold(ev.Destination),
 			Decision: protocol.NetworkDecision(ev.Decision), Reason: ev.Reason, BytesOut: ev.BytesOut, BytesIn: ev.BytesIn, Ms: ev.Ms}
 		if ev.RequestID != "" {
 			rid := ev.RequestID

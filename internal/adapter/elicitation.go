@@ -2,7 +2,6 @@ package adapter
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"time"
 
@@ -11,6 +10,8 @@ import (
 
 	"github.com/acpx-sidecar/acpx-sidecar/internal/acpclient"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/jsonl"
+	"github.com/acpx-sidecar/acpx-sidecar/internal/policy"
+	"github.com/acpx-sidecar/acpx-sidecar/internal/strictjson"
 	"github.com/acpx-sidecar/acpx-sidecar/protocol"
 )
 
@@ -39,77 +40,6 @@ func (m *Manager) elicitCaps() (ElicitationHost, protocol.ElicitationCaps) {
 	return eh, eh.Elicitation()
 }
 
-// elicitAnswer is ACP CreateElicitationResponse as the sidecar sends it
-// to the agent.
-type elicitAnswer struct {
-	Action  string          `json:"action"`
-	Content json.RawMessage `json:"content,omitempty"`
-}
-
-// elicitCancel is the answer of an elicitation nobody answered (turn end,
-// bound, a refused host answer).
-var elicitCancel = elicitAnswer{Action: protocol.ElicitCancel}
-
-// pendingElicit is an elicitation waiting for the host.
-type pendingElicit struct {
-	mode          string
-	elicitationID string
-	form          *formSchema // the requested schema (form mode)
-	size          int         // bytes of the ACP params (the turn's pending-ask bound)
-}
-
-// elicitKeys are the members of ACP elicitation/create params the sidecar
-// reads: a key differing from one only by case makes it malformed.
-var elicitKeys = []string{"sessionId", "requestId", "toolCallId", "mode", "message", "requestedSchema", "elicitationId", "url"}
-
-// parseElicitation decodes ACP elicitation/create params strictly: a
-// string message, mode "form" with an object requestedSchema (compiled,
-// elicit_schema.go) or "url" with string url and elicitationId; a
-// sessionId, when present, must be the session's (once it is known). why
-// is "" for a well-formed request.
-func (s *session) parseElicitation(params json.RawMessage) (pe *pendingElicit, why string) {
-	p, why := acpclient.DecodeStrict(params, elicitKeys...)
-	if why != "" {
-		return nil, "params: " + why
-	}
-	pe = &pendingElicit{size: len(params)}
-	if _, present, ok := p.Str("message"); !ok || !present {
-		return pe, "message is not a string"
-	}
-	mode, present, ok := p.Str("mode")
-	if !ok || !present {
-		return pe, "mode is not a string"
-	}
-	pe.mode = mode
-	// Before the session exists (an agent asking during session/new) its
-	// id is not known yet; the request is then answered cancel (no turn).
-	if sid, present, ok := p.Str("sessionId"); !ok || present && s.rec.identity.BackendSessionID != "" && sid != s.rec.identity.BackendSessionID {
-		return pe, "sessionId is not this session's"
-	}
-	switch mode {
-	case "form":
-		rs, ok := p["requestedSchema"]
-		if !ok || len(rs) == 0 || rs[0] != '{' {
-			return pe, "requestedSchema is not an object"
-		}
-		f, why := compileForm(rs)
-		if why != "" {
-			return pe, "requestedSchema: " + why
-		}
-		pe.form = f
-	case "url":
-		id, present, ok := p.Str("elicitationId")
-		if !ok || !present || id == "" {
-			return pe, "elicitationId is not a string"
-		}
-		pe.elicitationID = id
-		if u, present, ok := p.Str("url"); !ok || !present || u == "" {
-			return pe, "url is not a string"
-		}
-	}
-	return pe, ""
-}
-
 // onElicitation answers an ACP elicitation/create on the actor
 // (docs/protocol.md §22): refused -32601 when the host declared no
 // elicitation, -32602 when it is malformed or of a mode the host did not
@@ -118,31 +48,31 @@ func (s *session) parseElicitation(params json.RawMessage) (pe *pendingElicit, w
 func (s *session) onElicitation(m *acpclient.AgentMsg) {
 	eh, caps := s.m.elicitCaps()
 	if !caps.Any() {
-		s.refuseElicit(m, &pendingElicit{}, -32601, "elicitation is not supported by this client", "the host declared no elicitation")
+		s.refuseElicit(m, &policy.Elicit{}, -32601, "elicitation is not supported by this client", "the host declared no elicitation")
 		return
 	}
-	pe, why := s.parseElicitation(m.Params)
+	pe, why := policy.ParseElicitation(m.Params, s.rec.identity.BackendSessionID)
 	if m.Malformed != "" {
 		why = m.Malformed
 	}
 	if why != "" {
 		if pe == nil {
-			pe = &pendingElicit{}
+			pe = &policy.Elicit{}
 		}
 		s.refuseElicit(m, pe, -32602, "invalid elicitation/create: "+why, "malformed: "+why)
 		return
 	}
-	if !caps.Allows(pe.mode) {
-		s.refuseElicit(m, pe, -32602, "elicitation mode "+quoteShort(pe.mode)+" was not advertised", "mode "+quoteShort(pe.mode)+" not declared by the host")
+	if !caps.Allows(pe.Mode) {
+		s.refuseElicit(m, pe, -32602, "elicitation mode "+quoteShort(pe.Mode)+" was not advertised", "mode "+quoteShort(pe.Mode)+" not declared by the host")
 		return
 	}
 	t := s.turns.turn
 	if t == nil || t.cancelled || !s.state.is(protocol.StateTurn) {
-		s.answerElicit(m, pe, elicitCancel, "no active turn", nil)
+		s.answerElicit(m, pe, policy.ElicitCancel, "no active turn", nil)
 		return
 	}
-	if maxN, maxB := s.m.maxPendingAsks(); len(t.pending)+len(t.elicits) >= maxN || t.pendingBytes+pe.size > maxB {
-		s.answerElicit(m, pe, elicitCancel, "more than "+itoa(maxN)+" asks or "+itoa(maxB)+
+	if maxN, maxB := s.m.maxPendingAsks(); policy.Overflows(len(t.pending)+len(t.elicits), t.pendingBytes, pe.Size, maxN, maxB) {
+		s.answerElicit(m, pe, policy.ElicitCancel, "more than "+itoa(maxN)+" asks or "+itoa(maxB)+
 			" bytes waiting for the host (--max-pending-asks, --max-pending-ask-bytes)", nil)
 		return
 	}
@@ -151,12 +81,12 @@ func (s *session) onElicitation(m *acpclient.AgentMsg) {
 
 // escalateElicit puts the elicitation to the host, bounded by
 // elicitationTimeoutMs and the turn, withdrawable by the agent.
-func (s *session) escalateElicit(t *turn, eh ElicitationHost, m *acpclient.AgentMsg, pe *pendingElicit) {
+func (s *session) escalateElicit(t *turn, eh ElicitationHost, m *acpclient.AgentMsg, pe *policy.Elicit) {
 	if t.elicits == nil {
-		t.elicits = map[*acpclient.AgentMsg]*pendingElicit{}
+		t.elicits = map[*acpclient.AgentMsg]*policy.Elicit{}
 	}
 	t.elicits[m] = pe
-	t.pendingBytes += pe.size
+	t.pendingBytes += pe.Size
 	rid := t.requestID
 	params := protocol.ElicitationParams{Session: s.id, RequestID: &rid, Elicitation: jsonl.CleanRaw(m.Params)}
 	s.journalRequest(protocol.MethodSessionElicitation, params)
@@ -164,7 +94,7 @@ func (s *session) escalateElicit(t *turn, eh ElicitationHost, m *acpclient.Agent
 	bound := time.AfterFunc(s.elicitationTimeout(), func() {
 		s.post(func() {
 			if s.turns.turn == t && t.elicits[m] != nil {
-				s.answerElicit(m, pe, elicitCancel, "elicitationTimeoutMs", nil)
+				s.answerElicit(m, pe, policy.ElicitCancel, "elicitationTimeoutMs", nil)
 			}
 		})
 		cancel(nil) // after the decision is queued
@@ -192,16 +122,16 @@ func (s *session) escalateElicit(t *turn, eh ElicitationHost, m *acpclient.Agent
 				// An answer of the wrong shape (not an object, a member
 				// named twice or in another case): refused like a schema
 				// mismatch (docs/protocol.md §22).
-				s.answerElicit(m, pe, elicitCancel, "host answer refused", refused)
+				s.answerElicit(m, pe, policy.ElicitCancel, "host answer refused", refused)
 				return
 			case err != nil:
-				s.answerElicit(m, pe, elicitCancel, "host error", nil)
+				s.answerElicit(m, pe, policy.ElicitCancel, "host error", nil)
 				return
 			}
-			ans, herr := checkElicitAnswer(pe, res)
+			ans, herr := policy.CheckElicitAnswer(pe, res)
 			if herr != nil {
 				s.log.Warn("host elicitation answer refused", zap.String("reason", herr.Message))
-				s.answerElicit(m, pe, elicitCancel, "host answer refused", herr)
+				s.answerElicit(m, pe, policy.ElicitCancel, "host answer refused", herr)
 				return
 			}
 			s.answerElicit(m, pe, ans, "host", nil)
@@ -209,42 +139,19 @@ func (s *session) escalateElicit(t *turn, eh ElicitationHost, m *acpclient.Agent
 	}()
 }
 
-// checkElicitAnswer checks the host's answer: a known action; an accepted
-// form's content matching the requested schema. The error is the -32602
-// reported to the host (in the audit notice).
-func checkElicitAnswer(pe *pendingElicit, res protocol.ElicitationResult) (elicitAnswer, *protocol.Error) {
-	switch res.Action {
-	case protocol.ElicitDecline, protocol.ElicitCancel:
-		return elicitAnswer{Action: res.Action}, nil
-	case protocol.ElicitAccept:
-	default:
-		return elicitAnswer{}, protocol.InvalidParams("action", "action must be accept, decline or cancel")
-	}
-	if pe.form == nil || len(res.Content) == 0 || string(res.Content) == "null" {
-		if pe.form != nil && len(pe.form.required) > 0 {
-			return elicitAnswer{}, protocol.InvalidParams("content", "content is missing the required "+quoteShort(pe.form.required[0]))
-		}
-		return elicitAnswer{Action: protocol.ElicitAccept}, nil
-	}
-	if field, why := pe.form.check(res.Content); why != "" {
-		return elicitAnswer{}, protocol.InvalidParams(field, "content does not match the requested schema: "+why)
-	}
-	return elicitAnswer{Action: protocol.ElicitAccept, Content: jsonl.CleanRaw(res.Content)}, nil
-}
-
 // dropElicit removes m from its turn's pending elicitations.
-func (s *session) dropElicit(m *acpclient.AgentMsg, pe *pendingElicit) {
+func (s *session) dropElicit(m *acpclient.AgentMsg, pe *policy.Elicit) {
 	if t := s.turns.turn; t != nil {
 		if _, ok := t.elicits[m]; ok {
 			delete(t.elicits, m)
-			t.pendingBytes -= pe.size
+			t.pendingBytes -= pe.Size
 		}
 	}
 }
 
 // answerElicit answers the agent once with ans and audits it (herr: the
 // refusal of the host's answer).
-func (s *session) answerElicit(m *acpclient.AgentMsg, pe *pendingElicit, ans elicitAnswer, rule string, herr *protocol.Error) {
+func (s *session) answerElicit(m *acpclient.AgentMsg, pe *policy.Elicit, ans policy.ElicitAnswer, rule string, herr *protocol.Error) {
 	s.settled(m.ID)
 	s.dropElicit(m, pe)
 	m.Reply(ans)
@@ -253,20 +160,20 @@ func (s *session) answerElicit(m *acpclient.AgentMsg, pe *pendingElicit, ans eli
 
 // refuseElicit answers the agent with a JSON-RPC error and audits it as
 // "refused".
-func (s *session) refuseElicit(m *acpclient.AgentMsg, pe *pendingElicit, code int64, message, rule string) {
+func (s *session) refuseElicit(m *acpclient.AgentMsg, pe *policy.Elicit, code int64, message, rule string) {
 	s.log.Info("elicitation refused", zap.String("rule", rule))
 	m.Fail(code, message)
 	s.auditElicit(pe, protocol.ElicitRefused, rule, nil)
 }
 
 // auditElicit sends session/elicitationDecided (journaled).
-func (s *session) auditElicit(pe *pendingElicit, action, rule string, herr *protocol.Error) {
+func (s *session) auditElicit(pe *policy.Elicit, action, rule string, herr *protocol.Error) {
 	var rid *string
 	if s.turns.turn != nil {
 		r := s.turns.turn.requestID
 		rid = &r
 	}
-	n := protocol.ElicitationDecided{Session: s.id, RequestID: rid, ElicitationID: pe.elicitationID, Mode: pe.mode,
+	n := protocol.ElicitationDecided{Session: s.id, RequestID: rid, ElicitationID: pe.ElicitationID, Mode: pe.Mode,
 		Action: action, Rule: rule}
 	if herr != nil {
 		n.Error = herr.Wire()
@@ -278,7 +185,7 @@ func (s *session) auditElicit(pe *pendingElicit, action, rule string, herr *prot
 // turn ended or was cancelled: its authority is gone).
 func (s *session) cancelElicitations(t *turn, rule string) {
 	for m, pe := range t.elicits {
-		s.answerElicit(m, pe, elicitCancel, rule, nil)
+		s.answerElicit(m, pe, policy.ElicitCancel, rule, nil)
 	}
 }
 
@@ -288,7 +195,7 @@ func (s *session) onElicitationComplete(m *acpclient.AgentMsg) {
 	if _, caps := s.m.elicitCaps(); !caps.URL || m.Malformed != "" {
 		return
 	}
-	p, why := acpclient.DecodeStrict(m.Params, "elicitationId", "_meta")
+	p, why := strictjson.DecodeObject(m.Params, "elicitationId", "_meta")
 	if why != "" {
 		return
 	}

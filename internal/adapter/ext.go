@@ -230,9 +230,9 @@ func (s *session) callAgent(method string, params json.RawMessage, done func(jso
 			}
 			done(jsonl.CleanRaw(res), nil)
 		case errors.As(err, &je):
-			e := protocol.Domain(protocol.ErrAgentError, "the agent answered "+method+" with error "+strconv.FormatInt(je.Code, 10)+": "+s.red.clean(je.Message), false)
+			e := protocol.Domain(protocol.ErrAgentError, "the agent answered "+method+" with error "+strconv.FormatInt(je.Code, 10)+": "+s.red.Clean(je.Message), false)
 			raw, _ := json.Marshal(je)
-			e.Data.AgentError = json.RawMessage(s.red.clean(string(jsonl.CleanRaw(raw))))
+			e.Data.AgentError = json.RawMessage(s.red.Clean(string(jsonl.CleanRaw(raw))))
 			done(nil, e)
 		case ctx.Err() != nil:
 			done(nil, protocol.Domain(protocol.ErrAgentError, "the agent did not answer "+method+" within "+agentCallBound.String()+", or the session ended", true))

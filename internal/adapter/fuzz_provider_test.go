@@ -12,13 +12,14 @@ import (
 
 	"github.com/acpx-sidecar/acpx-sidecar/internal/acpclient"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/jsonl"
+	"github.com/acpx-sidecar/acpx-sidecar/internal/policy"
 	"github.com/acpx-sidecar/acpx-sidecar/protocol"
 )
 
 // FuzzProviderLines feeds arbitrary provider stdout to the ACP client
 // side (docs/architecture.md "ACP client side": internal/jsonl lines,
 // sourcegraph/jsonrpc2, internal/acpclient's handler) and runs each permission
-// request through the policy (parseAsk, policyKind, decide): nothing
+// request through the policy (policy.ParseAsk, Kind, Decide): nothing
 // panics, the connection reads to the end and closes, every permission
 // request gets exactly one answer, the judged kind is an ACP ToolKind and
 // the decision one of approve, deny or escalate.
@@ -40,18 +41,18 @@ func FuzzProviderLines(f *testing.F) {
 			switch {
 			case ev.Permission != nil:
 				asks++
-				pa, _ := parseAsk(ev.Permission.Params)
-				head, opts := pa.head, pa.opts
-				kind := policyKind(head)
+				pa, _ := policy.ParseAsk(ev.Permission.Params)
+				head, opts := pa.Head, pa.Opts
+				kind := policy.Kind(head)
 				if !protocol.ToolKinds[kind] {
 					t.Fatalf("judged kind %q is not an ACP ToolKind", kind)
 				}
 				for _, mode := range []string{"approve-all", "approve-reads", "deny-all"} {
-					if a, _ := decide(protocol.OpenParams{PermissionMode: mode}, kind); a != "approve" && a != "deny" && a != "escalate" {
+					if a, _ := policy.Decide(protocol.OpenParams{PermissionMode: mode}, kind); a != "approve" && a != "deny" && a != "escalate" {
 						t.Fatalf("decision %q", a)
 					}
 				}
-				_ = pickOption(opts, "allow_once", "allow_always")
+				_ = policy.PickOption(opts, "allow_once", "allow_always")
 				ev.Permission.Answer(acp.NewRequestPermissionOutcomeCancelled())
 				answered++
 			case ev.Updates != nil:

@@ -221,7 +221,7 @@ func (s *session) handshake(ctx context.Context, in *admissionInput, conn *acpcl
 		res.ConfigOptions = []json.RawMessage{}
 	}
 	ctl := &controls.Setter{Conn: conn, BackendSessionID: st.SessionID, Models: res.Models, Modes: res.Modes,
-		ConfigOpts: res.ConfigOptions, Clean: s.red.clean}
+		ConfigOpts: res.ConfigOptions, Clean: s.red.Clean}
 	// The model and mode to run with: the open's, else, on resume, the ones
 	// the host pinned earlier (an agent that forgot them must not silently
 	// run another model: docs/rules.md#p3). What the record merely remembers

@@ -33,7 +33,7 @@ func (s *session) hostAuthenticate(ctx context.Context, conn *acpclient.Conn, id
 		}
 	}
 	if !found {
-		return protocol.Domain(protocol.ErrAuthFailed, "the agent offers no auth method "+s.red.clean(quoteShort(id)), false)
+		return protocol.Domain(protocol.ErrAuthFailed, "the agent offers no auth method "+s.red.Clean(quoteShort(id)), false)
 	}
 	if err := conn.Call(ctx, acp.AgentMethodAuthenticate, acp.AuthenticateRequest{MethodId: id}, nil); err != nil {
 		e := s.acpError("authenticate", err)
@@ -55,7 +55,7 @@ func (s *session) sessionError(step string, err error, p protocol.OpenParams, au
 	e := s.acpError(step, err)
 	if p.AuthMethod != nil {
 		e.Data.Code = protocol.ErrAuthFailed
-		e.Message += " (after authenticate " + s.red.clean(quoteShort(*p.AuthMethod)) + ")"
+		e.Message += " (after authenticate " + s.red.Clean(quoteShort(*p.AuthMethod)) + ")"
 		return e
 	}
 	e.Data.Code = protocol.ErrAuthRequired

@@ -108,7 +108,7 @@ func (s *session) queueFrame(method string, start int) {
 	if method != protocol.NotifySessionUpdate {
 		// An agent's text quoting a secret (docs/protocol.md §13); an
 		// update's was cleaned in emitUpdate, its envelope is ours.
-		if clean, changed := s.red.cleanJSON(s.pub.outBuf[start:]); changed {
+		if clean, changed := s.red.CleanJSON(s.pub.outBuf[start:]); changed {
 			s.pub.outBuf = append(s.pub.outBuf[:start], clean...)
 		}
 	}
@@ -186,7 +186,7 @@ func (s *session) journalRequest(method string, params any) {
 		return
 	}
 	if raw, err := json.Marshal(params); err == nil {
-		raw, _ = s.red.cleanJSON(raw)
+		raw, _ = s.red.CleanJSON(raw)
 		s.pub.jn.AppendNoticeOf(s.id, s.pub.seq, method, raw)
 		_ = s.pub.jn.Flush()
 	}
@@ -197,7 +197,7 @@ func (s *session) journalRequest(method string, params any) {
 // buffer, without re-encoding the agent's update: rid is the requestId
 // already JSON-encoded (a string or null).
 func (s *session) emitUpdate(rid []byte, seq uint64, update json.RawMessage) {
-	update, _ = s.red.cleanJSON(update) // the agent's part only (docs/protocol.md §13)
+	update, _ = s.red.CleanJSON(update) // the agent's part only (docs/protocol.md §13)
 	start := len(s.pub.outBuf)
 	b := append(s.pub.outBuf, `{"session":"`...)
 	b = append(b, s.id...) // "s-" + hex: nothing to escape

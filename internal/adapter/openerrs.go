@@ -75,22 +75,22 @@ func (s *session) launchError(err error, args, env []string) *protocol.Error {
 	case errors.Is(err, sandbox.ErrRuleMoved):
 		// A rule path was swapped for a link or another directory
 		// between the plan and the launch (docs/protocol.md §19).
-		e := protocol.Domain(protocol.ErrSandboxConflict, "a sandbox path changed before the launch, so the agent never ran: "+s.red.clean(err.Error()), false)
+		e := protocol.Domain(protocol.ErrSandboxConflict, "a sandbox path changed before the launch, so the agent never ran: "+s.red.Clean(err.Error()), false)
 		var rm *sandbox.RuleMovedError
 		if errors.As(err, &rm) {
 			e.Data.Paths = []string{rm.Path}
 		}
 		return e
 	case errors.Is(err, launchexec.ErrSandbox) || errors.Is(err, reaper.ErrSandboxUnsupported):
-		return protocol.Domain(protocol.ErrPlatformUnsupported, "the sandbox could not be applied, so the agent never ran: "+s.red.clean(err.Error()), false)
+		return protocol.Domain(protocol.ErrPlatformUnsupported, "the sandbox could not be applied, so the agent never ran: "+s.red.Clean(err.Error()), false)
 	case errors.Is(err, reaper.ErrLimitsUnsupported):
-		return protocol.Domain(protocol.ErrPlatformUnsupported, "limits cannot be enforced: "+s.red.clean(err.Error()), false)
+		return protocol.Domain(protocol.ErrPlatformUnsupported, "limits cannot be enforced: "+s.red.Clean(err.Error()), false)
 	case errors.Is(err, syscall.E2BIG):
 		// execve's argument list plus environment over the kernel's
 		// limit: the open's env or command.args are too large.
 		return protocol.InvalidParams(e2bigField(args, env), "the provider could not be started: its environment and arguments exceed the kernel's limit (E2BIG)")
 	}
-	return protocol.Domain(protocol.ErrCommandNotExecutable, "the provider could not be started: "+s.red.clean(err.Error()), false)
+	return protocol.Domain(protocol.ErrCommandNotExecutable, "the provider could not be started: "+s.red.Clean(err.Error()), false)
 }
 
 // acpError turns a provider call error into a redacted
@@ -99,7 +99,7 @@ func (s *session) acpError(step string, err error) *protocol.Error {
 	var je *jsonrpc2.Error
 	msg := "the agent failed " + step
 	if errors.As(err, &je) {
-		msg += ": " + s.red.clean(je.Message)
+		msg += ": " + s.red.Clean(je.Message)
 	} else if errors.Is(err, jsonrpc2.ErrClosed) {
 		msg += ": the provider connection closed"
 	}

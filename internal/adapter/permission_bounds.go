@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/acpx-sidecar/acpx-sidecar/internal/acpclient"
+	"github.com/acpx-sidecar/acpx-sidecar/internal/policy"
 	"github.com/acpx-sidecar/acpx-sidecar/protocol"
 )
 
@@ -41,13 +42,14 @@ func (s *session) decideOverflow(t *turn, ask *acpclient.PermissionAsk, pa *pend
 	rule := pa.rule + "; more than " + itoa(maxN) + " asks or " + itoa(maxB) +
 		" bytes waiting for the host (--max-pending-asks, --max-pending-ask-bytes); nonInteractivePermissions:" +
 		s.open.NonInteractivePermissions
-	if s.open.NonInteractivePermissions == "fail" {
-		t.failErr = permissionRequiredError(pa.kind, "too many asks are waiting for the host")
+	optionID, fail := policy.Unanswered(s.open, pa.options)
+	if fail {
+		t.failErr = policy.PermissionRequiredError(pa.kind, "too many asks are waiting for the host")
 		s.answerPermissionAs(ask, pa, "", rule, protocol.DecisionOverflow)
 		s.cancelTurn(&t.requestID, "permission approval required")
 		return
 	}
-	s.answerPermissionAs(ask, pa, pickOption(pa.options, "reject_once", "reject_always"), rule, protocol.DecisionOverflow)
+	s.answerPermissionAs(ask, pa, optionID, rule, protocol.DecisionOverflow)
 }
 
 // withdrawPermission settles an escalation the agent withdrew with

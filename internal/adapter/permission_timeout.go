@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/acpx-sidecar/acpx-sidecar/internal/acpclient"
+	"github.com/acpx-sidecar/acpx-sidecar/internal/policy"
 	"github.com/acpx-sidecar/acpx-sidecar/protocol"
 )
 
@@ -44,11 +45,12 @@ func (s *session) boundEscalation(t *turn, ask *acpclient.PermissionAsk, pa *pen
 // with PERMISSION_APPROVAL_REQUIRED, as without a host.
 func (s *session) decideTimedOut(t *turn, ask *acpclient.PermissionAsk, pa *pendingAsk) {
 	rule := pa.rule + "; permissionTimeoutMs; nonInteractivePermissions:" + s.open.NonInteractivePermissions
-	if s.open.NonInteractivePermissions == "fail" {
-		t.failErr = permissionRequiredError(pa.kind, "the host did not answer within "+s.permissionTimeout().String())
+	optionID, fail := policy.Unanswered(s.open, pa.options)
+	if fail {
+		t.failErr = policy.PermissionRequiredError(pa.kind, "the host did not answer within "+s.permissionTimeout().String())
 		s.answerPermissionAs(ask, pa, "", rule, decisionTimeout)
 		s.cancelTurn(&t.requestID, "permission approval required")
 		return
 	}
-	s.answerPermissionAs(ask, pa, pickOption(pa.options, "reject_once", "reject_always"), rule, decisionTimeout)
+	s.answerPermissionAs(ask, pa, optionID, rule, decisionTimeout)
 }

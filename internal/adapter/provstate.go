@@ -29,7 +29,7 @@ func (m *Manager) stateStore() *statestore.Store { return m.cfg.StateStore }
 // provSession is what internal/provstate's steps read off the session and
 // its Manager (immutable fields: safe off the actor).
 func (s *session) provSession() provstate.Session {
-	return provstate.Session{States: s.m.stateStore(), Key: s.key, Log: s.log, Clean: s.red.clean,
+	return provstate.Session{States: s.m.stateStore(), Key: s.key, Log: s.log, Clean: s.red.Clean,
 		JournalMaxBytes: s.m.cfg.Caps.JournalMaxBytes}
 }
 

@@ -57,7 +57,7 @@ func (s *session) checkHeld() {
 func (s *session) breach(key, want, got string) {
 	s.ctl.held.Breach = key
 	var rid *string
-	msg := "the agent moved " + quoteShort(key) + " from " + quoteShort(want) + " to " + s.red.clean(quoteShort(got)) +
+	msg := "the agent moved " + quoteShort(key) + " from " + quoteShort(want) + " to " + s.red.Clean(quoteShort(got)) +
 		", which the sidecar holds (docs/agents.md, Drift)"
 	s.log.Warn("policy breach", zap.String("control", key))
 	if t := s.turns.turn; t != nil {
@@ -67,7 +67,7 @@ func (s *session) breach(key, want, got string) {
 		s.cancelTurn(&t.requestID, "policy breach")
 	}
 	ctl := &controls.Setter{Conn: s.conn, BackendSessionID: s.rec.identity.BackendSessionID, Models: controls.CloneModels(s.ctl.models),
-		Modes: controls.CloneModes(s.ctl.modes), ConfigOpts: s.ctl.configOpts, UsedStyle: s.ctl.modelCtl, Clean: s.red.clean}
+		Modes: controls.CloneModes(s.ctl.modes), ConfigOpts: s.ctl.configOpts, UsedStyle: s.ctl.modelCtl, Clean: s.red.Clean}
 	s.ctl.held.Settle(key, 1)
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), s.m.cfg.Bounds.HandshakeTimeout)
@@ -87,7 +87,7 @@ func (s *session) breach(key, want, got string) {
 			}
 			s.act.snapDirty = true
 			s.notify(protocol.NotifySessionPolicyBreach, protocol.PolicyBreachNotice{Session: s.id, RequestID: rid,
-				Control: key, Held: want, Reported: s.red.clean(got), Restored: restored})
+				Control: key, Held: want, Reported: s.red.Clean(got), Restored: restored})
 			s.checkHeld()
 		})
 	}()

@@ -13,6 +13,7 @@ import (
 	"github.com/acpx-sidecar/acpx-sidecar/internal/admission"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/cleanup"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/profiles"
+	"github.com/acpx-sidecar/acpx-sidecar/internal/redact"
 	"github.com/acpx-sidecar/acpx-sidecar/protocol"
 )
 
@@ -31,7 +32,7 @@ type session struct {
 	agent   string
 	created time.Time
 	log     *zap.Logger
-	red     *redactor
+	red     *redact.Redactor
 
 	// stateDir is the open's stateDir (absolute; --state-dir when the
 	// open gave none).
@@ -67,7 +68,7 @@ type session struct {
 func newSession(m *Manager, id string, plan admission.Plan) *session {
 	p, prof := plan.Params, plan.Profile
 	s := &session{m: m, id: id, key: p.SessionKey, stateDir: p.StateDir, agent: p.Agent, created: time.Now(),
-		log: m.log.With(zap.String("session", id)), red: newRedactor(plan.Secrets), plan: plan,
+		log: m.log.With(zap.String("session", id)), red: redact.New(plan.Secrets), plan: plan,
 		act:  actorLoop{mb: newMailbox(), inbox: make(chan func(), 256), gate: newByteGate(maxInboxBytes), quit: make(chan struct{})},
 		end:  cleanupHandoff{token: newToken()},
 		open: p, prof: prof, state: stateMachine{protocol.StateAdmitting},

@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/acpx-sidecar/acpx-sidecar/internal/acpclient"
+	"github.com/acpx-sidecar/acpx-sidecar/internal/policy"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/store"
 	"github.com/acpx-sidecar/acpx-sidecar/protocol"
 )
@@ -35,7 +36,7 @@ type turn struct {
 	timers       []*time.Timer
 	// elicits: the elicitations waiting for the host (elicitation.go),
 	// within the same bound as pending.
-	elicits map[*acpclient.AgentMsg]*pendingElicit
+	elicits map[*acpclient.AgentMsg]*policy.Elicit
 	// receipt is the usage the agent reported on its own extension
 	// (receipt.go), receipts how many it sent in this turn.
 	receipt  *turnReceipt
@@ -158,7 +159,7 @@ func (s *session) turnReturned(t *turn, resp *promptResponse, err error) {
 		var je *jsonrpc2.Error
 		msg := "the agent failed the turn"
 		if errors.As(err, &je) {
-			msg += ": " + s.red.clean(je.Message)
+			msg += ": " + s.red.Clean(je.Message)
 		}
 		res = protocol.PromptResult{Status: protocol.TurnFailed, Error: &protocol.TurnError{Code: protocol.ErrEnsureFailed, Message: msg}}
 	case resp.StopReason == protocol.StopCancelled || t.cancelled:

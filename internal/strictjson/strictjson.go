@@ -3,8 +3,9 @@
 // member named twice (encoding/json keeps the last) and a member whose name
 // matches a field only case-insensitively (encoding/json takes it for the
 // field). Host frames are case-sensitive and name each member once
-// (docs/protocol.md §3); agent frames are checked the same way by the
-// ACP client side's own strict decoder (internal/acpclient/strict.go).
+// (docs/protocol.md §3). Agent frames, read as objects rather than into a
+// type, are decoded the same way by DecodeObject (object.go), which also
+// refuses a case variant of a key the policy reads (docs/protocol.md §20).
 //
 // Members that match no field are not errors (docs/protocol.md §3: unknown
 // members are ignored), but for CheckStrict, which refuses them too

@@ -1,4 +1,4 @@
-package adapter
+package policy
 
 import (
 	"encoding/json"
@@ -26,8 +26,8 @@ func TestCompileForm_RefusesWhatItCannotCheck(t *testing.T) {
 		`{"type":"object","properties":{"a":{"type":"string"}},"properties":{}}`,
 		`{"type":"object","properties":{"a":{"type":"nonsense"}}}`,
 	} {
-		if f, why := compileForm(json.RawMessage(raw)); f != nil || why == "" {
-			t.Errorf("compileForm(%s) accepted", raw)
+		if f, why := CompileForm(json.RawMessage(raw)); f != nil || why == "" {
+			t.Errorf("CompileForm(%s) accepted", raw)
 		}
 	}
 }
@@ -36,7 +36,7 @@ func TestCompileForm_RefusesWhatItCannotCheck(t *testing.T) {
 // each refusal names the first bad member (data.field); a match passes
 // the content on.
 func TestCheckElicitAnswer(t *testing.T) {
-	f, why := compileForm(json.RawMessage(`{"type":"object","properties":{
+	f, why := CompileForm(json.RawMessage(`{"type":"object","properties":{
 		"strategy":{"type":"string","enum":["a","b"]},
 		"count":{"type":"integer","minimum":1,"maximum":9},
 		"tags":{"type":"array","items":{"type":"string","enum":["x","y"]},"maxItems":2},
@@ -45,7 +45,7 @@ func TestCheckElicitAnswer(t *testing.T) {
 	if f == nil {
 		t.Fatal(why)
 	}
-	pe := &pendingElicit{mode: "form", form: f}
+	pe := &Elicit{Mode: "form", Form: f}
 	for _, c := range []struct {
 		res   protocol.ElicitationResult
 		field string // "" = accepted
@@ -65,7 +65,7 @@ func TestCheckElicitAnswer(t *testing.T) {
 		{protocol.ElicitationResult{Action: "accept", Content: json.RawMessage(`{"strategy":"a","strategy":"b"}`)}, "content"},
 		{protocol.ElicitationResult{Action: "accept", Content: json.RawMessage(`["a"]`)}, "content"},
 	} {
-		ans, herr := checkElicitAnswer(pe, c.res)
+		ans, herr := CheckElicitAnswer(pe, c.res)
 		switch {
 		case c.field == "" && herr != nil:
 			t.Errorf("%s %s refused: %v", c.res.Action, c.res.Content, herr)

@@ -1,4 +1,9 @@
-package adapter
+// Package redact removes a session's launch-env values — its secrets
+// (docs/rules.md#r3, docs/protocol.md §13) — from what the sidecar sends or
+// keeps that came from a provider: error texts, logs and proofs (Clean),
+// the strings of an agent's notifications and journal entries
+// (CleanJSON), and DNS names the sidecar lowercased (CleanFold).
+package redact
 
 import (
 	"bytes"
@@ -32,16 +37,21 @@ func existingPath(v string) bool {
 	return err == nil
 }
 
-// redactor removes launch-env values (secrets, docs/rules.md#r3) from text
+// Redactor removes launch-env values (secrets, docs/rules.md#r3) from text
 // that came from a provider: values from what reaches an error, log or
 // proof; output — the values of minOutputSecretLen bytes or more that are
 // not an existing absolute path (HOME, TMPDIR: an agent's tools name them
 // all the time) — from the strings of its notifications and journal
 // entries (docs/protocol.md §13).
-type redactor struct{ values, output []string }
+type Redactor struct{ values, output []string }
 
-func newRedactor(env map[string]string) *redactor {
-	r := &redactor{}
+// New returns the Redactor of env, a session's launch environment (name →
+// value): every value of minSecretLen bytes or more, in each of its JSON
+// spellings (escapedForms), is removed by Clean; those also of
+// minOutputSecretLen bytes or more that are not an existing absolute path
+// by CleanJSON and CleanFold. A nil *Redactor removes nothing.
+func New(env map[string]string) *Redactor {
+	r := &Redactor{}
 	for _, v := range env {
 		if len(v) < minSecretLen {
 			continue
@@ -67,9 +77,9 @@ func newRedactor(env map[string]string) *redactor {
 	return r
 }
 
-// clean returns text with every secret replaced by "[redacted]", cut to
-// 500 bytes.
-func (r *redactor) clean(text string) string {
+// Clean returns text with every secret replaced by "[redacted]", cut to
+// 500 bytes (then "…" appended).
+func (r *Redactor) Clean(text string) string {
 	if r == nil {
 		return text
 	}
@@ -108,9 +118,9 @@ func escapedForms(v string) []string {
 }
 
 // active reports whether r has any value to redact from output.
-func (r *redactor) active() bool { return r != nil && len(r.output) > 0 }
+func (r *Redactor) active() bool { return r != nil && len(r.output) > 0 }
 
-// cleanJSON returns raw, one JSON value the sidecar is about to journal or
+// CleanJSON returns raw, one JSON value the sidecar is about to journal or
 // send (docs/protocol.md §13, §16: secrets never appear in the journal),
 // with every secret (r.output) replaced by "[redacted]" in its string
 // values (member names are left alone: they are the protocol's), and
@@ -120,7 +130,7 @@ func (r *redactor) active() bool { return r != nil && len(r.output) > 0 }
 // string by string and encoded again, so what comes out is valid JSON
 // whatever the secret's characters; its members come out in Go's order
 // (sorted), not the agent's.
-func (r *redactor) cleanJSON(raw []byte) ([]byte, bool) {
+func (r *Redactor) CleanJSON(raw []byte) ([]byte, bool) {
 	if !r.active() {
 		return raw, false
 	}
@@ -154,7 +164,7 @@ func (r *redactor) cleanJSON(raw []byte) ([]byte, bool) {
 
 // holds reports whether raw contains any output secret, in any spelling r
 // knows.
-func (r *redactor) holds(raw []byte) bool {
+func (r *Redactor) holds(raw []byte) bool {
 	for _, s := range r.output {
 		if bytes.Contains(raw, []byte(s)) {
 			return true
@@ -164,7 +174,7 @@ func (r *redactor) holds(raw []byte) bool {
 }
 
 // cleanValue replaces secrets in every string of a decoded JSON value.
-func (r *redactor) cleanValue(v any) any {
+func (r *Redactor) cleanValue(v any) any {
 	switch x := v.(type) {
 	case string:
 		return replaceAll(x, r.output)
@@ -183,7 +193,7 @@ func (r *redactor) cleanValue(v any) any {
 }
 
 // anyString reports whether a string value of decoded v holds a secret.
-func (r *redactor) anyString(v any) bool {
+func (r *Redactor) anyString(v any) bool {
 	switch x := v.(type) {
 	case string:
 		for _, s := range r.output {
@@ -215,14 +225,14 @@ func replaceAll(text string, values []string) string {
 	return text
 }
 
-// cleanFold is cleanJSON's replacement for one ASCII string that the
+// CleanFold is CleanJSON's replacement for one ASCII string that the
 // sidecar itself may have case-folded — a DNS name in a session/network
 // destination (the allow list's matching lowercases names, so an agent's
 // secret used as a DNS label arrives in lower case): every output secret
 // is replaced whatever the letter case of either (found by a fresh-user
 // trial: a mixed-case key reached the audit and the journal). A text with
 // non-ASCII bytes gets the case-sensitive replacement.
-func (r *redactor) cleanFold(text string) string {
+func (r *Redactor) CleanFold(text string) string {
 	if !r.active() {
 		return text
 	}

@@ -1,4 +1,4 @@
-package adapter
+package policy
 
 import (
 	"bytes"
@@ -8,16 +8,16 @@ import (
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
-	"github.com/acpx-sidecar/acpx-sidecar/internal/acpclient"
+	"github.com/acpx-sidecar/acpx-sidecar/internal/strictjson"
 )
 
-// formSchema is the requestedSchema of a form elicitation, compiled: what
+// Form is the requestedSchema of a form elicitation, compiled: what
 // the host's accepted content is checked against (docs/protocol.md §22).
 // The ACP ElicitationSchema is a flat object of primitive properties
 // (string, number, integer, boolean, array of strings), a restricted JSON
 // Schema; santhosh-tekuri/jsonschema checks the values (enum, oneOf,
 // minimum, pattern, minItems, …).
-type formSchema struct {
+type Form struct {
 	sch      *jsonschema.Schema
 	props    map[string]bool
 	required []string
@@ -27,24 +27,26 @@ type formSchema struct {
 // from its own bytes only, never from a file or URL its $ref names.
 type noLoader struct{}
 
+// Load implements jsonschema.URLLoader: every url is refused.
 func (noLoader) Load(string) (any, error) {
 	return nil, errors.New("external schema references are not followed")
 }
 
-// compileForm compiles an ACP ElicitationSchema; why is "" on success,
+// CompileForm compiles an ACP ElicitationSchema; why is "" on success,
 // else what makes it unusable (not an object schema, properties not an
-// object, required not a list of names, not a JSON Schema).
-func compileForm(raw json.RawMessage) (*formSchema, string) {
-	obj, why := acpclient.DecodeStrict(raw, "type", "properties", "required")
+// object, required not a list of names, not a JSON Schema). A $ref to
+// anything outside raw is refused.
+func CompileForm(raw json.RawMessage) (*Form, string) {
+	obj, why := strictjson.DecodeObject(raw, "type", "properties", "required")
 	if why != "" {
 		return nil, why
 	}
 	if t, present, ok := obj.Str("type"); !ok || present && t != "object" {
 		return nil, `type is not "object"`
 	}
-	f := &formSchema{props: map[string]bool{}}
+	f := &Form{props: map[string]bool{}}
 	if p, ok := obj["properties"]; ok && string(p) != "null" {
-		props, why := acpclient.DecodeStrict(p)
+		props, why := strictjson.DecodeObject(p)
 		if why != "" {
 			return nil, "properties: " + why
 		}
@@ -73,20 +75,20 @@ func compileForm(raw json.RawMessage) (*formSchema, string) {
 	return f, ""
 }
 
-// check checks accepted content against the schema: an object whose
+// Check checks accepted content against the schema: an object whose
 // members are properties of the schema, each an ACP
 // ElicitationContentValue (string, number, boolean or array of strings),
 // the required ones present, all valid for their property schema. field
 // names the first bad member as a dot path from "content"; why is ""
 // when content matches.
-func (f *formSchema) check(content json.RawMessage) (field, why string) {
-	obj, why := acpclient.DecodeStrict(content)
+func (f *Form) Check(content json.RawMessage) (field, why string) {
+	obj, why := strictjson.DecodeObject(content)
 	if why != "" {
 		return "content", why
 	}
 	for k, v := range obj {
 		if !f.props[k] {
-			return "content." + k, quoteShort(k) + " is not a property of the requested schema"
+			return "content." + k, strictjson.QuoteShort(k) + " is not a property of the requested schema"
 		}
 		if !contentValue(v) {
 			return "content." + k, "not a string, number, boolean or array of strings"
@@ -94,7 +96,7 @@ func (f *formSchema) check(content json.RawMessage) (field, why string) {
 	}
 	for _, k := range f.required {
 		if _, ok := obj[k]; !ok {
-			return "content." + k, "the required " + quoteShort(k) + " is missing"
+			return "content." + k, "the required " + strictjson.QuoteShort(k) + " is missing"
 		}
 	}
 	inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(content))
@@ -116,7 +118,7 @@ func (f *formSchema) check(content json.RawMessage) (field, why string) {
 	if len(ve.InstanceLocation) > 0 {
 		field += "." + strings.Join(ve.InstanceLocation, ".")
 	}
-	return field, "fails the requested schema's " + quoteShort(strings.Join(ve.ErrorKind.KeywordPath(), "/"))
+	return field, "fails the requested schema's " + strictjson.QuoteShort(strings.Join(ve.ErrorKind.KeywordPath(), "/"))
 }
 
 // contentValue reports whether v is an ACP ElicitationContentValue.
