@@ -425,7 +425,7 @@ func (s *session) retain(first *protocol.Proof) {
 	s.m.retained.Add(1)
 	s.m.stats.retained.Add(1)
 	discarded := s.rec.discarded
-	hold, _ := s.m.holdKey(st, s.key) // this process holds it: a reference
+	hold, _ := s.m.keyLocks.Hold(st, s.key) // this process holds it: a reference
 	go func() {
 		defer s.m.retained.Done()
 		defer s.m.stats.retained.Add(-1)

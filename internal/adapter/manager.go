@@ -31,6 +31,7 @@ import (
 	"github.com/acpx-sidecar/acpx-sidecar/internal/egress"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/profiles"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/reaper"
+	"github.com/acpx-sidecar/acpx-sidecar/internal/registry"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/statestore"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/store"
 	"github.com/acpx-sidecar/acpx-sidecar/protocol"
@@ -134,11 +135,11 @@ type Manager struct {
 	stores     storeRegistry
 	recovering recoveries
 	// journals are the session journals open now (notify.go).
-	journals registry[journalRef]
+	journals *registry.Journals
 	stats    managerStats
 	// keyLocks are the session-key flocks this sidecar holds, by
 	// lock-file path (keyhold.go).
-	keyLocks registry[keyLockRef]
+	keyLocks registry.KeyLocks
 	// tmpSpares are private TMPDIRs made ahead of need; refills makes
 	// them and the stores' spare files after each open (tmpspares.go).
 	tmpSpares tmpSpares
@@ -179,7 +180,8 @@ func NewManager(cfg Config, host Host) *Manager {
 	}
 	m := &Manager{cfg: cfg, host: host, log: cfg.Logger, sessions: map[string]*session{},
 		keys: map[string]*session{}, stopCh: make(chan struct{}), tmpSpares: tmpSpares{want: tmpSparesKept},
-		trees: liveTrees{max: cfg.Caps.MaxLiveTrees}, netBudget: egress.NewBudget(cfg.Egress.MaxConnections)}
+		journals: registry.NewJournals(cfg.Caps.JournalMaxBytes, cfg.Logger),
+		trees:    liveTrees{max: cfg.Caps.MaxLiveTrees}, netBudget: egress.NewBudget(cfg.Egress.MaxConnections)}
 	m.stateCtx, m.stateCancel = context.WithCancel(context.Background())
 	return m
 }
@@ -479,7 +481,7 @@ func (m *Manager) Wait() {
 	m.readers.Wait()
 	m.background.Wait()
 	m.refills.wg.Wait() // no actor is left to ask for one
-	m.releaseAllKeyLocks()
+	m.keyLocks.ReleaseAll()
 	m.stores.closeAll()
 	m.tmpSpares.close()
 }
