@@ -129,11 +129,11 @@ type Manager struct {
 	closing  bool
 	finished []*session // sessions whose cleanup ended, oldest first
 
-	// stores are the state directories' stores (stores.go); recovering
-	// the recoveries of dead sidecars' leftovers not finished yet
-	// (recover.go).
-	stores     storeRegistry
-	recovering recoveries
+	// stores are the state directories' stores; recovering the
+	// recoveries of dead sidecars' leftovers not finished yet (recover.go).
+	// These and the registries below are internal/registry's.
+	stores     registry.Stores
+	recovering registry.Recoveries
 	// journals are the session journals open now (notify.go).
 	journals *registry.Journals
 	stats    managerStats
@@ -468,7 +468,7 @@ func (m *Manager) Shutdown() []*protocol.Proof {
 	}
 	m.stateCancel()                                 // publications still running give up (their state stays local)
 	m.recordShutdownProofs(final)                   // docs/protocol.md §16: journaled whoever asked
-	out = append(out, m.recovering.unfinished()...) // recoveries shutdown could not finish
+	out = append(out, m.recovering.Unfinished()...) // recoveries shutdown could not finish
 	m.stopOnce.Do(func() { close(m.stopCh) })
 	return out
 }
@@ -482,7 +482,7 @@ func (m *Manager) Wait() {
 	m.background.Wait()
 	m.refills.wg.Wait() // no actor is left to ask for one
 	m.keyLocks.ReleaseAll()
-	m.stores.closeAll()
+	m.stores.CloseAll()
 	m.tmpSpares.close()
 }
 

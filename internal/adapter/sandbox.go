@@ -387,7 +387,7 @@ func hostTmpDir(p protocol.OpenParams) bool {
 // store opened so far, and extra ("" skipped).
 func (m *Manager) stateDirs(extra string) []string {
 	out := []string{}
-	for _, d := range append([]string{m.cfg.StateDir, extra}, m.stores.dirs()...) {
+	for _, d := range append([]string{m.cfg.StateDir, extra}, m.stores.Dirs()...) {
 		if d != "" {
 			out = append(out, d)
 		}

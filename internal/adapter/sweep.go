@@ -56,7 +56,7 @@ func (m *Manager) sweepLive() {
 		m.log.Info("removed stale spare TMPDIRs", zap.Int("count", n))
 	}
 	var first sync.WaitGroup
-	for _, st := range m.stores.all() {
+	for _, st := range m.stores.All() {
 		m.sweepLedger(st, &first)
 	}
 	m.sweepCgroupsAfter(&first)
