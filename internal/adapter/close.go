@@ -251,7 +251,7 @@ func (s *session) release() {
 	}
 	s.conn, s.end.tree, s.turns.buffered = nil, nil, nil
 	s.endNetwork()
-	s.m.releaseStateDirs(s)
+	s.m.provDirs.Release(s.id)
 	s.closeJournal()
 	s.dropKeyHold()
 	s.m.noteFinished(s)

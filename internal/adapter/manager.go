@@ -145,7 +145,7 @@ type Manager struct {
 	tmpSpares tmpSpares
 	refills   spareRefills
 	// sbx: what live sandboxed trees may write (sandboxlive.go).
-	sbx liveSandboxes
+	sbx registry.Sandboxes
 	// netTotals: every session's connections through an allow list
 	// (sidecar/stats network; egress.go).
 	netTotals egress.Counters
@@ -153,11 +153,11 @@ type Manager struct {
 	// at once together (--max-connections; egress.go).
 	netBudget *egress.Budget
 	// trees: the live-tree slots (--max-live-trees; livetrees.go).
-	trees liveTrees
-	// provDirs: the provider-state dirs of live sessions, under mu
+	trees *registry.LiveTrees
+	// provDirs: the provider-state dirs of live sessions, by session id
 	// (provstate.go); stateCtx bounds publications, cancelled when
 	// shutdown's bound has passed.
-	provDirs    map[string]*session
+	provDirs    registry.ProviderDirs
 	stateCtx    context.Context
 	stateCancel context.CancelFunc
 
@@ -181,7 +181,7 @@ func NewManager(cfg Config, host Host) *Manager {
 	m := &Manager{cfg: cfg, host: host, log: cfg.Logger, sessions: map[string]*session{},
 		keys: map[string]*session{}, stopCh: make(chan struct{}), tmpSpares: tmpSpares{want: tmpSparesKept},
 		journals: registry.NewJournals(cfg.Caps.JournalMaxBytes, cfg.Logger),
-		trees:    liveTrees{max: cfg.Caps.MaxLiveTrees}, netBudget: egress.NewBudget(cfg.Egress.MaxConnections)}
+		trees:    registry.NewLiveTrees(cfg.Caps.MaxLiveTrees), netBudget: egress.NewBudget(cfg.Egress.MaxConnections)}
 	m.stateCtx, m.stateCancel = context.WithCancel(context.Background())
 	return m
 }

@@ -27,7 +27,7 @@ import (
 // trial) — but for the session's own private HOME (s.end.home, set by
 // setupSandbox first) and what lies in it, the one place under a state dir
 // its tree writes (docs/protocol.md §19, §24). One another live session of
-// this sidecar uses is refused too (Manager.claimStateDirs).
+// this sidecar uses is refused too (Manager.provDirs.Claim).
 func (s *session) stateSources(env []string) ([]statestore.Source, *protocol.Error) {
 	var out []statestore.Source
 	if len(s.open.StateDirs) > 0 {
@@ -91,43 +91,4 @@ var systemDirs = []string{"/", "/bin", "/boot", "/etc", "/lib", "/lib32", "/lib6
 
 func systemDir(p string) bool {
 	return slices.Contains(systemDirs, p) || beneathAny(p, []string{"/proc", "/sys", "/dev", "/usr", "/etc", "/boot", "/bin", "/sbin", "/lib", "/lib64"})
-}
-
-// claimStateDirs registers srcs as this session's; STATE_CONFLICT when one
-// of them is, holds or lies inside another live session's.
-func (m *Manager) claimStateDirs(self *session, srcs []statestore.Source) *protocol.Error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	for _, src := range srcs {
-		for dir, owner := range m.provDirs {
-			if owner == self {
-				continue
-			}
-			if dir == src.Path || beneathAny(dir, []string{src.Path}) || beneathAny(src.Path, []string{dir}) {
-				e := protocol.Domain(protocol.ErrStateConflict, "the provider-state directory "+src.Name+
-					" is used by live session "+owner.id+" (an archive never carries another session's files)", false)
-				e.Data.Paths = []string{src.Path}
-				return e
-			}
-		}
-	}
-	if m.provDirs == nil {
-		m.provDirs = map[string]*session{}
-	}
-	for _, src := range srcs {
-		m.provDirs[src.Path] = self
-	}
-	return nil
-}
-
-// releaseStateDirs forgets the session's provider-state directories (its
-// session has ended).
-func (m *Manager) releaseStateDirs(self *session) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	for dir, owner := range m.provDirs {
-		if owner == self {
-			delete(m.provDirs, dir)
-		}
-	}
 }

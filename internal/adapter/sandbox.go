@@ -187,8 +187,8 @@ func (s *session) setupSandbox(p protocol.OpenParams, env []string) (sandboxSetu
 	}
 	// The state dirs read here and this tree's writable roots registered
 	// below under one lock (sandboxlive.go).
-	m.sbx.mu.Lock()
-	defer m.sbx.mu.Unlock()
+	m.sbx.Lock()
+	defer m.sbx.Unlock()
 	paths := s.sandboxPaths(p, pol, env)
 	if setup.home != "" {
 		paths.PrivateHome = paths.Home
@@ -280,7 +280,7 @@ func (s *session) setupSandbox(p protocol.OpenParams, env []string) (sandboxSetu
 	res.Home = setup.home
 	setup.plan, setup.tmpDir = &plan, tmpMade
 	if pol.Filesystem != sandbox.Off && res.Enforced {
-		m.sbx.addLocked(s, ap.Writable, ap.ReadOnly, paths.PrivateHome)
+		m.sbx.AddLocked(s.id, ap.Writable, ap.ReadOnly, paths.PrivateHome)
 	}
 	return setup, env, nil
 }
@@ -419,7 +419,7 @@ func nonNil(s []string) []string {
 // sandboxlive.go) and its private TMPDIR is removed (docs/protocol.md
 // §19).
 func (s *session) releaseSandbox() {
-	s.m.sbx.forget(s)
+	s.m.sbx.Forget(s.id)
 	if s.end.tmpDir != "" {
 		_ = os.RemoveAll(s.end.tmpDir)
 	}
