@@ -142,8 +142,8 @@ type Manager struct {
 	keyLocks registry.KeyLocks
 	// tmpSpares are private TMPDIRs made ahead of need; refills makes
 	// them and the stores' spare files after each open (tmpspares.go).
-	tmpSpares tmpSpares
-	refills   spareRefills
+	tmpSpares *registry.TmpSpares
+	refills   registry.SpareRefills
 	// sbx: what live sandboxed trees may write (sandboxlive.go).
 	sbx registry.Sandboxes
 	// netTotals: every session's connections through an allow list
@@ -179,9 +179,10 @@ func NewManager(cfg Config, host Host) *Manager {
 		cfg.Caps.MaxProviderLineBytes = protocol.DefaultMaxProviderLineBytes
 	}
 	m := &Manager{cfg: cfg, host: host, log: cfg.Logger, sessions: map[string]*session{},
-		keys: map[string]*session{}, stopCh: make(chan struct{}), tmpSpares: tmpSpares{want: tmpSparesKept},
-		journals: registry.NewJournals(cfg.Caps.JournalMaxBytes, cfg.Logger),
-		trees:    registry.NewLiveTrees(cfg.Caps.MaxLiveTrees), netBudget: egress.NewBudget(cfg.Egress.MaxConnections)}
+		keys: map[string]*session{}, stopCh: make(chan struct{}),
+		tmpSpares: registry.NewTmpSpares(registry.TmpSparesKept, privateTmpParent),
+		journals:  registry.NewJournals(cfg.Caps.JournalMaxBytes, cfg.Logger),
+		trees:     registry.NewLiveTrees(cfg.Caps.MaxLiveTrees), netBudget: egress.NewBudget(cfg.Egress.MaxConnections)}
 	m.stateCtx, m.stateCancel = context.WithCancel(context.Background())
 	return m
 }
@@ -480,10 +481,10 @@ func (m *Manager) Wait() {
 	m.retained.Wait()
 	m.readers.Wait()
 	m.background.Wait()
-	m.refills.wg.Wait() // no actor is left to ask for one
+	m.refills.Wait() // no actor is left to ask for one
 	m.keyLocks.ReleaseAll()
 	m.stores.CloseAll()
-	m.tmpSpares.close()
+	m.tmpSpares.Close()
 }
 
 func itoa(i int) string { return strconv.Itoa(i) }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/acpx-sidecar/acpx-sidecar/internal/cleanup"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/reaper"
+	"github.com/acpx-sidecar/acpx-sidecar/internal/registry"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/store"
 	"github.com/acpx-sidecar/acpx-sidecar/protocol"
 )
@@ -26,7 +27,7 @@ var selfStart, _ = procStart(os.Getpid())
 // killed the sidecar and its watchdog is found there.
 func (m *Manager) Initialized() {
 	stores := m.stores.Initialize()
-	if n := removeStaleTmpSpares(); n > 0 {
+	if n := registry.RemoveStaleTmpSpares(); n > 0 {
 		m.log.Info("removed stale spare TMPDIRs (a stopped sidecar's, or too old for a live one to use)", zap.Int("count", n))
 	}
 	var first sync.WaitGroup

@@ -210,7 +210,7 @@ func (s *session) setupSandbox(p protocol.OpenParams, env []string) (sandboxSetu
 		// the path kept here is what is removed after the proof
 		// (os.RemoveAll removes a link, not its target; fresh-user trial).
 		parent := privateTmpParent()
-		dir, err := s.m.tmpSpares.take(tmpPrefix(s.id)), error(nil) // tmpspares.go
+		dir, err := s.m.tmpSpares.Take(tmpPrefix(s.id)), error(nil) // internal/registry
 		if dir == "" {
 			dir, err = os.MkdirTemp(parent, tmpPrefix(s.id)) // 0700
 		}
