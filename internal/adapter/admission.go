@@ -179,7 +179,7 @@ func (s *session) failBeforeLaunchWhy(reply Reply, e *protocol.Error, reason str
 // keeps the sessionKey held until it is proven.
 func (s *session) admissionFailed(proof *protocol.Proof, e *protocol.Error, reply Reply) {
 	s.m.forget(s, !proof.Complete)
-	s.m.releaseStateDirs(s)
+	s.m.provDirs.Release(s.id)
 	s.endNetwork()
 	if proof.Complete {
 		s.releaseSandbox()

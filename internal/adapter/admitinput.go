@@ -51,7 +51,7 @@ func (s *session) prepareLaunch(rv *reviveInput) (admissionInput, *protocol.Erro
 		// The provider-state dirs are this key's alone (provstate.go).
 		srcs, e := s.stateSources(env)
 		if e == nil {
-			e = s.m.claimStateDirs(s, srcs)
+			e = s.m.provDirs.Claim(s.id, srcs)
 		}
 		if e != nil {
 			if exe != nil {

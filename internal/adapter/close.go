@@ -253,7 +253,7 @@ func (s *session) release() {
 	}
 	s.conn, s.end.tree, s.turns.buffered = nil, nil, nil
 	s.endNetwork()
-	s.m.releaseStateDirs(s)
+	s.m.provDirs.Release(s.id)
 	s.closeJournal()
 	s.dropKeyHold()
 	s.m.noteFinished(s)
@@ -427,7 +427,7 @@ func (s *session) retain(first *protocol.Proof) {
 	s.m.retained.Add(1)
 	s.m.stats.retained.Add(1)
 	discarded := s.rec.discarded
-	hold, _ := s.m.holdKey(st, s.key) // this process holds it: a reference
+	hold, _ := s.m.keyLocks.Hold(st, s.key) // this process holds it: a reference
 	go func() {
 		defer s.m.retained.Done()
 		defer s.m.stats.retained.Add(-1)

@@ -46,7 +46,7 @@ func (m *Manager) Events(p protocol.EventsParams, reply Reply) {
 		// A journal line is at most an update's line and its entry: a
 		// longer one (a segment someone else wrote) is skipped unread.
 		q.MaxLine = m.cfg.Caps.MaxProviderLineBytes + journal.EntryRoom
-		if j, release := m.liveJournal(sessions, p.SessionKey); j != nil {
+		if j, release := m.journals.Live(sessions, p.SessionKey); j != nil {
 			page, err = j.Query(q)
 			release()
 		} else {

@@ -2,20 +2,16 @@ package adapter
 
 import (
 	"errors"
-	"io/fs"
-	"os"
-	"sync"
 
 	"github.com/acpx-sidecar/acpx-sidecar/internal/admission"
-	"github.com/acpx-sidecar/acpx-sidecar/internal/journal"
-
 	"github.com/acpx-sidecar/acpx-sidecar/internal/store"
 	"github.com/acpx-sidecar/acpx-sidecar/protocol"
 )
 
 // A session key is held in two ways (docs/protocol.md §8 session/open,
 // SESSION_KEY_IN_USE): within this sidecar by Manager.keys, and across
-// sidecars sharing a stateDir by the key's flock (store.KeyLock). The
+// sidecars sharing a stateDir by the key's flock (store.KeyLock, held
+// through internal/registry's KeyLocks, Manager.keyLocks). The
 // flock is taken in admission before the record, journal or ledger are
 // touched, and kept until the session's last write to the key's files —
 // its journal closed after the final proof, or a retained cleanup's final
@@ -23,86 +19,13 @@ import (
 // count: an earlier session of the key finishing its journal must not
 // make a new session of this sidecar look like another sidecar's.
 
-// keyLockRef is one flock this sidecar holds and how many holds share it.
-type keyLockRef struct {
-	l    *store.KeyLock
-	refs int
-}
-
-// holdKey takes one hold of key's flock in st: a new flock if this
-// sidecar has none, else another reference to it. The returned release
-// is idempotent. Errors: store.ErrKeyHeld (another sidecar holds it), or
-// the store's.
-func (m *Manager) holdKey(st *store.Store, key string) (func(), error) {
-	path := st.KeyLockPath(key)
-	m.keyLocks.mu.Lock()
-	defer m.keyLocks.mu.Unlock()
-	ref := m.keyLocks.refs[path]
-	if ref == nil {
-		l, err := st.LockKey(key)
-		if err != nil {
-			return nil, err
-		}
-		ref = &keyLockRef{l: l}
-		m.keyLocks.put(path, ref)
-	}
-	ref.refs++
-	released := false
-	return func() {
-		m.keyLocks.mu.Lock()
-		defer m.keyLocks.mu.Unlock()
-		if released {
-			return
-		}
-		released = true
-		if ref.refs--; ref.refs == 0 {
-			if m.keyLocks.refs[path] == ref {
-				delete(m.keyLocks.refs, path)
-			}
-			if keyLeftNothing(st, key) {
-				// A refused open or a discarded key leaves no hold file
-				// behind (found by a fresh-user trial).
-				_ = ref.l.Remove()
-			}
-			ref.l.Release()
-		}
-	}, nil
-}
-
-// keyLeftNothing reports whether key has neither a record nor a journal
-// segment in st (its hold file may then go).
-func keyLeftNothing(st *store.Store, key string) bool {
-	if _, err := st.Load(key); !errors.Is(err, store.ErrNotFound) {
-		return false
-	}
-	stem := journal.Stem(key)
-	for i := 0; i < journal.Segments; i++ {
-		if _, err := os.Lstat(journal.SegmentPath(st.SessionsDir(), stem, i)); !errors.Is(err, fs.ErrNotExist) {
-			return false
-		}
-	}
-	return true
-}
-
-// releaseAllKeyLocks drops every flock still held (Manager.Wait: a retained
-// cleanup stopped by shutdown keeps its hold until then; the process exit
-// would drop it anyway).
-func (m *Manager) releaseAllKeyLocks() {
-	m.keyLocks.mu.Lock()
-	defer m.keyLocks.mu.Unlock()
-	for path, ref := range m.keyLocks.refs {
-		ref.l.Release()
-		delete(m.keyLocks.refs, path)
-	}
-}
-
 // takeKeyHold takes the session's hold of its key's flock on the actor,
 // before admission touches the key's record, journal or ledger entry. On
 // refusal it answers the open and ends the session (false): another
 // sidecar's hold is SESSION_KEY_IN_USE, nothing launched, no cleanup
 // proof, as for a key this sidecar holds.
 func (s *session) takeKeyHold(st *store.Store, reply Reply) bool {
-	release, err := s.m.holdKey(st, s.key)
+	release, err := s.m.keyLocks.Hold(st, s.key)
 	if err == nil {
 		s.end.keyHold = release
 		return true
@@ -153,19 +76,4 @@ func (s *session) recordIsOurs() bool {
 	}
 	s.log.Info("record and journal not discarded: the key was reopened since")
 	return false
-}
-
-// registry is a table of shared, reference-counted handles by key (the
-// Manager's open journals and held key flocks), guarded by its own mutex.
-type registry[T any] struct {
-	mu   sync.Mutex
-	refs map[string]*T
-}
-
-// put adds v under key; the caller holds r.mu.
-func (r *registry[T]) put(key string, v *T) {
-	if r.refs == nil {
-		r.refs = map[string]*T{}
-	}
-	r.refs[key] = v
 }

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"testing"
-	"time"
 
 	"github.com/sourcegraph/jsonrpc2"
 	"go.uber.org/goleak"
@@ -186,44 +185,4 @@ func TestLifecycle_ReviveThatCannotResumeLosesTheSession(t *testing.T) {
 	}
 	m.Shutdown()
 	m.Wait()
-}
-
-// TestLiveTrees_FIFOAndBounded: with one slot, waiters are served in
-// arrival order as slots are given back, and a wait that runs out is
-// errNoLiveTreeSlot without taking a slot.
-func TestLiveTrees_FIFOAndBounded(t *testing.T) {
-	lt := &liveTrees{max: 1}
-	if err := lt.acquire(context.Background(), 0); err != nil {
-		t.Fatal(err)
-	}
-	if err := lt.acquire(context.Background(), 10*time.Millisecond); !errors.Is(err, errNoLiveTreeSlot) {
-		t.Fatalf("second acquire: %v, want errNoLiveTreeSlot", err)
-	}
-	order := make(chan int, 3)
-	for i := 0; i < 3; i++ {
-		i := i
-		go func() {
-			if lt.acquire(context.Background(), time.Minute) == nil {
-				order <- i
-			}
-		}()
-		// each waiter queued before the next starts
-		deadline := time.Now().Add(5 * time.Second)
-		for {
-			if _, w := lt.counts(); w == i+1 || time.Now().After(deadline) {
-				break
-			}
-			time.Sleep(time.Millisecond)
-		}
-	}
-	for want := 0; want < 3; want++ {
-		lt.release()
-		if got := <-order; got != want {
-			t.Fatalf("slot went to waiter %d, want %d (FIFO)", got, want)
-		}
-	}
-	lt.release()
-	if live, waiting := lt.counts(); live != 0 || waiting != 0 {
-		t.Errorf("after every release: live %d waiting %d", live, waiting)
-	}
 }

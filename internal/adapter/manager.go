@@ -32,6 +32,7 @@ import (
 	"github.com/acpx-sidecar/acpx-sidecar/internal/egress"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/profiles"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/reaper"
+	"github.com/acpx-sidecar/acpx-sidecar/internal/registry"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/statestore"
 	"github.com/acpx-sidecar/acpx-sidecar/protocol"
 )
@@ -128,23 +129,23 @@ type Manager struct {
 	closing  bool
 	finished []*session // sessions whose cleanup ended, oldest first
 
-	// stores are the state directories' stores (stores.go); recovering
-	// the recoveries of dead sidecars' leftovers not finished yet
-	// (recover.go).
-	stores     storeRegistry
-	recovering recoveries
+	// stores are the state directories' stores; recovering the
+	// recoveries of dead sidecars' leftovers not finished yet (recover.go).
+	// These and the registries below are internal/registry's.
+	stores     registry.Stores
+	recovering registry.Recoveries
 	// journals are the session journals open now (notify.go).
-	journals registry[journalRef]
+	journals *registry.Journals
 	stats    managerStats
 	// keyLocks are the session-key flocks this sidecar holds, by
 	// lock-file path (keyhold.go).
-	keyLocks registry[keyLockRef]
+	keyLocks registry.KeyLocks
 	// tmpSpares are private TMPDIRs made ahead of need; refills makes
 	// them and the stores' spare files after each open (tmpspares.go).
-	tmpSpares tmpSpares
-	refills   spareRefills
+	tmpSpares *registry.TmpSpares
+	refills   registry.SpareRefills
 	// sbx: what live sandboxed trees may write (sandboxlive.go).
-	sbx liveSandboxes
+	sbx registry.Sandboxes
 	// netTotals: every session's connections through an allow list
 	// (sidecar/stats network; egress.go).
 	netTotals egress.Counters
@@ -152,11 +153,11 @@ type Manager struct {
 	// at once together (--max-connections; egress.go).
 	netBudget *egress.Budget
 	// trees: the live-tree slots (--max-live-trees; livetrees.go).
-	trees liveTrees
-	// provDirs: the provider-state dirs of live sessions, under mu
+	trees *registry.LiveTrees
+	// provDirs: the provider-state dirs of live sessions, by session id
 	// (provstate.go); stateCtx bounds publications, cancelled when
 	// shutdown's bound has passed.
-	provDirs    map[string]*session
+	provDirs    registry.ProviderDirs
 	stateCtx    context.Context
 	stateCancel context.CancelFunc
 
@@ -178,8 +179,10 @@ func NewManager(cfg Config, host Host) *Manager {
 		cfg.Caps.MaxProviderLineBytes = protocol.DefaultMaxProviderLineBytes
 	}
 	m := &Manager{cfg: cfg, host: host, log: cfg.Logger, sessions: map[string]*session{},
-		keys: map[string]*session{}, stopCh: make(chan struct{}), tmpSpares: tmpSpares{want: tmpSparesKept},
-		trees: liveTrees{max: cfg.Caps.MaxLiveTrees}, netBudget: egress.NewBudget(cfg.Egress.MaxConnections)}
+		keys: map[string]*session{}, stopCh: make(chan struct{}),
+		tmpSpares: registry.NewTmpSpares(registry.TmpSparesKept, privateTmpParent),
+		journals:  registry.NewJournals(cfg.Caps.JournalMaxBytes, cfg.Logger),
+		trees:     registry.NewLiveTrees(cfg.Caps.MaxLiveTrees), netBudget: egress.NewBudget(cfg.Egress.MaxConnections)}
 	m.stateCtx, m.stateCancel = context.WithCancel(context.Background())
 	return m
 }
@@ -437,7 +440,7 @@ func (m *Manager) Shutdown() []*protocol.Proof {
 	}
 	m.stateCancel()                                 // publications still running give up (their state stays local)
 	m.recordShutdownProofs(final)                   // docs/protocol.md §16: journaled whoever asked
-	out = append(out, m.recovering.unfinished()...) // recoveries shutdown could not finish
+	out = append(out, m.recovering.Unfinished()...) // recoveries shutdown could not finish
 	m.stopOnce.Do(func() { close(m.stopCh) })
 	return out
 }
@@ -449,10 +452,10 @@ func (m *Manager) Wait() {
 	m.retained.Wait()
 	m.readers.Wait()
 	m.background.Wait()
-	m.refills.wg.Wait() // no actor is left to ask for one
-	m.releaseAllKeyLocks()
-	m.stores.closeAll()
-	m.tmpSpares.close()
+	m.refills.Wait() // no actor is left to ask for one
+	m.keyLocks.ReleaseAll()
+	m.stores.CloseAll()
+	m.tmpSpares.Close()
 }
 
 func itoa(i int) string { return strconv.Itoa(i) }

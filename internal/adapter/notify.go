@@ -66,7 +66,7 @@ func (s *session) ensureJournal() {
 	if s.pub.jn != nil || s.pub.jnFailed || s.rec.st == nil {
 		return
 	}
-	j, release, err := s.m.acquireJournal(s.rec.st.SessionsDir(), s.key)
+	j, release, err := s.m.journals.Acquire(s.rec.st.SessionsDir(), s.key)
 	if err != nil {
 		s.pub.jnFailed = true
 		s.log.Warn("session journal unavailable", zap.Error(err))
@@ -215,61 +215,4 @@ func (s *session) emitUpdate(rid []byte, seq uint64, update json.RawMessage) {
 func jsonString(v string) []byte {
 	b, _ := json.Marshal(v)
 	return b
-}
-
-// journalRef is one open journal shared by whoever writes or reads it
-// now: the session of its key, a retained cleanup's late proof, a
-// recovered proof, a session/events read.
-type journalRef struct {
-	j    *journal.Journal
-	refs int
-}
-
-// acquireJournal opens (or shares) the journal of key in sessionsDir; the
-// returned release closes it when its last user is done.
-func (m *Manager) acquireJournal(sessionsDir, key string) (*journal.Journal, func(), error) {
-	id := sessionsDir + "\x00" + key
-	m.journals.mu.Lock()
-	defer m.journals.mu.Unlock()
-	ref := m.journals.refs[id]
-	if ref == nil {
-		j, err := journal.Open(sessionsDir, key, m.cfg.Caps.JournalMaxBytes)
-		if err != nil {
-			return nil, nil, err
-		}
-		ref = &journalRef{j: j}
-		m.journals.put(id, ref)
-	}
-	ref.refs++
-	released := false
-	return ref.j, func() {
-		m.journals.mu.Lock()
-		defer m.journals.mu.Unlock()
-		if released {
-			return
-		}
-		released = true
-		if ref.refs--; ref.refs == 0 {
-			delete(m.journals.refs, id)
-			if err := ref.j.Close(); err != nil {
-				m.log.Warn("session journal not closed cleanly", zap.Error(err))
-			}
-		}
-	}, nil
-}
-
-// liveJournal returns the journal of key in sessionsDir if this sidecar
-// has it open, with a reference the caller releases.
-func (m *Manager) liveJournal(sessionsDir, key string) (*journal.Journal, func()) {
-	m.journals.mu.Lock()
-	ref := m.journals.refs[sessionsDir+"\x00"+key]
-	m.journals.mu.Unlock()
-	if ref == nil {
-		return nil, nil
-	}
-	j, release, err := m.acquireJournal(sessionsDir, key)
-	if err != nil {
-		return nil, nil
-	}
-	return j, release
 }

@@ -22,12 +22,12 @@ type proofSink struct {
 var _ cleanup.ProofSink = proofSink{}
 
 // HoldKey takes the key's flock (a reference when this sidecar holds it).
-func (p proofSink) HoldKey(key string) (func(), error) { return p.m.holdKey(p.st, key) }
+func (p proofSink) HoldKey(key string) (func(), error) { return p.m.keyLocks.Hold(p.st, key) }
 
 // Journal appends raw to key's journal as session's cleanup/proof entry,
 // synced.
 func (p proofSink) Journal(key, session string, raw json.RawMessage) error {
-	j, release, err := p.m.acquireJournal(filepath.Join(p.st.Dir(), "sessions"), key)
+	j, release, err := p.m.journals.Acquire(filepath.Join(p.st.Dir(), "sessions"), key)
 	if err != nil {
 		return err
 	}

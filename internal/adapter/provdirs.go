@@ -17,47 +17,8 @@ import (
 // (provstate.Sources): the session's own private HOME (s.end.home, set by
 // setupSandbox first) is the one place under a state dir allowed. One
 // another live session of this sidecar uses is refused too
-// (Manager.claimStateDirs).
+// (Manager.provDirs.Claim).
 func (s *session) stateSources(env []string) ([]statestore.Source, *protocol.Error) {
 	return provstate.Sources(provstate.Dirs{Named: s.open.StateDirs, Profile: s.prof, Env: env, Cwd: s.open.Cwd,
 		PrivateHome: s.end.home, StateDirs: s.m.stateDirs(s.stateDir), Secrets: s.m.cfg.StateSecrets})
-}
-
-// claimStateDirs registers srcs as this session's; STATE_CONFLICT when one
-// of them is, holds or lies inside another live session's.
-func (m *Manager) claimStateDirs(self *session, srcs []statestore.Source) *protocol.Error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	for _, src := range srcs {
-		for dir, owner := range m.provDirs {
-			if owner == self {
-				continue
-			}
-			if dir == src.Path || beneathAny(dir, []string{src.Path}) || beneathAny(src.Path, []string{dir}) {
-				e := protocol.Domain(protocol.ErrStateConflict, "the provider-state directory "+src.Name+
-					" is used by live session "+owner.id+" (an archive never carries another session's files)", false)
-				e.Data.Paths = []string{src.Path}
-				return e
-			}
-		}
-	}
-	if m.provDirs == nil {
-		m.provDirs = map[string]*session{}
-	}
-	for _, src := range srcs {
-		m.provDirs[src.Path] = self
-	}
-	return nil
-}
-
-// releaseStateDirs forgets the session's provider-state directories (its
-// session has ended).
-func (m *Manager) releaseStateDirs(self *session) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	for dir, owner := range m.provDirs {
-		if owner == self {
-			delete(m.provDirs, dir)
-		}
-	}
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/acpx-sidecar/acpx-sidecar/internal/cleanup"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/reaper"
+	"github.com/acpx-sidecar/acpx-sidecar/internal/registry"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/store"
 	"github.com/acpx-sidecar/acpx-sidecar/protocol"
 )
@@ -25,8 +26,8 @@ var selfStart, _ = procStart(os.Getpid())
 // (reaper.SweepDeadParents): an agent that deleted its own entry and
 // killed the sidecar and its watchdog is found there.
 func (m *Manager) Initialized() {
-	stores := m.stores.initialize()
-	if n := removeStaleTmpSpares(); n > 0 {
+	stores := m.stores.Initialize()
+	if n := registry.RemoveStaleTmpSpares(); n > 0 {
 		m.log.Info("removed stale spare TMPDIRs (a stopped sidecar's, or too old for a live one to use)", zap.Int("count", n))
 	}
 	var first sync.WaitGroup
@@ -102,14 +103,14 @@ func (m *Manager) sweepLedger(st *store.Store, first *sync.WaitGroup) {
 			m.log.Warn("ownership ledger partly unreadable", zap.Error(err))
 		}
 		for _, o := range owned {
-			if ownerAlive(o) || !m.recovering.begin(o.ID) {
+			if ownerAlive(o) || !m.recovering.Begin(o.ID) {
 				continue // a live owner's, or recovered now by an earlier sweep
 			}
 			m.retained.Add(1)
 			entries.Add(1)
 			go func(o store.Owned) {
 				defer m.retained.Done()
-				defer m.recovering.end(o.ID)
+				defer m.recovering.End(o.ID)
 				m.recoverEntry(st, o, entries.Done)
 			}(o)
 		}
@@ -211,7 +212,7 @@ func (m *Manager) notifyProof(st *store.Store, p *protocol.Proof) {
 // notePendingRecovery remembers (p non-nil) or forgets the latest
 // incomplete proof of a recovery still being retried; shutdown reports
 // those it could not finish (and then exits 1).
-func (m *Manager) notePendingRecovery(id string, p *protocol.Proof) { m.recovering.note(id, p) }
+func (m *Manager) notePendingRecovery(id string, p *protocol.Proof) { m.recovering.Note(id, p) }
 
 // storeFor returns the store of stateDir dir (keyed by its cleaned path),
 // opening it (and sweeping its
@@ -221,7 +222,7 @@ func (m *Manager) storeFor(dir string) (*store.Store, error) { return m.storeFor
 // storeForSweep is storeFor; the ledger sweep of a store it opens counts
 // in first (may be nil; recover.go).
 func (m *Manager) storeForSweep(dir string, first *sync.WaitGroup) (*store.Store, error) {
-	st, sweep, err := m.stores.open(dir)
+	st, sweep, err := m.stores.Open(dir)
 	if sweep {
 		m.sweepLedger(st, first)
 	}

@@ -86,8 +86,8 @@ func (s *session) setupSandbox(p protocol.OpenParams, env []string) (sandboxSetu
 	}
 	// The state dirs read here and this tree's writable roots registered
 	// below under one lock (sandboxlive.go).
-	m.sbx.mu.Lock()
-	defer m.sbx.mu.Unlock()
+	m.sbx.Lock()
+	defer m.sbx.Unlock()
 	paths := m.cfg.Sandbox.SandboxPaths(p, pol, env, m.stateDirs(p.StateDir))
 	if setup.home != "" {
 		paths.PrivateHome = paths.Home
@@ -109,7 +109,7 @@ func (s *session) setupSandbox(p protocol.OpenParams, env []string) (sandboxSetu
 		// the path kept here is what is removed after the proof
 		// (os.RemoveAll removes a link, not its target; fresh-user trial).
 		parent := privateTmpParent()
-		dir, err := s.m.tmpSpares.take(tmpPrefix(s.id)), error(nil) // tmpspares.go
+		dir, err := s.m.tmpSpares.Take(tmpPrefix(s.id)), error(nil) // internal/registry
 		if dir == "" {
 			dir, err = os.MkdirTemp(parent, tmpPrefix(s.id)) // 0700
 		}
@@ -179,7 +179,7 @@ func (s *session) setupSandbox(p protocol.OpenParams, env []string) (sandboxSetu
 	res.Home = setup.home
 	setup.plan, setup.tmpDir = &plan, tmpMade
 	if pol.Filesystem != sandbox.Off && res.Enforced {
-		m.sbx.addLocked(s, ap.Writable, ap.ReadOnly, paths.PrivateHome)
+		m.sbx.AddLocked(s.id, ap.Writable, ap.ReadOnly, paths.PrivateHome)
 	}
 	return setup, env, nil
 }
@@ -223,7 +223,7 @@ func (s *session) sameRulesAsOpen(rules []sandbox.Rule, tmpDir, home string) *pr
 // store opened so far, and extra ("" skipped).
 func (m *Manager) stateDirs(extra string) []string {
 	out := []string{}
-	for _, d := range append([]string{m.cfg.StateDir, extra}, m.stores.dirs()...) {
+	for _, d := range append([]string{m.cfg.StateDir, extra}, m.stores.Dirs()...) {
 		if d != "" {
 			out = append(out, d)
 		}
@@ -237,7 +237,7 @@ func (m *Manager) stateDirs(extra string) []string {
 // sandboxlive.go) and its private TMPDIR is removed (docs/protocol.md
 // §19).
 func (s *session) releaseSandbox() {
-	s.m.sbx.forget(s)
+	s.m.sbx.Forget(s.id)
 	if s.end.tmpDir != "" {
 		_ = os.RemoveAll(s.end.tmpDir)
 	}

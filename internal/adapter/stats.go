@@ -114,8 +114,8 @@ func (m *Manager) Stats() protocol.StatsResult {
 			res.Sessions.Reviving++
 		}
 	}
-	res.LiveTrees.Live, res.LiveTrees.Waiting = m.trees.counts()
-	res.LiveTrees.Max = max(m.trees.max, 0)
+	res.LiveTrees.Live, res.LiveTrees.Waiting = m.trees.Counts()
+	res.LiveTrees.Max = max(m.trees.Max(), 0)
 	res.Network = protocol.NetworkTotals(m.netTotals.Totals())
 	st := &m.stats
 	res.Turns = protocol.StatsTurns{Running: res.Sessions.Turn, Queued: int(st.turnsQueued.Load()),

@@ -26,7 +26,7 @@ func TestManager_OneStorePerDirectory(t *testing.T) {
 	if c, err := m.storeFor(other); err != nil || c == a {
 		t.Errorf("storeFor(%q) = %p, %v; want a store of its own", other, c, err)
 	}
-	n := len(m.stores.dirs())
+	n := len(m.stores.Dirs())
 	if n != 2 {
 		t.Errorf("%d stores, want 2", n)
 	}

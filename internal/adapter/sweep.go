@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/acpx-sidecar/acpx-sidecar/internal/registry"
 )
 
 // The live sweep (docs/operations.md "The ownership ledger"; issue 33): a
@@ -52,11 +54,11 @@ func (m *Manager) sweepLive() {
 	if closing {
 		return // shutdown owns the rest; the next sidecar sweeps what is left
 	}
-	if n := removeStaleTmpSpares(); n > 0 {
+	if n := registry.RemoveStaleTmpSpares(); n > 0 {
 		m.log.Info("removed stale spare TMPDIRs", zap.Int("count", n))
 	}
 	var first sync.WaitGroup
-	for _, st := range m.stores.all() {
+	for _, st := range m.stores.All() {
 		m.sweepLedger(st, &first)
 	}
 	m.sweepCgroupsAfter(&first)

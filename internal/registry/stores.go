@@ -1,4 +1,4 @@
-package adapter
+package registry
 
 import (
 	"path/filepath"
@@ -9,19 +9,23 @@ import (
 	"github.com/acpx-sidecar/acpx-sidecar/protocol"
 )
 
-// storeRegistry is the stores this sidecar opened, one per state
-// directory keyed by its cleaned path ("/s" and "/s/" are one store, with
-// one ledger sweep), and whether the host is initialized: a store opened
-// after that is swept as it opens, one opened before by Initialized.
-type storeRegistry struct {
+// Stores is the stores this sidecar opened, one per state directory keyed
+// by its cleaned path ("/s" and "/s/" are one store, with one ledger
+// sweep), and whether the host is initialized: a store opened after that
+// is swept as it opens, one opened before by Initialize's caller
+// (docs/protocol.md §6, §7 initialize). The zero value is empty and ready;
+// safe for concurrent use.
+type Stores struct {
 	mu          sync.Mutex
 	byDir       map[string]*store.Store
 	initialized bool
 }
 
-// open returns dir's store, opening it on first use; sweep says the caller
-// must sweep its ledger (a new store after initialize).
-func (r *storeRegistry) open(dir string) (st *store.Store, sweep bool, err error) {
+// Open returns dir's store, opening it on first use (store.Open, which
+// keeps storeSpares spare files per directory); sweep says the caller must
+// sweep its ledger (a new store after Initialize). Errors: store.Open's,
+// nothing registered.
+func (r *Stores) Open(dir string) (st *store.Store, sweep bool, err error) {
 	if dir != "" {
 		dir = filepath.Clean(dir)
 	}
@@ -48,9 +52,9 @@ func (r *storeRegistry) open(dir string) (st *store.Store, sweep bool, err error
 // storeSpares is how many spare files each store keeps per directory.
 const storeSpares = 4
 
-// closeAll removes every store's spares (Manager.Wait, when nothing
+// CloseAll removes every store's spares (Manager.Wait, when nothing
 // writes or refills any more).
-func (r *storeRegistry) closeAll() {
+func (r *Stores) CloseAll() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, st := range r.byDir {
@@ -58,9 +62,10 @@ func (r *storeRegistry) closeAll() {
 	}
 }
 
-// initialize marks the host initialized and returns the stores opened
-// before, which the caller sweeps (open sweeps every later one).
-func (r *storeRegistry) initialize() []*store.Store {
+// Initialize marks the host initialized and returns the stores opened
+// before, which the caller sweeps (Open's sweep says so for every later
+// one).
+func (r *Stores) Initialize() []*store.Store {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.initialized = true
@@ -71,8 +76,8 @@ func (r *storeRegistry) initialize() []*store.Store {
 	return out
 }
 
-// all is every store opened so far.
-func (r *storeRegistry) all() []*store.Store {
+// All is every store opened so far, in no order.
+func (r *Stores) All() []*store.Store {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	out := make([]*store.Store, 0, len(r.byDir))
@@ -82,8 +87,8 @@ func (r *storeRegistry) all() []*store.Store {
 	return out
 }
 
-// dirs is every state directory opened so far, sorted.
-func (r *storeRegistry) dirs() []string {
+// Dirs is every state directory opened so far (cleaned paths), sorted.
+func (r *Stores) Dirs() []string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	out := make([]string, 0, len(r.byDir))
@@ -94,18 +99,20 @@ func (r *storeRegistry) dirs() []string {
 	return out
 }
 
-// recoveries is the latest incomplete proof of each recovery still being
-// retried, by ledger entry id: shutdown reports those it could not finish;
+// Recoveries is the latest incomplete proof of each recovery of a dead
+// sidecar's leftover still being retried, by ledger entry id: shutdown
+// reports those it could not finish (docs/protocol.md §7 shutdown, §12);
 // and the entries whose recovery runs now, so a later sweep never starts a
-// second recovery of one (sweep.go).
-type recoveries struct {
+// second recovery of one (the adapter's sweep.go). The zero value is
+// empty and ready; safe for concurrent use.
+type Recoveries struct {
 	mu      sync.Mutex
 	pending map[string]*protocol.Proof
 	active  map[string]bool
 }
 
-// begin marks entry id's recovery as running; false if one already is.
-func (r *recoveries) begin(id string) bool {
+// Begin marks entry id's recovery as running; false if one already is.
+func (r *Recoveries) Begin(id string) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.active[id] {
@@ -118,15 +125,16 @@ func (r *recoveries) begin(id string) bool {
 	return true
 }
 
-// end marks entry id's recovery as over.
-func (r *recoveries) end(id string) {
+// End marks entry id's recovery as over.
+func (r *Recoveries) End(id string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	delete(r.active, id)
 }
 
-// note remembers (p non-nil) or forgets entry id's latest proof.
-func (r *recoveries) note(id string, p *protocol.Proof) {
+// Note remembers (p non-nil) or forgets (p nil) entry id's latest
+// incomplete proof.
+func (r *Recoveries) Note(id string, p *protocol.Proof) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if p == nil {
@@ -139,8 +147,8 @@ func (r *recoveries) note(id string, p *protocol.Proof) {
 	r.pending[id] = p
 }
 
-// unfinished is the pending proofs now.
-func (r *recoveries) unfinished() []*protocol.Proof {
+// Unfinished is the incomplete proofs noted now, in no order.
+func (r *Recoveries) Unfinished() []*protocol.Proof {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	out := make([]*protocol.Proof, 0, len(r.pending))

@@ -1,4 +1,4 @@
-package adapter
+package registry
 
 import "golang.org/x/sys/unix"
 
