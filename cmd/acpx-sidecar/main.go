@@ -25,6 +25,7 @@ import (
 	"github.com/acpx-sidecar/acpx-sidecar/internal/egress"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/launchexec"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/reaper"
+	"github.com/acpx-sidecar/acpx-sidecar/internal/reaper/tablemode"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/rpc"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/sandbox"
 	"github.com/acpx-sidecar/acpx-sidecar/protocol"
@@ -410,7 +411,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 // unusable one falls back to the next mode) and the --default-* limits
 // (checkDefaultLimits: exit 1). "problems" lists why, one sentence each.
 func doctor(stdout io.Writer, o *options) int {
-	mechs := append(reaper.Detect(), reaper.DetectTable())
+	mechs := append(reaper.Detect(), tablemode.Detect())
 	enc := json.NewEncoder(stdout)
 	enc.SetIndent("", "  ")
 	chosen := ""

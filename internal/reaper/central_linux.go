@@ -88,6 +88,15 @@ func acquireCentral(log *zap.Logger) *central {
 	return globalC
 }
 
+// ReapsChildren reports whether a Supervisor's central reaper runs in this
+// process: it waits for every child of the process, so no other waiter
+// (internal/reaper/tablemode's) may run beside it.
+func ReapsChildren() bool {
+	globalMu.Lock()
+	defer globalMu.Unlock()
+	return globalC != nil
+}
+
 func releaseCentral() {
 	globalMu.Lock()
 	defer globalMu.Unlock()

@@ -49,7 +49,7 @@ func (s *Supervisor) CgroupParent() string { return s.cgParent }
 // done).
 func Recover(l Leftover, grace time.Duration) (Termination, error) {
 	res := Termination{Signals: []SignalRecord{}, Processes: []ProcessRecord{}, Errors: []ErrorRecord{}}
-	if len(l.MarkerSHA256) != sha256.Size*2 || !isSessionID(l.Session) {
+	if len(l.MarkerSHA256) != sha256.Size*2 || !IsSessionID(l.Session) {
 		return res, fmt.Errorf("%w: no marker digest or a malformed session id", ErrUnprovable)
 	}
 	cgroups, note := trustedCgroups(l)

@@ -108,7 +108,7 @@ func (s *Supervisor) startDirect(spec Spec, name string) (*Tree, error) {
 		return fail(err)
 	}
 	t.v1 = v1
-	childEnds, parentEnds, err := stdioPipes()
+	childEnds, parentEnds, err := StdioPipes()
 	if err != nil {
 		return fail(err)
 	}

@@ -1,6 +1,6 @@
 //go:build linux || darwin
 
-package reaper
+package tablemode
 
 import (
 	"io"
@@ -11,14 +11,16 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/acpx-sidecar/acpx-sidecar/internal/proctable"
+	"github.com/acpx-sidecar/acpx-sidecar/internal/reaper"
 )
 
-// TableTree is one provider launched under ModeProcessTable and every
-// process the process table attributes to it (TableTree.update). All
-// methods are safe for concurrent use. It satisfies the same interface as
-// *Tree (internal/adapter's Tree).
-type TableTree struct {
-	s     *TableSupervisor
+// Tree is one provider launched under reaper.ModeProcessTable and every
+// process the process table attributes to it (Tree.update). All methods
+// are safe for concurrent use. It satisfies the same interface as
+// *reaper.Tree (internal/adapter's Tree, the one seam both modes are
+// used through).
+type Tree struct {
+	s     *Supervisor
 	c     *tableCore
 	procs proctable.Reader
 
@@ -37,12 +39,12 @@ type TableTree struct {
 
 	mu           sync.Mutex
 	leaderReaped bool
-	status       ExitStatus
+	status       reaper.ExitStatus
 	members      map[tableKey]*tableMember
 	order        []*tableMember
-	signals      []SignalRecord
-	errors       []ErrorRecord
-	verified     Verification
+	signals      []reaper.SignalRecord
+	errors       []reaper.ErrorRecord
+	verified     reaper.Verification
 	proven       bool
 }
 
@@ -62,56 +64,60 @@ type tableMember struct {
 }
 
 // Info is the tree's identity (TreeInfo; no cgroup in this mode).
-func (t *TableTree) Info() TreeInfo {
-	return TreeInfo{Pid: t.pid, Pgid: t.pgid, StartTicks: t.start, StartedAt: t.startedAt, Containment: ModeProcessTable}
+func (t *Tree) Info() reaper.TreeInfo {
+	return reaper.TreeInfo{Pid: t.pid, Pgid: t.pgid, StartTicks: t.start, StartedAt: t.startedAt, Containment: reaper.ModeProcessTable}
 }
 
 // Stdio is the provider's pipes (Stdio).
-func (t *TableTree) Stdio() Stdio { return Stdio{Stdin: t.stdin, Stdout: t.stdout, Stderr: t.stderr} }
+func (t *Tree) Stdio() reaper.Stdio {
+	return reaper.Stdio{Stdin: t.stdin, Stdout: t.stdout, Stderr: t.stderr}
+}
 
 // Stdin is the write end of the provider's stdin pipe (caller closes it).
-func (t *TableTree) Stdin() io.WriteCloser { return t.stdin }
+func (t *Tree) Stdin() io.WriteCloser { return t.stdin }
 
 // Stdout is the read end of the provider's stdout pipe.
-func (t *TableTree) Stdout() io.ReadCloser { return t.stdout }
+func (t *Tree) Stdout() io.ReadCloser { return t.stdout }
 
 // Stderr is the read end of the provider's stderr pipe.
-func (t *TableTree) Stderr() io.ReadCloser { return t.stderr }
+func (t *Tree) Stderr() io.ReadCloser { return t.stderr }
 
 // Pid is the provider (leader) pid.
-func (t *TableTree) Pid() int { return t.pid }
+func (t *Tree) Pid() int { return t.pid }
 
 // Pgid is the provider's process group (its own: the leader's pid).
-func (t *TableTree) Pgid() int { return t.pgid }
+func (t *Tree) Pgid() int { return t.pgid }
 
 // StartTicks is the leader's start time as the process table gives it
 // (proctable.Proc.Start: clock ticks since boot on Linux, microseconds
 // since the epoch on Darwin), kept in the ownership ledger against pid
 // reuse.
-func (t *TableTree) StartTicks() uint64 { return t.start }
+func (t *Tree) StartTicks() uint64 { return t.start }
 
 // StartedAt is when the provider was started.
-func (t *TableTree) StartedAt() time.Time { return t.startedAt }
+func (t *Tree) StartedAt() time.Time { return t.startedAt }
 
-// Containment is ModeProcessTable.
-func (t *TableTree) Containment() Mode { return ModeProcessTable }
+// Containment is reaper.ModeProcessTable.
+func (t *Tree) Containment() reaper.Mode { return reaper.ModeProcessTable }
 
 // CgroupPath is "": this mode has no cgroup.
-func (t *TableTree) CgroupPath() string { return "" }
+func (t *Tree) CgroupPath() string { return "" }
 
 // Exited is closed once the leader has been reaped.
-func (t *TableTree) Exited() <-chan struct{} { return t.exited }
+func (t *Tree) Exited() <-chan struct{} { return t.exited }
 
 // ExitStatus is the leader's wait status, valid after Exited.
-func (t *TableTree) ExitStatus() ExitStatus {
+func (t *Tree) ExitStatus() reaper.ExitStatus {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.status
 }
 
-// Resources fails with ErrUnsupported: without a cgroup there are no
+// Resources fails with reaper.ErrUnsupported: without a cgroup there are no
 // counters (docs/protocol.md §18.2).
-func (t *TableTree) Resources() (Resources, error) { return Resources{}, ErrUnsupported }
+func (t *Tree) Resources() (reaper.Resources, error) {
+	return reaper.Resources{}, reaper.ErrUnsupported
+}
 
 // update brings the member set up to date from one read of the table:
 //   - a member is live while a process with its pid and start time is in
@@ -125,7 +131,7 @@ func (t *TableTree) Resources() (Resources, error) { return Resources{}, ErrUnsu
 //   - every descendant of a live member by parent chain, a child counting
 //     only if it started no earlier than its parent (so a recycled parent
 //     pid adopts nothing).
-func (t *TableTree) update(s *tableScan) {
+func (t *Tree) update(s *tableScan) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.proven {
@@ -190,13 +196,13 @@ func (t *TableTree) update(s *tableScan) {
 }
 
 // addLocked returns the member k, adding it (t.mu held).
-func (t *TableTree) addLocked(k tableKey, seen time.Time) *tableMember {
+func (t *Tree) addLocked(k tableKey, seen time.Time) *tableMember {
 	if m := t.members[k]; m != nil {
 		return m
 	}
-	role := RoleDescendant
+	role := reaper.RoleDescendant
 	if k.pid == t.pid && k.start == t.start {
-		role = RoleProvider
+		role = reaper.RoleProvider
 	}
 	m := &tableMember{key: k, role: role, seen: seen}
 	t.members[k] = m
@@ -208,7 +214,7 @@ func (t *TableTree) addLocked(k tableKey, seen time.Time) *tableMember {
 // this tree: a member by pid and start time (start 0: by pid among
 // members not yet gone), or a process of the group while the leader is
 // unreaped.
-func (t *TableTree) claims(k tableKey, pgid int) bool {
+func (t *Tree) claims(k tableKey, pgid int) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.proven {
@@ -230,7 +236,7 @@ func (t *TableTree) claims(k tableKey, pgid int) bool {
 
 // recordExit stores a wait status collected by the waiter; the leader's
 // closes Exited.
-func (t *TableTree) recordExit(k tableKey, ws unix.WaitStatus, now time.Time) {
+func (t *Tree) recordExit(k tableKey, ws unix.WaitStatus, now time.Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	var m *tableMember
@@ -251,16 +257,16 @@ func (t *TableTree) recordExit(k tableKey, ws unix.WaitStatus, now time.Time) {
 		c := ws.ExitStatus()
 		m.code = &c
 	}
-	if m.role == RoleProvider && !t.leaderReaped {
+	if m.role == reaper.RoleProvider && !t.leaderReaped {
 		t.leaderReaped = true
-		t.status = ExitStatus{Code: m.code, Signal: m.sig, At: now}
+		t.status = reaper.ExitStatus{Code: m.code, Signal: m.sig, At: now}
 		close(t.exited)
 	}
 }
 
 // liveLocked lists the members live in s: present with their start time
 // and not zombies, or found after s began (unknown to s, so counted live).
-func (t *TableTree) liveLocked(s *tableScan) []tableKey {
+func (t *Tree) liveLocked(s *tableScan) []tableKey {
 	var out []tableKey
 	for k, m := range t.members {
 		if m.dead {
@@ -278,10 +284,10 @@ func (t *TableTree) liveLocked(s *tableScan) []tableKey {
 // resultLocked is the cumulative Termination (t.mu held). A process this
 // sidecar did not reap (its parent, init or launchd did) is listed with
 // reapedBy "parent" and the last signal the sidecar sent it, if any.
-func (t *TableTree) resultLocked() Termination {
-	r := Termination{Signals: append([]SignalRecord{}, t.signals...), Containment: ModeProcessTable,
-		Verified: t.verified, Complete: t.proven, Errors: append([]ErrorRecord(nil), t.errors...)}
-	procs := make([]ProcessRecord, 0, len(t.order))
+func (t *Tree) resultLocked() reaper.Termination {
+	r := reaper.Termination{Signals: append([]reaper.SignalRecord{}, t.signals...), Containment: reaper.ModeProcessTable,
+		Verified: t.verified, Complete: t.proven, Errors: append([]reaper.ErrorRecord(nil), t.errors...)}
+	procs := make([]reaper.ProcessRecord, 0, len(t.order))
 	for _, m := range t.order {
 		if !m.dead {
 			continue
@@ -290,14 +296,14 @@ func (t *TableTree) resultLocked() Termination {
 		if !m.reaped {
 			sig = m.sent
 		}
-		pr := ProcessRecord{Pid: m.key.pid, Role: m.role, ExitCode: m.code, Signal: sig, ExitedAt: m.at, Reaped: m.reaped}
+		pr := reaper.ProcessRecord{Pid: m.key.pid, Role: m.role, ExitCode: m.code, Signal: sig, ExitedAt: m.at, Reaped: m.reaped}
 		if !m.reaped {
-			pr.ReapedBy = ReapedByParent // its parent (init or launchd, once orphaned) collected its status
+			pr.ReapedBy = reaper.ReapedByParent // its parent (init or launchd, once orphaned) collected its status
 		}
 		procs = append(procs, pr)
 	}
 	sort.SliceStable(procs, func(i, j int) bool {
-		return procs[i].Role == RoleProvider && procs[j].Role != RoleProvider
+		return procs[i].Role == reaper.RoleProvider && procs[j].Role != reaper.RoleProvider
 	})
 	r.Processes = procs
 	return r
