@@ -25,6 +25,7 @@ import (
 	"github.com/acpx-sidecar/acpx-sidecar/internal/egress"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/launchexec"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/reaper"
+	"github.com/acpx-sidecar/acpx-sidecar/internal/reaper/cgroup"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/reaper/tablemode"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/rpc"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/sandbox"
@@ -340,7 +341,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	environ := os.Environ()
 	cfg.Env = adapter.ProviderEnv{Base: adapter.InheritedEnv(o.inheritEnv, environ), Policy: o.inheritEnv, Sidecar: environ}
 	cfg.DefaultLimits = o.limits.defaults()
-	cfg.LimitsSupported = reaper.LimitsSupported
+	cfg.LimitsSupported = cgroup.LimitsSupported
 	cfg.Sandbox = adapter.SandboxConfig{Default: o.defaultSandbox, Caps: sandbox.Probe().Limit(o.assumeABI),
 		Protected: append(sandbox.CgroupMounts(), selfInstallation()...)}
 	cfg.Egress = adapter.EgressConfig{Pins: o.pins, Unsupported: egress.Probe()}

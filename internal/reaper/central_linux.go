@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/acpx-sidecar/acpx-sidecar/internal/procfs"
+	"github.com/acpx-sidecar/acpx-sidecar/internal/reaper/cgroup"
 )
 
 // trackInterval is how often trees without a cgroup are re-walked in /proc
@@ -45,7 +46,7 @@ type central struct {
 	fork *forker
 	// watch is the process's one inotify instance for cgroup.events (nil
 	// if inotify is unavailable: waits then re-read every 5 ms).
-	watch *cgWatcher
+	watch *cgroup.Watcher
 
 	self  int
 	sigch chan os.Signal
@@ -75,7 +76,7 @@ func acquireCentral(log *zap.Logger) *central {
 			done:      make(chan struct{}),
 		}
 		c.fork = newForker()
-		if w, err := newCgWatcher(); err == nil {
+		if w, err := cgroup.NewWatcher(); err == nil {
 			c.watch = w
 		} else {
 			log.Warn("reaper: no inotify for cgroup.events; waits re-read the file", zap.Error(err))
@@ -111,7 +112,7 @@ func releaseCentral() {
 	signal.Stop(c.sigch)
 	c.reapPass() // final sweep: nothing this process started stays a zombie
 	if c.watch != nil {
-		c.watch.close()
+		c.watch.Close()
 	}
 	c.fork.stop()
 }
@@ -272,7 +273,7 @@ func (c *central) ownersLocked(pid int, info procInfo) []*Tree {
 	}
 	if cg, ok := readCgroupV2(pid); ok {
 		for t := range c.trees {
-			if t.cgRel != "" && cgroupWithin(cg, t.cgRel) {
+			if t.cgRel != "" && cgroup.Within(cg, t.cgRel) {
 				return []*Tree{t}
 			}
 		}
@@ -385,7 +386,7 @@ func (c *central) sweepChildren(t *Tree, sig unix.Signal) (int, []string) {
 			k := procKey{pid: pid, start: p.start}
 			outside := ""
 			if t.cgRel != "" && !t.isLeader(k) {
-				if cg, ok := readCgroupV2(pid); ok && !cgroupWithin(cg, t.cgRel) {
+				if cg, ok := readCgroupV2(pid); ok && !cgroup.Within(cg, t.cgRel) {
 					outside = cg
 				}
 			}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/acpx-sidecar/acpx-sidecar/internal/guardian"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/launchexec"
+	"github.com/acpx-sidecar/acpx-sidecar/internal/reaper/cgroup"
 )
 
 // guardianStartTimeout bounds the guardian handshake in Start.
@@ -220,7 +221,7 @@ func (s *Supervisor) startGuardian(spec Spec) (*Tree, error) {
 	t := newTree(s)
 
 	fail := func(err error) (*Tree, error) { return nil, err }
-	if _, err := applyLimits("", spec.Limits); err != nil {
+	if _, err := cgroup.ApplyLimits("", spec.Limits); err != nil {
 		return fail(err) // no cgroup: limits cannot be enforced
 	}
 

@@ -19,7 +19,7 @@ package reaper
 //
 // A tree is empty when two consecutive passes (sidecarPass), a reap cycle
 // apart, find nothing live — for a cgroup tree after cgroup.events said
-// "populated 0" (an event, cgWatcher), so a burst of closes costs no
+// "populated 0" (an event, cgroup.Watcher), so a burst of closes costs no
 // polling.
 
 import (
@@ -29,6 +29,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/acpx-sidecar/acpx-sidecar/internal/reaper/cgroup"
 )
 
 // signalTree sends sig to every member of the tree from the sidecar's side
@@ -39,7 +41,7 @@ func (t *Tree) signalTree(sig unix.Signal) {
 	if t.cgPath != "" {
 		if sig == unix.SIGKILL {
 			t.trackCgroup(now)
-			if err := writeCgroupKill(t.cgPath); err != nil {
+			if err := cgroup.WriteKill(t.cgPath); err != nil {
 				errs = append(errs, err.Error())
 			}
 		} else {
@@ -89,7 +91,7 @@ func (t *Tree) signalGroup(sig unix.Signal) []string {
 func (t *Tree) signalCgroupMembers(sig unix.Signal) []string {
 	var errs []string
 	belongs := inCgroup(t.cgRel)
-	for _, pid := range cgroupTreeProcs(t.cgPath) {
+	for _, pid := range cgroup.TreeProcs(t.cgPath) {
 		p, ok := readStat(pid)
 		if !ok {
 			continue
@@ -233,7 +235,7 @@ func (t *Tree) waitEmpty(done <-chan struct{}, d time.Duration, sig unix.Signal)
 	}
 	for {
 		if t.cgPath != "" && !t.cgroupEmpty() {
-			waitCgroupEmpty(t.c.watch, done, t.exited, t.cgPath, time.Until(deadline), tick)
+			cgroup.WaitEmpty(t.c.watch, done, t.exited, t.cgPath, time.Until(deadline), tick)
 		}
 		if t.sidecarEmpty(sig) {
 			return true

@@ -10,6 +10,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/acpx-sidecar/acpx-sidecar/internal/reaper/cgroup"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/sandbox"
 )
 
@@ -26,7 +27,7 @@ type Tree struct {
 	cgPath    string // absolute cgroup dir, "" if none
 	cgRel     string // the same as shown in /proc/<pid>/cgroup
 	// v1 maps a controller to the tree's cgroup v1 limit directory
-	// (limits_v1_linux.go); nil unless limits are enforced in v1.
+	// (cgroup.MakeV1Limits); nil unless limits are enforced in v1.
 	v1 map[string]string
 	g  *guardianConn
 	// initCtl is the tree's PID-namespace init's control socket
@@ -231,7 +232,7 @@ func (t *Tree) track(snap snapshot) {
 // trackCgroup records the current members of the tree's cgroup and of
 // every cgroup below it.
 func (t *Tree) trackCgroup(now time.Time) {
-	for _, pid := range cgroupTreeProcs(t.cgPath) {
+	for _, pid := range cgroup.TreeProcs(t.cgPath) {
 		p, ok := readStat(pid)
 		if !ok {
 			continue

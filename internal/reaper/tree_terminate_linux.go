@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/acpx-sidecar/acpx-sidecar/internal/guardian"
+	"github.com/acpx-sidecar/acpx-sidecar/internal/reaper/cgroup"
 )
 
 // Terminate ends the whole tree and reports what was observed:
@@ -96,7 +97,7 @@ func (t *Tree) cgroupEmpty() bool {
 	if t.cgPath == "" {
 		return true
 	}
-	pop, err := cgroupPopulated(t.cgPath)
+	pop, err := cgroup.Populated(t.cgPath)
 	return err == nil && !pop
 }
 
@@ -191,7 +192,7 @@ func (t *Tree) finalize(bound time.Duration) Termination {
 		for i := 0; ; i++ {
 			// Depth first: a provider running as root may have created
 			// sub-cgroups (cgroup.kill ended their processes too).
-			rmErr = removeCgroupSubtree(t.cgPath)
+			rmErr = cgroup.RemoveSubtree(t.cgPath)
 			if rmErr == nil {
 				break
 			}
