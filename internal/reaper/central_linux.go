@@ -217,7 +217,7 @@ func (c *central) reapPass() {
 			continue
 		}
 		for _, t := range owners {
-			if key.pid == t.pid {
+			if key.pid == t.id.pid {
 				c.mu.Lock()
 				if c.leaders[pid] == t {
 					delete(c.leaders, pid)
@@ -237,7 +237,7 @@ func (c *central) attribute(pid int) ([]*Tree, procKey) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if t := c.leaders[pid]; t != nil {
-		return []*Tree{t}, procKey{pid: pid, start: t.start}
+		return []*Tree{t}, procKey{pid: pid, start: t.id.start}
 	}
 	if !infoOK {
 		return nil, key
@@ -258,7 +258,7 @@ func (c *central) attribute(pid int) ([]*Tree, procKey) {
 // reported "empty" before exiting left no orphan, so it is never a
 // candidate by that last rule.
 func (c *central) ownersLocked(pid int, info procInfo) []*Tree {
-	if t := c.leaders[pid]; t != nil && info.start == t.start {
+	if t := c.leaders[pid]; t != nil && info.start == t.id.start {
 		return []*Tree{t}
 	}
 	key := procKey{pid: pid, start: info.start}
@@ -273,7 +273,7 @@ func (c *central) ownersLocked(pid int, info procInfo) []*Tree {
 	}
 	if cg, ok := readCgroupV2(pid); ok {
 		for t := range c.trees {
-			if t.cgRel != "" && cgroup.Within(cg, t.cgRel) {
+			if t.cg.rel != "" && cgroup.Within(cg, t.cg.rel) {
 				return []*Tree{t}
 			}
 		}
@@ -306,7 +306,7 @@ func (c *central) trackPass() {
 	snap := scanProcs()
 	c.adoptOrphans(snap)
 	for _, t := range ts {
-		if t.cgPath != "" {
+		if t.cg.path != "" {
 			t.trackCgroup(time.Now())
 		}
 		t.track(snap)
@@ -385,8 +385,8 @@ func (c *central) sweepChildren(t *Tree, sig unix.Signal) (int, []string) {
 			n++
 			k := procKey{pid: pid, start: p.start}
 			outside := ""
-			if t.cgRel != "" && !t.isLeader(k) {
-				if cg, ok := readCgroupV2(pid); ok && !cgroup.Within(cg, t.cgRel) {
+			if t.cg.rel != "" && !t.isLeader(k) {
+				if cg, ok := readCgroupV2(pid); ok && !cgroup.Within(cg, t.cg.rel) {
 					outside = cg
 				}
 			}
@@ -424,7 +424,7 @@ func (t *Tree) signalChild(k procKey, sig unix.Signal, now time.Time, outside st
 }
 
 func (c *central) register(t *Tree) {
-	c.leaders[t.pid] = t
+	c.leaders[t.id.pid] = t
 	c.trees[t] = struct{}{}
 }
 
@@ -432,7 +432,7 @@ func (c *central) unregister(t *Tree) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	delete(c.trees, t)
-	if c.leaders[t.pid] == t {
-		delete(c.leaders, t.pid)
+	if c.leaders[t.id.pid] == t {
+		delete(c.leaders, t.id.pid)
 	}
 }

@@ -38,10 +38,10 @@ import (
 func (t *Tree) signalTree(sig unix.Signal) {
 	now := time.Now()
 	var errs []string
-	if t.cgPath != "" {
+	if t.cg.path != "" {
 		if sig == unix.SIGKILL {
 			t.trackCgroup(now)
-			if err := cgroup.WriteKill(t.cgPath); err != nil {
+			if err := cgroup.WriteKill(t.cg.path); err != nil {
 				errs = append(errs, err.Error())
 			}
 		} else {
@@ -56,7 +56,7 @@ func (t *Tree) signalTree(sig unix.Signal) {
 	if len(errs) > 0 {
 		rec.Error = strings.Join(errs, "; ")
 	}
-	t.signals = append(t.signals, rec)
+	t.proof.signals = append(t.proof.signals, rec)
 	t.mu.Unlock()
 	t.recordSignalErrors(sig, errs)
 }
@@ -73,14 +73,14 @@ func (t *Tree) signalGroup(sig unix.Signal) []string {
 		// Behind a guardian the leader is pinned here only if it became
 		// our child (the guardian died): we hold reapMu, so it stays
 		// unreaped while we signal.
-		p, ok := readStat(t.pid)
-		pinned = ok && p.start == t.start && p.ppid == t.c.self && p.state != 'Z'
+		p, ok := readStat(t.id.pid)
+		pinned = ok && p.start == t.id.start && p.ppid == t.c.self && p.state != 'Z'
 	}
 	if !pinned {
 		return nil
 	}
-	if err := unix.Kill(-t.pgid, sig); err != nil && !errors.Is(err, unix.ESRCH) {
-		return []string{fmt.Sprintf("process group %d: %v", t.pgid, err)}
+	if err := unix.Kill(-t.id.pgid, sig); err != nil && !errors.Is(err, unix.ESRCH) {
+		return []string{fmt.Sprintf("process group %d: %v", t.id.pgid, err)}
 	}
 	return nil
 }
@@ -90,8 +90,8 @@ func (t *Tree) signalGroup(sig unix.Signal) []string {
 // per process.
 func (t *Tree) signalCgroupMembers(sig unix.Signal) []string {
 	var errs []string
-	belongs := inCgroup(t.cgRel)
-	for _, pid := range cgroup.TreeProcs(t.cgPath) {
+	belongs := inCgroup(t.cg.rel)
+	for _, pid := range cgroup.TreeProcs(t.cg.path) {
 		p, ok := readStat(pid)
 		if !ok {
 			continue
@@ -170,7 +170,7 @@ func (t *Tree) signalMember(k procKey, sig unix.Signal) error {
 func (t *Tree) sidecarPass(sig unix.Signal) (bool, []string) {
 	n, errs := t.c.sweepChildren(t, sig)
 	clean := n == 0
-	if t.cgPath != "" {
+	if t.cg.path != "" {
 		t.trackCgroup(time.Now())
 		if !t.cgroupEmpty() {
 			clean = false
@@ -202,7 +202,7 @@ func (t *Tree) recordSignalErrors(sig unix.Signal, errs []string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for _, e := range errs {
-		t.errors = append(t.errors, ErrorRecord{Code: CodeSignalFailed, Message: unix.SignalName(sig) + ": " + e})
+		t.proof.errors = append(t.proof.errors, ErrorRecord{Code: CodeSignalFailed, Message: unix.SignalName(sig) + ": " + e})
 	}
 }
 
@@ -234,8 +234,8 @@ func (t *Tree) waitEmpty(done <-chan struct{}, d time.Duration, sig unix.Signal)
 		tick = func() { t.recordSignalErrors(sig, t.signalCgroupMembers(sig)) }
 	}
 	for {
-		if t.cgPath != "" && !t.cgroupEmpty() {
-			cgroup.WaitEmpty(t.c.watch, done, t.exited, t.cgPath, time.Until(deadline), tick)
+		if t.cg.path != "" && !t.cgroupEmpty() {
+			cgroup.WaitEmpty(t.c.watch, done, t.exited, t.cg.path, time.Until(deadline), tick)
 		}
 		if t.sidecarEmpty(sig) {
 			return true

@@ -15,7 +15,7 @@ import (
 // The Supervisor's and Tree's part of cgroup v1 limits (the mechanism is
 // internal/reaper/cgroup's limits_v1_linux.go): a Supervisor remembers the
 // parent directories it made in v1 hierarchies and removes them at Close;
-// a Tree keeps its v1 limit cgroups (Tree.limits.v1) and removes them once
+// a Tree keeps its v1 limit cgroups (Tree.cg.v1) and removes them once
 // it is proven empty.
 
 // makeV1Limits is cgroup.MakeV1Limits below this Supervisor's v1 parents
@@ -49,12 +49,12 @@ func (s *Supervisor) removeV1Parents() {
 // proven empty (finalize), retrying briefly: the kernel lets the last
 // task go asynchronously. Errors name the directory.
 func (t *Tree) removeLimitCgroups() error {
-	if len(t.v1) == 0 {
+	if len(t.cg.v1) == 0 {
 		return nil
 	}
 	var err error
 	for i := 0; i < 50; i++ {
-		if err = cgroup.RemoveV1Dirs(t.v1); err == nil {
+		if err = cgroup.RemoveV1Dirs(t.cg.v1); err == nil {
 			return nil
 		}
 		time.Sleep(2 * time.Millisecond)
@@ -67,5 +67,5 @@ func (t *Tree) removeLimitCgroups() error {
 // limit is in a cgroup v1 hierarchy, from that v1 cgroup. Errors: no
 // cgroup (not cgroup mode), or the cgroup is gone.
 func (t *Tree) Resources() (Resources, error) {
-	return cgroup.ReadResources(t.CgroupPath(), t.v1)
+	return cgroup.ReadResources(t.CgroupPath(), t.cg.v1)
 }

@@ -33,7 +33,7 @@ func TestStart_LimitsOutsideCgroupModeLaunchNothing(t *testing.T) {
 // cgroup v1 limit dir when the limit is enforced there, else in its v2
 // cgroup (v2name).
 func limitFile(tr *Tree, c, v2name, v1name string) string {
-	if d, ok := tr.v1[c]; ok {
+	if d, ok := tr.cg.v1[c]; ok {
 		return filepath.Join(d, v1name)
 	}
 	return filepath.Join(tr.CgroupPath(), v2name)
@@ -79,21 +79,21 @@ func TestStart_LimitsInCgroupMode(t *testing.T) {
 	for file, want := range map[string]string{
 		memFile: "67108864",
 		limitFile(tr, "pids", "pids.max", "pids.max"):       "16",
-		limitFile(tr, "cpu", "cpu.max", "cpu.cfs_quota_us"): map[bool]string{true: "50000", false: "50000 100000"}[tr.v1["cpu"] != ""],
+		limitFile(tr, "cpu", "cpu.max", "cpu.cfs_quota_us"): map[bool]string{true: "50000", false: "50000 100000"}[tr.cg.v1["cpu"] != ""],
 	} {
 		b, err := os.ReadFile(file)
 		if err != nil || strings.TrimSpace(string(b)) != want {
 			t.Errorf("%s = %q (%v), want %q", file, b, err, want)
 		}
 	}
-	if d, ok := tr.v1["memory"]; ok {
+	if d, ok := tr.cg.v1["memory"]; ok {
 		if _, err := os.Stat(filepath.Join(d, "memory.memsw.limit_in_bytes")); err == nil {
 			if b, _ := os.ReadFile(filepath.Join(d, "memory.memsw.limit_in_bytes")); strings.TrimSpace(string(b)) != "67108864" {
 				t.Errorf("memory.memsw.limit_in_bytes = %q, want the memory limit (no evasion into swap)", b)
 			}
 		}
 	}
-	for c, d := range tr.v1 {
+	for c, d := range tr.cg.v1 {
 		if procs := cgroup.Procs(d); len(procs) != 1 || procs[0] != tr.Pid() {
 			t.Errorf("v1 %s cgroup %s has %v, want the provider %d", c, d, procs, tr.Pid())
 		}
@@ -113,7 +113,7 @@ func TestStart_LimitsInCgroupMode(t *testing.T) {
 		r.PidsCurrent == nil || *r.PidsCurrent < 1 || r.MemoryCurrent == nil || *r.MemoryCurrent <= 0 {
 		t.Errorf("Resources = %+v, %v", r, err)
 	}
-	v1 := tr.v1
+	v1 := tr.cg.v1
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	requireComplete(t, tr.Terminate(ctx, 200*time.Millisecond, time.Second), ModeCgroup)

@@ -145,7 +145,7 @@ func TestSandboxed_ExitedTreeLeavesNoInitBehind(t *testing.T) {
 	// so the marked-process scan alone would race with it.
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		populated, err := cgroup.Populated(tr.cgPath)
+		populated, err := cgroup.Populated(tr.cg.path)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -84,7 +84,7 @@ func (s *Supervisor) startDirect(spec Spec, name string) (*Tree, error) {
 		return nil, err
 	}
 	defer unix.Close(cgfd)
-	t.cgPath, t.cgRel = dir, rel
+	t.cg.path, t.cg.rel = dir, rel
 	if err := s.wd.add(dir); err != nil {
 		_ = cgroup.RemoveSubtree(dir)
 		return nil, err
@@ -108,7 +108,7 @@ func (s *Supervisor) startDirect(spec Spec, name string) (*Tree, error) {
 	if v1, err = s.makeV1Limits(plan, dir, spec.Limits); err != nil {
 		return fail(err)
 	}
-	t.v1 = v1
+	t.cg.v1 = v1
 	childEnds, parentEnds, err := StdioPipes()
 	if err != nil {
 		return fail(err)
@@ -219,7 +219,7 @@ func (s *Supervisor) startDirect(spec Spec, name string) (*Tree, error) {
 	p, _ := readStat(pid) // unreaped: readable even if it already exited
 	now := time.Now()
 	t.mu.Lock()
-	t.pid, t.pgid, t.start, t.startedAt, t.pidfd = pid, pid, p.start, now, pidfd
+	t.id.pid, t.id.pgid, t.id.start, t.id.startedAt, t.pidfd = pid, pid, p.start, now, pidfd
 	t.addMemberLocked(procKey{pid: pid, start: p.start}, RoleProvider, now)
 	if st.InitPid > 0 {
 		ip, _ := readStat(st.InitPid)
@@ -234,7 +234,7 @@ func (s *Supervisor) startDirect(spec Spec, name string) (*Tree, error) {
 		runtime.KeepAlive(spec.ExecFile)
 	}
 	closeFiles(childEnds)
-	t.stdin, t.stdout, t.stderr = parentEnds[0], parentEnds[1], parentEnds[2]
+	t.stdio.Stdin, t.stdio.Stdout, t.stdio.Stderr = parentEnds[0], parentEnds[1], parentEnds[2]
 	if status != nil {
 		if err := s.awaitLaunch(t, status, spec.Path); err != nil {
 			closeFiles(parentEnds)

@@ -232,9 +232,9 @@ func (s *Supervisor) restartWatchdog(old *watchdogConn) {
 	}
 	s.wd = nw
 	for t := range s.trees {
-		if t.cgPath != "" && t.g == nil {
-			if err := nw.add(t.cgPath); err != nil {
-				s.log.Error("reaper: cannot register a provider cgroup with the new watchdog", zap.String("cgroup", t.cgPath), zap.Error(err))
+		if t.cg.path != "" && t.g == nil {
+			if err := nw.add(t.cg.path); err != nil {
+				s.log.Error("reaper: cannot register a provider cgroup with the new watchdog", zap.String("cgroup", t.cg.path), zap.Error(err))
 			}
 		}
 	}

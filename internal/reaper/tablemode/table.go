@@ -175,7 +175,7 @@ func (s *Supervisor) Start(spec reaper.Spec) (*Tree, error) {
 		return nil, err
 	}
 	s.trees[t] = struct{}{}
-	s.log.Debug("reaper: provider started", zap.Int("pid", t.pid), zap.String("path", spec.Path),
+	s.log.Debug("reaper: provider started", zap.Int("pid", t.id.pid), zap.String("path", spec.Path),
 		zap.String("containment", string(reaper.ModeProcessTable)))
 	return t, nil
 }
@@ -247,7 +247,7 @@ func (s *Supervisor) startTable(spec reaper.Spec, marker string) (*Tree, error) 
 	}
 	now := time.Now()
 	p, _ := s.c.procs.Stat(pid) // unreaped: readable even if it already exited
-	t.pid, t.pgid, t.start, t.startedAt = pid, pid, p.Start, now
+	t.id.pid, t.id.pgid, t.id.start, t.id.startedAt = pid, pid, p.Start, now
 	t.addLocked(tableKey{pid, p.Start}, now)
 	s.c.registerLocked(t)
 	s.c.mu.Unlock()
@@ -257,6 +257,6 @@ func (s *Supervisor) startTable(spec reaper.Spec, marker string) (*Tree, error) 
 		runtime.KeepAlive(spec.ExecFile)
 	}
 	closeFiles(childEnds)
-	t.stdin, t.stdout, t.stderr = parentEnds[0], parentEnds[1], parentEnds[2]
+	t.stdio.Stdin, t.stdio.Stdout, t.stdio.Stderr = parentEnds[0], parentEnds[1], parentEnds[2]
 	return t, nil
 }

@@ -153,7 +153,7 @@ func (c *tableCore) run() {
 
 // register adds a started tree (c.mu held by the caller: see startTable).
 func (c *tableCore) registerLocked(t *Tree) {
-	c.leaders[t.pid] = t
+	c.leaders[t.id.pid] = t
 	c.trees[t] = struct{}{}
 	c.markers[t.marker] = t
 	c.names[t.markerName]++
@@ -173,8 +173,8 @@ func (c *tableCore) unregister(t *Tree) {
 	if c.names[t.markerName]--; c.names[t.markerName] <= 0 {
 		delete(c.names, t.markerName)
 	}
-	if c.leaders[t.pid] == t {
-		delete(c.leaders, t.pid)
+	if c.leaders[t.id.pid] == t {
+		delete(c.leaders, t.id.pid)
 	}
 }
 
@@ -242,7 +242,7 @@ func (c *tableCore) exited(pid int, start uint64, pgid int, ws unix.WaitStatus) 
 	if t := c.leaders[pid]; t != nil {
 		delete(c.leaders, pid)
 		c.mu.Unlock()
-		t.recordExit(tableKey{pid, t.start}, ws, now)
+		t.recordExit(tableKey{pid, t.id.start}, ws, now)
 		return
 	}
 	trees := make([]*Tree, 0, len(c.trees))

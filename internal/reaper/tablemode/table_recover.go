@@ -63,7 +63,7 @@ func Recover(l reaper.Leftover, grace time.Duration) (reaper.Termination, error)
 				return res, fmt.Errorf("%w: its pid %d is alive with its start time but does not carry the tree's marker", reaper.ErrUnprovable, l.Pid)
 			}
 			if err == nil {
-				t.pid, t.pgid, t.start = l.Pid, l.Pgid, l.StartTicks
+				t.id.pid, t.id.pgid, t.id.start = l.Pid, l.Pgid, l.StartTicks
 				t.addLocked(tableKey{l.Pid, l.StartTicks}, time.Time{})
 			}
 		}
@@ -88,8 +88,8 @@ func Recover(l reaper.Leftover, grace time.Duration) (reaper.Termination, error)
 			return recoveredResult(t, res), nil
 		}
 		s := newTableScan(at, list, self)
-		lp, ok := s.procs[t.pid]
-		t.leaderReaped = !(t.pid > 0 && ok && lp.Start == t.start)
+		lp, ok := s.procs[t.id.pid]
+		t.leaderReaped = !(t.id.pid > 0 && ok && lp.Start == t.id.start)
 		s.marked = envs.marked(s, lookup, names, envWait)
 		t.update(s)
 		n, errs := t.signalLive(s, unix.SIGKILL)
@@ -98,7 +98,7 @@ func Recover(l reaper.Leftover, grace time.Duration) (reaper.Termination, error)
 			if len(errs) > 0 {
 				rec.Error = strings.Join(errs, "; ")
 			}
-			t.signals = append(t.signals, rec)
+			t.proof.signals = append(t.proof.signals, rec)
 			t.recordSignalErrors(unix.SIGKILL, errs)
 		}
 		t.mu.Lock()

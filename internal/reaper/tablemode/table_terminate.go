@@ -49,7 +49,7 @@ func (t *Tree) Terminate(ctx context.Context, termGrace, killGrace time.Duration
 	t.termMu.Lock()
 	defer t.termMu.Unlock()
 	t.mu.Lock()
-	if t.proven {
+	if t.proof.proven {
 		r := t.resultLocked()
 		t.mu.Unlock()
 		return r
@@ -70,13 +70,13 @@ func (t *Tree) Terminate(ctx context.Context, termGrace, killGrace time.Duration
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if err != nil {
-		t.errors = append(t.errors, reaper.ErrorRecord{Code: reaper.CodeKillTimeout, Message: "provider tree not verified gone: " + err.Error()})
-		t.verified = reaper.Verification{Method: methodTableRead}
+		t.proof.errors = append(t.proof.errors, reaper.ErrorRecord{Code: reaper.CodeKillTimeout, Message: "provider tree not verified gone: " + err.Error()})
+		t.proof.verified = reaper.Verification{Method: methodTableRead}
 	} else {
-		t.errors = append(t.errors, reaper.ErrorRecord{Code: reaper.CodeKillTimeout, Message: "provider did not exit after SIGKILL"})
-		t.verified = reaper.Verification{Method: methodTableLive + " (" + t.liveNoteLocked() + ")"}
+		t.proof.errors = append(t.proof.errors, reaper.ErrorRecord{Code: reaper.CodeKillTimeout, Message: "provider did not exit after SIGKILL"})
+		t.proof.verified = reaper.Verification{Method: methodTableLive + " (" + t.liveNoteLocked() + ")"}
 	}
-	t.s.log.Warn("reaper: process-table tree not empty after SIGKILL", zap.Int("pid", t.pid), zap.Error(err))
+	t.s.log.Warn("reaper: process-table tree not empty after SIGKILL", zap.Int("pid", t.id.pid), zap.Error(err))
 	return t.resultLocked()
 }
 
@@ -110,7 +110,7 @@ func (t *Tree) signalTree(sig unix.Signal) {
 		rec.Error = strings.Join(errs, "; ")
 	}
 	t.mu.Lock()
-	t.signals = append(t.signals, rec)
+	t.proof.signals = append(t.proof.signals, rec)
 	t.mu.Unlock()
 	t.recordSignalErrors(sig, errs)
 }
@@ -127,8 +127,8 @@ func (t *Tree) signalGroup(sig unix.Signal) error {
 	if !pinned {
 		return nil
 	}
-	if err := unix.Kill(-t.pgid, sig); err != nil && !errors.Is(err, unix.ESRCH) {
-		return fmt.Errorf("process group %d: %v", t.pgid, err)
+	if err := unix.Kill(-t.id.pgid, sig); err != nil && !errors.Is(err, unix.ESRCH) {
+		return fmt.Errorf("process group %d: %v", t.id.pgid, err)
 	}
 	return nil
 }
@@ -166,7 +166,7 @@ func (t *Tree) recordSignalErrors(sig unix.Signal, errs []string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for _, e := range errs {
-		t.errors = append(t.errors, reaper.ErrorRecord{Code: reaper.CodeSignalFailed, Message: unix.SignalName(sig) + ": " + e})
+		t.proof.errors = append(t.proof.errors, reaper.ErrorRecord{Code: reaper.CodeSignalFailed, Message: unix.SignalName(sig) + ": " + e})
 	}
 }
 
@@ -228,7 +228,7 @@ func (t *Tree) finalize(bound time.Duration) reaper.Termination {
 	case <-time.After(max(bound, 100*time.Millisecond)):
 		// Not our child any more? Cannot happen; the proof still holds
 		// (no live process of the tree) but the leader's status is unknown.
-		t.s.log.Warn("reaper: process-table leader not reaped after the tree emptied", zap.Int("pid", t.pid))
+		t.s.log.Warn("reaper: process-table leader not reaped after the tree emptied", zap.Int("pid", t.id.pid))
 	}
 	now := time.Now()
 	t.mu.Lock()
@@ -237,8 +237,8 @@ func (t *Tree) finalize(bound time.Duration) reaper.Termination {
 			m.dead, m.at = true, now
 		}
 	}
-	t.verified = reaper.Verification{TreeEmpty: true, Method: methodTable}
-	t.proven = true
+	t.proof.verified = reaper.Verification{TreeEmpty: true, Method: methodTable}
+	t.proof.proven = true
 	r := t.resultLocked()
 	t.mu.Unlock()
 	t.c.unregister(t)

@@ -24,15 +24,11 @@ type Tree struct {
 	c     *tableCore
 	procs proctable.Reader
 
-	pid, pgid  int
-	start      uint64 // leader start time (proctable.Proc.Start)
-	startedAt  time.Time
+	id         treeID
 	marker     string // "NAME=value" in the environment of the tree
 	markerName string // NAME
 
-	stdin  io.WriteCloser
-	stdout io.ReadCloser
-	stderr io.ReadCloser
+	stdio reaper.Stdio // the parent's ends of the provider's pipes
 
 	exited chan struct{}
 	termMu sync.Mutex // serializes Terminate
@@ -42,10 +38,24 @@ type Tree struct {
 	status       reaper.ExitStatus
 	members      map[tableKey]*tableMember
 	order        []*tableMember
-	signals      []reaper.SignalRecord
-	errors       []reaper.ErrorRecord
-	verified     reaper.Verification
-	proven       bool
+	proof        treeProof // under mu
+}
+
+// treeID is the identity of a tree's leader (reaper.TreeInfo's facts).
+type treeID struct {
+	pid, pgid int
+	start     uint64 // leader start time (proctable.Proc.Start)
+	startedAt time.Time
+}
+
+// treeProof is what the Terminate calls on a tree recorded, cumulative
+// over every call (the Termination's signals, errors and verification),
+// and whether the tree was proven empty.
+type treeProof struct {
+	signals  []reaper.SignalRecord
+	errors   []reaper.ErrorRecord
+	verified reaper.Verification
+	proven   bool
 }
 
 // tableMember is one process ever attributed to the tree.
@@ -65,37 +75,35 @@ type tableMember struct {
 
 // Info is the tree's identity (TreeInfo; no cgroup in this mode).
 func (t *Tree) Info() reaper.TreeInfo {
-	return reaper.TreeInfo{Pid: t.pid, Pgid: t.pgid, StartTicks: t.start, StartedAt: t.startedAt, Containment: reaper.ModeProcessTable}
+	return reaper.TreeInfo{Pid: t.id.pid, Pgid: t.id.pgid, StartTicks: t.id.start, StartedAt: t.id.startedAt, Containment: reaper.ModeProcessTable}
 }
 
 // Stdio is the provider's pipes (Stdio).
-func (t *Tree) Stdio() reaper.Stdio {
-	return reaper.Stdio{Stdin: t.stdin, Stdout: t.stdout, Stderr: t.stderr}
-}
+func (t *Tree) Stdio() reaper.Stdio { return t.stdio }
 
 // Stdin is the write end of the provider's stdin pipe (caller closes it).
-func (t *Tree) Stdin() io.WriteCloser { return t.stdin }
+func (t *Tree) Stdin() io.WriteCloser { return t.stdio.Stdin }
 
 // Stdout is the read end of the provider's stdout pipe.
-func (t *Tree) Stdout() io.ReadCloser { return t.stdout }
+func (t *Tree) Stdout() io.ReadCloser { return t.stdio.Stdout }
 
 // Stderr is the read end of the provider's stderr pipe.
-func (t *Tree) Stderr() io.ReadCloser { return t.stderr }
+func (t *Tree) Stderr() io.ReadCloser { return t.stdio.Stderr }
 
 // Pid is the provider (leader) pid.
-func (t *Tree) Pid() int { return t.pid }
+func (t *Tree) Pid() int { return t.id.pid }
 
 // Pgid is the provider's process group (its own: the leader's pid).
-func (t *Tree) Pgid() int { return t.pgid }
+func (t *Tree) Pgid() int { return t.id.pgid }
 
 // StartTicks is the leader's start time as the process table gives it
 // (proctable.Proc.Start: clock ticks since boot on Linux, microseconds
 // since the epoch on Darwin), kept in the ownership ledger against pid
 // reuse.
-func (t *Tree) StartTicks() uint64 { return t.start }
+func (t *Tree) StartTicks() uint64 { return t.id.start }
 
 // StartedAt is when the provider was started.
-func (t *Tree) StartedAt() time.Time { return t.startedAt }
+func (t *Tree) StartedAt() time.Time { return t.id.startedAt }
 
 // Containment is reaper.ModeProcessTable.
 func (t *Tree) Containment() reaper.Mode { return reaper.ModeProcessTable }
@@ -134,7 +142,7 @@ func (t *Tree) Resources() (reaper.Resources, error) {
 func (t *Tree) update(s *tableScan) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.proven {
+	if t.proof.proven {
 		return
 	}
 	now := time.Now()
@@ -148,13 +156,13 @@ func (t *Tree) update(s *tableScan) {
 		switch {
 		case ok && p.Start == k.start && !p.Zombie:
 			live[k.pid] = true
-			pinned = pinned || p.Pgid == t.pgid
+			pinned = pinned || p.Pgid == t.id.pgid
 		case ok && p.Start == k.start, m.seen.Before(s.at):
 			m.dead, m.at = true, now
 		}
 	}
-	if pinned && t.pgid > 0 {
-		for _, pid := range s.byPgid[t.pgid] {
+	if pinned && t.id.pgid > 0 {
+		for _, pid := range s.byPgid[t.id.pgid] {
 			if !s.procs[pid].Zombie {
 				live[pid] = true
 			}
@@ -201,7 +209,7 @@ func (t *Tree) addLocked(k tableKey, seen time.Time) *tableMember {
 		return m
 	}
 	role := reaper.RoleDescendant
-	if k.pid == t.pid && k.start == t.start {
+	if k.pid == t.id.pid && k.start == t.id.start {
 		role = reaper.RoleProvider
 	}
 	m := &tableMember{key: k, role: role, seen: seen}
@@ -217,7 +225,7 @@ func (t *Tree) addLocked(k tableKey, seen time.Time) *tableMember {
 func (t *Tree) claims(k tableKey, pgid int) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.proven {
+	if t.proof.proven {
 		return false
 	}
 	if k.start != 0 {
@@ -231,7 +239,7 @@ func (t *Tree) claims(k tableKey, pgid int) bool {
 			}
 		}
 	}
-	return pgid == t.pgid && pgid > 0 && !t.leaderReaped
+	return pgid == t.id.pgid && pgid > 0 && !t.leaderReaped
 }
 
 // recordExit stores a wait status collected by the waiter; the leader's
@@ -285,8 +293,8 @@ func (t *Tree) liveLocked(s *tableScan) []tableKey {
 // sidecar did not reap (its parent, init or launchd did) is listed with
 // reapedBy "parent" and the last signal the sidecar sent it, if any.
 func (t *Tree) resultLocked() reaper.Termination {
-	r := reaper.Termination{Signals: append([]reaper.SignalRecord{}, t.signals...), Containment: reaper.ModeProcessTable,
-		Verified: t.verified, Complete: t.proven, Errors: append([]reaper.ErrorRecord(nil), t.errors...)}
+	r := reaper.Termination{Signals: append([]reaper.SignalRecord{}, t.proof.signals...), Containment: reaper.ModeProcessTable,
+		Verified: t.proof.verified, Complete: t.proof.proven, Errors: append([]reaper.ErrorRecord(nil), t.proof.errors...)}
 	procs := make([]reaper.ProcessRecord, 0, len(t.order))
 	for _, m := range t.order {
 		if !m.dead {

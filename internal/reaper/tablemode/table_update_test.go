@@ -20,7 +20,7 @@ import (
 // checked exactly, without racing real processes.
 
 func testTableTree() *Tree {
-	t := &Tree{pid: 100, pgid: 100, start: 1000, marker: "M=1", members: map[tableKey]*tableMember{}, exited: make(chan struct{})}
+	t := &Tree{id: treeID{pid: 100, pgid: 100, start: 1000}, marker: "M=1", members: map[tableKey]*tableMember{}, exited: make(chan struct{})}
 	t.addLocked(tableKey{100, 1000}, time.Unix(0, 0))
 	return t
 }
