@@ -13,7 +13,7 @@ import (
 )
 
 // The Supervisor's and Tree's part of cgroup v1 limits (the mechanism is
-// internal/reaper/cgroup's limits_v1_linux.go): a Supervisor remembers the
+// internal/reaper/cgroup, limits_v1_linux.go): a Supervisor remembers the
 // parent directories it made in v1 hierarchies and removes them at Close;
 // a Tree keeps its v1 limit cgroups (Tree.cg.v1) and removes them once
 // it is proven empty.
