@@ -13,10 +13,10 @@ import (
 	"github.com/acpx-sidecar/acpx-sidecar/internal/proctable"
 )
 
-// The process-table containment (ModeProcessTable) keeps no kernel object
-// per tree: a tree is what the process table says it is. One process-wide
-// tableCore (shared, refcounted, by every Supervisor, since waiting
-// for children cannot be split between owners) holds:
+// The process-table containment (reaper.ModeProcessTable) keeps no kernel
+// object per tree: a tree is what the process table says it is. One
+// process-wide tableCore (shared, refcounted, by every Supervisor, since
+// waiting for children cannot be split between owners) holds:
 //
 //   - the registry of live trees: unreaped leaders by pid, trees by their
 //     environment marker entry;
@@ -53,7 +53,7 @@ type tableScan struct {
 	marked   map[*Tree][]int
 }
 
-// tableCore is the process-wide state of ModeProcessTable (see above).
+// tableCore is the process-wide state of reaper.ModeProcessTable (see above).
 type tableCore struct {
 	log   *zap.Logger
 	procs proctable.Reader

@@ -15,7 +15,7 @@ import (
 	"github.com/acpx-sidecar/acpx-sidecar/internal/reaper"
 )
 
-// Verified.Method texts of ModeProcessTable (docs/protocol.md §12
+// Verified.Method texts of reaper.ModeProcessTable (docs/protocol.md §12
 // `verified`). They say what the mode looked at and what it cannot see.
 const (
 	methodTable = "process-table: two consecutive scans of the process table, a reap cycle apart, found no live process of the tree " +
