@@ -8,10 +8,11 @@ import (
 
 	"github.com/acpx-sidecar/acpx-sidecar/internal/adapter"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/reaper"
+	"github.com/acpx-sidecar/acpx-sidecar/internal/reaper/tablemode"
 )
 
 // containment is the supervisor in force: a *reaper.Supervisor (cgroup,
-// subreaper, process-group) or a *reaper.TableSupervisor (process-table).
+// subreaper, process-group) or a *tablemode.Supervisor (process-table).
 type containment interface {
 	Mode() reaper.Mode
 	Seal()
@@ -76,7 +77,7 @@ func startTable(log *zap.Logger) (containment, adapter.Launcher, error) {
 			log.Warn("not a child subreaper: orphans of killed trees are left to init to reap", zap.Error(err))
 		}
 	}
-	ts, err := reaper.NewTableSupervisor(reaper.TableOptions{MarkerName: adapter.SessionMarkerEnv, Logger: log})
+	ts, err := tablemode.New(tablemode.Options{MarkerName: adapter.SessionMarkerEnv, Logger: log})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -85,7 +86,7 @@ func startTable(log *zap.Logger) (containment, adapter.Launcher, error) {
 
 // killTablesBeforeExit, on the way out of a shutdown that could not
 // finish, SIGKILLs every tree of a process-table supervisor
-// (TableSupervisor.Close), bounded by 2 s: no guardian or watchdog would
+// (tablemode.Supervisor.Close), bounded by 2 s: no guardian or watchdog would
 // end them once this process is gone. Other modes need nothing here.
 func killTablesBeforeExit(sup containment) {
 	if modeOf(sup) != reaper.ModeProcessTable {

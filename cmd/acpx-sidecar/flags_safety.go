@@ -9,6 +9,7 @@ import (
 
 	"github.com/acpx-sidecar/acpx-sidecar/internal/admission"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/reaper"
+	"github.com/acpx-sidecar/acpx-sidecar/internal/reaper/cgroup"
 	"github.com/acpx-sidecar/acpx-sidecar/protocol"
 )
 
@@ -106,12 +107,12 @@ func doctorEnv(policy string) map[string]any {
 
 // doctorLimits reports, per kind of limit, whether this machine's
 // containment can enforce it, with what ("mechanism": "cgroup v2 memory"
-// or, on a hybrid host, "cgroup v1 memory"; reaper.LimitsMechanism), and
+// or, on a hybrid host, "cgroup v1 memory"; cgroup.LimitsMechanism), and
 // why not (docs/operations.md, "Per-session limits").
 func doctorLimits(containment string) map[string]any {
 	out := map[string]any{}
 	for kind, l := range map[string]reaper.Limits{"memoryBytes": {MemoryBytes: 1 << 30}, "pids": {Pids: 64}, "cpuPercent": {CPUPercent: 100}} {
-		ok, why := reaper.LimitsSupported(l)
+		ok, why := cgroup.LimitsSupported(l)
 		if containment != string(reaper.ModeCgroup) {
 			ok, why = false, "limits need cgroup containment"
 		}
@@ -119,7 +120,7 @@ func doctorLimits(containment string) map[string]any {
 		if !ok {
 			e["reason"] = why
 		} else {
-			e["mechanism"] = reaper.LimitsMechanism(l)
+			e["mechanism"] = cgroup.LimitsMechanism(l)
 		}
 		out[kind] = e
 	}
@@ -150,7 +151,7 @@ func checkDefaultLimits(l limitFlags, mode reaper.Mode) error {
 		}
 		return fmt.Errorf("%s %s cgroup containment", flags, verb)
 	}
-	if ok, why := reaper.LimitsSupported(rl); !ok {
+	if ok, why := cgroup.LimitsSupported(rl); !ok {
 		return fmt.Errorf("%s cannot be enforced: %s", flags, why)
 	}
 	return nil

@@ -26,6 +26,8 @@ import (
 	"github.com/acpx-sidecar/acpx-sidecar/internal/egress"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/launchexec"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/reaper"
+	"github.com/acpx-sidecar/acpx-sidecar/internal/reaper/cgroup"
+	"github.com/acpx-sidecar/acpx-sidecar/internal/reaper/tablemode"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/rpc"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/sandbox"
 	"github.com/acpx-sidecar/acpx-sidecar/protocol"
@@ -340,7 +342,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	environ := os.Environ()
 	cfg.Env = admission.ProviderEnv{Base: admission.InheritedEnv(o.inheritEnv, environ), Policy: o.inheritEnv, Sidecar: environ}
 	cfg.DefaultLimits = o.limits.defaults()
-	cfg.LimitsSupported = reaper.LimitsSupported
+	cfg.LimitsSupported = cgroup.LimitsSupported
 	cfg.Sandbox = admission.SandboxConfig{Default: o.defaultSandbox, Caps: sandbox.Probe().Limit(o.assumeABI),
 		Protected: append(sandbox.CgroupMounts(), selfInstallation()...)}
 	cfg.Egress = adapter.EgressConfig{Pins: o.pins, Unsupported: egress.Probe()}
@@ -411,7 +413,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 // unusable one falls back to the next mode) and the --default-* limits
 // (checkDefaultLimits: exit 1). "problems" lists why, one sentence each.
 func doctor(stdout io.Writer, o *options) int {
-	mechs := append(reaper.Detect(), reaper.DetectTable())
+	mechs := append(reaper.Detect(), tablemode.Detect())
 	enc := json.NewEncoder(stdout)
 	enc.SetIndent("", "  ")
 	chosen := ""

@@ -31,7 +31,7 @@ type Launcher interface {
 }
 
 // Tree is one launched provider and everything it spawns (a *reaper.Tree
-// or *reaper.TableTree).
+// or *tablemode.Tree).
 type Tree interface {
 	// Stdio is the provider's pipes: the ACP connection writes Stdin and
 	// reads Stdout; Stderr is drained, never logged.

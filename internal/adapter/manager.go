@@ -75,7 +75,7 @@ type Config struct {
 	// docs/protocol.md §18.2).
 	DefaultLimits protocol.Limits
 	// LimitsSupported says whether the machine can enforce limits l
-	// (reaper.LimitsSupported in production; nil = assume it can, and
+	// (cgroup.LimitsSupported in production; nil = assume it can, and
 	// let the launch decide).
 	LimitsSupported func(l reaper.Limits) (bool, string)
 	// Egress is the sidecar's side of sandbox.network.allow: --resolve

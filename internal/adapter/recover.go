@@ -174,7 +174,7 @@ func (m *Manager) recoverEntry(st *store.Store, o store.Owned, firstDone func())
 
 // leftoverTerminator kills what is left of one ledger entry — what it can
 // prove is the entry's tree (the Launcher's Recoverer: reaper.Recover,
-// reaper.RecoverTable) — each time it is called. Errors:
+// tablemode.Recover) — each time it is called. Errors:
 // reaper.ErrUnprovable.
 func (m *Manager) leftoverTerminator(o store.Owned) cleanup.Terminator {
 	own := ""

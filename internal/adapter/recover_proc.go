@@ -7,15 +7,16 @@ import (
 
 	"github.com/acpx-sidecar/acpx-sidecar/internal/proctable"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/reaper"
+	"github.com/acpx-sidecar/acpx-sidecar/internal/reaper/tablemode"
 )
 
 // recoverLeftover kills what is left of one ledger entry with the
 // recovery of the containment that wrote it: process-table entries with
-// the process table's own rules (reaper.RecoverTable), the others with
+// the process table's own rules (tablemode.Recover), the others with
 // reaper.Recover (cgroup, process group and marker).
 func recoverLeftover(containment string, l reaper.Leftover, grace time.Duration) (reaper.Termination, error) {
 	if containment == string(reaper.ModeProcessTable) {
-		return reaper.RecoverTable(l, grace)
+		return tablemode.Recover(l, grace)
 	}
 	return reaper.Recover(l, grace)
 }

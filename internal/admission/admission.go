@@ -38,7 +38,7 @@ type Settings struct {
 	// (--default-memory-bytes, --default-pids, --default-cpu-percent).
 	DefaultLimits protocol.Limits
 	// LimitsSupported says whether the machine can enforce limits l
-	// (reaper.LimitsSupported in production); nil = assume it can and
+	// (cgroup.LimitsSupported in production); nil = assume it can and
 	// let the launch decide.
 	LimitsSupported func(l reaper.Limits) (bool, string)
 	// Env is where providers' environment comes from.

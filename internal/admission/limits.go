@@ -31,7 +31,8 @@ func (st Settings) Limits(p protocol.OpenParams) reaper.Limits {
 // the containment in force cannot enforce: PLATFORM_UNSUPPORTED
 // (docs/protocol.md §18.2). In cgroup mode a limit is enforceable where
 // the cgroup2 hierarchy offers its controller or, on a hybrid host, a
-// cgroup v1 hierarchy holds it (reaper.LimitsSupported). A limit the check passes may still fail at
+// cgroup v1 hierarchy holds it (cgroup.LimitsSupported, of
+// internal/reaper/cgroup). A limit the check passes may still fail at
 // the launch (the provider cgroup's controllers are enabled then); that
 // too launches nothing and is PLATFORM_UNSUPPORTED.
 func (st Settings) CheckLimits(l reaper.Limits) *protocol.Error {

@@ -19,6 +19,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/acpx-sidecar/acpx-sidecar/internal/reaper/cgroup"
 )
 
 // Attacks on the cleanup proof: a process that leaves the provider cgroup,
@@ -232,7 +234,7 @@ func escapeScript(mount string) string {
 // process once its parent exited) is found among this process's children;
 // the proof is complete only once it is gone, lists it, and says so.
 func TestCgroup_ProcessThatLeftTheCgroupIsKilledAndListed(t *testing.T) {
-	mount, err := cgroup2Mount()
+	mount, err := cgroup.Mount()
 	if err != nil {
 		t.Skip(err)
 	}
@@ -276,7 +278,7 @@ func TestCgroup_ProcessThatLeftTheCgroupIsKilledAndListed(t *testing.T) {
 // levels down; cgroup.kill ends it and the whole cgroup subtree is removed
 // (no CGROUP_REMOVE_FAILED, no directory left).
 func TestCgroup_NestedCgroupsRemovedDepthFirst(t *testing.T) {
-	mount, err := cgroup2Mount()
+	mount, err := cgroup.Mount()
 	if err != nil {
 		t.Skip(err)
 	}
@@ -293,7 +295,7 @@ sh -c 'trap "" TERM; echo $$ > '$cg'/a/b/cgroup.procs && echo $$; exec sleep 100
 			t.Fatalf("provider said %q", l)
 		}
 	}
-	rel := "/" + mustRel(s.cgMount, tr.CgroupPath())
+	rel := "/" + cgroup.Rel(s.cgMount, tr.CgroupPath())
 	if cg, _ := readCgroupV2(child); cg != rel+"/a/b" {
 		t.Fatalf("child %d in cgroup %q, want %s/a/b", child, cg, rel)
 	}
@@ -323,17 +325,17 @@ func TestRemoveCgroupSubtree_LeavesPopulatedCgroup(t *testing.T) {
 	if err := os.MkdirAll(filepath.Join(dir, "z"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { removeCgroupSubtree(dir) })
+	t.Cleanup(func() { cgroup.RemoveSubtree(dir) })
 	tr := startSh(t, s, env, `echo ready; exec sleep 1000`)
 	readLines(t, tr, 1)
 	// Move the provider into dir/x/y (we are root).
 	if err := os.WriteFile(filepath.Join(dir, "x", "y", "cgroup.procs"), []byte(strconv.Itoa(tr.Pid())), 0); err != nil {
 		t.Fatal(err)
 	}
-	err := removeCgroupSubtree(dir)
+	err := cgroup.RemoveSubtree(dir)
 	var pe *os.PathError
 	if !errors.As(err, &pe) || pe.Path != filepath.Join(dir, "x", "y") {
-		t.Fatalf("removeCgroupSubtree = %v, want an error naming x/y", err)
+		t.Fatalf("cgroup.RemoveSubtree = %v, want an error naming x/y", err)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "z")); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("empty sibling z not removed: %v", err)
@@ -347,7 +349,7 @@ func TestRemoveCgroupSubtree_LeavesPopulatedCgroup(t *testing.T) {
 	if !term.Complete {
 		t.Fatalf("incomplete: %+v", term)
 	}
-	if err := removeCgroupSubtree(dir); err != nil {
+	if err := cgroup.RemoveSubtree(dir); err != nil {
 		t.Fatal(err)
 	}
 	requireNoneAlive(t, mark)

@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/acpx-sidecar/acpx-sidecar/internal/procfs"
+	"github.com/acpx-sidecar/acpx-sidecar/internal/reaper/cgroup"
 )
 
 // trackInterval is how often trees without a cgroup are re-walked in /proc
@@ -45,7 +46,7 @@ type central struct {
 	fork *forker
 	// watch is the process's one inotify instance for cgroup.events (nil
 	// if inotify is unavailable: waits then re-read every 5 ms).
-	watch *cgWatcher
+	watch *cgroup.Watcher
 
 	self  int
 	sigch chan os.Signal
@@ -75,7 +76,7 @@ func acquireCentral(log *zap.Logger) *central {
 			done:      make(chan struct{}),
 		}
 		c.fork = newForker()
-		if w, err := newCgWatcher(); err == nil {
+		if w, err := cgroup.NewWatcher(); err == nil {
 			c.watch = w
 		} else {
 			log.Warn("reaper: no inotify for cgroup.events; waits re-read the file", zap.Error(err))
@@ -86,6 +87,15 @@ func acquireCentral(log *zap.Logger) *central {
 	}
 	globalRefs++
 	return globalC
+}
+
+// ReapsChildren reports whether a Supervisor's central reaper runs in this
+// process: it waits for every child of the process, so no other waiter
+// (internal/reaper/tablemode's) may run beside it.
+func ReapsChildren() bool {
+	globalMu.Lock()
+	defer globalMu.Unlock()
+	return globalC != nil
 }
 
 func releaseCentral() {
@@ -102,7 +112,7 @@ func releaseCentral() {
 	signal.Stop(c.sigch)
 	c.reapPass() // final sweep: nothing this process started stays a zombie
 	if c.watch != nil {
-		c.watch.close()
+		c.watch.Close()
 	}
 	c.fork.stop()
 }
@@ -207,7 +217,7 @@ func (c *central) reapPass() {
 			continue
 		}
 		for _, t := range owners {
-			if key.pid == t.pid {
+			if key.pid == t.id.pid {
 				c.mu.Lock()
 				if c.leaders[pid] == t {
 					delete(c.leaders, pid)
@@ -227,7 +237,7 @@ func (c *central) attribute(pid int) ([]*Tree, procKey) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if t := c.leaders[pid]; t != nil {
-		return []*Tree{t}, procKey{pid: pid, start: t.start}
+		return []*Tree{t}, procKey{pid: pid, start: t.id.start}
 	}
 	if !infoOK {
 		return nil, key
@@ -248,7 +258,7 @@ func (c *central) attribute(pid int) ([]*Tree, procKey) {
 // reported "empty" before exiting left no orphan, so it is never a
 // candidate by that last rule.
 func (c *central) ownersLocked(pid int, info procInfo) []*Tree {
-	if t := c.leaders[pid]; t != nil && info.start == t.start {
+	if t := c.leaders[pid]; t != nil && info.start == t.id.start {
 		return []*Tree{t}
 	}
 	key := procKey{pid: pid, start: info.start}
@@ -263,7 +273,7 @@ func (c *central) ownersLocked(pid int, info procInfo) []*Tree {
 	}
 	if cg, ok := readCgroupV2(pid); ok {
 		for t := range c.trees {
-			if t.cgRel != "" && cgroupWithin(cg, t.cgRel) {
+			if t.cg.rel != "" && cgroup.Within(cg, t.cg.rel) {
 				return []*Tree{t}
 			}
 		}
@@ -296,7 +306,7 @@ func (c *central) trackPass() {
 	snap := scanProcs()
 	c.adoptOrphans(snap)
 	for _, t := range ts {
-		if t.cgPath != "" {
+		if t.cg.path != "" {
 			t.trackCgroup(time.Now())
 		}
 		t.track(snap)
@@ -375,8 +385,8 @@ func (c *central) sweepChildren(t *Tree, sig unix.Signal) (int, []string) {
 			n++
 			k := procKey{pid: pid, start: p.start}
 			outside := ""
-			if t.cgRel != "" && !t.isLeader(k) {
-				if cg, ok := readCgroupV2(pid); ok && !cgroupWithin(cg, t.cgRel) {
+			if t.cg.rel != "" && !t.isLeader(k) {
+				if cg, ok := readCgroupV2(pid); ok && !cgroup.Within(cg, t.cg.rel) {
 					outside = cg
 				}
 			}
@@ -414,7 +424,7 @@ func (t *Tree) signalChild(k procKey, sig unix.Signal, now time.Time, outside st
 }
 
 func (c *central) register(t *Tree) {
-	c.leaders[t.pid] = t
+	c.leaders[t.id.pid] = t
 	c.trees[t] = struct{}{}
 }
 
@@ -422,7 +432,7 @@ func (c *central) unregister(t *Tree) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	delete(c.trees, t)
-	if c.leaders[t.pid] == t {
-		delete(c.leaders, t.pid)
+	if c.leaders[t.id.pid] == t {
+		delete(c.leaders, t.id.pid)
 	}
 }

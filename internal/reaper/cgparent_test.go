@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"testing"
+
+	"github.com/acpx-sidecar/acpx-sidecar/internal/reaper/cgroup"
 )
 
 // TestSupervisor_CgroupParentMadeIsRemoved: a --cgroup-parent below a
@@ -15,7 +17,7 @@ import (
 // the mount's root is refused by CheckCgroupParent without making
 // anything.
 func TestSupervisor_CgroupParentMadeIsRemoved(t *testing.T) {
-	mount, err := cgroup2Mount()
+	mount, err := cgroup.Mount()
 	if err != nil {
 		t.Skipf("no cgroup v2: %v", err)
 	}

@@ -10,6 +10,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/acpx-sidecar/acpx-sidecar/internal/reaper/cgroup"
 )
 
 // Detect probes the containment mechanisms, strongest first:
@@ -58,7 +60,7 @@ func Detect() []Mechanism {
 }
 
 func probeCgroup() (string, error) {
-	mount, err := cgroup2Mount()
+	mount, err := cgroup.Mount()
 	if err != nil {
 		return "", err
 	}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/acpx-sidecar/acpx-sidecar/internal/guardian"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/launchexec"
+	"github.com/acpx-sidecar/acpx-sidecar/internal/reaper/cgroup"
 )
 
 // guardianStartTimeout bounds the guardian handshake in Start.
@@ -138,7 +139,7 @@ func (t *Tree) readStatus(g *guardianConn, st *os.File) {
 		case "signal":
 			if ev.Msg != "" {
 				t.mu.Lock()
-				t.errors = append(t.errors, ErrorRecord{Code: CodeSignalFailed, Message: ev.Sig + ": " + ev.Msg})
+				t.proof.errors = append(t.proof.errors, ErrorRecord{Code: CodeSignalFailed, Message: ev.Sig + ": " + ev.Msg})
 				t.mu.Unlock()
 			}
 		case "empty":
@@ -220,7 +221,7 @@ func (s *Supervisor) startGuardian(spec Spec) (*Tree, error) {
 	t := newTree(s)
 
 	fail := func(err error) (*Tree, error) { return nil, err }
-	if _, err := applyLimits("", spec.Limits); err != nil {
+	if _, err := cgroup.ApplyLimits("", spec.Limits); err != nil {
 		return fail(err) // no cgroup: limits cannot be enforced
 	}
 
@@ -353,12 +354,12 @@ func (s *Supervisor) startGuardian(spec Spec) (*Tree, error) {
 	now := time.Now()
 	s.c.mu.Lock()
 	t.mu.Lock()
-	t.pid, t.pgid, t.start, t.startedAt = ev.Pid, ev.Pid, ev.Start, now
+	t.id.pid, t.id.pgid, t.id.start, t.id.startedAt = ev.Pid, ev.Pid, ev.Start, now
 	t.addMemberLocked(procKey{pid: ev.Pid, start: ev.Start}, RoleProvider, now)
 	t.mu.Unlock()
 	s.c.register(t)
 	s.c.mu.Unlock()
-	t.stdin, t.stdout, t.stderr = inW, outR, errR
+	t.stdio.Stdin, t.stdio.Stdout, t.stdio.Stderr = inW, outR, errR
 	s.log.Debug("reaper: provider started", zap.Int("pid", ev.Pid), zap.Int("guardian", gpid),
 		zap.String("path", spec.Path), zap.String("containment", string(s.mode)))
 	return t, nil

@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/acpx-sidecar/acpx-sidecar/internal/reaper/cgroup"
 )
 
 const (
@@ -86,7 +88,7 @@ func TestSidecarKilled_GuardianKillsTree(t *testing.T) {
 			cmd.Env = []string{"PATH=/usr/bin:/bin", miniSidecarEnv + "=" + string(mode), miniMarkEnv + "=" + mark}
 			cgParent := ""
 			if mode == ModeCgroup {
-				mount, err := cgroup2Mount()
+				mount, err := cgroup.Mount()
 				if err != nil {
 					t.Skip(err)
 				}

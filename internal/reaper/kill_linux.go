@@ -19,7 +19,7 @@ package reaper
 //
 // A tree is empty when two consecutive passes (sidecarPass), a reap cycle
 // apart, find nothing live — for a cgroup tree after cgroup.events said
-// "populated 0" (an event, cgWatcher), so a burst of closes costs no
+// "populated 0" (an event, cgroup.Watcher), so a burst of closes costs no
 // polling.
 
 import (
@@ -29,6 +29,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/acpx-sidecar/acpx-sidecar/internal/reaper/cgroup"
 )
 
 // signalTree sends sig to every member of the tree from the sidecar's side
@@ -36,10 +38,10 @@ import (
 func (t *Tree) signalTree(sig unix.Signal) {
 	now := time.Now()
 	var errs []string
-	if t.cgPath != "" {
+	if t.cg.path != "" {
 		if sig == unix.SIGKILL {
 			t.trackCgroup(now)
-			if err := writeCgroupKill(t.cgPath); err != nil {
+			if err := cgroup.WriteKill(t.cg.path); err != nil {
 				errs = append(errs, err.Error())
 			}
 		} else {
@@ -54,7 +56,7 @@ func (t *Tree) signalTree(sig unix.Signal) {
 	if len(errs) > 0 {
 		rec.Error = strings.Join(errs, "; ")
 	}
-	t.signals = append(t.signals, rec)
+	t.proof.signals = append(t.proof.signals, rec)
 	t.mu.Unlock()
 	t.recordSignalErrors(sig, errs)
 }
@@ -71,14 +73,14 @@ func (t *Tree) signalGroup(sig unix.Signal) []string {
 		// Behind a guardian the leader is pinned here only if it became
 		// our child (the guardian died): we hold reapMu, so it stays
 		// unreaped while we signal.
-		p, ok := readStat(t.pid)
-		pinned = ok && p.start == t.start && p.ppid == t.c.self && p.state != 'Z'
+		p, ok := readStat(t.id.pid)
+		pinned = ok && p.start == t.id.start && p.ppid == t.c.self && p.state != 'Z'
 	}
 	if !pinned {
 		return nil
 	}
-	if err := unix.Kill(-t.pgid, sig); err != nil && !errors.Is(err, unix.ESRCH) {
-		return []string{fmt.Sprintf("process group %d: %v", t.pgid, err)}
+	if err := unix.Kill(-t.id.pgid, sig); err != nil && !errors.Is(err, unix.ESRCH) {
+		return []string{fmt.Sprintf("process group %d: %v", t.id.pgid, err)}
 	}
 	return nil
 }
@@ -88,8 +90,8 @@ func (t *Tree) signalGroup(sig unix.Signal) []string {
 // per process.
 func (t *Tree) signalCgroupMembers(sig unix.Signal) []string {
 	var errs []string
-	belongs := inCgroup(t.cgRel)
-	for _, pid := range cgroupTreeProcs(t.cgPath) {
+	belongs := inCgroup(t.cg.rel)
+	for _, pid := range cgroup.TreeProcs(t.cg.path) {
 		p, ok := readStat(pid)
 		if !ok {
 			continue
@@ -168,7 +170,7 @@ func (t *Tree) signalMember(k procKey, sig unix.Signal) error {
 func (t *Tree) sidecarPass(sig unix.Signal) (bool, []string) {
 	n, errs := t.c.sweepChildren(t, sig)
 	clean := n == 0
-	if t.cgPath != "" {
+	if t.cg.path != "" {
 		t.trackCgroup(time.Now())
 		if !t.cgroupEmpty() {
 			clean = false
@@ -200,7 +202,7 @@ func (t *Tree) recordSignalErrors(sig unix.Signal, errs []string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for _, e := range errs {
-		t.errors = append(t.errors, ErrorRecord{Code: CodeSignalFailed, Message: unix.SignalName(sig) + ": " + e})
+		t.proof.errors = append(t.proof.errors, ErrorRecord{Code: CodeSignalFailed, Message: unix.SignalName(sig) + ": " + e})
 	}
 }
 
@@ -232,8 +234,8 @@ func (t *Tree) waitEmpty(done <-chan struct{}, d time.Duration, sig unix.Signal)
 		tick = func() { t.recordSignalErrors(sig, t.signalCgroupMembers(sig)) }
 	}
 	for {
-		if t.cgPath != "" && !t.cgroupEmpty() {
-			waitCgroupEmpty(t.c.watch, done, t.exited, t.cgPath, time.Until(deadline), tick)
+		if t.cg.path != "" && !t.cgroupEmpty() {
+			cgroup.WaitEmpty(t.c.watch, done, t.exited, t.cg.path, time.Until(deadline), tick)
 		}
 		if t.sidecarEmpty(sig) {
 			return true

@@ -22,6 +22,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/acpx-sidecar/acpx-sidecar/internal/launchexec"
+	"github.com/acpx-sidecar/acpx-sidecar/internal/reaper/cgroup"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/sandbox"
 )
 
@@ -57,13 +58,13 @@ func (s *Supervisor) awaitLaunch(t *Tree, status *os.File, path string) error {
 	if err == nil {
 		return nil
 	}
-	_ = writeCgroupKill(t.cgPath)
+	_ = cgroup.WriteKill(t.cg.path)
 	select {
 	case <-t.exited:
 	case <-time.After(launchexec.Timeout):
-		s.log.Warn("reaper: launch entry process not reaped", zap.Int("pid", t.pid))
+		s.log.Warn("reaper: launch entry process not reaped", zap.Int("pid", t.id.pid))
 	}
-	waitCgroupEmpty(s.c.watch, nil, nil, t.cgPath, time.Second, nil)
+	cgroup.WaitEmpty(s.c.watch, nil, nil, t.cg.path, time.Second, nil)
 	s.c.unregister(t)
 	t.closeFDs()
 	return fmt.Errorf("reaper: %w", err)

@@ -29,7 +29,7 @@ func MarkerDigest(entry string) string {
 // id, the cgroup (or, before the launch, the parent it would be made in),
 // the MarkerDigest of the tree's marker entry, and this sidecar's own
 // configured cgroup parent (OwnParent, "" for the default layout). Pgid is
-// the leader's process group as the entry claims it: only RecoverTable
+// the leader's process group as the entry claims it: only tablemode.Recover
 // uses it, and only while the leader is proven (its start time matches and
 // it carries the marker); Recover never signals a group.
 type Leftover struct {
@@ -52,11 +52,11 @@ type Leftover struct {
 // drops the entry.
 var ErrUnprovable = errors.New("reaper: the ledger entry names nothing recovery can prove")
 
-// isSessionID reports whether s has the shape of a sidecar session id,
+// IsSessionID reports whether s has the shape of a sidecar session id,
 // ^s-[0-9a-f]{1,64}$ (checked by hand: a compiled regexp of that bound
 // costs every start of the binary — the sidecar, its launch entries —
 // about a thousand allocations).
-func isSessionID(s string) bool {
+func IsSessionID(s string) bool {
 	hex, ok := strings.CutPrefix(s, "s-")
 	if !ok || len(hex) == 0 || len(hex) > 64 {
 		return false

@@ -1,220 +1,71 @@
+//go:build linux
+
 package reaper
 
 import (
 	"errors"
-	"fmt"
-	"os"
-	"path/filepath"
-	"strconv"
-	"strings"
+	"time"
+
+	"go.uber.org/zap"
+	"golang.org/x/sys/unix"
+
+	"github.com/acpx-sidecar/acpx-sidecar/internal/reaper/cgroup"
 )
 
-// limitControllers are the cgroup v2 controllers Limits need, by kind.
-func limitControllers(l Limits) []string {
-	var c []string
-	if l.MemoryBytes != 0 {
-		c = append(c, "memory")
+// The Supervisor's and Tree's part of cgroup v1 limits (the mechanism is
+// internal/reaper/cgroup, limits_v1_linux.go): a Supervisor remembers the
+// parent directories it made in v1 hierarchies and removes them at Close;
+// a Tree keeps its v1 limit cgroups (Tree.cg.v1) and removes them once
+// it is proven empty.
+
+// makeV1Limits is cgroup.MakeV1Limits below this Supervisor's v1 parents
+// (<own v1 cgroup>/<cgParent below the cgroup2 mount>), which it
+// remembers (s.v1Parents) so Close removes them. s.mu held.
+func (s *Supervisor) makeV1Limits(plan cgroup.Plan, v2dir string, l Limits) (map[string]string, error) {
+	dirs, parents, err := cgroup.MakeV1Limits(plan, cgroup.Rel(s.cgMount, s.cgParent), v2dir, l)
+	if len(parents) > 0 && s.v1Parents == nil {
+		s.v1Parents = map[string]bool{}
 	}
-	if l.Pids != 0 {
-		c = append(c, "pids")
+	for _, p := range parents {
+		s.v1Parents[p] = true
 	}
-	if l.CPUPercent != 0 {
-		c = append(c, "cpu")
-	}
-	return c
+	return dirs, err
 }
 
-// applyLimits writes the v2 part of l into the (still empty) provider
-// cgroup cgroupDir, before anything is forked into it, and plans the rest
-// (planLimits): the controllers plan.v2 names are enabled in
-// cgroup.subtree_control of the cgroup2 mount root and every ancestor
-// down to cgroupDir's parent, then memory.max (memory.swap.max 0 where
-// present), pids.max and cpu.max are written; the controllers of plan.v1
-// are the caller's (makeV1Limits). Errors: ErrLimitsUnsupported (wrapped,
-// with the reason) when cgroupDir is "" (no cgroup mode) or a controller
-// is available in neither hierarchy; a write error otherwise.
-func applyLimits(cgroupDir string, l Limits) (limitsPlan, error) {
-	if !l.Any() {
-		return limitsPlan{}, nil
-	}
-	if cgroupDir == "" {
-		return limitsPlan{}, fmt.Errorf("%w: the containment is not cgroup mode", ErrLimitsUnsupported)
-	}
-	plan, err := planLimits(l)
-	if err != nil {
-		return plan, err
-	}
-	if len(plan.v2) == 0 {
-		return plan, nil
-	}
-	if err := enableControllers(filepath.Dir(cgroupDir), plan.v2); err != nil {
-		return plan, err
-	}
-	inV2 := map[string]bool{}
-	for _, c := range plan.v2 {
-		inV2[c] = true
-	}
-	writes := [][2]string{}
-	if inV2["memory"] {
-		writes = append(writes, [2]string{"memory.max", strconv.FormatInt(l.MemoryBytes, 10)})
-		if _, err := os.Stat(filepath.Join(cgroupDir, "memory.swap.max")); err == nil {
-			writes = append(writes, [2]string{"memory.swap.max", "0"})
+// removeV1Parents removes this Supervisor's v1 parent directories if
+// empty (Close).
+func (s *Supervisor) removeV1Parents() {
+	s.mu.Lock()
+	parents := s.v1Parents
+	s.mu.Unlock()
+	for p := range parents {
+		if err := unix.Rmdir(p); err != nil && !errors.Is(err, unix.ENOENT) {
+			s.log.Info("reaper: cgroup v1 parent not removed", zap.String("cgroup", p), zap.Error(err))
 		}
 	}
-	if inV2["pids"] {
-		writes = append(writes, [2]string{"pids.max", strconv.FormatInt(l.Pids, 10)})
-	}
-	if inV2["cpu"] {
-		writes = append(writes, [2]string{"cpu.max", strconv.FormatInt(l.CPUPercent*1000, 10) + " 100000"})
-	}
-	for _, w := range writes {
-		if err := os.WriteFile(filepath.Join(cgroupDir, w[0]), []byte(w[1]), 0); err != nil {
-			return plan, fmt.Errorf("reaper: write %s: %w", w[0], err)
-		}
-	}
-	return plan, nil
 }
 
-// enableControllers makes each controller of need available in dir's
-// children: it walks from the cgroup2 mount root down to dir and, in each
-// cgroup whose cgroup.subtree_control lacks one, writes "+<controller>"
-// (the root's offer, cgroup.controllers, is checked first).
-func enableControllers(dir string, need []string) error {
-	mount, err := cgroup2Mount()
-	if err != nil {
-		return fmt.Errorf("%w: %v", ErrLimitsUnsupported, err)
+// removeLimitCgroups removes the tree's v1 limit cgroups once the tree is
+// proven empty (finalize), retrying briefly: the kernel lets the last
+// task go asynchronously. Errors name the directory.
+func (t *Tree) removeLimitCgroups() error {
+	if len(t.cg.v1) == 0 {
+		return nil
 	}
-	rel, err := filepath.Rel(mount, dir)
-	if err != nil || strings.HasPrefix(rel, "..") {
-		return fmt.Errorf("%w: %s is not below the cgroup2 mount %s", ErrLimitsUnsupported, dir, mount)
-	}
-	offered := fields(filepath.Join(mount, "cgroup.controllers"))
-	for _, c := range need {
-		if !offered[c] {
-			return fmt.Errorf("%w: the cgroup2 hierarchy at %s offers no %s controller (cgroup.controllers: %q)",
-				ErrLimitsUnsupported, mount, c, strings.TrimSpace(readSmall(filepath.Join(mount, "cgroup.controllers"))))
+	var err error
+	for i := 0; i < 50; i++ {
+		if err = cgroup.RemoveV1Dirs(t.cg.v1); err == nil {
+			return nil
 		}
+		time.Sleep(2 * time.Millisecond)
 	}
-	chain := []string{mount}
-	if rel != "." {
-		cur := mount
-		for _, part := range strings.Split(rel, string(filepath.Separator)) {
-			cur = filepath.Join(cur, part)
-			chain = append(chain, cur)
-		}
-	}
-	for _, d := range chain {
-		on := fields(filepath.Join(d, "cgroup.subtree_control"))
-		for _, c := range need {
-			if on[c] {
-				continue
-			}
-			if err := os.WriteFile(filepath.Join(d, "cgroup.subtree_control"), []byte("+"+c), 0); err != nil {
-				return fmt.Errorf("%w: enable %s in %s/cgroup.subtree_control: %v", ErrLimitsUnsupported, c, d, err)
-			}
-		}
-	}
-	return nil
+	return err
 }
 
-// LimitsSupported reports whether a provider cgroup can get every kind
-// of limit in l, and if not, why (for doctor, and to refuse an open
-// before anything is written; docs/protocol.md §18.2). It changes
-// nothing: a controller is available when the cgroup2 mount root offers
-// it (cgroup.controllers; applyLimits then enables it down the chain), or
-// else when a writable cgroup v1 hierarchy holds it (a hybrid host;
-// limits_v1_linux.go). LimitsMechanism names which.
-func LimitsSupported(l Limits) (bool, string) {
-	if !l.Any() {
-		return true, ""
-	}
-	if _, err := planLimits(l); err != nil {
-		return false, strings.TrimPrefix(err.Error(), ErrLimitsUnsupported.Error()+": ")
-	}
-	return true, ""
-}
-
-// Resources reads the tree's cgroup counters (docs/protocol.md §18.2):
-// from its v2 cgroup, and for a controller whose limit is in a cgroup v1
-// hierarchy, from that v1 cgroup. Errors: no cgroup (not cgroup mode), or
-// the cgroup is gone.
+// Resources reads the tree's cgroup counters (docs/protocol.md §18.2;
+// cgroup.ReadResources): from its v2 cgroup, and for a controller whose
+// limit is in a cgroup v1 hierarchy, from that v1 cgroup. Errors: no
+// cgroup (not cgroup mode), or the cgroup is gone.
 func (t *Tree) Resources() (Resources, error) {
-	r, err := readResources(t.CgroupPath())
-	if err == nil && len(t.v1) > 0 {
-		readV1Resources(&r, t.v1)
-	}
-	return r, err
-}
-
-// readResources reads memory.current, memory.max, pids.current, pids.max,
-// memory.events oom_kill and pids.events max of cgroupDir. A controller
-// that is not enabled there leaves its members nil.
-func readResources(cgroupDir string) (Resources, error) {
-	var r Resources
-	if cgroupDir == "" {
-		return r, errors.New("reaper: no cgroup")
-	}
-	if _, err := os.Stat(filepath.Join(cgroupDir, "cgroup.procs")); err != nil {
-		return r, err
-	}
-	r.MemoryCurrent = readNum(filepath.Join(cgroupDir, "memory.current"))
-	r.MemoryMax = readNum(filepath.Join(cgroupDir, "memory.max"))
-	r.PidsCurrent = readNum(filepath.Join(cgroupDir, "pids.current"))
-	r.PidsMax = readNum(filepath.Join(cgroupDir, "pids.max"))
-	r.OomKills = eventCount(filepath.Join(cgroupDir, "memory.events"), "oom_kill")
-	r.PidsLimitHits = eventCount(filepath.Join(cgroupDir, "pids.events"), "max")
-	return r, nil
-}
-
-// readNum reads a cgroup number file: nil when missing or unparsable, -1
-// for "max".
-func readNum(path string) *int64 {
-	s := strings.TrimSpace(readSmall(path))
-	if s == "" {
-		return nil
-	}
-	if s == "max" {
-		v := int64(-1)
-		return &v
-	}
-	v, err := strconv.ParseInt(s, 10, 64)
-	if err != nil {
-		return nil
-	}
-	return &v
-}
-
-// eventCount reads "<key> <n>" from a flat-keyed cgroup events file.
-func eventCount(path, key string) int64 {
-	return parseEventCount(readSmall(path), key)
-}
-
-// parseEventCount finds "<key> <n>" in flat-keyed cgroup text; 0 if
-// absent.
-func parseEventCount(text, key string) int64 {
-	for _, line := range strings.Split(text, "\n") {
-		k, v, ok := strings.Cut(strings.TrimSpace(line), " ")
-		if ok && k == key {
-			n, _ := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
-			return n
-		}
-	}
-	return 0
-}
-
-// fields reads a space-separated cgroup list file as a set.
-func fields(path string) map[string]bool {
-	out := map[string]bool{}
-	for _, f := range strings.Fields(readSmall(path)) {
-		out[f] = true
-	}
-	return out
-}
-
-func readSmall(path string) string {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return ""
-	}
-	return string(b)
+	return cgroup.ReadResources(t.CgroupPath(), t.cg.v1)
 }

@@ -8,21 +8,13 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
-)
 
-// TestParseEventCount reads the flat-keyed memory.events / pids.events
-// format (docs/protocol.md §18.2 resources).
-func TestParseEventCount(t *testing.T) {
-	text := "low 0\nhigh 0\nmax 12\noom 3\noom_kill 2\noom_group_kill 0\n"
-	for key, want := range map[string]int64{"oom_kill": 2, "max": 12, "oom": 3, "absent": 0} {
-		if got := parseEventCount(text, key); got != want {
-			t.Errorf("%s = %d, want %d", key, got, want)
-		}
-	}
-}
+	"github.com/acpx-sidecar/acpx-sidecar/internal/reaper/cgroup"
+)
 
 // TestStart_LimitsOutsideCgroupModeLaunchNothing: a Spec with limits in a
 // mode without a cgroup fails ErrLimitsUnsupported and starts nothing
@@ -41,7 +33,7 @@ func TestStart_LimitsOutsideCgroupModeLaunchNothing(t *testing.T) {
 // cgroup v1 limit dir when the limit is enforced there, else in its v2
 // cgroup (v2name).
 func limitFile(tr *Tree, c, v2name, v1name string) string {
-	if d, ok := tr.v1[c]; ok {
+	if d, ok := tr.cg.v1[c]; ok {
 		return filepath.Join(d, v1name)
 	}
 	return filepath.Join(tr.CgroupPath(), v2name)
@@ -60,7 +52,7 @@ func TestStart_LimitsInCgroupMode(t *testing.T) {
 	mark, env := newMark(t)
 	s := newSup(t, ModeCgroup, mark)
 	l := Limits{MemoryBytes: 64 << 20, Pids: 16, CPUPercent: 50}
-	if ok, why := LimitsSupported(l); !ok {
+	if ok, why := cgroup.LimitsSupported(l); !ok {
 		_, err := s.Start(Spec{Path: "/bin/sh", Args: []string{"-c", "exec sleep 1000"}, Env: env, Name: "lim", Limits: l})
 		if !errors.Is(err, ErrLimitsUnsupported) || !strings.Contains(err.Error(), "controller") {
 			t.Fatalf("Start with unenforceable limits (%s): %v, want ErrLimitsUnsupported naming the controller", why, err)
@@ -73,7 +65,7 @@ func TestStart_LimitsInCgroupMode(t *testing.T) {
 		t.Logf("limits not enforceable here (%s): refused, nothing started", why)
 		return
 	}
-	t.Logf("mechanism: %s", LimitsMechanism(l))
+	t.Logf("mechanism: %s", cgroup.LimitsMechanism(l))
 	// The provider's first output is its own cgroup membership, read by
 	// shell builtins in the provider process itself.
 	tr, err := s.Start(Spec{Path: "/bin/sh", Args: []string{"-c", `while read -r l; do echo "$l"; done </proc/$$/cgroup; echo up; exec sleep 1000`},
@@ -87,30 +79,30 @@ func TestStart_LimitsInCgroupMode(t *testing.T) {
 	for file, want := range map[string]string{
 		memFile: "67108864",
 		limitFile(tr, "pids", "pids.max", "pids.max"):       "16",
-		limitFile(tr, "cpu", "cpu.max", "cpu.cfs_quota_us"): map[bool]string{true: "50000", false: "50000 100000"}[tr.v1["cpu"] != ""],
+		limitFile(tr, "cpu", "cpu.max", "cpu.cfs_quota_us"): map[bool]string{true: "50000", false: "50000 100000"}[tr.cg.v1["cpu"] != ""],
 	} {
 		b, err := os.ReadFile(file)
 		if err != nil || strings.TrimSpace(string(b)) != want {
 			t.Errorf("%s = %q (%v), want %q", file, b, err, want)
 		}
 	}
-	if d, ok := tr.v1["memory"]; ok {
+	if d, ok := tr.cg.v1["memory"]; ok {
 		if _, err := os.Stat(filepath.Join(d, "memory.memsw.limit_in_bytes")); err == nil {
 			if b, _ := os.ReadFile(filepath.Join(d, "memory.memsw.limit_in_bytes")); strings.TrimSpace(string(b)) != "67108864" {
 				t.Errorf("memory.memsw.limit_in_bytes = %q, want the memory limit (no evasion into swap)", b)
 			}
 		}
 	}
-	for c, d := range tr.v1 {
-		if procs := cgroupProcs(d); len(procs) != 1 || procs[0] != tr.Pid() {
+	for c, d := range tr.cg.v1 {
+		if procs := cgroup.Procs(d); len(procs) != 1 || procs[0] != tr.Pid() {
 			t.Errorf("v1 %s cgroup %s has %v, want the provider %d", c, d, procs, tr.Pid())
 		}
-		h, _ := findV1Hierarchy(c)
-		rel := "/" + mustRel(h.mount, d)
+		h, _ := cgroup.FindV1Hierarchy(c)
+		rel := "/" + cgroup.Rel(h.Mount, d)
 		found := false
 		for _, line := range cgLines {
 			parts := strings.SplitN(line, ":", 3)
-			found = found || len(parts) == 3 && hasOption(parts[1], c) && parts[2] == rel
+			found = found || len(parts) == 3 && slices.Contains(strings.Split(parts[1], ","), c) && parts[2] == rel
 		}
 		if !found {
 			t.Errorf("the provider's own first view of /proc/self/cgroup %q lacks %s:%s", cgLines, c, rel)
@@ -121,7 +113,7 @@ func TestStart_LimitsInCgroupMode(t *testing.T) {
 		r.PidsCurrent == nil || *r.PidsCurrent < 1 || r.MemoryCurrent == nil || *r.MemoryCurrent <= 0 {
 		t.Errorf("Resources = %+v, %v", r, err)
 	}
-	v1 := tr.v1
+	v1 := tr.cg.v1
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	requireComplete(t, tr.Terminate(ctx, 200*time.Millisecond, time.Second), ModeCgroup)

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -15,25 +14,26 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/zap"
 	"golang.org/x/sys/unix"
+
+	"github.com/acpx-sidecar/acpx-sidecar/internal/reaper/cgroup"
 )
 
 // needV1 skips unless controller c's limits are enforced in a cgroup v1
 // hierarchy here (a hybrid host), and returns that hierarchy.
-func needV1(t *testing.T, c string) v1Hierarchy {
+func needV1(t *testing.T, c string) cgroup.V1Hierarchy {
 	t.Helper()
-	p, err := planLimits(Limits{MemoryBytes: 1 << 30, Pids: 64, CPUPercent: 100})
+	p, err := cgroup.PlanLimits(Limits{MemoryBytes: 1 << 30, Pids: 64, CPUPercent: 100})
 	if err != nil {
 		t.Skipf("limits not enforceable here: %v", err)
 	}
-	for _, h := range p.v1 {
-		if h.controller == c {
+	for _, h := range p.V1 {
+		if h.Controller == c {
 			return h
 		}
 	}
 	t.Skipf("the %s limit is not enforced in cgroup v1 here", c)
-	return v1Hierarchy{}
+	return cgroup.V1Hierarchy{}
 }
 
 // v1Leftovers lists provider cgroups named name-* in s's v1 parents and
@@ -56,7 +56,7 @@ func v1Leftovers(s *Supervisor, name string) []string {
 func TestStart_LimitsBindTheProvidersFirstFork(t *testing.T) {
 	mark, env := newMark(t)
 	s := newSup(t, ModeCgroup, mark)
-	if ok, why := LimitsSupported(Limits{Pids: 1}); !ok {
+	if ok, why := cgroup.LimitsSupported(Limits{Pids: 1}); !ok {
 		t.Skipf("pids limit not enforceable here: %s", why)
 	}
 	tr, err := s.Start(Spec{Path: "/bin/sh", Args: []string{"-c", `echo start; /bin/true; echo forked`},
@@ -184,51 +184,6 @@ func TestStart_V1ExecFile(t *testing.T) {
 			requireComplete(t, tr.Terminate(context.Background(), termGrace, killGrace), ModeCgroup)
 			requireNoneAlive(t, mark)
 		})
-	}
-}
-
-// TestSweepStaleV1Parents: an empty v1 parent of a dead sidecar (with an
-// empty provider cgroup in it) is removed; one of a live process is not.
-func TestSweepStaleV1Parents(t *testing.T) {
-	h := needV1(t, "pids")
-	cmd := exec.Command("/bin/true")
-	if err := cmd.Run(); err != nil {
-		t.Fatal(err)
-	}
-	dead := filepath.Join(h.own, "acpx-sidecar-"+strconv.Itoa(cmd.Process.Pid))
-	live := filepath.Join(h.own, "acpx-sidecar-1")
-	for _, d := range []string{filepath.Join(dead, "provider-1"), live} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	t.Cleanup(func() { removeCgroupSubtree(dead); removeCgroupSubtree(live) })
-	sweepStaleV1Parents(zap.NewNop())
-	if _, err := os.Stat(dead); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("stale parent %s not removed (%v)", dead, err)
-	}
-	if _, err := os.Stat(live); err != nil {
-		t.Errorf("the parent of a live pid was removed: %v", err)
-	}
-}
-
-// TestRemoveV1Mirrors: ledger recovery's removal of a leftover provider's
-// v1 limit cgroups, found by the v2 cgroup's path.
-func TestRemoveV1Mirrors(t *testing.T) {
-	h := needV1(t, "pids")
-	mount, err := cgroup2Mount()
-	if err != nil {
-		t.Fatal(err)
-	}
-	rel := filepath.Join("acpx-test-mirror-"+strconv.Itoa(os.Getpid()), "prov-7")
-	d := filepath.Join(h.own, rel)
-	if err := os.MkdirAll(d, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { removeCgroupSubtree(filepath.Dir(d)) })
-	removeV1Mirrors(filepath.Join(mount, rel))
-	if _, err := os.Stat(d); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("v1 mirror %s not removed (%v)", d, err)
 	}
 }
 

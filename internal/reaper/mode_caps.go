@@ -12,7 +12,7 @@ package reaper
 // e2e suite runs the algorithm here. It cannot enforce limits or a
 // sandbox (SandboxSupported), and there is no watchdog: if the sidecar dies, the next sidecar
 // on the same stateDir kills what is left from the ownership ledger
-// (RecoverTable).
+// (internal/reaper/tablemode Recover).
 const ModeProcessTable Mode = "process-table"
 
 // EnforcesLimits reports whether containment m can enforce session/open

@@ -107,3 +107,9 @@ func (s *Supervisor) CgroupParent() string { return "" }
 
 // Recover is unsupported off Linux.
 func Recover(Leftover, time.Duration) (Termination, error) { return Termination{}, ErrUnsupported }
+
+// Resources fails on this platform: there is no cgroup.
+func (t *Tree) Resources() (Resources, error) { return Resources{}, ErrUnsupported }
+
+// limitsExecMain: there are no cgroup v1 limits on this platform.
+func limitsExecMain([]string) int { return 2 }

@@ -6,6 +6,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/acpx-sidecar/acpx-sidecar/internal/procfs"
+	"github.com/acpx-sidecar/acpx-sidecar/internal/reaper/cgroup"
 )
 
 // signalPinned is the one "pin, re-check, signal" step of this package
@@ -27,6 +28,6 @@ func signalPinned(k procKey, sig unix.Signal, belongs func(pid int, p procInfo) 
 func inCgroup(rel string) func(int, procInfo) bool {
 	return func(pid int, _ procInfo) bool {
 		cg, ok := readCgroupV2(pid)
-		return ok && cgroupWithin(cg, rel)
+		return ok && cgroup.Within(cg, rel)
 	}
 }

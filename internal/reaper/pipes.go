@@ -7,9 +7,11 @@ import (
 	"os"
 )
 
-// stdioPipes makes the provider's three pipes: child ends (stdin read,
-// stdout write, stderr write) and parent ends (the opposite).
-func stdioPipes() (child, parent []*os.File, err error) {
+// StdioPipes makes a provider's three pipes (Supervisor.Start and
+// internal/reaper/tablemode's Start): child ends (stdin read, stdout
+// write, stderr write) and parent ends (the opposite), three of each in
+// that order. On error (from pipe(2), wrapped) none stays open.
+func StdioPipes() (child, parent []*os.File, err error) {
 	for i := 0; i < 3; i++ {
 		r, w, perr := os.Pipe()
 		if perr != nil {
@@ -26,6 +28,7 @@ func stdioPipes() (child, parent []*os.File, err error) {
 	return child, parent, nil
 }
 
+// closeFiles closes every file of fs.
 func closeFiles(fs []*os.File) {
 	for _, f := range fs {
 		f.Close()

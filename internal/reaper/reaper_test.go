@@ -108,7 +108,7 @@ func startSh(t *testing.T, s *Supervisor, env []string, script string) *Tree {
 }
 
 // readLines reads n lines of the tree's stdout, failing after a deadline
-// (tr: a *Tree or a *TableTree).
+// (tr: a *Tree or a plain pipe).
 func readLines(t *testing.T, tr interface{ Stdout() io.ReadCloser }, n int) []string {
 	t.Helper()
 	ch := make(chan []string, 1)
@@ -460,4 +460,35 @@ func TestStart_CgroupHoldsProviderFromFirstInstruction(t *testing.T) {
 	}
 	requireComplete(t, tr.Terminate(context.Background(), termGrace, killGrace), ModeCgroup)
 	requireNoneAlive(t, mark)
+}
+
+// waitMarked waits (5 s deadline) until the marker scan lists pid.
+func waitMarked(t *testing.T, mark string, pid int) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		for _, p := range markedAlive(mark) {
+			if p == pid {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("pid %d not seen by the marker scan after 5 s", pid)
+		}
+		time.Sleep(2 * time.Millisecond) // polling the table, bounded
+	}
+}
+
+// waitComm waits (5 s deadline) until process pid's comm is want.
+func waitComm(t *testing.T, pid int, want string) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/comm")
+		if strings.TrimSpace(string(b)) == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("pid %d is %q after 5 s, want %q", pid, strings.TrimSpace(string(b)), want)
+		}
+		time.Sleep(2 * time.Millisecond) // polling /proc, bounded
+	}
 }

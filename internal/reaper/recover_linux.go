@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/acpx-sidecar/acpx-sidecar/internal/reaper/cgroup"
 )
 
 // CgroupParent is the directory provider cgroups are made in ("" when not
@@ -49,7 +51,7 @@ func (s *Supervisor) CgroupParent() string { return s.cgParent }
 // done).
 func Recover(l Leftover, grace time.Duration) (Termination, error) {
 	res := Termination{Signals: []SignalRecord{}, Processes: []ProcessRecord{}, Errors: []ErrorRecord{}}
-	if len(l.MarkerSHA256) != sha256.Size*2 || !isSessionID(l.Session) {
+	if len(l.MarkerSHA256) != sha256.Size*2 || !IsSessionID(l.Session) {
 		return res, fmt.Errorf("%w: no marker digest or a malformed session id", ErrUnprovable)
 	}
 	cgroups, note := trustedCgroups(l)
@@ -101,7 +103,7 @@ func trustedCgroups(l Leftover) (dirs []string, note string) {
 	if l.Cgroup == "" && l.CgroupParent == "" {
 		return nil, ""
 	}
-	mount, err := cgroup2Mount()
+	mount, err := cgroup.Mount()
 	if err != nil {
 		return nil, "the cgroup named by the ledger entry was not used: no writable cgroup2 mount"
 	}
@@ -142,12 +144,12 @@ func trustedCgroups(l Leftover) (dirs []string, note string) {
 // first). It reports whether it is gone or empty, and how.
 func recoverCgroup(res *Termination, dir string, l Leftover, deadline time.Time) (empty bool, how string) {
 	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
-		removeV1Mirrors(dir) // the watchdog removed the v2 cgroup, not these
+		cgroup.RemoveV1Mirrors(dir) // the watchdog removed the v2 cgroup, not these
 		return true, "cgroup already removed"
 	}
-	members := cgroupTreeProcs(dir)
+	members := cgroup.TreeProcs(dir)
 	how = "cgroup found empty (populated 0)"
-	if pop, _ := cgroupPopulated(dir); pop {
+	if pop, _ := cgroup.Populated(dir); pop {
 		proven := false
 		for _, pid := range members {
 			proven = proven || carriesMarker(pid, l.MarkerSHA256)
@@ -159,13 +161,13 @@ func recoverCgroup(res *Termination, dir string, l Leftover, deadline time.Time)
 		}
 		how = "cgroup.kill; cgroup.events populated 0"
 		rec := SignalRecord{Signal: "SIGKILL", Target: "tree", At: time.Now()}
-		if err := writeCgroupKill(dir); err != nil {
+		if err := cgroup.WriteKill(dir); err != nil {
 			rec.Error = err.Error()
 			res.Errors = append(res.Errors, ErrorRecord{Code: CodeSignalFailed, Message: err.Error()})
 		}
 		res.Signals = append(res.Signals, rec)
 	}
-	empty = waitCgroupEmpty(nil, nil, nil, dir, time.Until(deadline), nil)
+	empty = cgroup.WaitEmpty(nil, nil, nil, dir, time.Until(deadline), nil)
 	for _, pid := range members {
 		role := RoleDescendant
 		if pid == l.Pid {
@@ -174,10 +176,10 @@ func recoverCgroup(res *Termination, dir string, l Leftover, deadline time.Time)
 		res.Processes = append(res.Processes, ProcessRecord{Pid: pid, Role: role, Signal: "SIGKILL", ExitedAt: time.Now()})
 	}
 	if empty {
-		if err := removeCgroupSubtree(dir); err != nil {
+		if err := cgroup.RemoveSubtree(dir); err != nil {
 			res.Errors = append(res.Errors, ErrorRecord{Code: CodeCgroupRemove, Message: err.Error()})
 		}
-		removeV1Mirrors(dir) // its cgroup v1 limit dirs, if it had any
+		cgroup.RemoveV1Mirrors(dir) // its cgroup v1 limit dirs, if it had any
 	}
 	return empty, how
 }

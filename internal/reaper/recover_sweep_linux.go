@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/acpx-sidecar/acpx-sidecar/internal/reaper/cgroup"
 )
 
 // SweptCgroup is one populated cgroup of a dead sidecar that
@@ -29,7 +31,7 @@ type SweptCgroup struct {
 // this way. A parent whose pid is alive again (recycled) is left for a
 // later sweep. It reports every cgroup it killed.
 func SweepDeadParents(grace time.Duration) []SweptCgroup {
-	mount, err := cgroup2Mount()
+	mount, err := cgroup.Mount()
 	if err != nil {
 		return nil
 	}
@@ -55,19 +57,19 @@ func SweepDeadParents(grace time.Duration) []SweptCgroup {
 			if !c.IsDir() {
 				continue
 			}
-			if pop, err := cgroupPopulated(dir); err != nil || !pop {
+			if pop, err := cgroup.Populated(dir); err != nil || !pop {
 				continue
 			}
-			sc := SweptCgroup{Dir: dir, Pids: cgroupTreeProcs(dir)}
-			_ = writeCgroupKill(dir)
-			if waitCgroupEmpty(nil, nil, nil, dir, time.Until(deadline), nil) {
-				sc.Removed = removeCgroupSubtree(dir) == nil
-				removeV1Mirrors(dir)
+			sc := SweptCgroup{Dir: dir, Pids: cgroup.TreeProcs(dir)}
+			_ = cgroup.WriteKill(dir)
+			if cgroup.WaitEmpty(nil, nil, nil, dir, time.Until(deadline), nil) {
+				sc.Removed = cgroup.RemoveSubtree(dir) == nil
+				cgroup.RemoveV1Mirrors(dir)
 			}
 			out = append(out, sc)
 		}
-		if pop, err := cgroupPopulated(parent); err == nil && !pop {
-			_ = removeCgroupSubtree(parent) // empty cgroups only, deepest first
+		if pop, err := cgroup.Populated(parent); err == nil && !pop {
+			_ = cgroup.RemoveSubtree(parent) // empty cgroups only, deepest first
 		}
 	}
 	return out

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/acpx-sidecar/acpx-sidecar/internal/launchexec"
+	"github.com/acpx-sidecar/acpx-sidecar/internal/reaper/cgroup"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/sandbox"
 )
 
@@ -144,7 +145,7 @@ func TestSandboxed_ExitedTreeLeavesNoInitBehind(t *testing.T) {
 	// so the marked-process scan alone would race with it.
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		populated, err := cgroupPopulated(tr.cgPath)
+		populated, err := cgroup.Populated(tr.cg.path)
 		if err != nil {
 			t.Fatal(err)
 		}

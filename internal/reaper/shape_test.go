@@ -20,7 +20,7 @@ func TestShapes_MatchTheirPatterns(t *testing.T) {
 		alpha string
 		cases []string
 	}{
-		{"isSessionID", regexp.MustCompile(`^s-[0-9a-f]{1,64}$`), isSessionID, "s-0123456789abcdefgAF \n",
+		{"IsSessionID", regexp.MustCompile(`^s-[0-9a-f]{1,64}$`), IsSessionID, "s-0123456789abcdefgAF \n",
 			[]string{"", "s-", "s-0", "s-" + strings.Repeat("a", 64), "s-" + strings.Repeat("a", 65), "S-1", "s-1\n", "xs-1", "s-G"}},
 		{"validName", regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`), validName, "aZ09._-/ \n\x00é",
 			[]string{"", "a", strings.Repeat("x", 64), strings.Repeat("x", 65), "a/b", "a b", "acpx-s-1", "é"}},

@@ -17,6 +17,7 @@ import (
 
 	"github.com/acpx-sidecar/acpx-sidecar/internal/fdexec"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/launchexec"
+	"github.com/acpx-sidecar/acpx-sidecar/internal/reaper/cgroup"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/sandbox"
 )
 
@@ -78,20 +79,20 @@ func newTree(s *Supervisor) *Tree {
 // startDirect is Start in ModeCgroup (s.mu held).
 func (s *Supervisor) startDirect(spec Spec, name string) (*Tree, error) {
 	t := newTree(s)
-	dir, rel, cgfd, err := newProviderCgroup(s.cgMount, s.cgParent, name)
+	dir, rel, cgfd, err := cgroup.NewProvider(s.cgMount, s.cgParent, name)
 	if err != nil {
 		return nil, err
 	}
 	defer unix.Close(cgfd)
-	t.cgPath, t.cgRel = dir, rel
+	t.cg.path, t.cg.rel = dir, rel
 	if err := s.wd.add(dir); err != nil {
-		_ = removeCgroupSubtree(dir)
+		_ = cgroup.RemoveSubtree(dir)
 		return nil, err
 	}
 	var v1 map[string]string
 	fail := func(err error) (*Tree, error) {
-		_ = removeCgroupSubtree(dir)
-		_ = removeV1Dirs(v1)
+		_ = cgroup.RemoveSubtree(dir)
+		_ = cgroup.RemoveV1Dirs(v1)
 		s.wd.remove(dir)
 		return nil, err
 	}
@@ -100,15 +101,15 @@ func (s *Supervisor) startDirect(spec Spec, name string) (*Tree, error) {
 	// and on a hybrid host v1 limit cgroups the provider joins through the
 	// launch entry before its own code runs (launch_linux.go), which also
 	// applies the sandbox.
-	plan, err := applyLimits(dir, spec.Limits)
+	plan, err := cgroup.ApplyLimits(dir, spec.Limits)
 	if err != nil {
 		return fail(err)
 	}
 	if v1, err = s.makeV1Limits(plan, dir, spec.Limits); err != nil {
 		return fail(err)
 	}
-	t.v1 = v1
-	childEnds, parentEnds, err := stdioPipes()
+	t.cg.v1 = v1
+	childEnds, parentEnds, err := StdioPipes()
 	if err != nil {
 		return fail(err)
 	}
@@ -210,15 +211,15 @@ func (s *Supervisor) startDirect(spec Spec, name string) (*Tree, error) {
 		if st.InitPid > 0 {
 			// The init alone is in the cgroup: ended with it (the central
 			// reaper reaps it as a child of no tree).
-			_ = writeCgroupKill(dir)
-			waitCgroupEmpty(s.c.watch, nil, nil, dir, time.Second, nil)
+			_ = cgroup.WriteKill(dir)
+			cgroup.WaitEmpty(s.c.watch, nil, nil, dir, time.Second, nil)
 		}
 		return fail(fmt.Errorf("reaper: %w", err))
 	}
 	p, _ := readStat(pid) // unreaped: readable even if it already exited
 	now := time.Now()
 	t.mu.Lock()
-	t.pid, t.pgid, t.start, t.startedAt, t.pidfd = pid, pid, p.start, now, pidfd
+	t.id.pid, t.id.pgid, t.id.start, t.id.startedAt, t.pidfd = pid, pid, p.start, now, pidfd
 	t.addMemberLocked(procKey{pid: pid, start: p.start}, RoleProvider, now)
 	if st.InitPid > 0 {
 		ip, _ := readStat(st.InitPid)
@@ -233,7 +234,7 @@ func (s *Supervisor) startDirect(spec Spec, name string) (*Tree, error) {
 		runtime.KeepAlive(spec.ExecFile)
 	}
 	closeFiles(childEnds)
-	t.stdin, t.stdout, t.stderr = parentEnds[0], parentEnds[1], parentEnds[2]
+	t.stdio.Stdin, t.stdio.Stdout, t.stdio.Stderr = parentEnds[0], parentEnds[1], parentEnds[2]
 	if status != nil {
 		if err := s.awaitLaunch(t, status, spec.Path); err != nil {
 			closeFiles(parentEnds)

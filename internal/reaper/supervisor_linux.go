@@ -10,11 +10,12 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
 	"golang.org/x/sys/unix"
+
+	"github.com/acpx-sidecar/acpx-sidecar/internal/reaper/cgroup"
 )
 
 // Supervisor launches provider trees and owns all child reaping of this
@@ -34,7 +35,7 @@ type Supervisor struct {
 	guardianPath string // absolute
 
 	// v1Parents are the per-Supervisor parent directories made in cgroup
-	// v1 hierarchies for limits (limits_v1_linux.go); removed at Close.
+	// v1 hierarchies for limits (limits_linux.go); removed at Close.
 	v1Parents map[string]bool
 
 	mu     sync.Mutex // held for the whole of Start, so Seal is exact
@@ -42,10 +43,6 @@ type Supervisor struct {
 	closed bool
 	trees  map[*Tree]struct{}
 }
-
-// cgSeq numbers cgroup directories process-wide (several Supervisors may
-// share the default parent).
-var cgSeq atomic.Uint64
 
 // selfExe names the running sidecar's own image (proc(5)): exec of it runs
 // the inode this process was started from, whatever now sits at its path.
@@ -161,7 +158,7 @@ func NewSupervisor(opts Options) (*Supervisor, error) {
 	}
 	s := &Supervisor{mode: mode, log: log, trees: map[*Tree]struct{}{}, guardianPath: gpath}
 	if mode == ModeCgroup {
-		mount, err := cgroup2Mount()
+		mount, err := cgroup.Mount()
 		if err != nil {
 			return nil, fmt.Errorf("%w: %v", ErrUnsupported, err)
 		}
@@ -170,7 +167,7 @@ func NewSupervisor(opts Options) (*Supervisor, error) {
 		if s.cgParent == "" {
 			s.cgParent = filepath.Join(mount, "acpx-sidecar-"+strconv.Itoa(os.Getpid()))
 			sweepStaleParents(mount, log)
-			sweepStaleV1Parents(log)
+			cgroup.SweepStaleV1Parents(log)
 		}
 		s.cgParent = filepath.Clean(s.cgParent)
 		if err := parentBelow(mount, s.cgParent); err != nil {
@@ -287,7 +284,7 @@ func parentBelow(mount, parent string) error {
 // existing ancestor a writable cgroup directory. It makes nothing
 // (`doctor`). Errors: ErrUnsupported without cgroup v2, or the reason.
 func CheckCgroupParent(parent string) error {
-	mount, err := cgroup2Mount()
+	mount, err := cgroup.Mount()
 	if err != nil {
 		return fmt.Errorf("%w: %v", ErrUnsupported, err)
 	}
@@ -361,10 +358,10 @@ func sweepStaleParents(mount string, log *zap.Logger) {
 			continue
 		}
 		dir := filepath.Join(mount, e.Name())
-		if pop, err := cgroupPopulated(dir); err != nil || pop {
+		if pop, err := cgroup.Populated(dir); err != nil || pop {
 			continue
 		}
-		if err := removeCgroupSubtree(dir); err == nil { // empty cgroups only, deepest first
+		if err := cgroup.RemoveSubtree(dir); err == nil { // empty cgroups only, deepest first
 			log.Info("removed a stale cgroup parent", zap.String("dir", dir))
 		}
 	}

@@ -10,33 +10,29 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/acpx-sidecar/acpx-sidecar/internal/reaper/cgroup"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/sandbox"
 )
 
 // Tree is one launched provider and every process it spawns. All methods
-// are safe for concurrent use.
+// are safe for concurrent use. Its fields are grouped by job: the
+// leader's identity (id), the tree's cgroups (cg), the guardian and the
+// PID-namespace init it talks to, the provider's pipes (stdio), the
+// leader's exit, the members seen, and what Terminate recorded (proof).
 type Tree struct {
 	s    *Supervisor
 	c    *central
 	mode Mode
 
-	pid, pgid int
-	start     uint64 // leader start time (/proc/<pid>/stat field 22)
-	startedAt time.Time
-	cgPath    string // absolute cgroup dir, "" if none
-	cgRel     string // the same as shown in /proc/<pid>/cgroup
-	// v1 maps a controller to the tree's cgroup v1 limit directory
-	// (limits_v1_linux.go); nil unless limits are enforced in v1.
-	v1 map[string]string
+	id treeID
+	cg treeCgroup
 	g  *guardianConn
 	// initCtl is the tree's PID-namespace init's control socket
 	// (sandbox_linux.go), nil without one; closed with the tree's other
 	// descriptors once it is proven gone. Under mu.
 	initCtl *sandbox.InitConn
 
-	stdin  io.WriteCloser
-	stdout io.ReadCloser
-	stderr io.ReadCloser
+	stdio Stdio // the parent's ends of the provider's pipes
 
 	exited chan struct{}
 	termMu sync.Mutex // serializes Terminate
@@ -50,10 +46,33 @@ type Tree struct {
 	status       ExitStatus
 	members      map[procKey]*member
 	order        []*member
-	signals      []SignalRecord
-	errors       []ErrorRecord
-	verified     Verification
-	proven       bool
+	proof        treeProof // under mu
+}
+
+// treeID is the identity of a tree's leader (TreeInfo's facts).
+type treeID struct {
+	pid, pgid int
+	start     uint64 // leader start time (/proc/<pid>/stat field 22)
+	startedAt time.Time
+}
+
+// treeCgroup is a tree's cgroups; zero outside cgroup mode.
+type treeCgroup struct {
+	path string // absolute cgroup dir, "" if none
+	rel  string // the same as shown in /proc/<pid>/cgroup
+	// v1 maps a controller to the tree's cgroup v1 limit directory
+	// (cgroup.MakeV1Limits); nil unless limits are enforced in v1.
+	v1 map[string]string
+}
+
+// treeProof is what the Terminate calls on a tree recorded, cumulative
+// over every call (the Termination's signals, errors and verification),
+// and whether the tree was proven empty.
+type treeProof struct {
+	signals  []SignalRecord
+	errors   []ErrorRecord
+	verified Verification
+	proven   bool
 }
 
 // member is one process ever seen in the tree.
@@ -75,42 +94,42 @@ type member struct {
 
 // Info is the tree's identity (TreeInfo).
 func (t *Tree) Info() TreeInfo {
-	return TreeInfo{Pid: t.pid, Pgid: t.pgid, StartTicks: t.start, StartedAt: t.startedAt, Containment: t.mode, CgroupPath: t.cgPath}
+	return TreeInfo{Pid: t.id.pid, Pgid: t.id.pgid, StartTicks: t.id.start, StartedAt: t.id.startedAt, Containment: t.mode, CgroupPath: t.cg.path}
 }
 
 // Stdio is the provider's pipes (Stdio).
-func (t *Tree) Stdio() Stdio { return Stdio{Stdin: t.stdin, Stdout: t.stdout, Stderr: t.stderr} }
+func (t *Tree) Stdio() Stdio { return t.stdio }
 
 // Stdin is the write end of the provider's stdin pipe (caller closes it).
-func (t *Tree) Stdin() io.WriteCloser { return t.stdin }
+func (t *Tree) Stdin() io.WriteCloser { return t.stdio.Stdin }
 
 // Stdout is the read end of the provider's stdout pipe (caller closes it).
 // Descendants inherit the pipe, so EOF may come only after the whole tree
 // is gone.
-func (t *Tree) Stdout() io.ReadCloser { return t.stdout }
+func (t *Tree) Stdout() io.ReadCloser { return t.stdio.Stdout }
 
 // Stderr is the read end of the provider's stderr pipe (caller closes it).
-func (t *Tree) Stderr() io.ReadCloser { return t.stderr }
+func (t *Tree) Stderr() io.ReadCloser { return t.stdio.Stderr }
 
 // Pid is the provider (leader) pid.
-func (t *Tree) Pid() int { return t.pid }
+func (t *Tree) Pid() int { return t.id.pid }
 
 // Pgid is the provider's process group id (== Pid; Setpgid at fork).
-func (t *Tree) Pgid() int { return t.pgid }
+func (t *Tree) Pgid() int { return t.id.pgid }
 
 // StartTicks is the leader's start time in clock ticks since boot
 // (/proc/<pid>/stat field 22), its identity for the ownership ledger.
-func (t *Tree) StartTicks() uint64 { return t.start }
+func (t *Tree) StartTicks() uint64 { return t.id.start }
 
 // StartedAt is when the provider was started (wall clock).
-func (t *Tree) StartedAt() time.Time { return t.startedAt }
+func (t *Tree) StartedAt() time.Time { return t.id.startedAt }
 
 // Containment is the mode this tree is contained by.
 func (t *Tree) Containment() Mode { return t.mode }
 
 // CgroupPath is the tree's cgroup directory, "" if none (or after
 // Terminate removed it, the path it had).
-func (t *Tree) CgroupPath() string { return t.cgPath }
+func (t *Tree) CgroupPath() string { return t.cg.path }
 
 // Exited is closed once the provider (leader) process has been reaped.
 func (t *Tree) Exited() <-chan struct{} { return t.exited }
@@ -122,7 +141,7 @@ func (t *Tree) ExitStatus() ExitStatus {
 	return t.status
 }
 
-func (t *Tree) isLeader(k procKey) bool { return k.pid == t.pid && k.start == t.start }
+func (t *Tree) isLeader(k procKey) bool { return k.pid == t.id.pid && k.start == t.id.start }
 
 func (t *Tree) hasMember(k procKey) bool {
 	t.mu.Lock()
@@ -184,7 +203,7 @@ func (t *Tree) track(snap snapshot) {
 	now := time.Now()
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.proven {
+	if t.proof.proven {
 		return
 	}
 	set := map[int]bool{}
@@ -200,7 +219,7 @@ func (t *Tree) track(snap snapshot) {
 	}
 	if !t.leaderReaped { // the snapshot was taken before this check: pgid pinned
 		for pid, p := range snap.procs {
-			if p.pgid == t.pgid {
+			if p.pgid == t.id.pgid {
 				set[pid] = true
 			}
 		}
@@ -231,7 +250,7 @@ func (t *Tree) track(snap snapshot) {
 // trackCgroup records the current members of the tree's cgroup and of
 // every cgroup below it.
 func (t *Tree) trackCgroup(now time.Time) {
-	for _, pid := range cgroupTreeProcs(t.cgPath) {
+	for _, pid := range cgroup.TreeProcs(t.cg.path) {
 		p, ok := readStat(pid)
 		if !ok {
 			continue

@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/acpx-sidecar/acpx-sidecar/internal/guardian"
+	"github.com/acpx-sidecar/acpx-sidecar/internal/reaper/cgroup"
 )
 
 // Terminate ends the whole tree and reports what was observed:
@@ -46,7 +47,7 @@ func (t *Tree) Terminate(ctx context.Context, termGrace, killGrace time.Duration
 	defer t.termMu.Unlock()
 	t.terminating.Store(true)
 	t.mu.Lock()
-	if t.proven {
+	if t.proof.proven {
 		r := t.resultLocked()
 		t.mu.Unlock()
 		return r
@@ -67,7 +68,7 @@ func (t *Tree) Terminate(ctx context.Context, termGrace, killGrace time.Duration
 		// The guardian died with the tree not (known to be) empty: its
 		// orphans came to this (subreaper) process.
 		t.s.log.Warn("reaper: guardian gone before the tree was empty; the sidecar ends and verifies the tree itself",
-			zap.Int("pid", t.pid), zap.Int("guardian", g.pid))
+			zap.Int("pid", t.id.pid), zap.Int("guardian", g.pid))
 	}
 
 	empty := t.sidecarEmpty(0)
@@ -81,11 +82,11 @@ func (t *Tree) Terminate(ctx context.Context, termGrace, killGrace time.Duration
 	}
 	if !empty {
 		t.mu.Lock()
-		t.errors = append(t.errors, ErrorRecord{Code: CodeKillTimeout, Message: "provider did not exit after SIGKILL"})
-		t.verified = Verification{TreeEmpty: false, Method: t.fallbackMethodLocked(false)}
+		t.proof.errors = append(t.proof.errors, ErrorRecord{Code: CodeKillTimeout, Message: "provider did not exit after SIGKILL"})
+		t.proof.verified = Verification{TreeEmpty: false, Method: t.fallbackMethodLocked(false)}
 		r := t.resultLocked()
 		t.mu.Unlock()
-		t.s.log.Warn("reaper: tree not empty after SIGKILL", zap.Int("pid", t.pid))
+		t.s.log.Warn("reaper: tree not empty after SIGKILL", zap.Int("pid", t.id.pid))
 		return r
 	}
 	return t.finalize(killGrace)
@@ -93,10 +94,10 @@ func (t *Tree) Terminate(ctx context.Context, termGrace, killGrace time.Duration
 
 // cgroupEmpty reads cgroup.events once; true for a tree without a cgroup.
 func (t *Tree) cgroupEmpty() bool {
-	if t.cgPath == "" {
+	if t.cg.path == "" {
 		return true
 	}
-	pop, err := cgroupPopulated(t.cgPath)
+	pop, err := cgroup.Populated(t.cg.path)
 	return err == nil && !pop
 }
 
@@ -120,7 +121,7 @@ func (t *Tree) terminateViaGuardian(ctx context.Context, termGrace, killGrace ti
 			rec.Error = "guardian control pipe closed"
 		}
 		t.mu.Lock()
-		t.signals = append(t.signals, rec)
+		t.proof.signals = append(t.proof.signals, rec)
 		t.mu.Unlock()
 		waitAny(d, g.empty, g.done, done)
 		// If the guardian exited, its last lines are read (done closes
@@ -140,11 +141,11 @@ func (t *Tree) terminateViaGuardian(ctx context.Context, termGrace, killGrace ti
 		return Termination{}, false
 	}
 	t.mu.Lock()
-	t.errors = append(t.errors, ErrorRecord{Code: CodeKillTimeout, Message: "provider did not exit after SIGKILL"})
-	t.verified = Verification{TreeEmpty: false, Method: "guardian still has live descendants"}
+	t.proof.errors = append(t.proof.errors, ErrorRecord{Code: CodeKillTimeout, Message: "provider did not exit after SIGKILL"})
+	t.proof.verified = Verification{TreeEmpty: false, Method: "guardian still has live descendants"}
 	r := t.resultLocked()
 	t.mu.Unlock()
-	t.s.log.Warn("reaper: tree not empty after SIGKILL", zap.Int("pid", t.pid))
+	t.s.log.Warn("reaper: tree not empty after SIGKILL", zap.Int("pid", t.id.pid))
 	return r, true
 }
 
@@ -183,15 +184,15 @@ func (t *Tree) finalize(bound time.Duration) Termination {
 	case <-time.After(max(bound, 100*time.Millisecond)):
 		// Not our child any more? Cannot happen; the proof still holds
 		// (tree empty) but the leader's status stays unknown.
-		t.s.log.Warn("reaper: leader not reaped after tree emptied", zap.Int("pid", t.pid))
+		t.s.log.Warn("reaper: leader not reaped after tree emptied", zap.Int("pid", t.id.pid))
 	}
 	now := time.Now()
 	var rmErr error
-	if t.cgPath != "" {
+	if t.cg.path != "" {
 		for i := 0; ; i++ {
 			// Depth first: a provider running as root may have created
 			// sub-cgroups (cgroup.kill ended their processes too).
-			rmErr = removeCgroupSubtree(t.cgPath)
+			rmErr = cgroup.RemoveSubtree(t.cg.path)
 			if rmErr == nil {
 				break
 			}
@@ -209,22 +210,22 @@ func (t *Tree) finalize(bound time.Duration) Termination {
 		}
 	}
 	if rmErr != nil {
-		t.errors = append(t.errors, ErrorRecord{Code: CodeCgroupRemove, Message: rmErr.Error()})
+		t.proof.errors = append(t.proof.errors, ErrorRecord{Code: CodeCgroupRemove, Message: rmErr.Error()})
 	}
 	if v1Err != nil {
-		t.errors = append(t.errors, ErrorRecord{Code: CodeCgroupRemove, Message: v1Err.Error()})
+		t.proof.errors = append(t.proof.errors, ErrorRecord{Code: CodeCgroupRemove, Message: v1Err.Error()})
 	}
 	switch {
 	case t.g != nil && isDone(t.g.empty):
-		t.verified = Verification{TreeEmpty: true, Method: methodGuardian}
+		t.proof.verified = Verification{TreeEmpty: true, Method: methodGuardian}
 	default:
-		t.verified = Verification{TreeEmpty: true, Method: t.fallbackMethodLocked(true)}
+		t.proof.verified = Verification{TreeEmpty: true, Method: t.fallbackMethodLocked(true)}
 	}
-	t.proven = true
+	t.proof.proven = true
 	r := t.resultLocked()
 	t.mu.Unlock()
 	if t.g == nil && rmErr == nil {
-		t.s.unwatchCgroup(t.cgPath)
+		t.s.unwatchCgroup(t.cg.path)
 	}
 	t.c.unregister(t)
 	t.s.forget(t)
@@ -260,11 +261,11 @@ func (t *Tree) closeFDs() {
 
 func (t *Tree) resultLocked() Termination {
 	r := Termination{
-		Signals:     append([]SignalRecord{}, t.signals...),
+		Signals:     append([]SignalRecord{}, t.proof.signals...),
 		Containment: t.mode,
-		Verified:    t.verified,
-		Complete:    t.proven,
-		Errors:      append([]ErrorRecord(nil), t.errors...),
+		Verified:    t.proof.verified,
+		Complete:    t.proof.proven,
+		Errors:      append([]ErrorRecord(nil), t.proof.errors...),
 	}
 	procs := make([]ProcessRecord, 0, len(t.order))
 	for _, m := range t.order {

@@ -34,9 +34,17 @@
 //
 // The one kill algorithm the sidecar runs itself (ModeCgroup, and a tree
 // whose guardian died) is kill_linux.go; signalPinned (pidfd_linux.go) is
-// the one "pin, re-check, signal" step; writeCgroupKill and
-// newProviderCgroup (cgroupfs_linux.go) the one cgroup.kill writer and
-// the one place a provider cgroup is made.
+// the one "pin, re-check, signal" step; cgroup.WriteKill and
+// cgroup.NewProvider (internal/reaper/cgroup) the one cgroup.kill writer
+// and the one place a provider cgroup is made.
+//
+// The parts: this package is the launcher, the Supervisor (the central
+// reaper, the guardian client, the watchdog) and its Tree, with the
+// proof's types (Spec, TreeInfo, Termination, …) every mode shares;
+// internal/reaper/cgroup is the cgroup handling (cgroup v2 files, the
+// inotify wait for "populated 0", resource limits in cgroup v2 and v1);
+// internal/reaper/tablemode is ModeProcessTable (macOS), a second
+// implementation of the same Tree seam (internal/adapter's Tree).
 //
 // Linking this package changes nothing in the process. Its two
 // process-wide steps are explicit calls a sidecar's main makes (reexec.go):
@@ -142,7 +150,7 @@ type Spec struct {
 	// "" = "provider".
 	Name string
 	// Limits are written into the provider's cgroup before the fork
-	// (limits_linux.go); outside cgroup mode any limit fails Start with
+	// (cgroup.ApplyLimits, cgroup.MakeV1Limits); outside cgroup mode any limit fails Start with
 	// ErrLimitsUnsupported, launching nothing.
 	Limits Limits
 	// Sandbox, if not empty, is applied by the launch entry

@@ -38,6 +38,8 @@ import (
 
 	"go.uber.org/zap"
 	"golang.org/x/sys/unix"
+
+	"github.com/acpx-sidecar/acpx-sidecar/internal/reaper/cgroup"
 )
 
 // watchdogArg is os.Args[2] of a watchdog process (os.Args[1] is
@@ -81,17 +83,17 @@ func watchdogMain() int {
 // each to be empty, and removes the emptied ones; 0 if all were emptied.
 func killCgroups(dirs map[string]bool, d time.Duration) int {
 	for dir := range dirs {
-		_ = writeCgroupKill(dir) // nobody to tell: the sidecar is gone
+		_ = cgroup.WriteKill(dir) // nobody to tell: the sidecar is gone
 
 	}
 	deadline := time.Now().Add(d)
 	code := 0
 	for dir := range dirs {
-		if !waitCgroupEmpty(nil, nil, nil, dir, time.Until(deadline), nil) {
+		if !cgroup.WaitEmpty(nil, nil, nil, dir, time.Until(deadline), nil) {
 			code = 1
 			continue
 		}
-		for i := 0; removeCgroupSubtree(dir) != nil && i < 50; i++ {
+		for i := 0; cgroup.RemoveSubtree(dir) != nil && i < 50; i++ {
 			time.Sleep(2 * time.Millisecond)
 		}
 	}
@@ -230,9 +232,9 @@ func (s *Supervisor) restartWatchdog(old *watchdogConn) {
 	}
 	s.wd = nw
 	for t := range s.trees {
-		if t.cgPath != "" && t.g == nil {
-			if err := nw.add(t.cgPath); err != nil {
-				s.log.Error("reaper: cannot register a provider cgroup with the new watchdog", zap.String("cgroup", t.cgPath), zap.Error(err))
+		if t.cg.path != "" && t.g == nil {
+			if err := nw.add(t.cg.path); err != nil {
+				s.log.Error("reaper: cannot register a provider cgroup with the new watchdog", zap.String("cgroup", t.cg.path), zap.Error(err))
 			}
 		}
 	}

@@ -1,6 +1,6 @@
 //go:build linux || darwin
 
-package reaper
+package tablemode
 
 import (
 	"errors"
@@ -15,24 +15,24 @@ import (
 	"github.com/acpx-sidecar/acpx-sidecar/internal/proctable"
 )
 
-// These tests drive TableTree.update with made-up process tables, so each
+// These tests drive Tree.update with made-up process tables, so each
 // membership rule of ModeProcessTable (and the gap it documents) is
 // checked exactly, without racing real processes.
 
-func testTableTree() *TableTree {
-	t := &TableTree{pid: 100, pgid: 100, start: 1000, marker: "M=1", members: map[tableKey]*tableMember{}, exited: make(chan struct{})}
+func testTableTree() *Tree {
+	t := &Tree{id: treeID{pid: 100, pgid: 100, start: 1000}, marker: "M=1", members: map[tableKey]*tableMember{}, exited: make(chan struct{})}
 	t.addLocked(tableKey{100, 1000}, time.Unix(0, 0))
 	return t
 }
 
-func scanOf(at time.Time, marked []int, t *TableTree, procs ...proctable.Proc) *tableScan {
+func scanOf(at time.Time, marked []int, t *Tree, procs ...proctable.Proc) *tableScan {
 	s := newTableScan(at, procs, -1)
-	s.marked = map[*TableTree][]int{t: marked}
+	s.marked = map[*Tree][]int{t: marked}
 	return s
 }
 
 // livePids lists the live members of t in s, sorted.
-func livePids(t *TableTree, s *tableScan) []int {
+func livePids(t *Tree, s *tableScan) []int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	var out []int
@@ -169,10 +169,10 @@ func TestEnvReader_ReadsEachEnvironmentOnceAndGivesUpOnUnreadable(t *testing.T) 
 		fail: map[int]int{11: 1}, calls: map[int]int{}}
 	r := newEnvReader(f, zap.NewNop())
 	defer r.close()
-	markers := map[string]*TableTree{"M=1": tr}
+	markers := map[string]*Tree{"M=1": tr}
 	var got []int
 	for i := 0; i < envTries+2; i++ {
-		got = r.marked(procsAt(i, 10, 11, 12, 13, 14), func(e string) *TableTree { return markers[e] }, []string{"M="}, 5*time.Second)[tr]
+		got = r.marked(procsAt(i, 10, 11, 12, 13, 14), func(e string) *Tree { return markers[e] }, []string{"M="}, 5*time.Second)[tr]
 	}
 	sort.Ints(got)
 	if !reflect.DeepEqual(got, []int{10, 11}) {
@@ -196,14 +196,14 @@ func TestEnvReader_StuckReadDoesNotStallTheScan(t *testing.T) {
 		calls: map[int]int{}}
 	r := newEnvReader(f, zap.NewNop())
 	defer r.close()
-	markers := map[string]*TableTree{"M=1": tr}
+	markers := map[string]*Tree{"M=1": tr}
 	start := time.Now()
-	got := r.marked(procsAt(0, 20, 21), func(e string) *TableTree { return markers[e] }, []string{"M="}, 50*time.Millisecond)[tr]
+	got := r.marked(procsAt(0, 20, 21), func(e string) *Tree { return markers[e] }, []string{"M="}, 50*time.Millisecond)[tr]
 	if took := time.Since(start); !reflect.DeepEqual(got, []int{20}) || took > 5*time.Second {
 		t.Fatalf("with 21's read stuck: marked %v after %v, want [20] within the wait", got, took)
 	}
 	close(release)
-	got = r.marked(procsAt(1, 20, 21), func(e string) *TableTree { return markers[e] }, []string{"M="}, 5*time.Second)[tr]
+	got = r.marked(procsAt(1, 20, 21), func(e string) *Tree { return markers[e] }, []string{"M="}, 5*time.Second)[tr]
 	sort.Ints(got)
 	if !reflect.DeepEqual(got, []int{20, 21}) {
 		t.Fatalf("after the read returned: marked %v, want [20 21]", got)

@@ -1,6 +1,6 @@
 //go:build linux || darwin
 
-package reaper
+package tablemode
 
 import (
 	"io"
@@ -11,39 +11,51 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/acpx-sidecar/acpx-sidecar/internal/proctable"
+	"github.com/acpx-sidecar/acpx-sidecar/internal/reaper"
 )
 
-// TableTree is one provider launched under ModeProcessTable and every
-// process the process table attributes to it (TableTree.update). All
-// methods are safe for concurrent use. It satisfies the same interface as
-// *Tree (internal/adapter's Tree).
-type TableTree struct {
-	s     *TableSupervisor
+// Tree is one provider launched under reaper.ModeProcessTable and every
+// process the process table attributes to it (Tree.update). All methods
+// are safe for concurrent use. It satisfies the same interface as
+// *reaper.Tree (internal/adapter's Tree, the one seam both modes are
+// used through).
+type Tree struct {
+	s     *Supervisor
 	c     *tableCore
 	procs proctable.Reader
 
-	pid, pgid  int
-	start      uint64 // leader start time (proctable.Proc.Start)
-	startedAt  time.Time
+	id         treeID
 	marker     string // "NAME=value" in the environment of the tree
 	markerName string // NAME
 
-	stdin  io.WriteCloser
-	stdout io.ReadCloser
-	stderr io.ReadCloser
+	stdio reaper.Stdio // the parent's ends of the provider's pipes
 
 	exited chan struct{}
 	termMu sync.Mutex // serializes Terminate
 
 	mu           sync.Mutex
 	leaderReaped bool
-	status       ExitStatus
+	status       reaper.ExitStatus
 	members      map[tableKey]*tableMember
 	order        []*tableMember
-	signals      []SignalRecord
-	errors       []ErrorRecord
-	verified     Verification
-	proven       bool
+	proof        treeProof // under mu
+}
+
+// treeID is the identity of a tree's leader (reaper.TreeInfo's facts).
+type treeID struct {
+	pid, pgid int
+	start     uint64 // leader start time (proctable.Proc.Start)
+	startedAt time.Time
+}
+
+// treeProof is what the Terminate calls on a tree recorded, cumulative
+// over every call (the Termination's signals, errors and verification),
+// and whether the tree was proven empty.
+type treeProof struct {
+	signals  []reaper.SignalRecord
+	errors   []reaper.ErrorRecord
+	verified reaper.Verification
+	proven   bool
 }
 
 // tableMember is one process ever attributed to the tree.
@@ -62,56 +74,58 @@ type tableMember struct {
 }
 
 // Info is the tree's identity (TreeInfo; no cgroup in this mode).
-func (t *TableTree) Info() TreeInfo {
-	return TreeInfo{Pid: t.pid, Pgid: t.pgid, StartTicks: t.start, StartedAt: t.startedAt, Containment: ModeProcessTable}
+func (t *Tree) Info() reaper.TreeInfo {
+	return reaper.TreeInfo{Pid: t.id.pid, Pgid: t.id.pgid, StartTicks: t.id.start, StartedAt: t.id.startedAt, Containment: reaper.ModeProcessTable}
 }
 
 // Stdio is the provider's pipes (Stdio).
-func (t *TableTree) Stdio() Stdio { return Stdio{Stdin: t.stdin, Stdout: t.stdout, Stderr: t.stderr} }
+func (t *Tree) Stdio() reaper.Stdio { return t.stdio }
 
 // Stdin is the write end of the provider's stdin pipe (caller closes it).
-func (t *TableTree) Stdin() io.WriteCloser { return t.stdin }
+func (t *Tree) Stdin() io.WriteCloser { return t.stdio.Stdin }
 
 // Stdout is the read end of the provider's stdout pipe.
-func (t *TableTree) Stdout() io.ReadCloser { return t.stdout }
+func (t *Tree) Stdout() io.ReadCloser { return t.stdio.Stdout }
 
 // Stderr is the read end of the provider's stderr pipe.
-func (t *TableTree) Stderr() io.ReadCloser { return t.stderr }
+func (t *Tree) Stderr() io.ReadCloser { return t.stdio.Stderr }
 
 // Pid is the provider (leader) pid.
-func (t *TableTree) Pid() int { return t.pid }
+func (t *Tree) Pid() int { return t.id.pid }
 
 // Pgid is the provider's process group (its own: the leader's pid).
-func (t *TableTree) Pgid() int { return t.pgid }
+func (t *Tree) Pgid() int { return t.id.pgid }
 
 // StartTicks is the leader's start time as the process table gives it
 // (proctable.Proc.Start: clock ticks since boot on Linux, microseconds
 // since the epoch on Darwin), kept in the ownership ledger against pid
 // reuse.
-func (t *TableTree) StartTicks() uint64 { return t.start }
+func (t *Tree) StartTicks() uint64 { return t.id.start }
 
 // StartedAt is when the provider was started.
-func (t *TableTree) StartedAt() time.Time { return t.startedAt }
+func (t *Tree) StartedAt() time.Time { return t.id.startedAt }
 
-// Containment is ModeProcessTable.
-func (t *TableTree) Containment() Mode { return ModeProcessTable }
+// Containment is reaper.ModeProcessTable.
+func (t *Tree) Containment() reaper.Mode { return reaper.ModeProcessTable }
 
 // CgroupPath is "": this mode has no cgroup.
-func (t *TableTree) CgroupPath() string { return "" }
+func (t *Tree) CgroupPath() string { return "" }
 
 // Exited is closed once the leader has been reaped.
-func (t *TableTree) Exited() <-chan struct{} { return t.exited }
+func (t *Tree) Exited() <-chan struct{} { return t.exited }
 
 // ExitStatus is the leader's wait status, valid after Exited.
-func (t *TableTree) ExitStatus() ExitStatus {
+func (t *Tree) ExitStatus() reaper.ExitStatus {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.status
 }
 
-// Resources fails with ErrUnsupported: without a cgroup there are no
+// Resources fails with reaper.ErrUnsupported: without a cgroup there are no
 // counters (docs/protocol.md §18.2).
-func (t *TableTree) Resources() (Resources, error) { return Resources{}, ErrUnsupported }
+func (t *Tree) Resources() (reaper.Resources, error) {
+	return reaper.Resources{}, reaper.ErrUnsupported
+}
 
 // update brings the member set up to date from one read of the table:
 //   - a member is live while a process with its pid and start time is in
@@ -125,10 +139,10 @@ func (t *TableTree) Resources() (Resources, error) { return Resources{}, ErrUnsu
 //   - every descendant of a live member by parent chain, a child counting
 //     only if it started no earlier than its parent (so a recycled parent
 //     pid adopts nothing).
-func (t *TableTree) update(s *tableScan) {
+func (t *Tree) update(s *tableScan) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.proven {
+	if t.proof.proven {
 		return
 	}
 	now := time.Now()
@@ -142,13 +156,13 @@ func (t *TableTree) update(s *tableScan) {
 		switch {
 		case ok && p.Start == k.start && !p.Zombie:
 			live[k.pid] = true
-			pinned = pinned || p.Pgid == t.pgid
+			pinned = pinned || p.Pgid == t.id.pgid
 		case ok && p.Start == k.start, m.seen.Before(s.at):
 			m.dead, m.at = true, now
 		}
 	}
-	if pinned && t.pgid > 0 {
-		for _, pid := range s.byPgid[t.pgid] {
+	if pinned && t.id.pgid > 0 {
+		for _, pid := range s.byPgid[t.id.pgid] {
 			if !s.procs[pid].Zombie {
 				live[pid] = true
 			}
@@ -190,13 +204,13 @@ func (t *TableTree) update(s *tableScan) {
 }
 
 // addLocked returns the member k, adding it (t.mu held).
-func (t *TableTree) addLocked(k tableKey, seen time.Time) *tableMember {
+func (t *Tree) addLocked(k tableKey, seen time.Time) *tableMember {
 	if m := t.members[k]; m != nil {
 		return m
 	}
-	role := RoleDescendant
-	if k.pid == t.pid && k.start == t.start {
-		role = RoleProvider
+	role := reaper.RoleDescendant
+	if k.pid == t.id.pid && k.start == t.id.start {
+		role = reaper.RoleProvider
 	}
 	m := &tableMember{key: k, role: role, seen: seen}
 	t.members[k] = m
@@ -208,10 +222,10 @@ func (t *TableTree) addLocked(k tableKey, seen time.Time) *tableMember {
 // this tree: a member by pid and start time (start 0: by pid among
 // members not yet gone), or a process of the group while the leader is
 // unreaped.
-func (t *TableTree) claims(k tableKey, pgid int) bool {
+func (t *Tree) claims(k tableKey, pgid int) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.proven {
+	if t.proof.proven {
 		return false
 	}
 	if k.start != 0 {
@@ -225,12 +239,12 @@ func (t *TableTree) claims(k tableKey, pgid int) bool {
 			}
 		}
 	}
-	return pgid == t.pgid && pgid > 0 && !t.leaderReaped
+	return pgid == t.id.pgid && pgid > 0 && !t.leaderReaped
 }
 
 // recordExit stores a wait status collected by the waiter; the leader's
 // closes Exited.
-func (t *TableTree) recordExit(k tableKey, ws unix.WaitStatus, now time.Time) {
+func (t *Tree) recordExit(k tableKey, ws unix.WaitStatus, now time.Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	var m *tableMember
@@ -251,16 +265,16 @@ func (t *TableTree) recordExit(k tableKey, ws unix.WaitStatus, now time.Time) {
 		c := ws.ExitStatus()
 		m.code = &c
 	}
-	if m.role == RoleProvider && !t.leaderReaped {
+	if m.role == reaper.RoleProvider && !t.leaderReaped {
 		t.leaderReaped = true
-		t.status = ExitStatus{Code: m.code, Signal: m.sig, At: now}
+		t.status = reaper.ExitStatus{Code: m.code, Signal: m.sig, At: now}
 		close(t.exited)
 	}
 }
 
 // liveLocked lists the members live in s: present with their start time
 // and not zombies, or found after s began (unknown to s, so counted live).
-func (t *TableTree) liveLocked(s *tableScan) []tableKey {
+func (t *Tree) liveLocked(s *tableScan) []tableKey {
 	var out []tableKey
 	for k, m := range t.members {
 		if m.dead {
@@ -278,10 +292,10 @@ func (t *TableTree) liveLocked(s *tableScan) []tableKey {
 // resultLocked is the cumulative Termination (t.mu held). A process this
 // sidecar did not reap (its parent, init or launchd did) is listed with
 // reapedBy "parent" and the last signal the sidecar sent it, if any.
-func (t *TableTree) resultLocked() Termination {
-	r := Termination{Signals: append([]SignalRecord{}, t.signals...), Containment: ModeProcessTable,
-		Verified: t.verified, Complete: t.proven, Errors: append([]ErrorRecord(nil), t.errors...)}
-	procs := make([]ProcessRecord, 0, len(t.order))
+func (t *Tree) resultLocked() reaper.Termination {
+	r := reaper.Termination{Signals: append([]reaper.SignalRecord{}, t.proof.signals...), Containment: reaper.ModeProcessTable,
+		Verified: t.proof.verified, Complete: t.proof.proven, Errors: append([]reaper.ErrorRecord(nil), t.proof.errors...)}
+	procs := make([]reaper.ProcessRecord, 0, len(t.order))
 	for _, m := range t.order {
 		if !m.dead {
 			continue
@@ -290,14 +304,14 @@ func (t *TableTree) resultLocked() Termination {
 		if !m.reaped {
 			sig = m.sent
 		}
-		pr := ProcessRecord{Pid: m.key.pid, Role: m.role, ExitCode: m.code, Signal: sig, ExitedAt: m.at, Reaped: m.reaped}
+		pr := reaper.ProcessRecord{Pid: m.key.pid, Role: m.role, ExitCode: m.code, Signal: sig, ExitedAt: m.at, Reaped: m.reaped}
 		if !m.reaped {
-			pr.ReapedBy = ReapedByParent // its parent (init or launchd, once orphaned) collected its status
+			pr.ReapedBy = reaper.ReapedByParent // its parent (init or launchd, once orphaned) collected its status
 		}
 		procs = append(procs, pr)
 	}
 	sort.SliceStable(procs, func(i, j int) bool {
-		return procs[i].Role == RoleProvider && procs[j].Role != RoleProvider
+		return procs[i].Role == reaper.RoleProvider && procs[j].Role != reaper.RoleProvider
 	})
 	r.Processes = procs
 	return r

@@ -1,13 +1,13 @@
 //go:build linux
 
-package reaper
+package cgroup
 
 // cgroup v1 limits: on a hybrid host (a cgroup2 mount whose
 // cgroup.controllers lacks memory, pids or cpu because those controllers
 // are bound to cgroup v1 hierarchies) the limits of a provider are
 // enforced in one v1 cgroup per needed controller, while containment
 // (kill, proof, watchdog) stays on the provider's v2 cgroup. Layout,
-// mirroring the v2 one (supervisor_linux.go, newProviderCgroup):
+// mirroring the v2 one (internal/reaper supervisor_linux.go, NewProvider):
 //
 //	<v1 mount>/<this process's cgroup in that hierarchy>/<v2 parent rel>/<v2 provider name>
 //	e.g. /sys/fs/cgroup/memory/acpx-sidecar-123/provider-4
@@ -15,41 +15,43 @@ package reaper
 // nested below the sidecar's own v1 cgroup, so whatever limit the host put
 // on the sidecar still covers its providers. The provider joins them
 // itself, before it runs any code of its own (the launch entry,
-// internal/launchexec; launch_linux.go). See docs/architecture.md, "Limits on cgroup v1".
+// internal/launchexec; internal/reaper launch_linux.go). See docs/architecture.md, "Limits on cgroup v1".
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"time"
 
 	"go.uber.org/zap"
 	"golang.org/x/sys/unix"
+
+	"github.com/acpx-sidecar/acpx-sidecar/internal/procfs"
 )
 
-// v1Hierarchy is a cgroup v1 hierarchy holding one controller: its mount
-// point and this process's own cgroup directory in it (absolute).
-type v1Hierarchy struct {
-	controller string
-	mount      string
-	own        string
+// V1Hierarchy is a cgroup v1 hierarchy holding one controller.
+type V1Hierarchy struct {
+	// Controller is the controller: "memory", "pids" or "cpu".
+	Controller string
+	// Mount is the hierarchy's mount point.
+	Mount string
+	// Own is this process's own cgroup directory in it (absolute).
+	Own string
 }
 
 // v1Unlimited is what memory.limit_in_bytes reads when unlimited
 // (PAGE_COUNTER_MAX pages); at or above it counts as "max".
 const v1Unlimited = int64(0x7FFFFFFFFFFFF000)
 
-// findV1Hierarchy finds the writable cgroup v1 mount holding controller
+// FindV1Hierarchy finds the writable cgroup v1 mount holding controller
 // (mountinfo: fstype "cgroup", the controller among the super options)
 // and this process's cgroup in it (/proc/self/cgroup). Errors say why
 // there is none.
-func findV1Hierarchy(controller string) (v1Hierarchy, error) {
+func FindV1Hierarchy(controller string) (V1Hierarchy, error) {
 	mi, err := os.ReadFile("/proc/self/mountinfo")
 	if err != nil {
-		return v1Hierarchy{}, err
+		return V1Hierarchy{}, err
 	}
 	own := ownV1Cgroup(controller)
 	for _, line := range strings.Split(string(mi), "\n") {
@@ -72,11 +74,11 @@ func findV1Hierarchy(controller string) (v1Hierarchy, error) {
 			}
 		}
 		if unix.Access(dir, unix.W_OK) != nil {
-			return v1Hierarchy{}, fmt.Errorf("the cgroup v1 %s hierarchy at %s is not writable here (%s)", controller, mount, dir)
+			return V1Hierarchy{}, fmt.Errorf("the cgroup v1 %s hierarchy at %s is not writable here (%s)", controller, mount, dir)
 		}
-		return v1Hierarchy{controller: controller, mount: mount, own: dir}, nil
+		return V1Hierarchy{Controller: controller, Mount: mount, Own: dir}, nil
 	}
-	return v1Hierarchy{}, fmt.Errorf("no cgroup v1 hierarchy has the %s controller", controller)
+	return V1Hierarchy{}, fmt.Errorf("no cgroup v1 hierarchy has the %s controller", controller)
 }
 
 // hasOption reports whether the comma-separated mount options opts
@@ -106,35 +108,38 @@ func ownV1Cgroup(controller string) string {
 	return ""
 }
 
-// limitsPlan says, per controller a Limits needs, where it is enforced:
+// Plan says, per controller a Limits needs, where it is enforced:
 // in the provider's v2 cgroup, or in a v1 hierarchy.
-type limitsPlan struct {
-	v2 []string
-	v1 []v1Hierarchy
+type Plan struct {
+	// V2 are the controllers enforced in the v2 cgroup ("memory",
+	// "pids", "cpu").
+	V2 []string
+	// V1 are the hierarchies of the controllers enforced in cgroup v1.
+	V1 []V1Hierarchy
 }
 
-// planLimits decides where each controller of l is enforced: the v2
+// PlanLimits decides where each controller of l is enforced: the v2
 // hierarchy when its root offers it (cgroup.controllers), else a
 // writable v1 hierarchy holding it. Errors (ErrLimitsUnsupported,
 // wrapped): no cgroup2 mount, or a controller found in neither.
-func planLimits(l Limits) (limitsPlan, error) {
-	var p limitsPlan
-	mount, err := cgroup2Mount()
+func PlanLimits(l Limits) (Plan, error) {
+	var p Plan
+	mount, err := Mount()
 	if err != nil {
 		return p, fmt.Errorf("%w: %v", ErrLimitsUnsupported, err)
 	}
 	offered := fields(filepath.Join(mount, "cgroup.controllers"))
 	for _, c := range limitControllers(l) {
 		if offered[c] {
-			p.v2 = append(p.v2, c)
+			p.V2 = append(p.V2, c)
 			continue
 		}
-		h, err := findV1Hierarchy(c)
+		h, err := FindV1Hierarchy(c)
 		if err != nil {
 			return p, fmt.Errorf("%w: the cgroup2 hierarchy at %s offers no %s controller (cgroup.controllers: %q) and %v",
 				ErrLimitsUnsupported, mount, c, strings.TrimSpace(readSmall(filepath.Join(mount, "cgroup.controllers"))), err)
 		}
-		p.v1 = append(p.v1, h)
+		p.V1 = append(p.V1, h)
 	}
 	return p, nil
 }
@@ -144,64 +149,55 @@ func planLimits(l Limits) (limitsPlan, error) {
 // "cgroup v1 memory,pids,cpu", or both joined by "; "; "" when l sets
 // none or they cannot be enforced (LimitsSupported says why).
 func LimitsMechanism(l Limits) string {
-	p, err := planLimits(l)
+	p, err := PlanLimits(l)
 	if err != nil {
 		return ""
 	}
 	var parts []string
-	if len(p.v2) > 0 {
-		parts = append(parts, "cgroup v2 "+strings.Join(p.v2, ","))
+	if len(p.V2) > 0 {
+		parts = append(parts, "cgroup v2 "+strings.Join(p.V2, ","))
 	}
-	if len(p.v1) > 0 {
+	if len(p.V1) > 0 {
 		var cs []string
-		for _, h := range p.v1 {
-			cs = append(cs, h.controller)
+		for _, h := range p.V1 {
+			cs = append(cs, h.Controller)
 		}
 		parts = append(parts, "cgroup v1 "+strings.Join(cs, ","))
 	}
 	return strings.Join(parts, "; ")
 }
 
-// v1Parent is the per-Supervisor parent directory in hierarchy h: h.own
-// joined with the v2 parent's path below the cgroup2 mount
-// ("acpx-sidecar-<pid>" by default). It is remembered (s.v1Parents) so
-// Close removes it. s.mu held.
-func (s *Supervisor) v1ParentLocked(h v1Hierarchy) string {
-	p := filepath.Join(h.own, mustRel(s.cgMount, s.cgParent))
-	if s.v1Parents == nil {
-		s.v1Parents = map[string]bool{}
+// MakeV1Limits creates, for each v1 hierarchy of plan, the provider's v1
+// cgroup named like its v2 cgroup v2dir in the parent directory
+// <Own>/<parentRel> (parentRel: the v2 parent's path below the cgroup2
+// mount, "acpx-sidecar-<pid>" by default; made if missing), and writes
+// l's limits there (memory.limit_in_bytes and memory.memsw.limit_in_bytes
+// where present; pids.max; cpu.cfs_period_us 100000 and cpu.cfs_quota_us
+// percent×1000). It returns controller → directory, and every parent
+// directory it used (also on error), for the caller to remove when it
+// closes. On error, the provider cgroups it made are removed.
+func MakeV1Limits(plan Plan, parentRel, v2dir string, l Limits) (dirs map[string]string, parents []string, err error) {
+	if len(plan.V1) == 0 {
+		return nil, nil, nil
 	}
-	s.v1Parents[p] = true
-	return p
-}
-
-// makeV1Limits creates, for each v1 hierarchy of plan, the provider's
-// v1 cgroup named like its v2 cgroup v2dir, and writes l's limits there
-// (memory.limit_in_bytes and memory.memsw.limit_in_bytes where present;
-// pids.max; cpu.cfs_period_us 100000 and cpu.cfs_quota_us percent×1000).
-// It returns controller → directory. On error, what it made is removed.
-// s.mu held.
-func (s *Supervisor) makeV1Limits(plan limitsPlan, v2dir string, l Limits) (map[string]string, error) {
-	if len(plan.v1) == 0 {
-		return nil, nil
+	dirs = map[string]string{}
+	fail := func(err error) (map[string]string, []string, error) {
+		RemoveV1Dirs(dirs)
+		return nil, parents, err
 	}
-	dirs := map[string]string{}
-	fail := func(err error) (map[string]string, error) {
-		removeV1Dirs(dirs)
-		return nil, err
-	}
-	for _, h := range plan.v1 {
-		parent := s.v1ParentLocked(h)
+	for _, h := range plan.V1 {
+		parent := filepath.Join(h.Own, parentRel)
+		parents = append(parents, parent)
 		if err := os.MkdirAll(parent, 0o755); err != nil {
-			return fail(fmt.Errorf("reaper: create cgroup v1 %s parent: %w", h.controller, err))
+			return fail(fmt.Errorf("reaper: create cgroup v1 %s parent: %w", h.Controller, err))
 		}
 		dir := filepath.Join(parent, filepath.Base(v2dir))
 		if err := os.Mkdir(dir, 0o755); err != nil {
-			return fail(fmt.Errorf("reaper: create cgroup v1 %s cgroup: %w", h.controller, err))
+			return fail(fmt.Errorf("reaper: create cgroup v1 %s cgroup: %w", h.Controller, err))
 		}
-		dirs[h.controller] = dir
+		dirs[h.Controller] = dir
 		var writes [][2]string
-		switch h.controller {
+		switch h.Controller {
 		case "memory":
 			v := strconv.FormatInt(l.MemoryBytes, 10)
 			writes = append(writes, [2]string{"memory.limit_in_bytes", v})
@@ -220,45 +216,28 @@ func (s *Supervisor) makeV1Limits(plan limitsPlan, v2dir string, l Limits) (map[
 			}
 		}
 	}
-	return dirs, nil
+	return dirs, parents, nil
 }
 
-// removeV1Dirs removes the v1 limit cgroups of one provider (rmdir only:
+// RemoveV1Dirs removes the v1 limit cgroups of one provider (rmdir only:
 // one that still has a process is never removed). The first error is
 // returned.
-func removeV1Dirs(dirs map[string]string) error {
+func RemoveV1Dirs(dirs map[string]string) error {
 	var first error
 	for _, d := range dirs {
-		if err := removeCgroupSubtree(d); err != nil && first == nil {
+		if err := RemoveSubtree(d); err != nil && first == nil {
 			first = err
 		}
 	}
 	return first
 }
 
-// removeLimitCgroups removes the tree's v1 limit cgroups once the tree is
-// proven empty (finalize), retrying briefly: the kernel lets the last
-// task go asynchronously. Errors name the directory.
-func (t *Tree) removeLimitCgroups() error {
-	if len(t.v1) == 0 {
-		return nil
-	}
-	var err error
-	for i := 0; i < 50; i++ {
-		if err = removeV1Dirs(t.v1); err == nil {
-			return nil
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-	return err
-}
-
-// removeV1Mirrors removes, for a leftover provider cgroup v2dir of a dead
+// RemoveV1Mirrors removes, for a leftover provider cgroup v2dir of a dead
 // sidecar (ledger recovery, Recover), the v1 limit cgroups named like it
 // in every v1 hierarchy of a limit controller, if they exist and are
 // empty. Best effort: the stale-parent sweep removes what remains.
-func removeV1Mirrors(v2dir string) {
-	mount, err := cgroup2Mount()
+func RemoveV1Mirrors(v2dir string) {
+	mount, err := Mount()
 	if err != nil {
 		return
 	}
@@ -267,37 +246,25 @@ func removeV1Mirrors(v2dir string) {
 		return
 	}
 	for _, c := range []string{"memory", "pids", "cpu"} {
-		if h, err := findV1Hierarchy(c); err == nil {
-			_ = removeCgroupSubtree(filepath.Join(h.own, rel))
+		if h, err := FindV1Hierarchy(c); err == nil {
+			_ = RemoveSubtree(filepath.Join(h.Own, rel))
 		}
 	}
 }
 
-// removeV1Parents removes this Supervisor's v1 parent directories if
-// empty (Close).
-func (s *Supervisor) removeV1Parents() {
-	s.mu.Lock()
-	parents := s.v1Parents
-	s.mu.Unlock()
-	for p := range parents {
-		if err := unix.Rmdir(p); err != nil && !errors.Is(err, unix.ENOENT) {
-			s.log.Info("reaper: cgroup v1 parent not removed", zap.String("cgroup", p), zap.Error(err))
-		}
-	}
-}
-
-// sweepStaleV1Parents is sweepStaleParents for the v1 limit hierarchies:
+// SweepStaleV1Parents is reaper's sweep of stale cgroup parents for the
+// v1 limit hierarchies:
 // below this process's own cgroup of each, an "acpx-sidecar-<pid>"
 // directory of a sidecar that is gone is removed with everything below it
 // when empty (rmdir only: a cgroup with a process is left for the ledger's
 // recovery and a later sweep).
-func sweepStaleV1Parents(log *zap.Logger) {
+func SweepStaleV1Parents(log *zap.Logger) {
 	for _, c := range []string{"memory", "pids", "cpu"} {
-		h, err := findV1Hierarchy(c)
+		h, err := FindV1Hierarchy(c)
 		if err != nil {
 			continue
 		}
-		ents, err := os.ReadDir(h.own)
+		ents, err := os.ReadDir(h.Own)
 		if err != nil {
 			continue
 		}
@@ -307,11 +274,11 @@ func sweepStaleV1Parents(log *zap.Logger) {
 			if !ok || err != nil || !e.IsDir() || pid == os.Getpid() {
 				continue
 			}
-			if _, alive := readStat(pid); alive {
+			if _, alive := procfs.ReadStat(pid); alive {
 				continue
 			}
-			dir := filepath.Join(h.own, e.Name())
-			if err := removeCgroupSubtree(dir); err == nil {
+			dir := filepath.Join(h.Own, e.Name())
+			if err := RemoveSubtree(dir); err == nil {
 				log.Info("removed a stale cgroup v1 parent", zap.String("dir", dir))
 			}
 		}

@@ -1,6 +1,6 @@
 //go:build linux || darwin
 
-package reaper
+package tablemode
 
 import (
 	"strings"
@@ -112,8 +112,8 @@ func (r *envReader) close() {
 // markers, the pids whose entry for one of the "NAME=" prefixes names is
 // that tree's marker. Results of processes gone from s are dropped; a new
 // set of names drops every result.
-func (r *envReader) marked(s *tableScan, markers func(entry string) *TableTree, names []string, wait time.Duration) map[*TableTree][]int {
-	out := map[*TableTree][]int{}
+func (r *envReader) marked(s *tableScan, markers func(entry string) *Tree, names []string, wait time.Duration) map[*Tree][]int {
+	out := map[*Tree][]int{}
 	if len(names) == 0 {
 		return out
 	}

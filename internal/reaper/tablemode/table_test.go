@@ -1,6 +1,6 @@
 //go:build linux
 
-package reaper
+package tablemode
 
 import (
 	"context"
@@ -17,17 +17,18 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/acpx-sidecar/acpx-sidecar/internal/proctable"
+	"github.com/acpx-sidecar/acpx-sidecar/internal/reaper"
 )
 
-// newTableSup makes a TableSupervisor (this process a child subreaper, as
+// newTableSup makes a Supervisor (this process a child subreaper, as
 // cmd/acpx-sidecar makes it) and registers, LIFO, its Close and a safety
 // net that kills anything a failed test left with its marker.
-func newTableSup(t *testing.T, mark string) *TableSupervisor {
+func newTableSup(t *testing.T, mark string) *Supervisor {
 	t.Helper()
-	if err := BecomeSubreaper(); err != nil {
+	if err := reaper.BecomeSubreaper(); err != nil {
 		t.Fatal(err)
 	}
-	s, err := NewTableSupervisor(TableOptions{})
+	s, err := New(Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,9 +45,9 @@ func newTableSup(t *testing.T, mark string) *TableSupervisor {
 	return s
 }
 
-func startTableSh(t *testing.T, s *TableSupervisor, env []string, script string) *TableTree {
+func startTableSh(t *testing.T, s *Supervisor, env []string, script string) *Tree {
 	t.Helper()
-	tr, err := s.Start(Spec{Path: "/bin/sh", Args: []string{"-c", script}, Env: env, Dir: "/"})
+	tr, err := s.Start(reaper.Spec{Path: "/bin/sh", Args: []string{"-c", script}, Env: env, Dir: "/"})
 	if err != nil {
 		t.Fatalf("Start: %v", err)
 	}
@@ -58,9 +59,9 @@ func startTableSh(t *testing.T, s *TableSupervisor, env []string, script string)
 	return tr
 }
 
-func requireTableComplete(t *testing.T, term Termination) {
+func requireTableComplete(t *testing.T, term reaper.Termination) {
 	t.Helper()
-	if !term.Complete || !term.Verified.TreeEmpty || term.Containment != ModeProcessTable || term.Verified.Method != methodTable {
+	if !term.Complete || !term.Verified.TreeEmpty || term.Containment != reaper.ModeProcessTable || term.Verified.Method != methodTable {
 		t.Fatalf("termination not a complete process-table proof: %+v", term)
 	}
 }
@@ -85,10 +86,10 @@ func TestTable_LeaderExitClosesExitedWithCode(t *testing.T) {
 	if len(term.Signals) != 0 {
 		t.Errorf("signals %v sent to a tree that had already ended", sigNames(term))
 	}
-	if p, ok := findProc(term, tr.Pid()); !ok || p.Role != RoleProvider || p.ExitCode == nil || *p.ExitCode != 7 || !p.Reaped {
+	if p, ok := findProc(term, tr.Pid()); !ok || p.Role != reaper.RoleProvider || p.ExitCode == nil || *p.ExitCode != 7 || !p.Reaped {
 		t.Fatalf("provider record %+v (%v), want code 7, reaped", p, ok)
 	}
-	if tr.Containment() != ModeProcessTable || tr.CgroupPath() != "" || tr.Pgid() != tr.Pid() || tr.StartTicks() == 0 {
+	if tr.Containment() != reaper.ModeProcessTable || tr.CgroupPath() != "" || tr.Pgid() != tr.Pid() || tr.StartTicks() == 0 {
 		t.Fatalf("tree identity: containment %q cgroup %q pgid %d pid %d start %d", tr.Containment(), tr.CgroupPath(), tr.Pgid(), tr.Pid(), tr.StartTicks())
 	}
 	if again := tr.Terminate(context.Background(), termGrace, killGrace); !again.Complete || len(again.Processes) != len(term.Processes) {
@@ -131,7 +132,7 @@ func TestTable_SetsidGrandchildKilledAndListed(t *testing.T) {
 	}
 	term := tr.Terminate(context.Background(), termGrace, killGrace)
 	requireTableComplete(t, term)
-	if p, ok := findProc(term, gc); !ok || p.Role != RoleDescendant {
+	if p, ok := findProc(term, gc); !ok || p.Role != reaper.RoleDescendant {
 		t.Fatalf("grandchild %d not listed as a descendant: %+v", gc, term.Processes)
 	}
 	requireNoneAlive(t, mark)
@@ -161,7 +162,7 @@ func TestTable_OrphanedEscapeeFoundByMarker(t *testing.T) {
 	}
 	term := tr.Terminate(context.Background(), termGrace, killGrace)
 	requireTableComplete(t, term)
-	if p, ok := findProc(term, esc); !ok || p.Role != RoleDescendant {
+	if p, ok := findProc(term, esc); !ok || p.Role != reaper.RoleDescendant {
 		t.Fatalf("escapee %d not listed: %+v", esc, term.Processes)
 	}
 	requireNoneAlive(t, mark)
@@ -172,15 +173,15 @@ func TestTable_OrphanedEscapeeFoundByMarker(t *testing.T) {
 func TestTable_LimitsRefusedNothingLaunched(t *testing.T) {
 	mark, env := newMark(t)
 	s := newTableSup(t, mark)
-	_, err := s.Start(Spec{Path: "/bin/sleep", Args: []string{"30"}, Env: env, Limits: Limits{Pids: 8}})
-	if !errors.Is(err, ErrLimitsUnsupported) {
+	_, err := s.Start(reaper.Spec{Path: "/bin/sleep", Args: []string{"30"}, Env: env, Limits: reaper.Limits{Pids: 8}})
+	if !errors.Is(err, reaper.ErrLimitsUnsupported) {
 		t.Fatalf("Start with limits: %v, want ErrLimitsUnsupported", err)
 	}
 	requireNoneAlive(t, mark)
-	if SandboxSupported(ModeProcessTable) {
+	if reaper.SandboxSupported(reaper.ModeProcessTable) {
 		t.Fatal("SandboxSupported(process-table): want refused")
 	}
-	if ModeProcessTable.EnforcesLimits() || !ModeCgroup.EnforcesLimits() {
+	if reaper.ModeProcessTable.EnforcesLimits() || !reaper.ModeCgroup.EnforcesLimits() {
 		t.Fatal("EnforcesLimits: only cgroup")
 	}
 }
@@ -195,7 +196,7 @@ func TestTable_SealBlocksStartAndExecFileRuns(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	tr, err := s.Start(Spec{Path: "/nonexistent/echo", Args: []string{"from-execfile"}, Env: env, ExecFile: f})
+	tr, err := s.Start(reaper.Spec{Path: "/nonexistent/echo", Args: []string{"from-execfile"}, Env: env, ExecFile: f})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -205,7 +206,7 @@ func TestTable_SealBlocksStartAndExecFileRuns(t *testing.T) {
 	}
 	requireTableComplete(t, tr.Terminate(context.Background(), termGrace, killGrace))
 	s.Seal()
-	if _, err := s.Start(Spec{Path: "/bin/sleep", Args: []string{"30"}, Env: env}); !errors.Is(err, ErrSealed) {
+	if _, err := s.Start(reaper.Spec{Path: "/bin/sleep", Args: []string{"30"}, Env: env}); !errors.Is(err, reaper.ErrSealed) {
 		t.Fatalf("Start after Seal: %v", err)
 	}
 	requireNoneAlive(t, mark)
@@ -225,12 +226,12 @@ func TestTable_MarkerAddedWhenEnvHasNone(t *testing.T) {
 	requireTableComplete(t, tr.Terminate(context.Background(), termGrace, killGrace))
 }
 
-// TestNewTableSupervisor_RefusedWhileSupervisorReaps: the two owners of
+// TestNew_RefusedWhileSupervisorReaps: the two owners of
 // child reaping cannot share a process.
-func TestNewTableSupervisor_RefusedWhileSupervisorReaps(t *testing.T) {
+func TestNew_RefusedWhileSupervisorReaps(t *testing.T) {
 	mark, _ := newMark(t)
-	newSup(t, ModeSubreaper, mark)
-	if s, err := NewTableSupervisor(TableOptions{}); !errors.Is(err, ErrUnsupported) {
+	newSup(t, reaper.ModeSubreaper, mark)
+	if s, err := New(Options{}); !errors.Is(err, reaper.ErrUnsupported) {
 		if s != nil {
 			s.Close()
 		}
@@ -238,18 +239,18 @@ func TestNewTableSupervisor_RefusedWhileSupervisorReaps(t *testing.T) {
 	}
 }
 
-// TestRecoverTable_KillsLeftoverByGroupAndMarker: a tree no sidecar owns
+// TestRecover_KillsLeftoverByGroupAndMarker: a tree no sidecar owns
 // (a provider in its own group with a setsid'd grandchild, both ignoring
 // SIGTERM) is killed from its ledger identity, and the proof names both;
 // the same identity with a digest its live leader does not carry (a forged
 // entry) is refused with ErrUnprovable and kills nothing.
-func TestRecoverTable_KillsLeftoverByGroupAndMarker(t *testing.T) {
-	if err := BecomeSubreaper(); err != nil {
+func TestRecover_KillsLeftoverByGroupAndMarker(t *testing.T) {
+	if err := reaper.BecomeSubreaper(); err != nil {
 		t.Fatal(err)
 	}
 	mark, env := newMark(t)
 	session := "s-7ab1e"
-	marker := MarkerEnv + "=" + session + "." + mark
+	marker := reaper.MarkerEnv + "=" + session + "." + mark
 	cmd := exec.Command("/bin/sh", "-c", `trap "" TERM; setsid sh -c 'trap "" TERM; echo $$; exec sleep 30' & read x`)
 	cmd.Env = append(env, marker)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -283,23 +284,23 @@ func TestRecoverTable_KillsLeftoverByGroupAndMarker(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := Leftover{Pid: cmd.Process.Pid, StartTicks: p.Start, Pgid: cmd.Process.Pid, Session: session, MarkerSHA256: MarkerDigest(marker)}
+	l := reaper.Leftover{Pid: cmd.Process.Pid, StartTicks: p.Start, Pgid: cmd.Process.Pid, Session: session, MarkerSHA256: reaper.MarkerDigest(marker)}
 	forged := l
-	forged.MarkerSHA256 = MarkerDigest(marker + "x")
-	if _, err := RecoverTable(forged, killGrace); !errors.Is(err, ErrUnprovable) {
+	forged.MarkerSHA256 = reaper.MarkerDigest(marker + "x")
+	if _, err := Recover(forged, killGrace); !errors.Is(err, reaper.ErrUnprovable) {
 		t.Fatalf("an entry whose live leader does not carry its marker: %v, want ErrUnprovable", err)
 	}
 	if n := len(markedAlive(mark)); n != 2 {
 		t.Fatalf("a refused entry killed something: %d of 2 marked processes alive", n)
 	}
-	term, err := RecoverTable(l, killGrace)
+	term, err := Recover(l, killGrace)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !term.Complete || !term.Verified.TreeEmpty || term.Containment != ModeProcessTable || term.Verified.Method != methodTableRecovered {
+	if !term.Complete || !term.Verified.TreeEmpty || term.Containment != reaper.ModeProcessTable || term.Verified.Method != methodTableRecovered {
 		t.Fatalf("recovery not complete: %+v", term)
 	}
-	for pid, role := range map[int]string{cmd.Process.Pid: RoleProvider, gc: RoleDescendant} {
+	for pid, role := range map[int]string{cmd.Process.Pid: reaper.RoleProvider, gc: reaper.RoleDescendant} {
 		if pr, ok := findProc(term, pid); !ok || pr.Role != role || pr.Signal != "SIGKILL" {
 			t.Errorf("pid %d: record %+v (%v), want %s killed by SIGKILL", pid, pr, ok, role)
 		}

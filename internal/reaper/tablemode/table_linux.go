@@ -1,6 +1,6 @@
 //go:build linux
 
-package reaper
+package tablemode
 
 import (
 	"errors"
@@ -14,20 +14,20 @@ import (
 	"go.uber.org/zap"
 	"golang.org/x/sys/unix"
 
+	"github.com/acpx-sidecar/acpx-sidecar/internal/procfs"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/proctable"
+	"github.com/acpx-sidecar/acpx-sidecar/internal/reaper"
 )
 
-// tableReason is DetectTable's reason on Linux.
+// tableReason is Detect's reason on Linux.
 const tableReason = "process group + /proc scans (parent chains, the session's environment marker), pidfd-pinned signals; " +
 	"the macOS algorithm, selected only by --containment=process-table (weaker than cgroup and subreaper: no limits, no sandbox, " +
 	"no watchdog; a process that leaves the group, clears the marker and is orphaned between two scans is not seen)"
 
-// reapingOwnedElsewhere refuses a process-table core while a Supervisor's
-// central reaper runs: both wait for every child.
+// reapingOwnedElsewhere refuses a process-table core while a
+// reaper.Supervisor's central reaper runs: both wait for every child.
 func reapingOwnedElsewhere() error {
-	globalMu.Lock()
-	defer globalMu.Unlock()
-	if globalC != nil {
+	if reaper.ReapsChildren() {
 		return errors.New("a Supervisor already reaps this process's children")
 	}
 	return nil
@@ -36,15 +36,16 @@ func reapingOwnedElsewhere() error {
 // fdPath names an open file descriptor of the process that execve's it.
 func fdPath(fd int) string { return "/proc/self/fd/" + strconv.Itoa(fd) }
 
-// signalTablePinned sends sig to k through signalPinned, the package's one
+// signalTablePinned sends sig to k through procfs.SignalPinned, the one
 // "pin (pidfd), re-check, signal" step (docs/rules.md#r22): on Linux a
-// proctable start time is /proc/<pid>/stat field 22, the same as procKey's.
+// proctable start time is /proc/<pid>/stat field 22, the same as
+// procfs.Key's.
 // A process showing 'Z' is signalled too: it may be a leader thread that
 // exited while other threads run (proctable.Proc.Zombie); a real zombie
 // ignores the signal. A process already gone is not an error; it reports
 // whether sig was sent.
 func signalTablePinned(_ proctable.Reader, k tableKey, sig unix.Signal) (bool, error) {
-	return signalPinned(procKey{pid: k.pid, start: k.start}, sig, nil)
+	return procfs.SignalPinned(procfs.Key{Pid: k.pid, Start: k.start}, sig, nil)
 }
 
 // tableWaiter reaps every child of this process on SIGCHLD (and every
@@ -97,7 +98,7 @@ func (w *tableWaiter) reapNow() {
 		if err != nil {
 			return // ECHILD: no children
 		}
-		pid := siginfoPid(&info)
+		pid := procfs.SiginfoPid(&info)
 		if pid <= 0 {
 			return // children exist, none exited
 		}
@@ -117,4 +118,16 @@ func (w *tableWaiter) close() {
 	<-w.done
 	signal.Stop(w.sigch)
 	w.reapNow()
+}
+
+// wait4NoHang is wait4(pid, WNOHANG), retried on EINTR: the reaped pid
+// (0 if pid has not exited) and its wait status.
+func wait4NoHang(pid int) (unix.WaitStatus, int, error) {
+	for {
+		var ws unix.WaitStatus
+		wpid, err := unix.Wait4(pid, &ws, unix.WNOHANG, nil)
+		if !errors.Is(err, unix.EINTR) {
+			return ws, wpid, err
+		}
+	}
 }

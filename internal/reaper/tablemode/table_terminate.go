@@ -1,6 +1,6 @@
 //go:build linux || darwin
 
-package reaper
+package tablemode
 
 import (
 	"context"
@@ -11,9 +11,11 @@ import (
 
 	"go.uber.org/zap"
 	"golang.org/x/sys/unix"
+
+	"github.com/acpx-sidecar/acpx-sidecar/internal/reaper"
 )
 
-// Verified.Method texts of ModeProcessTable (docs/protocol.md §12
+// Verified.Method texts of reaper.ModeProcessTable (docs/protocol.md §12
 // `verified`). They say what the mode looked at and what it cannot see.
 const (
 	methodTable = "process-table: two consecutive scans of the process table, a reap cycle apart, found no live process of the tree " +
@@ -34,19 +36,20 @@ const tablePoll = 5 * time.Millisecond
 // to killGrace. Members found while waiting (forks racing the signal) get
 // the same signal, once each. "Empty" is two consecutive scans of the
 // process table, with a reap pass between them, that find no live process
-// of the tree (TableTree.update says which processes those are); then the
+// of the tree (Tree.update says which processes those are); then the
 // leader's exit is collected and later calls return the same result at
 // once. ctx bounds only the TERM wait (a done ctx escalates to SIGKILL).
 //
 // Complete is true only if the tree was observed empty. After an
 // incomplete result the caller retries (docs/rules.md#r20); results are
-// cumulative. Concurrent calls are serialized. Errors: CodeSignalFailed per
-// failed delivery, then CodeKillTimeout.
-func (t *TableTree) Terminate(ctx context.Context, termGrace, killGrace time.Duration) Termination {
+// cumulative. Concurrent calls are serialized. Errors:
+// reaper.CodeSignalFailed per failed delivery, then
+// reaper.CodeKillTimeout.
+func (t *Tree) Terminate(ctx context.Context, termGrace, killGrace time.Duration) reaper.Termination {
 	t.termMu.Lock()
 	defer t.termMu.Unlock()
 	t.mu.Lock()
-	if t.proven {
+	if t.proof.proven {
 		r := t.resultLocked()
 		t.mu.Unlock()
 		return r
@@ -67,18 +70,18 @@ func (t *TableTree) Terminate(ctx context.Context, termGrace, killGrace time.Dur
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if err != nil {
-		t.errors = append(t.errors, ErrorRecord{Code: CodeKillTimeout, Message: "provider tree not verified gone: " + err.Error()})
-		t.verified = Verification{Method: methodTableRead}
+		t.proof.errors = append(t.proof.errors, reaper.ErrorRecord{Code: reaper.CodeKillTimeout, Message: "provider tree not verified gone: " + err.Error()})
+		t.proof.verified = reaper.Verification{Method: methodTableRead}
 	} else {
-		t.errors = append(t.errors, ErrorRecord{Code: CodeKillTimeout, Message: "provider did not exit after SIGKILL"})
-		t.verified = Verification{Method: methodTableLive + " (" + t.liveNoteLocked() + ")"}
+		t.proof.errors = append(t.proof.errors, reaper.ErrorRecord{Code: reaper.CodeKillTimeout, Message: "provider did not exit after SIGKILL"})
+		t.proof.verified = reaper.Verification{Method: methodTableLive + " (" + t.liveNoteLocked() + ")"}
 	}
-	t.s.log.Warn("reaper: process-table tree not empty after SIGKILL", zap.Int("pid", t.pid), zap.Error(err))
+	t.s.log.Warn("reaper: process-table tree not empty after SIGKILL", zap.Int("pid", t.id.pid), zap.Error(err))
 	return t.resultLocked()
 }
 
 // liveNoteLocked names the members not known gone: "pid 12, pid 40".
-func (t *TableTree) liveNoteLocked() string {
+func (t *Tree) liveNoteLocked() string {
 	var parts []string
 	for _, m := range t.order {
 		if !m.dead {
@@ -90,7 +93,7 @@ func (t *TableTree) liveNoteLocked() string {
 
 // signalTree sends sig to the tree (the group while pinned, then every
 // live member of a fresh scan) and records the step.
-func (t *TableTree) signalTree(sig unix.Signal) {
+func (t *Tree) signalTree(sig unix.Signal) {
 	now := time.Now()
 	var errs []string
 	if err := t.signalGroup(sig); err != nil {
@@ -102,12 +105,12 @@ func (t *TableTree) signalTree(sig unix.Signal) {
 	} else {
 		errs = append(errs, err.Error())
 	}
-	rec := SignalRecord{Signal: unix.SignalName(sig), Target: "tree", At: now}
+	rec := reaper.SignalRecord{Signal: unix.SignalName(sig), Target: "tree", At: now}
 	if len(errs) > 0 {
 		rec.Error = strings.Join(errs, "; ")
 	}
 	t.mu.Lock()
-	t.signals = append(t.signals, rec)
+	t.proof.signals = append(t.proof.signals, rec)
 	t.mu.Unlock()
 	t.recordSignalErrors(sig, errs)
 }
@@ -115,7 +118,7 @@ func (t *TableTree) signalTree(sig unix.Signal) {
 // signalGroup signals the process group only while the leader is unreaped,
 // holding the waiter's reap lock so it cannot be reaped meanwhile (its pid,
 // and so the group id, stays pinned; docs/rules.md#r22).
-func (t *TableTree) signalGroup(sig unix.Signal) error {
+func (t *Tree) signalGroup(sig unix.Signal) error {
 	t.c.w.reapMu.Lock()
 	defer t.c.w.reapMu.Unlock()
 	t.mu.Lock()
@@ -124,8 +127,8 @@ func (t *TableTree) signalGroup(sig unix.Signal) error {
 	if !pinned {
 		return nil
 	}
-	if err := unix.Kill(-t.pgid, sig); err != nil && !errors.Is(err, unix.ESRCH) {
-		return fmt.Errorf("process group %d: %v", t.pgid, err)
+	if err := unix.Kill(-t.id.pgid, sig); err != nil && !errors.Is(err, unix.ESRCH) {
+		return fmt.Errorf("process group %d: %v", t.id.pgid, err)
 	}
 	return nil
 }
@@ -133,7 +136,7 @@ func (t *TableTree) signalGroup(sig unix.Signal) error {
 // signalLive sends sig to every member live in s not yet sent sig, each
 // through signalTablePinned; it returns how many it tried and the delivery
 // errors.
-func (t *TableTree) signalLive(s *tableScan, sig unix.Signal) (int, []string) {
+func (t *Tree) signalLive(s *tableScan, sig unix.Signal) (int, []string) {
 	t.mu.Lock()
 	var todo []tableKey
 	for _, k := range t.liveLocked(s) {
@@ -156,14 +159,14 @@ func (t *TableTree) signalLive(s *tableScan, sig unix.Signal) (int, []string) {
 }
 
 // recordSignalErrors appends one CodeSignalFailed error per delivery error.
-func (t *TableTree) recordSignalErrors(sig unix.Signal, errs []string) {
+func (t *Tree) recordSignalErrors(sig unix.Signal, errs []string) {
 	if len(errs) == 0 {
 		return
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for _, e := range errs {
-		t.errors = append(t.errors, ErrorRecord{Code: CodeSignalFailed, Message: unix.SignalName(sig) + ": " + e})
+		t.proof.errors = append(t.proof.errors, reaper.ErrorRecord{Code: reaper.CodeSignalFailed, Message: unix.SignalName(sig) + ": " + e})
 	}
 }
 
@@ -171,7 +174,7 @@ func (t *TableTree) recordSignalErrors(sig unix.Signal, errs []string) {
 // member; then a reap pass; then a second scan that began after it finds
 // none either. With sig set, members either scan finds live get sig (once
 // each). An error means the table could not be read.
-func (t *TableTree) emptyCheck(sig unix.Signal) (bool, error) {
+func (t *Tree) emptyCheck(sig unix.Signal) (bool, error) {
 	for i := 0; i < 2; i++ {
 		if i == 1 {
 			t.c.w.reapNow()
@@ -196,7 +199,7 @@ func (t *TableTree) emptyCheck(sig unix.Signal) (bool, error) {
 
 // waitEmpty repeats emptyCheck(sig) until it holds, d passes or done
 // closes.
-func (t *TableTree) waitEmpty(done <-chan struct{}, d time.Duration, sig unix.Signal) (bool, error) {
+func (t *Tree) waitEmpty(done <-chan struct{}, d time.Duration, sig unix.Signal) (bool, error) {
 	deadline := time.Now().Add(d)
 	for {
 		empty, err := t.emptyCheck(sig)
@@ -218,14 +221,14 @@ func (t *TableTree) waitEmpty(done <-chan struct{}, d time.Duration, sig unix.Si
 // finalize runs once the tree was observed empty: the leader's exit is
 // collected (bounded), every member is recorded, the tree is proven and
 // leaves the registry.
-func (t *TableTree) finalize(bound time.Duration) Termination {
+func (t *Tree) finalize(bound time.Duration) reaper.Termination {
 	t.c.w.reapNow()
 	select {
 	case <-t.exited:
 	case <-time.After(max(bound, 100*time.Millisecond)):
 		// Not our child any more? Cannot happen; the proof still holds
 		// (no live process of the tree) but the leader's status is unknown.
-		t.s.log.Warn("reaper: process-table leader not reaped after the tree emptied", zap.Int("pid", t.pid))
+		t.s.log.Warn("reaper: process-table leader not reaped after the tree emptied", zap.Int("pid", t.id.pid))
 	}
 	now := time.Now()
 	t.mu.Lock()
@@ -234,8 +237,8 @@ func (t *TableTree) finalize(bound time.Duration) Termination {
 			m.dead, m.at = true, now
 		}
 	}
-	t.verified = Verification{TreeEmpty: true, Method: methodTable}
-	t.proven = true
+	t.proof.verified = reaper.Verification{TreeEmpty: true, Method: methodTable}
+	t.proof.proven = true
 	r := t.resultLocked()
 	t.mu.Unlock()
 	t.c.unregister(t)

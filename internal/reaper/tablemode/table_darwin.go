@@ -1,6 +1,6 @@
 //go:build darwin
 
-package reaper
+package tablemode
 
 import (
 	"errors"
@@ -15,7 +15,7 @@ import (
 	"github.com/acpx-sidecar/acpx-sidecar/internal/proctable"
 )
 
-// tableReason is DetectTable's reason on Darwin.
+// tableReason is Detect's reason on Darwin.
 const tableReason = "process group + sysctl process-table scans (KERN_PROC_ALL parent chains, the session's environment marker " +
 	"read back with KERN_PROCARGS2), kqueue EVFILT_PROC for the provider's exit; no limits, no sandbox, no watchdog " +
 	"(a process that leaves the group, clears the marker and is orphaned between two scans is not seen)"

@@ -1,6 +1,6 @@
 //go:build linux || darwin
 
-package reaper
+package tablemode
 
 import (
 	"os"
@@ -13,15 +13,15 @@ import (
 	"github.com/acpx-sidecar/acpx-sidecar/internal/proctable"
 )
 
-// The process-table containment (ModeProcessTable) keeps no kernel object
-// per tree: a tree is what the process table says it is. One process-wide
-// tableCore (shared, refcounted, by every TableSupervisor, since waiting
-// for children cannot be split between owners) holds:
+// The process-table containment (reaper.ModeProcessTable) keeps no kernel
+// object per tree: a tree is what the process table says it is. One
+// process-wide tableCore (shared, refcounted, by every Supervisor, since
+// waiting for children cannot be split between owners) holds:
 //
 //   - the registry of live trees: unreaped leaders by pid, trees by their
 //     environment marker entry;
 //   - the scanner: a read of the whole table (proctable.Reader.List) that
-//     updates every live tree's member set (TableTree.update), every
+//     updates every live tree's member set (Tree.update), every
 //     tableScanInterval while a tree lives and on demand while one is
 //     terminated (scanAfter shares one read among concurrent callers);
 //   - the environment reads (table_env.go): each process's environment is
@@ -50,10 +50,10 @@ type tableScan struct {
 	procs    map[int]proctable.Proc
 	children map[int][]int // ppid -> pids
 	byPgid   map[int][]int // pgid -> pids
-	marked   map[*TableTree][]int
+	marked   map[*Tree][]int
 }
 
-// tableCore is the process-wide state of ModeProcessTable (see above).
+// tableCore is the process-wide state of reaper.ModeProcessTable (see above).
 type tableCore struct {
 	log   *zap.Logger
 	procs proctable.Reader
@@ -61,10 +61,10 @@ type tableCore struct {
 	w     *tableWaiter
 
 	mu      sync.Mutex // registry; lock order: c.mu before t.mu
-	leaders map[int]*TableTree
-	trees   map[*TableTree]struct{}
-	markers map[string]*TableTree // "NAME=value" -> tree
-	names   map[string]int        // marker variable names in use -> trees
+	leaders map[int]*Tree
+	trees   map[*Tree]struct{}
+	markers map[string]*Tree // "NAME=value" -> tree
+	names   map[string]int   // marker variable names in use -> trees
 
 	scanMu sync.Mutex // one read at a time; guards last
 	envs   *envReader
@@ -99,8 +99,8 @@ func acquireTableCore(log *zap.Logger, procs proctable.Reader) (*tableCore, erro
 			return nil, err
 		}
 	}
-	c := &tableCore{log: log, procs: procs, self: os.Getpid(), leaders: map[int]*TableTree{},
-		trees: map[*TableTree]struct{}{}, markers: map[string]*TableTree{}, names: map[string]int{},
+	c := &tableCore{log: log, procs: procs, self: os.Getpid(), leaders: map[int]*Tree{},
+		trees: map[*Tree]struct{}{}, markers: map[string]*Tree{}, names: map[string]int{},
 		envs: newEnvReader(procs, log), stop: make(chan struct{}), done: make(chan struct{})}
 	w, err := newTableWaiter(c)
 	if err != nil {
@@ -152,15 +152,15 @@ func (c *tableCore) run() {
 }
 
 // register adds a started tree (c.mu held by the caller: see startTable).
-func (c *tableCore) registerLocked(t *TableTree) {
-	c.leaders[t.pid] = t
+func (c *tableCore) registerLocked(t *Tree) {
+	c.leaders[t.id.pid] = t
 	c.trees[t] = struct{}{}
 	c.markers[t.marker] = t
 	c.names[t.markerName]++
 }
 
 // unregister removes a proven (or abandoned) tree.
-func (c *tableCore) unregister(t *TableTree) {
+func (c *tableCore) unregister(t *Tree) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if _, ok := c.trees[t]; !ok {
@@ -173,8 +173,8 @@ func (c *tableCore) unregister(t *TableTree) {
 	if c.names[t.markerName]--; c.names[t.markerName] <= 0 {
 		delete(c.names, t.markerName)
 	}
-	if c.leaders[t.pid] == t {
-		delete(c.leaders, t.pid)
+	if c.leaders[t.id.pid] == t {
+		delete(c.leaders, t.id.pid)
 	}
 }
 
@@ -194,11 +194,11 @@ func (c *tableCore) scanAfter(after time.Time) (*tableScan, error) {
 	}
 	s := newTableScan(at, list, c.self)
 	c.mu.Lock()
-	trees := make([]*TableTree, 0, len(c.trees))
+	trees := make([]*Tree, 0, len(c.trees))
 	for t := range c.trees {
 		trees = append(trees, t)
 	}
-	markers := make(map[string]*TableTree, len(c.markers))
+	markers := make(map[string]*Tree, len(c.markers))
 	for m, t := range c.markers {
 		markers[m] = t
 	}
@@ -207,7 +207,7 @@ func (c *tableCore) scanAfter(after time.Time) (*tableScan, error) {
 		names = append(names, n+"=")
 	}
 	c.mu.Unlock()
-	s.marked = c.envs.marked(s, func(e string) *TableTree { return markers[e] }, names, envWait)
+	s.marked = c.envs.marked(s, func(e string) *Tree { return markers[e] }, names, envWait)
 	for _, t := range trees {
 		t.update(s)
 	}
@@ -242,10 +242,10 @@ func (c *tableCore) exited(pid int, start uint64, pgid int, ws unix.WaitStatus) 
 	if t := c.leaders[pid]; t != nil {
 		delete(c.leaders, pid)
 		c.mu.Unlock()
-		t.recordExit(tableKey{pid, t.start}, ws, now)
+		t.recordExit(tableKey{pid, t.id.start}, ws, now)
 		return
 	}
-	trees := make([]*TableTree, 0, len(c.trees))
+	trees := make([]*Tree, 0, len(c.trees))
 	for t := range c.trees {
 		trees = append(trees, t)
 	}

@@ -1,6 +1,6 @@
 //go:build linux || darwin
 
-package reaper
+package tablemode
 
 import (
 	"crypto/sha256"
@@ -13,62 +13,64 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/acpx-sidecar/acpx-sidecar/internal/proctable"
+	"github.com/acpx-sidecar/acpx-sidecar/internal/reaper"
 )
 
-// methodTableRecovered is Verified.Method of a complete RecoverTable.
+// methodTableRecovered is Verified.Method of a complete Recover.
 const methodTableRecovered = "process-table: two consecutive scans of the process table, a reap cycle apart, found no live " +
 	"process of the leftover tree (its process group while its leader lived, processes carrying the session's environment " +
 	"marker, their descendants by parent chain; every pid checked against its start time). Not visible: a process that " +
 	"left the group and removed the marker from its environment (its parent chain broke when the sidecar died)"
 
-// RecoverTable kills whatever is left of a ModeProcessTable tree whose
-// sidecar died (ModeProcessTable has no watchdog: the next sidecar on the
+// Recover kills whatever is left of a reaper.ModeProcessTable tree whose
+// sidecar died (the mode has no watchdog: the next sidecar on the
 // same stateDir does this from the ownership ledger, docs/operations.md
 // "The ownership ledger"), within grace, and reports what it did. The
-// entry l is a claim trusted only as far as it is proven, as for Recover:
-// the tree is every process whose environment carries MarkerEnv with
+// entry l is a claim trusted only as far as it is proven, as for
+// reaper.Recover: the tree is every process whose environment carries
+// reaper.MarkerEnv with
 // l.MarkerSHA256's entry; the leader (l.Pid with l.StartTicks) and then its
 // process group (l.Pgid) while it lives only when the leader carries that
-// marker too; and their descendants by parent chain (TableTree.update).
+// marker too; and their descendants by parent chain (Tree.update).
 // Every live one is sent SIGKILL (pinned as in Terminate), pass after pass
 // (forks racing the kill are caught by the next), until two consecutive
 // scans a reap cycle apart find none. Complete means they did;
 // Verified.Method says what was looked at and what cannot be seen.
-// Errors: ErrUnprovable (nothing killed) for an entry without a digest or
+// Errors: reaper.ErrUnprovable (nothing killed) for an entry without a digest or
 // with a malformed session id, or whose live leader does not carry the
-// marker; in the Termination, CodeSignalFailed per failed delivery,
-// CodeKillTimeout if grace ran out or the table could not be read.
-func RecoverTable(l Leftover, grace time.Duration) (Termination, error) {
-	res := Termination{Signals: []SignalRecord{}, Processes: []ProcessRecord{}, Errors: []ErrorRecord{}, Containment: ModeProcessTable}
-	if len(l.MarkerSHA256) != sha256.Size*2 || !isSessionID(l.Session) {
-		return res, fmt.Errorf("%w: no marker digest or a malformed session id", ErrUnprovable)
+// marker; in the Termination, reaper.CodeSignalFailed per failed
+// delivery, reaper.CodeKillTimeout if grace ran out or the table could not be read.
+func Recover(l reaper.Leftover, grace time.Duration) (reaper.Termination, error) {
+	res := reaper.Termination{Signals: []reaper.SignalRecord{}, Processes: []reaper.ProcessRecord{}, Errors: []reaper.ErrorRecord{}, Containment: reaper.ModeProcessTable}
+	if len(l.MarkerSHA256) != sha256.Size*2 || !reaper.IsSessionID(l.Session) {
+		return res, fmt.Errorf("%w: no marker digest or a malformed session id", reaper.ErrUnprovable)
 	}
 	procs, err := proctable.New()
 	if err != nil {
-		res.Errors = append(res.Errors, ErrorRecord{Code: CodeKillTimeout, Message: "leftover tree not verified gone: " + err.Error()})
-		res.Verified = Verification{Method: methodTableRead}
+		res.Errors = append(res.Errors, reaper.ErrorRecord{Code: reaper.CodeKillTimeout, Message: "leftover tree not verified gone: " + err.Error()})
+		res.Verified = reaper.Verification{Method: methodTableRead}
 		return res, nil
 	}
 	carries := func(env []string) bool {
-		e := markerEntry(env, []string{MarkerEnv + "="})
-		return e != "" && MarkerDigest(e) == l.MarkerSHA256
+		e := markerEntry(env, []string{reaper.MarkerEnv + "="})
+		return e != "" && reaper.MarkerDigest(e) == l.MarkerSHA256
 	}
-	t := &TableTree{procs: procs, leaderReaped: true, members: map[tableKey]*tableMember{}}
+	t := &Tree{procs: procs, leaderReaped: true, members: map[tableKey]*tableMember{}}
 	if l.Pid > 0 && l.StartTicks != 0 {
 		if p, err := procs.Stat(l.Pid); err == nil && !p.Zombie && p.Start == l.StartTicks {
 			env, err := procs.Environ(l.Pid)
 			if err == nil && !carries(env) {
-				return res, fmt.Errorf("%w: its pid %d is alive with its start time but does not carry the tree's marker", ErrUnprovable, l.Pid)
+				return res, fmt.Errorf("%w: its pid %d is alive with its start time but does not carry the tree's marker", reaper.ErrUnprovable, l.Pid)
 			}
 			if err == nil {
-				t.pid, t.pgid, t.start = l.Pid, l.Pgid, l.StartTicks
+				t.id.pid, t.id.pgid, t.id.start = l.Pid, l.Pgid, l.StartTicks
 				t.addLocked(tableKey{l.Pid, l.StartTicks}, time.Time{})
 			}
 		}
 	}
-	names := []string{MarkerEnv + "="}
-	lookup := func(entry string) *TableTree {
-		if MarkerDigest(entry) == l.MarkerSHA256 {
+	names := []string{reaper.MarkerEnv + "="}
+	lookup := func(entry string) *Tree {
+		if reaper.MarkerDigest(entry) == l.MarkerSHA256 {
 			return t
 		}
 		return nil
@@ -81,22 +83,22 @@ func RecoverTable(l Leftover, grace time.Duration) (Termination, error) {
 		at := time.Now()
 		list, err := procs.List()
 		if err != nil {
-			res.Errors = append(res.Errors, ErrorRecord{Code: CodeKillTimeout, Message: "leftover tree not verified gone: " + err.Error()})
-			res.Verified = Verification{Method: methodTableRead}
+			res.Errors = append(res.Errors, reaper.ErrorRecord{Code: reaper.CodeKillTimeout, Message: "leftover tree not verified gone: " + err.Error()})
+			res.Verified = reaper.Verification{Method: methodTableRead}
 			return recoveredResult(t, res), nil
 		}
 		s := newTableScan(at, list, self)
-		lp, ok := s.procs[t.pid]
-		t.leaderReaped = !(t.pid > 0 && ok && lp.Start == t.start)
+		lp, ok := s.procs[t.id.pid]
+		t.leaderReaped = !(t.id.pid > 0 && ok && lp.Start == t.id.start)
 		s.marked = envs.marked(s, lookup, names, envWait)
 		t.update(s)
 		n, errs := t.signalLive(s, unix.SIGKILL)
 		if n > 0 {
-			rec := SignalRecord{Signal: "SIGKILL", Target: "tree", At: at}
+			rec := reaper.SignalRecord{Signal: "SIGKILL", Target: "tree", At: at}
 			if len(errs) > 0 {
 				rec.Error = strings.Join(errs, "; ")
 			}
-			t.signals = append(t.signals, rec)
+			t.proof.signals = append(t.proof.signals, rec)
 			t.recordSignalErrors(unix.SIGKILL, errs)
 		}
 		t.mu.Lock()
@@ -108,9 +110,9 @@ func RecoverTable(l Leftover, grace time.Duration) (Termination, error) {
 			clean = 0
 		}
 		if clean < 2 && time.Now().After(deadline) {
-			res.Errors = append(res.Errors, ErrorRecord{Code: CodeKillTimeout, Message: "leftover processes did not exit after SIGKILL"})
+			res.Errors = append(res.Errors, reaper.ErrorRecord{Code: reaper.CodeKillTimeout, Message: "leftover processes did not exit after SIGKILL"})
 			t.mu.Lock()
-			res.Verified = Verification{Method: methodTableLive + " (" + t.liveNoteLocked() + ")"}
+			res.Verified = reaper.Verification{Method: methodTableLive + " (" + t.liveNoteLocked() + ")"}
 			t.mu.Unlock()
 			return recoveredResult(t, res), nil
 		}
@@ -126,13 +128,13 @@ func RecoverTable(l Leftover, grace time.Duration) (Termination, error) {
 		}
 	}
 	t.mu.Unlock()
-	res.Verified = Verification{TreeEmpty: true, Method: methodTableRecovered}
+	res.Verified = reaper.Verification{TreeEmpty: true, Method: methodTableRecovered}
 	res.Complete = true
 	return recoveredResult(t, res), nil
 }
 
 // recoveredResult fills res with t's signals, processes and errors.
-func recoveredResult(t *TableTree, res Termination) Termination {
+func recoveredResult(t *Tree, res reaper.Termination) reaper.Termination {
 	t.mu.Lock()
 	r := t.resultLocked()
 	t.mu.Unlock()

@@ -1,11 +1,12 @@
 //go:build linux || darwin
 
-package reaper
+package tablemode
 
 import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"os"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -18,16 +19,17 @@ import (
 
 	"github.com/acpx-sidecar/acpx-sidecar/internal/fdexec"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/proctable"
+	"github.com/acpx-sidecar/acpx-sidecar/internal/reaper"
 )
 
 // DefaultMarkerName is the environment variable whose "NAME=value" entry
-// marks every process of a tree when TableOptions.MarkerName is "". The
+// marks every process of a tree when Options.MarkerName is "". The
 // sidecar passes its session marker (ACPX_SIDECAR_SESSION,
 // internal/adapter.SessionMarkerEnv) instead.
 const DefaultMarkerName = "ACPX_REAPER_TREE"
 
-// TableOptions configures a TableSupervisor.
-type TableOptions struct {
+// Options configures a Supervisor.
+type Options struct {
 	// MarkerName is the environment variable that marks a tree: Start
 	// takes the tree's marker from Spec.Env's "MarkerName=value" entry, or
 	// adds one with a fresh value when Env has none. "" =
@@ -39,11 +41,11 @@ type TableOptions struct {
 	Reader proctable.Reader
 }
 
-// TableSupervisor launches provider trees under ModeProcessTable. It owns
-// all waiting for children of this process, like Supervisor (the two
-// cannot live in one process: NewTableSupervisor refuses while a
-// Supervisor runs). Safe for concurrent use.
-type TableSupervisor struct {
+// Supervisor launches provider trees under reaper.ModeProcessTable. It
+// owns all waiting for children of this process, like reaper.Supervisor
+// (the two cannot live in one process: New refuses while a
+// reaper.Supervisor runs). Safe for concurrent use.
+type Supervisor struct {
 	log        *zap.Logger
 	c          *tableCore
 	markerName string
@@ -51,19 +53,19 @@ type TableSupervisor struct {
 	mu     sync.Mutex // held for the whole of Start, so Seal is exact
 	sealed bool
 	closed bool
-	trees  map[*TableTree]struct{}
+	trees  map[*Tree]struct{}
 }
 
-// NewTableSupervisor starts (or joins) the process-wide scanner and waiter
-// of ModeProcessTable. On Linux the caller should make this process a
-// child subreaper first (BecomeSubreaper; cmd/acpx-sidecar does): the
+// New starts (or joins) the process-wide scanner and waiter
+// of reaper.ModeProcessTable. On Linux the caller should make this
+// process a child subreaper first (reaper.BecomeSubreaper; cmd/acpx-sidecar does): the
 // orphans of a tree then re-parent here and are reaped with their exit
 // status, the part launchd plays on macOS (on a host whose init does not
 // reap they would otherwise stay zombies); tracking does not depend on it.
-// Errors (ErrUnsupported, wrapped): no process-table reader for this
-// system; a Supervisor owns child reaping in this process; the waiter
+// Errors (reaper.ErrUnsupported, wrapped): no process-table reader for
+// this system; a reaper.Supervisor owns child reaping in this process; the waiter
 // (kqueue on Darwin) cannot be set up.
-func NewTableSupervisor(opts TableOptions) (*TableSupervisor, error) {
+func New(opts Options) (*Supervisor, error) {
 	log := opts.Logger
 	if log == nil {
 		log = zap.NewNop()
@@ -77,29 +79,29 @@ func NewTableSupervisor(opts TableOptions) (*TableSupervisor, error) {
 	}
 	c, err := acquireTableCore(log, opts.Reader)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %s: %v", ErrUnsupported, ModeProcessTable, err)
+		return nil, fmt.Errorf("%w: %s: %v", reaper.ErrUnsupported, reaper.ModeProcessTable, err)
 	}
-	return &TableSupervisor{log: log, c: c, markerName: name, trees: map[*TableTree]struct{}{}}, nil
+	return &Supervisor{log: log, c: c, markerName: name, trees: map[*Tree]struct{}{}}, nil
 }
 
-// DetectTable reports whether ModeProcessTable is usable here (a line of
+// Detect reports whether reaper.ModeProcessTable is usable here (a line of
 // `acpx-sidecar doctor`): the process table can be read.
-func DetectTable() Mechanism {
+func Detect() reaper.Mechanism {
 	if _, err := proctable.New(); err != nil {
-		return Mechanism{Mode: ModeProcessTable, Reason: err.Error()}
+		return reaper.Mechanism{Mode: reaper.ModeProcessTable, Reason: err.Error()}
 	}
-	return Mechanism{Mode: ModeProcessTable, Available: true, Reason: tableReason}
+	return reaper.Mechanism{Mode: reaper.ModeProcessTable, Available: true, Reason: tableReason}
 }
 
-// Mode is ModeProcessTable.
-func (s *TableSupervisor) Mode() Mode { return ModeProcessTable }
+// Mode is reaper.ModeProcessTable.
+func (s *Supervisor) Mode() reaper.Mode { return reaper.ModeProcessTable }
 
 // CgroupParent is "": this mode makes no cgroups.
-func (s *TableSupervisor) CgroupParent() string { return "" }
+func (s *Supervisor) CgroupParent() string { return "" }
 
-// Seal makes every later Start fail with ErrSealed, launching nothing
+// Seal makes every later Start fail with reaper.ErrSealed, launching nothing
 // (docs/rules.md#r21). A Start in progress completes first.
-func (s *TableSupervisor) Seal() {
+func (s *Supervisor) Seal() {
 	s.mu.Lock()
 	s.sealed = true
 	s.mu.Unlock()
@@ -110,7 +112,7 @@ func (s *TableSupervisor) Seal() {
 // every tree still registered gets SIGKILL (its group while pinned, each
 // live member of one scan) and no proof, the nearest this mode comes to
 // "killed as if the sidecar had died". Idempotent.
-func (s *TableSupervisor) Close() error {
+func (s *Supervisor) Close() error {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -134,7 +136,7 @@ func (s *TableSupervisor) Close() error {
 	return nil
 }
 
-func (s *TableSupervisor) forget(t *TableTree) {
+func (s *Supervisor) forget(t *Tree) {
 	s.mu.Lock()
 	if s.trees != nil {
 		delete(s.trees, t)
@@ -147,23 +149,24 @@ func (s *TableSupervisor) forget(t *TableTree) {
 // with the waiter before it can be reaped. Stdin/Stdout/Stderr of the
 // returned tree are pipes owned by the caller. Spec.Name is not used
 // (there is no cgroup to name). Spec.Limits fail with
-// ErrLimitsUnsupported, launching nothing (docs/protocol.md §18.2).
-// Errors: ErrSealed, ErrClosed, ErrLimitsUnsupported, an invalid spec,
+// reaper.ErrLimitsUnsupported, launching nothing (docs/protocol.md
+// §18.2). Errors: reaper.ErrSealed, reaper.ErrClosed,
+// reaper.ErrLimitsUnsupported, an invalid spec,
 // fork/exec errors (which name Path, never Env).
-func (s *TableSupervisor) Start(spec Spec) (*TableTree, error) {
+func (s *Supervisor) Start(spec reaper.Spec) (*Tree, error) {
 	if !filepath.IsAbs(spec.Path) {
 		return nil, fmt.Errorf("reaper: Path %q is not absolute", spec.Path)
 	}
 	if spec.Limits.Any() {
-		return nil, fmt.Errorf("%w: %s containment has no cgroup", ErrLimitsUnsupported, ModeProcessTable)
+		return nil, fmt.Errorf("%w: %s containment has no cgroup", reaper.ErrLimitsUnsupported, reaper.ModeProcessTable)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.sealed {
-		return nil, ErrSealed
+		return nil, reaper.ErrSealed
 	}
 	if s.closed {
-		return nil, ErrClosed
+		return nil, reaper.ErrClosed
 	}
 	marker, env := s.markerOf(spec.Env)
 	spec.Env = env
@@ -172,9 +175,16 @@ func (s *TableSupervisor) Start(spec Spec) (*TableTree, error) {
 		return nil, err
 	}
 	s.trees[t] = struct{}{}
-	s.log.Debug("reaper: provider started", zap.Int("pid", t.pid), zap.String("path", spec.Path),
-		zap.String("containment", string(ModeProcessTable)))
+	s.log.Debug("reaper: provider started", zap.Int("pid", t.id.pid), zap.String("path", spec.Path),
+		zap.String("containment", string(reaper.ModeProcessTable)))
 	return t, nil
+}
+
+// closeFiles closes every file of fs.
+func closeFiles(fs []*os.File) {
+	for _, f := range fs {
+		f.Close()
+	}
 }
 
 // isScriptFD reports whether the open file starts with "#!" (read with
@@ -187,7 +197,7 @@ func isScriptFD(fd int) bool {
 }
 
 // markerOf returns the tree's marker entry and the environment holding it.
-func (s *TableSupervisor) markerOf(env []string) (string, []string) {
+func (s *Supervisor) markerOf(env []string) (string, []string) {
 	prefix := s.markerName + "="
 	for _, e := range env {
 		if strings.HasPrefix(e, prefix) && len(e) > len(prefix) {
@@ -201,8 +211,8 @@ func (s *TableSupervisor) markerOf(env []string) (string, []string) {
 }
 
 // startTable forks the provider (s.mu held).
-func (s *TableSupervisor) startTable(spec Spec, marker string) (*TableTree, error) {
-	childEnds, parentEnds, err := stdioPipes()
+func (s *Supervisor) startTable(spec reaper.Spec, marker string) (*Tree, error) {
+	childEnds, parentEnds, err := reaper.StdioPipes()
 	if err != nil {
 		return nil, err
 	}
@@ -221,7 +231,7 @@ func (s *TableSupervisor) startTable(spec Spec, marker string) (*TableTree, erro
 	}
 	argv := append([]string{spec.Path}, spec.Args...)
 	attr := &syscall.ProcAttr{Dir: spec.Dir, Env: spec.Env, Files: files, Sys: &syscall.SysProcAttr{Setpgid: true}}
-	t := &TableTree{s: s, c: s.c, procs: s.c.procs, marker: marker, markerName: s.markerName, exited: make(chan struct{}),
+	t := &Tree{s: s, c: s.c, procs: s.c.procs, marker: marker, markerName: s.markerName, exited: make(chan struct{}),
 		members: map[tableKey]*tableMember{}}
 	// The reap lock and the registry are held across the fork, so the
 	// waiter cannot collect the provider before it is registered.
@@ -237,7 +247,7 @@ func (s *TableSupervisor) startTable(spec Spec, marker string) (*TableTree, erro
 	}
 	now := time.Now()
 	p, _ := s.c.procs.Stat(pid) // unreaped: readable even if it already exited
-	t.pid, t.pgid, t.start, t.startedAt = pid, pid, p.Start, now
+	t.id.pid, t.id.pgid, t.id.start, t.id.startedAt = pid, pid, p.Start, now
 	t.addLocked(tableKey{pid, p.Start}, now)
 	s.c.registerLocked(t)
 	s.c.mu.Unlock()
@@ -247,6 +257,6 @@ func (s *TableSupervisor) startTable(spec Spec, marker string) (*TableTree, erro
 		runtime.KeepAlive(spec.ExecFile)
 	}
 	closeFiles(childEnds)
-	t.stdin, t.stdout, t.stderr = parentEnds[0], parentEnds[1], parentEnds[2]
+	t.stdio.Stdin, t.stdio.Stdout, t.stdio.Stderr = parentEnds[0], parentEnds[1], parentEnds[2]
 	return t, nil
 }
