@@ -137,7 +137,7 @@ test: deps fmt-check vet vet-darwin npm-pack versitygw
 # saved under the package's testdata/fuzz/ and replayed by `go test`.
 FUZZTIME ?= 30s
 FUZZ_TARGETS := ./internal/jsonl:FuzzReader ./internal/rpc:FuzzFrameStream ./internal/rpc:FuzzServer_HostFrames \
-	./protocol:FuzzOpenParams ./internal/adapter:FuzzProviderLines ./internal/store:FuzzRecordDecode \
+	./protocol:FuzzOpenParams ./internal/session:FuzzProviderLines ./internal/store:FuzzRecordDecode \
 	./internal/jsonl:FuzzClean
 fuzz:
 	@set -e; for t in $(FUZZ_TARGETS); do pkg=$${t%%:*}; fn=$${t##*:}; \

@@ -6,9 +6,9 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/acpx-sidecar/acpx-sidecar/internal/adapter"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/reaper"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/reaper/tablemode"
+	"github.com/acpx-sidecar/acpx-sidecar/internal/session"
 )
 
 // containment is the supervisor in force: a *reaper.Supervisor (cgroup,
@@ -24,7 +24,7 @@ type containment interface {
 // process-table — on macOS the only one (docs/operations.md, "macOS").
 // It returns the supervisor and the adapter's view of it; an error (and
 // nils) when the mode asked for, or every mode, is unavailable.
-func startContainment(mode reaper.Mode, cgroupParent string, log *zap.Logger) (containment, adapter.Launcher, error) {
+func startContainment(mode reaper.Mode, cgroupParent string, log *zap.Logger) (containment, session.Launcher, error) {
 	rlog := log.Named("reaper")
 	if mode == reaper.ModeProcessTable {
 		return startTable(rlog)
@@ -45,7 +45,7 @@ func startContainment(mode reaper.Mode, cgroupParent string, log *zap.Logger) (c
 	}
 	switch {
 	case err == nil:
-		return sup, adapter.ReaperLauncher(sup), nil
+		return sup, session.ReaperLauncher(sup), nil
 	case mode != "":
 		return nil, nil, err
 	}
@@ -67,21 +67,21 @@ func newSupervisor(opts reaper.Options) (*reaper.Supervisor, error) {
 }
 
 // startTable starts process-table containment, marking each tree with the
-// session marker (adapter.SessionMarkerEnv) the ownership ledger records.
+// session marker (session.SessionMarkerEnv) the ownership ledger records.
 // On Linux the sidecar becomes a child subreaper first, so the orphans it
 // kills are reaped with their exit status (the part launchd plays on
 // macOS; tracking does not rely on it).
-func startTable(log *zap.Logger) (containment, adapter.Launcher, error) {
+func startTable(log *zap.Logger) (containment, session.Launcher, error) {
 	if runtime.GOOS == "linux" {
 		if err := reaper.BecomeSubreaper(); err != nil {
 			log.Warn("not a child subreaper: orphans of killed trees are left to init to reap", zap.Error(err))
 		}
 	}
-	ts, err := tablemode.New(tablemode.Options{MarkerName: adapter.SessionMarkerEnv, Logger: log})
+	ts, err := tablemode.New(tablemode.Options{MarkerName: session.SessionMarkerEnv, Logger: log})
 	if err != nil {
 		return nil, nil, err
 	}
-	return ts, adapter.TableLauncher(ts), nil
+	return ts, session.TableLauncher(ts), nil
 }
 
 // killTablesBeforeExit, on the way out of a shutdown that could not

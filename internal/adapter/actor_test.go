@@ -11,6 +11,7 @@ import (
 	"github.com/sourcegraph/jsonrpc2"
 	"go.uber.org/goleak"
 
+	"github.com/acpx-sidecar/acpx-sidecar/internal/session"
 	"github.com/acpx-sidecar/acpx-sidecar/protocol"
 )
 
@@ -33,7 +34,7 @@ func TestActor_AdmissionFailureEndsTheTree(t *testing.T) {
 	p := fakeOpen(t, "refused")
 	p.Env = map[string]string{"FAKE_API_KEY": secret}
 
-	o := wait(t, start(func(r Reply) { m.Open(context.Background(), p, r) }))
+	o := wait(t, start(func(r session.Reply) { m.Open(context.Background(), p, r) }))
 	var pe *protocol.Error
 	if !errors.As(o.err, &pe) || pe.Data.Code != protocol.ErrEnsureFailed {
 		t.Fatalf("open: %v, want %s", o.err, protocol.ErrEnsureFailed)
@@ -76,15 +77,15 @@ func TestActor_CloseIsIdempotent(t *testing.T) {
 	})
 	l := &fakeLauncher{agent: agent}
 	m := fakeManager(t, l, newRecHost())
-	o := wait(t, start(func(r Reply) { m.Open(context.Background(), fakeOpen(t, "twice"), r) }))
+	o := wait(t, start(func(r session.Reply) { m.Open(context.Background(), fakeOpen(t, "twice"), r) }))
 	if o.err != nil {
 		t.Fatal(o.err)
 	}
 	id := o.v.(protocol.OpenResult).Session
 
-	first := start(func(r Reply) { m.Close(protocol.CloseParams{Session: id, Reason: "first"}, r) })
+	first := start(func(r session.Reply) { m.Close(protocol.CloseParams{Session: id, Reason: "first"}, r) })
 	<-closing
-	second := start(func(r Reply) { m.Close(protocol.CloseParams{Session: id, Reason: "second"}, r) })
+	second := start(func(r session.Reply) { m.Close(protocol.CloseParams{Session: id, Reason: "second"}, r) })
 	// List runs on the actor after the second close: it joined the first.
 	if st := m.List()[0].State; st != protocol.StateClosing {
 		t.Errorf("state %q while the close is in flight, want closing", st)
@@ -92,7 +93,7 @@ func TestActor_CloseIsIdempotent(t *testing.T) {
 	close(release)
 	var proofs []*protocol.Proof
 	for _, ch := range []<-chan outcome{first, second,
-		start(func(r Reply) { m.Close(protocol.CloseParams{Session: id, Reason: "third"}, r) })} {
+		start(func(r session.Reply) { m.Close(protocol.CloseParams{Session: id, Reason: "third"}, r) })} {
 		o := wait(t, ch)
 		if o.err != nil {
 			t.Fatalf("close: %v", o.err)
@@ -124,19 +125,19 @@ func TestActor_RetainedCleanupProvesLater(t *testing.T) {
 	l := &fakeLauncher{agent: newFakeAgent(), unprovable: true}
 	h := newRecHost()
 	m := fakeManager(t, l, h)
-	o := wait(t, start(func(r Reply) { m.Open(context.Background(), fakeOpen(t, "stuck"), r) }))
+	o := wait(t, start(func(r session.Reply) { m.Open(context.Background(), fakeOpen(t, "stuck"), r) }))
 	if o.err != nil {
 		t.Fatal(o.err)
 	}
 	id := o.v.(protocol.OpenResult).Session
 
-	o = wait(t, start(func(r Reply) { m.Close(protocol.CloseParams{Session: id, Reason: "stuck"}, r) }))
+	o = wait(t, start(func(r session.Reply) { m.Close(protocol.CloseParams{Session: id, Reason: "stuck"}, r) }))
 	var pe *protocol.Error
 	if !errors.As(o.err, &pe) || pe.Data.Code != protocol.ErrCleanupIncomplete || pe.Data.Proof == nil || pe.Data.Proof.Complete {
 		t.Fatalf("close: %v, want CLEANUP_INCOMPLETE with an incomplete proof", o.err)
 	}
 	first := pe.Data.Proof
-	o = wait(t, start(func(r Reply) { m.Open(context.Background(), fakeOpen(t, "stuck"), r) }))
+	o = wait(t, start(func(r session.Reply) { m.Open(context.Background(), fakeOpen(t, "stuck"), r) }))
 	if !errors.As(o.err, &pe) || pe.Data.Code != protocol.ErrSessionKeyInUse {
 		t.Fatalf("reopen during the retained cleanup: %v, want SESSION_KEY_IN_USE", o.err)
 	}
@@ -156,7 +157,7 @@ func TestActor_RetainedCleanupProvesLater(t *testing.T) {
 		t.Errorf("final proof %+v: want the first's cleanupId, complete, attempts counted", final)
 	}
 	// Proven: the key is free again.
-	o = wait(t, start(func(r Reply) { m.Open(context.Background(), fakeOpen(t, "stuck"), r) }))
+	o = wait(t, start(func(r session.Reply) { m.Open(context.Background(), fakeOpen(t, "stuck"), r) }))
 	if o.err != nil {
 		t.Fatalf("reopen after the proof: %v", o.err)
 	}
@@ -200,13 +201,13 @@ func TestActor_LateHostAnswerApprovesNothing(t *testing.T) {
 	h := newRecHost()
 	h.perms = true
 	m := fakeManager(t, l, h)
-	o := wait(t, start(func(r Reply) { m.Open(context.Background(), fakeOpen(t, "late"), r) }))
+	o := wait(t, start(func(r session.Reply) { m.Open(context.Background(), fakeOpen(t, "late"), r) }))
 	if o.err != nil {
 		t.Fatal(o.err)
 	}
 	id := o.v.(protocol.OpenResult).Session
 	prompt := func(rid string) <-chan outcome {
-		return start(func(r Reply) {
+		return start(func(r session.Reply) {
 			m.Prompt(context.Background(), protocol.PromptParams{Session: id, RequestID: rid, Prompt: json.RawMessage(`"go"`)}, r)
 		})
 	}
@@ -223,7 +224,7 @@ func TestActor_LateHostAnswerApprovesNothing(t *testing.T) {
 
 	turn1 := prompt("t1")
 	late := nextAsk() // escalated: execute under approve-reads
-	wait(t, start(func(r Reply) { m.Cancel(protocol.CancelParams{Session: id}, r) }))
+	wait(t, start(func(r session.Reply) { m.Cancel(protocol.CancelParams{Session: id}, r) }))
 	if res := wait(t, turn1).v.(protocol.PromptResult); res.Status != "cancelled" {
 		t.Fatalf("turn 1: %+v, want cancelled", res)
 	}
@@ -241,7 +242,7 @@ func TestActor_LateHostAnswerApprovesNothing(t *testing.T) {
 	// Give the late answer time to reach the idle actor (it is dropped
 	// there, so nothing observable marks its arrival), then answer turn 2.
 	time.Sleep(50 * time.Millisecond)
-	wait(t, start(func(r Reply) { m.Status(protocol.SessionRef{Session: id}, r) }))
+	wait(t, start(func(r session.Reply) { m.Status(protocol.SessionRef{Session: id}, r) }))
 	select {
 	case g := <-got:
 		t.Fatalf("the late host answer reached the agent: %q", g)
@@ -259,7 +260,7 @@ func TestActor_LateHostAnswerApprovesNothing(t *testing.T) {
 			t.Errorf("something was approved: %+v", n)
 		}
 	}
-	wait(t, start(func(r Reply) { m.Close(protocol.CloseParams{Session: id}, r) }))
+	wait(t, start(func(r session.Reply) { m.Close(protocol.CloseParams{Session: id}, r) }))
 	m.Shutdown()
 	m.Wait()
 }

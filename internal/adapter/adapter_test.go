@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/acpx-sidecar/acpx-sidecar/internal/reaper"
+	"github.com/acpx-sidecar/acpx-sidecar/internal/session"
 	"github.com/acpx-sidecar/acpx-sidecar/protocol"
 )
 
@@ -110,9 +111,9 @@ func TestManager_SessionActorsLeaveNoGoroutine(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := DefaultConfig()
+	cfg := session.DefaultConfig()
 	cfg.StateDir = t.TempDir()
-	cfg.Launcher = ReaperLauncher(sup)
+	cfg.Launcher = session.ReaperLauncher(sup)
 	cfg.Bounds.TermGrace, cfg.Bounds.KillGrace = 300*time.Millisecond, 300*time.Millisecond
 	host := &fakeHost{}
 	m := NewManager(cfg, host)
@@ -152,7 +153,7 @@ func TestManager_SessionActorsLeaveNoGoroutine(t *testing.T) {
 // anything is constructed or launched, and initialize says "none".
 func TestAdmission_UncontainablePlatformRefusedBeforeLaunch(t *testing.T) {
 	defer goleak.VerifyNone(t)
-	cfg := DefaultConfig()
+	cfg := session.DefaultConfig()
 	cfg.StateDir = t.TempDir()
 	m := NewManager(cfg, &fakeHost{})
 	if c := m.Initialize(protocol.InitializeParams{}).Capabilities.Containment; c != "none" {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/acpx-sidecar/acpx-sidecar/internal/jsonl"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/reaper"
+	"github.com/acpx-sidecar/acpx-sidecar/internal/session"
 	"github.com/acpx-sidecar/acpx-sidecar/protocol"
 )
 
@@ -78,7 +79,7 @@ func benchManager(b *testing.B, mode reaper.Mode) (*Manager, *reaper.Supervisor)
 	return benchManagerHost(b, mode, newDiscardHost())
 }
 
-func benchManagerHost(b *testing.B, mode reaper.Mode, host Host) (*Manager, *reaper.Supervisor) {
+func benchManagerHost(b *testing.B, mode reaper.Mode, host session.Host) (*Manager, *reaper.Supervisor) {
 	b.Helper()
 	if err := reaper.BecomeSubreaper(); err != nil { // as cmd/acpx-sidecar does
 		b.Skip("containment unavailable:", err)
@@ -87,9 +88,9 @@ func benchManagerHost(b *testing.B, mode reaper.Mode, host Host) (*Manager, *rea
 	if err != nil {
 		b.Skip("containment unavailable:", err)
 	}
-	cfg := DefaultConfig()
+	cfg := session.DefaultConfig()
 	cfg.StateDir = b.TempDir()
-	cfg.Launcher = ReaperLauncher(sup)
+	cfg.Launcher = session.ReaperLauncher(sup)
 	return NewManager(cfg, host), sup
 }
 

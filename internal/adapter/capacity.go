@@ -1,6 +1,8 @@
 package adapter
 
 import (
+	"strconv"
+
 	"github.com/acpx-sidecar/acpx-sidecar/protocol"
 )
 
@@ -16,11 +18,11 @@ import (
 // already fill Config.Caps.MaxSessions (≤ 0: no limit), else nil. Called under
 // m.mu.
 func (m *Manager) atCapacityLocked() *protocol.Error {
-	max := m.cfg.Caps.MaxSessions
+	max := m.sh.Config.Caps.MaxSessions
 	if max <= 0 || len(m.keys) < max {
 		return nil
 	}
-	e := protocol.Domain(protocol.ErrSidecarAtCapacity, "the sidecar holds its maximum of "+itoa(max)+
+	e := protocol.Domain(protocol.ErrSidecarAtCapacity, "the sidecar holds its maximum of "+strconv.Itoa(max)+
 		" live sessions (--max-sessions); retry after one closes", true)
 	e.Data.Limit = &max
 	return e

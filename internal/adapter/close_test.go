@@ -9,6 +9,7 @@ import (
 	"github.com/sourcegraph/jsonrpc2"
 	"go.uber.org/goleak"
 
+	"github.com/acpx-sidecar/acpx-sidecar/internal/session"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/store"
 	"github.com/acpx-sidecar/acpx-sidecar/protocol"
 )
@@ -30,16 +31,16 @@ func TestActor_RecordMarkedClosedWhileTheTreeEnds(t *testing.T) {
 		l := &fakeLauncher{agent: agent}
 		m := fakeManager(t, l, newRecHost())
 		p := fakeOpen(t, "marked")
-		o := wait(t, start(func(r Reply) { m.Open(context.Background(), p, r) }))
+		o := wait(t, start(func(r session.Reply) { m.Open(context.Background(), p, r) }))
 		if o.err != nil {
 			t.Fatal(o.err)
 		}
 		id := o.v.(protocol.OpenResult).Session
-		st, err := store.Open(m.cfg.StateDir)
+		st, err := store.Open(m.sh.Config.StateDir)
 		if err != nil {
 			t.Fatal(err)
 		}
-		first := start(func(r Reply) { m.Close(protocol.CloseParams{Session: id, Reason: "first"}, r) })
+		first := start(func(r session.Reply) { m.Close(protocol.CloseParams{Session: id, Reason: "first"}, r) })
 		<-closing
 		actorBarrier(m, id) // runs on the actor after the close began
 		rec, err := st.Load("marked")
@@ -48,7 +49,7 @@ func TestActor_RecordMarkedClosedWhileTheTreeEnds(t *testing.T) {
 		}
 		var second <-chan outcome
 		if joinDiscard {
-			second = start(func(r Reply) {
+			second = start(func(r session.Reply) {
 				m.Close(protocol.CloseParams{Session: id, Reason: "second", DiscardPersistentState: true}, r)
 			})
 			actorBarrier(m, id) // the second close has joined
@@ -81,6 +82,6 @@ func actorBarrier(m *Manager, id string) {
 	s := m.sessions[id]
 	m.mu.Unlock()
 	done := make(chan struct{})
-	s.send(func(any, error) { close(done) }, func() { close(done) })
+	s.Do(func() { close(done) }, func() { close(done) })
 	<-done
 }

@@ -5,6 +5,7 @@ import (
 
 	"github.com/acpx-sidecar/acpx-sidecar/internal/admission"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/journal"
+	"github.com/acpx-sidecar/acpx-sidecar/internal/session"
 	"github.com/acpx-sidecar/acpx-sidecar/protocol"
 )
 
@@ -18,8 +19,8 @@ import (
 // disk. The read runs off the host's read loop. Errors: -32602 for a key
 // too long for a file name or no stateDir; STORE_UNAVAILABLE when the
 // journal cannot be read.
-func (m *Manager) Events(p protocol.EventsParams, reply Reply) {
-	dir, e := admission.StateDir(p.StateDir, m.cfg.StateDir)
+func (m *Manager) Events(p protocol.EventsParams, reply session.Reply) {
+	dir, e := admission.StateDir(p.StateDir, m.sh.Config.StateDir)
 	if e == nil {
 		e = admission.CheckKey(p.SessionKey)
 	}
@@ -45,15 +46,15 @@ func (m *Manager) Events(p protocol.EventsParams, reply Reply) {
 		var err error
 		// A journal line is at most an update's line and its entry: a
 		// longer one (a segment someone else wrote) is skipped unread.
-		q.MaxLine = m.cfg.Caps.MaxProviderLineBytes + journal.EntryRoom
-		if j, release := m.journals.Live(sessions, p.SessionKey); j != nil {
+		q.MaxLine = m.sh.Config.Caps.MaxProviderLineBytes + journal.EntryRoom
+		if j, release := m.sh.Journals.Live(sessions, p.SessionKey); j != nil {
 			page, err = j.Query(q)
 			release()
 		} else {
 			page, err = journal.QueryDir(sessions, p.SessionKey, q)
 		}
 		if err != nil {
-			reply(nil, protocol.Domain(protocol.ErrStoreUnavailable, "the session journal cannot be read: "+errText(err), storeRetryable(err)))
+			reply(nil, session.StoreUnavailable("the session journal cannot be read", err))
 			return
 		}
 		gaps := make([]protocol.JournalGap, len(page.Gaps))

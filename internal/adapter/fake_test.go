@@ -16,10 +16,11 @@ import (
 
 	"github.com/acpx-sidecar/acpx-sidecar/internal/jsonl"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/reaper"
+	"github.com/acpx-sidecar/acpx-sidecar/internal/session"
 	"github.com/acpx-sidecar/acpx-sidecar/protocol"
 )
 
-// Fakes of the Launcher/Tree seam and of the ACP peer, so the session
+// Fakes of the session.Launcher/session.Tree seam and of the ACP peer, so the session
 // actor runs in tests without any process: a fakeTree's stdio is a pair
 // of in-memory pipes, and at their other end a fakeAgent speaks ACP over
 // NDJSON JSON-RPC (the framing of acpclient's line stream, fakeStream).
@@ -198,7 +199,7 @@ func (l *fakeLauncher) Seal() {
 }
 
 // Start connects a new fakeTree to the fake agent over two pipes.
-func (l *fakeLauncher) Start(reaper.Spec) (Tree, error) {
+func (l *fakeLauncher) Start(reaper.Spec) (session.Tree, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.sealed {
@@ -264,7 +265,7 @@ func (l *fakeLauncher) started() int {
 	return len(l.trees)
 }
 
-// recHost is a Host that records notifications and hands each permission
+// recHost is a session.Host that records notifications and hands each permission
 // request to the test (asks), answering whatever the test sends back,
 // however late: a host that ignores the turn's context.
 type recHost struct {
@@ -350,9 +351,9 @@ func waitNote[T any](t *testing.T, h *recHost, method string, ok func(T) bool) T
 }
 
 // fakeManager is a Manager over l and h with short bounds.
-func fakeManager(t *testing.T, l *fakeLauncher, h Host) *Manager {
+func fakeManager(t *testing.T, l *fakeLauncher, h session.Host) *Manager {
 	t.Helper()
-	cfg := DefaultConfig()
+	cfg := session.DefaultConfig()
 	cfg.StateDir = t.TempDir()
 	cfg.Launcher = l
 	cfg.Bounds.CloseTimeout = 2 * time.Second
@@ -380,7 +381,7 @@ type outcome struct {
 }
 
 // start sends one request and returns the channel its reply arrives on.
-func start(call func(reply Reply)) <-chan outcome {
+func start(call func(reply session.Reply)) <-chan outcome {
 	ch := make(chan outcome, 1)
 	call(func(v any, err error) { ch <- outcome{v, err} })
 	return ch

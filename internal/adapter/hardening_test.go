@@ -2,36 +2,14 @@ package adapter
 
 import (
 	"context"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
 
+	"github.com/acpx-sidecar/acpx-sidecar/internal/session"
 	"github.com/acpx-sidecar/acpx-sidecar/protocol"
 )
-
-// TestMailbox_CommandsOfAStoppedActorAreAnswered: put never blocks, and
-// the commands the actor never ran are handed back to be answered.
-func TestMailbox_CommandsOfAStoppedActorAreAnswered(t *testing.T) {
-	mb := newMailbox()
-	var answered atomic.Int32
-	for i := 0; i < 10000; i++ {
-		if !mb.put(func(any, error) { answered.Add(1) }, func() {}) {
-			t.Fatal("put refused before close")
-		}
-	}
-	if mb.take() == nil {
-		t.Fatal("nothing to take")
-	}
-	replies := mb.close()
-	if len(replies) != 9999 {
-		t.Fatalf("%d replies handed back, want 9999", len(replies))
-	}
-	if mb.put(func(any, error) {}, func() {}) {
-		t.Fatal("put accepted after close")
-	}
-}
 
 // TestActor_BusyActorIsReadFromItsSnapshot: while a session's actor is
 // stuck, session/list answers at once and session/status within the
@@ -43,8 +21,8 @@ func TestActor_BusyActorIsReadFromItsSnapshot(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	l := &fakeLauncher{agent: newFakeAgent()}
 	m := fakeManager(t, l, newRecHost())
-	m.cfg.Caps.StateRead = 100 * time.Millisecond
-	o := wait(t, start(func(r Reply) { m.Open(context.Background(), fakeOpen(t, "busy"), r) }))
+	m.sh.Config.Caps.StateRead = 100 * time.Millisecond
+	o := wait(t, start(func(r session.Reply) { m.Open(context.Background(), fakeOpen(t, "busy"), r) }))
 	if o.err != nil {
 		t.Fatal(o.err)
 	}
@@ -53,20 +31,20 @@ func TestActor_BusyActorIsReadFromItsSnapshot(t *testing.T) {
 	s := m.sessions[id]
 	m.mu.Unlock()
 	release := make(chan struct{})
-	s.send(func(any, error) {}, func() { <-release }) // the actor is busy until release
-	for i := 0; i < 1000; i++ {                       // more commands than any channel held: none blocks
+	s.Do(func() { <-release }, func() {}) // the actor is busy until release
+	for i := 0; i < 1000; i++ {           // more commands than any channel held: none blocks
 		m.Cancel(protocol.CancelParams{Session: id}, func(any, error) {})
 	}
 	if ls := m.List(); len(ls) != 1 || ls[0].State != protocol.StateOpen {
 		t.Fatalf("list of a busy session: %+v", ls)
 	}
-	st := wait(t, start(func(r Reply) { m.Status(protocol.SessionRef{Session: id}, r) }))
+	st := wait(t, start(func(r session.Reply) { m.Status(protocol.SessionRef{Session: id}, r) }))
 	res, ok := st.v.(protocol.StatusResult)
 	if st.err != nil || !ok || !res.FromSnapshot || res.Session != id || res.State != protocol.StateOpen || res.Identity.BackendSessionID == "" {
 		t.Fatalf("status of a busy session: %+v %v", st.v, st.err)
 	}
 	close(release)
-	st = wait(t, start(func(r Reply) { m.Status(protocol.SessionRef{Session: id}, r) }))
+	st = wait(t, start(func(r session.Reply) { m.Status(protocol.SessionRef{Session: id}, r) }))
 	if res, ok := st.v.(protocol.StatusResult); st.err != nil || !ok || res.FromSnapshot {
 		t.Fatalf("status of a free session: %+v %v", st.v, st.err)
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/sourcegraph/jsonrpc2"
 	"go.uber.org/goleak"
 
+	"github.com/acpx-sidecar/acpx-sidecar/internal/session"
 	"github.com/acpx-sidecar/acpx-sidecar/protocol"
 )
 
@@ -38,17 +39,17 @@ func perTurnOpen(t *testing.T, key string) protocol.OpenParams {
 
 func openOK(t *testing.T, m *Manager, p protocol.OpenParams) protocol.OpenResult {
 	t.Helper()
-	o := wait(t, start(func(r Reply) { m.Open(context.Background(), p, r) }))
+	o := wait(t, start(func(r session.Reply) { m.Open(context.Background(), p, r) }))
 	if o.err != nil {
 		t.Fatalf("open: %v", o.err)
 	}
 	return o.v.(protocol.OpenResult)
 }
 
-func promptOK(t *testing.T, m *Manager, session, rid string) protocol.PromptResult {
+func promptOK(t *testing.T, m *Manager, id, rid string) protocol.PromptResult {
 	t.Helper()
-	o := wait(t, start(func(r Reply) {
-		m.Prompt(context.Background(), protocol.PromptParams{Session: session, RequestID: rid, Prompt: json.RawMessage(`"hi"`)}, r)
+	o := wait(t, start(func(r session.Reply) {
+		m.Prompt(context.Background(), protocol.PromptParams{Session: id, RequestID: rid, Prompt: json.RawMessage(`"hi"`)}, r)
 	}))
 	if o.err != nil {
 		t.Fatalf("prompt %s: %v", rid, o.err)
@@ -94,7 +95,7 @@ func TestLifecycle_PerTurnRetiresAndRevives(t *testing.T) {
 	if n := l.tree(0).terminated(); n != 1 {
 		t.Fatalf("first tree terminated %d times after the retire, want 1", n)
 	}
-	st := wait(t, start(func(r Reply) { m.Status(protocol.SessionRef{Session: res.Session}, r) })).v.(protocol.StatusResult)
+	st := wait(t, start(func(r session.Reply) { m.Status(protocol.SessionRef{Session: res.Session}, r) })).v.(protocol.StatusResult)
 	if st.State != protocol.StateParked || st.Lifecycle == nil || st.Lifecycle.State != protocol.LifeParked || st.Lifecycle.Retires != 1 || st.Process.Alive {
 		t.Fatalf("status after retire: state %s lifecycle %+v alive %v", st.State, st.Lifecycle, st.Process.Alive)
 	}
@@ -115,7 +116,7 @@ func TestLifecycle_PerTurnRetiresAndRevives(t *testing.T) {
 		t.Errorf("session/lifecycle states %v, want parked reviving live parked", got)
 	}
 
-	o := wait(t, start(func(r Reply) { m.Close(protocol.CloseParams{Session: res.Session, Reason: "done"}, r) }))
+	o := wait(t, start(func(r session.Reply) { m.Close(protocol.CloseParams{Session: res.Session, Reason: "done"}, r) }))
 	if o.err != nil {
 		t.Fatalf("close of a parked session: %v", o.err)
 	}
@@ -137,7 +138,7 @@ func TestLifecycle_PerTurnRefusedWithoutResume(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	l := &fakeLauncher{agent: newFakeAgent()}
 	m := fakeManager(t, l, newRecHost())
-	o := wait(t, start(func(r Reply) { m.Open(context.Background(), perTurnOpen(t, "no-resume"), r) }))
+	o := wait(t, start(func(r session.Reply) { m.Open(context.Background(), perTurnOpen(t, "no-resume"), r) }))
 	var pe *protocol.Error
 	if !errors.As(o.err, &pe) || pe.Data.Code != protocol.ErrCapabilityUnsupported || pe.Data.Cleanup == nil || !pe.Data.Cleanup.Complete {
 		t.Fatalf("open: %v (data %+v), want CAPABILITY_UNSUPPORTED with a complete proof", o.err, pe)
@@ -163,14 +164,14 @@ func TestLifecycle_ReviveThatCannotResumeLosesTheSession(t *testing.T) {
 	agent.set("session/load", func(context.Context, *jsonrpc2.Conn, json.RawMessage) (any, error) {
 		return nil, &jsonrpc2.Error{Code: -32002, Message: "no such session"}
 	})
-	o := wait(t, start(func(r Reply) {
+	o := wait(t, start(func(r session.Reply) {
 		m.Prompt(context.Background(), protocol.PromptParams{Session: res.Session, RequestID: "t2", Prompt: json.RawMessage(`"hi"`)}, r)
 	}))
 	var pe *protocol.Error
 	if !errors.As(o.err, &pe) || pe.Data.Code != protocol.ErrSessionLost || pe.Data.Cleanup == nil || !pe.Data.Cleanup.Complete {
 		t.Fatalf("prompt after a lost revive: %v, want SESSION_LOST with a complete proof", o.err)
 	}
-	st := wait(t, start(func(r Reply) { m.Status(protocol.SessionRef{Session: res.Session}, r) }))
+	st := wait(t, start(func(r session.Reply) { m.Status(protocol.SessionRef{Session: res.Session}, r) }))
 	if sr, ok := st.v.(protocol.StatusResult); !ok || sr.State != protocol.StateClosed || sr.Lifecycle == nil || sr.Lifecycle.State != protocol.LifeEnded {
 		t.Errorf("status after SESSION_LOST: %+v %v, want closed, lifecycle ended", st.v, st.err)
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/sourcegraph/jsonrpc2"
 	"go.uber.org/goleak"
 
+	"github.com/acpx-sidecar/acpx-sidecar/internal/session"
 	"github.com/acpx-sidecar/acpx-sidecar/protocol"
 )
 
@@ -36,12 +37,12 @@ func TestActor_OptionNamedCancelledIsAnOption(t *testing.T) {
 	h := newRecHost()
 	h.perms = true
 	m := fakeManager(t, l, h)
-	o := wait(t, start(func(r Reply) { m.Open(context.Background(), fakeOpen(t, "optid"), r) }))
+	o := wait(t, start(func(r session.Reply) { m.Open(context.Background(), fakeOpen(t, "optid"), r) }))
 	if o.err != nil {
 		t.Fatal(o.err)
 	}
 	id := o.v.(protocol.OpenResult).Session
-	turn := start(func(r Reply) {
+	turn := start(func(r session.Reply) {
 		m.Prompt(context.Background(), protocol.PromptParams{Session: id, RequestID: "t1", Prompt: json.RawMessage(`"go"`)}, r)
 	})
 	var ask hostAsk
@@ -66,7 +67,7 @@ func TestActor_OptionNamedCancelledIsAnOption(t *testing.T) {
 	if len(decisions) != 1 || decisions[0] != protocol.DecisionApproved {
 		t.Errorf("audit decisions %v, want [approved]", decisions)
 	}
-	wait(t, start(func(r Reply) { m.Close(protocol.CloseParams{Session: id}, r) }))
+	wait(t, start(func(r session.Reply) { m.Close(protocol.CloseParams{Session: id}, r) }))
 	m.Shutdown()
 	m.Wait()
 }

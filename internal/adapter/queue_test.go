@@ -8,6 +8,7 @@ import (
 	"github.com/sourcegraph/jsonrpc2"
 	"go.uber.org/goleak"
 
+	"github.com/acpx-sidecar/acpx-sidecar/internal/session"
 	"github.com/acpx-sidecar/acpx-sidecar/protocol"
 )
 
@@ -29,20 +30,20 @@ func TestQueue_ProviderDeathAnswersQueuedTurns(t *testing.T) {
 	l := &fakeLauncher{agent: agent}
 	h := newRecHost()
 	m := fakeManager(t, l, h)
-	o := wait(t, start(func(r Reply) { m.Open(context.Background(), fakeOpen(t, "dies"), r) }))
+	o := wait(t, start(func(r session.Reply) { m.Open(context.Background(), fakeOpen(t, "dies"), r) }))
 	if o.err != nil {
 		t.Fatal(o.err)
 	}
 	id := o.v.(protocol.OpenResult).Session
 	prompt := func(rid string) <-chan outcome {
-		return start(func(r Reply) {
+		return start(func(r session.Reply) {
 			m.Prompt(context.Background(), protocol.PromptParams{Session: id, RequestID: rid, Prompt: json.RawMessage(`"x"`), Queue: true}, r)
 		})
 	}
 	t1 := prompt("t1")
 	<-started
 	t2, t3 := prompt("t2"), prompt("t3")
-	st := wait(t, start(func(r Reply) { m.Status(protocol.SessionRef{Session: id}, r) })).v.(protocol.StatusResult)
+	st := wait(t, start(func(r session.Reply) { m.Status(protocol.SessionRef{Session: id}, r) })).v.(protocol.StatusResult)
 	if len(st.QueuedRequestIDs) != 2 || st.QueuedRequestIDs[0] != "t2" || st.QueuedRequestIDs[1] != "t3" {
 		t.Fatalf("queuedRequestIds %v, want [t2 t3]", st.QueuedRequestIDs)
 	}
@@ -76,7 +77,7 @@ func TestJournal_ExitAndProofJournaled(t *testing.T) {
 	l := &fakeLauncher{agent: agent}
 	h := newRecHost()
 	m := fakeManager(t, l, h)
-	o := wait(t, start(func(r Reply) { m.Open(context.Background(), fakeOpen(t, "jn"), r) }))
+	o := wait(t, start(func(r session.Reply) { m.Open(context.Background(), fakeOpen(t, "jn"), r) }))
 	if o.err != nil {
 		t.Fatal(o.err)
 	}
@@ -127,13 +128,13 @@ func TestQueue_CancelRequestOfQueuedTurn(t *testing.T) {
 	})
 	l := &fakeLauncher{agent: agent}
 	m := fakeManager(t, l, newRecHost())
-	o := wait(t, start(func(r Reply) { m.Open(context.Background(), fakeOpen(t, "cr"), r) }))
+	o := wait(t, start(func(r session.Reply) { m.Open(context.Background(), fakeOpen(t, "cr"), r) }))
 	if o.err != nil {
 		t.Fatal(o.err)
 	}
 	id := o.v.(protocol.OpenResult).Session
 	prompt := func(ctx context.Context, rid string) <-chan outcome {
-		return start(func(r Reply) {
+		return start(func(r session.Reply) {
 			m.Prompt(ctx, protocol.PromptParams{Session: id, RequestID: rid, Prompt: json.RawMessage(`"` + rid + `"`), Queue: true}, r)
 		})
 	}

@@ -9,15 +9,13 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/acpx-sidecar/acpx-sidecar/internal/cleanup"
+	"github.com/acpx-sidecar/acpx-sidecar/internal/proctable"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/reaper"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/registry"
+	"github.com/acpx-sidecar/acpx-sidecar/internal/session"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/store"
 	"github.com/acpx-sidecar/acpx-sidecar/protocol"
 )
-
-// selfStart is this sidecar's start time (procStart), recorded in every
-// ledger entry so a later sidecar can tell a live owner from a recycled pid.
-var selfStart, _ = procStart(os.Getpid())
 
 // Initialized sweeps the default stateDir's ownership ledger once the host
 // has the initialize result; other stateDirs are swept when first used.
@@ -26,17 +24,17 @@ var selfStart, _ = procStart(os.Getpid())
 // (reaper.SweepDeadParents): an agent that deleted its own entry and
 // killed the sidecar and its watchdog is found there.
 func (m *Manager) Initialized() {
-	stores := m.stores.Initialize()
+	stores := m.sh.Stores.Initialize()
 	if n := registry.RemoveStaleTmpSpares(); n > 0 {
-		m.log.Info("removed stale spare TMPDIRs (a stopped sidecar's, or too old for a live one to use)", zap.Int("count", n))
+		m.sh.Log.Info("removed stale spare TMPDIRs (a stopped sidecar's, or too old for a live one to use)", zap.Int("count", n))
 	}
 	var first sync.WaitGroup
 	for _, st := range stores {
 		m.sweepLedger(st, &first)
 	}
-	if m.cfg.StateDir != "" {
-		if _, err := m.storeForSweep(m.cfg.StateDir, &first); err != nil {
-			m.log.Warn("default state directory unusable", zap.Error(err))
+	if m.sh.Config.StateDir != "" {
+		if _, err := m.storeForSweep(m.sh.Config.StateDir, &first); err != nil {
+			m.sh.Log.Warn("default state directory unusable", zap.Error(err))
 		}
 	}
 	m.sweepCgroupsAfter(&first)
@@ -47,15 +45,15 @@ func (m *Manager) Initialized() {
 // containment only) once first is done: every ledger entry found had its
 // first recovery attempt.
 func (m *Manager) sweepCgroupsAfter(first *sync.WaitGroup) {
-	if m.cfg.Launcher == nil || m.cfg.Launcher.Mode() != reaper.ModeCgroup {
+	if m.sh.Config.Launcher == nil || m.sh.Config.Launcher.Mode() != reaper.ModeCgroup {
 		return
 	}
 	m.retained.Add(1)
 	go func() {
 		defer m.retained.Done()
 		first.Wait()
-		for _, c := range reaper.SweepDeadParents(m.cfg.Bounds.KillGrace) {
-			m.log.Warn("killed a populated cgroup of a dead sidecar (no ledger entry recovered it)",
+		for _, c := range reaper.SweepDeadParents(m.sh.Config.Bounds.KillGrace) {
+			m.sh.Log.Warn("killed a populated cgroup of a dead sidecar (no ledger entry recovered it)",
 				zap.String("cgroup", c.Dir), zap.Ints("pids", c.Pids), zap.Bool("removed", c.Removed))
 		}
 	}()
@@ -66,7 +64,7 @@ func ownerAlive(o store.Owned) bool {
 	if o.SidecarPid == os.Getpid() {
 		return true
 	}
-	start, alive := procStart(o.SidecarPid)
+	start, alive := proctable.StartTime(o.SidecarPid)
 	if !alive {
 		return false
 	}
@@ -96,11 +94,11 @@ func (m *Manager) sweepLedger(st *store.Store, first *sync.WaitGroup) {
 			}
 		}()
 		if n := st.RemoveStaleTemps(time.Minute); n > 0 {
-			m.log.Info("removed temp files of interrupted writes", zap.Int("count", n))
+			m.sh.Log.Info("removed temp files of interrupted writes", zap.Int("count", n))
 		}
 		owned, err := st.ListOwned()
 		if err != nil {
-			m.log.Warn("ownership ledger partly unreadable", zap.Error(err))
+			m.sh.Log.Warn("ownership ledger partly unreadable", zap.Error(err))
 		}
 		for _, o := range owned {
 			if ownerAlive(o) || !m.recovering.Begin(o.ID) {
@@ -133,10 +131,10 @@ func (m *Manager) recoverEntry(st *store.Store, o store.Owned, firstDone func())
 		Containment: reaper.Mode(o.Containment)}, Terminate: end})
 	firstDone()
 	if err != nil {
-		m.log.Warn("ownership ledger entry refused: it names nothing recovery can prove (no process killed, no proof sent)",
+		m.sh.Log.Warn("ownership ledger entry refused: it names nothing recovery can prove (no process killed, no proof sent)",
 			zap.String("entry", o.ID), zap.Error(err))
 		if err := st.RemoveOwned(o.ID); err != nil {
-			m.log.Warn("refused ledger entry not removed", zap.Error(err))
+			m.sh.Log.Warn("refused ledger entry not removed", zap.Error(err))
 		}
 		return
 	}
@@ -147,28 +145,28 @@ func (m *Manager) recoverEntry(st *store.Store, o store.Owned, firstDone func())
 		}
 		progress(proof)
 		var ok bool
-		if proof, ok = cleanup.Retain(cleanup.Retained{First: proof, Terminate: end, Backoff: m.backoff(),
+		if proof, ok = cleanup.Retain(cleanup.Retained{First: proof, Terminate: end, Backoff: m.sh.Backoff(),
 			Stop: m.stopCh, Progress: progress}); !ok {
 			return
 		}
 	}
 	m.notePendingRecovery(o.ID, nil)
 	if err := st.RemoveOwned(o.ID); err != nil {
-		m.log.Warn("ledger entry not removed", zap.Error(err))
+		m.sh.Log.Warn("ledger entry not removed", zap.Error(err))
 	}
-	removeSessionTmp(o.ID) // a dead sidecar's private TMPDIR of that session
+	session.RemoveSessionTmp(o.ID) // a dead sidecar's private TMPDIR of that session
 	_ = st.Update(o.SessionKey, func(r *store.Record) error {
 		// Only the record that leftover's admission wrote (same provider
 		// pid): a session opened since then owns the key now.
 		if r.Pid != nil && *r.Pid == o.Pid && o.Pid > 0 && !r.Closed {
 			r.Closed = true
-			now := nowStamp()
+			now := store.FormatTime(time.Now())
 			r.ClosedAt = &now
 		}
 		return nil
 	})
-	m.log.Info("recovered a leftover provider tree", zap.String("session", o.Session))
-	m.stats.recovered.Add(1)
+	m.sh.Log.Info("recovered a leftover provider tree", zap.String("session", o.Session))
+	m.sh.Stats.CountRecovered()
 	m.notifyProof(st, proof)
 }
 
@@ -178,17 +176,17 @@ func (m *Manager) recoverEntry(st *store.Store, o store.Owned, firstDone func())
 // reaper.ErrUnprovable.
 func (m *Manager) leftoverTerminator(o store.Owned) cleanup.Terminator {
 	own := ""
-	if m.cfg.Launcher != nil {
-		own = m.cfg.Launcher.CgroupParent()
+	if m.sh.Config.Launcher != nil {
+		own = m.sh.Config.Launcher.CgroupParent()
 	}
 	l := reaper.Leftover{Pid: o.Pid, StartTicks: o.StartTime, Pgid: o.Pgid, SidecarPid: o.SidecarPid,
 		Session: o.Session, Cgroup: o.Cgroup, CgroupParent: o.CgroupParent, MarkerSHA256: o.MarkerSHA256, OwnParent: own}
-	recoverFn := recoverLeftover
-	if r, ok := m.cfg.Launcher.(Recoverer); ok {
+	recoverFn := session.RecoverLeftover
+	if r, ok := m.sh.Config.Launcher.(session.Recoverer); ok {
 		recoverFn = r.Recover
 	}
 	return func() (reaper.Termination, error) {
-		t, err := recoverFn(o.Containment, l, m.cfg.Bounds.KillGrace)
+		t, err := recoverFn(o.Containment, l, m.sh.Config.Bounds.KillGrace)
 		if o.Containment != "" {
 			// The proof names the mode the tree was launched under, as the
 			// ledger recorded it ("subreaper", not the recovery's
@@ -206,7 +204,7 @@ func (m *Manager) leftoverTerminator(o store.Owned) cleanup.Terminator {
 // key after the dead sidecar), that session's journal is left alone and
 // the proof is only sent (cleanup.Publish).
 func (m *Manager) notifyProof(st *store.Store, p *protocol.Proof) {
-	m.publishProof(st, p, cleanup.Delivery{Journal: true, Notify: true})
+	m.sh.PublishProof(st, p, cleanup.Delivery{Journal: true, Notify: true})
 }
 
 // notePendingRecovery remembers (p non-nil) or forgets the latest
@@ -214,15 +212,15 @@ func (m *Manager) notifyProof(st *store.Store, p *protocol.Proof) {
 // those it could not finish (and then exits 1).
 func (m *Manager) notePendingRecovery(id string, p *protocol.Proof) { m.recovering.Note(id, p) }
 
-// storeFor returns the store of stateDir dir (keyed by its cleaned path),
-// opening it (and sweeping its
-// ledger once the host is initialized) on first use.
-func (m *Manager) storeFor(dir string) (*store.Store, error) { return m.storeForSweep(dir, nil) }
+// StoreFor returns the store of stateDir dir (keyed by its cleaned path),
+// opening it (and sweeping its ledger once the host is initialized) on
+// first use (session.Router). Errors: store.Open's.
+func (m *Manager) StoreFor(dir string) (*store.Store, error) { return m.storeForSweep(dir, nil) }
 
-// storeForSweep is storeFor; the ledger sweep of a store it opens counts
+// storeForSweep is StoreFor; the ledger sweep of a store it opens counts
 // in first (may be nil; recover.go).
 func (m *Manager) storeForSweep(dir string, first *sync.WaitGroup) (*store.Store, error) {
-	st, sweep, err := m.stores.Open(dir)
+	st, sweep, err := m.sh.Stores.Open(dir)
 	if sweep {
 		m.sweepLedger(st, first)
 	}

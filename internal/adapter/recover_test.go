@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/acpx-sidecar/acpx-sidecar/internal/reaper"
+	"github.com/acpx-sidecar/acpx-sidecar/internal/session"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/store"
 	"github.com/acpx-sidecar/acpx-sidecar/protocol"
 )
@@ -37,7 +38,7 @@ func (l *recoveringLauncher) Recover(containment string, lo reaper.Leftover, _ t
 }
 
 // TestRecovery_GoesThroughTheLauncherSeam: a dead sidecar's ledger entry
-// is recovered through the Launcher (Recoverer) and internal/cleanup, with
+// is recovered through the session.Launcher (Recoverer) and internal/cleanup, with
 // no process: the first, incomplete proof is sent, the retained retry
 // proves the tree gone, and the final proof (origin "recovered", same
 // cleanupId, attempts 2, only the latest termination's errors) follows;
@@ -45,7 +46,7 @@ func (l *recoveringLauncher) Recover(containment string, lo reaper.Leftover, _ t
 func TestRecovery_GoesThroughTheLauncherSeam(t *testing.T) {
 	l := &recoveringLauncher{fakeLauncher: &fakeLauncher{agent: newFakeAgent()}}
 	h := newRecHost()
-	cfg := DefaultConfig()
+	cfg := session.DefaultConfig()
 	cfg.StateDir = t.TempDir()
 	cfg.Launcher = l
 	st, err := store.Open(cfg.StateDir)

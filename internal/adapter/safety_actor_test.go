@@ -14,6 +14,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/acpx-sidecar/acpx-sidecar/internal/reaper"
+	"github.com/acpx-sidecar/acpx-sidecar/internal/session"
 	"github.com/acpx-sidecar/acpx-sidecar/protocol"
 )
 
@@ -45,7 +46,7 @@ func TestActor_PermissionTimeoutHoldsWithAHostThatIgnoresItsContext(t *testing.T
 	p := fakeOpen(t, "bound")
 	ms := int64(100)
 	p.PermissionTimeoutMs = &ms
-	o := wait(t, start(func(r Reply) { m.Open(context.Background(), p, r) }))
+	o := wait(t, start(func(r session.Reply) { m.Open(context.Background(), p, r) }))
 	if o.err != nil {
 		t.Fatal(o.err)
 	}
@@ -54,7 +55,7 @@ func TestActor_PermissionTimeoutHoldsWithAHostThatIgnoresItsContext(t *testing.T
 	// time since begun is a lower bound of the bound's wait that does not
 	// depend on when this goroutine happens to receive the ask.
 	begun := time.Now()
-	turn := start(func(r Reply) {
+	turn := start(func(r session.Reply) {
 		m.Prompt(context.Background(), protocol.PromptParams{Session: id, RequestID: "t1", Prompt: json.RawMessage(`"go"`)}, r)
 	})
 	var ask hostAsk
@@ -71,7 +72,7 @@ func TestActor_PermissionTimeoutHoldsWithAHostThatIgnoresItsContext(t *testing.T
 		t.Errorf("the agent got %q, want the reject option", g)
 	}
 	ask.answer <- protocol.PermissionRequestResult{Outcome: "selected", OptionID: "allow"} // late: dropped
-	wait(t, start(func(r Reply) { m.Status(protocol.SessionRef{Session: id}, r) }))
+	wait(t, start(func(r session.Reply) { m.Status(protocol.SessionRef{Session: id}, r) }))
 	var decisions []string
 	for _, n := range notesOf[protocol.PermissionNotice](h, protocol.NotifySessionPermission) {
 		decisions = append(decisions, string(n.Decision))
@@ -79,7 +80,7 @@ func TestActor_PermissionTimeoutHoldsWithAHostThatIgnoresItsContext(t *testing.T
 	if strings.Join(decisions, ",") != "escalated,timeout" {
 		t.Errorf("audit decisions %v, want escalated then timeout only", decisions)
 	}
-	wait(t, start(func(r Reply) { m.Close(protocol.CloseParams{Session: id}, r) }))
+	wait(t, start(func(r session.Reply) { m.Close(protocol.CloseParams{Session: id}, r) }))
 	m.Shutdown()
 	m.Wait()
 }
@@ -95,14 +96,14 @@ func TestActor_OOMKillIsReported(t *testing.T) {
 	l := &fakeLauncher{agent: newFakeAgent()}
 	h := newRecHost()
 	m := fakeManager(t, l, h)
-	o := wait(t, start(func(r Reply) { m.Open(context.Background(), fakeOpen(t, "oom"), r) }))
+	o := wait(t, start(func(r session.Reply) { m.Open(context.Background(), fakeOpen(t, "oom"), r) }))
 	if o.err != nil {
 		t.Fatal(o.err)
 	}
 	id := o.v.(protocol.OpenResult).Session
 	cur, max := int64(60<<20), int64(64<<20)
 	l.tree(0).setResources(reaper.Resources{MemoryCurrent: &cur, MemoryMax: &max, OomKills: 1})
-	st := wait(t, start(func(r Reply) { m.Status(protocol.SessionRef{Session: id}, r) }))
+	st := wait(t, start(func(r session.Reply) { m.Status(protocol.SessionRef{Session: id}, r) }))
 	if st.err != nil {
 		t.Fatal(st.err)
 	}
@@ -132,11 +133,11 @@ func TestActor_UnwritableLedgerLaunchesNothing(t *testing.T) {
 	m := fakeManager(t, l, newRecHost())
 	p := fakeOpen(t, "ledger")
 	p.StateDir = t.TempDir()
-	warm := wait(t, start(func(r Reply) { m.Open(context.Background(), p, r) })) // the store exists now
+	warm := wait(t, start(func(r session.Reply) { m.Open(context.Background(), p, r) })) // the store exists now
 	if warm.err != nil {
 		t.Fatal(warm.err)
 	}
-	wait(t, start(func(r Reply) {
+	wait(t, start(func(r session.Reply) {
 		m.Close(protocol.CloseParams{Session: warm.v.(protocol.OpenResult).Session, DiscardPersistentState: true}, r)
 	}))
 	owned := filepath.Join(p.StateDir, "owned")
@@ -146,7 +147,7 @@ func TestActor_UnwritableLedgerLaunchesNothing(t *testing.T) {
 	if err := os.WriteFile(owned, []byte("not a directory"), 0o600); err != nil { // every entry write fails
 		t.Fatal(err)
 	}
-	o := wait(t, start(func(r Reply) { m.Open(context.Background(), p, r) }))
+	o := wait(t, start(func(r session.Reply) { m.Open(context.Background(), p, r) }))
 	var e *protocol.Error
 	if !errors.As(o.err, &e) || e.Data.Code != protocol.ErrStoreUnavailable {
 		t.Fatalf("open with an unwritable ledger: %v, want STORE_UNAVAILABLE", o.err)

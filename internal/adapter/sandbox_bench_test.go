@@ -23,8 +23,8 @@ func BenchmarkOpenSandbox(b *testing.B) {
 	for _, fs := range []string{sandbox.Off, sandbox.Workspace, sandbox.Strict} {
 		b.Run(fs, func(b *testing.B) {
 			m, sup := benchManager(b, reaper.ModeCgroup)
-			m.cfg.Sandbox = admission.SandboxConfig{Default: sandbox.Off, Caps: sandbox.Probe(), Protected: sandbox.CgroupMounts()}
-			if fs != sandbox.Off && !m.cfg.Sandbox.Caps.Filesystem() {
+			m.sh.Config.Sandbox = admission.SandboxConfig{Default: sandbox.Off, Caps: sandbox.Probe(), Protected: sandbox.CgroupMounts()}
+			if fs != sandbox.Off && !m.sh.Config.Sandbox.Caps.Filesystem() {
 				b.Skip("no Landlock filesystem sandbox on this kernel")
 			}
 			cwd := b.TempDir()
@@ -79,7 +79,7 @@ func BenchmarkOpenSandboxLayers(b *testing.B) {
 				b.Skip("needs Landlock and a PID namespace of its own (root)")
 			}
 			caps.Seccomp = caps.Seccomp && v.seccomp
-			m.cfg.Sandbox = admission.SandboxConfig{Default: sandbox.Workspace, Caps: caps, Protected: sandbox.CgroupMounts()}
+			m.sh.Config.Sandbox = admission.SandboxConfig{Default: sandbox.Workspace, Caps: caps, Protected: sandbox.CgroupMounts()}
 			cwd := b.TempDir()
 			const opens = 200
 			var lat []time.Duration

@@ -10,6 +10,7 @@ import (
 	"github.com/acpx-sidecar/acpx-sidecar/internal/admission"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/reaper"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/sandbox"
+	"github.com/acpx-sidecar/acpx-sidecar/internal/session"
 	"github.com/acpx-sidecar/acpx-sidecar/protocol"
 )
 
@@ -26,11 +27,11 @@ func TestSandbox_ModeWithoutLaunchEntryRefusesExplicitReportsDefault(t *testing.
 	}
 	l := &fakeLauncher{agent: newFakeAgent()}
 	m := fakeManager(t, l, newRecHost())
-	m.cfg.Sandbox = admission.SandboxConfig{Default: sandbox.Workspace, Caps: sandbox.Caps{LandlockABI: 7, Namespaces: true}}
+	m.sh.Config.Sandbox = admission.SandboxConfig{Default: sandbox.Workspace, Caps: sandbox.Caps{LandlockABI: 7, Namespaces: true}}
 
 	p := fakeOpen(t, "explicit")
 	p.Sandbox = &protocol.Sandbox{Filesystem: sandbox.Strict}
-	o := wait(t, start(func(r Reply) { m.Open(context.Background(), p, r) }))
+	o := wait(t, start(func(r session.Reply) { m.Open(context.Background(), p, r) }))
 	var pe *protocol.Error
 	if !errors.As(o.err, &pe) || pe.Data.Code != protocol.ErrPlatformUnsupported {
 		t.Fatalf("explicit sandbox: %v, want PLATFORM_UNSUPPORTED", o.err)
@@ -39,7 +40,7 @@ func TestSandbox_ModeWithoutLaunchEntryRefusesExplicitReportsDefault(t *testing.
 		t.Fatalf("a refused open launched %d trees", l.started())
 	}
 
-	o = wait(t, start(func(r Reply) { m.Open(context.Background(), fakeOpen(t, "default"), r) }))
+	o = wait(t, start(func(r session.Reply) { m.Open(context.Background(), fakeOpen(t, "default"), r) }))
 	if o.err != nil {
 		t.Fatalf("default sandbox: %v, want the open to run", o.err)
 	}

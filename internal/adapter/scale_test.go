@@ -25,6 +25,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/acpx-sidecar/acpx-sidecar/internal/reaper"
+	"github.com/acpx-sidecar/acpx-sidecar/internal/session"
 	"github.com/acpx-sidecar/acpx-sidecar/protocol"
 )
 
@@ -100,9 +101,9 @@ func runScale(tb testing.TB, n, closeOneByOne int) scaleReport {
 	if err != nil {
 		tb.Skip("cgroup containment unavailable:", err)
 	}
-	cfg := DefaultConfig()
+	cfg := session.DefaultConfig()
 	cfg.StateDir = tb.TempDir()
-	cfg.Launcher = ReaperLauncher(sup)
+	cfg.Launcher = session.ReaperLauncher(sup)
 	m := NewManager(cfg, newDiscardHost())
 	defer func() {
 		m.Shutdown()

@@ -7,6 +7,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/acpx-sidecar/acpx-sidecar/internal/cleanup"
+	"github.com/acpx-sidecar/acpx-sidecar/internal/session"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/store"
 	"github.com/acpx-sidecar/acpx-sidecar/protocol"
 )
@@ -31,7 +32,7 @@ type ShutdownRequester interface {
 // shutdownProof is one session's final proof at shutdown and what the
 // host already has of it.
 type shutdownProof struct {
-	s     *session
+	s     *session.Actor
 	proof *protocol.Proof
 	// delivered: the proof was already sent and journaled as cleanup/proof
 	// (a dead session's provider-exit proof).
@@ -49,7 +50,7 @@ const shutdownJournalWorkers = 8
 // Shutdown before it returns.
 func (m *Manager) recordShutdownProofs(proofs []shutdownProof) {
 	requested := false
-	if r, ok := m.host.(ShutdownRequester); ok {
+	if r, ok := m.sh.Host.(ShutdownRequester); ok {
 		requested = r.ShutdownRequested()
 	}
 	raws := make([]json.RawMessage, len(proofs))
@@ -60,13 +61,13 @@ func (m *Manager) recordShutdownProofs(proofs []shutdownProof) {
 		go func() {
 			defer wg.Done()
 			for i := range work {
-				raws[i] = m.journalProof(proofs[i].s.stateDir, proofs[i].proof)
+				raws[i] = m.journalProof(proofs[i].s.StateDir(), proofs[i].proof)
 			}
 		}()
 	}
 	for i, sp := range proofs {
 		p := sp.proof
-		m.log.Info("shutdown proof", zap.String("session", p.Session), zap.String("sessionKey", p.SessionKey),
+		m.sh.Log.Info("shutdown proof", zap.String("session", p.Session), zap.String("sessionKey", p.SessionKey),
 			zap.String("cleanupId", p.CleanupID), zap.String("origin", string(p.Origin)),
 			zap.Bool("complete", p.Complete), zap.Int("processes", len(p.Processes)), zap.Bool("requested", requested))
 		if sp.delivered {
@@ -83,8 +84,8 @@ func (m *Manager) recordShutdownProofs(proofs []shutdownProof) {
 		if raws[i] == nil || sp.proof.Origin != protocol.OriginShutdown {
 			continue
 		}
-		if err := m.host.Notify(protocol.NotifyCleanupProof, raws[i]); err != nil {
-			m.log.Debug("shutdown proof not delivered", zap.String("session", sp.proof.Session), zap.Error(err))
+		if err := m.sh.Host.Notify(protocol.NotifyCleanupProof, raws[i]); err != nil {
+			m.sh.Log.Debug("shutdown proof not delivered", zap.String("session", sp.proof.Session), zap.Error(err))
 		}
 	}
 }
@@ -99,10 +100,10 @@ func (m *Manager) journalProof(stateDir string, proof *protocol.Proof) json.RawM
 	var st *store.Store
 	if d.Journal {
 		var err error
-		if st, err = m.storeFor(stateDir); err != nil {
-			m.log.Warn("shutdown proof not journaled: the state directory cannot be used", zap.Error(err))
+		if st, err = m.StoreFor(stateDir); err != nil {
+			m.sh.Log.Warn("shutdown proof not journaled: the state directory cannot be used", zap.Error(err))
 			d.Journal = false
 		}
 	}
-	return m.publishProof(st, proof, d).Raw
+	return m.sh.PublishProof(st, proof, d).Raw
 }

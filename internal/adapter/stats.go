@@ -1,92 +1,6 @@
 package adapter
 
-import (
-	"sort"
-	"sync"
-	"sync/atomic"
-	"time"
-
-	"github.com/acpx-sidecar/acpx-sidecar/protocol"
-)
-
-// closeSamples is how many host closes closeToProofMs is computed over.
-const closeSamples = 1024
-
-// managerStats are the counters of sidecar/stats (docs/protocol.md §17).
-// Counters only grow; gauges (turnsQueued, retained) go up and down. Any
-// goroutine may update them.
-type managerStats struct {
-	turnsQueued      atomic.Int64
-	completed        atomic.Uint64
-	failed           atomic.Uint64
-	cancelled        atomic.Uint64
-	updatesForwarded atomic.Uint64
-	updatesDropped   atomic.Uint64 // not ACP SessionUpdates (docs/protocol.md §17)
-	proofsComplete   atomic.Uint64
-	proofsIncomplete atomic.Uint64
-	retained         atomic.Int64
-	recovered        atomic.Uint64
-
-	mu      sync.Mutex
-	closeMs []float64 // ring of the last closeSamples close → proof times
-	next    int
-}
-
-// countTurn counts an answered turn by its status.
-func (st *managerStats) countTurn(status protocol.TurnStatus) {
-	switch status {
-	case protocol.TurnCompleted:
-		st.completed.Add(1)
-	case protocol.TurnCancelled:
-		st.cancelled.Add(1)
-	default:
-		st.failed.Add(1)
-	}
-}
-
-// countProof counts the first proof of a cleanup.
-func (st *managerStats) countProof(p *protocol.Proof) {
-	if p.Complete {
-		st.proofsComplete.Add(1)
-	} else {
-		st.proofsIncomplete.Add(1)
-	}
-}
-
-// sampleClose records one host close's time from request to proof.
-func (st *managerStats) sampleClose(d time.Duration) {
-	ms := float64(d.Microseconds()) / 1000
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	if len(st.closeMs) < closeSamples {
-		st.closeMs = append(st.closeMs, ms)
-		return
-	}
-	st.closeMs[st.next] = ms
-	st.next = (st.next + 1) % closeSamples
-}
-
-// percentiles returns p50 and p99 (nearest rank) of the close samples.
-func (st *managerStats) percentiles() protocol.Percentiles {
-	st.mu.Lock()
-	v := append([]float64(nil), st.closeMs...)
-	st.mu.Unlock()
-	if len(v) == 0 {
-		return protocol.Percentiles{}
-	}
-	sort.Float64s(v)
-	rank := func(p float64) float64 {
-		i := int(p*float64(len(v))+0.999999) - 1
-		if i < 0 {
-			i = 0
-		}
-		if i >= len(v) {
-			i = len(v) - 1
-		}
-		return v[i]
-	}
-	return protocol.Percentiles{P50: rank(0.50), P99: rank(0.99)}
-}
+import "github.com/acpx-sidecar/acpx-sidecar/protocol"
 
 // Stats answers sidecar/stats (docs/protocol.md §17): sessions by state as
 // session/list reports them (sessions still being admitted are not
@@ -114,16 +28,10 @@ func (m *Manager) Stats() protocol.StatsResult {
 			res.Sessions.Reviving++
 		}
 	}
-	res.LiveTrees.Live, res.LiveTrees.Waiting = m.trees.Counts()
-	res.LiveTrees.Max = max(m.trees.Max(), 0)
-	res.Network = protocol.NetworkTotals(m.netTotals.Totals())
-	st := &m.stats
-	res.Turns = protocol.StatsTurns{Running: res.Sessions.Turn, Queued: int(st.turnsQueued.Load()),
-		Completed: st.completed.Load(), Failed: st.failed.Load(), Cancelled: st.cancelled.Load()}
-	res.UpdatesForwarded = st.updatesForwarded.Load()
-	res.UpdatesDropped = st.updatesDropped.Load()
-	res.Proofs = protocol.StatsProofs{Complete: st.proofsComplete.Load(), Incomplete: st.proofsIncomplete.Load(),
-		Retained: int(st.retained.Load()), Recovered: st.recovered.Load()}
-	res.CloseToProofMs = st.percentiles()
+	res.LiveTrees.Live, res.LiveTrees.Waiting = m.sh.Trees.Counts()
+	res.LiveTrees.Max = max(m.sh.Trees.Max(), 0)
+	res.Network = protocol.NetworkTotals(m.sh.NetTotals.Totals())
+	m.sh.Stats.Fill(&res)
+	res.Turns.Running = res.Sessions.Turn
 	return res
 }

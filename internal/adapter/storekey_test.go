@@ -4,6 +4,8 @@ import (
 	"testing"
 
 	"go.uber.org/goleak"
+
+	"github.com/acpx-sidecar/acpx-sidecar/internal/session"
 )
 
 // TestManager_OneStorePerDirectory: a stateDir is keyed by its cleaned
@@ -11,22 +13,22 @@ import (
 // sweep); another directory gets its own.
 func TestManager_OneStorePerDirectory(t *testing.T) {
 	defer goleak.VerifyNone(t)
-	m := NewManager(DefaultConfig(), &fakeHost{})
+	m := NewManager(session.DefaultConfig(), &fakeHost{})
 	dir, other := t.TempDir(), t.TempDir()
-	a, err := m.storeFor(dir)
+	a, err := m.StoreFor(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, spelling := range []string{dir + "/", dir + "/.", dir + "//"} {
-		b, err := m.storeFor(spelling)
+		b, err := m.StoreFor(spelling)
 		if err != nil || b != a {
 			t.Errorf("storeFor(%q) = %p, %v; want the store of %q (%p)", spelling, b, err, dir, a)
 		}
 	}
-	if c, err := m.storeFor(other); err != nil || c == a {
+	if c, err := m.StoreFor(other); err != nil || c == a {
 		t.Errorf("storeFor(%q) = %p, %v; want a store of its own", other, c, err)
 	}
-	n := len(m.stores.Dirs())
+	n := len(m.sh.Stores.Dirs())
 	if n != 2 {
 		t.Errorf("%d stores, want 2", n)
 	}

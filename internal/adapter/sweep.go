@@ -24,7 +24,7 @@ import (
 // startSweeper starts the periodic sweep (Config.SweepInterval ≤ 0: none);
 // it stops with the manager (stopCh) and is waited for by Wait.
 func (m *Manager) startSweeper() {
-	d := m.cfg.SweepInterval
+	d := m.sh.Config.SweepInterval
 	if d <= 0 {
 		return
 	}
@@ -55,10 +55,10 @@ func (m *Manager) sweepLive() {
 		return // shutdown owns the rest; the next sidecar sweeps what is left
 	}
 	if n := registry.RemoveStaleTmpSpares(); n > 0 {
-		m.log.Info("removed stale spare TMPDIRs", zap.Int("count", n))
+		m.sh.Log.Info("removed stale spare TMPDIRs", zap.Int("count", n))
 	}
 	var first sync.WaitGroup
-	for _, st := range m.stores.All() {
+	for _, st := range m.sh.Stores.All() {
 		m.sweepLedger(st, &first)
 	}
 	m.sweepCgroupsAfter(&first)

@@ -74,3 +74,19 @@ func HasEntry(env []string, entry string) bool {
 	}
 	return false
 }
+
+// StartTime is live process pid's start time (Proc.Start: clock ticks
+// since boot), what a ledger entry records of the sidecar that wrote it;
+// false for a process that is gone or a zombie, or where there is no
+// process table.
+func StartTime(pid int) (uint64, bool) {
+	r, err := New()
+	if err != nil {
+		return 0, false
+	}
+	p, err := r.Stat(pid)
+	if err != nil || p.Zombie {
+		return 0, false
+	}
+	return p.Start, true
+}

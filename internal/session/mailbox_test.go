@@ -1,0 +1,28 @@
+package session
+
+import (
+	"sync/atomic"
+	"testing"
+)
+
+// TestMailbox_CommandsOfAStoppedActorAreAnswered: put never blocks, and
+// the commands the actor never ran are handed back to be answered.
+func TestMailbox_CommandsOfAStoppedActorAreAnswered(t *testing.T) {
+	mb := newMailbox()
+	var answered atomic.Int32
+	for i := 0; i < 10000; i++ {
+		if !mb.put(func(any, error) { answered.Add(1) }, func() {}) {
+			t.Fatal("put refused before close")
+		}
+	}
+	if mb.take() == nil {
+		t.Fatal("nothing to take")
+	}
+	replies := mb.close()
+	if len(replies) != 9999 {
+		t.Fatalf("%d replies handed back, want 9999", len(replies))
+	}
+	if mb.put(func(any, error) {}, func() {}) {
+		t.Fatal("put accepted after close")
+	}
+}

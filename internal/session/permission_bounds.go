@@ -1,0 +1,73 @@
+package session
+
+import (
+	"context"
+	"time"
+
+	"github.com/acpx-sidecar/acpx-sidecar/internal/acpclient"
+	"github.com/acpx-sidecar/acpx-sidecar/internal/policy"
+	"github.com/acpx-sidecar/acpx-sidecar/protocol"
+)
+
+// maxPendingAsks returns the per-turn bounds on asks waiting for the host:
+// count and params bytes (Config.Caps.MaxPendingAsks, MaxPendingAskBytes).
+func (m *Shared) maxPendingAsks() (n, bytes int) {
+	n, bytes = m.Config.Caps.MaxPendingAsks, m.Config.Caps.MaxPendingAskBytes
+	if n <= 0 {
+		n = protocol.DefaultMaxPendingAsks
+	}
+	if bytes <= 0 {
+		bytes = protocol.DefaultMaxPendingAskBytes
+	}
+	return n, bytes
+}
+
+// stateRead is the bound on waiting for a busy actor to read its state
+// (Config.Caps.StateRead).
+func (m *Shared) stateRead() time.Duration {
+	if m.Config.Caps.StateRead > 0 {
+		return m.Config.Caps.StateRead
+	}
+	return protocol.DefaultStateReadMs * time.Millisecond
+}
+
+// decideOverflow decides an escalation the turn has no room for — maxN
+// asks already wait for the host, or this one's params would take their
+// bytes past maxB — as nonInteractivePermissions says, without asking the
+// host, audited with decision "overflow" (docs/protocol.md §20): "deny"
+// answers the agent with a reject option; "fail" answers it cancelled and
+// fails the turn with PERMISSION_APPROVAL_REQUIRED. An agent flooding
+// asks while the host is slow thus holds at most the bound in memory.
+func (s *Actor) decideOverflow(t *turn, ask *acpclient.PermissionAsk, pa *pendingAsk, maxN, maxB int) {
+	rule := pa.rule + "; more than " + itoa(maxN) + " asks or " + itoa(maxB) +
+		" bytes waiting for the host (--max-pending-asks, --max-pending-ask-bytes); nonInteractivePermissions:" +
+		s.open.NonInteractivePermissions
+	optionID, fail := policy.Unanswered(s.open, pa.options)
+	if fail {
+		t.failErr = policy.PermissionRequiredError(pa.kind, "too many asks are waiting for the host")
+		s.answerPermissionAs(ask, pa, "", rule, protocol.DecisionOverflow)
+		s.cancelTurn(&t.requestID, "permission approval required")
+		return
+	}
+	s.answerPermissionAs(ask, pa, optionID, rule, protocol.DecisionOverflow)
+}
+
+// withdrawPermission settles an escalation the agent withdrew with
+// $/cancel_request (docs/protocol.md §22): the agent is answered -32800,
+// the host's session/requestPermission is cancelled with $/cancelRequest
+// (a late answer changes nothing: the ask is no longer pending), and the
+// withdrawal is audited with decision "withdrawn".
+func (s *Actor) withdrawPermission(t *turn, ask *acpclient.PermissionAsk, pa *pendingAsk, cancel context.CancelCauseFunc) {
+	if s.turns.turn != t || t.pending[ask] == nil {
+		return
+	}
+	delete(t.pending, ask)
+	t.pendingBytes -= pa.size
+	if ask.Fail != nil {
+		ask.Fail(acpclient.CodeRequestCancelled, "request cancelled")
+	}
+	withdrawHost(cancel)
+	rid := t.requestID
+	s.notify(protocol.NotifySessionPermission, protocol.PermissionNotice{Session: s.id, RequestID: &rid,
+		ToolCallID: pa.toolCallID, Kind: pa.kind, Decision: protocol.DecisionWithdrawn, Rule: "agent $/cancel_request"})
+}
