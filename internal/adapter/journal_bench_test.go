@@ -26,9 +26,11 @@ func forwardSession(b *testing.B, journaled bool) *session {
 	m := NewManager(cfg, newDiscardHost())
 	s := newSession(m, "s-0123456789abcdef", admission.Plan{Params: protocol.OpenParams{SessionKey: "bench", StateDir: dir}})
 	s.rec.st = st
-	s.pub.jnFailed = !journaled
+	if !journaled {
+		s.pub.ForgoJournal()
+	}
 	s.turns.turn = &turn{requestID: "t1", ridJSON: jsonString("t1")}
-	b.Cleanup(s.closeJournal)
+	b.Cleanup(s.pub.CloseJournal)
 	return s
 }
 
@@ -60,7 +62,7 @@ func BenchmarkForwardUpdate(b *testing.B) {
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
 				s.forward(update, nil)
-				if len(s.pub.out) >= 64 {
+				if s.pub.Queued() >= 64 {
 					s.flushOut()
 				}
 			}

@@ -134,7 +134,7 @@ type Manager struct {
 	// These and the registries below are internal/registry's.
 	stores     registry.Stores
 	recovering registry.Recoveries
-	// journals are the session journals open now (notify.go).
+	// journals are the session journals open now (internal/outbox).
 	journals *registry.Journals
 	stats    managerStats
 	// keyLocks are the session-key flocks this sidecar holds, by
