@@ -13,7 +13,7 @@
 // docs/protocol.md §16).
 //
 // Text an agent wrote is redacted here before it is journaled or framed
-// (docs/protocol.md §13; docs/rules.md R3): an update's agent part in
+// (docs/protocol.md §13; docs/rules.md#r3): an update's agent part in
 // EmitUpdate, every other notification's params whole in the queue.
 //
 // A Publisher is owned by one session actor and used only on its
