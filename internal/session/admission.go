@@ -354,7 +354,7 @@ func (s *Actor) admit(ctx context.Context, in admissionInput) admissionResult {
 		if serr := pre.Sync(); serr != nil {
 			s.log.Warn("ownership ledger entry written before the launch not synced", zap.Error(serr))
 		}
-		s.post(func() { s.pub.health.ledgerErr = err }) // told and retried once admitted (persistence.go)
+		s.post(func() { s.pub.NoteLedgerFailure(err) }) // told and retried once admitted (internal/outbox)
 	}()
 	defer func() { <-ledgerDone }()
 	tail := acpclient.NewStderrTail()

@@ -119,12 +119,12 @@ func (s *Actor) adopt(a *admitted) {
 	}
 	s.turns.replaying, s.turns.replayDrop = false, false
 	// The record is in place; it becomes durable beside the answer, and a
-	// failed fsync is told like any failed record write (persistence.go).
+	// failed fsync is told like any failed record write (internal/outbox).
 	go func(p *store.Pending) {
 		if err := p.Sync(); err != nil {
-			s.post(func() { s.noteRecordWrite(err) })
+			s.post(func() { s.pub.NoteRecordWrite(err) })
 		}
 	}(a.recordSync)
-	s.flushHistory() // persistence.go
-	s.reportLedger()
+	s.pub.FlushHistory() // internal/outbox
+	s.pub.ReportLedger()
 }

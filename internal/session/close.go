@@ -157,7 +157,7 @@ func (s *Actor) startCleanup(reason string, origin protocol.ProofOrigin, discard
 		// What the session journaled is in the kernel, and durable, before
 		// the publication reads it (provstate.go).
 		s.flushOut()
-		s.syncJournal()
+		s.pub.SyncJournal()
 	}
 	go func() {
 		proof := s.cleanup(in)
@@ -254,7 +254,7 @@ func (s *Actor) release() {
 	s.conn, s.end.tree, s.turns.buffered = nil, nil, nil
 	s.endNetwork()
 	s.m.ProvDirs.Release(s.id)
-	s.closeJournal()
+	s.pub.CloseJournal()
 	s.dropKeyHold()
 	s.m.Router.NoteFinished(s)
 }
@@ -283,8 +283,8 @@ func (s *Actor) markClosed(discard bool) {
 		}
 		s.rec.discarded = true
 		// The journal goes with the record (docs/protocol.md §16).
-		s.closeJournal()
-		s.pub.jnFailed = true // and is not started again by a later notification
+		s.pub.CloseJournal()
+		s.pub.ForgoJournal() // and is not started again by a later notification
 		if err := journal.Remove(s.rec.st.SessionsDir(), s.key); err != nil {
 			s.log.Warn("session journal not deleted", zap.Error(err))
 		}

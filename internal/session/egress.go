@@ -105,7 +105,7 @@ func (s *Actor) takeNetworkEvents() {
 			s.log.Error("session/network not encodable (a bug)", zap.Error(err))
 			continue
 		}
-		s.emit(protocol.NotifySessionNetwork, raw)
+		s.pub.Emit(protocol.NotifySessionNetwork, raw)
 	}
 	s.flushOut()
 	if d := s.egr.net.Dropped(); d > s.egr.dropped {

@@ -89,7 +89,7 @@ func (s *Actor) escalateElicit(t *turn, eh ElicitationHost, m *acpclient.AgentMs
 	t.pendingBytes += pe.Size
 	rid := t.requestID
 	params := protocol.ElicitationParams{Session: s.id, RequestID: &rid, Elicitation: jsonl.CleanRaw(m.Params)}
-	s.journalRequest(protocol.MethodSessionElicitation, params)
+	s.pub.JournalRequest(protocol.MethodSessionElicitation, params)
 	ectx, cancel := context.WithCancelCause(t.ctx)
 	bound := time.AfterFunc(s.elicitationTimeout(), func() {
 		s.post(func() {

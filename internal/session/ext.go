@@ -59,7 +59,7 @@ func (s *Actor) onExt(ev *acpclient.ExtEvent) {
 		rid = &r
 	}
 	params := protocol.ExtRequestNotice{Session: s.id, RequestID: rid, Method: ev.Method, Params: ev.Params}
-	s.journalRequest(protocol.MethodSessionExtRequest, params)
+	s.pub.JournalRequest(protocol.MethodSessionExtRequest, params)
 	bound := s.permissionTimeout()
 	bctx, cancel := s.boundedCtx(bound)
 	ctx, withdraw := context.WithCancelCause(bctx)

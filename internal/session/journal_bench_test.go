@@ -35,9 +35,11 @@ func forwardSession(b *testing.B, journaled bool) *Actor {
 		Journals: registry.NewJournals(cfg.Caps.JournalMaxBytes, cfg.Logger), Router: nil}
 	s := New(m, "s-0123456789abcdef", admission.Plan{Params: protocol.OpenParams{SessionKey: "bench", StateDir: dir}})
 	s.rec.st = st
-	s.pub.jnFailed = !journaled
+	if !journaled {
+		s.pub.ForgoJournal()
+	}
 	s.turns.turn = &turn{requestID: "t1", ridJSON: jsonString("t1")}
-	b.Cleanup(s.closeJournal)
+	b.Cleanup(s.pub.CloseJournal)
 	return s
 }
 
@@ -69,7 +71,7 @@ func BenchmarkForwardUpdate(b *testing.B) {
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
 				s.forward(update, nil)
-				if len(s.pub.out) >= 64 {
+				if s.pub.Queued() >= 64 {
 					s.flushOut()
 				}
 			}

@@ -179,7 +179,7 @@ func (s *Actor) startRetire(why string) {
 	s.stopIdle()
 	s.moveTo(protocol.StateRetiring)
 	s.flushOut()
-	s.syncJournal() // everything the turn journaled is durable before the tree goes
+	s.pub.SyncJournal() // everything the turn journaled is durable before the tree goes
 	in := cleanupInput{conn: s.conn, tree: s.end.tree, backendSessionID: s.rec.identity.BackendSessionID, reason: why,
 		origin: protocol.OriginRetire, closeSupported: s.rec.closeSupported}
 	ps, st := s.rec.ps, s.rec.st

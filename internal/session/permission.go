@@ -139,7 +139,7 @@ func (s *Actor) escalate(t *turn, ask *acpclient.PermissionAsk, pa *pendingAsk, 
 		ToolCallID: pa.toolCallID, Kind: pa.kind, Decision: protocol.DecisionEscalated, Rule: pa.rule})
 	params := protocol.PermissionRequestParams{Session: s.id, RequestID: &rid, ToolCall: parsed.ToolCall, Options: parsed.Options,
 		Kind: pa.kind, Rule: pa.rule}
-	s.journalRequest(protocol.RequestPermission, params)
+	s.pub.JournalRequest(protocol.RequestPermission, params)
 	ectx, cancel := context.WithCancelCause(t.ctx)
 	bound := s.boundEscalation(t, ask, pa, func() { cancel(nil) })
 	s.awaitWithdrawal(ask.ID, func() { s.withdrawPermission(t, ask, pa, cancel) })
@@ -176,7 +176,7 @@ func (s *Actor) askHost(ctx context.Context, params protocol.PermissionRequestPa
 		s.log.Warn("the host's permission answer was refused; asking again", zap.String("field", pe.Data.Field))
 		params.AnswerRefused = &protocol.ErrorObject{Code: pe.RPCCode, Message: pe.Message, Data: pe.Data}
 		again := params
-		if !s.post(func() { s.journalRequest(protocol.RequestPermission, again) }) {
+		if !s.post(func() { s.pub.JournalRequest(protocol.RequestPermission, again) }) {
 			return res, err
 		}
 	}

@@ -91,7 +91,7 @@ func (s *Actor) endFenced(proof *protocol.Proof, during protocol.During) {
 func (s *Actor) publishTurn() {
 	ps, st := s.rec.ps, s.rec.st
 	s.flushOut()
-	s.syncJournal()
+	s.pub.SyncJournal()
 	go func() {
 		pub := s.publishState(s.m.StateCtx, ps, st, false)
 		s.post(func() { s.turnPublished(pub) })

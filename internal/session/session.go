@@ -58,7 +58,7 @@ type Actor struct {
 	ctl   controlState  // models, modes, config options, pins (controls.go)
 	turns turnState     // the turn, the queue, what arrives around them (turnstate.go)
 	acct  accounting    // usage and cost (turnstate.go)
-	pub   publisher     // journal and frames for the host (notify.go)
+	pub   *publisher    // journal and frames for the host (notify.go)
 	life  lifecycle     // per-turn retire and revive, idle retire (lifecycle.go)
 	egr   sessionEgress // the allow list's network namespace (egress.go)
 }
@@ -74,6 +74,7 @@ func New(m *Shared, id string, plan admission.Plan) *Actor {
 		open: p, prof: prof, state: stateMachine{protocol.StateAdmitting},
 		turns: turnState{usedIDs: map[string]bool{}, toolTurns: map[string]string{}},
 		acct:  accounting{perRequest: map[string]protocol.Usage{}}, life: newLifecycle(p.Lifecycle)}
+	s.pub = s.newPublisher()
 	s.publish()
 	return s
 }
@@ -115,7 +116,7 @@ func (s *Actor) run(ctx context.Context, reply Reply) {
 	}()
 	defer close(s.act.quit)
 	defer s.dropKeyHold() // after the journal is closed
-	defer s.closeJournal()
+	defer s.pub.CloseJournal()
 	s.startAdmission(ctx, reply)
 	for !s.end.finished {
 		select {
@@ -132,7 +133,7 @@ func (s *Actor) run(ctx context.Context, reply Reply) {
 		}
 		// Queued frames go out once the inbox is drained (a burst of
 		// updates shares one journal write) or the batch is full.
-		if len(s.pub.out) > 0 && (len(s.act.inbox) == 0 || len(s.pub.out) >= maxOutBatch) {
+		if s.pub.FlushDue(len(s.act.inbox) == 0) {
 			s.flushOut()
 		}
 		if s.act.snapDirty && len(s.act.inbox) == 0 {
@@ -169,7 +170,7 @@ func (s *Actor) onUpdate(u acpclient.Update) {
 	case s.turns.replaying && s.turns.replayDrop:
 		return // a revive's load replays what was journaled live already
 	case s.turns.replaying:
-		s.journalHistory(u.Update) // docs/protocol.md §11: replay is not live output; §16: journaled as history
+		s.pub.JournalHistory(u.Update) // docs/protocol.md §11: replay is not live output; §16: journaled as history
 		return
 	case s.state.is(protocol.StateAdmitting, protocol.StateReviving):
 		// Kept past the batch, whose buffer is reused: copied.
@@ -187,7 +188,7 @@ func (s *Actor) onUpdate(u acpclient.Update) {
 // arrives outside that turn (a tool call of a cancelled turn reporting
 // later; trackUpdate).
 func (s *Actor) forward(update json.RawMessage, origin *string) {
-	s.pub.seq++
+	seq := s.pub.NextSeq()
 	rid := []byte("null")
 	switch {
 	case origin != nil:
@@ -195,7 +196,7 @@ func (s *Actor) forward(update json.RawMessage, origin *string) {
 	case s.turns.turn != nil:
 		rid = s.turns.turn.ridJSON
 	}
-	s.emitUpdate(rid, s.pub.seq, update)
+	s.pub.EmitUpdate(rid, seq, update)
 }
 
 // trackUpdate keeps the model/mode/config state the agent reports, and the

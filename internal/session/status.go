@@ -53,7 +53,7 @@ func (s *Actor) liveStatus() protocol.StatusResult {
 	res := protocol.StatusResult{Session: s.id, SessionKey: s.key, Agent: s.agent, State: s.state.current(), Identity: s.rec.identity,
 		Closed: s.state.is(protocol.StateClosed), LastRequestID: s.turns.lastReqID, ConfigOptions: s.ctl.configOpts,
 		Usage: s.acct.status(), Cost: s.acct.cost,
-		PermissionBinding: s.ctl.binding, QueuedRequestIDs: s.queuedIDs(), Persistence: s.pub.health.status()}
+		PermissionBinding: s.ctl.binding, QueuedRequestIDs: s.queuedIDs(), Persistence: s.pub.Persistence()}
 	if s.ctl.models != nil {
 		m := *s.ctl.models
 		res.Models = &m

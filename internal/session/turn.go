@@ -225,7 +225,7 @@ func (s *Actor) finishTurn(res protocol.PromptResult) {
 		}
 	})
 	// Every update of the turn is sent, and durable, before its answer.
-	s.syncJournal()
+	s.pub.SyncJournal()
 	s.m.Stats.countTurn(res.Status)
 	s.act.snapDirty = true // usage, lastRequestId
 	t.reply(res, nil)
@@ -326,7 +326,7 @@ func (s *Actor) persist(fn func(r *store.Record)) {
 			return errRecordTaken
 		}
 		r.LastUsedAt = nowStamp()
-		r.LastSeq = int64(s.pub.seq)
+		r.LastSeq = int64(s.pub.Seq())
 		applyControlsToRecord(r, s.ctl.models, s.ctl.modes)
 		r.Acpx.ModelControl = s.ctl.modelCtl
 		r.Acpx.PinnedModelID, r.Acpx.PinnedModeID = s.ctl.pins.Model, s.ctl.pins.Mode
@@ -343,6 +343,7 @@ func (s *Actor) persist(fn func(r *store.Record)) {
 	case err != nil:
 		s.log.Warn("session record not updated", zap.Error(err))
 	}
-	s.noteRecordWrite(err) // persistence.go
-	s.retryLedger()
+	s.pub.NoteRecordWrite(err) // internal/outbox
+	s.pub.RetryLedger(s.end.tree != nil && s.rec.st != nil && s.state.is(protocol.StateOpen, protocol.StateTurn),
+		func() error { return s.writeLedger(s.rec.st, s.end.tree) })
 }

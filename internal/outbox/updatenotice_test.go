@@ -1,4 +1,4 @@
-package session
+package outbox
 
 import (
 	"bytes"
@@ -8,17 +8,24 @@ import (
 	"github.com/acpx-sidecar/acpx-sidecar/protocol"
 )
 
-// TestUpdateNotice_IsTheNoticeJSON: the session/update params emitUpdate
+// jsonString encodes a requestId as a JSON string, as the session actor
+// does for EmitUpdate's rid (internal/adapter's jsonString).
+func jsonString(v string) []byte {
+	b, _ := json.Marshal(v)
+	return b
+}
+
+// TestUpdateNotice_IsTheNoticeJSON: the session/update params EmitUpdate
 // builds in the frame buffer decode to the same protocol.SessionUpdateNotice
 // json.Marshal would give, with update byte for byte as the agent sent it.
 func TestUpdateNotice_IsTheNoticeJSON(t *testing.T) {
 	notice := func(rid []byte, seq uint64, up string) []byte {
-		s := &Actor{id: "s-1"}
-		s.emitUpdate(rid, seq, json.RawMessage(up))
-		if len(s.pub.out) != 1 {
-			t.Fatalf("queued %d frames", len(s.pub.out))
+		p := New(Config{Session: "s-1"})
+		p.EmitUpdate(rid, seq, json.RawMessage(up))
+		if len(p.out) != 1 {
+			t.Fatalf("queued %d frames", len(p.out))
 		}
-		return s.pub.out[0].Params
+		return p.out[0].Params
 	}
 	up := `{"sessionUpdate":"agent_message_chunk", "content":{"text":"<x>"}}`
 	rid := "t\"1\n"
