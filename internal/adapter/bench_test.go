@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/acpx-sidecar/acpx-sidecar/internal/jsonl"
+	"github.com/acpx-sidecar/acpx-sidecar/internal/launch"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/reaper"
 	"github.com/acpx-sidecar/acpx-sidecar/protocol"
 )
@@ -89,7 +90,7 @@ func benchManagerHost(b *testing.B, mode reaper.Mode, host Host) (*Manager, *rea
 	}
 	cfg := DefaultConfig()
 	cfg.StateDir = b.TempDir()
-	cfg.Launcher = ReaperLauncher(sup)
+	cfg.Launcher = launch.ReaperLauncher(sup)
 	return NewManager(cfg, host), sup
 }
 

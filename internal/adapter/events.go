@@ -5,6 +5,7 @@ import (
 
 	"github.com/acpx-sidecar/acpx-sidecar/internal/admission"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/journal"
+	"github.com/acpx-sidecar/acpx-sidecar/internal/launch"
 	"github.com/acpx-sidecar/acpx-sidecar/protocol"
 )
 
@@ -53,7 +54,7 @@ func (m *Manager) Events(p protocol.EventsParams, reply Reply) {
 			page, err = journal.QueryDir(sessions, p.SessionKey, q)
 		}
 		if err != nil {
-			reply(nil, protocol.Domain(protocol.ErrStoreUnavailable, "the session journal cannot be read: "+errText(err), storeRetryable(err)))
+			reply(nil, protocol.Domain(protocol.ErrStoreUnavailable, "the session journal cannot be read: "+launch.ErrText(err), launch.StoreRetryable(err)))
 			return
 		}
 		gaps := make([]protocol.JournalGap, len(page.Gaps))

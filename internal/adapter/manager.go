@@ -5,11 +5,11 @@
 // An actor's state is a few owned parts, each declared in the file that
 // works on it: actorLoop (mailbox.go), sessionRecord (record.go),
 // controlState (controls.go), turnState and accounting (turnstate.go),
-// publisher (notify.go) and cleanupHandoff (close.go). Admission
-// (handshake, identity, record), turns, permissions and controls live
-// here; how a tree is closed, killed and proven gone, and where its proof
+// publisher (notify.go) and cleanupHandoff (close.go). Admission's
+// wiring, turns, permissions and controls live here; the launch and the
+// handshake are internal/launch's; how a tree is closed, killed and proven gone, and where its proof
 // goes, is internal/cleanup's, which drives internal/reaper through the
-// Launcher and Tree seams (launcher.go).
+// Launcher and Tree seams (internal/launch).
 package adapter
 
 import (
@@ -30,6 +30,7 @@ import (
 	"github.com/acpx-sidecar/acpx-sidecar/internal/buildinfo"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/cleanup"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/egress"
+	"github.com/acpx-sidecar/acpx-sidecar/internal/launch"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/profiles"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/reaper"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/registry"
@@ -88,10 +89,10 @@ type Config struct {
 	// permissionTimeoutMs (≤ 0 means protocol.DefaultPermissionTimeoutMs;
 	// docs/protocol.md §18.3).
 	PermissionTimeout time.Duration
-	// Launcher launches and contains provider trees: ReaperLauncher of the
+	// Launcher launches and contains provider trees: launch.ReaperLauncher of the
 	// sidecar's *reaper.Supervisor, or a fake in tests. nil means no
 	// containment: every open is refused with PLATFORM_UNSUPPORTED.
-	Launcher Launcher
+	Launcher launch.Launcher
 	// SweepInterval is how often a running sidecar sweeps the ledgers of
 	// its state dirs for dead sidecars' leftovers (--sweep-interval-ms;
 	// ≤ 0: only at start and first use; sweep.go).

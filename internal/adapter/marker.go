@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/acpx-sidecar/acpx-sidecar/internal/acpclient"
+	"github.com/acpx-sidecar/acpx-sidecar/internal/launch"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/reaper"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/store"
 )
@@ -46,7 +47,7 @@ func (s *session) marker() string { return SessionMarkerEnv + "=" + s.id + "." +
 // writeLedger writes the ownership-ledger entry into st, durably, with the
 // tree's identity (after the launch, and again when a failed write is
 // retried). The error is the store's.
-func (s *session) writeLedger(st *store.Store, tree Tree) error {
+func (s *session) writeLedger(st *store.Store, tree launch.Tree) error {
 	return st.WriteOwned(s.ledgerEntry(tree))
 }
 
@@ -61,7 +62,7 @@ func (s *session) writeLedgerBeforeLaunch(st *store.Store) (*store.Pending, erro
 }
 
 // ledgerEntry is this session's ledger entry (tree nil: before the launch).
-func (s *session) ledgerEntry(tree Tree) store.Owned {
+func (s *session) ledgerEntry(tree launch.Tree) store.Owned {
 	o := store.Owned{ID: s.id, SidecarPid: os.Getpid(), SidecarStartTime: selfStart, Session: s.id, SessionKey: s.key,
 		MarkerSHA256: reaper.MarkerDigest(s.marker()), CgroupParent: s.m.cfg.Launcher.CgroupParent(),
 		Containment: string(s.m.cfg.Launcher.Mode()), CreatedAt: store.FormatTime(time.Now())}

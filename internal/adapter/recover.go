@@ -9,6 +9,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/acpx-sidecar/acpx-sidecar/internal/cleanup"
+	"github.com/acpx-sidecar/acpx-sidecar/internal/launch"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/reaper"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/registry"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/store"
@@ -183,8 +184,8 @@ func (m *Manager) leftoverTerminator(o store.Owned) cleanup.Terminator {
 	}
 	l := reaper.Leftover{Pid: o.Pid, StartTicks: o.StartTime, Pgid: o.Pgid, SidecarPid: o.SidecarPid,
 		Session: o.Session, Cgroup: o.Cgroup, CgroupParent: o.CgroupParent, MarkerSHA256: o.MarkerSHA256, OwnParent: own}
-	recoverFn := recoverLeftover
-	if r, ok := m.cfg.Launcher.(Recoverer); ok {
+	recoverFn := launch.Recover
+	if r, ok := m.cfg.Launcher.(launch.Recoverer); ok {
 		recoverFn = r.Recover
 	}
 	return func() (reaper.Termination, error) {

@@ -3,28 +3,8 @@
 package adapter
 
 import (
-	"time"
-
 	"github.com/acpx-sidecar/acpx-sidecar/internal/proctable"
-	"github.com/acpx-sidecar/acpx-sidecar/internal/reaper"
-	"github.com/acpx-sidecar/acpx-sidecar/internal/reaper/tablemode"
 )
-
-// recoverLeftover kills what is left of one ledger entry with the
-// recovery of the containment that wrote it: process-table entries with
-// the process table's own rules (tablemode.Recover), the others with
-// reaper.Recover (cgroup, process group and marker).
-func recoverLeftover(containment string, l reaper.Leftover, grace time.Duration) (reaper.Termination, error) {
-	if containment == string(reaper.ModeProcessTable) {
-		return tablemode.Recover(l, grace)
-	}
-	return reaper.Recover(l, grace)
-}
-
-// Recover is recoverLeftover (Recoverer).
-func (reaperLauncher) Recover(containment string, l reaper.Leftover, grace time.Duration) (reaper.Termination, error) {
-	return recoverLeftover(containment, l, grace)
-}
 
 // procStart is pid's start time as the process table gives it
 // (proctable.Proc.Start: on Linux the same clock ticks as /proc/<pid>/stat

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/acpx-sidecar/acpx-sidecar/internal/admission"
+	"github.com/acpx-sidecar/acpx-sidecar/internal/launch"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/reaper"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/sandbox"
 	"github.com/acpx-sidecar/acpx-sidecar/protocol"
@@ -78,7 +79,7 @@ func (s *session) setupSandbox(p protocol.OpenParams, env []string) (sandboxSetu
 		home, err := s.rec.st.Home(s.key)
 		if err != nil {
 			return setup, env, admission.OrExhausted("the key's private HOME could not be made", err,
-				protocol.Domain(protocol.ErrStoreUnavailable, "the key's private HOME could not be made: "+errText(err), storeRetryable(err)))
+				protocol.Domain(protocol.ErrStoreUnavailable, "the key's private HOME could not be made: "+launch.ErrText(err), launch.StoreRetryable(err)))
 		}
 		env = slices.DeleteFunc(slices.Clone(env), func(kv string) bool { return strings.HasPrefix(kv, "HOME=") })
 		env = append(env, "HOME="+home)
@@ -121,7 +122,7 @@ func (s *session) setupSandbox(p protocol.OpenParams, env []string) (sandboxSetu
 					quoteShort(parent)+" is not an existing directory (start the sidecar with TMPDIR set to one, or give the open env.TMPDIR)", false)
 			}
 			return setup, env, admission.OrExhausted("the session's private TMPDIR could not be made", err,
-				protocol.Domain(protocol.ErrPlatformUnsupported, "the session's private TMPDIR could not be made: "+errText(err), true))
+				protocol.Domain(protocol.ErrPlatformUnsupported, "the session's private TMPDIR could not be made: "+launch.ErrText(err), true))
 		}
 		tmpMade, paths.TmpDir = dir, dir
 		env = slices.DeleteFunc(slices.Clone(env), func(kv string) bool { return strings.HasPrefix(kv, "TMPDIR=") })

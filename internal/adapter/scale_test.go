@@ -24,6 +24,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/acpx-sidecar/acpx-sidecar/internal/launch"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/reaper"
 	"github.com/acpx-sidecar/acpx-sidecar/protocol"
 )
@@ -102,7 +103,7 @@ func runScale(tb testing.TB, n, closeOneByOne int) scaleReport {
 	}
 	cfg := DefaultConfig()
 	cfg.StateDir = tb.TempDir()
-	cfg.Launcher = ReaperLauncher(sup)
+	cfg.Launcher = launch.ReaperLauncher(sup)
 	m := NewManager(cfg, newDiscardHost())
 	defer func() {
 		m.Shutdown()
