@@ -30,9 +30,9 @@ func (s *session) prepareLaunch(rv *launch.Revive) (launch.Input, *protocol.Erro
 		}
 		return launch.Input{}, perr
 	}
-	s.end.tmpDir, s.end.home = sb.tmpDir, sb.home
+	s.end.tmpDir, s.end.home = sb.TmpDir, sb.Home
 	in := launch.Input{Open: p, Prof: s.prof, Store: s.rec.st, Exe: exe, Env: env, BaseEnv: base,
-		Timeout: s.m.cfg.Bounds.HandshakeTimeout, Limits: s.plan.Limits, Plan: sb.plan, Sandbox: sb.result, Revive: rv}
+		Timeout: s.m.cfg.Bounds.HandshakeTimeout, Limits: s.plan.Limits, Plan: sb.Plan, Sandbox: sb.Result, Revive: rv}
 	if s.m.stateStore() != nil && rv == nil {
 		// The provider-state dirs are this key's alone (provstate.go).
 		srcs, e := s.stateSources(env)

@@ -49,7 +49,7 @@ type cleanupHandoff struct {
 	// removed once the tree is proven gone (sandbox.go).
 	tmpDir string
 	// rules are the Landlock rules of the session's first launch, which
-	// a revive's must match (sandbox.go sameRulesAsOpen); nil before.
+	// a revive's must match (launch.SetupSandbox); nil before.
 	rules []sandbox.Rule
 	// home is the key's private HOME given to the agent ("" if none);
 	// the key's private HOME is removed after a complete proof of a close

@@ -181,7 +181,7 @@ func NewManager(cfg Config, host Host) *Manager {
 	}
 	m := &Manager{cfg: cfg, host: host, log: cfg.Logger, sessions: map[string]*session{},
 		keys: map[string]*session{}, stopCh: make(chan struct{}),
-		tmpSpares: registry.NewTmpSpares(registry.TmpSparesKept, privateTmpParent),
+		tmpSpares: registry.NewTmpSpares(registry.TmpSparesKept, launch.PrivateTmpParent),
 		journals:  registry.NewJournals(cfg.Caps.JournalMaxBytes, cfg.Logger),
 		trees:     registry.NewLiveTrees(cfg.Caps.MaxLiveTrees), netBudget: egress.NewBudget(cfg.Egress.MaxConnections)}
 	m.stateCtx, m.stateCancel = context.WithCancel(context.Background())

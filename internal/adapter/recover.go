@@ -157,7 +157,7 @@ func (m *Manager) recoverEntry(st *store.Store, o store.Owned, firstDone func())
 	if err := st.RemoveOwned(o.ID); err != nil {
 		m.log.Warn("ledger entry not removed", zap.Error(err))
 	}
-	removeSessionTmp(o.ID) // a dead sidecar's private TMPDIR of that session
+	launch.RemoveSessionTmp(o.ID) // a dead sidecar's private TMPDIR of that session
 	_ = st.Update(o.SessionKey, func(r *store.Record) error {
 		// Only the record that leftover's admission wrote (same provider
 		// pid): a session opened since then owns the key now.

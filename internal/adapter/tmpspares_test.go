@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"go.uber.org/zap"
+
+	"github.com/acpx-sidecar/acpx-sidecar/internal/launch"
 )
 
 // TestPrivateTmp_ASwappedLinkIsRemovedNotItsTarget: a private TMPDIR an
@@ -20,7 +22,7 @@ func TestPrivateTmp_ASwappedLinkIsRemovedNotItsTarget(t *testing.T) {
 	if err := os.MkdirAll(filepath.Join(victim, "sessions"), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	dir, err := os.MkdirTemp(privateTmpParent(), tmpPrefix("s1"))
+	dir, err := os.MkdirTemp(launch.PrivateTmpParent(), launch.TmpPrefix("s1"))
 	if err != nil {
 		t.Fatal(err)
 	}
