@@ -83,7 +83,8 @@ type CleanupInput struct {
 type Worker struct {
 	// ID and Key are the session id and its sessionKey.
 	ID, Key string
-	Log     *zap.Logger
+	// Log is the session's logger (never given a secret).
+	Log *zap.Logger
 	// Clean redacts a text that may carry the agent's or the open's
 	// secrets (docs/rules.md#r14).
 	Clean func(string) string
@@ -92,7 +93,8 @@ type Worker struct {
 	// ClientCaps are the capabilities initialize advertises
 	// (docs/protocol.md §14, §23).
 	ClientCaps acp.ClientCapabilities
-	Session    Session
+	// Session is the session's side of the admission.
+	Session Session
 }
 
 // Admit runs off the actor: provider state, tree slot, ledger entry,

@@ -81,13 +81,15 @@ func (st *sessionState) modes() *protocol.Modes {
 // or session/load|resume → identity check → model/mode → record save. It
 // returns the backend session id as soon as one is known, so a failed
 // admission can close that session (docs/rules.md#r5, #r8, #r9, #r10).
-// It runs in the admission worker and reads only in and w; what the agent advertises about close is kept in late.
+// It runs in the admission worker and reads only in and w; what the
+// agent advertises about close is kept in late.
 func (w *Worker) handshake(ctx context.Context, in *Input, conn *acpclient.Conn, tree Tree, prior *store.Record, late *lateHandshake) (*Admitted, string, *protocol.Error) {
 	p := in.Open
 	var init initializeResult
 	// No fs/terminal capabilities: the agent uses its own (docs/protocol.md
-	// §14); boolean config options are answered (handshake_ext.go), and
-	// elicitation is offered as the host declared it (elicitation.go).
+	// §14); boolean config options are answered, and elicitation is
+	// offered as the host declared it (Worker.ClientCaps, made by the
+	// session: internal/adapter's elicitation.go).
 	initParams, err := acpclient.InitializeParams(w.ClientCaps, buildinfo.Version())
 	if err == nil {
 		err = conn.Call(ctx, acp.AgentMethodInitialize, initParams, &init)

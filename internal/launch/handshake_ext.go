@@ -12,8 +12,8 @@ import (
 	"github.com/acpx-sidecar/acpx-sidecar/protocol"
 )
 
-// The handshake's part of docs/protocol.md §23 that needs the session:
-// the open's authMethod and the errors of a session-creating request.
+// The handshake's part of docs/protocol.md §23 that needs the open:
+// its authMethod and the errors of a session-creating request.
 // What the sidecar advertises, the session-creating request's params and
 // the checks of the agent's capabilities before sending are
 // internal/acpclient's (requests.go, caps.go).

@@ -53,8 +53,8 @@ type Tree interface {
 
 // Recoverer is implemented by a Launcher that also ends what a dead
 // sidecar left (ReaperLauncher does): recovery of a ledger entry
-// (internal/adapter, recover.go) goes through the Launcher as a live launch does, so a fake
-// launcher fakes recovery too. A Launcher without it (or none) recovers
+// (internal/adapter's recover.go) goes through the Launcher as a live
+// launch does, so a fake launcher fakes recovery too. A Launcher without it (or none) recovers
 // with Recover directly.
 type Recoverer interface {
 	// Recover kills what is provably left of l, a tree the containment
