@@ -6,6 +6,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/acpx-sidecar/acpx-sidecar/internal/launch"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/reaper"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/reaper/tablemode"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/session"
@@ -24,7 +25,7 @@ type containment interface {
 // process-table — on macOS the only one (docs/operations.md, "macOS").
 // It returns the supervisor and the adapter's view of it; an error (and
 // nils) when the mode asked for, or every mode, is unavailable.
-func startContainment(mode reaper.Mode, cgroupParent string, log *zap.Logger) (containment, session.Launcher, error) {
+func startContainment(mode reaper.Mode, cgroupParent string, log *zap.Logger) (containment, launch.Launcher, error) {
 	rlog := log.Named("reaper")
 	if mode == reaper.ModeProcessTable {
 		return startTable(rlog)
@@ -45,7 +46,7 @@ func startContainment(mode reaper.Mode, cgroupParent string, log *zap.Logger) (c
 	}
 	switch {
 	case err == nil:
-		return sup, session.ReaperLauncher(sup), nil
+		return sup, launch.ReaperLauncher(sup), nil
 	case mode != "":
 		return nil, nil, err
 	}
@@ -71,7 +72,7 @@ func newSupervisor(opts reaper.Options) (*reaper.Supervisor, error) {
 // On Linux the sidecar becomes a child subreaper first, so the orphans it
 // kills are reaped with their exit status (the part launchd plays on
 // macOS; tracking does not rely on it).
-func startTable(log *zap.Logger) (containment, session.Launcher, error) {
+func startTable(log *zap.Logger) (containment, launch.Launcher, error) {
 	if runtime.GOOS == "linux" {
 		if err := reaper.BecomeSubreaper(); err != nil {
 			log.Warn("not a child subreaper: orphans of killed trees are left to init to reap", zap.Error(err))
@@ -81,7 +82,7 @@ func startTable(log *zap.Logger) (containment, session.Launcher, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	return ts, session.TableLauncher(ts), nil
+	return ts, launch.TableLauncher(ts), nil
 }
 
 // killTablesBeforeExit, on the way out of a shutdown that could not

@@ -16,6 +16,7 @@ import (
 	"go.uber.org/goleak"
 	"go.uber.org/zap"
 
+	"github.com/acpx-sidecar/acpx-sidecar/internal/launch"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/reaper"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/session"
 	"github.com/acpx-sidecar/acpx-sidecar/protocol"
@@ -113,7 +114,7 @@ func TestManager_SessionActorsLeaveNoGoroutine(t *testing.T) {
 	}
 	cfg := session.DefaultConfig()
 	cfg.StateDir = t.TempDir()
-	cfg.Launcher = session.ReaperLauncher(sup)
+	cfg.Launcher = launch.ReaperLauncher(sup)
 	cfg.Bounds.TermGrace, cfg.Bounds.KillGrace = 300*time.Millisecond, 300*time.Millisecond
 	host := &fakeHost{}
 	m := NewManager(cfg, host)

@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/acpx-sidecar/acpx-sidecar/internal/jsonl"
+	"github.com/acpx-sidecar/acpx-sidecar/internal/launch"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/reaper"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/session"
 	"github.com/acpx-sidecar/acpx-sidecar/protocol"
@@ -90,7 +91,7 @@ func benchManagerHost(b *testing.B, mode reaper.Mode, host session.Host) (*Manag
 	}
 	cfg := session.DefaultConfig()
 	cfg.StateDir = b.TempDir()
-	cfg.Launcher = session.ReaperLauncher(sup)
+	cfg.Launcher = launch.ReaperLauncher(sup)
 	return NewManager(cfg, host), sup
 }
 

@@ -5,6 +5,7 @@ import (
 
 	"github.com/acpx-sidecar/acpx-sidecar/internal/admission"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/journal"
+	"github.com/acpx-sidecar/acpx-sidecar/internal/launch"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/session"
 	"github.com/acpx-sidecar/acpx-sidecar/protocol"
 )
@@ -54,7 +55,7 @@ func (m *Manager) Events(p protocol.EventsParams, reply session.Reply) {
 			page, err = journal.QueryDir(sessions, p.SessionKey, q)
 		}
 		if err != nil {
-			reply(nil, session.StoreUnavailable("the session journal cannot be read", err))
+			reply(nil, launch.StoreUnavailable("the session journal cannot be read", err))
 			return
 		}
 		gaps := make([]protocol.JournalGap, len(page.Gaps))

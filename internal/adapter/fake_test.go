@@ -15,6 +15,7 @@ import (
 	"github.com/sourcegraph/jsonrpc2"
 
 	"github.com/acpx-sidecar/acpx-sidecar/internal/jsonl"
+	"github.com/acpx-sidecar/acpx-sidecar/internal/launch"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/reaper"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/session"
 	"github.com/acpx-sidecar/acpx-sidecar/protocol"
@@ -199,7 +200,7 @@ func (l *fakeLauncher) Seal() {
 }
 
 // Start connects a new fakeTree to the fake agent over two pipes.
-func (l *fakeLauncher) Start(reaper.Spec) (session.Tree, error) {
+func (l *fakeLauncher) Start(reaper.Spec) (launch.Tree, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.sealed {

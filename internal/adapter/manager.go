@@ -22,6 +22,7 @@ import (
 	"github.com/acpx-sidecar/acpx-sidecar/internal/admission"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/buildinfo"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/egress"
+	"github.com/acpx-sidecar/acpx-sidecar/internal/launch"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/profiles"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/reaper"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/registry"
@@ -72,7 +73,7 @@ func NewManager(cfg session.Config, host session.Host) *Manager {
 	m.stateCancel = cancel
 	m.sh = &session.Shared{Config: cfg, Host: host, Log: cfg.Logger, Stats: &session.Stats{},
 		Stores: &registry.Stores{}, Journals: registry.NewJournals(cfg.Caps.JournalMaxBytes, cfg.Logger),
-		KeyLocks: &registry.KeyLocks{}, TmpSpares: registry.NewTmpSpares(registry.TmpSparesKept, session.PrivateTmpParent),
+		KeyLocks: &registry.KeyLocks{}, TmpSpares: registry.NewTmpSpares(registry.TmpSparesKept, launch.PrivateTmpParent),
 		Refills: &registry.SpareRefills{}, Sandboxes: &registry.Sandboxes{}, NetTotals: &egress.Counters{},
 		NetBudget: egress.NewBudget(cfg.Egress.MaxConnections), Trees: registry.NewLiveTrees(cfg.Caps.MaxLiveTrees),
 		ProvDirs: &registry.ProviderDirs{}, StateCtx: stateCtx, Actors: &m.actors, Retained: &m.retained,

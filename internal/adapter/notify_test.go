@@ -14,6 +14,7 @@ import (
 
 	"github.com/acpx-sidecar/acpx-sidecar/internal/journal"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/jsonl"
+	"github.com/acpx-sidecar/acpx-sidecar/internal/launch"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/reaper"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/session"
 	"github.com/acpx-sidecar/acpx-sidecar/protocol"
@@ -83,7 +84,7 @@ func TestFlushOut_BatchHostGetsTurnInOrderBeforeReply(t *testing.T) {
 	defer func() { sup.Seal(); _ = sup.Close() }()
 	cfg := session.DefaultConfig()
 	cfg.StateDir = t.TempDir()
-	cfg.Launcher = session.ReaperLauncher(sup)
+	cfg.Launcher = launch.ReaperLauncher(sup)
 	cfg.Bounds.TermGrace, cfg.Bounds.KillGrace = 300*time.Millisecond, 300*time.Millisecond
 	const key, flood = "batched", 3000
 	host := &batchRecHost{journalPath: journal.SegmentPath(filepath.Join(cfg.StateDir, "sessions"), journal.Stem(key), 0)}

@@ -9,10 +9,10 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/acpx-sidecar/acpx-sidecar/internal/cleanup"
+	"github.com/acpx-sidecar/acpx-sidecar/internal/launch"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/proctable"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/reaper"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/registry"
-	"github.com/acpx-sidecar/acpx-sidecar/internal/session"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/store"
 	"github.com/acpx-sidecar/acpx-sidecar/protocol"
 )
@@ -154,7 +154,7 @@ func (m *Manager) recoverEntry(st *store.Store, o store.Owned, firstDone func())
 	if err := st.RemoveOwned(o.ID); err != nil {
 		m.sh.Log.Warn("ledger entry not removed", zap.Error(err))
 	}
-	session.RemoveSessionTmp(o.ID) // a dead sidecar's private TMPDIR of that session
+	launch.RemoveSessionTmp(o.ID) // a dead sidecar's private TMPDIR of that session
 	_ = st.Update(o.SessionKey, func(r *store.Record) error {
 		// Only the record that leftover's admission wrote (same provider
 		// pid): a session opened since then owns the key now.
@@ -181,8 +181,8 @@ func (m *Manager) leftoverTerminator(o store.Owned) cleanup.Terminator {
 	}
 	l := reaper.Leftover{Pid: o.Pid, StartTicks: o.StartTime, Pgid: o.Pgid, SidecarPid: o.SidecarPid,
 		Session: o.Session, Cgroup: o.Cgroup, CgroupParent: o.CgroupParent, MarkerSHA256: o.MarkerSHA256, OwnParent: own}
-	recoverFn := session.RecoverLeftover
-	if r, ok := m.sh.Config.Launcher.(session.Recoverer); ok {
+	recoverFn := launch.Recover
+	if r, ok := m.sh.Config.Launcher.(launch.Recoverer); ok {
 		recoverFn = r.Recover
 	}
 	return func() (reaper.Termination, error) {

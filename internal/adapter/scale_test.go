@@ -24,6 +24,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/acpx-sidecar/acpx-sidecar/internal/launch"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/reaper"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/session"
 	"github.com/acpx-sidecar/acpx-sidecar/protocol"
@@ -103,7 +104,7 @@ func runScale(tb testing.TB, n, closeOneByOne int) scaleReport {
 	}
 	cfg := session.DefaultConfig()
 	cfg.StateDir = tb.TempDir()
-	cfg.Launcher = session.ReaperLauncher(sup)
+	cfg.Launcher = launch.ReaperLauncher(sup)
 	m := NewManager(cfg, newDiscardHost())
 	defer func() {
 		m.Shutdown()

@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/acpx-sidecar/acpx-sidecar/internal/launch"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/sandbox"
 
 	acp "github.com/coder/acp-go-sdk"
@@ -26,7 +27,7 @@ import (
 // provenBeforeShutdown are read off the actor (Shutdown); abortAdmission
 // is set before the actor starts; the rest is actor-owned.
 type cleanupHandoff struct {
-	tree Tree
+	tree launch.Tree
 	// hasTree: a tree was launched (admission may still be running).
 	hasTree atomic.Bool
 	// slot: the session holds a live-tree slot (livetrees.go), taken by
@@ -48,7 +49,7 @@ type cleanupHandoff struct {
 	// removed once the tree is proven gone (sandbox.go).
 	tmpDir string
 	// rules are the Landlock rules of the session's first launch, which
-	// a revive's must match (sandbox.go sameRulesAsOpen); nil before.
+	// a revive's must match (launch.SetupSandbox); nil before.
 	rules []sandbox.Rule
 	// home is the key's private HOME given to the agent ("" if none);
 	// the key's private HOME is removed after a complete proof of a close
@@ -302,7 +303,7 @@ func (s *Actor) markClosed(discard bool) {
 // what it owns).
 type cleanupInput struct {
 	conn *acpclient.Conn // nil: no connection
-	tree Tree            // nil: nothing was launched
+	tree launch.Tree     // nil: nothing was launched
 	// backendSessionID is the ACP session to close (Identity.BackendSessionID);
 	// "" skips the protocol close.
 	backendSessionID string
@@ -381,11 +382,11 @@ func (s *Actor) target(reason string, origin protocol.ProofOrigin) cleanup.Targe
 
 // closePolicy is p bounded by tree's exit, with the session's redacted
 // message of an agent's error.
-func (s *Actor) closePolicy(p cleanup.ClosePolicy, tree Tree) cleanup.ClosePolicy {
+func (s *Actor) closePolicy(p cleanup.ClosePolicy, tree launch.Tree) cleanup.ClosePolicy {
 	if tree != nil {
 		p.Gone = tree.Exited()
 	}
-	p.Describe = func(err error) string { return s.acpError("session/close", err).Message }
+	p.Describe = func(err error) string { return launch.ACPError(s.red.Clean, "session/close", err).Message }
 	return p
 }
 
@@ -473,7 +474,7 @@ func (m *Shared) Backoff() cleanup.Backoff {
 }
 
 // terminator ends tree with the configured graces.
-func (m *Shared) terminator(tree Tree) cleanup.Terminator {
+func (m *Shared) terminator(tree launch.Tree) cleanup.Terminator {
 	return func() (reaper.Termination, error) {
 		return tree.Terminate(context.Background(), m.Config.Bounds.TermGrace, m.Config.Bounds.KillGrace), nil
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/acpx-sidecar/acpx-sidecar/internal/admission"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/journal"
+	"github.com/acpx-sidecar/acpx-sidecar/internal/launch"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/reaper"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/statestore"
 	"github.com/acpx-sidecar/acpx-sidecar/protocol"
@@ -198,7 +199,7 @@ type Config struct {
 	// Launcher launches and contains provider trees: ReaperLauncher of the
 	// sidecar's *reaper.Supervisor, or a fake in tests. nil means no
 	// containment: every open is refused with PLATFORM_UNSUPPORTED.
-	Launcher Launcher
+	Launcher launch.Launcher
 	// SweepInterval is how often a running sidecar sweeps the ledgers of
 	// its state dirs for dead sidecars' leftovers (--sweep-interval-ms;
 	// ≤ 0: only at start and first use; sweep.go).

@@ -4,6 +4,7 @@ import (
 	"errors"
 
 	"github.com/acpx-sidecar/acpx-sidecar/internal/admission"
+	"github.com/acpx-sidecar/acpx-sidecar/internal/launch"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/store"
 	"github.com/acpx-sidecar/acpx-sidecar/protocol"
 )
@@ -32,7 +33,7 @@ func (s *Actor) takeKeyHold(st *store.Store, reply Reply) bool {
 	}
 	if !errors.Is(err, store.ErrKeyHeld) {
 		s.failBeforeLaunchWhy(reply, admission.OrExhausted("the session key's lock file could not be opened", err,
-			protocol.Domain(protocol.ErrStoreUnavailable, "the session key's lock file cannot be used: "+errText(err), true)),
+			protocol.Domain(protocol.ErrStoreUnavailable, "the session key's lock file cannot be used: "+launch.ErrText(err), true)),
 			"admission failed before launch: the session key's lock could not be taken (STORE_UNAVAILABLE)")
 		return false
 	}

@@ -3,13 +3,14 @@ package session
 import (
 	"strconv"
 
+	"github.com/acpx-sidecar/acpx-sidecar/internal/launch"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/reaper"
 	"github.com/acpx-sidecar/acpx-sidecar/protocol"
 )
 
 // resources reads the live tree's cgroup counters for session/status; nil
 // without a cgroup or once it is gone.
-func resourcesOf(t Tree) *protocol.Resources {
+func resourcesOf(t launch.Tree) *protocol.Resources {
 	if t == nil || t.Info().CgroupPath == "" {
 		return nil
 	}
@@ -24,7 +25,7 @@ func resourcesOf(t Tree) *protocol.Resources {
 // oomKills is the tree's oom_kill count (memory.events, or
 // memory.oom_control where the memory limit is in cgroup v1; 0 without a
 // cgroup or once it is gone).
-func oomKills(t Tree) int64 {
+func oomKills(t launch.Tree) int64 {
 	if r := resourcesOf(t); r != nil {
 		return r.OomKills
 	}

@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/acpx-sidecar/acpx-sidecar/internal/launch"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/store"
 	"github.com/acpx-sidecar/acpx-sidecar/protocol"
 )
@@ -101,7 +102,7 @@ func onceReply(reply Reply) Reply {
 type sessionSnapshot struct {
 	entry     protocol.ListEntry
 	status    *protocol.StatusResult
-	tree      Tree         // nil once the tree is released
+	tree      launch.Tree  // nil once the tree is released
 	st        *store.Store // the record's store (nil before admission)
 	discarded bool
 }

@@ -10,6 +10,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/acpx-sidecar/acpx-sidecar/internal/acpclient"
+	"github.com/acpx-sidecar/acpx-sidecar/internal/launch"
+	"github.com/acpx-sidecar/acpx-sidecar/internal/proctable"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/reaper"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/store"
 )
@@ -46,7 +48,7 @@ func (s *Actor) marker() string { return SessionMarkerEnv + "=" + s.id + "." + s
 // writeLedger writes the ownership-ledger entry into st, durably, with the
 // tree's identity (after the launch, and again when a failed write is
 // retried). The error is the store's.
-func (s *Actor) writeLedger(st *store.Store, tree Tree) error {
+func (s *Actor) writeLedger(st *store.Store, tree launch.Tree) error {
 	return st.WriteOwned(s.ledgerEntry(tree))
 }
 
@@ -61,7 +63,7 @@ func (s *Actor) writeLedgerBeforeLaunch(st *store.Store) (*store.Pending, error)
 }
 
 // ledgerEntry is this session's ledger entry (tree nil: before the launch).
-func (s *Actor) ledgerEntry(tree Tree) store.Owned {
+func (s *Actor) ledgerEntry(tree launch.Tree) store.Owned {
 	o := store.Owned{ID: s.id, SidecarPid: os.Getpid(), SidecarStartTime: selfStart, Session: s.id, SessionKey: s.key,
 		MarkerSHA256: reaper.MarkerDigest(s.marker()), CgroupParent: s.m.Config.Launcher.CgroupParent(),
 		Containment: string(s.m.Config.Launcher.Mode()), CreatedAt: store.FormatTime(time.Now())}
@@ -71,3 +73,8 @@ func (s *Actor) ledgerEntry(tree Tree) store.Owned {
 	}
 	return o
 }
+
+// selfStart is this sidecar's start time (proctable.StartTime), recorded
+// in every ledger entry so a later sidecar can tell a live owner from a
+// recycled pid.
+var selfStart, _ = proctable.StartTime(os.Getpid())

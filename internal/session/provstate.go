@@ -6,6 +6,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/acpx-sidecar/acpx-sidecar/internal/cleanup"
+	"github.com/acpx-sidecar/acpx-sidecar/internal/launch"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/provstate"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/statestore"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/store"
@@ -36,8 +37,8 @@ func (s *Actor) provSession() provstate.Session {
 // acquireState is the admission worker's step for an open with a store
 // (provstate.Session.Acquire): the lease and what was restored (nil if
 // nothing).
-func (s *Actor) acquireState(ctx context.Context, in *admissionInput) (*statestore.Lease, *protocol.Restore, *protocol.Error) {
-	return s.provSession().Acquire(ctx, in.st, in.prof, in.stateSources)
+func (s *Actor) acquireState(ctx context.Context, in *launch.Input) (*statestore.Lease, *protocol.Restore, *protocol.Error) {
+	return s.provSession().Acquire(ctx, in.Store, in.Prof, in.StateSources)
 }
 
 // publishState publishes the session's provider state with its record

@@ -1,6 +1,8 @@
 package session
 
 import (
+	"time"
+
 	"github.com/acpx-sidecar/acpx-sidecar/internal/acpclient"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/provstate"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/store"
@@ -24,3 +26,5 @@ type sessionRecord struct {
 	// without --state-store.
 	ps *provstate.State
 }
+
+func nowStamp() string { return store.FormatTime(time.Now()) }

@@ -7,6 +7,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/acpx-sidecar/acpx-sidecar/internal/launch"
 	"github.com/acpx-sidecar/acpx-sidecar/protocol"
 )
 
@@ -38,7 +39,7 @@ func (s *Actor) startRevive() {
 	s.flushOut()
 	ctx, cancel := context.WithCancelCause(context.Background())
 	s.end.abortAdmission = cancel
-	in, e := s.prepareLaunch(&reviveInput{backendSessionID: s.rec.identity.BackendSessionID, pins: s.ctl.pins, state: s.rec.ps})
+	in, e := s.prepareLaunch(&launch.Revive{BackendSessionID: s.rec.identity.BackendSessionID, Pins: s.ctl.pins, State: s.rec.ps})
 	if e != nil {
 		cancel(nil)
 		if e.RPCCode == protocol.CodeInvalidParams {
@@ -59,14 +60,14 @@ func (s *Actor) startRevive() {
 // finishRevive adopts a revive's result on the actor: the session is live
 // again (session/lifecycle live) and the waiting calls run, or the revive
 // failed (reviveFailed).
-func (s *Actor) finishRevive(r admissionResult) {
-	s.rec.closeSupported = r.closeSupported
+func (s *Actor) finishRevive(r launch.Result) {
+	s.rec.closeSupported = r.CloseSupported
 	s.refillSpares() // tmpspares.go: the launch took spare files
-	if r.adm == nil {
-		s.reviveFailed(r.proof, r.err)
+	if r.Adm == nil {
+		s.reviveFailed(r.Proof, r.Err)
 		return
 	}
-	s.adopt(r.adm)
+	s.adopt(r.Adm)
 	s.life.revives++
 	d := time.Since(s.life.reviveStarted)
 	s.life.lastRevive = &d

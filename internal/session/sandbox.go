@@ -1,222 +1,25 @@
 package session
 
 import (
-	"errors"
 	"os"
-	"path/filepath"
 	"slices"
-	"strconv"
-	"strings"
 
-	"github.com/acpx-sidecar/acpx-sidecar/internal/admission"
-	"github.com/acpx-sidecar/acpx-sidecar/internal/reaper"
-	"github.com/acpx-sidecar/acpx-sidecar/internal/sandbox"
+	"github.com/acpx-sidecar/acpx-sidecar/internal/launch"
 	"github.com/acpx-sidecar/acpx-sidecar/protocol"
 )
 
-// sandboxSetup is what admission launches with: the plan (nil: none),
-// the open result's `sandbox`, the private TMPDIR made for the session
-// ("" if none; removed once its tree is proven gone), and the key's
-// private HOME given to the agent ("" if none; kept across the key's
-// sessions, removed by a close with discardPersistentState).
-type sandboxSetup struct {
-	plan   *sandbox.Plan
-	result *protocol.SandboxResult
-	tmpDir string
-	home   string
-}
-
-// setupSandbox derives the sandbox of an open from its params, its launch
-// environment env and the command (docs/protocol.md §19), before
-// anything is written or launched. It returns env with TMPDIR set to a
-// private directory it made when env has none and a filesystem sandbox
-// is on. Errors launch nothing: INVALID_PARAMS for a writable or
-// readable path that is not an existing directory; SANDBOX_CONFLICT
-// (data.paths) when a writable path is, lies inside, or holds (and
-// cannot keep read-only) a never-writable path; PLATFORM_UNSUPPORTED for
-// an explicit sandbox this machine or containment mode cannot enforce. A
-// default this machine cannot enforce is reported (enforced: false), not
-// refused.
-func (s *Actor) setupSandbox(p protocol.OpenParams, env []string) (sandboxSetup, []string, *protocol.Error) {
+// setupSandbox is launch.SetupSandbox for this session (on the actor).
+func (s *Actor) setupSandbox(p protocol.OpenParams, env []string) (launch.Sandbox, []string, *protocol.Error) {
 	m := s.m
-	pol, defaulted := m.Config.Sandbox.Policy(p)
-	explicit := p.Sandbox != nil
-	res := &protocol.SandboxResult{Filesystem: pol.Filesystem, Signals: pol.Signals,
-		Network: protocol.SandboxNetwork{Mode: pol.Network}, LandlockABI: m.Config.Sandbox.Caps.LandlockABI,
-		Processes: sandbox.AllProcesses, Capabilities: sandbox.CapsKeep,
-		Writable: []string{}, Readable: []string{}}
-	if pol.Network == sandbox.NetAllow {
-		if e := m.refuseAllow(); e != nil { // egress.go
-			return sandboxSetup{result: res}, env, e
-		}
-	}
-	if pol.Network == sandbox.NetConnectTCP {
-		res.Network.ConnectTCP = []int{}
-		for _, port := range pol.ConnectTCP {
-			res.Network.ConnectTCP = append(res.Network.ConnectTCP, int(port))
-		}
-	}
-	setup := sandboxSetup{result: res}
-	if pol.Filesystem == sandbox.Off && pol.Network == sandbox.NetAll && pol.Signals == sandbox.AllSignals &&
-		pol.Processes == sandbox.AllProcesses && pol.Capabilities == sandbox.CapsKeep {
-		return setup, env, nil
-	}
-	// The one mode check (reaper.SandboxSupported): a containment that
-	// cannot carry a sandbox refuses an explicit one, reports a default.
-	if mode := m.Config.Launcher.Mode(); !reaper.SandboxSupported(mode) {
-		why := "containment " + string(mode) + " cannot apply a sandbox"
-		if explicit {
-			return setup, env, protocol.Domain(protocol.ErrPlatformUnsupported, "the sandbox cannot be enforced: "+why, false)
-		}
-		res.Reason = why
-		return setup, env, nil
-	}
-	origEnv := env
-	if pol.Filesystem != sandbox.Off && !admission.HostHome(p) && s.rec.st != nil {
-		// The key's private HOME (docs/protocol.md §19): the sidecar's own
-		// never reaches a sandboxed agent.
-		home, err := s.rec.st.Home(s.key)
-		if err != nil {
-			return setup, env, admission.OrExhausted("the key's private HOME could not be made", err,
-				StoreUnavailable("the key's private HOME could not be made", err))
-		}
-		env = slices.DeleteFunc(slices.Clone(env), func(kv string) bool { return strings.HasPrefix(kv, "HOME=") })
-		env = append(env, "HOME="+home)
-		setup.home = home
-	}
-	// The state dirs read here and this tree's writable roots registered
-	// below under one lock (sandboxlive.go).
-	m.Sandboxes.Lock()
-	defer m.Sandboxes.Unlock()
-	paths := m.Config.Sandbox.SandboxPaths(p, pol, env, m.stateDirs(p.StateDir))
-	if setup.home != "" {
-		paths.PrivateHome = paths.Home
-	}
-	for i, l := range [][]string{pol.Writable, pol.Readable} {
-		field := [2]string{"writable", "readable"}[i]
-		for j, d := range l {
-			real, err := filepath.EvalSymlinks(d)
-			if fi, serr := os.Stat(real); err != nil || serr != nil || !fi.IsDir() {
-				return setup, env, protocol.InvalidParams("sandbox."+field+"."+strconv.Itoa(j), "sandbox paths must be existing directories")
+	return launch.SetupSandbox(launch.SandboxSite{ID: s.id, Key: s.key, Config: &m.Config.Sandbox, Launcher: m.Config.Launcher,
+		Store: s.rec.st, Live: m.Sandboxes, StateDirs: m.stateDirs, SpareTmp: m.TmpSpares.Take, RefuseAllow: m.refuseAllow,
+		JoinEgress: func(list []string) (int, []string, *protocol.Error) {
+			fd, l, e := s.joinEgress(list)
+			if e != nil {
+				return fd, nil, e
 			}
-			l[j] = real
-		}
-	}
-	tmpMade := ""
-	if pol.Filesystem != sandbox.Off && paths.TmpDir == "" {
-		// Made in the resolved temp dir and never resolved again: an agent
-		// that can write that dir could swap the new one for a link, and
-		// the path kept here is what is removed after the proof
-		// (os.RemoveAll removes a link, not its target; fresh-user trial).
-		parent := PrivateTmpParent()
-		dir, err := s.m.TmpSpares.Take(tmpPrefix(s.id)), error(nil) // internal/registry
-		if dir == "" {
-			dir, err = os.MkdirTemp(parent, tmpPrefix(s.id)) // 0700
-		}
-		if err != nil {
-			if fi, serr := os.Stat(parent); serr != nil || !fi.IsDir() {
-				// Not a passing fault: the sidecar's own TMPDIR is missing
-				// (its start-up said so in the log, issue 33).
-				return setup, env, protocol.Domain(protocol.ErrPlatformUnsupported, "the session's private TMPDIR could not be made: the sidecar's TMPDIR "+
-					quoteShort(parent)+" is not an existing directory (start the sidecar with TMPDIR set to one, or give the open env.TMPDIR)", false)
-			}
-			return setup, env, admission.OrExhausted("the session's private TMPDIR could not be made", err,
-				protocol.Domain(protocol.ErrPlatformUnsupported, "the session's private TMPDIR could not be made: "+errText(err), true))
-		}
-		tmpMade, paths.TmpDir = dir, dir
-		env = slices.DeleteFunc(slices.Clone(env), func(kv string) bool { return strings.HasPrefix(kv, "TMPDIR=") })
-		env = append(env, "TMPDIR="+dir)
-	}
-	fail := func(e *protocol.Error) (sandboxSetup, []string, *protocol.Error) {
-		if tmpMade != "" {
-			_ = os.RemoveAll(tmpMade)
-		}
-		return setup, env, e
-	}
-	plan, ap, err := sandbox.Build(pol, paths, sandbox.BuildOptions{BindReadOnly: m.Config.Sandbox.Caps.Namespaces})
-	if plan.Seccomp && !m.Config.Sandbox.Caps.Seccomp && (p.Sandbox == nil || p.Sandbox.Filesystem == "") {
-		// The filter comes with the filesystem sandbox: one the open did
-		// not name itself is a default, reported below.
-		plan.Seccomp, plan.DenyUserNS = false, false
-		defaulted = strings.TrimPrefix(defaulted+"; no seccomp filter: this kernel has none", "; ")
-	}
-	var ce *sandbox.ConflictError
-	if errors.As(err, &ce) {
-		e := protocol.Domain(protocol.ErrSandboxConflict, "the sandbox would make a never-writable path writable: "+ce.Why, false)
-		e.Data.Paths = ce.Paths
-		return fail(e)
-	}
-	if err != nil {
-		return fail(protocol.InvalidParams("sandbox", err.Error()))
-	}
-	if err := m.Config.Sandbox.Caps.Check(&plan); err != nil {
-		if explicit {
-			return fail(protocol.Domain(protocol.ErrPlatformUnsupported, err.Error(), false))
-		}
-		res.Reason = err.Error()
-		if tmpMade != "" {
-			_ = os.RemoveAll(tmpMade)
-		}
-		setup.home = "" // kept on disk, not given: the launch environment is as without a sandbox
-		return setup, origEnv, nil
-	}
-	if e := s.sameRulesAsOpen(plan.FS, tmpMade, paths.PrivateHome); e != nil {
-		return fail(e)
-	}
-	if pol.Network == sandbox.NetAllow {
-		// The session's own network namespace, made once and joined by
-		// every tree it launches (egress.go, docs/protocol.md §19.1).
-		fd, list, e := s.joinEgress(p.Sandbox.Network.Allow)
-		if e != nil {
-			return fail(e)
-		}
-		plan.JoinNetNS = fd
-		res.Network.Allow = list.Strings()
-	}
-	res.Enforced = !plan.Empty()
-	res.Writable, res.Readable, res.ReadOnly, res.TmpDir = admission.NonNil(ap.Writable), admission.NonNil(ap.Readable), ap.ReadOnly, tmpMade
-	res.Processes, res.Capabilities, res.Seccomp, res.Reason = pol.Processes, pol.Capabilities, plan.Seccomp, defaulted
-	res.Home = setup.home
-	setup.plan, setup.tmpDir = &plan, tmpMade
-	if pol.Filesystem != sandbox.Off && res.Enforced {
-		m.Sandboxes.AddLocked(s.id, ap.Writable, ap.ReadOnly, paths.PrivateHome)
-	}
-	return setup, env, nil
-}
-
-// sameRulesAsOpen checks a revive's Landlock rules against the open's
-// (docs/protocol.md §19: no rule is granted through a path the agent
-// made): every rule path must be one the open's plan had, still the same
-// file (device and inode) — a writable directory the agent swapped for a
-// link to elsewhere between two turns resolves to a path the open never
-// named. The private TMPDIR (made anew for every launch) and HOME (made
-// again after a retire removed it) are the sidecar's own and exempt. The
-// first launch records its rules. nil, or SANDBOX_CONFLICT with
-// data.paths.
-func (s *Actor) sameRulesAsOpen(rules []sandbox.Rule, tmpDir, home string) *protocol.Error {
-	if s.end.rules == nil {
-		s.end.rules = slices.Clone(rules)
-		if s.end.rules == nil {
-			s.end.rules = []sandbox.Rule{}
-		}
-		return nil
-	}
-	var moved []string
-	for _, r := range rules {
-		if (tmpDir != "" && r.Path == tmpDir) || (home != "" && r.Path == home) {
-			continue
-		}
-		i := slices.IndexFunc(s.end.rules, func(o sandbox.Rule) bool { return o.Path == r.Path })
-		if i < 0 || s.end.rules[i].Dev != r.Dev || s.end.rules[i].Ino != r.Ino {
-			moved = append(moved, r.Path)
-		}
-	}
-	if len(moved) == 0 {
-		return nil
-	}
-	e := protocol.Domain(protocol.ErrSandboxConflict, "a sandbox path is not the one the open's sandbox was made of (replaced, or a link to elsewhere, since the open)", false)
-	e.Data.Paths = moved
-	return e
+			return fd, l.Strings(), nil
+		}, Rules: &s.end.rules}, p, env)
 }
 
 // stateDirs are every state dir this sidecar uses: --state-dir, every
@@ -240,32 +43,5 @@ func (s *Actor) releaseSandbox() {
 	s.m.Sandboxes.Forget(s.id)
 	if s.end.tmpDir != "" {
 		_ = os.RemoveAll(s.end.tmpDir)
-	}
-}
-
-// PrivateTmpParent is the directory private TMPDIRs are made in:
-// os.TempDir() with its links resolved.
-func PrivateTmpParent() string {
-	if r, err := filepath.EvalSymlinks(os.TempDir()); err == nil {
-		return r
-	}
-	return os.TempDir()
-}
-
-// tmpPrefix is the name prefix of session id's private TMPDIR under the
-// OS temp dir.
-func tmpPrefix(id string) string { return "acpx-" + id + "-tmp-" }
-
-// RemoveSessionTmp removes the private TMPDIR(s) of session id, made by a
-// sidecar that died before its proof; the recovery of that session's
-// ledger entry calls it once the leftover tree is proven gone. Session ids
-// are random (newID), so the pattern names that session's only.
-func RemoveSessionTmp(id string) {
-	if id == "" || strings.ContainsAny(id, "/*?[\\") {
-		return
-	}
-	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), tmpPrefix(id)+"*"))
-	for _, d := range dirs {
-		_ = os.RemoveAll(d)
 	}
 }

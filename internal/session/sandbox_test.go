@@ -7,6 +7,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/acpx-sidecar/acpx-sidecar/internal/launch"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/registry"
 )
 
@@ -22,7 +23,7 @@ func TestPrivateTmp_ASwappedLinkIsRemovedNotItsTarget(t *testing.T) {
 	if err := os.MkdirAll(filepath.Join(victim, "sessions"), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	dir, err := os.MkdirTemp(PrivateTmpParent(), tmpPrefix("s1"))
+	dir, err := os.MkdirTemp(launch.PrivateTmpParent(), launch.TmpPrefix("s1"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/acpx-sidecar/acpx-sidecar/internal/acpclient"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/admission"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/cleanup"
+	"github.com/acpx-sidecar/acpx-sidecar/internal/launch"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/profiles"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/redact"
 	"github.com/acpx-sidecar/acpx-sidecar/protocol"
@@ -23,7 +24,7 @@ import (
 // worker results, in provider order). The fields above it are set before the
 // actor starts and never change (but for the atomics, which are shared on
 // purpose), so workers may read them; a worker gets everything else as an
-// input value copied on the actor (admissionInput, cleanupInput, controls)
+// input value copied on the actor (launch.Input, cleanupInput, controls)
 // and hands its result back with post.
 type Actor struct {
 	m       *Shared
@@ -273,7 +274,7 @@ func (s *Actor) trackUpdate(kind acpclient.UpdateKind, update json.RawMessage) *
 
 // onExit handles the exit of tree's leader seen by the reaper; a tree the
 // session no longer runs (retired, or replaced by a revive's) is ignored.
-func (s *Actor) onExit(tree Tree) {
+func (s *Actor) onExit(tree launch.Tree) {
 	if s.end.exitSeen || tree == nil || tree != s.end.tree {
 		return
 	}
@@ -292,7 +293,7 @@ func (s *Actor) onExit(tree Tree) {
 // (session/exited reason "stdin-closed"; issue 33). During an admission or
 // revive the connection is closed, so the handshake fails at once and its
 // own cleanup ends the tree.
-func (s *Actor) onStdinClosed(tree Tree) {
+func (s *Actor) onStdinClosed(tree launch.Tree) {
 	if s.end.exitSeen || tree == nil || tree != s.end.tree {
 		return
 	}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/acpx-sidecar/acpx-sidecar/internal/controls"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/jsonl"
+	"github.com/acpx-sidecar/acpx-sidecar/internal/launch"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/store"
 	"github.com/acpx-sidecar/acpx-sidecar/protocol"
 )
@@ -72,7 +73,7 @@ func (s *Actor) liveStatus() protocol.StatusResult {
 
 // processStatus fills res.Process and res.Resources from tree (nil: none);
 // safe off the actor.
-func processStatus(res *protocol.StatusResult, tree Tree) {
+func processStatus(res *protocol.StatusResult, tree launch.Tree) {
 	if tree == nil {
 		return
 	}
@@ -94,7 +95,7 @@ func mergeRecord(res protocol.StatusResult, st *store.Store) (any, error) {
 		return nil, protocol.Domain(protocol.ErrPersistedSessionMissing, "the session record is missing from the state directory", false)
 	}
 	if err != nil {
-		return nil, protocol.Domain(protocol.ErrStoreUnavailable, "the session record cannot be read: "+errText(err), true)
+		return nil, protocol.Domain(protocol.ErrStoreUnavailable, "the session record cannot be read: "+launch.ErrText(err), true)
 	}
 	if rec.SessionKey != res.Identity.SessionKey || rec.BackendSessionID != res.Identity.BackendSessionID {
 		return nil, protocol.Domain(protocol.ErrPersistedSessionMismatch, "the session record names another ACP session", false)

@@ -4,7 +4,7 @@ import "github.com/acpx-sidecar/acpx-sidecar/internal/registry"
 
 // Spare private TMPDIRs and the spare files of the stores are made ahead
 // of need by internal/registry (TmpSpares, SpareRefills); a sandboxed open
-// takes one in setupSandbox (sandbox.go).
+// takes one in launch.SetupSandbox.
 
 // refillSpares asks for the session's store's spare files and, when the
 // session got a private TMPDIR, the Manager's spare TMPDIRs to be

@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/acpx-sidecar/acpx-sidecar/internal/acpclient"
+	"github.com/acpx-sidecar/acpx-sidecar/internal/launch"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/policy"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/store"
 	"github.com/acpx-sidecar/acpx-sidecar/protocol"
@@ -287,7 +288,7 @@ func (s *Actor) restoreUsage(r *store.Record) {
 
 // requestIDsKey is the record's acpx key listing every request id used in
 // the session ("acpx.request_ids"), so ids stay unique across resume.
-const requestIDsKey = "request_ids"
+const requestIDsKey = launch.RequestIDsKey
 
 // recordRequestID adds id to the record's acpx.request_ids (once).
 func recordRequestID(r *store.Record, id string) {
@@ -304,18 +305,6 @@ func recordRequestID(r *store.Record, id string) {
 	r.Acpx.Extra[requestIDsKey], _ = json.Marshal(append(ids, id))
 }
 
-// ranATurn reports whether the record's session ever started a turn: a
-// session that never did has nothing to resume (and codex-acp 2.x cannot
-// resume one: it keeps no rollout for it; docs/agents.md).
-func ranATurn(r *store.Record) bool {
-	if r.LastRequestID != nil || len(r.RequestTokenUsage) > 0 {
-		return true
-	}
-	var ids []string
-	raw, ok := r.Acpx.Extra[requestIDsKey]
-	return ok && json.Unmarshal(raw, &ids) == nil && len(ids) > 0
-}
-
 // persist writes the actor's view into the record; fn may add to it.
 func (s *Actor) persist(fn func(r *store.Record)) {
 	if s.rec.st == nil || s.rec.identity.BackendSessionID == "" {
@@ -327,7 +316,7 @@ func (s *Actor) persist(fn func(r *store.Record)) {
 		}
 		r.LastUsedAt = nowStamp()
 		r.LastSeq = int64(s.pub.Seq())
-		applyControlsToRecord(r, s.ctl.models, s.ctl.modes)
+		launch.RecordControls(r, s.ctl.models, s.ctl.modes)
 		r.Acpx.ModelControl = s.ctl.modelCtl
 		r.Acpx.PinnedModelID, r.Acpx.PinnedModeID = s.ctl.pins.Model, s.ctl.pins.Mode
 		s.acct.toRecord(r)

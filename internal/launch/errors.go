@@ -1,4 +1,4 @@
-package session
+package launch
 
 import (
 	"errors"
@@ -46,22 +46,22 @@ func e2bigField(args, env []string) string {
 	return "env"
 }
 
-// storeRetryable is STORE_UNAVAILABLE's retryable for store.Open's err:
+// StoreRetryable is STORE_UNAVAILABLE's retryable for store.Open's err:
 // false when the state directory's shape is wrong (a file where a
 // directory belongs, a symlinked sessions or owned directory, a path
 // component that is a file), which no retry clears; true otherwise (found
 // by a fresh-user trial).
-func storeRetryable(err error) bool {
+func StoreRetryable(err error) bool {
 	return !errors.Is(err, store.ErrNotDirectory) && !errors.Is(err, store.ErrUnsafeFile) && !errors.Is(err, syscall.ENOTDIR)
 }
 
 // launchError is the open's error for a Launcher.Start failure (args and
-// env the launch's, for an E2BIG's field): SHUTTING_DOWN, the exhausted
+// env the launch's, for an E2BIG's field; clean redacts): SHUTTING_DOWN, the exhausted
 // resource, SANDBOX_CONFLICT for a rule path that moved,
 // PLATFORM_UNSUPPORTED for a sandbox or limits the machine refused,
 // INVALID_PARAMS for E2BIG, else COMMAND_NOT_EXECUTABLE; the text
 // redacted.
-func (s *Actor) launchError(err error, args, env []string) *protocol.Error {
+func launchError(clean func(string) string, err error, args, env []string) *protocol.Error {
 	if errors.Is(err, reaper.ErrSealed) {
 		return protocol.Domain(protocol.ErrShuttingDown, "the sidecar is shutting down", false)
 	}
@@ -75,38 +75,41 @@ func (s *Actor) launchError(err error, args, env []string) *protocol.Error {
 	case errors.Is(err, sandbox.ErrRuleMoved):
 		// A rule path was swapped for a link or another directory
 		// between the plan and the launch (docs/protocol.md §19).
-		e := protocol.Domain(protocol.ErrSandboxConflict, "a sandbox path changed before the launch, so the agent never ran: "+s.red.Clean(err.Error()), false)
+		e := protocol.Domain(protocol.ErrSandboxConflict, "a sandbox path changed before the launch, so the agent never ran: "+clean(err.Error()), false)
 		var rm *sandbox.RuleMovedError
 		if errors.As(err, &rm) {
 			e.Data.Paths = []string{rm.Path}
 		}
 		return e
 	case errors.Is(err, launchexec.ErrSandbox) || errors.Is(err, reaper.ErrSandboxUnsupported):
-		return protocol.Domain(protocol.ErrPlatformUnsupported, "the sandbox could not be applied, so the agent never ran: "+s.red.Clean(err.Error()), false)
+		return protocol.Domain(protocol.ErrPlatformUnsupported, "the sandbox could not be applied, so the agent never ran: "+clean(err.Error()), false)
 	case errors.Is(err, reaper.ErrLimitsUnsupported):
-		return protocol.Domain(protocol.ErrPlatformUnsupported, "limits cannot be enforced: "+s.red.Clean(err.Error()), false)
+		return protocol.Domain(protocol.ErrPlatformUnsupported, "limits cannot be enforced: "+clean(err.Error()), false)
 	case errors.Is(err, syscall.E2BIG):
 		// execve's argument list plus environment over the kernel's
 		// limit: the open's env or command.args are too large.
 		return protocol.InvalidParams(e2bigField(args, env), "the provider could not be started: its environment and arguments exceed the kernel's limit (E2BIG)")
 	}
-	return protocol.Domain(protocol.ErrCommandNotExecutable, "the provider could not be started: "+s.red.Clean(err.Error()), false)
+	return protocol.Domain(protocol.ErrCommandNotExecutable, "the provider could not be started: "+clean(err.Error()), false)
 }
 
-// acpError turns a provider call error into a redacted
-// ACPX_SESSION_ENSURE_FAILED (docs/rules.md#r14).
-func (s *Actor) acpError(step string, err error) *protocol.Error {
+// ACPError turns the error of a provider call (step names it: "initialize",
+// "session/close" …) into ACPX_SESSION_ENSURE_FAILED, the agent's message
+// redacted by clean (docs/rules.md#r14).
+func ACPError(clean func(string) string, step string, err error) *protocol.Error {
 	var je *jsonrpc2.Error
 	msg := "the agent failed " + step
 	if errors.As(err, &je) {
-		msg += ": " + s.red.Clean(je.Message)
+		msg += ": " + clean(je.Message)
 	} else if errors.Is(err, jsonrpc2.ErrClosed) {
 		msg += ": the provider connection closed"
 	}
 	return protocol.Domain(protocol.ErrEnsureFailed, msg, false)
 }
 
-func errText(err error) string {
+// ErrText is err's text for an open's error: an *os.PathError as
+// "op path: cause", anything else as err.Error().
+func ErrText(err error) string {
 	var pe *os.PathError
 	if errors.As(err, &pe) {
 		return pe.Op + " " + pe.Path + ": " + pe.Err.Error()
@@ -116,9 +119,9 @@ func errText(err error) string {
 
 // StoreUnavailable is STORE_UNAVAILABLE for a state-directory step
 // (what, e.g. "the session journal cannot be read") that failed with
-// err: the message names the step, the operation and the path (never an
-// environment value), retryable unless the directory's shape is wrong
-// (storeRetryable).
+// err: the message names the step, the operation and the path (ErrText;
+// never an environment value), retryable unless the directory's shape is
+// wrong (StoreRetryable).
 func StoreUnavailable(what string, err error) *protocol.Error {
-	return protocol.Domain(protocol.ErrStoreUnavailable, what+": "+errText(err), storeRetryable(err))
+	return protocol.Domain(protocol.ErrStoreUnavailable, what+": "+ErrText(err), StoreRetryable(err))
 }

@@ -1,4 +1,4 @@
-package session
+package launch
 
 import (
 	"context"
@@ -12,8 +12,8 @@ import (
 	"github.com/acpx-sidecar/acpx-sidecar/protocol"
 )
 
-// The handshake's part of docs/protocol.md §23 that needs the session:
-// the open's authMethod and the errors of a session-creating request.
+// The handshake's part of docs/protocol.md §23 that needs the open:
+// its authMethod and the errors of a session-creating request.
 // What the sidecar advertises, the session-creating request's params and
 // the checks of the agent's capabilities before sending are
 // internal/acpclient's (requests.go, caps.go).
@@ -22,21 +22,21 @@ import (
 // Errors are AUTH_FAILED: a method the agent does not offer, a
 // terminal-type method (the user runs those, never the sidecar), or the
 // agent's refusal.
-func (s *Actor) hostAuthenticate(ctx context.Context, conn *acpclient.Conn, id string, offered []acpclient.AuthInfo) *protocol.Error {
+func (w *Worker) hostAuthenticate(ctx context.Context, conn *acpclient.Conn, id string, offered []acpclient.AuthInfo) *protocol.Error {
 	found := false
 	for _, a := range offered {
 		if a.ID == id {
 			if a.Type == "terminal" {
-				return protocol.Domain(protocol.ErrAuthFailed, "auth method "+quoteShort(id)+" is terminal-type: the user runs it, the sidecar never does", false)
+				return protocol.Domain(protocol.ErrAuthFailed, "auth method "+protocol.QuoteShort(id)+" is terminal-type: the user runs it, the sidecar never does", false)
 			}
 			found = true
 		}
 	}
 	if !found {
-		return protocol.Domain(protocol.ErrAuthFailed, "the agent offers no auth method "+s.red.Clean(quoteShort(id)), false)
+		return protocol.Domain(protocol.ErrAuthFailed, "the agent offers no auth method "+w.Clean(protocol.QuoteShort(id)), false)
 	}
 	if err := conn.Call(ctx, acp.AgentMethodAuthenticate, acp.AuthenticateRequest{MethodId: id}, nil); err != nil {
-		e := s.acpError("authenticate", err)
+		e := ACPError(w.Clean, "authenticate", err)
 		e.Data.Code = protocol.ErrAuthFailed
 		return e
 	}
@@ -46,16 +46,16 @@ func (s *Actor) hostAuthenticate(ctx context.Context, conn *acpclient.Conn, id s
 // sessionError is the open's error for a failed session/new|load|resume:
 // AUTH_REQUIRED (data.authMethods) when the agent requires authentication
 // the open did not give, AUTH_FAILED when it still does after the open's
-// authMethod, else acpError.
-func (s *Actor) sessionError(step string, err error, p protocol.OpenParams, authMethods []json.RawMessage) *protocol.Error {
+// authMethod, else ACPError.
+func (w *Worker) sessionError(step string, err error, p protocol.OpenParams, authMethods []json.RawMessage) *protocol.Error {
 	var je *jsonrpc2.Error
 	if !errors.As(err, &je) || je.Code != acpclient.CodeAuthRequired {
-		return s.acpError(step, err)
+		return ACPError(w.Clean, step, err)
 	}
-	e := s.acpError(step, err)
+	e := ACPError(w.Clean, step, err)
 	if p.AuthMethod != nil {
 		e.Data.Code = protocol.ErrAuthFailed
-		e.Message += " (after authenticate " + s.red.Clean(quoteShort(*p.AuthMethod)) + ")"
+		e.Message += " (after authenticate " + w.Clean(protocol.QuoteShort(*p.AuthMethod)) + ")"
 		return e
 	}
 	e.Data.Code = protocol.ErrAuthRequired

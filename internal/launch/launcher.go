@@ -1,4 +1,4 @@
-package session
+package launch
 
 import (
 	"context"
@@ -7,7 +7,7 @@ import (
 	"github.com/acpx-sidecar/acpx-sidecar/internal/reaper"
 )
 
-// The adapter's view of containment (internal/reaper), in the style of
+// The sessions' view of containment (internal/reaper), in the style of
 // hashicorp/go-plugin's runner.Runner: the two interfaces below list only
 // what the session actors and their workers call. Production passes
 // ReaperLauncher(sup); tests pass fakes that run no process. The data
@@ -53,9 +53,9 @@ type Tree interface {
 
 // Recoverer is implemented by a Launcher that also ends what a dead
 // sidecar left (ReaperLauncher does): recovery of a ledger entry
-// (recover.go) goes through the Launcher as a live launch does, so a fake
-// launcher fakes recovery too. A Launcher without it (or none) recovers
-// with the reaper directly.
+// (internal/adapter's recover.go) goes through the Launcher as a live
+// launch does, so a fake launcher fakes recovery too. A Launcher without it (or none) recovers
+// with Recover directly.
 type Recoverer interface {
 	// Recover kills what is provably left of l, a tree the containment
 	// mode named wrote, waiting grace for its exit. Errors:
@@ -63,7 +63,7 @@ type Recoverer interface {
 	Recover(containment string, l reaper.Leftover, grace time.Duration) (reaper.Termination, error)
 }
 
-// The concrete reaper types satisfy the adapter's interfaces.
+// The concrete reaper types satisfy the interfaces.
 var (
 	_ Tree      = (*reaper.Tree)(nil)
 	_ Launcher  = reaperLauncher{}
@@ -72,7 +72,7 @@ var (
 
 // ReaperLauncher adapts a *reaper.Supervisor to Launcher (its Start
 // returns the concrete *reaper.Tree). sup must not be nil: a sidecar
-// without containment leaves Config.Launcher nil instead.
+// without containment leaves the adapter's Config.Launcher nil instead.
 func ReaperLauncher(sup *reaper.Supervisor) Launcher { return reaperLauncher{sup} }
 
 // reaperLauncher is a *reaper.Supervisor as a Launcher.

@@ -1,4 +1,4 @@
-package session
+package launch
 
 import (
 	"github.com/acpx-sidecar/acpx-sidecar/internal/admission"
@@ -8,9 +8,9 @@ import (
 // Proof reasons of failed admissions say what failed (docs/protocol.md
 // §8 session/open, "Proof reason of a failed admission"; §18.5).
 
-// beforeLaunchReason is the reason of a failed admission that launched
-// nothing: "admission failed before launch: <what> (<data.code>)".
-func beforeLaunchReason(e *protocol.Error) string {
+// BeforeLaunchReason is the proof reason of a failed admission that
+// launched nothing (e its error): "admission failed before launch: <what> (<data.code>)".
+func BeforeLaunchReason(e *protocol.Error) string {
 	what := "the open was refused"
 	switch e.Data.Code {
 	case protocol.ErrStoreUnavailable:
