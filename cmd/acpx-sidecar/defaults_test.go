@@ -40,7 +40,7 @@ func flagDefaults(t *testing.T) map[string]string {
 
 // TestFlagDefaults_MatchProtocolDoc: docs/protocol.md §2's flag table
 // states the default the flag has (the value the help prints, read from
-// session.DefaultBounds / DefaultCaps and the constants they name), lists
+// config.DefaultBounds / DefaultCaps and the constants they name), lists
 // every flag, and lists no flag that does not exist. A default given as
 // `0` there is a flag whose help prints none.
 func TestFlagDefaults_MatchProtocolDoc(t *testing.T) {

@@ -23,6 +23,7 @@ import (
 	"github.com/acpx-sidecar/acpx-sidecar/internal/adapter"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/admission"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/buildinfo"
+	"github.com/acpx-sidecar/acpx-sidecar/internal/config"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/egress"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/launchexec"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/reaper"
@@ -30,7 +31,6 @@ import (
 	"github.com/acpx-sidecar/acpx-sidecar/internal/reaper/tablemode"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/rpc"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/sandbox"
-	"github.com/acpx-sidecar/acpx-sidecar/internal/session"
 	"github.com/acpx-sidecar/acpx-sidecar/protocol"
 )
 
@@ -99,7 +99,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	o.inheritEnv = protocol.InheritMinimal
 	fs.Var(&inheritEnvFlag{&o.inheritEnv, &o.inheritEnvOld}, "inherit-env", "what providers take from the sidecar's environment: minimal (PATH, HOME, USER, LOGNAME, SHELL, LANG, LC_*, TERM, TZ, TMPDIR), all or none (docs/protocol.md §18.1)")
 	o.limits.register(fs)
-	d, c := session.DefaultBounds(), session.DefaultCaps() // the flags' defaults, each stated once (docs/rules.md#bounds)
+	d, c := config.DefaultBounds(), config.DefaultCaps() // the flags' defaults, each stated once (docs/rules.md#bounds)
 	fs.Int64Var(&o.handshakeMs, "handshake-timeout-ms", d.HandshakeTimeout.Milliseconds(), "default handshake bound, ms (docs/rules.md#bounds)")
 	fs.Int64Var(&o.closeMs, "close-timeout-ms", d.CloseTimeout.Milliseconds(), "ACP session/close bound, ms")
 	fs.Int64Var(&o.termMs, "term-grace-ms", d.TermGrace.Milliseconds(), "wait after SIGTERM, ms")
@@ -123,7 +123,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.IntVar(&o.assumeABI, "assume-landlock-abi", -1, "treat the kernel as offering at most this Landlock ABI (0: none); for testing how opens are refused (-1: the kernel's)")
 	fs.IntVar(&o.maxSessions, "max-sessions", 0, "live sessions admitted at once; more are refused SIDECAR_AT_CAPACITY (0: derived from the descriptor limit; docs/protocol.md §21)")
 	fs.IntVar(&o.maxLiveTrees, "max-live-trees", 0, "provider trees alive at once; an open or revive beyond it waits (FIFO) up to its reviveWaitMs, then is SIDECAR_AT_CAPACITY (0: --max-sessions; docs/protocol.md §24)")
-	fs.Int64Var(&o.sweepMs, "sweep-interval-ms", session.DefaultSweepInterval.Milliseconds(), "how often a running sidecar sweeps its state dirs' ledgers for the leftovers of sidecars that died (0: only at start and first use), ms")
+	fs.Int64Var(&o.sweepMs, "sweep-interval-ms", config.DefaultSweepInterval.Milliseconds(), "how often a running sidecar sweeps its state dirs' ledgers for the leftovers of sidecars that died (0: only at start and first use), ms")
 	o.state.register(fs)
 	o.pins = egress.Pins{}
 	fs.Func("resolve", "NAME=IP, repeatable: the address a tree with sandbox.network.allow reaches when it connects to the listed name NAME, never asked of the host's resolver (docs/protocol.md §19.1)", o.pins.ParsePin)
@@ -187,11 +187,11 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		return nil, err
 	}
 	if o.shutdownMs == 0 {
-		o.shutdownMs = session.ShutdownFor(ms(o.closeMs), ms(o.termMs), ms(o.killMs)).Milliseconds()
+		o.shutdownMs = config.ShutdownFor(ms(o.closeMs), ms(o.termMs), ms(o.killMs)).Milliseconds()
 		if o.state.url != "" {
 			// Shutdown publishes every live session's provider state
 			// (docs/protocol.md §24): time for that too.
-			o.shutdownMs += session.ShutdownPublishAllowance.Milliseconds()
+			o.shutdownMs += config.ShutdownPublishAllowance.Milliseconds()
 		}
 	}
 	switch o.containment {
@@ -309,16 +309,16 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	server := rpc.NewServer(rpc.Options{In: stdin, Out: stdout, Framing: rpc.Framing(o.framing), MaxFrameBytes: o.maxFrame,
 		Logger: log.Named("rpc"), OnShutdown: watchdog})
-	cfg := session.DefaultConfig()
+	cfg := config.DefaultConfig()
 	cfg.StateDir = o.stateDir
 	if cfg.StateDir != "" {
 		cfg.StateDir = filepath.Clean(cfg.StateDir) // one spelling per directory, as for an open's stateDir
 	}
-	cfg.Bounds = session.Bounds{HandshakeTimeout: ms(o.handshakeMs), CloseTimeout: ms(o.closeMs),
+	cfg.Bounds = config.Bounds{HandshakeTimeout: ms(o.handshakeMs), CloseTimeout: ms(o.closeMs),
 		TermGrace: ms(o.termMs), KillGrace: ms(o.killMs), Shutdown: ms(o.shutdownMs),
 		ProtocolCloseAttempts: o.closeAttempts, RetainedRetryMin: ms(o.retryMinMs), RetainedRetryMax: ms(o.retryMaxMs),
 		RetainedCloseWindow: ms(o.lateWindowMs)}
-	cfg.Caps = session.Caps{MaxQueuedTurns: o.maxQueued, MaxPendingAsks: o.maxAsks, MaxPendingAskBytes: o.maxAskBytes,
+	cfg.Caps = config.Caps{MaxQueuedTurns: o.maxQueued, MaxPendingAsks: o.maxAsks, MaxPendingAskBytes: o.maxAskBytes,
 		StateRead: ms(o.stateReadMs), MaxProviderLineBytes: o.maxProvLine, JournalMaxBytes: o.journalMax,
 		MaxSessions: o.maxSessions}
 	if o.maxQueued == 0 {
@@ -346,7 +346,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	cfg.LimitsSupported = cgroup.LimitsSupported
 	cfg.Sandbox = admission.SandboxConfig{Default: o.defaultSandbox, Caps: sandbox.Probe().Limit(o.assumeABI),
 		Protected: append(sandbox.CgroupMounts(), selfInstallation()...)}
-	cfg.Egress = session.EgressConfig{Pins: o.pins, Unsupported: egress.Probe()}
+	cfg.Egress = config.EgressConfig{Pins: o.pins, Unsupported: egress.Probe()}
 	if nofile > 0 {
 		cfg.Egress.MaxConnections = maxConnectionsFor(nofile)
 	}

@@ -85,7 +85,7 @@ func (f *stateFlags) open(ctx context.Context) (*statestore.Store, error) {
 }
 
 // secretPaths are what no provider-state directory may be, hold or lie
-// in (session.Config.StateSecrets): the key files and a file:// store's
+// in (config.Config.StateSecrets): the key files and a file:// store's
 // root; nil without --state-store.
 func (f *stateFlags) secretPaths() []string {
 	if f.url == "" {

@@ -16,9 +16,9 @@ import (
 	"go.uber.org/goleak"
 	"go.uber.org/zap"
 
+	"github.com/acpx-sidecar/acpx-sidecar/internal/config"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/launch"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/reaper"
-	"github.com/acpx-sidecar/acpx-sidecar/internal/session"
 	"github.com/acpx-sidecar/acpx-sidecar/protocol"
 )
 
@@ -112,7 +112,7 @@ func TestManager_SessionActorsLeaveNoGoroutine(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := session.DefaultConfig()
+	cfg := config.DefaultConfig()
 	cfg.StateDir = t.TempDir()
 	cfg.Launcher = launch.ReaperLauncher(sup)
 	cfg.Bounds.TermGrace, cfg.Bounds.KillGrace = 300*time.Millisecond, 300*time.Millisecond
@@ -154,7 +154,7 @@ func TestManager_SessionActorsLeaveNoGoroutine(t *testing.T) {
 // anything is constructed or launched, and initialize says "none".
 func TestAdmission_UncontainablePlatformRefusedBeforeLaunch(t *testing.T) {
 	defer goleak.VerifyNone(t)
-	cfg := session.DefaultConfig()
+	cfg := config.DefaultConfig()
 	cfg.StateDir = t.TempDir()
 	m := NewManager(cfg, &fakeHost{})
 	if c := m.Initialize(protocol.InitializeParams{}).Capabilities.Containment; c != "none" {

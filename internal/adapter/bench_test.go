@@ -16,6 +16,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/acpx-sidecar/acpx-sidecar/internal/config"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/jsonl"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/launch"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/reaper"
@@ -89,7 +90,7 @@ func benchManagerHost(b *testing.B, mode reaper.Mode, host session.Host) (*Manag
 	if err != nil {
 		b.Skip("containment unavailable:", err)
 	}
-	cfg := session.DefaultConfig()
+	cfg := config.DefaultConfig()
 	cfg.StateDir = b.TempDir()
 	cfg.Launcher = launch.ReaperLauncher(sup)
 	return NewManager(cfg, host), sup

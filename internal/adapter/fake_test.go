@@ -14,6 +14,7 @@ import (
 
 	"github.com/sourcegraph/jsonrpc2"
 
+	"github.com/acpx-sidecar/acpx-sidecar/internal/config"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/jsonl"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/launch"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/reaper"
@@ -354,7 +355,7 @@ func waitNote[T any](t *testing.T, h *recHost, method string, ok func(T) bool) T
 // fakeManager is a Manager over l and h with short bounds.
 func fakeManager(t *testing.T, l *fakeLauncher, h session.Host) *Manager {
 	t.Helper()
-	cfg := session.DefaultConfig()
+	cfg := config.DefaultConfig()
 	cfg.StateDir = t.TempDir()
 	cfg.Launcher = l
 	cfg.Bounds.CloseTimeout = 2 * time.Second

@@ -21,6 +21,7 @@ import (
 
 	"github.com/acpx-sidecar/acpx-sidecar/internal/admission"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/buildinfo"
+	"github.com/acpx-sidecar/acpx-sidecar/internal/config"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/egress"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/launch"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/profiles"
@@ -61,7 +62,7 @@ type Manager struct {
 }
 
 // NewManager returns a Manager sending to host, with empty registries.
-func NewManager(cfg session.Config, host session.Host) *Manager {
+func NewManager(cfg config.Config, host session.Host) *Manager {
 	if cfg.Logger == nil {
 		cfg.Logger = zap.NewNop()
 	}

@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/acpx-sidecar/acpx-sidecar/internal/config"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/reaper"
-	"github.com/acpx-sidecar/acpx-sidecar/internal/session"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/store"
 	"github.com/acpx-sidecar/acpx-sidecar/protocol"
 )
@@ -46,7 +46,7 @@ func (l *recoveringLauncher) Recover(containment string, lo reaper.Leftover, _ t
 func TestRecovery_GoesThroughTheLauncherSeam(t *testing.T) {
 	l := &recoveringLauncher{fakeLauncher: &fakeLauncher{agent: newFakeAgent()}}
 	h := newRecHost()
-	cfg := session.DefaultConfig()
+	cfg := config.DefaultConfig()
 	cfg.StateDir = t.TempDir()
 	cfg.Launcher = l
 	st, err := store.Open(cfg.StateDir)

@@ -24,9 +24,9 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/acpx-sidecar/acpx-sidecar/internal/config"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/launch"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/reaper"
-	"github.com/acpx-sidecar/acpx-sidecar/internal/session"
 	"github.com/acpx-sidecar/acpx-sidecar/protocol"
 )
 
@@ -102,7 +102,7 @@ func runScale(tb testing.TB, n, closeOneByOne int) scaleReport {
 	if err != nil {
 		tb.Skip("cgroup containment unavailable:", err)
 	}
-	cfg := session.DefaultConfig()
+	cfg := config.DefaultConfig()
 	cfg.StateDir = tb.TempDir()
 	cfg.Launcher = launch.ReaperLauncher(sup)
 	m := NewManager(cfg, newDiscardHost())

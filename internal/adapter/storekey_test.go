@@ -5,7 +5,7 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/acpx-sidecar/acpx-sidecar/internal/session"
+	"github.com/acpx-sidecar/acpx-sidecar/internal/config"
 )
 
 // TestManager_OneStorePerDirectory: a stateDir is keyed by its cleaned
@@ -13,7 +13,7 @@ import (
 // sweep); another directory gets its own.
 func TestManager_OneStorePerDirectory(t *testing.T) {
 	defer goleak.VerifyNone(t)
-	m := NewManager(session.DefaultConfig(), &fakeHost{})
+	m := NewManager(config.DefaultConfig(), &fakeHost{})
 	dir, other := t.TempDir(), t.TempDir()
 	a, err := m.StoreFor(dir)
 	if err != nil {

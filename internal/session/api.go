@@ -66,7 +66,7 @@ func (s *Actor) Cancel(p protocol.CancelParams, reply Reply) {
 }
 
 // Status answers session/status from the persisted record
-// (docs/rules.md#r23), bounded by Config.Caps.StateRead (mailbox.go).
+// (docs/rules.md#r23), bounded by config.Config.Caps.StateRead (mailbox.go).
 func (s *Actor) Status(reply Reply) { s.statusBounded(reply) }
 
 // Close closes the session and proves its tree gone (docs/protocol.md

@@ -11,28 +11,6 @@ import (
 	"github.com/acpx-sidecar/acpx-sidecar/protocol"
 )
 
-// EgressConfig is the sidecar's side of `sandbox.network.allow`
-// (docs/protocol.md §19.1): its --resolve pins, whether this machine can
-// make a tree's network namespace, and the counters every session adds
-// to (sidecar/stats `network`).
-type EgressConfig struct {
-	// Pins are the --resolve flags; nil = none.
-	Pins egress.Pins
-	// Unsupported is egress.Probe's error: non-nil, an open with an allow
-	// list is PLATFORM_UNSUPPORTED with it (and
-	// capabilities.sandbox.networkAllow is false). Tests' zero Config
-	// leaves it nil and must then run where the probe passes.
-	Unsupported error
-	// ResolvConf is the resolver configuration whose nameservers the
-	// tree's DNS answers on; "" = /etc/resolv.conf.
-	ResolvConf string
-	// MaxConnections bounds the connections forwarded at once by every
-	// session together (each holds ~6 of the sidecar's descriptors); 0 =
-	// no bound. The daemon derives it from its descriptor limit
-	// (docs/protocol.md §21).
-	MaxConnections int
-}
-
 // sessionEgress is the session's allow-list network (actor-owned; the
 // Network itself is safe to close from the cleanup worker): made at the
 // first launch, joined by every tree the session launches (a revive's

@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/acpx-sidecar/acpx-sidecar/internal/admission"
+	"github.com/acpx-sidecar/acpx-sidecar/internal/config"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/jsonl"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/registry"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/store"
@@ -28,7 +29,7 @@ func forwardSession(b *testing.B, journaled bool) *Actor {
 	if err != nil {
 		b.Fatal(err)
 	}
-	cfg := DefaultConfig()
+	cfg := config.DefaultConfig()
 	cfg.StateDir = dir
 	cfg.Logger = zap.NewNop()
 	m := &Shared{Config: cfg, Host: benchHost{jsonl.NewWriter(io.Discard, jsonl.NDJSON)}, Log: cfg.Logger, Stats: &Stats{},

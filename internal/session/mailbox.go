@@ -14,7 +14,7 @@ import (
 // (docs/protocol.md §20): host requests reach an actor through its
 // mailbox, which never blocks the sender; session/list and sidecar/stats
 // read the snapshot each actor publishes at every state change; and
-// session/status waits for the actor at most Config.Caps.StateRead, then is
+// session/status waits for the actor at most config.Config.Caps.StateRead, then is
 // answered from the session's last status snapshot.
 
 // mailbox holds the host commands for one actor in arrival order. put never

@@ -10,7 +10,7 @@ import (
 )
 
 // maxPendingAsks returns the per-turn bounds on asks waiting for the host:
-// count and params bytes (Config.Caps.MaxPendingAsks, MaxPendingAskBytes).
+// count and params bytes (config.Config.Caps.MaxPendingAsks, MaxPendingAskBytes).
 func (m *Shared) maxPendingAsks() (n, bytes int) {
 	n, bytes = m.Config.Caps.MaxPendingAsks, m.Config.Caps.MaxPendingAskBytes
 	if n <= 0 {
@@ -23,7 +23,7 @@ func (m *Shared) maxPendingAsks() (n, bytes int) {
 }
 
 // stateRead is the bound on waiting for a busy actor to read its state
-// (Config.Caps.StateRead).
+// (config.Config.Caps.StateRead).
 func (m *Shared) stateRead() time.Duration {
 	if m.Config.Caps.StateRead > 0 {
 		return m.Config.Caps.StateRead

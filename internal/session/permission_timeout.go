@@ -10,7 +10,7 @@ import (
 )
 
 // permissionTimeout is the bound on one host escalation: the open's
-// permissionTimeoutMs, else Config.PermissionTimeout (default 10 min).
+// permissionTimeoutMs, else config.Config.PermissionTimeout (default 10 min).
 func (s *Actor) permissionTimeout() time.Duration {
 	if p := s.open.PermissionTimeoutMs; p != nil {
 		return time.Duration(*p) * time.Millisecond

@@ -9,7 +9,7 @@ import (
 
 // Queued turns (docs/protocol.md §8 session/prompt, Queued turns): a
 // prompt with `queue: true` that arrives while a turn runs waits in the
-// session actor's queue, in arrival order, at most Config.Caps.MaxQueuedTurns;
+// session actor's queue, in arrival order, at most config.Config.Caps.MaxQueuedTurns;
 // when the active turn is answered, the oldest queued one starts (its
 // timeoutMs counts from then). A queued turn never reaches the agent
 // unless it starts: cancelled (session/cancel naming it, or its

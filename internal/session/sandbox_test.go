@@ -7,6 +7,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/acpx-sidecar/acpx-sidecar/internal/config"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/launch"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/registry"
 )
@@ -33,7 +34,7 @@ func TestPrivateTmp_ASwappedLinkIsRemovedNotItsTarget(t *testing.T) {
 	if err := os.Symlink(victim, dir); err != nil {
 		t.Fatal(err)
 	}
-	s := &Actor{m: &Shared{Config: Config{Logger: zap.NewNop()}, Sandboxes: &registry.Sandboxes{}}}
+	s := &Actor{m: &Shared{Config: config.Config{Logger: zap.NewNop()}, Sandboxes: &registry.Sandboxes{}}}
 	s.end.tmpDir = dir
 	s.releaseSandbox()
 	if _, err := os.Lstat(dir); err == nil {

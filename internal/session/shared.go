@@ -10,6 +10,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/acpx-sidecar/acpx-sidecar/internal/config"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/egress"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/registry"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/store"
@@ -25,7 +26,7 @@ import (
 // first session starts and never changes.
 type Shared struct {
 	// Config is the Manager's configuration (Logger never nil).
-	Config Config
+	Config config.Config
 	// Host is the host connection (notifications, permission requests).
 	Host Host
 	// Log receives the sidecar's structured logs; never a secret.
