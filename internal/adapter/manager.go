@@ -28,6 +28,7 @@ import (
 	"github.com/acpx-sidecar/acpx-sidecar/internal/reaper"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/registry"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/session"
+	"github.com/acpx-sidecar/acpx-sidecar/internal/stats"
 	"github.com/acpx-sidecar/acpx-sidecar/protocol"
 )
 
@@ -72,7 +73,7 @@ func NewManager(cfg config.Config, host session.Host) *Manager {
 	m := &Manager{sessions: map[string]*session.Actor{}, keys: map[string]*session.Actor{}, stopCh: make(chan struct{})}
 	stateCtx, cancel := context.WithCancel(context.Background())
 	m.stateCancel = cancel
-	m.sh = &session.Shared{Config: cfg, Host: host, Log: cfg.Logger, Stats: &session.Stats{},
+	m.sh = &session.Shared{Config: cfg, Host: host, Log: cfg.Logger, Stats: &stats.Counters{},
 		Stores: &registry.Stores{}, Journals: registry.NewJournals(cfg.Caps.JournalMaxBytes, cfg.Logger),
 		KeyLocks: &registry.KeyLocks{}, TmpSpares: registry.NewTmpSpares(registry.TmpSparesKept, launch.PrivateTmpParent),
 		Refills: &registry.SpareRefills{}, Sandboxes: &registry.Sandboxes{}, NetTotals: &egress.Counters{},

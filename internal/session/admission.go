@@ -57,7 +57,7 @@ func (s *Actor) finishAdmission(r launch.Result, reply Reply) {
 	default:
 		s.moveTo(protocol.StateClosed)
 		s.end.proof = r.Proof
-		s.m.Stats.countProof(r.Proof)
+		s.m.Stats.CountProof(r.Proof)
 		s.admissionFailed(r.Proof, r.Err, reply)
 		if r.LateClose != nil {
 			// The late session's own cleanup, after the open's answer

@@ -90,7 +90,7 @@ func (a admitSide) Started(tree launch.Tree, tail *acpclient.StderrTail) *acpcli
 	s.end.hasTree.Store(true)
 	go s.drainStderr(tree.Stdio().Stderr, tail)
 	conn := acpclient.NewConn(tree.Stdio().Stdin, tree.Stdio().Stdout, s.m.Config.Caps.MaxProviderLineBytes, s.log, s.routeProviderEvent,
-		func() { s.m.Stats.updatesDropped.Add(1) })
+		func() { s.m.Stats.DropUpdate() })
 	conn.OnStdinClosed(func() { go s.post(func() { s.onStdinClosed(tree) }) })
 	s.post(func() { s.end.tree, s.conn = tree, conn })
 	go func() {

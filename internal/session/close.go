@@ -196,9 +196,9 @@ func (s *Actor) finishCleanup(proof *protocol.Proof) {
 	ca := s.end.closeReq
 	s.end.closeReq = nil
 	s.end.proof = proof
-	s.m.Stats.countProof(proof)
+	s.m.Stats.CountProof(proof)
 	if !s.end.closeAsked.IsZero() {
-		s.m.Stats.sampleClose(time.Since(s.end.closeAsked))
+		s.m.Stats.SampleClose(time.Since(s.end.closeAsked))
 		s.end.closeAsked = time.Time{}
 	}
 	explicit := ca != nil && len(ca.waiters) > 0
@@ -361,8 +361,8 @@ func (s *Actor) cleanup(in cleanupInput) *protocol.Proof {
 	if tree != nil {
 		job.Target.Containment = tree.Info().Containment
 		job.Before = func() []protocol.ProofError {
-			if n := oomKills(tree); n > 0 {
-				return []protocol.ProofError{oomProofError(n)}
+			if n := launch.OOMKills(tree); n > 0 {
+				return []protocol.ProofError{launch.OOMProofError(n)}
 			}
 			return nil
 		}
@@ -426,12 +426,12 @@ func (s *Actor) retain(first *protocol.Proof) {
 		return
 	}
 	s.m.Retained.Add(1)
-	s.m.Stats.retained.Add(1)
+	s.m.Stats.Retained(1)
 	discarded := s.rec.discarded
 	hold, _ := s.m.KeyLocks.Hold(st, s.key) // this process holds it: a reference
 	go func() {
 		defer s.m.Retained.Done()
-		defer s.m.Stats.retained.Add(-1)
+		defer s.m.Stats.Retained(-1)
 		proof, ok := cleanup.Retain(cleanup.Retained{First: first, Terminate: s.m.terminator(tree),
 			Backoff: s.m.Backoff(), Stop: s.m.Stop, Clean: s.red.Clean})
 		if !ok {

@@ -15,6 +15,7 @@ import (
 	"github.com/acpx-sidecar/acpx-sidecar/internal/config"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/jsonl"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/registry"
+	"github.com/acpx-sidecar/acpx-sidecar/internal/stats"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/store"
 	"github.com/acpx-sidecar/acpx-sidecar/protocol"
 )
@@ -32,7 +33,7 @@ func forwardSession(b *testing.B, journaled bool) *Actor {
 	cfg := config.DefaultConfig()
 	cfg.StateDir = dir
 	cfg.Logger = zap.NewNop()
-	m := &Shared{Config: cfg, Host: benchHost{jsonl.NewWriter(io.Discard, jsonl.NDJSON)}, Log: cfg.Logger, Stats: &Stats{},
+	m := &Shared{Config: cfg, Host: benchHost{jsonl.NewWriter(io.Discard, jsonl.NDJSON)}, Log: cfg.Logger, Stats: &stats.Counters{},
 		Journals: registry.NewJournals(cfg.Caps.JournalMaxBytes, cfg.Logger), Router: nil}
 	s := New(m, "s-0123456789abcdef", admission.Plan{Params: protocol.OpenParams{SessionKey: "bench", StateDir: dir}})
 	s.rec.st = st

@@ -207,7 +207,7 @@ func (s *Actor) startRetire(why string) {
 // cannot revive; it ends closed like a close with an incomplete proof
 // (retained, the key held until the tree is proven gone).
 func (s *Actor) finishRetire(proof *protocol.Proof) {
-	s.m.Stats.countProof(proof)
+	s.m.Stats.CountProof(proof)
 	if !proof.Complete {
 		s.log.Warn("retire could not prove the tree gone; the session ends")
 		s.end.proof = proof
@@ -322,7 +322,7 @@ func (s *Actor) cancelWaiting(requestID string) bool {
 	for i, c := range s.life.waiting {
 		if c.requestID == requestID && requestID != "" {
 			s.life.waiting = append(s.life.waiting[:i], s.life.waiting[i+1:]...)
-			s.m.Stats.countTurn(protocol.TurnCancelled)
+			s.m.Stats.CountTurn(protocol.TurnCancelled)
 			c.reply(protocol.PromptResult{RequestID: requestID, Status: protocol.TurnCancelled, StopReason: protocol.StopCancelled}, nil)
 			if len(s.life.waiting) == 0 && s.state.is(protocol.StateReviving) {
 				s.end.abortAdmission(errReviveUnneeded) // nothing needs the agent now

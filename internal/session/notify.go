@@ -37,7 +37,7 @@ type publisher = outbox.Publisher
 // the actor starts. The store is read when the journal is first needed.
 func (s *Actor) newPublisher() *publisher {
 	return outbox.New(outbox.Config{Session: s.id, Key: s.key, Journals: s.m.Journals, Host: s.m.Host,
-		Redactor: s.red, Log: s.log, Forwarded: &s.m.Stats.updatesForwarded,
+		Redactor: s.red, Log: s.log, Forwarded: s.m.Stats.Forwarded(),
 		SessionsDir: func() string {
 			if s.rec.st == nil {
 				return ""

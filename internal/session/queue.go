@@ -47,7 +47,7 @@ func (s *Actor) enqueue(ctx context.Context, p protocol.PromptParams, prompt jso
 		s.post(func() { s.cancelQueued(rid) })
 	})
 	s.turns.queue = append(s.turns.queue, q)
-	s.m.Stats.turnsQueued.Add(1)
+	s.m.Stats.Queued(1)
 }
 
 // cancelQueued answers the queued turn requestID names "cancelled" and
@@ -66,9 +66,9 @@ func (s *Actor) cancelQueued(requestID string) bool {
 // answerQueued answers a queued turn that never started.
 func (s *Actor) answerQueued(q *queuedTurn, res protocol.PromptResult) {
 	q.stopHost()
-	s.m.Stats.turnsQueued.Add(-1)
+	s.m.Stats.Queued(-1)
 	res.RequestID = q.p.RequestID
-	s.m.Stats.countTurn(res.Status)
+	s.m.Stats.CountTurn(res.Status)
 	s.flushOut()
 	q.reply(res, nil)
 }
@@ -91,7 +91,7 @@ func (s *Actor) startQueued() {
 	q := s.turns.queue[0]
 	s.turns.queue = s.turns.queue[1:]
 	q.stopHost()
-	s.m.Stats.turnsQueued.Add(-1)
+	s.m.Stats.Queued(-1)
 	s.beginTurn(q.ctx, q.p, q.prompt, q.reply)
 }
 

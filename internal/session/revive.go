@@ -110,7 +110,7 @@ func (s *Actor) reviveFailed(proof *protocol.Proof, e *protocol.Error) {
 		return
 	}
 	if proof != nil {
-		s.m.Stats.countProof(proof)
+		s.m.Stats.CountProof(proof)
 		e.Data.Cleanup = proof
 	}
 	ca := s.end.closeReq

@@ -283,7 +283,7 @@ func (s *Actor) onExit(tree launch.Tree) {
 		return // the close, retire or admission worker owns cleanup
 	}
 	st := tree.ExitStatus()
-	s.providerLost(protocol.ExitedNotice{ExitCode: st.Code, Signal: st.Signal, Reason: exitReason(st, oomKills(tree))},
+	s.providerLost(protocol.ExitedNotice{ExitCode: st.Code, Signal: st.Signal, Reason: launch.ExitReason(st, launch.OOMKills(tree))},
 		"the provider process exited", "provider exited")
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/acpx-sidecar/acpx-sidecar/internal/config"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/egress"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/registry"
+	"github.com/acpx-sidecar/acpx-sidecar/internal/stats"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/store"
 	"github.com/acpx-sidecar/acpx-sidecar/protocol"
 )
@@ -32,7 +33,7 @@ type Shared struct {
 	// Log receives the sidecar's structured logs; never a secret.
 	Log *zap.Logger
 	// Stats are the sidecar's counters (sidecar/stats).
-	Stats *Stats
+	Stats *stats.Counters
 	// Stores are the state directories' stores.
 	Stores *registry.Stores
 	// Journals are the session journals open now (notify.go).

@@ -83,7 +83,7 @@ func processStatus(res *protocol.StatusResult, tree launch.Tree) {
 	default:
 		res.Process.Alive = true
 	}
-	res.Resources = resourcesOf(tree)
+	res.Resources = launch.ResourcesOf(tree)
 }
 
 // mergeRecord checks res against the persisted record in st (its identity

@@ -227,7 +227,7 @@ func (s *Actor) finishTurn(res protocol.PromptResult) {
 	})
 	// Every update of the turn is sent, and durable, before its answer.
 	s.pub.SyncJournal()
-	s.m.Stats.countTurn(res.Status)
+	s.m.Stats.CountTurn(res.Status)
 	s.act.snapDirty = true // usage, lastRequestId
 	t.reply(res, nil)
 	s.startQueued()

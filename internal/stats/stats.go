@@ -1,4 +1,9 @@
-package session
+// Package stats holds the sidecar's counters for sidecar/stats
+// (docs/protocol.md §17): turns queued and answered, updates forwarded
+// and dropped, proofs, recoveries and close-to-proof times. Every session
+// actor and the Manager count into one Counters; any goroutine may. It
+// imports nothing of the sidecar but protocol.
+package stats
 
 import (
 	"sort"
@@ -12,10 +17,10 @@ import (
 // closeSamples is how many host closes closeToProofMs is computed over.
 const closeSamples = 1024
 
-// Stats are the counters of sidecar/stats (docs/protocol.md §17).
+// Counters are the counters of sidecar/stats (docs/protocol.md §17).
 // Counters only grow; gauges (turnsQueued, retained) go up and down. Any
 // goroutine may update them.
-type Stats struct {
+type Counters struct {
 	turnsQueued      atomic.Int64
 	completed        atomic.Uint64
 	failed           atomic.Uint64
@@ -32,8 +37,8 @@ type Stats struct {
 	next    int
 }
 
-// countTurn counts an answered turn by its status.
-func (st *Stats) countTurn(status protocol.TurnStatus) {
+// CountTurn counts an answered turn by its status.
+func (st *Counters) CountTurn(status protocol.TurnStatus) {
 	switch status {
 	case protocol.TurnCompleted:
 		st.completed.Add(1)
@@ -44,8 +49,8 @@ func (st *Stats) countTurn(status protocol.TurnStatus) {
 	}
 }
 
-// countProof counts the first proof of a cleanup.
-func (st *Stats) countProof(p *protocol.Proof) {
+// CountProof counts the first proof of a cleanup.
+func (st *Counters) CountProof(p *protocol.Proof) {
 	if p.Complete {
 		st.proofsComplete.Add(1)
 	} else {
@@ -53,8 +58,8 @@ func (st *Stats) countProof(p *protocol.Proof) {
 	}
 }
 
-// sampleClose records one host close's time from request to proof.
-func (st *Stats) sampleClose(d time.Duration) {
+// SampleClose records one host close's time from request to proof.
+func (st *Counters) SampleClose(d time.Duration) {
 	ms := float64(d.Microseconds()) / 1000
 	st.mu.Lock()
 	defer st.mu.Unlock()
@@ -67,7 +72,7 @@ func (st *Stats) sampleClose(d time.Duration) {
 }
 
 // percentiles returns p50 and p99 (nearest rank) of the close samples.
-func (st *Stats) percentiles() protocol.Percentiles {
+func (st *Counters) percentiles() protocol.Percentiles {
 	st.mu.Lock()
 	v := append([]float64(nil), st.closeMs...)
 	st.mu.Unlock()
@@ -90,12 +95,12 @@ func (st *Stats) percentiles() protocol.Percentiles {
 
 // CountRecovered counts a leftover tree recovered (sidecar/stats
 // proofs.recovered).
-func (st *Stats) CountRecovered() { st.recovered.Add(1) }
+func (st *Counters) CountRecovered() { st.recovered.Add(1) }
 
 // Fill sets res's counters from st: turns queued and answered (by
 // status; res.Turns.Running is the caller's), updates forwarded and
 // dropped, proofs, and the close-to-proof percentiles (ms).
-func (st *Stats) Fill(res *protocol.StatsResult) {
+func (st *Counters) Fill(res *protocol.StatsResult) {
 	res.Turns.Queued = int(st.turnsQueued.Load())
 	res.Turns.Completed, res.Turns.Failed, res.Turns.Cancelled = st.completed.Load(), st.failed.Load(), st.cancelled.Load()
 	res.UpdatesForwarded = st.updatesForwarded.Load()
@@ -104,3 +109,17 @@ func (st *Stats) Fill(res *protocol.StatsResult) {
 		Retained: int(st.retained.Load()), Recovered: st.recovered.Load()}
 	res.CloseToProofMs = st.percentiles()
 }
+
+// Queued moves the turns-queued gauge by delta (+1 queued, -1 left the
+// queue).
+func (st *Counters) Queued(delta int64) { st.turnsQueued.Add(delta) }
+
+// Retained moves the retained-cleanups gauge by delta.
+func (st *Counters) Retained(delta int64) { st.retained.Add(delta) }
+
+// DropUpdate counts an agent update dropped: not an ACP SessionUpdate.
+func (st *Counters) DropUpdate() { st.updatesDropped.Add(1) }
+
+// Forwarded is the count of updates forwarded to the host, for the
+// session's out-queue to add to (internal/outbox).
+func (st *Counters) Forwarded() *atomic.Uint64 { return &st.updatesForwarded }
