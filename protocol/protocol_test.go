@@ -150,3 +150,15 @@ func TestValidate_PromptShapes(t *testing.T) {
 		}
 	}
 }
+
+// TestQuoteShort: a short string is quoted as is; a long one is cut to
+// 80 bytes and marked.
+func TestQuoteShort(t *testing.T) {
+	if got := QuoteShort("Kind"); got != `"Kind"` {
+		t.Errorf("%s", got)
+	}
+	long := strings.Repeat("x", 81)
+	if got := QuoteShort(long); got != `"`+long[:80]+`…"` {
+		t.Errorf("%s", got)
+	}
+}

@@ -70,7 +70,7 @@ func CheckSessionCaps(p protocol.OpenParams, caps AgentCaps) *protocol.Error {
 		switch {
 		case typ != "stdio" && typ != "http" && typ != "sse":
 			// Nothing the sidecar cannot check is sent (docs/protocol.md §23).
-			return protocol.InvalidParams(at+".type", at+".type "+QuoteShort(typ)+" is not an ACP MCP transport (stdio, http, sse)")
+			return protocol.InvalidParams(at+".type", at+".type "+protocol.QuoteShort(typ)+" is not an ACP MCP transport (stdio, http, sse)")
 		case typ == "http" && !caps.McpCapabilities.HTTP:
 			return CapabilityError("mcpCapabilities.http", "mcpServers."+strconv.Itoa(i)+" (type http)")
 		case typ == "sse" && !caps.McpCapabilities.SSE:
@@ -114,7 +114,7 @@ func memberType(raw json.RawMessage) (typ string, present bool, why string) {
 			}
 			present = true
 		case strings.EqualFold(m.Key, "type"):
-			return "", false, "unknown member " + QuoteShort(m.Key) + "; member names are case-sensitive"
+			return "", false, "unknown member " + protocol.QuoteShort(m.Key) + "; member names are case-sensitive"
 		}
 	}
 	return typ, present, ""
@@ -146,7 +146,7 @@ func PromptBlocks(prompt json.RawMessage, caps AgentCaps) (json.RawMessage, *pro
 		if !knownBlockTypes[typ] {
 			// The bytes go to the agent as written: a type the sidecar does
 			// not know is one it could not check (docs/protocol.md §23).
-			return nil, protocol.InvalidParams(at+".type", at+".type "+QuoteShort(typ)+" is not an ACP ContentBlock type (text, image, audio, resource, resource_link)")
+			return nil, protocol.InvalidParams(at+".type", at+".type "+protocol.QuoteShort(typ)+" is not an ACP ContentBlock type (text, image, audio, resource, resource_link)")
 		}
 		if c, ok := promptBlockCaps[typ]; ok && !have[c] {
 			return nil, CapabilityError(c, at+" (type "+typ+")")

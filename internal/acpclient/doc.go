@@ -16,13 +16,3 @@
 // (internal/reaper). It may import protocol (error types), internal/jsonl,
 // internal/strictjson, the ACP SDK, jsonrpc2, zap and golang.org/x/sys.
 package acpclient
-
-// QuoteShort quotes s for an error message: s in double quotes, cut to
-// its first 80 bytes and "…" when longer. It escapes nothing: the caller
-// redacts what needs it.
-func QuoteShort(s string) string {
-	if len(s) > 80 {
-		s = s[:80] + "…"
-	}
-	return "\"" + s + "\""
-}

@@ -142,7 +142,7 @@ func loadPrior(log *zap.Logger, in Input) *store.Record {
 		return nil
 	}
 	log.Warn("the revived session's record is missing or names another session; resuming from memory")
-	now := nowStamp()
+	now := store.NowStamp()
 	r := &store.Record{Schema: store.Schema, SessionKey: p.SessionKey, Name: p.SessionKey, CreatedAt: now,
 		BackendSessionID: in.Revive.BackendSessionID, Messages: []byte("[]"), RequestTokenUsage: map[string]store.TokenUsage{}}
 	r.Acpx.AgentProfile = p.Agent

@@ -2,14 +2,11 @@ package launch
 
 import (
 	"encoding/json"
-	"time"
 
 	"github.com/acpx-sidecar/acpx-sidecar/internal/controls"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/store"
 	"github.com/acpx-sidecar/acpx-sidecar/protocol"
 )
-
-func nowStamp() string { return store.FormatTime(time.Now()) }
 
 // saveAdmitted writes the record of an admitted session (no env, ever:
 // docs/rules.md#r3), in place but not yet fsynced: the returned Pending is
@@ -18,7 +15,7 @@ func nowStamp() string { return store.FormatTime(time.Now()) }
 func saveAdmitted(in *Input, prior *store.Record, res *protocol.OpenResult, init initializeResult, tree Tree, style string, pin controls.Pins) (*store.Record, *store.Pending, error) {
 	p := in.Open
 	rec := prior
-	now := nowStamp()
+	now := store.NowStamp()
 	if rec == nil {
 		rec = &store.Record{Schema: store.Schema, SessionKey: p.SessionKey, Name: p.SessionKey, CreatedAt: now,
 			Messages: json.RawMessage("[]"), RequestTokenUsage: map[string]store.TokenUsage{}}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/acpx-sidecar/acpx-sidecar/internal/jsonl"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/strictjson"
+	"github.com/acpx-sidecar/acpx-sidecar/protocol"
 )
 
 // Ask is an ACP session/request_permission's params as the policy reads
@@ -96,7 +97,7 @@ func ParseAsk(params json.RawMessage) (pa Ask, why string) {
 			return pa, "options[" + strconv.Itoa(i) + "].kind is not a string"
 		}
 		if seen[id] {
-			return pa, "optionId " + strictjson.QuoteShort(id) + " occurs twice"
+			return pa, "optionId " + protocol.QuoteShort(id) + " occurs twice"
 		}
 		seen[id] = true
 		pa.Opts = append(pa.Opts, Option{OptionID: id, Kind: kind})

@@ -98,7 +98,7 @@ func CheckElicitAnswer(pe *Elicit, res protocol.ElicitationResult) (ElicitAnswer
 	}
 	if pe.Form == nil || len(res.Content) == 0 || string(res.Content) == "null" {
 		if pe.Form != nil && len(pe.Form.required) > 0 {
-			return ElicitAnswer{}, protocol.InvalidParams("content", "content is missing the required "+strictjson.QuoteShort(pe.Form.required[0]))
+			return ElicitAnswer{}, protocol.InvalidParams("content", "content is missing the required "+protocol.QuoteShort(pe.Form.required[0]))
 		}
 		return ElicitAnswer{Action: protocol.ElicitAccept}, nil
 	}

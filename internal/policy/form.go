@@ -9,6 +9,7 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/acpx-sidecar/acpx-sidecar/internal/strictjson"
+	"github.com/acpx-sidecar/acpx-sidecar/protocol"
 )
 
 // Form is the requestedSchema of a form elicitation, compiled: what
@@ -88,7 +89,7 @@ func (f *Form) Check(content json.RawMessage) (field, why string) {
 	}
 	for k, v := range obj {
 		if !f.props[k] {
-			return "content." + k, strictjson.QuoteShort(k) + " is not a property of the requested schema"
+			return "content." + k, protocol.QuoteShort(k) + " is not a property of the requested schema"
 		}
 		if !contentValue(v) {
 			return "content." + k, "not a string, number, boolean or array of strings"
@@ -96,7 +97,7 @@ func (f *Form) Check(content json.RawMessage) (field, why string) {
 	}
 	for _, k := range f.required {
 		if _, ok := obj[k]; !ok {
-			return "content." + k, "the required " + strictjson.QuoteShort(k) + " is missing"
+			return "content." + k, "the required " + protocol.QuoteShort(k) + " is missing"
 		}
 	}
 	inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(content))
@@ -118,7 +119,7 @@ func (f *Form) Check(content json.RawMessage) (field, why string) {
 	if len(ve.InstanceLocation) > 0 {
 		field += "." + strings.Join(ve.InstanceLocation, ".")
 	}
-	return field, "fails the requested schema's " + strictjson.QuoteShort(strings.Join(ve.ErrorKind.KeywordPath(), "/"))
+	return field, "fails the requested schema's " + protocol.QuoteShort(strings.Join(ve.ErrorKind.KeywordPath(), "/"))
 }
 
 // contentValue reports whether v is an ACP ElicitationContentValue.

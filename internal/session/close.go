@@ -293,7 +293,7 @@ func (s *Actor) markClosed(discard bool) {
 	}
 	s.persist(func(r *store.Record) {
 		r.Closed = true
-		now := nowStamp()
+		now := store.NowStamp()
 		r.ClosedAt = &now
 	})
 }

@@ -3,6 +3,7 @@ package session
 import (
 	"context"
 	"errors"
+	"strconv"
 	"time"
 
 	acp "github.com/coder/acp-go-sdk"
@@ -63,7 +64,7 @@ func (s *Actor) onElicitation(m *acpclient.AgentMsg) {
 		return
 	}
 	if !caps.Allows(pe.Mode) {
-		s.refuseElicit(m, pe, -32602, "elicitation mode "+quoteShort(pe.Mode)+" was not advertised", "mode "+quoteShort(pe.Mode)+" not declared by the host")
+		s.refuseElicit(m, pe, -32602, "elicitation mode "+protocol.QuoteShort(pe.Mode)+" was not advertised", "mode "+protocol.QuoteShort(pe.Mode)+" not declared by the host")
 		return
 	}
 	t := s.turns.turn
@@ -72,7 +73,7 @@ func (s *Actor) onElicitation(m *acpclient.AgentMsg) {
 		return
 	}
 	if maxN, maxB := s.m.maxPendingAsks(); policy.Overflows(len(t.pending)+len(t.elicits), t.pendingBytes, pe.Size, maxN, maxB) {
-		s.answerElicit(m, pe, policy.ElicitCancel, "more than "+itoa(maxN)+" asks or "+itoa(maxB)+
+		s.answerElicit(m, pe, policy.ElicitCancel, "more than "+strconv.Itoa(maxN)+" asks or "+strconv.Itoa(maxB)+
 			" bytes waiting for the host (--max-pending-asks, --max-pending-ask-bytes)", nil)
 		return
 	}

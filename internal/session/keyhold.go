@@ -2,6 +2,7 @@ package session
 
 import (
 	"errors"
+	"strconv"
 
 	"github.com/acpx-sidecar/acpx-sidecar/internal/admission"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/launch"
@@ -40,7 +41,7 @@ func (s *Actor) takeKeyHold(st *store.Store, reply Reply) bool {
 	msg := "sessionKey is held by another sidecar on this stateDir"
 	var held *store.KeyHeldError
 	if errors.As(err, &held) && held.Pid > 0 {
-		msg += " (pid " + itoa(held.Pid) + ")"
+		msg += " (pid " + strconv.Itoa(held.Pid) + ")"
 	}
 	e := protocol.Domain(protocol.ErrSessionKeyInUse, msg, true)
 	e.Data.HeldBy = protocol.HeldByOtherSidecar

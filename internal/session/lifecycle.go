@@ -305,7 +305,7 @@ func (s *Actor) withPromptAgent(ctx context.Context, p protocol.PromptParams, re
 			dup = dup || (c.requestID != "" && c.requestID == p.RequestID)
 		}
 		if dup {
-			reply(nil, protocol.Domain(protocol.ErrDuplicateRequestID, "requestId "+quoteShort(p.RequestID)+" was already used in this session or an earlier session of its key", false))
+			reply(nil, protocol.Domain(protocol.ErrDuplicateRequestID, "requestId "+protocol.QuoteShort(p.RequestID)+" was already used in this session or an earlier session of its key", false))
 			return
 		}
 		if _, e := acpclient.PromptBlocks(p.Prompt, s.rec.agentCaps); e != nil {

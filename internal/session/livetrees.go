@@ -3,6 +3,7 @@ package session
 import (
 	"context"
 	"errors"
+	"strconv"
 	"time"
 
 	"github.com/acpx-sidecar/acpx-sidecar/internal/registry"
@@ -29,7 +30,7 @@ func (s *Actor) takeTreeSlot(ctx context.Context) (bool, *protocol.Error) {
 		return true, nil
 	case errors.Is(err, registry.ErrNoLiveTreeSlot):
 		max := s.m.Trees.Max()
-		e := protocol.Domain(protocol.ErrSidecarAtCapacity, "every live-tree slot (--max-live-trees "+itoa(max)+
+		e := protocol.Domain(protocol.ErrSidecarAtCapacity, "every live-tree slot (--max-live-trees "+strconv.Itoa(max)+
 			") stayed taken for reviveWaitMs; retry later", true)
 		e.Data.Limit = &max
 		return false, e

@@ -2,6 +2,7 @@ package session
 
 import (
 	"context"
+	"strconv"
 	"time"
 
 	"github.com/acpx-sidecar/acpx-sidecar/internal/acpclient"
@@ -39,7 +40,7 @@ func (m *Shared) stateRead() time.Duration {
 // fails the turn with PERMISSION_APPROVAL_REQUIRED. An agent flooding
 // asks while the host is slow thus holds at most the bound in memory.
 func (s *Actor) decideOverflow(t *turn, ask *acpclient.PermissionAsk, pa *pendingAsk, maxN, maxB int) {
-	rule := pa.rule + "; more than " + itoa(maxN) + " asks or " + itoa(maxB) +
+	rule := pa.rule + "; more than " + strconv.Itoa(maxN) + " asks or " + strconv.Itoa(maxB) +
 		" bytes waiting for the host (--max-pending-asks, --max-pending-ask-bytes); nonInteractivePermissions:" +
 		s.open.NonInteractivePermissions
 	optionID, fail := policy.Unanswered(s.open, pa.options)

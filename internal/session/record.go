@@ -1,8 +1,6 @@
 package session
 
 import (
-	"time"
-
 	"github.com/acpx-sidecar/acpx-sidecar/internal/acpclient"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/provstate"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/store"
@@ -26,5 +24,3 @@ type sessionRecord struct {
 	// without --state-store.
 	ps *provstate.State
 }
-
-func nowStamp() string { return store.FormatTime(time.Now()) }

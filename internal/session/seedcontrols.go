@@ -57,7 +57,7 @@ func (s *Actor) checkHeld() {
 func (s *Actor) breach(key, want, got string) {
 	s.ctl.held.Breach = key
 	var rid *string
-	msg := "the agent moved " + quoteShort(key) + " from " + quoteShort(want) + " to " + s.red.Clean(quoteShort(got)) +
+	msg := "the agent moved " + protocol.QuoteShort(key) + " from " + protocol.QuoteShort(want) + " to " + s.red.Clean(protocol.QuoteShort(got)) +
 		", which the sidecar holds (docs/agents.md, Drift)"
 	s.log.Warn("policy breach", zap.String("control", key))
 	if t := s.turns.turn; t != nil {

@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
-	"strconv"
 	"sync"
 
 	"go.uber.org/zap"
@@ -15,7 +14,6 @@ import (
 	"github.com/acpx-sidecar/acpx-sidecar/internal/registry"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/stats"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/store"
-	"github.com/acpx-sidecar/acpx-sidecar/protocol"
 )
 
 // Shared is what every session of one Manager shares: the configuration,
@@ -102,7 +100,3 @@ func NewID(prefix string) string {
 
 // errShutdownAbort is the cause of an admission aborted by shutdown.
 var errShutdownAbort = errors.New("sidecar shutdown")
-
-func itoa(i int) string { return strconv.Itoa(i) }
-
-func quoteShort(s string) string { return protocol.QuoteShort(s) }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strconv"
 	"time"
 
 	acp "github.com/coder/acp-go-sdk"
@@ -61,12 +62,12 @@ func (s *Actor) startTurn(ctx context.Context, p protocol.PromptParams, reply Re
 		return
 	}
 	if s.turns.turn != nil && !p.Queue {
-		reply(nil, protocol.Domain(protocol.ErrTurnActive, "turn "+quoteShort(s.turns.turn.requestID)+" is still running", true))
+		reply(nil, protocol.Domain(protocol.ErrTurnActive, "turn "+protocol.QuoteShort(s.turns.turn.requestID)+" is still running", true))
 		return
 	}
 	if s.turns.turn != nil && len(s.turns.queue) >= s.m.maxQueuedTurns() {
-		e := protocol.Domain(protocol.ErrTurnActive, "turn "+quoteShort(s.turns.turn.requestID)+" is still running and "+
-			itoa(len(s.turns.queue))+" turns are queued (--max-queued-turns)", true)
+		e := protocol.Domain(protocol.ErrTurnActive, "turn "+protocol.QuoteShort(s.turns.turn.requestID)+" is still running and "+
+			strconv.Itoa(len(s.turns.queue))+" turns are queued (--max-queued-turns)", true)
 		n := len(s.turns.queue)
 		e.Data.Queued = &n
 		reply(nil, e)
@@ -81,7 +82,7 @@ func (s *Actor) startTurn(ctx context.Context, p protocol.PromptParams, reply Re
 		return
 	}
 	if s.turns.usedIDs[p.RequestID] {
-		reply(nil, protocol.Domain(protocol.ErrDuplicateRequestID, "requestId "+quoteShort(p.RequestID)+" was already used in this session or an earlier session of its key", false))
+		reply(nil, protocol.Domain(protocol.ErrDuplicateRequestID, "requestId "+protocol.QuoteShort(p.RequestID)+" was already used in this session or an earlier session of its key", false))
 		return
 	}
 	// The blocks go to the agent as the host wrote them, once the agent's
@@ -216,7 +217,7 @@ func (s *Actor) finishTurn(res protocol.PromptResult) {
 	s.persist(func(r *store.Record) {
 		recordRequestID(r, t.requestID)
 		r.LastRequestID = &t.requestID
-		now := nowStamp()
+		now := store.NowStamp()
 		r.LastPromptAt = &now
 		if res.Cost != nil {
 			if r.Acpx.RequestCost == nil {
@@ -314,7 +315,7 @@ func (s *Actor) persist(fn func(r *store.Record)) {
 		if r.BackendSessionID != s.rec.identity.BackendSessionID {
 			return errRecordTaken
 		}
-		r.LastUsedAt = nowStamp()
+		r.LastUsedAt = store.NowStamp()
 		r.LastSeq = int64(s.pub.Seq())
 		launch.RecordControls(r, s.ctl.models, s.ctl.modes)
 		r.Acpx.ModelControl = s.ctl.modelCtl

@@ -24,6 +24,9 @@ const TimeLayout = "2006-01-02T15:04:05.000Z"
 // (the wire's are protocol.FormatTime).
 func FormatTime(t time.Time) string { return t.UTC().Format(TimeLayout) }
 
+// NowStamp is the current time as a record stamps it (FormatTime).
+func NowStamp() string { return FormatTime(time.Now()) }
+
 // TokenUsage is a token count record (cumulative, or per request id). Counts
 // are tokens, never negative (acpx rejects the whole record otherwise). The
 // cache keys use the npm acpx runtime's names (cache_read_input_tokens,

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/acpx-sidecar/acpx-sidecar/internal/jsonl"
+	"github.com/acpx-sidecar/acpx-sidecar/protocol"
 )
 
 // Agent frames are decoded strictly where the policy or the host depends
@@ -76,7 +77,7 @@ func DecodeObject(raw json.RawMessage, policyKeys ...string) (obj Object, why st
 	for _, m := range ms {
 		for _, k := range policyKeys {
 			if m.Key != k && strings.EqualFold(m.Key, k) {
-				return nil, "member " + QuoteShort(m.Key) + " differs from " + QuoteShort(k) + " only by case"
+				return nil, "member " + protocol.QuoteShort(m.Key) + " differs from " + protocol.QuoteShort(k) + " only by case"
 			}
 		}
 		obj[m.Key] = m.Val
@@ -96,14 +97,4 @@ func (o Object) Str(key string) (v string, present, ok bool) {
 		return "", true, false
 	}
 	return v, true, true
-}
-
-// QuoteShort returns s in double quotes, cut to its first 80 bytes plus
-// "…" when longer: how a member name or value an agent chose is quoted in
-// a reason. Nothing inside s is escaped.
-func QuoteShort(s string) string {
-	if len(s) > 80 {
-		s = s[:80] + "…"
-	}
-	return "\"" + s + "\""
 }

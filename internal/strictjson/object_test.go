@@ -3,7 +3,6 @@ package strictjson
 import (
 	"encoding/json"
 	"errors"
-	"strings"
 	"testing"
 )
 
@@ -77,17 +76,5 @@ func TestObjectMembers(t *testing.T) {
 	}
 	if _, err := ObjectMembers(json.RawMessage(`"a"`)); !errors.Is(err, ErrNotObject) {
 		t.Errorf("not an object: %v", err)
-	}
-}
-
-// TestQuoteShort: a short string is quoted as is; a long one is cut to
-// 80 bytes and marked.
-func TestQuoteShort(t *testing.T) {
-	if got := QuoteShort("Kind"); got != `"Kind"` {
-		t.Errorf("%s", got)
-	}
-	long := strings.Repeat("x", 81)
-	if got := QuoteShort(long); got != `"`+long[:80]+`…"` {
-		t.Errorf("%s", got)
 	}
 }
