@@ -4,8 +4,9 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 
+	"github.com/acpx-sidecar/acpx-sidecar/internal/admission"
+	"github.com/acpx-sidecar/acpx-sidecar/internal/fspath"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/profiles"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/statestore"
 	"github.com/acpx-sidecar/acpx-sidecar/protocol"
@@ -59,7 +60,7 @@ func Sources(d Dirs) ([]statestore.Source, *protocol.Error) {
 			out = append(out, statestore.Source{Name: name, Path: dir})
 		}
 	} else {
-		get := func(k string) string { return envValue(d.Env, k) }
+		get := func(k string) string { return admission.EnvValue(d.Env, k) }
 		for _, sd := range d.Profile.StateDirs {
 			if p := sd.Resolve(get); p != "" {
 				out = append(out, statestore.Source{Name: sd.Name, Path: p, Leave: sd.Leave})
@@ -68,35 +69,35 @@ func Sources(d Dirs) ([]statestore.Source, *protocol.Error) {
 	}
 	home := ""
 	if h, err := os.UserHomeDir(); err == nil && filepath.IsAbs(h) {
-		home = resolveExisting(h)
+		home = fspath.ResolveExisting(h)
 	}
-	cwd := resolveExisting(d.Cwd)
+	cwd := fspath.ResolveExisting(d.Cwd)
 	var own []string // the key's private HOME, when the session has one
 	if d.PrivateHome != "" {
-		own = []string{resolveExisting(d.PrivateHome)}
+		own = []string{fspath.ResolveExisting(d.PrivateHome)}
 	}
 	var protected []string
 	for _, dir := range d.StateDirs {
-		protected = append(protected, resolveExisting(dir))
+		protected = append(protected, fspath.ResolveExisting(dir))
 	}
 	var secrets []string
 	for _, dir := range d.Secrets {
-		secrets = append(secrets, resolveExisting(dir))
+		secrets = append(secrets, fspath.ResolveExisting(dir))
 	}
 	for i := range out {
-		real := resolveExisting(out[i].Path)
+		real := fspath.ResolveExisting(out[i].Path)
 		out[i].Path, out[i].Strict = real, true
 		bad := ""
 		switch {
 		case systemDir(real):
 			bad = "is a system directory"
-		case home != "" && beneathAny(home, []string{real}):
+		case home != "" && fspath.BeneathAny(home, []string{real}):
 			bad = "is or holds the sidecar's own HOME (give the agent a HOME of its own, or name stateDirs)"
-		case beneathAny(cwd, []string{real}):
+		case fspath.BeneathAny(cwd, []string{real}):
 			bad = "holds the workspace (cwd), which is never archived"
-		case !beneathAny(real, own) && (beneathAny(real, protected) || holdsAny(real, protected)):
+		case !fspath.BeneathAny(real, own) && (fspath.BeneathAny(real, protected) || fspath.HoldsAny(real, protected)):
 			bad = "is, holds or lies inside a state directory of this sidecar"
-		case beneathAny(real, secrets) || holdsAny(real, secrets):
+		case fspath.BeneathAny(real, secrets) || fspath.HoldsAny(real, secrets):
 			bad = "is, holds or lies inside the state store or a master key file of this sidecar"
 		}
 		if bad != "" {
@@ -114,57 +115,5 @@ func Sources(d Dirs) ([]statestore.Source, *protocol.Error) {
 var systemDirs = []string{"/", "/bin", "/boot", "/etc", "/lib", "/lib32", "/lib64", "/opt", "/root", "/run", "/sbin", "/srv", "/usr", "/var", "/home"}
 
 func systemDir(p string) bool {
-	return slices.Contains(systemDirs, p) || beneathAny(p, []string{"/proc", "/sys", "/dev", "/usr", "/etc", "/boot", "/bin", "/sbin", "/lib", "/lib64"})
-}
-
-// The path helpers below are copies of internal/adapter's (sandboxlive.go,
-// sandbox.go), which this package may not import.
-
-// envValue is the last value of name in env ("K=V" entries).
-func envValue(env []string, name string) string {
-	v := ""
-	for _, kv := range env {
-		if k, val, ok := strings.Cut(kv, "="); ok && k == name {
-			v = val
-		}
-	}
-	return v
-}
-
-// resolveExisting is dir with the symlinks of its longest existing prefix
-// resolved: where dir is, or will be once created.
-func resolveExisting(dir string) string {
-	dir = filepath.Clean(dir)
-	rest := ""
-	for p := dir; ; {
-		if r, err := filepath.EvalSymlinks(p); err == nil {
-			return filepath.Join(r, rest)
-		}
-		parent := filepath.Dir(p)
-		if parent == p {
-			return dir
-		}
-		rest = filepath.Join(filepath.Base(p), rest)
-		p = parent
-	}
-}
-
-// holdsAny reports whether some path of paths lies beneath dir.
-func holdsAny(dir string, paths []string) bool {
-	for _, p := range paths {
-		if p != dir && beneathAny(p, []string{dir}) {
-			return true
-		}
-	}
-	return false
-}
-
-// beneathAny reports whether p is one of roots or lies beneath one.
-func beneathAny(p string, roots []string) bool {
-	for _, r := range roots {
-		if p == r || strings.HasPrefix(p, strings.TrimSuffix(r, "/")+"/") {
-			return true
-		}
-	}
-	return false
+	return slices.Contains(systemDirs, p) || fspath.BeneathAny(p, []string{"/proc", "/sys", "/dev", "/usr", "/etc", "/boot", "/bin", "/sbin", "/lib", "/lib64"})
 }

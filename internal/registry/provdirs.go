@@ -3,6 +3,7 @@ package registry
 import (
 	"sync"
 
+	"github.com/acpx-sidecar/acpx-sidecar/internal/fspath"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/statestore"
 	"github.com/acpx-sidecar/acpx-sidecar/protocol"
 )
@@ -28,7 +29,7 @@ func (r *ProviderDirs) Claim(owner string, srcs []statestore.Source) *protocol.E
 			if other == owner {
 				continue
 			}
-			if dir == src.Path || BeneathAny(dir, []string{src.Path}) || BeneathAny(src.Path, []string{dir}) {
+			if dir == src.Path || fspath.BeneathAny(dir, []string{src.Path}) || fspath.BeneathAny(src.Path, []string{dir}) {
 				e := protocol.Domain(protocol.ErrStateConflict, "the provider-state directory "+src.Name+
 					" is used by live session "+other+" (an archive never carries another session's files)", false)
 				e.Data.Paths = []string{src.Path}

@@ -1,11 +1,10 @@
 package registry
 
 import (
-	"path/filepath"
 	"slices"
-	"strings"
 	"sync"
 
+	"github.com/acpx-sidecar/acpx-sidecar/internal/fspath"
 	"github.com/acpx-sidecar/acpx-sidecar/protocol"
 )
 
@@ -75,14 +74,14 @@ func (l *Sandboxes) CheckStateDirLocked(dir, self string) *protocol.Error {
 	if len(l.live) == 0 {
 		return nil
 	}
-	real := ResolveExisting(dir)
+	real := fspath.ResolveExisting(dir)
 	for owner, ls := range l.live {
-		inWritable := BeneathAny(real, ls.writable) && !BeneathAny(real, ls.readOnly)
+		inWritable := fspath.BeneathAny(real, ls.writable) && !fspath.BeneathAny(real, ls.readOnly)
 		// A private HOME lies in its own state dir by design: that state
 		// dir is protected in every tree (sandboxPaths), the HOME alone
 		// writable, by its key's tree alone.
 		others := slices.DeleteFunc(slices.Clone(ls.writable), func(w string) bool { return w == ls.home && ls.home != "" })
-		if owner == self || !inWritable && !HoldsAny(real, others) {
+		if owner == self || !inWritable && !fspath.HoldsAny(real, others) {
 			continue
 		}
 		e := protocol.Domain(protocol.ErrSandboxConflict, "the stateDir lies where live session "+owner+
@@ -91,47 +90,4 @@ func (l *Sandboxes) CheckStateDirLocked(dir, self string) *protocol.Error {
 		return e
 	}
 	return nil
-}
-
-// ResolveExisting is dir with the symlinks of its longest existing prefix
-// resolved: a state dir that does not exist yet is made where its parent
-// really is (a link to an agent's cwd included). dir cleaned if no prefix
-// resolves.
-func ResolveExisting(dir string) string {
-	dir = filepath.Clean(dir)
-	rest := ""
-	for p := dir; ; {
-		if r, err := filepath.EvalSymlinks(p); err == nil {
-			return filepath.Join(r, rest)
-		}
-		parent := filepath.Dir(p)
-		if parent == p {
-			return dir
-		}
-		rest = filepath.Join(filepath.Base(p), rest)
-		p = parent
-	}
-}
-
-// HoldsAny reports whether some path of paths other than dir itself lies
-// beneath dir (a writable root inside a state dir opens part of it to the
-// agent). Paths are compared as strings: resolve them first.
-func HoldsAny(dir string, paths []string) bool {
-	for _, p := range paths {
-		if p != dir && BeneathAny(p, []string{dir}) {
-			return true
-		}
-	}
-	return false
-}
-
-// BeneathAny reports whether p is one of roots or lies beneath one.
-// Paths are compared as strings: resolve them first.
-func BeneathAny(p string, roots []string) bool {
-	for _, r := range roots {
-		if p == r || strings.HasPrefix(p, strings.TrimSuffix(r, "/")+"/") {
-			return true
-		}
-	}
-	return false
 }

@@ -1,7 +1,6 @@
 package session
 
 import (
-	"github.com/acpx-sidecar/acpx-sidecar/internal/registry"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/store"
 	"github.com/acpx-sidecar/acpx-sidecar/protocol"
 )
@@ -36,11 +35,3 @@ func (m *Shared) openStateDir(dir string, self *Actor) (st *store.Store, e *prot
 	st, err = m.Router.StoreFor(dir)
 	return st, nil, err
 }
-
-// resolveExisting, holdsAny and beneathAny are internal/registry's path
-// tests (ResolveExisting, HoldsAny, BeneathAny), for provdirs.go.
-func resolveExisting(dir string) string { return registry.ResolveExisting(dir) }
-
-func holdsAny(dir string, paths []string) bool { return registry.HoldsAny(dir, paths) }
-
-func beneathAny(p string, roots []string) bool { return registry.BeneathAny(p, roots) }
