@@ -14,6 +14,7 @@ import (
 	"github.com/acpx-sidecar/acpx-sidecar/internal/admission"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/cleanup"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/launch"
+	"github.com/acpx-sidecar/acpx-sidecar/internal/lifestate"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/profiles"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/redact"
 	"github.com/acpx-sidecar/acpx-sidecar/protocol"
@@ -73,7 +74,7 @@ func New(m *Shared, id string, plan admission.Plan) *Actor {
 		log: m.Log.With(zap.String("session", id)), red: redact.New(plan.Secrets), plan: plan,
 		act:  actorLoop{mb: actor.NewMailbox(), inbox: make(chan func(), 256), gate: actor.NewByteGate(maxInboxBytes), quit: make(chan struct{})},
 		end:  cleanupHandoff{token: newToken()},
-		open: p, prof: prof, state: stateMachine{protocol.StateAdmitting},
+		open: p, prof: prof, state: stateMachine{lifestate.New(protocol.StateAdmitting)},
 		turns: turnState{usedIDs: map[string]bool{}, toolTurns: map[string]string{}},
 		acct:  accounting{perRequest: map[string]protocol.Usage{}}, life: newLifecycle(p.Lifecycle)}
 	s.pub = s.newPublisher()
