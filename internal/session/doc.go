@@ -2,7 +2,7 @@
 // session's provider process tree, its ACP connection (internal/acpclient)
 // and its record, and serves the host's requests the Manager
 // (internal/adapter) routes to it, one at a time, in order (Actor's
-// methods in api.go; the mailbox in mailbox.go).
+// methods in api.go; its mailbox, an internal/actor.Mailbox, in mailbox.go).
 //
 // An actor's state is a few owned parts, each declared in the file that
 // works on it: actorLoop (mailbox.go), sessionRecord (record.go),

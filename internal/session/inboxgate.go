@@ -1,8 +1,6 @@
 package session
 
 import (
-	"sync"
-
 	"github.com/acpx-sidecar/acpx-sidecar/internal/acpclient"
 )
 
@@ -15,59 +13,16 @@ import (
 // §20). One event is always let through, whatever its size.
 const maxInboxBytes = 8 << 20
 
-// byteGate counts the bytes of events posted and not yet handled. It has
-// one waiter at most (a provider's read loop is the only poster), so a
-// one-token channel is its wake-up: a release leaves a token, a waiter
-// takes it and looks again (a stale token costs one more look).
-type byteGate struct {
-	mu   sync.Mutex
-	used int
-	max  int
-	wake chan struct{} // one token: bytes were released
-}
-
-func newByteGate(max int) *byteGate { return &byteGate{max: max, wake: make(chan struct{}, 1)} }
-
-// acquire waits until n more bytes fit (or nothing is queued) and takes
-// them; false (nothing taken) if quit closed first. One caller at a time.
-func (g *byteGate) acquire(n int, quit <-chan struct{}) bool {
-	for {
-		g.mu.Lock()
-		if g.used == 0 || g.used+n <= g.max {
-			g.used += n
-			g.mu.Unlock()
-			return true
-		}
-		g.mu.Unlock()
-		select {
-		case <-g.wake:
-		case <-quit:
-			return false
-		}
-	}
-}
-
-// release gives n bytes back and wakes the waiting acquire, if any.
-func (g *byteGate) release(n int) {
-	g.mu.Lock()
-	g.used -= n
-	g.mu.Unlock()
-	select {
-	case g.wake <- struct{}{}:
-	default:
-	}
-}
-
 // postGated posts fn for an event of n agent bytes through the session's
 // gate (the read loop waits while the actor has maxInboxBytes queued); fn
-// must call s.gate.release(n) when it has handled the event. False if the
+// must call s.gate.Release(n) when it has handled the event. False if the
 // actor has stopped (the bytes are released).
 func (s *Actor) postGated(n int, fn func()) bool {
-	if !s.act.gate.acquire(n, s.act.quit) {
+	if !s.act.gate.Acquire(n, s.act.quit) {
 		return false
 	}
 	if !s.post(fn) {
-		s.act.gate.release(n)
+		s.act.gate.Release(n)
 		return false
 	}
 	return true
@@ -84,7 +39,7 @@ func (s *Actor) routeProviderEvent(ev acpclient.Event) bool {
 			n += len(u.Update)
 		}
 		return s.postGated(n, func() {
-			defer s.act.gate.release(n)
+			defer s.act.gate.Release(n)
 			for _, u := range ev.Updates {
 				s.onUpdate(u)
 			}
@@ -95,19 +50,19 @@ func (s *Actor) routeProviderEvent(ev acpclient.Event) bool {
 	case ev.Permission != nil:
 		n := len(ev.Permission.Params)
 		return s.postGated(n, func() {
-			defer s.act.gate.release(n)
+			defer s.act.gate.Release(n)
 			s.onPermission(ev.Permission)
 		})
 	case ev.Ext != nil:
 		n := len(ev.Ext.Params)
 		return s.postGated(n, func() {
-			defer s.act.gate.release(n)
+			defer s.act.gate.Release(n)
 			s.onExt(ev.Ext)
 		})
 	case ev.AgentMsg != nil:
 		n := len(ev.AgentMsg.Params)
 		return s.postGated(n, func() {
-			defer s.act.gate.release(n)
+			defer s.act.gate.Release(n)
 			s.onAgentMsg(ev.AgentMsg)
 		})
 	}

@@ -1,10 +1,10 @@
 package session
 
 import (
-	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/acpx-sidecar/acpx-sidecar/internal/actor"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/launch"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/store"
 	"github.com/acpx-sidecar/acpx-sidecar/protocol"
@@ -16,85 +16,6 @@ import (
 // read the snapshot each actor publishes at every state change; and
 // session/status waits for the actor at most config.Config.Caps.StateRead, then is
 // answered from the session's last status snapshot.
-
-// mailbox holds the host commands for one actor in arrival order. put never
-// blocks; the actor takes one command per wake-up (ready), so provider
-// events keep their share of its loop. Commands still queued when the actor
-// stops are answered SESSION_NOT_FOUND.
-type mailbox struct {
-	mu     sync.Mutex
-	q      []mailItem
-	closed bool
-	ready  chan struct{} // one token while q is not empty
-}
-
-// mailItem is one command and the reply it answers if it never runs.
-type mailItem struct {
-	fn    func()
-	reply Reply
-}
-
-func newMailbox() *mailbox { return &mailbox{ready: make(chan struct{}, 1)} }
-
-// put queues fn; false if the actor has stopped (fn will never run).
-func (mb *mailbox) put(reply Reply, fn func()) bool {
-	mb.mu.Lock()
-	if mb.closed {
-		mb.mu.Unlock()
-		return false
-	}
-	mb.q = append(mb.q, mailItem{fn: fn, reply: reply})
-	mb.mu.Unlock()
-	mb.signal()
-	return true
-}
-
-func (mb *mailbox) signal() {
-	select {
-	case mb.ready <- struct{}{}:
-	default:
-	}
-}
-
-// take returns the oldest command, nil if none; it leaves the token in
-// place while more are queued.
-func (mb *mailbox) take() func() {
-	mb.mu.Lock()
-	defer mb.mu.Unlock()
-	if len(mb.q) == 0 {
-		return nil
-	}
-	it := mb.q[0]
-	mb.q[0] = mailItem{}
-	mb.q = mb.q[1:]
-	if len(mb.q) == 0 {
-		mb.q = nil
-	} else {
-		mb.signal()
-	}
-	return it.fn
-}
-
-// close refuses later puts and returns the replies of the commands that
-// will never run.
-func (mb *mailbox) close() []Reply {
-	mb.mu.Lock()
-	defer mb.mu.Unlock()
-	mb.closed = true
-	out := make([]Reply, 0, len(mb.q))
-	for _, it := range mb.q {
-		out = append(out, it.reply)
-	}
-	mb.q = nil
-	return out
-}
-
-// onceReply wraps reply so that only its first call counts (a bounded
-// read answers from the snapshot, the actor's answer may follow).
-func onceReply(reply Reply) Reply {
-	var once sync.Once
-	return func(r any, err error) { once.Do(func() { reply(r, err) }) }
-}
 
 // sessionSnapshot is what a session last published (publish): its list
 // entry, and its status without the process and record parts (nil while
@@ -153,7 +74,7 @@ func (s *Actor) statusFromSnapshot() (any, error) {
 // statusBounded answers session/status: from the actor if it takes the
 // request within the state-read bound, else from the snapshot.
 func (s *Actor) statusBounded(reply Reply) {
-	reply = onceReply(reply)
+	reply = actor.OnceReply(reply)
 	timer := time.AfterFunc(s.m.stateRead(), func() { reply(s.statusFromSnapshot()) })
 	s.send(reply, func() {
 		timer.Stop()
@@ -166,10 +87,10 @@ func (s *Actor) statusBounded(reply Reply) {
 // worker results (post), both run in order on the one actor goroutine
 // (session.run). Its members are safe to use from any goroutine.
 type actorLoop struct {
-	mb    *mailbox
+	mb    *actor.Mailbox
 	inbox chan func()
-	gate  *byteGate     // agent bytes posted to inbox, not yet handled (inboxgate.go)
-	quit  chan struct{} // closed when the actor has stopped
+	gate  *actor.ByteGate // agent bytes posted to inbox, not yet handled (inboxgate.go)
+	quit  chan struct{}   // closed when the actor has stopped
 	// snap is the actor's last published state: what session/list,
 	// sidecar/stats and a bounded session/status read.
 	snap atomic.Pointer[sessionSnapshot]

@@ -10,9 +10,11 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/acpx-sidecar/acpx-sidecar/internal/acpclient"
+	"github.com/acpx-sidecar/acpx-sidecar/internal/actor"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/admission"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/cleanup"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/launch"
+	"github.com/acpx-sidecar/acpx-sidecar/internal/lifestate"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/profiles"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/redact"
 	"github.com/acpx-sidecar/acpx-sidecar/protocol"
@@ -70,9 +72,9 @@ func New(m *Shared, id string, plan admission.Plan) *Actor {
 	p, prof := plan.Params, plan.Profile
 	s := &Actor{m: m, id: id, key: p.SessionKey, stateDir: p.StateDir, agent: p.Agent, created: time.Now(),
 		log: m.Log.With(zap.String("session", id)), red: redact.New(plan.Secrets), plan: plan,
-		act:  actorLoop{mb: newMailbox(), inbox: make(chan func(), 256), gate: newByteGate(maxInboxBytes), quit: make(chan struct{})},
+		act:  actorLoop{mb: actor.NewMailbox(), inbox: make(chan func(), 256), gate: actor.NewByteGate(maxInboxBytes), quit: make(chan struct{})},
 		end:  cleanupHandoff{token: newToken()},
-		open: p, prof: prof, state: stateMachine{protocol.StateAdmitting},
+		open: p, prof: prof, state: stateMachine{lifestate.New(protocol.StateAdmitting)},
 		turns: turnState{usedIDs: map[string]bool{}, toolTurns: map[string]string{}},
 		acct:  accounting{perRequest: map[string]protocol.Usage{}}, life: newLifecycle(p.Lifecycle)}
 	s.pub = s.newPublisher()
@@ -84,7 +86,7 @@ func New(m *Shared, id string, plan admission.Plan) *Actor {
 // blocks. If the actor has stopped (or stops before fn runs), reply gets
 // SESSION_NOT_FOUND.
 func (s *Actor) send(reply Reply, fn func()) {
-	if !s.act.mb.put(reply, fn) {
+	if !s.act.mb.Put(reply, fn) {
 		reply(nil, s.goneError())
 	}
 }
@@ -111,7 +113,7 @@ func (s *Actor) launched() bool { return s.end.hasTree.Load() }
 func (s *Actor) run(ctx context.Context, reply Reply) {
 	defer s.m.Actors.Done()
 	defer func() {
-		for _, r := range s.act.mb.close() {
+		for _, r := range s.act.mb.Close() {
 			r(nil, s.goneError()) // commands that will never run
 		}
 	}()
@@ -121,8 +123,8 @@ func (s *Actor) run(ctx context.Context, reply Reply) {
 	s.startAdmission(ctx, reply)
 	for !s.end.finished {
 		select {
-		case <-s.act.mb.ready:
-			if fn := s.act.mb.take(); fn != nil {
+		case <-s.act.mb.Ready():
+			if fn := s.act.mb.Take(); fn != nil {
 				fn()
 				s.act.snapDirty = true
 			}

@@ -1,4 +1,4 @@
-package session
+package actor
 
 import (
 	"sync/atomic"
@@ -8,21 +8,21 @@ import (
 // TestMailbox_CommandsOfAStoppedActorAreAnswered: put never blocks, and
 // the commands the actor never ran are handed back to be answered.
 func TestMailbox_CommandsOfAStoppedActorAreAnswered(t *testing.T) {
-	mb := newMailbox()
+	mb := NewMailbox()
 	var answered atomic.Int32
 	for i := 0; i < 10000; i++ {
-		if !mb.put(func(any, error) { answered.Add(1) }, func() {}) {
+		if !mb.Put(func(any, error) { answered.Add(1) }, func() {}) {
 			t.Fatal("put refused before close")
 		}
 	}
-	if mb.take() == nil {
+	if mb.Take() == nil {
 		t.Fatal("nothing to take")
 	}
-	replies := mb.close()
+	replies := mb.Close()
 	if len(replies) != 9999 {
 		t.Fatalf("%d replies handed back, want 9999", len(replies))
 	}
-	if mb.put(func(any, error) {}, func() {}) {
+	if mb.Put(func(any, error) {}, func() {}) {
 		t.Fatal("put accepted after close")
 	}
 }
