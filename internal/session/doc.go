@@ -6,9 +6,10 @@
 //
 // An actor's state is a few owned parts, each declared in the file that
 // works on it: actorLoop (mailbox.go), sessionRecord (record.go),
-// controlState (controls.go), turnState and accounting (turnstate.go),
+// controlState (controls.go), turnState (turnstate.go),
 // publisher (notify.go), lifecycle (lifecycle.go), sessionEgress
-// (egress.go) and cleanupHandoff (close.go). The actor carries out the
+// (egress.go) and cleanupHandoff (close.go); its usage and cost are an
+// internal/usage Accounting. The actor carries out the
 // open's admission plan (internal/admission) — the launch through the
 // Launcher seam (launcher.go), the ACP handshake (handshake.go) — runs
 // turns (turn.go, queue.go), answers the agent's permission and

@@ -17,6 +17,7 @@ import (
 	"github.com/acpx-sidecar/acpx-sidecar/internal/lifestate"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/profiles"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/redact"
+	"github.com/acpx-sidecar/acpx-sidecar/internal/usage"
 	"github.com/acpx-sidecar/acpx-sidecar/protocol"
 )
 
@@ -60,10 +61,11 @@ type Actor struct {
 	rec   sessionRecord // the agent's session and its record (record.go)
 	ctl   controlState  // models, modes, config options, pins (controls.go)
 	turns turnState     // the turn, the queue, what arrives around them (turnstate.go)
-	acct  accounting    // usage and cost (turnstate.go)
 	pub   *publisher    // journal and frames for the host (notify.go)
 	life  lifecycle     // per-turn retire and revive, idle retire (lifecycle.go)
 	egr   sessionEgress // the allow list's network namespace (egress.go)
+	// acct: usage and cost (internal/usage).
+	acct usage.Accounting
 }
 
 // New makes the actor of an admitted open (plan: admission.Derive) with
@@ -76,7 +78,7 @@ func New(m *Shared, id string, plan admission.Plan) *Actor {
 		end:  cleanupHandoff{token: newToken()},
 		open: p, prof: prof, state: stateMachine{lifestate.New(protocol.StateAdmitting)},
 		turns: turnState{usedIDs: map[string]bool{}, toolTurns: map[string]string{}},
-		acct:  accounting{perRequest: map[string]protocol.Usage{}}, life: newLifecycle(p.Lifecycle)}
+		life:  newLifecycle(p.Lifecycle)}
 	s.pub = s.newPublisher()
 	s.publish()
 	return s
@@ -252,23 +254,12 @@ func (s *Actor) trackUpdate(kind acpclient.UpdateKind, update json.RawMessage) *
 	case "usage_update":
 		// ACP UsageUpdate.cost is the session's cumulative cost: the turn's
 		// cost is its growth since the turn began (docs/rules.md#r30).
-		if u.Cost != nil {
-			s.acct.cost = &protocol.Cost{Amount: u.Cost.Amount, Currency: u.Cost.Currency, Basis: protocol.CostSessionCumulative}
-		}
-		if u.Used != nil && u.Size != nil && *u.Used >= 0 && *u.Size >= 0 {
-			s.acct.contextUsage = &protocol.ContextUsage{Used: *u.Used, Size: *u.Size}
-		}
+		s.acct.UsageUpdate((*usage.ReportedCost)(u.Cost), u.Used, u.Size)
 		if s.turns.turn == nil && (u.Cost != nil || u.Used != nil) {
 			s.persist(nil) // between turns: nothing else will persist it soon
 		}
-		if s.turns.turn != nil {
-			if u.Cost != nil {
-				delta := u.Cost.Amount - s.turns.turn.costBase
-				if delta < 0 { // the agent restarted its count (e.g. a new process after resume)
-					delta = u.Cost.Amount
-				}
-				s.turns.turn.cost = &protocol.Cost{Amount: delta, Currency: u.Cost.Currency, Basis: protocol.CostTurn}
-			}
+		if s.turns.turn != nil && u.Cost != nil {
+			s.turns.turn.cost = usage.TurnCost(usage.ReportedCost(*u.Cost), s.turns.turn.costBase)
 		}
 	}
 	return nil

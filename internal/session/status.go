@@ -8,6 +8,7 @@ import (
 	"github.com/acpx-sidecar/acpx-sidecar/internal/jsonl"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/launch"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/store"
+	"github.com/acpx-sidecar/acpx-sidecar/internal/usage"
 	"github.com/acpx-sidecar/acpx-sidecar/protocol"
 )
 
@@ -53,7 +54,7 @@ func (s *Actor) status() (any, error) {
 func (s *Actor) liveStatus() protocol.StatusResult {
 	res := protocol.StatusResult{Session: s.id, SessionKey: s.key, Agent: s.agent, State: s.state.current(), Identity: s.rec.identity,
 		Closed: s.state.is(protocol.StateClosed), LastRequestID: s.turns.lastReqID, ConfigOptions: s.ctl.configOpts,
-		Usage: s.acct.status(), Cost: s.acct.cost,
+		Usage: s.acct.Status(), Cost: s.acct.Cost(),
 		PermissionBinding: s.ctl.binding, QueuedRequestIDs: s.queuedIDs(), Persistence: s.pub.Persistence()}
 	if s.ctl.models != nil {
 		m := *s.ctl.models
@@ -108,20 +109,7 @@ func mergeRecord(res protocol.StatusResult, st *store.Store) (any, error) {
 	if rec.Acpx.CurrentModeID != "" {
 		res.Modes = &protocol.Modes{CurrentModeID: rec.Acpx.CurrentModeID, AvailableModeIDs: nonNilStrings(rec.Acpx.AvailableModes)}
 	}
-	if u := rec.CumulativeTokenUsage; u != nil {
-		res.Usage.Cumulative = usageFromRecord(*u)
-	}
-	per := map[string]protocol.Usage{}
-	for id, u := range rec.RequestTokenUsage {
-		per[id] = usageFromRecord(u)
-	}
-	res.Usage.PerRequest = per
-	if c := rec.CumulativeCost; c != nil {
-		res.Cost = &protocol.Cost{Amount: c.Amount, Currency: c.Currency, Basis: protocol.CostSessionCumulative}
-	}
-	if c := rec.Acpx.ContextUsage; c != nil {
-		res.Usage.Context = &protocol.ContextUsage{Used: c.Used, Size: c.Size}
-	}
+	usage.MergeRecord(&res, rec)
 	return res, nil
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/acpx-sidecar/acpx-sidecar/internal/launch"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/policy"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/store"
+	"github.com/acpx-sidecar/acpx-sidecar/internal/usage"
 	"github.com/acpx-sidecar/acpx-sidecar/protocol"
 )
 
@@ -39,10 +40,9 @@ type turn struct {
 	// elicits: the elicitations waiting for the host (elicitation.go),
 	// within the same bound as pending.
 	elicits map[*acpclient.AgentMsg]*policy.Elicit
-	// receipt is the usage the agent reported on its own extension
-	// (receipt.go), receipts how many it sent in this turn.
-	receipt  *turnReceipt
-	receipts int
+	// receipts: the usage the agent reported on its own extension
+	// (receipt.go).
+	receipts usage.TurnReceipts
 }
 
 // promptResponse is ACP session/prompt's result; ACP's Usage has the host
@@ -119,9 +119,7 @@ func (s *Actor) beginTurn(ctx context.Context, p protocol.PromptParams, prompt j
 			})
 		}))
 	}
-	if s.acct.cost != nil {
-		t.costBase = s.acct.cost.Amount
-	}
+	t.costBase = s.acct.CostAmount()
 	s.turns.turn = t
 	s.moveTo(protocol.StateTurn)
 	s.networkTurn(p.RequestID)
@@ -199,12 +197,12 @@ func (s *Actor) finishTurn(res protocol.PromptResult) {
 		res.Status, res.Error = protocol.TurnFailed, t.failErr
 	}
 	res.RequestID = t.requestID
-	if r := t.receipt; r != nil && t.receipts == 1 {
+	if r := t.receipts.Accepted(); r != nil {
 		// The agent's own receipt of the whole prompt (receipt.go).
-		u := r.usage
+		u := r.Usage
 		res.Usage = &u
-		if r.cost != nil {
-			res.Cost = r.cost
+		if r.Cost != nil {
+			res.Cost = r.Cost
 		}
 	}
 	if res.Cost == nil && t.cost != nil {
@@ -212,19 +210,14 @@ func (s *Actor) finishTurn(res protocol.PromptResult) {
 	}
 	s.flushOut() // the turn's updates go out before the record write
 	if res.Usage != nil {
-		s.acct.addTurn(t.requestID, *res.Usage)
+		s.acct.AddTurn(t.requestID, *res.Usage)
 	}
 	s.persist(func(r *store.Record) {
 		recordRequestID(r, t.requestID)
 		r.LastRequestID = &t.requestID
 		now := store.NowStamp()
 		r.LastPromptAt = &now
-		if res.Cost != nil {
-			if r.Acpx.RequestCost == nil {
-				r.Acpx.RequestCost = map[string]store.Cost{}
-			}
-			r.Acpx.RequestCost[t.requestID] = store.Cost{Amount: res.Cost.Amount, Currency: res.Cost.Currency}
-		}
+		usage.RecordRequestCost(r, t.requestID, res.Cost)
 	})
 	// Every update of the turn is sent, and durable, before its answer.
 	s.pub.SyncJournal()
@@ -269,7 +262,7 @@ func (s *Actor) cancelTurn(requestID *string, why string) bool {
 
 // restoreUsage loads usage, cost and used request ids from a resumed record.
 func (s *Actor) restoreUsage(r *store.Record) {
-	s.acct.restore(r)
+	s.acct.Restore(r)
 	s.turns.lastReqID = r.LastRequestID
 	// Request ids stay unique across resume (docs/protocol.md §8
 	// session/prompt).
@@ -320,7 +313,7 @@ func (s *Actor) persist(fn func(r *store.Record)) {
 		launch.RecordControls(r, s.ctl.models, s.ctl.modes)
 		r.Acpx.ModelControl = s.ctl.modelCtl
 		r.Acpx.PinnedModelID, r.Acpx.PinnedModeID = s.ctl.pins.Model, s.ctl.pins.Mode
-		s.acct.toRecord(r)
+		s.acct.ToRecord(r)
 		if fn != nil {
 			fn(r)
 		}

@@ -4,7 +4,6 @@ import (
 	acp "github.com/coder/acp-go-sdk"
 
 	"github.com/acpx-sidecar/acpx-sidecar/internal/acpclient"
-	"github.com/acpx-sidecar/acpx-sidecar/internal/store"
 	"github.com/acpx-sidecar/acpx-sidecar/protocol"
 )
 
@@ -31,16 +30,6 @@ type turnState struct {
 	// withdrawable: what withdraws each host-bound request by the
 	// agent's request id, for its $/cancel_request (agentcalls.go).
 	withdrawable map[string]func()
-}
-
-// accounting is the session's usage and cost (docs/protocol.md §12):
-// cumulative, per request id, and the agent's last context-window report.
-// Actor-owned; turns add to it (turn.go).
-type accounting struct {
-	usage        protocol.Usage
-	perRequest   map[string]protocol.Usage
-	cost         *protocol.Cost
-	contextUsage *protocol.ContextUsage
 }
 
 // maxToolTurns bounds the tool-call → turn map of a session (entries leave
@@ -85,70 +74,4 @@ func (t *turnState) toolCallUpdated(id, status string) *string {
 		return &rid
 	}
 	return nil
-}
-
-// addTurn adds a finished turn's usage: kept per request id, and its
-// input, output and total tokens added to the cumulative usage.
-func (a *accounting) addTurn(requestID string, u protocol.Usage) {
-	a.perRequest[requestID] = u
-	a.usage.InputTokens += u.InputTokens
-	a.usage.OutputTokens += u.OutputTokens
-	a.usage.TotalTokens += u.TotalTokens
-}
-
-// restore loads usage, cost and context usage from a resumed record.
-func (a *accounting) restore(r *store.Record) {
-	if u := r.CumulativeTokenUsage; u != nil {
-		a.usage = usageFromRecord(*u)
-	}
-	for id, u := range r.RequestTokenUsage {
-		a.perRequest[id] = usageFromRecord(u)
-	}
-	if c := r.CumulativeCost; c != nil {
-		a.cost = &protocol.Cost{Amount: c.Amount, Currency: c.Currency, Basis: protocol.CostSessionCumulative}
-	}
-	if c := r.Acpx.ContextUsage; c != nil {
-		a.contextUsage = &protocol.ContextUsage{Used: c.Used, Size: c.Size}
-	}
-}
-
-// toRecord writes usage, cost and context usage into r (restore reads
-// them back).
-func (a *accounting) toRecord(r *store.Record) {
-	cu := usageToRecord(a.usage)
-	r.CumulativeTokenUsage = &cu
-	if r.RequestTokenUsage == nil {
-		r.RequestTokenUsage = map[string]store.TokenUsage{}
-	}
-	for id, u := range a.perRequest {
-		r.RequestTokenUsage[id] = usageToRecord(u)
-	}
-	if a.cost != nil {
-		r.CumulativeCost = &store.Cost{Amount: a.cost.Amount, Currency: a.cost.Currency}
-	}
-	if c := a.contextUsage; c != nil {
-		r.Acpx.ContextUsage = &store.ContextUsage{Used: c.Used, Size: c.Size}
-	}
-}
-
-// status is session/status `usage`, a copy (it may outlive this turn of
-// the actor loop).
-func (a *accounting) status() protocol.UsageStatus {
-	us := protocol.UsageStatus{Cumulative: a.usage, PerRequest: make(map[string]protocol.Usage, len(a.perRequest)), Context: a.contextUsage}
-	for id, u := range a.perRequest {
-		us.PerRequest[id] = u
-	}
-	return us
-}
-
-// usageFromRecord converts the record's snake_case usage.
-func usageFromRecord(u store.TokenUsage) protocol.Usage {
-	return protocol.Usage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, TotalTokens: u.TotalTokens,
-		CachedReadTokens: u.CachedReadTokens, CachedWriteTokens: u.CachedWriteTokens, ThoughtTokens: u.ThoughtTokens}
-}
-
-// usageToRecord converts usage for the record.
-func usageToRecord(u protocol.Usage) store.TokenUsage {
-	return store.TokenUsage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, TotalTokens: u.TotalTokens,
-		CachedReadTokens: u.CachedReadTokens, CachedWriteTokens: u.CachedWriteTokens, ThoughtTokens: u.ThoughtTokens}
 }
