@@ -15,7 +15,7 @@ import (
 )
 
 func (s *Actor) startAdmission(ctx context.Context, reply Reply) {
-	p := s.open
+	p := s.plan.Params
 	st, conflict, err := s.m.openStateDir(p.StateDir, s) // sandboxlive.go
 	if conflict != nil {
 		s.failBeforeLaunch(reply, conflict)
@@ -137,23 +137,23 @@ func (s *Actor) admissionFailed(proof *protocol.Proof, e *protocol.Error, reply 
 // agent to ask) win over both (docs/agents.md).
 func (s *Actor) launchEnv(base []string) []string {
 	bind := map[string]string{}
-	for k, v := range s.prof.Binding.Env {
+	for k, v := range s.plan.Profile.Binding.Env {
 		bind[k] = v
 	}
-	if controls.NeedsAsking(s.open) {
-		for k, v := range s.prof.Binding.IsolateEnv {
+	if controls.NeedsAsking(s.plan.Params) {
+		for k, v := range s.plan.Profile.Binding.IsolateEnv {
 			bind[k] = v
 		}
 	}
-	env := make([]string, 0, len(base)+len(s.open.Env)+len(bind)+1)
+	env := make([]string, 0, len(base)+len(s.plan.Params.Env)+len(bind)+1)
 	for _, kv := range base {
 		k, _, _ := strings.Cut(kv, "=")
 		_, bound := bind[k]
-		if _, over := s.open.Env[k]; !over && !bound && k != SessionMarkerEnv {
+		if _, over := s.plan.Params.Env[k]; !over && !bound && k != SessionMarkerEnv {
 			env = append(env, kv)
 		}
 	}
-	for k, v := range s.open.Env {
+	for k, v := range s.plan.Params.Env {
 		if _, bound := bind[k]; !bound && k != SessionMarkerEnv {
 			env = append(env, k+"="+v)
 		}

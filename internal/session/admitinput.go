@@ -17,7 +17,7 @@ import (
 // a revive launches exactly what the open did, checked again. rv is nil
 // for an open.
 func (s *Actor) prepareLaunch(rv *launch.Revive) (launch.Input, *protocol.Error) {
-	p := s.open
+	p := s.plan.Params
 	exe, perr := admission.CheckLaunch(p)
 	if perr != nil {
 		return launch.Input{}, perr
@@ -31,7 +31,7 @@ func (s *Actor) prepareLaunch(rv *launch.Revive) (launch.Input, *protocol.Error)
 		return launch.Input{}, perr
 	}
 	s.end.tmpDir, s.end.home = sb.TmpDir, sb.Home
-	in := launch.Input{Open: p, Prof: s.prof, Store: s.rec.st, Exe: exe, Env: env, BaseEnv: base,
+	in := launch.Input{Open: p, Prof: s.plan.Profile, Store: s.rec.st, Exe: exe, Env: env, BaseEnv: base,
 		Timeout: s.m.Config.Bounds.HandshakeTimeout, Limits: s.plan.Limits, Plan: sb.Plan, Sandbox: sb.Result, Revive: rv}
 	if s.m.stateStore() != nil && rv == nil {
 		// The provider-state dirs are this key's alone (provstate.go).

@@ -48,7 +48,7 @@ func (s *Actor) control(kind controls.Kind, name string, raw json.RawMessage, re
 	if mode, ok := s.modeNamed(kind, name, raw); ok {
 		// A mode in which the agent decides alone would leave the policy
 		// unenforced (docs/agents.md).
-		if e := controls.CheckModeChange(s.prof, s.open, mode, s.ctl.modes); e != nil {
+		if e := controls.CheckModeChange(s.plan.Profile, s.plan.Params, mode, s.ctl.modes); e != nil {
 			reply(nil, e)
 			return
 		}
@@ -92,7 +92,7 @@ func (s *Actor) control(kind controls.Kind, name string, raw json.RawMessage, re
 				// The host chose the mode: the binding now says so
 				// (controls.CheckModeChange let an autonomous one through only
 				// under a plain approve-all).
-				if b := s.prof.Binding; len(b.AskModes) > 0 {
+				if b := s.plan.Profile.Binding; len(b.AskModes) > 0 {
 					s.ctl.binding = protocol.PermissionBinding{Bound: b.Asks(mode), Mode: mode, Via: controls.ViaHostMode, Autonomous: !b.Asks(mode)}
 				} else {
 					s.ctl.binding.Mode = mode // bound by launch settings, or not at all

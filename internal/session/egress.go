@@ -47,7 +47,7 @@ func (s *Actor) joinEgress(list []string) (int, allow.List, *protocol.Error) {
 		return -1, nil, protocol.InvalidParams("sandbox.network.allow", err.Error())
 	}
 	maxConns := egress.DefaultMaxConns
-	if l := s.open.Limits; l != nil && l.Connections != nil {
+	if l := s.plan.Params.Limits; l != nil && l.Connections != nil {
 		maxConns = int(*l.Connections)
 	}
 	n, err := egress.New(egress.Config{Allow: parsed, Pins: s.m.Config.Egress.Pins, MaxConns: maxConns,

@@ -214,7 +214,7 @@ func (s *Actor) onElicitationComplete(m *acpclient.AgentMsg) {
 // elicitationTimeout is the bound on one host elicitation: the open's
 // elicitationTimeoutMs, else the permission bound (docs/protocol.md §22).
 func (s *Actor) elicitationTimeout() time.Duration {
-	if p := s.open.ElicitationTimeoutMs; p != nil {
+	if p := s.plan.Params.ElicitationTimeoutMs; p != nil {
 		return time.Duration(*p) * time.Millisecond
 	}
 	return s.permissionTimeout()

@@ -34,7 +34,7 @@ type ExtHost interface {
 
 // onExt handles an agent's `_…` message on the actor.
 func (s *Actor) onExt(ev *acpclient.ExtEvent) {
-	if ev.Reply == nil && s.prof.UsageReceipt != "" && ev.Method == s.prof.UsageReceipt {
+	if ev.Reply == nil && s.plan.Profile.UsageReceipt != "" && ev.Method == s.plan.Profile.UsageReceipt {
 		s.onReceipt(ev.Params) // receipt.go; still sent to the host below
 	}
 	if ev.Reply == nil {

@@ -109,7 +109,7 @@ func (s *Actor) afterTurn() {
 		s.retireIfIdle("the turn ended (per-turn)")
 		return
 	}
-	if s.open.Publish == protocol.PublishTurn && s.rec.ps != nil && s.state.is(protocol.StateOpen, protocol.StateTurn) {
+	if s.plan.Params.Publish == protocol.PublishTurn && s.rec.ps != nil && s.state.is(protocol.StateOpen, protocol.StateTurn) {
 		s.publishTurn() // provstate.go
 	}
 	s.armIdle()

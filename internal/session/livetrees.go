@@ -20,8 +20,8 @@ import (
 // reports the abort as it would without the wait).
 func (s *Actor) takeTreeSlot(ctx context.Context) (bool, *protocol.Error) {
 	wait := time.Duration(protocol.DefaultReviveWaitMs) * time.Millisecond
-	if s.open.ReviveWaitMs != nil {
-		wait = time.Duration(*s.open.ReviveWaitMs) * time.Millisecond
+	if s.plan.Params.ReviveWaitMs != nil {
+		wait = time.Duration(*s.plan.Params.ReviveWaitMs) * time.Millisecond
 	}
 	err := s.m.Trees.Acquire(ctx, wait)
 	switch {

@@ -51,7 +51,7 @@ func (s *Actor) onPermission(ask *acpclient.PermissionAsk) {
 		s.answerPermission(ask, pa, nil, "", "no active turn")
 		return
 	}
-	action, rule := policy.Decide(s.open, kind)
+	action, rule := policy.Decide(s.plan.Params, kind)
 	pa.rule = rule
 	switch action {
 	case policy.Approve:
@@ -118,7 +118,7 @@ func (s *Actor) answerPermissionAs(ask *acpclient.PermissionAsk, pa *pendingAsk,
 // says too, audited with decision "overflow".
 func (s *Actor) escalate(t *turn, ask *acpclient.PermissionAsk, pa *pendingAsk, parsed policy.Ask) {
 	if !s.m.Host.PermissionRequests() {
-		optionID, fail := policy.Unanswered(s.open, pa.options)
+		optionID, fail := policy.Unanswered(s.plan.Params, pa.options)
 		if fail {
 			t.failErr = policy.PermissionRequiredError(pa.kind, "the host cannot answer")
 			s.answerPermission(ask, pa, nil, "", pa.rule+"; nonInteractivePermissions:fail")

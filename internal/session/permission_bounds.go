@@ -42,8 +42,8 @@ func (m *Shared) stateRead() time.Duration {
 func (s *Actor) decideOverflow(t *turn, ask *acpclient.PermissionAsk, pa *pendingAsk, maxN, maxB int) {
 	rule := pa.rule + "; more than " + strconv.Itoa(maxN) + " asks or " + strconv.Itoa(maxB) +
 		" bytes waiting for the host (--max-pending-asks, --max-pending-ask-bytes); nonInteractivePermissions:" +
-		s.open.NonInteractivePermissions
-	optionID, fail := policy.Unanswered(s.open, pa.options)
+		s.plan.Params.NonInteractivePermissions
+	optionID, fail := policy.Unanswered(s.plan.Params, pa.options)
 	if fail {
 		t.failErr = policy.PermissionRequiredError(pa.kind, "too many asks are waiting for the host")
 		s.answerPermissionAs(ask, pa, "", rule, protocol.DecisionOverflow)

@@ -12,7 +12,7 @@ import (
 // permissionTimeout is the bound on one host escalation: the open's
 // permissionTimeoutMs, else config.Config.PermissionTimeout (default 10 min).
 func (s *Actor) permissionTimeout() time.Duration {
-	if p := s.open.PermissionTimeoutMs; p != nil {
+	if p := s.plan.Params.PermissionTimeoutMs; p != nil {
 		return time.Duration(*p) * time.Millisecond
 	}
 	if d := s.m.Config.PermissionTimeout; d > 0 {
@@ -44,8 +44,8 @@ func (s *Actor) boundEscalation(t *turn, ask *acpclient.PermissionAsk, pa *pendi
 // with a reject option; "fail" answers it cancelled and fails the turn
 // with PERMISSION_APPROVAL_REQUIRED, as without a host.
 func (s *Actor) decideTimedOut(t *turn, ask *acpclient.PermissionAsk, pa *pendingAsk) {
-	rule := pa.rule + "; permissionTimeoutMs; nonInteractivePermissions:" + s.open.NonInteractivePermissions
-	optionID, fail := policy.Unanswered(s.open, pa.options)
+	rule := pa.rule + "; permissionTimeoutMs; nonInteractivePermissions:" + s.plan.Params.NonInteractivePermissions
+	optionID, fail := policy.Unanswered(s.plan.Params, pa.options)
 	if fail {
 		t.failErr = policy.PermissionRequiredError(pa.kind, "the host did not answer within "+s.permissionTimeout().String())
 		s.answerPermissionAs(ask, pa, "", rule, decisionTimeout)

@@ -19,6 +19,6 @@ import (
 // another live session of this sidecar uses is refused too
 // (Manager.provDirs.Claim).
 func (s *Actor) stateSources(env []string) ([]statestore.Source, *protocol.Error) {
-	return provstate.Sources(provstate.Dirs{Named: s.open.StateDirs, Profile: s.prof, Env: env, Cwd: s.open.Cwd,
+	return provstate.Sources(provstate.Dirs{Named: s.plan.Params.StateDirs, Profile: s.plan.Profile, Env: env, Cwd: s.plan.Params.Cwd,
 		PrivateHome: s.end.home, StateDirs: s.m.stateDirs(s.stateDir), Secrets: s.m.Config.StateSecrets})
 }

@@ -18,7 +18,7 @@ import (
 // named (never the open's own stateDirs) that lie in the key's private
 // HOME (provstate.PrivateDirs). nil otherwise. On the actor.
 func (s *Actor) privateStateDirs(ps *provstate.State) []string {
-	if s.life.mode != protocol.LifecyclePerTurn || len(s.open.StateDirs) > 0 {
+	if s.life.mode != protocol.LifecyclePerTurn || len(s.plan.Params.StateDirs) > 0 {
 		return nil
 	}
 	return provstate.PrivateDirs(ps, s.end.home)

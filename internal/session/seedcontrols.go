@@ -105,7 +105,7 @@ func (s *Actor) breachRefusal() *protocol.Error {
 // PERMISSION_POLICY_UNENFORCEABLE.
 func (s *Actor) checkHeldControl(kind controls.Kind, name string, raw json.RawMessage) *protocol.Error {
 	mode, ok := s.modeNamed(kind, name, raw)
-	return controls.CheckHeldControl(s.prof, s.open, kind, name, raw, mode, ok)
+	return controls.CheckHeldControl(s.plan.Profile, s.plan.Params, kind, name, raw, mode, ok)
 }
 
 // heldAfterControl updates the held controls after a host's control
@@ -113,11 +113,11 @@ func (s *Actor) checkHeldControl(kind controls.Kind, name string, raw json.RawMe
 // mode only while it asks; the request was judged by
 // controls.CheckModeChange).
 func (s *Actor) heldAfterControl(key string) {
-	s.ctl.held.AfterControl(key, s.heldCurrent, s.prof.Binding)
+	s.ctl.held.AfterControl(key, s.heldCurrent, s.plan.Profile.Binding)
 }
 
 // slashRefusal refuses a prompt that starts with "/" for a profile that
 // guards them, unless the open allowed them (docs/agents.md, Copilot).
 func (s *Actor) slashRefusal(prompt json.RawMessage) *protocol.Error {
-	return controls.SlashRefusal(s.prof, s.open, prompt)
+	return controls.SlashRefusal(s.plan.Profile, s.plan.Params, prompt)
 }

@@ -15,7 +15,6 @@ import (
 	"github.com/acpx-sidecar/acpx-sidecar/internal/cleanup"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/launch"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/lifestate"
-	"github.com/acpx-sidecar/acpx-sidecar/internal/profiles"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/redact"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/usage"
 	"github.com/acpx-sidecar/acpx-sidecar/protocol"
@@ -54,8 +53,6 @@ type Actor struct {
 	end cleanupHandoff
 
 	// actor-owned
-	open  protocol.OpenParams
-	prof  profiles.Profile
 	state stateMachine // changed only by moveTo (state.go)
 	conn  *acpclient.Conn
 	rec   sessionRecord // the agent's session and its record (record.go)
@@ -71,12 +68,12 @@ type Actor struct {
 // New makes the actor of an admitted open (plan: admission.Derive) with
 // id (NewID("s-")) and the Manager's Shared; Start starts it.
 func New(m *Shared, id string, plan admission.Plan) *Actor {
-	p, prof := plan.Params, plan.Profile
+	p := plan.Params
 	s := &Actor{m: m, id: id, key: p.SessionKey, stateDir: p.StateDir, agent: p.Agent, created: time.Now(),
 		log: m.Log.With(zap.String("session", id)), red: redact.New(plan.Secrets), plan: plan,
-		act:  actorLoop{mb: actor.NewMailbox(), inbox: make(chan func(), 256), gate: actor.NewByteGate(maxInboxBytes), quit: make(chan struct{})},
-		end:  cleanupHandoff{token: newToken()},
-		open: p, prof: prof, state: stateMachine{lifestate.New(protocol.StateAdmitting)},
+		act:   actorLoop{mb: actor.NewMailbox(), inbox: make(chan func(), 256), gate: actor.NewByteGate(maxInboxBytes), quit: make(chan struct{})},
+		end:   cleanupHandoff{token: newToken()},
+		state: stateMachine{lifestate.New(protocol.StateAdmitting)},
 		turns: turnState{usedIDs: map[string]bool{}, toolTurns: map[string]string{}},
 		life:  newLifecycle(p.Lifecycle)}
 	s.pub = s.newPublisher()
