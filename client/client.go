@@ -24,33 +24,57 @@ import (
 // and its Sessions' are safe for concurrent use; each request is answered
 // independently (docs/protocol.md §4: answers may come out of order).
 type Client struct {
-	opts   Options
-	cmd    *exec.Cmd
-	conn   *jsonrpc2.Conn
-	stream *lineStream // conn's stream, for WriteRaw
-	router router      // the session/update fast path (updates.go)
-	pipes  *pipes
-	stop   context.CancelFunc // ends the connection's context
-	events *queue
-	nextID atomic.Uint64
-	info   InitializeResult
+	opts Options
+	info InitializeResult // initialize's result, for Info
+	proc sidecarProcess   // the sidecar process and how it ended
+	wire connection       // the JSON-RPC connection's I/O
+	subs subscribers      // who waits for what the sidecar sends, by session or request
+	cb   callbacks        // the goroutines that run the Options callbacks
+}
 
+// sidecarProcess is the sidecar process a Client runs: its command, the
+// tee of its stderr, and how it ended (reap sets exitCode and waitErr,
+// then closes done).
+type sidecarProcess struct {
+	cmd      *exec.Cmd
+	stderr   *stderrTee
+	done     chan struct{} // closed once the process is reaped and all is torn down
+	exitCode int           // valid after done
+	waitErr  error         // valid after done
+}
+
+// connection is the JSON-RPC connection's I/O: the jsonrpc2 conn over the
+// line stream over the process's pipes, the session/update fast path, the
+// request ids and the frame limit.
+type connection struct {
+	conn       *jsonrpc2.Conn
+	stream     *lineStream // conn's stream, for WriteRaw
+	router     router      // the session/update fast path (updates.go)
+	pipes      *pipes
+	stop       context.CancelFunc // ends the connection's context
+	nextID     atomic.Uint64
 	frameLimit atomic.Int64 // capabilities.maxFrameBytes, 0 before initialize
-	stderr     *stderrTee
-	asks       permAsks // pending permission asks' handler contexts
+}
 
+// subscribers are the pending calls and watches that what the sidecar
+// sends is delivered to, all guarded by mu.
+type subscribers struct {
 	mu    sync.Mutex
 	turns map[turnKey]*turnSink
 	opens map[uint64]*openWatch // Open calls by request id
 	life  map[string]*lifeWatch // lifecycle of sessions by id (lifecycle.go)
+}
+
+// callbacks are the goroutines that run the Options callbacks: the
+// ordered event queue, the pending permission asks' handler contexts, and
+// the handlers reap waits for (trackMu guards torn and handlers' Add).
+type callbacks struct {
+	events *queue
+	asks   permAsks // pending permission asks' handler contexts
 
 	trackMu  sync.Mutex
 	torn     bool           // reap has begun waiting for handlers
 	handlers sync.WaitGroup // goroutines answering sidecar requests, late opens
-
-	done     chan struct{} // closed once the process is reaped and all is torn down
-	exitCode int           // valid after done
-	waitErr  error         // valid after done
 }
 
 type turnKey struct{ session, requestID string }
@@ -73,11 +97,11 @@ func Start(ctx context.Context, opts Options) (*Client, error) {
 	}
 	if err := c.Initialize(ctx); err != nil {
 		c.kill()
-		<-c.done
+		<-c.proc.done
 		var ce *Error
 		if errors.As(err, &ce) && ce.DataCode == DataCodeTransport {
 			status := "ended"
-			if ps := c.cmd.ProcessState; ps != nil {
+			if ps := c.proc.cmd.ProcessState; ps != nil {
 				status = "ended with " + ps.String()
 			}
 			msg := "the sidecar " + status + " before answering initialize"
@@ -98,7 +122,7 @@ func Start(ctx context.Context, opts Options) (*Client, error) {
 	}
 	if name := c.info.ServerInfo.Name; name != protocol.ServerName {
 		c.kill()
-		<-c.done
+		<-c.proc.done
 		return nil, &Error{DataCode: DataCodeStart, Message: "the binary answered initialize as " + strconv.Quote(name) + ", not acpx-sidecar", method: "start"}
 	}
 	return c, nil
@@ -151,15 +175,17 @@ func Spawn(ctx context.Context, opts Options) (*Client, error) {
 		return nil, newError("start", DataCodeStart, err, "%v", err)
 	}
 
-	c := &Client{opts: opts, cmd: cmd, stderr: tee, events: newQueue(), turns: map[turnKey]*turnSink{},
-		opens: map[uint64]*openWatch{}, life: map[string]*lifeWatch{}, done: make(chan struct{})}
+	c := &Client{opts: opts,
+		proc: sidecarProcess{cmd: cmd, stderr: tee, done: make(chan struct{})},
+		subs: subscribers{turns: map[turnKey]*turnSink{}, opens: map[uint64]*openWatch{}, life: map[string]*lifeWatch{}},
+		cb:   callbacks{events: newQueue()}}
 	connCtx, stop := context.WithCancel(context.Background())
-	c.stop = stop
-	c.pipes = &pipes{r: outR, w: inW}
-	c.router.c = c
-	c.stream = newLineStream(c.pipes, opts.OnFrame, &c.frameLimit)
-	c.stream.updates, c.stream.flush = c.router.take, c.router.flush
-	c.conn = jsonrpc2.NewConn(connCtx, c.stream, handler{c},
+	c.wire.stop = stop
+	c.wire.pipes = &pipes{r: outR, w: inW}
+	c.wire.router.c = c
+	c.wire.stream = newLineStream(c.wire.pipes, opts.OnFrame, &c.wire.frameLimit)
+	c.wire.stream.updates, c.wire.stream.flush = c.wire.router.take, c.wire.router.flush
+	c.wire.conn = jsonrpc2.NewConn(connCtx, c.wire.stream, handler{c},
 		jsonrpc2.SetLogger(log.New(io.Discard, "", 0)), jsonrpc2.OnRecv(c.onRecv))
 	go c.reap()
 	return c, nil
@@ -189,50 +215,50 @@ func (c *Client) Initialize(ctx context.Context) error {
 // reap waits for the process, lets the read loop drain its stdout, then
 // tears the connection and the callback goroutines down.
 func (c *Client) reap() {
-	err := c.cmd.Wait()
-	c.exitCode = c.cmd.ProcessState.ExitCode()
+	err := c.proc.cmd.Wait()
+	c.proc.exitCode = c.proc.cmd.ProcessState.ExitCode()
 	var ee *exec.ExitError
 	if err != nil && !errors.As(err, &ee) {
-		c.waitErr = err
+		c.proc.waitErr = err
 	}
 	select {
-	case <-c.conn.DisconnectNotify(): // stdout EOF: every frame was read
+	case <-c.wire.conn.DisconnectNotify(): // stdout EOF: every frame was read
 	case <-time.After(2 * time.Second): // a descendant still holds stdout
 	}
-	_ = c.conn.Close()
-	c.stop()
-	c.trackMu.Lock()
-	c.torn = true
-	c.trackMu.Unlock()
-	c.handlers.Wait()
-	c.events.close()
-	<-c.events.done
-	close(c.done)
+	_ = c.wire.conn.Close()
+	c.wire.stop()
+	c.cb.trackMu.Lock()
+	c.cb.torn = true
+	c.cb.trackMu.Unlock()
+	c.cb.handlers.Wait()
+	c.cb.events.close()
+	<-c.cb.events.done
+	close(c.proc.done)
 }
 
 // track runs f on a goroutine that reap waits for before Done is closed;
 // once reap has begun waiting it runs nothing and returns false.
 func (c *Client) track(f func()) bool {
-	c.trackMu.Lock()
-	defer c.trackMu.Unlock()
-	if c.torn {
+	c.cb.trackMu.Lock()
+	defer c.cb.trackMu.Unlock()
+	if c.cb.torn {
 		return false
 	}
-	c.handlers.Add(1)
+	c.cb.handlers.Add(1)
 	go func() {
-		defer c.handlers.Done()
+		defer c.cb.handlers.Done()
 		f()
 	}()
 	return true
 }
 
-func (c *Client) kill() { _ = c.cmd.Process.Kill() }
+func (c *Client) kill() { _ = c.proc.cmd.Process.Kill() }
 
 // StderrTail is the end of what the sidecar wrote to stderr so far (its
 // JSON log lines, or a flag error), at most 4 KiB, starting at a whole
 // line when older output was dropped; it is kept whether or not
 // Options.Stderr is set.
-func (c *Client) StderrTail() string { return c.stderr.Tail() }
+func (c *Client) StderrTail() string { return c.proc.stderr.Tail() }
 
 // Info is the sidecar's initialize result (pid, containment, agents,
 // bounds).
@@ -240,15 +266,15 @@ func (c *Client) Info() InitializeResult { return c.info }
 
 // Done is closed once the sidecar process has exited and every callback
 // has returned.
-func (c *Client) Done() <-chan struct{} { return c.done }
+func (c *Client) Done() <-chan struct{} { return c.proc.done }
 
 // ExitCode is the sidecar's exit status once Done is closed (0: shutdown
 // completed with every proof complete; 1: anything else; -1: killed by a
 // signal), and -1 before.
 func (c *Client) ExitCode() int {
 	select {
-	case <-c.done:
-		return c.exitCode
+	case <-c.proc.done:
+		return c.proc.exitCode
 	default:
 		return -1
 	}
@@ -275,7 +301,7 @@ func (c *Client) call(ctx context.Context, method string, params, result any) er
 // or array, an empty method and a frame over the sidecar's limit are
 // refused before anything is written (frames.go).
 func (c *Client) dispatch(ctx context.Context, method string, params any) (jsonrpc2.Waiter, uint64, error) {
-	id := c.nextID.Add(1)
+	id := c.wire.nextID.Add(1)
 	w, err := c.dispatchID(ctx, id, method, params)
 	return w, id, err
 }
@@ -288,7 +314,7 @@ func (c *Client) dispatchID(ctx context.Context, id uint64, method string, param
 	if err != nil {
 		return jsonrpc2.Waiter{}, err
 	}
-	w, err := c.conn.DispatchCall(ctx, method, sendParams(raw), jsonrpc2.PickID(jsonrpc2.ID{Num: id}))
+	w, err := c.wire.conn.DispatchCall(ctx, method, sendParams(raw), jsonrpc2.PickID(jsonrpc2.ID{Num: id}))
 	if err != nil {
 		return jsonrpc2.Waiter{}, convert(method, err)
 	}
@@ -296,7 +322,7 @@ func (c *Client) dispatchID(ctx context.Context, id uint64, method string, param
 }
 
 func (c *Client) cancelRequest(id uint64) {
-	_ = c.conn.Notify(context.Background(), "$/cancelRequest", map[string]uint64{"id": id})
+	_ = c.wire.conn.Notify(context.Background(), "$/cancelRequest", map[string]uint64{"id": id})
 }
 
 func decode(method string, raw json.RawMessage, result any) error {
@@ -352,7 +378,7 @@ func (c *Client) Shutdown(ctx context.Context) ([]Proof, error) {
 	if err := c.call(ctx, "shutdown", nil, &res); err != nil {
 		return nil, err
 	}
-	_ = c.conn.Notify(ctx, "exit", nil)
+	_ = c.wire.conn.Notify(ctx, "exit", nil)
 	return res.Proofs, c.wait(ctx, "shutdown")
 }
 
@@ -361,23 +387,23 @@ func (c *Client) Shutdown(ctx context.Context) ([]Proof, error) {
 // §4), and waits as Shutdown does. Proofs, if wanted, come only from
 // Shutdown.
 func (c *Client) Close(ctx context.Context) error {
-	_ = c.conn.Close()
+	_ = c.wire.conn.Close()
 	return c.wait(ctx, "close")
 }
 
 func (c *Client) wait(ctx context.Context, method string) error {
 	select {
-	case <-c.done:
+	case <-c.proc.done:
 	case <-ctx.Done():
 		c.kill()
-		<-c.done
+		<-c.proc.done
 		return newError(method, DataCodeCancelled, ctx.Err(), "the sidecar was killed: %v", ctx.Err())
 	}
-	if c.waitErr != nil {
-		return newError(method, DataCodeTransport, c.waitErr, "waiting for the sidecar: %v", c.waitErr)
+	if c.proc.waitErr != nil {
+		return newError(method, DataCodeTransport, c.proc.waitErr, "waiting for the sidecar: %v", c.proc.waitErr)
 	}
-	if c.exitCode != 0 {
-		return newError(method, DataCodeExitStatus, nil, "the sidecar exited with status %d", c.exitCode)
+	if c.proc.exitCode != 0 {
+		return newError(method, DataCodeExitStatus, nil, "the sidecar exited with status %d", c.proc.exitCode)
 	}
 	return nil
 }

@@ -131,15 +131,15 @@ func (c *Client) onElicitationNotice(method string, params json.RawMessage) {
 			// result), or were never put to the host (refused, no
 			// turn, overflow).
 			k := permKey{d.Session, deref(d.RequestID), elicitTool}
-			c.asks.settle(true, func(p permKey) bool { return p == k })
+			c.cb.asks.settle(true, func(p permKey) bool { return p == k })
 		}
 		if f := c.opts.OnElicitationDecided; f != nil {
-			c.events.push(func() { f(d) })
+			c.cb.events.push(func() { f(d) })
 		}
 	case "session/elicitationComplete":
 		var n ElicitationComplete
 		if f := c.opts.OnElicitationComplete; f != nil && json.Unmarshal(params, &n) == nil {
-			c.events.push(func() { f(n) })
+			c.cb.events.push(func() { f(n) })
 		}
 	}
 }
@@ -154,7 +154,7 @@ func (c *Client) onCancelRequest(params json.RawMessage) {
 	if json.Unmarshal(params, &p) != nil || p.ID == nil {
 		return
 	}
-	c.asks.settleID(idJSON(*p.ID))
+	c.cb.asks.settleID(idJSON(*p.ID))
 }
 
 // idJSON is a JSON-RPC id as JSON text.

@@ -148,12 +148,12 @@ type lifeWatch struct {
 	waiters int
 }
 
-// watchLocked returns session's watch, made when missing. c.mu is held.
+// watchLocked returns session's watch, made when missing. c.subs.mu is held.
 func (c *Client) watchLocked(session string) *lifeWatch {
-	w := c.life[session]
+	w := c.subs.life[session]
 	if w == nil {
 		w = &lifeWatch{changed: make(chan struct{})}
-		c.life[session] = w
+		c.subs.life[session] = w
 	}
 	return w
 }
@@ -161,8 +161,8 @@ func (c *Client) watchLocked(session string) *lifeWatch {
 // onLifecycle records a session/lifecycle notice; it runs on the read
 // loop, so a response read after the notice finds it recorded.
 func (c *Client) onLifecycle(n LifecycleNotice) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	c.subs.mu.Lock()
+	defer c.subs.mu.Unlock()
 	w := c.watchLocked(n.Session)
 	w.last = &n
 	close(w.changed)
@@ -174,16 +174,16 @@ func (c *Client) onLifecycle(n LifecycleNotice) {
 // forgets it; its waiters return DataCodeSessionEnded. It runs on the
 // read loop.
 func (c *Client) endLifecycle(session string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for id, w := range c.life {
+	c.subs.mu.Lock()
+	defer c.subs.mu.Unlock()
+	for id, w := range c.subs.life {
 		if session != "" && id != session {
 			continue
 		}
 		w.ended = true
 		close(w.changed)
 		w.changed = make(chan struct{})
-		delete(c.life, id)
+		delete(c.subs.life, id)
 	}
 }
 
@@ -195,9 +195,9 @@ func (c *Client) endLifecycle(session string) {
 // LifecycleReviving and LifecycleLive), not yet the retire that follows
 // the result.
 func (s *Session) Lifecycle() *LifecycleNotice {
-	s.c.mu.Lock()
-	defer s.c.mu.Unlock()
-	if w := s.c.life[s.id]; w != nil && w.last != nil {
+	s.c.subs.mu.Lock()
+	defer s.c.subs.mu.Unlock()
+	if w := s.c.subs.life[s.id]; w != nil && w.last != nil {
 		n := *w.last
 		return &n
 	}
@@ -226,37 +226,37 @@ func (s *Session) WaitLifecycle(ctx context.Context, state LifecycleState) (*Lif
 	if s.ended.Load() {
 		return nil, newError(method, DataCodeSessionEnded, nil, "session %s was closed", s.id)
 	}
-	c.mu.Lock()
+	c.subs.mu.Lock()
 	w := c.watchLocked(s.id)
 	w.waiters++
 	defer func() {
-		c.mu.Lock()
+		c.subs.mu.Lock()
 		w.waiters--
-		if w.waiters == 0 && w.last == nil && c.life[s.id] == w {
-			delete(c.life, s.id) // made by this wait: nothing to keep
+		if w.waiters == 0 && w.last == nil && c.subs.life[s.id] == w {
+			delete(c.subs.life, s.id) // made by this wait: nothing to keep
 		}
-		c.mu.Unlock()
+		c.subs.mu.Unlock()
 	}()
 	for {
 		if w.last != nil && w.last.State == state {
 			n := *w.last
-			c.mu.Unlock()
+			c.subs.mu.Unlock()
 			return &n, nil
 		}
 		if w.ended {
-			c.mu.Unlock()
+			c.subs.mu.Unlock()
 			return nil, newError(method, DataCodeSessionEnded, nil, "session %s ended before a %q notice", s.id, state)
 		}
 		ch := w.changed
-		c.mu.Unlock()
+		c.subs.mu.Unlock()
 		select {
 		case <-ch:
 		case <-ctx.Done():
 			return nil, convert(method, ctx.Err())
-		case <-c.done:
+		case <-c.proc.done:
 			return nil, newError(method, DataCodeTransport, nil, "the sidecar exited before a %q notice of session %s", state, s.id)
 		}
-		c.mu.Lock()
+		c.subs.mu.Lock()
 	}
 }
 

@@ -9,9 +9,9 @@ import (
 
 // waiting reports how many WaitLifecycle calls wait on session.
 func (c *Client) waiting(session string) int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if w := c.life[session]; w != nil {
+	c.subs.mu.Lock()
+	defer c.subs.mu.Unlock()
+	if w := c.subs.life[session]; w != nil {
 		return w.waiters
 	}
 	return 0
@@ -24,7 +24,7 @@ func (c *Client) waiting(session string) int {
 // CANCELLED with its ctx, and leaves no entry behind for a session that
 // never had a notice.
 func TestWaitLifecycleWatch(t *testing.T) {
-	c := &Client{life: map[string]*lifeWatch{}, done: make(chan struct{})}
+	c := &Client{subs: subscribers{life: map[string]*lifeWatch{}}, proc: sidecarProcess{done: make(chan struct{})}}
 	s := c.Attach("s-1")
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -85,10 +85,10 @@ func TestWaitLifecycleWatch(t *testing.T) {
 	if _, err := c.Attach("s-3").WaitLifecycle(short, LifecycleParked); !errors.As(err, &ce) || ce.DataCode != DataCodeCancelled {
 		t.Fatalf("wait with an ended ctx: %v", err)
 	}
-	c.mu.Lock()
-	_, left := c.life["s-3"]
-	_, kept := c.life["s-2"]
-	c.mu.Unlock()
+	c.subs.mu.Lock()
+	_, left := c.subs.life["s-3"]
+	_, kept := c.subs.life["s-2"]
+	c.subs.mu.Unlock()
 	if left || !kept {
 		t.Fatalf("watches: s-3 left %v (want false), s-2 kept %v (want true)", left, kept)
 	}
@@ -99,7 +99,7 @@ func TestWaitLifecycleWatch(t *testing.T) {
 	if a := <-got; !errors.As(a.err, &ce) || ce.DataCode != DataCodeSessionEnded {
 		t.Fatalf("wait across shutdown: %+v, %v", a.n, a.err)
 	}
-	close(c.done)
+	close(c.proc.done)
 	if _, err := c.Attach("s-4").WaitLifecycle(ctx, LifecycleParked); !errors.As(err, &ce) || ce.DataCode != DataCodeTransport {
 		t.Fatalf("wait after the sidecar exited: %v", err)
 	}

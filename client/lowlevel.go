@@ -91,7 +91,7 @@ func (c *Client) Notify(ctx context.Context, method string, params any) error {
 	if err != nil {
 		return err
 	}
-	if err := c.conn.Notify(ctx, method, sendParams(raw)); err != nil {
+	if err := c.wire.conn.Notify(ctx, method, sendParams(raw)); err != nil {
 		return convert(method, err)
 	}
 	return nil
@@ -103,7 +103,7 @@ func (c *Client) Notify(ctx context.Context, method string, params any) error {
 // Client did not send are seen only through OnFrame. Errors:
 // DataCodeTransport.
 func (c *Client) WriteRaw(b []byte) error {
-	if err := c.stream.WriteObject(rawFrame(b)); err != nil {
+	if err := c.wire.stream.WriteObject(rawFrame(b)); err != nil {
 		return convert("write", err)
 	}
 	return nil
@@ -114,20 +114,20 @@ func (c *Client) WriteRaw(b []byte) error {
 // this Client goes on reading its answers and notifications until it
 // exits. Later requests fail with DataCodeTransport.
 func (c *Client) CloseInput() error {
-	if err := c.pipes.closeInput(); err != nil && !errors.Is(err, os.ErrClosed) {
+	if err := c.wire.pipes.closeInput(); err != nil && !errors.Is(err, os.ErrClosed) {
 		return convert("close", err)
 	}
 	return nil
 }
 
 // Process is the sidecar process (for its Pid, or to signal it).
-func (c *Client) Process() *os.Process { return c.cmd.Process }
+func (c *Client) Process() *os.Process { return c.proc.cmd.Process }
 
 // ProcessState is the sidecar's exit state once Done is closed, else nil.
 func (c *Client) ProcessState() *os.ProcessState {
 	select {
-	case <-c.done:
-		return c.cmd.ProcessState
+	case <-c.proc.done:
+		return c.proc.cmd.ProcessState
 	default:
 		return nil
 	}

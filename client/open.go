@@ -18,15 +18,15 @@ type openWatch struct {
 
 func (c *Client) open(ctx context.Context, p OpenParams) (*Session, error) {
 	const method = "session/open"
-	id := c.nextID.Add(1)
+	id := c.wire.nextID.Add(1)
 	ow := &openWatch{}
-	c.mu.Lock()
-	c.opens[id] = ow
-	c.mu.Unlock()
+	c.subs.mu.Lock()
+	c.subs.opens[id] = ow
+	c.subs.mu.Unlock()
 	forget := func() {
-		c.mu.Lock()
-		delete(c.opens, id)
-		c.mu.Unlock()
+		c.subs.mu.Lock()
+		delete(c.subs.opens, id)
+		c.subs.mu.Unlock()
 	}
 	w, err := c.dispatchID(ctx, id, method, p)
 	if err != nil {
@@ -37,14 +37,14 @@ func (c *Client) open(ctx context.Context, p OpenParams) (*Session, error) {
 	err = w.Wait(ctx, &raw)
 	if ctxErr := ctx.Err(); err != nil && ctxErr != nil && errors.Is(err, ctxErr) {
 		c.cancelRequest(id)
-		c.mu.Lock()
+		c.subs.mu.Lock()
 		answered := ow.answered
 		if answered {
-			delete(c.opens, id)
+			delete(c.subs.opens, id)
 		} else {
 			ow.abandoned = true
 		}
-		c.mu.Unlock()
+		c.subs.mu.Unlock()
 		if answered {
 			// The answer came as ctx ended: it is in the Waiter already.
 			var late json.RawMessage
@@ -74,16 +74,16 @@ func (c *Client) onOpenAnswer(resp *jsonrpc2.Response) {
 	if resp.ID.IsString {
 		return
 	}
-	c.mu.Lock()
-	ow := c.opens[resp.ID.Num]
+	c.subs.mu.Lock()
+	ow := c.subs.opens[resp.ID.Num]
 	abandoned := ow != nil && ow.abandoned
 	if ow != nil {
 		ow.answered = true
 	}
 	if abandoned {
-		delete(c.opens, resp.ID.Num)
+		delete(c.subs.opens, resp.ID.Num)
 	}
-	c.mu.Unlock()
+	c.subs.mu.Unlock()
 	if !abandoned {
 		return
 	}
@@ -119,6 +119,6 @@ func (c *Client) lateOpen(result json.RawMessage, rerr *jsonrpc2.Error) {
 
 func (c *Client) deliverProof(p Proof) {
 	if f := c.opts.OnProof; f != nil {
-		c.events.push(func() { f(p) })
+		c.cb.events.push(func() { f(p) })
 	}
 }

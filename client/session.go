@@ -89,14 +89,14 @@ func (s *Session) prompt(ctx context.Context, p PromptParams, onBatch func([]Upd
 	c := s.c
 	key := turnKey{s.id, p.RequestID}
 	sink := newTurnSink()
-	c.mu.Lock()
+	c.subs.mu.Lock()
 	// A second Prompt with the same id is refused by the sidecar
 	// (TURN_ACTIVE or DUPLICATE_REQUEST_ID); it must not steal the sink.
-	_, busy := c.turns[key]
+	_, busy := c.subs.turns[key]
 	if !busy {
-		c.turns[key] = sink
+		c.subs.turns[key] = sink
 	}
-	c.mu.Unlock()
+	c.subs.mu.Unlock()
 	if !busy {
 		defer c.endTurn(key, sink)
 	}
@@ -284,16 +284,16 @@ func (h handler) Handle(ctx context.Context, conn *jsonrpc2.Conn, req *jsonrpc2.
 		case "session/elicitation":
 			key = elicitRequestKey(params)
 		}
-		ask := c.asks.add(key, idJSON(req.ID), cancel)
+		ask := c.cb.asks.add(key, idJSON(req.ID), cancel)
 		id, method := req.ID, req.Method
 		started := c.track(func() {
 			defer cancel()
-			defer c.asks.remove(ask)
+			defer c.cb.asks.remove(ask)
 			c.answer(hctx, ctx, conn, id, method, params)
 		})
 		if !started {
 			cancel()
-			c.asks.remove(ask)
+			c.cb.asks.remove(ask)
 		}
 		return
 	}
@@ -304,24 +304,24 @@ func (h handler) Handle(ctx context.Context, conn *jsonrpc2.Conn, req *jsonrpc2.
 		if json.Unmarshal(params, &u) != nil {
 			return
 		}
-		c.router.route(u)
-		c.router.flush()
+		c.wire.router.route(u)
+		c.wire.router.flush()
 	case "cleanup/proof":
 		var n struct {
 			Proof *Proof `json:"proof"`
 		}
 		if f := c.opts.OnProof; f != nil && json.Unmarshal(params, &n) == nil && n.Proof != nil {
-			c.events.push(func() { f(*n.Proof) })
+			c.cb.events.push(func() { f(*n.Proof) })
 		}
 	case "session/exited":
 		var e Exited
 		if json.Unmarshal(params, &e) != nil {
 			return
 		}
-		c.asks.settle(false, func(k permKey) bool { return k.session == e.Session })
+		c.cb.asks.settle(false, func(k permKey) bool { return k.session == e.Session })
 		c.endLifecycle(e.Session)
 		if f := c.opts.OnExited; f != nil {
-			c.events.push(func() { f(e) })
+			c.cb.events.push(func() { f(e) })
 		}
 	case protocol.NotifySessionLifecycle:
 		n, ok := decodeLifecycle(params)
@@ -330,27 +330,27 @@ func (h handler) Handle(ctx context.Context, conn *jsonrpc2.Conn, req *jsonrpc2.
 		}
 		c.onLifecycle(n)
 		if f := c.opts.OnLifecycle; f != nil {
-			c.events.push(func() { f(n) })
+			c.cb.events.push(func() { f(n) })
 		}
 	case protocol.NotifySessionPolicyBreach:
 		var n PolicyBreachNotice
 		if f := c.opts.OnPolicyBreach; f != nil && json.Unmarshal(params, &n) == nil {
-			c.events.push(func() { f(n) })
+			c.cb.events.push(func() { f(n) })
 		}
 	case protocol.NotifySessionNetwork:
 		var n NetworkNotice
 		if f := c.opts.OnNetwork; f != nil && json.Unmarshal(params, &n) == nil {
-			c.events.push(func() { f(n) })
+			c.cb.events.push(func() { f(n) })
 		}
 	case "session/journal":
 		var n JournalNotice
 		if f := c.opts.OnJournal; f != nil && json.Unmarshal(params, &n) == nil {
-			c.events.push(func() { f(n) })
+			c.cb.events.push(func() { f(n) })
 		}
 	case protocol.NotifySessionExtNotification:
 		var n ExtNotification
 		if f := c.opts.OnExtNotification; f != nil && json.Unmarshal(params, &n) == nil {
-			c.events.push(func() { f(n) })
+			c.cb.events.push(func() { f(n) })
 		}
 	case "session/elicitationDecided", "session/elicitationComplete":
 		c.onElicitationNotice(req.Method, params)
@@ -363,7 +363,7 @@ func (h handler) Handle(ctx context.Context, conn *jsonrpc2.Conn, req *jsonrpc2.
 		}
 		c.onDecision(d)
 		if f := c.opts.OnDecision; f != nil {
-			c.events.push(func() { f(d) })
+			c.cb.events.push(func() { f(d) })
 		}
 	}
 }

@@ -125,7 +125,7 @@ func (c *Client) onDecision(d PermissionDecision) {
 		return
 	}
 	k := permKey{d.Session, deref(d.RequestID), d.ToolCallID}
-	c.asks.settle(true, func(p permKey) bool { return p == k })
+	c.cb.asks.settle(true, func(p permKey) bool { return p == k })
 }
 
 // onRecv sees every frame the read loop decodes, before a response is
@@ -162,21 +162,21 @@ func (c *Client) onRecv(req *jsonrpc2.Request, resp *jsonrpc2.Response) {
 			} `json:"capabilities"`
 		}
 		if ok && json.Unmarshal(*resp.Result, &res) == nil && res.Capabilities.MaxFrameBytes > 0 {
-			c.frameLimit.Store(res.Capabilities.MaxFrameBytes)
+			c.wire.frameLimit.Store(res.Capabilities.MaxFrameBytes)
 		}
 	case "session/prompt":
 		if ok && p.RequestID != nil {
 			rid := *p.RequestID
-			c.asks.settle(false, func(k permKey) bool { return k.session == p.Session && k.requestID == rid })
+			c.cb.asks.settle(false, func(k permKey) bool { return k.session == p.Session && k.requestID == rid })
 		}
 	case "session/close":
 		if ok || errCode == string(protocol.ErrCleanupIncomplete) {
-			c.asks.settle(false, func(k permKey) bool { return k.session == p.Session })
+			c.cb.asks.settle(false, func(k permKey) bool { return k.session == p.Session })
 		}
 	case "shutdown":
 		if ok {
 			c.endLifecycle("")
-			c.asks.settle(false, func(permKey) bool { return true })
+			c.cb.asks.settle(false, func(permKey) bool { return true })
 		}
 	}
 }

@@ -115,7 +115,7 @@ func (r *router) route(u Update) {
 		}
 	}
 	if f := c.opts.OnUpdate; f != nil {
-		c.events.push(func() { f(u) })
+		c.cb.events.push(func() { f(u) })
 	}
 }
 
@@ -126,9 +126,9 @@ func (r *router) sinkFor(session, requestID string) *turnSink {
 	if last && r.sink != nil {
 		return r.sink
 	}
-	r.c.mu.Lock()
-	sink := r.c.turns[turnKey{session, requestID}]
-	r.c.mu.Unlock()
+	r.c.subs.mu.Lock()
+	sink := r.c.subs.turns[turnKey{session, requestID}]
+	r.c.subs.mu.Unlock()
 	if last {
 		r.sink = sink
 	}
@@ -189,18 +189,18 @@ func (s *turnSink) take() []Update {
 // endTurn removes sink (registered under key) and closes it; updates that
 // reached it after Prompt's last take go to Options.OnUpdate.
 func (c *Client) endTurn(key turnKey, sink *turnSink) {
-	c.mu.Lock()
-	if c.turns[key] == sink {
-		delete(c.turns, key)
+	c.subs.mu.Lock()
+	if c.subs.turns[key] == sink {
+		delete(c.subs.turns, key)
 	}
-	c.mu.Unlock()
+	c.subs.mu.Unlock()
 	sink.mu.Lock()
 	sink.closed = true
 	left := sink.ups
 	sink.ups = nil
 	sink.mu.Unlock()
 	if f := c.opts.OnUpdate; f != nil && len(left) > 0 {
-		c.events.push(func() {
+		c.cb.events.push(func() {
 			for _, u := range left {
 				f(u)
 			}

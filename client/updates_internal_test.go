@@ -59,22 +59,22 @@ func checkFastDecode(t *testing.T, params string) {
 	var want Update
 	wantErr := json.Unmarshal([]byte(params), &want)
 	var got []Update
-	c := &Client{turns: map[turnKey]*turnSink{}, events: newQueue()}
+	c := &Client{subs: subscribers{turns: map[turnKey]*turnSink{}}, cb: callbacks{events: newQueue()}}
 	c.opts.OnUpdate = func(u Update) { got = append(got, u) }
-	c.router.c = c
+	c.wire.router.c = c
 	drained := false
 	drain := func() {
 		if !drained {
 			drained = true
-			c.events.close()
-			<-c.events.done
+			c.cb.events.close()
+			<-c.cb.events.done
 		}
 	}
 	defer drain()
 	if p := strings.TrimLeft(params, " \t\r\n"); !json.Valid(line) || !strings.HasPrefix(p, "{") {
 		// Not JSON, or params not an object: jsonrpc2's way (where the
 		// handler drops what does not decode as an Update).
-		if c.router.take(line) {
+		if c.wire.router.take(line) {
 			t.Fatalf("took %q", line)
 		}
 		return
@@ -82,7 +82,7 @@ func checkFastDecode(t *testing.T, params string) {
 	if caseVariantKeys([]byte(params)) {
 		t.Skip("case-variant member names: outside the protocol")
 	}
-	if !c.router.take(line) {
+	if !c.wire.router.take(line) {
 		t.Fatalf("did not take %s", line)
 	}
 	drain()
@@ -112,8 +112,8 @@ func FuzzFastPathUpdate(f *testing.F) {
 // TestFastPathLeavesOtherFrames: what is not a session/update
 // notification goes to jsonrpc2 untouched.
 func TestFastPathLeavesOtherFrames(t *testing.T) {
-	c := &Client{turns: map[turnKey]*turnSink{}}
-	c.router.c = c
+	c := &Client{subs: subscribers{turns: map[turnKey]*turnSink{}}}
+	c.wire.router.c = c
 	for _, line := range []string{
 		`{"jsonrpc":"2.0","id":3,"method":"session/update","params":{"session":"s-1","seq":1,"update":{}}}`,
 		`{"jsonrpc":"2.0","id":null,"method":"session/update","params":{}}`,
@@ -125,7 +125,7 @@ func TestFastPathLeavesOtherFrames(t *testing.T) {
 		`{"jsonrpc":"2.0","method":"session/update","params":{"session":"s-1"`,
 		`not json`,
 	} {
-		if c.router.take([]byte(line)) {
+		if c.wire.router.take([]byte(line)) {
 			t.Errorf("took %s", line)
 		}
 	}
@@ -136,18 +136,18 @@ func TestFastPathLeavesOtherFrames(t *testing.T) {
 // (or for requestId null, or an unknown turn) updates go to OnUpdate, the
 // sink's leftovers included, in order.
 func TestRouterDeliversToTheTurnThenOnUpdate(t *testing.T) {
-	c := &Client{turns: map[turnKey]*turnSink{}, events: newQueue()}
+	c := &Client{subs: subscribers{turns: map[turnKey]*turnSink{}}, cb: callbacks{events: newQueue()}}
 	got := make(chan Update, 16)
 	c.opts.OnUpdate = func(u Update) { got <- u }
-	c.router.c = c
+	c.wire.router.c = c
 	line := func(rid string, seq int) []byte {
 		return []byte(`{"jsonrpc":"2.0","method":"session/update","params":{"session":"s-1","requestId":` + rid + `,"seq":` + string(rune('0'+seq)) + `,"update":{}}}`)
 	}
 	key := turnKey{"s-1", "t1"}
 	sink := newTurnSink()
-	c.turns[key] = sink
+	c.subs.turns[key] = sink
 	for i, l := range [][]byte{line(`"t1"`, 1), line(`"t1"`, 2), line("null", 3), line(`"t0"`, 4)} {
-		if !c.router.take(l) {
+		if !c.wire.router.take(l) {
 			t.Fatalf("line %d not taken", i)
 		}
 	}
@@ -156,7 +156,7 @@ func TestRouterDeliversToTheTurnThenOnUpdate(t *testing.T) {
 		t.Fatal("woken before flush")
 	default:
 	}
-	c.router.flush()
+	c.wire.router.flush()
 	select {
 	case <-sink.wake:
 	default:
@@ -165,10 +165,10 @@ func TestRouterDeliversToTheTurnThenOnUpdate(t *testing.T) {
 	if ups := sink.take(); len(ups) != 2 || ups[0].Seq != 1 || ups[1].Seq != 2 || *ups[1].RequestID != "t1" {
 		t.Fatalf("sink got %+v", ups)
 	}
-	c.router.take(line(`"t1"`, 5)) // after the last take: a leftover
+	c.wire.router.take(line(`"t1"`, 5)) // after the last take: a leftover
 	c.endTurn(key, sink)
-	c.router.take(line(`"t1"`, 6)) // the turn has ended
-	if _, ok := c.turns[key]; ok {
+	c.wire.router.take(line(`"t1"`, 6)) // the turn has ended
+	if _, ok := c.subs.turns[key]; ok {
 		t.Fatal("endTurn left the sink registered")
 	}
 	for _, want := range []uint64{3, 4, 5, 6} {
@@ -181,6 +181,6 @@ func TestRouterDeliversToTheTurnThenOnUpdate(t *testing.T) {
 			t.Fatalf("OnUpdate did not get seq %d", want)
 		}
 	}
-	c.events.close()
-	<-c.events.done
+	c.cb.events.close()
+	<-c.cb.events.done
 }

@@ -21,10 +21,10 @@ func TestMaxSessionsFor(t *testing.T) {
 // TestMaxSessionsFlag: --max-sessions takes 0 (derived) and positive
 // values and refuses negative ones.
 func TestMaxSessionsFlag(t *testing.T) {
-	if o, err := parseFlags([]string{"--max-sessions", "3"}, io.Discard); err != nil || o.maxSessions != 3 {
+	if o, err := parseFlags([]string{"--max-sessions", "3"}, io.Discard); err != nil || o.caps.maxSessions != 3 {
 		t.Fatalf("--max-sessions 3: %v %+v", err, o)
 	}
-	if o, err := parseFlags(nil, io.Discard); err != nil || o.maxSessions != 0 {
+	if o, err := parseFlags(nil, io.Discard); err != nil || o.caps.maxSessions != 0 {
 		t.Fatalf("default: %v", err)
 	}
 	if _, err := parseFlags([]string{"--max-sessions", "-1"}, io.Discard); err == nil {

@@ -126,7 +126,7 @@ func TestFlagDefaults_MatchRulesBounds(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				got = strconv.FormatInt(o.shutdownMs, 10)
+				got = strconv.FormatInt(o.bounds.shutdownMs, 10)
 			}
 			if i >= len(vals) || got != strconv.FormatInt(vals[i], 10) {
 				t.Errorf("docs/rules.md bounds row %q: %s for --%s, the flag has %q", m[1], m[2], f[1], got)

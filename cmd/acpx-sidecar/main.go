@@ -47,48 +47,6 @@ func main() {
 	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }
 
-type options struct {
-	framing       string
-	maxFrame      int
-	stateDir      string
-	inheritEnv    string
-	inheritEnvOld string // the old boolean spelling given, if any
-	// lateReconcile is the removed --late-close-reconcile-attempts, still
-	// accepted (and ignored, with a warning) so an operator's old command
-	// line keeps starting; -1: not given.
-	lateReconcile int
-	limits        limitFlags
-	handshakeMs   int64
-	closeMs       int64
-	termMs        int64
-	killMs        int64
-	shutdownMs    int64
-	containment   string
-	cgroupParent  string
-	logLevel      string
-	maxProvLine   int
-	closeAttempts int
-	retryMinMs    int64
-	retryMaxMs    int64
-	lateWindowMs  int64
-	maxQueued     int
-	journalMax    int64
-	maxAsks       int
-	maxAskBytes   int
-	stateReadMs   int64
-	maxSessions   int
-	maxLiveTrees  int
-	sweepMs       int64
-	state         stateFlags
-	// pins are the --resolve flags (docs/protocol.md §2, §19.1).
-	pins         egress.Pins
-	printVersion bool
-	// defaultSandbox is --default-sandbox; assumeABI --assume-landlock-abi
-	// (-1: the kernel's).
-	defaultSandbox string
-	assumeABI      int
-}
-
 func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	o := &options{}
 	fs := flag.NewFlagSet("acpx-sidecar", flag.ContinueOnError)
@@ -100,33 +58,33 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.Var(&inheritEnvFlag{&o.inheritEnv, &o.inheritEnvOld}, "inherit-env", "what providers take from the sidecar's environment: minimal (PATH, HOME, USER, LOGNAME, SHELL, LANG, LC_*, TERM, TZ, TMPDIR), all or none (docs/protocol.md §18.1)")
 	o.limits.register(fs)
 	d, c := config.DefaultBounds(), config.DefaultCaps() // the flags' defaults, each stated once (docs/rules.md#bounds)
-	fs.Int64Var(&o.handshakeMs, "handshake-timeout-ms", d.HandshakeTimeout.Milliseconds(), "default handshake bound, ms (docs/rules.md#bounds)")
-	fs.Int64Var(&o.closeMs, "close-timeout-ms", d.CloseTimeout.Milliseconds(), "ACP session/close bound, ms")
-	fs.Int64Var(&o.termMs, "term-grace-ms", d.TermGrace.Milliseconds(), "wait after SIGTERM, ms")
-	fs.Int64Var(&o.killMs, "kill-grace-ms", d.KillGrace.Milliseconds(), "wait after SIGKILL, ms")
-	fs.Int64Var(&o.shutdownMs, "shutdown-ms", 0, fmt.Sprintf("shutdown bound, ms (0: close+term+kill+1000, %d with the defaults)", d.Shutdown.Milliseconds()))
-	fs.StringVar(&o.containment, "containment", "auto", "auto, cgroup, subreaper, process-group (an alias of subreaper) or process-table (the macOS mode; docs/operations.md)")
-	fs.StringVar(&o.cgroupParent, "cgroup-parent", "", "cgroup v2 directory under which provider cgroups are made (default: auto)")
+	fs.Int64Var(&o.bounds.handshakeMs, "handshake-timeout-ms", d.HandshakeTimeout.Milliseconds(), "default handshake bound, ms (docs/rules.md#bounds)")
+	fs.Int64Var(&o.bounds.closeMs, "close-timeout-ms", d.CloseTimeout.Milliseconds(), "ACP session/close bound, ms")
+	fs.Int64Var(&o.bounds.termMs, "term-grace-ms", d.TermGrace.Milliseconds(), "wait after SIGTERM, ms")
+	fs.Int64Var(&o.bounds.killMs, "kill-grace-ms", d.KillGrace.Milliseconds(), "wait after SIGKILL, ms")
+	fs.Int64Var(&o.bounds.shutdownMs, "shutdown-ms", 0, fmt.Sprintf("shutdown bound, ms (0: close+term+kill+1000, %d with the defaults)", d.Shutdown.Milliseconds()))
+	fs.StringVar(&o.isolation.containment, "containment", "auto", "auto, cgroup, subreaper, process-group (an alias of subreaper) or process-table (the macOS mode; docs/operations.md)")
+	fs.StringVar(&o.isolation.cgroupParent, "cgroup-parent", "", "cgroup v2 directory under which provider cgroups are made (default: auto)")
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
-	fs.IntVar(&o.maxProvLine, "max-provider-line-bytes", c.MaxProviderLineBytes, "largest provider stdout line, bytes")
-	fs.IntVar(&o.closeAttempts, "protocol-close-attempts", d.ProtocolCloseAttempts, "ACP session/close attempts per target (1 + retries)")
-	fs.Int64Var(&o.retryMinMs, "retained-retry-min-ms", d.RetainedRetryMin.Milliseconds(), "retained cleanup backoff start, ms")
-	fs.Int64Var(&o.retryMaxMs, "retained-retry-max-ms", d.RetainedRetryMax.Milliseconds(), "retained cleanup backoff cap, ms")
-	fs.IntVar(&o.lateReconcile, "late-close-reconcile-attempts", -1, "deprecated and ignored: a late session's close is bounded by --retained-close-window-ms, not a count")
-	fs.Int64Var(&o.lateWindowMs, "retained-close-window-ms", d.RetainedCloseWindow.Milliseconds(), "ACP session/close of a session created after its admission was given up: failures retried with backoff for no count within this, ms")
-	fs.IntVar(&o.maxQueued, "max-queued-turns", c.MaxQueuedTurns, "queue: true prompts that may wait behind a session's active turn (docs/protocol.md §8)")
-	fs.Int64Var(&o.journalMax, "journal-max-bytes", c.JournalMaxBytes, "size at which a session journal segment is rotated, bytes; 4 segments are kept (docs/protocol.md §16)")
-	fs.IntVar(&o.maxAsks, "max-pending-asks", c.MaxPendingAsks, "permission asks and elicitations of one turn that may wait for the host; more are decided as nonInteractivePermissions says, or answered cancel (docs/protocol.md §20, §22)")
-	fs.IntVar(&o.maxAskBytes, "max-pending-ask-bytes", c.MaxPendingAskBytes, "bytes of the asks of one turn that may wait for the host (docs/protocol.md §20)")
-	fs.Int64Var(&o.stateReadMs, "state-read-ms", c.StateRead.Milliseconds(), "how long session/status waits for a busy session before it answers from the session's snapshot, ms (docs/protocol.md §20)")
-	fs.StringVar(&o.defaultSandbox, "default-sandbox", sandbox.Workspace, "kernel sandbox of an open that names none: workspace, strict or off; a default this machine cannot enforce is reported (sandbox.enforced false), not fatal (docs/protocol.md §19)")
-	fs.IntVar(&o.assumeABI, "assume-landlock-abi", -1, "treat the kernel as offering at most this Landlock ABI (0: none); for testing how opens are refused (-1: the kernel's)")
-	fs.IntVar(&o.maxSessions, "max-sessions", 0, "live sessions admitted at once; more are refused SIDECAR_AT_CAPACITY (0: derived from the descriptor limit; docs/protocol.md §21)")
-	fs.IntVar(&o.maxLiveTrees, "max-live-trees", 0, "provider trees alive at once; an open or revive beyond it waits (FIFO) up to its reviveWaitMs, then is SIDECAR_AT_CAPACITY (0: --max-sessions; docs/protocol.md §24)")
+	fs.IntVar(&o.caps.maxProvLine, "max-provider-line-bytes", c.MaxProviderLineBytes, "largest provider stdout line, bytes")
+	fs.IntVar(&o.bounds.closeAttempts, "protocol-close-attempts", d.ProtocolCloseAttempts, "ACP session/close attempts per target (1 + retries)")
+	fs.Int64Var(&o.bounds.retryMinMs, "retained-retry-min-ms", d.RetainedRetryMin.Milliseconds(), "retained cleanup backoff start, ms")
+	fs.Int64Var(&o.bounds.retryMaxMs, "retained-retry-max-ms", d.RetainedRetryMax.Milliseconds(), "retained cleanup backoff cap, ms")
+	fs.IntVar(&o.bounds.lateReconcile, "late-close-reconcile-attempts", -1, "deprecated and ignored: a late session's close is bounded by --retained-close-window-ms, not a count")
+	fs.Int64Var(&o.bounds.lateWindowMs, "retained-close-window-ms", d.RetainedCloseWindow.Milliseconds(), "ACP session/close of a session created after its admission was given up: failures retried with backoff for no count within this, ms")
+	fs.IntVar(&o.caps.maxQueued, "max-queued-turns", c.MaxQueuedTurns, "queue: true prompts that may wait behind a session's active turn (docs/protocol.md §8)")
+	fs.Int64Var(&o.caps.journalMax, "journal-max-bytes", c.JournalMaxBytes, "size at which a session journal segment is rotated, bytes; 4 segments are kept (docs/protocol.md §16)")
+	fs.IntVar(&o.caps.maxAsks, "max-pending-asks", c.MaxPendingAsks, "permission asks and elicitations of one turn that may wait for the host; more are decided as nonInteractivePermissions says, or answered cancel (docs/protocol.md §20, §22)")
+	fs.IntVar(&o.caps.maxAskBytes, "max-pending-ask-bytes", c.MaxPendingAskBytes, "bytes of the asks of one turn that may wait for the host (docs/protocol.md §20)")
+	fs.Int64Var(&o.caps.stateReadMs, "state-read-ms", c.StateRead.Milliseconds(), "how long session/status waits for a busy session before it answers from the session's snapshot, ms (docs/protocol.md §20)")
+	fs.StringVar(&o.isolation.defaultSandbox, "default-sandbox", sandbox.Workspace, "kernel sandbox of an open that names none: workspace, strict or off; a default this machine cannot enforce is reported (sandbox.enforced false), not fatal (docs/protocol.md §19)")
+	fs.IntVar(&o.isolation.assumeABI, "assume-landlock-abi", -1, "treat the kernel as offering at most this Landlock ABI (0: none); for testing how opens are refused (-1: the kernel's)")
+	fs.IntVar(&o.caps.maxSessions, "max-sessions", 0, "live sessions admitted at once; more are refused SIDECAR_AT_CAPACITY (0: derived from the descriptor limit; docs/protocol.md §21)")
+	fs.IntVar(&o.caps.maxLiveTrees, "max-live-trees", 0, "provider trees alive at once; an open or revive beyond it waits (FIFO) up to its reviveWaitMs, then is SIDECAR_AT_CAPACITY (0: --max-sessions; docs/protocol.md §24)")
 	fs.Int64Var(&o.sweepMs, "sweep-interval-ms", config.DefaultSweepInterval.Milliseconds(), "how often a running sidecar sweeps its state dirs' ledgers for the leftovers of sidecars that died (0: only at start and first use), ms")
 	o.state.register(fs)
-	o.pins = egress.Pins{}
-	fs.Func("resolve", "NAME=IP, repeatable: the address a tree with sandbox.network.allow reaches when it connects to the listed name NAME, never asked of the host's resolver (docs/protocol.md §19.1)", o.pins.ParsePin)
+	o.isolation.pins = egress.Pins{}
+	fs.Func("resolve", "NAME=IP, repeatable: the address a tree with sandbox.network.allow reaches when it connects to the listed name NAME, never asked of the host's resolver (docs/protocol.md §19.1)", o.isolation.pins.ParsePin)
 	fs.BoolVar(&o.printVersion, "version", false, "print the version and exit")
 	// A bad flag is one line on stderr (run prints it), not the whole usage;
 	// -h prints the usage.
@@ -152,32 +110,32 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		return nil, fmt.Errorf("--max-frame-bytes must be at least 1024")
 	case o.stateDir != "" && !filepath.IsAbs(o.stateDir):
 		return nil, fmt.Errorf("--state-dir must be absolute")
-	case o.handshakeMs < 1 || o.handshakeMs > protocol.MaxHandshakeTimeoutMs:
+	case o.bounds.handshakeMs < 1 || o.bounds.handshakeMs > protocol.MaxHandshakeTimeoutMs:
 		return nil, fmt.Errorf("--handshake-timeout-ms must be 1-%d", protocol.MaxHandshakeTimeoutMs)
-	case o.closeMs < 1 || o.termMs < 1 || o.killMs < 1:
+	case o.bounds.closeMs < 1 || o.bounds.termMs < 1 || o.bounds.killMs < 1:
 		return nil, fmt.Errorf("--close-timeout-ms, --term-grace-ms and --kill-grace-ms must be positive")
-	case o.shutdownMs < 0:
+	case o.bounds.shutdownMs < 0:
 		return nil, fmt.Errorf("--shutdown-ms must not be negative")
-	case o.closeAttempts < 1 || o.lateWindowMs < 1:
+	case o.bounds.closeAttempts < 1 || o.bounds.lateWindowMs < 1:
 		return nil, fmt.Errorf("--protocol-close-attempts and --retained-close-window-ms must be at least 1")
-	case o.retryMinMs < 1 || o.retryMaxMs < o.retryMinMs:
+	case o.bounds.retryMinMs < 1 || o.bounds.retryMaxMs < o.bounds.retryMinMs:
 		return nil, fmt.Errorf("--retained-retry-min-ms must be positive and at most --retained-retry-max-ms")
-	case o.maxQueued < 0 || o.maxQueued > 10000:
+	case o.caps.maxQueued < 0 || o.caps.maxQueued > 10000:
 		return nil, fmt.Errorf("--max-queued-turns must be 0-10000")
-	case o.journalMax < 4096:
+	case o.caps.journalMax < 4096:
 		return nil, fmt.Errorf("--journal-max-bytes must be at least 4096")
-	case o.maxAsks < 1 || o.maxAskBytes < 1024:
+	case o.caps.maxAsks < 1 || o.caps.maxAskBytes < 1024:
 		return nil, fmt.Errorf("--max-pending-asks must be positive and --max-pending-ask-bytes at least 1024")
-	case o.stateReadMs < 1 || o.stateReadMs > 60000:
+	case o.caps.stateReadMs < 1 || o.caps.stateReadMs > 60000:
 		return nil, fmt.Errorf("--state-read-ms must be 1-60000")
 	}
-	if err := checkMaxSessions(o.maxSessions); err != nil {
+	if err := checkMaxSessions(o.caps.maxSessions); err != nil {
 		return nil, err
 	}
 	if o.sweepMs < 0 || (o.sweepMs > 0 && o.sweepMs < 100) {
 		return nil, fmt.Errorf("--sweep-interval-ms must be 0 (off) or at least 100")
 	}
-	if o.maxLiveTrees < 0 {
+	if o.caps.maxLiveTrees < 0 {
 		return nil, fmt.Errorf("--max-live-trees must be 0 (--max-sessions) or positive")
 	}
 	if err := o.state.check(); err != nil {
@@ -186,25 +144,25 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	if err := o.limits.check(); err != nil {
 		return nil, err
 	}
-	if o.shutdownMs == 0 {
-		o.shutdownMs = config.ShutdownFor(ms(o.closeMs), ms(o.termMs), ms(o.killMs)).Milliseconds()
+	if o.bounds.shutdownMs == 0 {
+		o.bounds.shutdownMs = config.ShutdownFor(ms(o.bounds.closeMs), ms(o.bounds.termMs), ms(o.bounds.killMs)).Milliseconds()
 		if o.state.url != "" {
 			// Shutdown publishes every live session's provider state
 			// (docs/protocol.md §24): time for that too.
-			o.shutdownMs += config.ShutdownPublishAllowance.Milliseconds()
+			o.bounds.shutdownMs += config.ShutdownPublishAllowance.Milliseconds()
 		}
 	}
-	switch o.containment {
+	switch o.isolation.containment {
 	case "auto", "cgroup", "subreaper", "process-group", "process-table":
 	default:
 		return nil, fmt.Errorf("--containment must be auto, cgroup, subreaper, process-group or process-table")
 	}
-	switch o.defaultSandbox {
+	switch o.isolation.defaultSandbox {
 	case sandbox.Workspace, sandbox.Strict, sandbox.Off:
 	default:
 		return nil, fmt.Errorf("--default-sandbox must be workspace, strict or off")
 	}
-	if o.assumeABI < -1 {
+	if o.isolation.assumeABI < -1 {
 		return nil, fmt.Errorf("--assume-landlock-abi must be -1 or more")
 	}
 	var lvl zapcore.Level
@@ -267,14 +225,14 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 
 	mode := reaper.Mode("")
-	if o.containment != "auto" {
-		mode = reaper.Mode(o.containment)
+	if o.isolation.containment != "auto" {
+		mode = reaper.Mode(o.isolation.containment)
 	}
-	sup, launcher, err := startContainment(mode, o.cgroupParent, log)
+	sup, launcher, err := startContainment(mode, o.isolation.cgroupParent, log)
 	switch {
 	case err != nil && mode != "":
 		// A containment the host asked for by flag is a bad flag here.
-		fmt.Fprintln(stderr, "acpx-sidecar: --containment "+o.containment+" is unavailable:", err)
+		fmt.Fprintln(stderr, "acpx-sidecar: --containment "+o.isolation.containment+" is unavailable:", err)
 		return 2
 	case err != nil:
 		// Serve anyway: every open is refused before launch with
@@ -300,7 +258,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	// stdout blocks every write), exit anyway after its bound plus a margin;
 	// every guardian sees its owner pipe close and kills its tree.
 	watchdog := func() {
-		time.AfterFunc(ms(o.shutdownMs)+5*time.Second, func() {
+		time.AfterFunc(ms(o.bounds.shutdownMs)+5*time.Second, func() {
 			log.Error("shutdown did not finish in time; exiting (guardians end the provider trees)")
 			_ = log.Sync()
 			killTablesBeforeExit(sup)
@@ -314,14 +272,14 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if cfg.StateDir != "" {
 		cfg.StateDir = filepath.Clean(cfg.StateDir) // one spelling per directory, as for an open's stateDir
 	}
-	cfg.Bounds = config.Bounds{HandshakeTimeout: ms(o.handshakeMs), CloseTimeout: ms(o.closeMs),
-		TermGrace: ms(o.termMs), KillGrace: ms(o.killMs), Shutdown: ms(o.shutdownMs),
-		ProtocolCloseAttempts: o.closeAttempts, RetainedRetryMin: ms(o.retryMinMs), RetainedRetryMax: ms(o.retryMaxMs),
-		RetainedCloseWindow: ms(o.lateWindowMs)}
-	cfg.Caps = config.Caps{MaxQueuedTurns: o.maxQueued, MaxPendingAsks: o.maxAsks, MaxPendingAskBytes: o.maxAskBytes,
-		StateRead: ms(o.stateReadMs), MaxProviderLineBytes: o.maxProvLine, JournalMaxBytes: o.journalMax,
-		MaxSessions: o.maxSessions}
-	if o.maxQueued == 0 {
+	cfg.Bounds = config.Bounds{HandshakeTimeout: ms(o.bounds.handshakeMs), CloseTimeout: ms(o.bounds.closeMs),
+		TermGrace: ms(o.bounds.termMs), KillGrace: ms(o.bounds.killMs), Shutdown: ms(o.bounds.shutdownMs),
+		ProtocolCloseAttempts: o.bounds.closeAttempts, RetainedRetryMin: ms(o.bounds.retryMinMs), RetainedRetryMax: ms(o.bounds.retryMaxMs),
+		RetainedCloseWindow: ms(o.bounds.lateWindowMs)}
+	cfg.Caps = config.Caps{MaxQueuedTurns: o.caps.maxQueued, MaxPendingAsks: o.caps.maxAsks, MaxPendingAskBytes: o.caps.maxAskBytes,
+		StateRead: ms(o.caps.stateReadMs), MaxProviderLineBytes: o.caps.maxProvLine, JournalMaxBytes: o.caps.journalMax,
+		MaxSessions: o.caps.maxSessions}
+	if o.caps.maxQueued == 0 {
 		cfg.Caps.MaxQueuedTurns = -1 // no queue: every queue: true prompt behind a turn is TURN_ACTIVE
 	}
 	cfg.Launcher = launcher
@@ -329,10 +287,10 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if err != nil {
 		log.Warn("the descriptor limit could not be raised to its hard limit", zap.Error(err))
 	}
-	if o.maxSessions == 0 && nofile > 0 {
+	if o.caps.maxSessions == 0 && nofile > 0 {
 		cfg.Caps.MaxSessions = maxSessionsFor(nofile)
 	}
-	cfg.Caps.MaxLiveTrees = o.maxLiveTrees
+	cfg.Caps.MaxLiveTrees = o.caps.maxLiveTrees
 	if cfg.Caps.MaxLiveTrees == 0 {
 		cfg.Caps.MaxLiveTrees = cfg.Caps.MaxSessions
 	}
@@ -344,9 +302,9 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	cfg.Env = admission.ProviderEnv{Base: admission.InheritedEnv(o.inheritEnv, environ), Policy: o.inheritEnv, Sidecar: environ}
 	cfg.DefaultLimits = o.limits.defaults()
 	cfg.LimitsSupported = cgroup.LimitsSupported
-	cfg.Sandbox = admission.SandboxConfig{Default: o.defaultSandbox, Caps: sandbox.Probe().Limit(o.assumeABI),
+	cfg.Sandbox = admission.SandboxConfig{Default: o.isolation.defaultSandbox, Caps: sandbox.Probe().Limit(o.isolation.assumeABI),
 		Protected: append(sandbox.CgroupMounts(), selfInstallation()...)}
-	cfg.Egress = config.EgressConfig{Pins: o.pins, Unsupported: egress.Probe()}
+	cfg.Egress = config.EgressConfig{Pins: o.isolation.pins, Unsupported: egress.Probe()}
 	if nofile > 0 {
 		cfg.Egress.MaxConnections = maxConnectionsFor(nofile)
 	}
@@ -355,16 +313,16 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			zap.String("reason", cfg.Egress.Unsupported.Error()))
 	}
 	if sup != nil {
-		sc := admission.SandboxCaps(cfg.Sandbox.Caps, o.defaultSandbox, sup.Mode(), cfg.Egress.Unsupported)
-		if sc.Default != o.defaultSandbox {
+		sc := admission.SandboxCaps(cfg.Sandbox.Caps, o.isolation.defaultSandbox, sup.Mode(), cfg.Egress.Unsupported)
+		if sc.Default != o.isolation.defaultSandbox {
 			log.Warn("the default sandbox cannot be enforced here; opens that name none run unsandboxed and say so (sandbox.enforced false)",
-				zap.String("defaultSandbox", o.defaultSandbox), zap.Int("landlockAbi", sc.LandlockABI), zap.String("reason", sc.Reason))
+				zap.String("defaultSandbox", o.isolation.defaultSandbox), zap.Int("landlockAbi", sc.LandlockABI), zap.String("reason", sc.Reason))
 		} else if sc.Default != sandbox.Off && !sc.Processes {
 			log.Warn("sandboxed trees cannot get a PID namespace of their own here; they run with processes all and say so (sandbox.processes, sandbox.reason)",
 				zap.String("reason", sc.ProcessesReason))
 		}
 	}
-	if o.lateReconcile >= 0 {
+	if o.bounds.lateReconcile >= 0 {
 		log.Warn("--late-close-reconcile-attempts is deprecated and ignored: a late session's ACP close is retried within --retained-close-window-ms (docs/rules.md#r20)")
 	}
 	if o.inheritEnvOld != "" {
@@ -420,13 +378,13 @@ func doctor(stdout io.Writer, o *options) int {
 	chosen := ""
 	problems := []string{}
 	for _, m := range mechs {
-		if !m.Available || (o.containment != "auto" && o.containment != string(m.Mode)) {
+		if !m.Available || (o.isolation.containment != "auto" && o.isolation.containment != string(m.Mode)) {
 			continue
 		}
 		if m.Mode == reaper.ModeCgroup {
 			// The daemon's --cgroup-parent check (startContainment): under
 			// auto an unusable parent falls back to the next mode.
-			if err := reaper.CheckCgroupParent(o.cgroupParent); err != nil {
+			if err := reaper.CheckCgroupParent(o.isolation.cgroupParent); err != nil {
 				problems = append(problems, "--containment cgroup is unavailable: "+err.Error())
 				continue
 			}
@@ -445,7 +403,7 @@ func doctor(stdout io.Writer, o *options) int {
 		problems = append(problems, err.Error()) // the daemon exits 2
 		usable = false
 	}
-	sc := admission.SandboxCaps(sandbox.Probe().Limit(o.assumeABI), o.defaultSandbox, reaper.Mode(chosen), egress.Probe())
+	sc := admission.SandboxCaps(sandbox.Probe().Limit(o.isolation.assumeABI), o.isolation.defaultSandbox, reaper.Mode(chosen), egress.Probe())
 	_ = enc.Encode(map[string]any{"containment": chosen, "mechanisms": mechs,
 		"inheritEnv": doctorEnv(o.inheritEnv), "limits": doctorLimits(chosen),
 		"sandbox": sc, "problems": problems})

@@ -113,8 +113,8 @@ func TestParseFlags_RelativeHomeMeansNoDefaultStateDir(t *testing.T) {
 func TestParseFlags_RemovedReconcileFlagStillStarts(t *testing.T) {
 	var errb bytes.Buffer
 	o, err := parseFlags([]string{"--late-close-reconcile-attempts", "3", "--state-dir", "/tmp/x"}, &errb)
-	if err != nil || o.lateReconcile != 3 {
-		t.Fatalf("%v (lateReconcile %d), want accepted", err, o.lateReconcile)
+	if err != nil || o.bounds.lateReconcile != 3 {
+		t.Fatalf("%v (lateReconcile %d), want accepted", err, o.bounds.lateReconcile)
 	}
 }
 

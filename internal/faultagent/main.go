@@ -191,35 +191,24 @@ const grandchildFlag = "--faultagent-grandchild"
 // default (mode mortal-child).
 const mortalArg = "mortal"
 
-// config is the parsed mode list.
+// config is the parsed mode list: one embedded group of modes per job
+// (their fields are promoted, so a mode reads as c.<field>), and the state
+// dir.
 type config struct {
-	hangInitialize   bool
-	hangNew          bool
-	lateNew          time.Duration
-	noSessionID      bool
-	crashMidTurn     bool
-	muteMidTurn      bool
-	ignoreTerm       bool
-	grandchild       bool
-	flood            int
-	longLine         int
-	garbageStdout    bool
-	permissionKind   string
-	closeUnsupported bool
-	hangClose        bool
-	slowTurn         time.Duration
-	permCostModes         // permission-title (modes_permcost.go)
-	authModes             // auth (modes_auth.go)
-	seedModes             // record, error-new, hog, new-on-term, ... (modes_seed.go)
-	journalModes          // stream, usage-grow (modes_journal.go)
-	limitModes            // turn-hog, turn-forkbomb (modes_limits.go)
-	attackModes           // ask-flood, deaf, stdout-flood, ... (modes_attack.go)
-	sandboxModes          // probe (modes_sandbox.go)
-	extModes              // ext-notify, ext-ask, caps, auth-terminal, auth-fail, tap (modes_ext.go)
-	elicitModes           // elicit, elicit-withdraw, permission-withdraw (modes_elicit.go)
-	controls         bool // modes_controls.go
-	receipts         bool // modes_controls.go
-	stateDir         string
+	protocolModes // hang-initialize, hang-new, late-new, no-session-id, close-unsupported, hang-close (modes_core.go)
+	processModes  // crash-mid-turn, mute-mid-turn, ignore-term, grandchild (modes_core.go)
+	turnModes     // flood, long-line, garbage-stdout, permission, slow-turn (modes_core.go)
+	permCostModes // permission-title (modes_permcost.go)
+	authModes     // auth (modes_auth.go)
+	seedModes     // record, error-new, hog, new-on-term, ... (modes_seed.go)
+	journalModes  // stream, usage-grow (modes_journal.go)
+	limitModes    // turn-hog, turn-forkbomb (modes_limits.go)
+	attackModes   // ask-flood, deaf, stdout-flood, ... (modes_attack.go)
+	sandboxModes  // probe (modes_sandbox.go)
+	extModes      // ext-notify, ext-ask, caps, auth-terminal, auth-fail, tap (modes_ext.go)
+	elicitModes   // elicit, elicit-withdraw, permission-withdraw (modes_elicit.go)
+	controlModes  // controls, receipts (modes_controls.go)
+	stateDir      string
 }
 
 // parseModes parses a comma separated mode list (see package doc).

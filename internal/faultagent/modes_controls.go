@@ -27,6 +27,12 @@ import (
 //	           twice sent two times; other with another sessionId; late
 //	           sent 300 ms after the prompt's answer
 
+// controlModes are the controls and receipts modes above.
+type controlModes struct {
+	controls bool // controls
+	receipts bool // receipts
+}
+
 // controlDefaults are the controls mode's options: id → values (the first
 // listed after the default is not special), default value.
 var controlDefaults = []struct {
