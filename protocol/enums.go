@@ -20,6 +20,21 @@ const (
 // itself.
 const StopCancelled = "cancelled"
 
+// PermissionAction is what a permission policy does with an ask
+// (docs/protocol.md §9): PermissionPolicy.DefaultAction, and the policy's
+// verdict before an option is picked (internal/policy.Decide).
+type PermissionAction string
+
+// Permission actions.
+const (
+	// ActionApprove answers the agent with an allow option.
+	ActionApprove PermissionAction = "approve"
+	// ActionDeny answers the agent with a reject option.
+	ActionDeny PermissionAction = "deny"
+	// ActionEscalate asks the host (session/requestPermission).
+	ActionEscalate PermissionAction = "escalate"
+)
+
 // Decision is PermissionNotice.Decision, the audited outcome of one
 // permission ask (docs/protocol.md §9 session/permission).
 type Decision string

@@ -39,12 +39,13 @@ type Command struct {
 }
 
 // PermissionPolicy are permission rules by ACP ToolKind, evaluated before
-// permissionMode. DefaultAction is "approve", "deny" or "escalate".
+// permissionMode. DefaultAction is ActionApprove, ActionDeny or
+// ActionEscalate.
 type PermissionPolicy struct {
 	AutoApprove   []string `json:"autoApprove,omitempty"`
 	AutoDeny      []string `json:"autoDeny,omitempty"`
 	Escalate      []string `json:"escalate,omitempty"`
-	DefaultAction string   `json:"defaultAction,omitempty"`
+	DefaultAction PermissionAction `json:"defaultAction,omitempty"`
 }
 
 // StrictMembers reports that session/open params are read strictly: a

@@ -25,7 +25,7 @@ const (
 var (
 	permissionModes = map[string]bool{"approve-all": true, "approve-reads": true, "deny-all": true}
 	nonInteractive  = map[string]bool{"deny": true, "fail": true}
-	policyActions   = map[string]bool{"approve": true, "deny": true, "escalate": true}
+	policyActions   = map[PermissionAction]bool{ActionApprove: true, ActionDeny: true, ActionEscalate: true}
 	// ToolKinds are the ACP ToolKind values.
 	ToolKinds = map[string]bool{"read": true, "edit": true, "delete": true, "move": true, "search": true,
 		"execute": true, "think": true, "fetch": true, "switch_mode": true, "other": true}

@@ -36,10 +36,10 @@ const (
 // must be denied or put to the host.
 func NeedsAsking(p protocol.OpenParams) bool {
 	if pp := p.PermissionPolicy; pp != nil {
-		if len(pp.AutoDeny) > 0 || len(pp.Escalate) > 0 || (pp.DefaultAction != "" && pp.DefaultAction != "approve") {
+		if len(pp.AutoDeny) > 0 || len(pp.Escalate) > 0 || (pp.DefaultAction != "" && pp.DefaultAction != protocol.ActionApprove) {
 			return true
 		}
-		if pp.DefaultAction == "approve" {
+		if pp.DefaultAction == protocol.ActionApprove {
 			return false
 		}
 	}

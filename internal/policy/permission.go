@@ -22,11 +22,11 @@ import (
 
 // The actions of a permission decision (Decide): approve the ask with an
 // allow option, deny it with a reject option, or escalate it to the host
-// (docs/protocol.md §10).
+// (docs/protocol.md §10); protocol's PermissionAction values.
 const (
-	Approve  = "approve"
-	Deny     = "deny"
-	Escalate = "escalate"
+	Approve  = protocol.ActionApprove
+	Deny     = protocol.ActionDeny
+	Escalate = protocol.ActionEscalate
 )
 
 // Option is one of the options an ACP permission request offers: its
@@ -104,11 +104,11 @@ func InferKind(title string) string {
 // approve-reads. It returns Approve, Deny or Escalate — or a
 // defaultAction as given — and the rule that decided, e.g.
 // "permissionPolicy.autoDeny" or "permissionMode:approve-reads".
-func Decide(p protocol.OpenParams, kind string) (action, rule string) {
+func Decide(p protocol.OpenParams, kind string) (action protocol.PermissionAction, rule string) {
 	if pp := p.PermissionPolicy; pp != nil {
 		for _, r := range []struct {
 			list   []string
-			action string
+			action protocol.PermissionAction
 			rule   string
 		}{{pp.AutoDeny, Deny, "permissionPolicy.autoDeny"}, {pp.AutoApprove, Approve, "permissionPolicy.autoApprove"},
 			{pp.Escalate, Escalate, "permissionPolicy.escalate"}} {

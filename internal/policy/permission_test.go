@@ -107,10 +107,11 @@ func TestDecide(t *testing.T) {
 	pol := &protocol.PermissionPolicy{AutoDeny: []string{"delete", "edit"}, AutoApprove: []string{"edit", "read"}, Escalate: []string{"read", "fetch"}}
 	withDefault := &protocol.PermissionPolicy{AutoApprove: []string{"read"}, DefaultAction: "deny"}
 	for _, c := range []struct {
-		name         string
-		p            protocol.OpenParams
-		kind         string
-		action, rule string
+		name   string
+		p      protocol.OpenParams
+		kind   string
+		action protocol.PermissionAction
+		rule   string
 	}{
 		{"autoDeny first", protocol.OpenParams{PermissionMode: "approve-all", PermissionPolicy: pol}, "edit", Deny, "permissionPolicy.autoDeny"},
 		{"autoApprove before escalate", protocol.OpenParams{PermissionPolicy: pol}, "read", Approve, "permissionPolicy.autoApprove"},
