@@ -165,9 +165,7 @@ func (t *Tree) recordSignalErrors(sig unix.Signal, errs []string) {
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	for _, e := range errs {
-		t.proof.errors = append(t.proof.errors, reaper.ErrorRecord{Code: reaper.CodeSignalFailed, Message: unix.SignalName(sig) + ": " + e})
-	}
+	t.proof.errors = append(t.proof.errors, reaper.SignalFailedRecords(sig, errs)...)
 }
 
 // emptyCheck is the verification: a scan that began now finds no live
