@@ -13,6 +13,8 @@ import (
 	"github.com/acpx-sidecar/acpx-sidecar/internal/reaper/cgroup"
 )
 
+// Left as a copy: procInfo/procKey only mirror procfs.Info/Key's fields (parsing is procfs's, via fromProcfs).
+
 // procInfo is what we need of /proc/<pid>/stat.
 type procInfo struct {
 	ppid, pgid, sid int
