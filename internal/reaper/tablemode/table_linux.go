@@ -87,6 +87,7 @@ func (w *tableWaiter) watch(int) {}
 
 // reapNow reaps every exited child now (a reap pass).
 func (w *tableWaiter) reapNow() {
+	// Left alike to reaper's reapPass: the peek is shared (procfs.PeekExited); attributing and reaping differ by mode.
 	w.reapMu.Lock()
 	defer w.reapMu.Unlock()
 	for {

@@ -261,6 +261,7 @@ func (t *Tree) recordExit(k tableKey, ws unix.WaitStatus, now time.Time) {
 		m = t.addLocked(k, now)
 	}
 	m.reaped, m.dead, m.at = true, true, now
+	// Left alike to reaper.Tree.recordExit: this mode's own member and status, set field by field as there.
 	if ws.Signaled() {
 		m.sig = unix.SignalName(ws.Signal())
 	} else {
