@@ -189,3 +189,37 @@ func exitCode(b []byte) (uint32, bool) {
 	v, err := strconv.ParseUint(f[49], 10, 32)
 	return uint32(v), err == nil
 }
+
+// PeekExited finds an exited child of this process without reaping it
+// (waitid(P_ALL, WEXITED|WNOHANG|WNOWAIT), retried on EINTR), so that its
+// /proc entries can still be read before wait4 reaps it. It returns the
+// child's pid, or 0 if there is none to reap now (no children: ECHILD, or
+// none has exited).
+func PeekExited() int {
+	for {
+		var info unix.Siginfo
+		err := unix.Waitid(unix.P_ALL, 0, &info, unix.WEXITED|unix.WNOHANG|unix.WNOWAIT, nil)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil {
+			return 0 // ECHILD: no children
+		}
+		if pid := SiginfoPid(&info); pid > 0 {
+			return pid
+		}
+		return 0 // children exist, none exited
+	}
+}
+
+// Wait4NoHang is wait4(pid, WNOHANG), retried on EINTR: pid's wait status
+// and the reaped pid (0 if pid has not exited).
+func Wait4NoHang(pid int) (unix.WaitStatus, int, error) {
+	for {
+		var ws unix.WaitStatus
+		wpid, err := unix.Wait4(pid, &ws, unix.WNOHANG, nil)
+		if !errors.Is(err, unix.EINTR) {
+			return ws, wpid, err
+		}
+	}
+}

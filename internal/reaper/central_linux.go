@@ -3,7 +3,6 @@
 package reaper
 
 import (
-	"errors"
 	"os"
 	"os/signal"
 	"slices"
@@ -137,28 +136,12 @@ func (c *central) run() {
 	}
 }
 
-// siginfoPid extracts si_pid from a siginfo filled by waitid: the union
-// starts after three int32s, aligned to the pointer size.
-func siginfoPid(info *unix.Siginfo) int { return procfs.SiginfoPid(info) }
-
-// wait4NoHang is wait4(pid, WNOHANG), retried on EINTR: the reaped pid
-// (0 if pid has not exited) and its wait status.
-func wait4NoHang(pid int) (unix.WaitStatus, int, error) {
-	for {
-		var ws unix.WaitStatus
-		wpid, err := unix.Wait4(pid, &ws, unix.WNOHANG, nil)
-		if !errors.Is(err, unix.EINTR) {
-			return ws, wpid, err
-		}
-	}
-}
-
 // reapRegistered reaps pid, an exited child registered as a helper or a
 // guardian (what names which): wait4 (retried on EINTR), then forget
 // (called under c.mu) drops its registration and done gets its status.
 // It reports false when wait4 failed (logged; the pass stops).
 func (c *central) reapRegistered(pid int, what string, forget func(), done func(unix.WaitStatus)) bool {
-	ws, _, err := wait4NoHang(pid)
+	ws, _, err := procfs.Wait4NoHang(pid)
 	if err != nil {
 		c.log.Warn("reaper: wait4 of "+what+" failed", zap.Int("pid", pid), zap.Error(err))
 		return false
@@ -177,17 +160,9 @@ func (c *central) reapPass() {
 	c.reapMu.Lock()
 	defer c.reapMu.Unlock()
 	for {
-		var info unix.Siginfo
-		err := unix.Waitid(unix.P_ALL, 0, &info, unix.WEXITED|unix.WNOHANG|unix.WNOWAIT, nil)
-		if errors.Is(err, unix.EINTR) {
-			continue
-		}
-		if err != nil {
-			return // ECHILD: no children
-		}
-		pid := siginfoPid(&info)
+		pid := procfs.PeekExited()
 		if pid <= 0 {
-			return // children exist, none exited
+			return // no children, or none exited
 		}
 		c.mu.Lock()
 		gt := c.guardians[pid]
@@ -206,7 +181,7 @@ func (c *central) reapPass() {
 			continue
 		}
 		owners, key := c.attribute(pid)
-		ws, wpid, err := wait4NoHang(pid)
+		ws, wpid, err := procfs.Wait4NoHang(pid)
 		if err != nil || wpid != pid {
 			c.log.Warn("reaper: wait4 after waitid peek failed", zap.Int("pid", pid), zap.Error(err))
 			return

@@ -201,9 +201,7 @@ func (t *Tree) recordSignalErrors(sig unix.Signal, errs []string) {
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	for _, e := range errs {
-		t.proof.errors = append(t.proof.errors, ErrorRecord{Code: CodeSignalFailed, Message: unix.SignalName(sig) + ": " + e})
-	}
+	t.proof.errors = append(t.proof.errors, SignalFailedRecords(sig, errs)...)
 }
 
 // sidecarEmpty is the sidecar-side verification: two consecutive clean

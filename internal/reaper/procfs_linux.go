@@ -10,7 +10,10 @@ import (
 	"time"
 
 	"github.com/acpx-sidecar/acpx-sidecar/internal/procfs"
+	"github.com/acpx-sidecar/acpx-sidecar/internal/reaper/cgroup"
 )
+
+// Left as a copy: procInfo/procKey only mirror procfs.Info/Key's fields (parsing is procfs's, via fromProcfs).
 
 // procInfo is what we need of /proc/<pid>/stat.
 type procInfo struct {
@@ -74,14 +77,8 @@ func readCgroupV2(pid int) (string, bool) {
 	return "", false
 }
 
-func isDone(done <-chan struct{}) bool {
-	select {
-	case <-done:
-		return true
-	default:
-		return false
-	}
-}
+// isDone reports whether done is closed (nil: never): cgroup.IsDone.
+func isDone(done <-chan struct{}) bool { return cgroup.IsDone(done) }
 
 func sleepOrDone(done <-chan struct{}, d time.Duration) {
 	t := time.NewTimer(d)

@@ -5,8 +5,6 @@ package reaper
 import (
 	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/acpx-sidecar/acpx-sidecar/internal/reaper/cgroup"
@@ -35,22 +33,17 @@ func SweepDeadParents(grace time.Duration) []SweptCgroup {
 	if err != nil {
 		return nil
 	}
-	ents, err := os.ReadDir(mount)
-	if err != nil {
+	parents := cgroup.OtherSidecarParents(mount)
+	if parents == nil {
 		return nil
 	}
 	deadline := time.Now().Add(grace)
 	var out []SweptCgroup
-	for _, e := range ents {
-		pidText, ok := strings.CutPrefix(e.Name(), "acpx-sidecar-")
-		pid, err := strconv.Atoi(pidText)
-		if !ok || err != nil || !e.IsDir() || pid == os.Getpid() {
+	for _, p := range parents {
+		if info, alive := readStat(p.Pid); alive && info.state != 'Z' {
 			continue
 		}
-		if info, alive := readStat(pid); alive && info.state != 'Z' {
-			continue
-		}
-		parent := filepath.Join(mount, e.Name())
+		parent := p.Dir
 		children, _ := os.ReadDir(parent)
 		for _, c := range children {
 			dir := filepath.Join(parent, c.Name())

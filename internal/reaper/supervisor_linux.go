@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -344,20 +343,11 @@ func (s *Supervisor) forget(t *Tree) {
 // kills what is in it, then the next sweep removes it). A pid that is alive
 // again (recycled) keeps its directory until a later sweep.
 func sweepStaleParents(mount string, log *zap.Logger) {
-	ents, err := os.ReadDir(mount)
-	if err != nil {
-		return
-	}
-	for _, e := range ents {
-		pidText, ok := strings.CutPrefix(e.Name(), "acpx-sidecar-")
-		pid, err := strconv.Atoi(pidText)
-		if !ok || err != nil || !e.IsDir() || pid == os.Getpid() {
+	for _, p := range cgroup.OtherSidecarParents(mount) {
+		if _, alive := readStat(p.Pid); alive {
 			continue
 		}
-		if _, alive := readStat(pid); alive {
-			continue
-		}
-		dir := filepath.Join(mount, e.Name())
+		dir := p.Dir
 		if pop, err := cgroup.Populated(dir); err != nil || pop {
 			continue
 		}

@@ -137,6 +137,34 @@ func TreeProcs(dir string) []int {
 	return out
 }
 
+// SidecarParent is a sidecar's default cgroup parent: a directory
+// "acpx-sidecar-<pid>" below some cgroup.
+type SidecarParent struct {
+	Dir string // its path
+	Pid int    // the sidecar's pid, from its name
+}
+
+// OtherSidecarParents lists the default cgroup parents directly below dir
+// ("acpx-sidecar-<pid>" directories) of sidecars other than this process;
+// nil if dir cannot be read. Whether each pid is still alive is left to
+// the caller (its sweep decides what counts as gone).
+func OtherSidecarParents(dir string) []SidecarParent {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil
+	}
+	var out []SidecarParent
+	for _, e := range ents {
+		pidText, ok := strings.CutPrefix(e.Name(), "acpx-sidecar-")
+		pid, err := strconv.Atoi(pidText)
+		if !ok || err != nil || !e.IsDir() || pid == os.Getpid() {
+			continue
+		}
+		out = append(out, SidecarParent{Dir: filepath.Join(dir, e.Name()), Pid: pid})
+	}
+	return out
+}
+
 // RemoveSubtree removes the cgroup directory dir and every cgroup below
 // it, deepest first (a provider running as root may have created
 // sub-cgroups, and rmdir of a cgroup that has children fails with EBUSY).

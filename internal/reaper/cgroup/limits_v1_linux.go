@@ -264,22 +264,12 @@ func SweepStaleV1Parents(log *zap.Logger) {
 		if err != nil {
 			continue
 		}
-		ents, err := os.ReadDir(h.Own)
-		if err != nil {
-			continue
-		}
-		for _, e := range ents {
-			pidText, ok := strings.CutPrefix(e.Name(), "acpx-sidecar-")
-			pid, err := strconv.Atoi(pidText)
-			if !ok || err != nil || !e.IsDir() || pid == os.Getpid() {
+		for _, p := range OtherSidecarParents(h.Own) {
+			if _, alive := procfs.ReadStat(p.Pid); alive {
 				continue
 			}
-			if _, alive := procfs.ReadStat(pid); alive {
-				continue
-			}
-			dir := filepath.Join(h.Own, e.Name())
-			if err := RemoveSubtree(dir); err == nil {
-				log.Info("removed a stale cgroup v1 parent", zap.String("dir", dir))
+			if err := RemoveSubtree(p.Dir); err == nil {
+				log.Info("removed a stale cgroup v1 parent", zap.String("dir", p.Dir))
 			}
 		}
 	}

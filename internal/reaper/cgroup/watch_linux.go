@@ -140,7 +140,7 @@ func WaitEmpty(w *Watcher, done, exited <-chan struct{}, dir string, d time.Dura
 			tick()
 		}
 		rem := time.Until(deadline)
-		if rem <= 0 || isDone(done) {
+		if rem <= 0 || IsDone(done) {
 			pop, _ := Populated(dir)
 			return !pop
 		}
@@ -155,8 +155,8 @@ func WaitEmpty(w *Watcher, done, exited <-chan struct{}, dir string, d time.Dura
 	}
 }
 
-// isDone reports whether done is closed (nil: never).
-func isDone(done <-chan struct{}) bool {
+// IsDone reports whether done is closed (nil: never), without blocking.
+func IsDone(done <-chan struct{}) bool {
 	select {
 	case <-done:
 		return true

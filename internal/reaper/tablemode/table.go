@@ -99,6 +99,8 @@ func (s *Supervisor) Mode() reaper.Mode { return reaper.ModeProcessTable }
 // CgroupParent is "": this mode makes no cgroups.
 func (s *Supervisor) CgroupParent() string { return "" }
 
+// Left as a copy of reaper.Supervisor's Seal/Close guard: other fields, other lock; only the flag handling is alike.
+
 // Seal makes every later Start fail with reaper.ErrSealed, launching nothing
 // (docs/rules.md#r21). A Start in progress completes first.
 func (s *Supervisor) Seal() {

@@ -113,6 +113,8 @@ func acquireTableCore(log *zap.Logger, procs proctable.Reader) (*tableCore, erro
 	return c, nil
 }
 
+// Left alike to reaper's releaseCentral: a different core (scanner, environment reader, waiter), its own teardown.
+
 // releaseTableCore drops one reference; the last stops the scanner and the
 // waiter (after a final reap pass).
 func releaseTableCore() {

@@ -87,23 +87,16 @@ func (w *tableWaiter) watch(int) {}
 
 // reapNow reaps every exited child now (a reap pass).
 func (w *tableWaiter) reapNow() {
+	// Left alike to reaper's reapPass: the peek is shared (procfs.PeekExited); attributing and reaping differ by mode.
 	w.reapMu.Lock()
 	defer w.reapMu.Unlock()
 	for {
-		var info unix.Siginfo
-		err := unix.Waitid(unix.P_ALL, 0, &info, unix.WEXITED|unix.WNOHANG|unix.WNOWAIT, nil)
-		if errors.Is(err, unix.EINTR) {
-			continue
-		}
-		if err != nil {
-			return // ECHILD: no children
-		}
-		pid := procfs.SiginfoPid(&info)
+		pid := procfs.PeekExited()
 		if pid <= 0 {
-			return // children exist, none exited
+			return // no children, or none exited
 		}
 		p, _ := w.c.procs.Stat(pid) // a zombie: still in the table
-		ws, wpid, err := wait4NoHang(pid)
+		ws, wpid, err := procfs.Wait4NoHang(pid)
 		if err != nil || wpid != pid {
 			w.c.log.Warn("reaper: wait4 after waitid peek failed", zap.Int("pid", pid), zap.Error(err))
 			return
@@ -118,16 +111,4 @@ func (w *tableWaiter) close() {
 	<-w.done
 	signal.Stop(w.sigch)
 	w.reapNow()
-}
-
-// wait4NoHang is wait4(pid, WNOHANG), retried on EINTR: the reaped pid
-// (0 if pid has not exited) and its wait status.
-func wait4NoHang(pid int) (unix.WaitStatus, int, error) {
-	for {
-		var ws unix.WaitStatus
-		wpid, err := unix.Wait4(pid, &ws, unix.WNOHANG, nil)
-		if !errors.Is(err, unix.EINTR) {
-			return ws, wpid, err
-		}
-	}
 }

@@ -46,6 +46,7 @@ const tablePoll = 5 * time.Millisecond
 // reaper.CodeSignalFailed per failed delivery, then
 // reaper.CodeKillTimeout.
 func (t *Tree) Terminate(ctx context.Context, termGrace, killGrace time.Duration) reaper.Termination {
+	// Left as a copy of reaper.Tree.Terminate's opening: it reads this mode's own proof under this Tree's locks.
 	t.termMu.Lock()
 	defer t.termMu.Unlock()
 	t.mu.Lock()
@@ -165,9 +166,7 @@ func (t *Tree) recordSignalErrors(sig unix.Signal, errs []string) {
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	for _, e := range errs {
-		t.proof.errors = append(t.proof.errors, reaper.ErrorRecord{Code: reaper.CodeSignalFailed, Message: unix.SignalName(sig) + ": " + e})
-	}
+	t.proof.errors = append(t.proof.errors, reaper.SignalFailedRecords(sig, errs)...)
 }
 
 // emptyCheck is the verification: a scan that began now finds no live

@@ -73,6 +73,8 @@ type tableMember struct {
 	at     time.Time
 }
 
+// Left alike to reaper.Tree's accessors: each is a one-line read of this Tree's own fields (id, stdio).
+
 // Info is the tree's identity (TreeInfo; no cgroup in this mode).
 func (t *Tree) Info() reaper.TreeInfo {
 	return reaper.TreeInfo{Pid: t.id.pid, Pgid: t.id.pgid, StartTicks: t.id.start, StartedAt: t.id.startedAt, Containment: reaper.ModeProcessTable}
@@ -259,6 +261,7 @@ func (t *Tree) recordExit(k tableKey, ws unix.WaitStatus, now time.Time) {
 		m = t.addLocked(k, now)
 	}
 	m.reaped, m.dead, m.at = true, true, now
+	// Left alike to reaper.Tree.recordExit: this mode's own member and status, set field by field as there.
 	if ws.Signaled() {
 		m.sig = unix.SignalName(ws.Signal())
 	} else {
