@@ -91,7 +91,6 @@ type Router interface {
 
 // NewID returns prefix followed by 16 random hex digits (a session or
 // cleanup id).
-
 func NewID(prefix string) string {
 	var b [8]byte
 	_, _ = rand.Read(b[:])
