@@ -68,7 +68,7 @@ func (s *Actor) adopt(a *launch.Admitted) {
 	s.ctl.binding = a.Result.PermissionBinding
 	s.ctl.held = controls.Held{Values: a.Held, Settling: map[string]int{}}
 	s.ctl.final = controls.Admitted{ConfigOpts: a.Result.ConfigOptions, Modes: controls.CloneModes(a.Result.Modes)}
-	if !s.state.is(protocol.StateReviving) {
+	if !s.state.Is(protocol.StateReviving) {
 		s.rec.resumed = a.Result.Resumed
 		s.rec.ps = a.State
 	}

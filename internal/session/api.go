@@ -175,12 +175,12 @@ type ShutdownOutcome struct {
 // stopped actor calls done with none.
 func (s *Actor) CloseForShutdown(done func(ShutdownOutcome)) {
 	s.send(func(any, error) { done(ShutdownOutcome{}) }, func() {
-		if s.state.is(protocol.StateClosed) && s.end.proof != nil && s.end.proof.Complete {
+		if s.state.Is(protocol.StateClosed) && s.end.proof != nil && s.end.proof.Complete {
 			s.end.provenBeforeShutdown.Store(true)
 			done(ShutdownOutcome{}) // closed and proven before shutdown
 			return
 		}
-		delivered := s.state.is(protocol.StateDead) && s.end.proof != nil // its provider-exit proof
+		delivered := s.state.Is(protocol.StateDead) && s.end.proof != nil // its provider-exit proof
 		s.close("sidecar shutdown", protocol.OriginShutdown, false, func(r any, err error) {
 			var p *protocol.Proof
 			if cr, ok := r.(protocol.CloseResult); ok {

@@ -90,14 +90,14 @@ func (s *Actor) close(reason string, origin protocol.ProofOrigin, discard bool, 
 		s.end.closeAsked = time.Now() // sidecar/stats closeToProofMs
 	}
 	switch {
-	case s.end.proof != nil && s.end.closeReq == nil && !s.state.is(protocol.StateDead):
+	case s.end.proof != nil && s.end.closeReq == nil && !s.state.Is(protocol.StateDead):
 		s.replyProof(reply, s.end.proof)
 		return
 	case s.end.closeReq != nil:
 		s.end.closeReq.waiters = append(s.end.closeReq.waiters, reply)
 		s.end.closeReq.discard = s.end.closeReq.discard || discard
 		return
-	case s.state.is(protocol.StateAdmitting):
+	case s.state.Is(protocol.StateAdmitting):
 		// Shutdown during admission: the admission ends (aborted) and its
 		// proof answers this close too.
 		s.end.closeReq = &closeAttempt{waiters: []Reply{reply}, discard: discard}
@@ -105,11 +105,11 @@ func (s *Actor) close(reason string, origin protocol.ProofOrigin, discard bool, 
 			s.end.abortAdmission(errShutdownAbort)
 		}
 		return
-	case s.state.is(protocol.StateRetiring, protocol.StateReviving):
+	case s.state.Is(protocol.StateRetiring, protocol.StateReviving):
 		// A retire ends first (the parked session is then closed); a
 		// revive is aborted, and what it launched ends.
 		s.end.closeReq = &closeAttempt{waiters: []Reply{reply}, discard: discard, reason: reason, origin: origin}
-		if s.state.is(protocol.StateReviving) {
+		if s.state.Is(protocol.StateReviving) {
 			cause := errReviveAborted
 			if origin == protocol.OriginShutdown {
 				cause = errShutdownAbort
@@ -117,7 +117,7 @@ func (s *Actor) close(reason string, origin protocol.ProofOrigin, discard bool, 
 			s.end.abortAdmission(cause)
 		}
 		return
-	case s.state.is(protocol.StateDead) && s.end.proof != nil:
+	case s.state.Is(protocol.StateDead) && s.end.proof != nil:
 		// The provider died and its cleanup finished: this close only
 		// marks the record.
 		s.moveTo(protocol.StateClosed)
@@ -137,8 +137,8 @@ func (s *Actor) startCleanup(reason string, origin protocol.ProofOrigin, discard
 		s.end.closeReq.waiters = append(s.end.closeReq.waiters, reply)
 	}
 	s.end.closeReq.discard = s.end.closeReq.discard || discard
-	dead := s.state.is(protocol.StateDead)
-	parked := s.state.is(protocol.StateParked)
+	dead := s.state.Is(protocol.StateDead)
+	parked := s.state.Is(protocol.StateParked)
 	s.stopIdle()
 	if !dead {
 		s.moveTo(protocol.StateClosing)
@@ -202,7 +202,7 @@ func (s *Actor) finishCleanup(proof *protocol.Proof) {
 		s.end.closeAsked = time.Time{}
 	}
 	explicit := ca != nil && len(ca.waiters) > 0
-	if !s.state.is(protocol.StateDead) || explicit {
+	if !s.state.Is(protocol.StateDead) || explicit {
 		s.moveTo(protocol.StateClosed)
 		switch discard := ca != nil && ca.discard; {
 		case ca == nil || !ca.marked:

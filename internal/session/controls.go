@@ -127,7 +127,7 @@ func (s *Actor) isOption(id, cat string) bool {
 
 // usable returns the error for a request that needs a live session.
 func (s *Actor) usable() *protocol.Error {
-	switch s.state.current() {
+	switch s.state.Current() {
 	case protocol.StateAdmitting:
 		return protocol.Domain(protocol.ErrSessionNotFound, "the session is still being admitted", true)
 	case protocol.StateClosing, protocol.StateClosed:
@@ -137,7 +137,7 @@ func (s *Actor) usable() *protocol.Error {
 	case protocol.StateRetiring, protocol.StateParked, protocol.StateReviving:
 		// Calls that need the agent wait for a revive (withAgent); what
 		// cannot wait is refused, retryable.
-		return protocol.Domain(protocol.ErrSessionNotFound, "the session's tree is not running ("+string(s.state.current())+"); a prompt revives it", true)
+		return protocol.Domain(protocol.ErrSessionNotFound, "the session's tree is not running ("+string(s.state.Current())+"); a prompt revives it", true)
 	}
 	if s.turns.lostInTurn {
 		// The connection died during a turn and the exit is not seen yet:

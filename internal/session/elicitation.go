@@ -68,7 +68,7 @@ func (s *Actor) onElicitation(m *acpclient.AgentMsg) {
 		return
 	}
 	t := s.turns.turn
-	if t == nil || t.cancelled || !s.state.is(protocol.StateTurn) {
+	if t == nil || t.cancelled || !s.state.Is(protocol.StateTurn) {
 		s.answerElicit(m, pe, policy.ElicitCancel, "no active turn", nil)
 		return
 	}

@@ -40,16 +40,16 @@ func (s *Actor) onExt(ev *acpclient.ExtEvent) {
 	if ev.Reply == nil {
 		n := protocol.ExtNotice{Session: s.id, Method: ev.Method, Params: ev.Params}
 		switch {
-		case s.state.is(protocol.StateAdmitting):
+		case s.state.Is(protocol.StateAdmitting):
 			s.turns.extBuffered = append(s.turns.extBuffered, n) // sent once the open is answered
-		case s.state.is(protocol.StateClosed, protocol.StateDead):
+		case s.state.Is(protocol.StateClosed, protocol.StateDead):
 		default:
 			s.notify(protocol.NotifySessionExtNotification, n)
 		}
 		return
 	}
 	h, ok := s.m.Host.(ExtHost)
-	if !ok || !h.ExtRequests() || s.state.is(protocol.StateClosing, protocol.StateClosed, protocol.StateDead) {
+	if !ok || !h.ExtRequests() || s.state.Is(protocol.StateClosing, protocol.StateClosed, protocol.StateDead) {
 		ev.Reply(nil, &jsonrpc2.Error{Code: jsonrpc2.CodeMethodNotFound, Message: "method not found: the host takes no extension requests"})
 		return
 	}

@@ -65,7 +65,7 @@ func (s *Actor) withAgent(reply Reply, run func()) {
 
 // whenLive runs c now, or holds it for the agent (withAgent).
 func (s *Actor) whenLive(c waitingCall) {
-	switch s.state.current() {
+	switch s.state.Current() {
 	case protocol.StateParked:
 		s.life.waiting = append(s.life.waiting, c)
 		s.startRevive()
@@ -109,7 +109,7 @@ func (s *Actor) afterTurn() {
 		s.retireIfIdle("the turn ended (per-turn)")
 		return
 	}
-	if s.plan.Params.Publish == protocol.PublishTurn && s.rec.ps != nil && s.state.is(protocol.StateOpen, protocol.StateTurn) {
+	if s.plan.Params.Publish == protocol.PublishTurn && s.rec.ps != nil && s.state.Is(protocol.StateOpen, protocol.StateTurn) {
 		s.publishTurn() // provstate.go
 	}
 	s.armIdle()
@@ -134,7 +134,7 @@ func (s *Actor) afterOpen() {
 // nothing queued or waiting, no close in flight, its provider alive and
 // able to resume, the sidecar not shutting down.
 func (s *Actor) retireIfIdle(why string) {
-	if !s.state.is(protocol.StateOpen) || s.turns.turn != nil || len(s.turns.queue) > 0 || len(s.life.waiting) > 0 ||
+	if !s.state.Is(protocol.StateOpen) || s.turns.turn != nil || len(s.turns.queue) > 0 || len(s.life.waiting) > 0 ||
 		s.end.closeReq != nil || s.end.exitSeen || s.turns.lostInTurn || s.conn == nil || s.end.tree == nil || !s.canRevive() {
 		return
 	}
@@ -149,7 +149,7 @@ func (s *Actor) retireIfIdle(why string) {
 // that never ran a turn is not retired idle: some agents cannot resume a
 // session without one (codex-acp 2.x; docs/agents.md).
 func (s *Actor) armIdle() {
-	if s.life.idleRetire <= 0 || !s.state.is(protocol.StateOpen) || s.turns.lastReqID == nil {
+	if s.life.idleRetire <= 0 || !s.state.Is(protocol.StateOpen) || s.turns.lastReqID == nil {
 		return
 	}
 	s.stopIdle()
@@ -265,7 +265,7 @@ func (s *Actor) treeGone() {
 // lifecycleStatus is session/status `lifecycle`.
 func (s *Actor) lifecycleStatus() *protocol.LifecycleStatus {
 	st := protocol.LifeLive
-	switch s.state.current() {
+	switch s.state.Current() {
 	case protocol.StateRetiring:
 		st = protocol.LifeRetiring
 	case protocol.StateParked:
@@ -297,7 +297,7 @@ func (s *Actor) parkedProof(reason string, origin protocol.ProofOrigin) *protoco
 // requestId while it waits so session/cancel can answer it (docs/protocol.md
 // §24: a prompt revives a parked session).
 func (s *Actor) withPromptAgent(ctx context.Context, p protocol.PromptParams, reply Reply) {
-	if s.state.is(protocol.StateParked, protocol.StateRetiring, protocol.StateReviving) {
+	if s.state.Is(protocol.StateParked, protocol.StateRetiring, protocol.StateReviving) {
 		// What startTurn would refuse is refused now, before a revive
 		// launches the agent for nothing (issue 29's trial).
 		dup := s.turns.usedIDs[p.RequestID]
@@ -324,7 +324,7 @@ func (s *Actor) cancelWaiting(requestID string) bool {
 			s.life.waiting = append(s.life.waiting[:i], s.life.waiting[i+1:]...)
 			s.m.Stats.CountTurn(protocol.TurnCancelled)
 			c.reply(protocol.PromptResult{RequestID: requestID, Status: protocol.TurnCancelled, StopReason: protocol.StopCancelled}, nil)
-			if len(s.life.waiting) == 0 && s.state.is(protocol.StateReviving) {
+			if len(s.life.waiting) == 0 && s.state.Is(protocol.StateReviving) {
 				s.end.abortAdmission(errReviveUnneeded) // nothing needs the agent now
 			}
 			return true

@@ -33,7 +33,7 @@ type sessionSnapshot struct {
 // (usage, controls, queue), when the actor is idle (run). It runs on the
 // actor.
 func (s *Actor) publish() {
-	e := protocol.ListEntry{Session: s.id, SessionKey: s.key, Agent: s.agent, State: s.state.current()}
+	e := protocol.ListEntry{Session: s.id, SessionKey: s.key, Agent: s.agent, State: s.state.Current()}
 	if s.rec.identity.BackendSessionID != "" {
 		id := s.rec.identity
 		e.Identity = &id
@@ -43,10 +43,10 @@ func (s *Actor) publish() {
 		e.ActiveRequestID = &r
 	}
 	snap := &sessionSnapshot{entry: e, st: s.rec.st, discarded: s.rec.discarded}
-	if !s.state.is(protocol.StateAdmitting) {
+	if !s.state.Is(protocol.StateAdmitting) {
 		st := s.liveStatus()
 		snap.status = &st
-		if !s.state.is(protocol.StateClosed) {
+		if !s.state.Is(protocol.StateClosed) {
 			snap.tree = s.end.tree
 		}
 	}

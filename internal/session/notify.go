@@ -29,13 +29,9 @@ type BatchHost interface {
 
 var _ outbox.BatchHost = BatchHost(nil)
 
-// publisher is the actor's owned part that sends its notifications and
-// journals them (internal/outbox; s.pub). Actor-owned.
-type publisher = outbox.Publisher
-
 // newPublisher makes the session's publisher; run on newSession, before
 // the actor starts. The store is read when the journal is first needed.
-func (s *Actor) newPublisher() *publisher {
+func (s *Actor) newPublisher() *outbox.Publisher {
 	return outbox.New(outbox.Config{Session: s.id, Key: s.key, Journals: s.m.Journals, Host: s.m.Host,
 		Redactor: s.red, Log: s.log, Forwarded: s.m.Stats.Forwarded(),
 		SessionsDir: func() string {

@@ -45,7 +45,7 @@ func (s *Actor) onPermission(ask *acpclient.PermissionAsk) {
 	kind := policy.Kind(head)
 	pa := &pendingAsk{toolCallID: head.ToolCallID, kind: kind, options: opts, size: len(ask.Params)}
 	t := s.turns.turn
-	if t == nil || t.cancelled || !s.state.is(protocol.StateTurn) {
+	if t == nil || t.cancelled || !s.state.Is(protocol.StateTurn) {
 		// The authority belongs to a live turn (docs/rules.md#r27).
 		pa.rule = "no active turn"
 		s.answerPermission(ask, pa, nil, "", "no active turn")

@@ -107,7 +107,7 @@ func (s *Actor) turnPublished(pub *protocol.Publication) {
 	if pub == nil || pub.Error == nil {
 		return
 	}
-	if pub.Error.Code != protocol.ErrStateFenced || !s.state.is(protocol.StateOpen, protocol.StateTurn) {
+	if pub.Error.Code != protocol.ErrStateFenced || !s.state.Is(protocol.StateOpen, protocol.StateTurn) {
 		s.log.Info("provider state of the turn not published; the next publication tries again", zap.String("code", string(pub.Error.Code)))
 		return
 	}

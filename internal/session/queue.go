@@ -85,7 +85,7 @@ func (s *Actor) endQueued(res protocol.PromptResult) {
 // startQueued starts the oldest queued turn when the session is open and
 // idle (the connection not lost: the provider's exit answers the queue).
 func (s *Actor) startQueued() {
-	if s.turns.turn != nil || len(s.turns.queue) == 0 || !s.state.is(protocol.StateOpen) || s.turns.lostInTurn {
+	if s.turns.turn != nil || len(s.turns.queue) == 0 || !s.state.Is(protocol.StateOpen) || s.turns.lostInTurn {
 		return
 	}
 	q := s.turns.queue[0]

@@ -18,7 +18,7 @@ func (s *Actor) onReceipt(params json.RawMessage) {
 		return
 	}
 	if t := s.turns.turn; t != nil {
-		why = t.receipts.Offer(r, why, !s.turns.replaying && s.state.is(protocol.StateTurn))
+		why = t.receipts.Offer(r, why, !s.turns.replaying && s.state.Is(protocol.StateTurn))
 	} else if why == "" {
 		why = "outside a turn"
 	}

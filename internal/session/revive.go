@@ -90,7 +90,7 @@ func (s *Actor) finishRevive(r launch.Result) {
 		s.onExit(s.end.tree)
 	}
 	s.runWaiting()
-	if s.state.is(protocol.StateOpen) && s.turns.turn == nil && len(s.turns.queue) == 0 {
+	if s.state.Is(protocol.StateOpen) && s.turns.turn == nil && len(s.turns.queue) == 0 {
 		s.afterTurn() // the waiting calls needed the agent but ran no turn
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/acpx-sidecar/acpx-sidecar/internal/cleanup"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/launch"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/lifestate"
+	"github.com/acpx-sidecar/acpx-sidecar/internal/outbox"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/redact"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/usage"
 	"github.com/acpx-sidecar/acpx-sidecar/protocol"
@@ -53,14 +54,14 @@ type Actor struct {
 	end cleanupHandoff
 
 	// actor-owned
-	state stateMachine // changed only by moveTo (state.go)
+	state lifestate.Machine // changed only by moveTo (state.go)
 	conn  *acpclient.Conn
-	rec   sessionRecord // the agent's session and its record (record.go)
-	ctl   controlState  // models, modes, config options, pins (controls.go)
-	turns turnState     // the turn, the queue, what arrives around them (turnstate.go)
-	pub   *publisher    // journal and frames for the host (notify.go)
-	life  lifecycle     // per-turn retire and revive, idle retire (lifecycle.go)
-	egr   sessionEgress // the allow list's network namespace (egress.go)
+	rec   sessionRecord     // the agent's session and its record (record.go)
+	ctl   controlState      // models, modes, config options, pins (controls.go)
+	turns turnState         // the turn, the queue, what arrives around them (turnstate.go)
+	pub   *outbox.Publisher // journal and frames for the host (notify.go)
+	life  lifecycle         // per-turn retire and revive, idle retire (lifecycle.go)
+	egr   sessionEgress     // the allow list's network namespace (egress.go)
 	// acct: usage and cost (internal/usage).
 	acct usage.Accounting
 }
@@ -73,7 +74,7 @@ func New(m *Shared, id string, plan admission.Plan) *Actor {
 		log: m.Log.With(zap.String("session", id)), red: redact.New(plan.Secrets), plan: plan,
 		act:   actorLoop{mb: actor.NewMailbox(), inbox: make(chan func(), 256), gate: actor.NewByteGate(maxInboxBytes), quit: make(chan struct{})},
 		end:   cleanupHandoff{token: newToken()},
-		state: stateMachine{lifestate.New(protocol.StateAdmitting)},
+		state: lifestate.New(protocol.StateAdmitting),
 		turns: turnState{usedIDs: map[string]bool{}, toolTurns: map[string]string{}},
 		life:  newLifecycle(p.Lifecycle)}
 	s.pub = s.newPublisher()
@@ -174,11 +175,11 @@ func (s *Actor) onUpdate(u acpclient.Update) {
 	case s.turns.replaying:
 		s.pub.JournalHistory(u.Update) // docs/protocol.md §11: replay is not live output; §16: journaled as history
 		return
-	case s.state.is(protocol.StateAdmitting, protocol.StateReviving):
+	case s.state.Is(protocol.StateAdmitting, protocol.StateReviving):
 		// Kept past the batch, whose buffer is reused: copied.
 		s.turns.buffered = append(s.turns.buffered, acpclient.Update{Update: bytes.Clone(u.Update), Kind: u.Kind})
 		return
-	case s.state.is(protocol.StateClosing, protocol.StateClosed, protocol.StateDead, protocol.StateRetiring, protocol.StateParked):
+	case s.state.Is(protocol.StateClosing, protocol.StateClosed, protocol.StateDead, protocol.StateRetiring, protocol.StateParked):
 		return // the turn was ended by close or retire; nothing more is live output
 	}
 	s.forward(u.Update, s.trackUpdate(u.Kind, u.Update))
@@ -269,7 +270,7 @@ func (s *Actor) onExit(tree launch.Tree) {
 		return
 	}
 	s.end.exitSeen = true
-	if s.state.is(protocol.StateClosing, protocol.StateClosed, protocol.StateAdmitting, protocol.StateRetiring, protocol.StateReviving) {
+	if s.state.Is(protocol.StateClosing, protocol.StateClosed, protocol.StateAdmitting, protocol.StateRetiring, protocol.StateReviving) {
 		return // the close, retire or admission worker owns cleanup
 	}
 	st := tree.ExitStatus()
@@ -288,12 +289,12 @@ func (s *Actor) onStdinClosed(tree launch.Tree) {
 		return
 	}
 	switch {
-	case s.state.is(protocol.StateAdmitting, protocol.StateReviving):
+	case s.state.Is(protocol.StateAdmitting, protocol.StateReviving):
 		if s.conn != nil {
 			s.conn.Close()
 		}
 		return
-	case !s.state.is(protocol.StateOpen, protocol.StateTurn):
+	case !s.state.Is(protocol.StateOpen, protocol.StateTurn):
 		return // a close or retire is ending the tree already
 	}
 	s.end.exitSeen = true
@@ -327,7 +328,7 @@ func (s *Actor) providerLost(n protocol.ExitedNotice, what, reason string) {
 }
 
 func (s *Actor) summary() string {
-	state := s.state.current()
+	state := s.state.Current()
 	return fmt.Sprintf("session=%s backendSessionId=%s agentSessionId=%s %s", s.key,
 		s.rec.identity.BackendSessionID, s.rec.identity.AgentSessionID, state)
 }

@@ -15,7 +15,7 @@ func init() { strictTransitions = true }
 // a bug in the actor fails the test that hits it (here reopening a closed
 // session, which docs/rules.md#r25 and #r26 rule out).
 func TestState_StrictTransitionPanics(t *testing.T) {
-	s := &Actor{state: stateMachine{lifestate.New(protocol.StateClosed)}}
+	s := &Actor{state: lifestate.New(protocol.StateClosed)}
 	defer func() {
 		if recover() == nil {
 			t.Fatal("closed → open did not panic under strictTransitions")

@@ -37,7 +37,7 @@ func (s *Actor) applyConfigOptions(opts []json.RawMessage) {
 // status answers session/status from the persisted record, checked against
 // the identity admitted at open (docs/rules.md#r23).
 func (s *Actor) status() (any, error) {
-	if s.state.is(protocol.StateAdmitting) {
+	if s.state.Is(protocol.StateAdmitting) {
 		return nil, protocol.Domain(protocol.ErrSessionNotFound, "the session is still being admitted", true)
 	}
 	res := s.liveStatus()
@@ -52,8 +52,8 @@ func (s *Actor) status() (any, error) {
 // record), built from copies: it may outlive this turn of the actor loop
 // (a snapshot).
 func (s *Actor) liveStatus() protocol.StatusResult {
-	res := protocol.StatusResult{Session: s.id, SessionKey: s.key, Agent: s.agent, State: s.state.current(), Identity: s.rec.identity,
-		Closed: s.state.is(protocol.StateClosed), LastRequestID: s.turns.lastReqID, ConfigOptions: s.ctl.configOpts,
+	res := protocol.StatusResult{Session: s.id, SessionKey: s.key, Agent: s.agent, State: s.state.Current(), Identity: s.rec.identity,
+		Closed: s.state.Is(protocol.StateClosed), LastRequestID: s.turns.lastReqID, ConfigOptions: s.ctl.configOpts,
 		Usage: s.acct.Status(), Cost: s.acct.Cost(),
 		PermissionBinding: s.ctl.binding, QueuedRequestIDs: s.queuedIDs(), Persistence: s.pub.Persistence()}
 	if s.ctl.models != nil {

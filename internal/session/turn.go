@@ -185,7 +185,7 @@ func (s *Actor) finishTurn(res protocol.PromptResult) {
 	s.cancelElicitations(t, "turn ended")
 	s.turns.turn = nil
 	s.networkTurn("")
-	if s.state.is(protocol.StateTurn) {
+	if s.state.Is(protocol.StateTurn) {
 		s.moveTo(protocol.StateOpen)
 	}
 	t.end()
@@ -327,6 +327,6 @@ func (s *Actor) persist(fn func(r *store.Record)) {
 		s.log.Warn("session record not updated", zap.Error(err))
 	}
 	s.pub.NoteRecordWrite(err) // internal/outbox
-	s.pub.RetryLedger(s.end.tree != nil && s.rec.st != nil && s.state.is(protocol.StateOpen, protocol.StateTurn),
+	s.pub.RetryLedger(s.end.tree != nil && s.rec.st != nil && s.state.Is(protocol.StateOpen, protocol.StateTurn),
 		func() error { return s.writeLedger(s.rec.st, s.end.tree) })
 }
