@@ -24,6 +24,8 @@ import (
 // handled), an ACP session/request_permission (Permission), an agent's
 // `_…` message (Ext) or another agent message (AgentMsg).
 type Event struct {
+	// Updates are ACP session/update notifications' params, in wire
+	// order; nil when another member is set.
 	Updates []Update
 	// Batch, when set, holds Updates' bytes: the session calls its
 	// Release once it has handled them and keeps none of them.
@@ -52,7 +54,9 @@ type PermissionAsk struct {
 	// ID is the request's JSON-RPC id as JSON text (what the agent's
 	// $/cancel_request names, IDTextRaw's form); Fail answers it with a
 	// JSON-RPC error instead of an outcome.
-	ID   string
+	ID string
+	// Fail answers the request with a JSON-RPC error (code, message)
+	// instead of an outcome; see the type doc for the once rule.
 	Fail func(code int64, message string)
 }
 

@@ -21,7 +21,12 @@ import (
 // decoded with encoding/json. A pointer member is nil when the agent
 // does not advertise it and set (to whatever value) when it does.
 type AgentCaps struct {
-	LoadSession         bool `json:"loadSession"`
+	// LoadSession is agentCapabilities.loadSession: session/load is
+	// supported (false when absent).
+	LoadSession bool `json:"loadSession"`
+	// SessionCapabilities is agentCapabilities.sessionCapabilities: each
+	// member (close, resume, list, additionalDirectories) is non-nil when
+	// the agent advertises it, whatever its value.
 	SessionCapabilities struct {
 		Close                 *json.RawMessage `json:"close"`
 		Resume                *json.RawMessage `json:"resume"`
@@ -35,6 +40,8 @@ type AgentCaps struct {
 		Audio           bool `json:"audio"`
 		EmbeddedContext bool `json:"embeddedContext"`
 	} `json:"promptCapabilities"`
+	// McpCapabilities is agentCapabilities.mcpCapabilities: the MCP
+	// transports (http, sse) the agent accepts besides stdio.
 	McpCapabilities struct {
 		HTTP bool `json:"http"`
 		SSE  bool `json:"sse"`

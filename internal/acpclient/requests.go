@@ -49,11 +49,21 @@ func InitializeParams(caps acp.ClientCapabilities, version string) (json.RawMess
 // or reorder what they do not know); Meta is the host's _meta under the
 // sidecar's own keys.
 type SessionParams struct {
-	SessionID             string            `json:"sessionId,omitempty"`
-	Cwd                   string            `json:"cwd"`
-	AdditionalDirectories []string          `json:"additionalDirectories,omitempty"`
-	McpServers            []json.RawMessage `json:"mcpServers"`
-	Meta                  map[string]any    `json:"_meta,omitempty"`
+	// SessionID is ACP sessionId, the session to load or resume; "" (and
+	// omitted) for session/new.
+	SessionID string `json:"sessionId,omitempty"`
+	// Cwd is ACP cwd, the open's working directory (ACP: an absolute
+	// path).
+	Cwd string `json:"cwd"`
+	// AdditionalDirectories is ACP additionalDirectories, absolute paths;
+	// omitted when empty.
+	AdditionalDirectories []string `json:"additionalDirectories,omitempty"`
+	// McpServers is ACP mcpServers, the host's entries verbatim; never
+	// nil ([] when none), since ACP requires the member.
+	McpServers []json.RawMessage `json:"mcpServers"`
+	// Meta is ACP _meta: the host's keys with the sidecar's set over
+	// them (WithMeta); omitted when nil.
+	Meta map[string]any `json:"_meta,omitempty"`
 }
 
 // NewSessionParams builds SessionParams from the open's cwd,
@@ -101,7 +111,9 @@ func WithMeta(host map[string]any, own map[string]any) map[string]any {
 // initialize's authMethods): its id and its type ("terminal" is run by
 // the user, never by the sidecar: docs/protocol.md §23).
 type AuthInfo struct {
-	ID   string `json:"id"`
+	// ID is the AuthMethod's id, never "" (AuthMethodsOf drops those).
+	ID string `json:"id"`
+	// Type is the AuthMethod's type (e.g. "terminal"); "" when absent.
 	Type string `json:"type"`
 }
 
@@ -122,7 +134,10 @@ func AuthMethodsOf(raws []json.RawMessage) []AuthInfo {
 // PromptRequest is ACP session/prompt's params as sent: the blocks (as
 // PromptBlocks returns them) and the host's _meta verbatim.
 type PromptRequest struct {
-	SessionID string          `json:"sessionId"`
-	Prompt    json.RawMessage `json:"prompt"`
-	Meta      json.RawMessage `json:"_meta,omitempty"`
+	// SessionID is ACP sessionId, the agent's session the prompt is for.
+	SessionID string `json:"sessionId"`
+	// Prompt is ACP prompt, a JSON array of ContentBlocks (PromptBlocks).
+	Prompt json.RawMessage `json:"prompt"`
+	// Meta is ACP _meta, the host's verbatim; omitted when empty.
+	Meta json.RawMessage `json:"_meta,omitempty"`
 }

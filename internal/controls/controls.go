@@ -52,9 +52,14 @@ func (f CallerFunc) Call(ctx context.Context, method string, params, result any)
 
 // ConfigOption is the part of an ACP SessionConfigOption the sidecar reads.
 type ConfigOption struct {
-	ID           string          `json:"id"`
-	Category     string          `json:"category"`
-	Type         string          `json:"type"`
+	// ID is ACP id, the option's id (what setConfigOption names).
+	ID string `json:"id"`
+	// Category is ACP category (e.g. "model", "mode"); "" when absent.
+	Category string `json:"category"`
+	// Type is ACP type (e.g. "select", "boolean"); "" when absent.
+	Type string `json:"type"`
+	// CurrentValue is ACP currentValue as JSON (a string or a boolean);
+	// nil when absent.
 	CurrentValue json.RawMessage `json:"currentValue"`
 }
 

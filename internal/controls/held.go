@@ -27,6 +27,8 @@ type Held struct {
 	// Breach is the control being set back, "" if none; Failed when it
 	// could not be: prompts are refused until the session is closed.
 	Breach string
+	// Failed: Breach could not be set back; prompts are refused until
+	// the session is closed.
 	Failed bool
 }
 
@@ -42,8 +44,12 @@ func (h *Held) Settle(key string, d int) {
 // the agent's config options and modes, adopted again when the controls
 // are armed.
 type Admitted struct {
+	// ConfigOpts are the agent's ACP SessionConfigOptions, cleaned JSON
+	// objects; empty when it reported none.
 	ConfigOpts []json.RawMessage
-	Modes      *protocol.Modes
+	// Modes are the agent's modes (current and available ids); nil when
+	// it reported none.
+	Modes *protocol.Modes
 }
 
 // HeldKey is the held-control key a control request touches (opts: the

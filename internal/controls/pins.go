@@ -8,14 +8,20 @@ import "encoding/json"
 // open (setConfigOption of any other option), in order, which a revive
 // re-applies too (docs/protocol.md §24).
 type Pins struct {
+	// Model and Mode are the model id and mode id the host pinned; ""
+	// when it pinned none.
 	Model, Mode string
-	Options     []PinnedOption
+	// Options are the other config options the host set, in the order
+	// it set them (one entry per id); nil when none.
+	Options []PinnedOption
 }
 
 // PinnedOption is one config option value the host set: the option's id
 // and its JSON value (a string or a boolean).
 type PinnedOption struct {
-	ID    string
+	// ID is the config option's ACP id.
+	ID string
+	// Value is the value set, as JSON (a string or a boolean).
 	Value json.RawMessage
 }
 

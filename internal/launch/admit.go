@@ -63,7 +63,10 @@ type Session interface {
 
 // CleanupInput is the cleanup of a failed admission after the launch.
 type CleanupInput struct {
+	// Conn is the ACP connection to the launched agent, used for the
+	// protocol close.
 	Conn *acpclient.Conn
+	// Tree is the launched provider tree to terminate and prove gone.
 	Tree Tree
 	// BackendSessionID is the ACP session to close; "" skips the
 	// protocol close (docs/rules.md#r5).

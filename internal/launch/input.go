@@ -46,7 +46,8 @@ type Input struct {
 	Limits reaper.Limits
 	// Plan is the open's kernel sandbox (nil: none); Sandbox is the open
 	// result's `sandbox` (docs/protocol.md §19).
-	Plan    *sandbox.Plan
+	Plan *sandbox.Plan
+	// Sandbox is the open result's `sandbox` member; see Plan.
 	Sandbox *protocol.SandboxResult
 	// Revive is a revive's session and pins; nil for an open.
 	Revive *Revive
@@ -59,8 +60,10 @@ type Input struct {
 // the ACP session to resume — never a new one — and the host's pins
 // (model, mode, config options) to re-apply and verify.
 type Revive struct {
+	// BackendSessionID is the agent's ACP session id to resume.
 	BackendSessionID string
-	Pins             controls.Pins
+	// Pins are the host's model, mode and config options to re-apply.
+	Pins controls.Pins
 	// State is the session's provider state (nil without a store): its
 	// lease is checked before the launch (Session.Prepare).
 	State *provstate.State
@@ -77,7 +80,9 @@ type Admitted struct {
 	ModelCtl string
 	// Record is the session record, written in place; RecordSync makes
 	// that write durable (the actor starts it as the open is answered).
-	Record     *store.Record
+	Record *store.Record
+	// RecordSync is Record's write, pending until made durable; see
+	// Record.
 	RecordSync *store.Pending
 	// Pins are the model and mode (and a revive's options) the host chose.
 	Pins controls.Pins
@@ -92,8 +97,12 @@ type Admitted struct {
 // Exactly one of Adm and Err is set; Proof is the failed admission's
 // cleanup, nil when nothing was launched.
 type Result struct {
-	Adm   *Admitted
-	Err   *protocol.Error
+	// Adm is the admitted session; nil when the admission failed.
+	Adm *Admitted
+	// Err is why the admission failed; nil when it succeeded.
+	Err *protocol.Error
+	// Proof is the failed admission's cleanup proof; nil when nothing
+	// was launched (or the admission succeeded).
 	Proof *protocol.Proof
 	// LateClose is the protocol close of a session the agent created
 	// after admission gave up (docs/rules.md#r6), nil if none appeared.

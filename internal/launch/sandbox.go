@@ -22,10 +22,15 @@ import (
 // HOME given to the agent ("" if none; kept across the key's sessions,
 // removed by a close with discardPersistentState). docs/protocol.md §19.
 type Sandbox struct {
-	Plan   *sandbox.Plan
+	// Plan is the kernel sandbox plan; nil: none.
+	Plan *sandbox.Plan
+	// Result is the open result's `sandbox` member.
 	Result *protocol.SandboxResult
+	// TmpDir is the session's private TMPDIR, an absolute path; "" if none.
 	TmpDir string
-	Home   string
+	// Home is the key's private HOME given to the agent, an absolute
+	// path; "" if none.
+	Home string
 }
 
 // SandboxSite is what carrying out an open's sandbox needs of the session

@@ -72,7 +72,10 @@ func (l Machine) Is(states ...protocol.SessionState) bool {
 
 // IllegalTransition is the error of a move legalMoves does not allow:
 // From is the state the machine stayed in, To the refused target.
-type IllegalTransition struct{ From, To protocol.SessionState }
+type IllegalTransition struct {
+	// From is the state the machine stayed in; To is the refused target.
+	From, To protocol.SessionState
+}
 
 // Error reads "illegal session state transition FROM → TO".
 func (e *IllegalTransition) Error() string {

@@ -13,10 +13,15 @@ import (
 // them: ToolCall and Options are the agent's, cleaned for the host
 // (jsonl.CleanRaw); Head and Opts are what the policy judges by.
 type Ask struct {
+	// ToolCall is params.toolCall, a JSON object cleaned for the host.
 	ToolCall json.RawMessage
-	Options  json.RawMessage
-	Head     ToolCallHead
-	Opts     []Option
+	// Options is params.options, a JSON array cleaned for the host.
+	Options json.RawMessage
+	// Head is what the policy reads of ToolCall (ToolCallID is set even
+	// for a malformed ask, for the audit).
+	Head ToolCallHead
+	// Opts are Options decoded, in the agent's order.
+	Opts []Option
 }
 
 // Member names the policy reads: a key differing from one of them only by

@@ -12,7 +12,10 @@ import (
 // to the agent: Action accept, decline or cancel, and an accepted form's
 // Content (cleaned, checked against the requested schema).
 type ElicitAnswer struct {
-	Action  string          `json:"action"`
+	// Action is ACP action: "accept", "decline" or "cancel".
+	Action string `json:"action"`
+	// Content is ACP content, the accepted form's JSON object; omitted
+	// (nil) unless Action is "accept".
 	Content json.RawMessage `json:"content,omitempty"`
 }
 

@@ -33,8 +33,10 @@ const (
 // optionId and its ACP PermissionOptionKind (allow_once, allow_always,
 // reject_once, reject_always).
 type Option struct {
+	// OptionID is ACP optionId, what an approval or denial selects.
 	OptionID string `json:"optionId"`
-	Kind     string `json:"kind"`
+	// Kind is ACP kind, a PermissionOptionKind.
+	Kind string `json:"kind"`
 }
 
 // ToolCallHead is the part of an ACP permission request's toolCall the
@@ -42,10 +44,15 @@ type Option struct {
 // the title, and rawInput's members (only "command" and "cmd" are looked
 // at).
 type ToolCallHead struct {
-	ToolCallID string                     `json:"toolCallId"`
-	Kind       string                     `json:"kind"`
-	Title      string                     `json:"title"`
-	RawInput   map[string]json.RawMessage `json:"rawInput"`
+	// ToolCallID is ACP toolCallId ("" when absent).
+	ToolCallID string `json:"toolCallId"`
+	// Kind is ACP kind, the agent's ToolKind as sent ("" when absent).
+	Kind string `json:"kind"`
+	// Title is ACP title ("" when absent).
+	Title string `json:"title"`
+	// RawInput is ACP rawInput's members, raw JSON by key; nil when
+	// rawInput is absent or not an object.
+	RawInput map[string]json.RawMessage `json:"rawInput"`
 }
 
 // Kind is the ToolKind the policy judges a permission request by:

@@ -166,7 +166,12 @@ func (s *Actor) Retire(self bool) {
 // closed and proven before the shutdown) and whether it is to be
 // journaled at all (the key's journal was discarded).
 type ShutdownOutcome struct {
-	Proof     *protocol.Proof
+	// Proof is the session's final proof; nil when it has none or the
+	// shutdown bound ran out first.
+	Proof *protocol.Proof
+	// Delivered: the host already has Proof (sent and journaled) or it
+	// is not to be journaled (the key's journal was discarded); false
+	// means the shutdown still reports it.
 	Delivered bool
 }
 

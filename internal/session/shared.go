@@ -42,12 +42,16 @@ type Shared struct {
 	// TmpSpares are private TMPDIRs made ahead of need; Refills makes
 	// them and the stores' spare files after each open (tmpspares.go).
 	TmpSpares *registry.TmpSpares
-	Refills   *registry.SpareRefills
+	// Refills is the background refiller of TmpSpares and the stores'
+	// spare files, asked after each open (tmpspares.go).
+	Refills *registry.SpareRefills
 	// Sandboxes are what live sandboxed trees may write (sandboxlive.go).
 	Sandboxes *registry.Sandboxes
 	// NetTotals count every session's connections through an allow list;
 	// NetBudget bounds them together (--max-connections; egress.go).
 	NetTotals *egress.Counters
+	// NetBudget is the --max-connections bound shared by all sessions'
+	// allow-list connections; nil bounds nothing (egress.Budget).
 	NetBudget *egress.Budget
 	// Trees are the live-tree slots (--max-live-trees; livetrees.go).
 	Trees *registry.LiveTrees

@@ -19,8 +19,10 @@ type Accounting struct {
 // ReportedCost is ACP usage_update's `cost`: the session's cumulative cost
 // so far, Amount in units of Currency (an ISO code such as "USD").
 type ReportedCost struct {
-	Amount   float64 `json:"amount"`
-	Currency string  `json:"currency"`
+	// Amount is ACP cost.amount, in units of Currency (not minor units).
+	Amount float64 `json:"amount"`
+	// Currency is ACP cost.currency, an ISO 4217 code such as "USD".
+	Currency string `json:"currency"`
 }
 
 // AddTurn adds a finished turn's usage: kept per request id (replacing

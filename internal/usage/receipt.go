@@ -22,8 +22,11 @@ const usdTicksPerUSD = 1e10
 // Receipt is a turn's accepted usage receipt: Usage in tokens, and Cost
 // (USD, basis "turn") nil when the agent sent no trustworthy cost.
 type Receipt struct {
+	// Usage is the turn's token counts.
 	Usage protocol.Usage
-	Cost  *protocol.Cost
+	// Cost is the turn's cost in USD, basis "turn"; nil when the agent
+	// sent no trustworthy cost.
+	Cost *protocol.Cost
 }
 
 // receiptNotice is the part of a usage notification the sidecar reads.

@@ -12,9 +12,12 @@ import "errors"
 // cpu.cfs_quota_us over cpu.cfs_period_us 100000; limits_v1_linux.go).
 // Zero means no limit of that kind.
 type Limits struct {
+	// MemoryBytes is the memory limit in bytes (memory.max); 0: none.
 	MemoryBytes int64
-	Pids        int64
-	CPUPercent  int64
+	// Pids is the most tasks the cgroup may hold (pids.max); 0: none.
+	Pids int64
+	// CPUPercent is the CPU limit in percent of one CPU (cpu.max); 0: none.
+	CPUPercent int64
 }
 
 // Any reports whether l sets a limit.
@@ -35,10 +38,20 @@ var ErrLimitsUnsupported = errors.New("reaper: resource limits cannot be enforce
 // is in cgroup v1, memory.usage_in_bytes, memory.limit_in_bytes, oom_kill
 // of memory.oom_control, and the v1 pids files of the same names.
 type Resources struct {
+	// MemoryCurrent is memory.current in bytes; nil: no memory controller.
 	MemoryCurrent *int64
-	MemoryMax     *int64
-	PidsCurrent   *int64
-	PidsMax       *int64
-	OomKills      int64
+	// MemoryMax is memory.max in bytes, -1 unlimited; nil: no memory
+	// controller.
+	MemoryMax *int64
+	// PidsCurrent is pids.current, a task count; nil: no pids controller.
+	PidsCurrent *int64
+	// PidsMax is pids.max, a task count, -1 unlimited; nil: no pids
+	// controller.
+	PidsMax *int64
+	// OomKills is memory.events oom_kill, the OOM kills so far (0 when
+	// unreadable).
+	OomKills int64
+	// PidsLimitHits is pids.events max, the forks refused at PidsMax so
+	// far (0 when unreadable).
 	PidsLimitHits int64
 }
