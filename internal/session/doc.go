@@ -11,7 +11,8 @@
 // (egress.go) and cleanupHandoff (close.go); its usage and cost are an
 // internal/usage Accounting. The actor carries out the
 // open's admission plan (internal/admission) — the launch through the
-// Launcher seam (launcher.go), the ACP handshake (handshake.go) — runs
+// Launcher seam and the ACP handshake (internal/launch: launcher.go,
+// handshake.go) — runs
 // turns (turn.go, queue.go), answers the agent's permission and
 // elicitation requests by internal/policy's decisions (permission.go,
 // elicitation.go), applies and holds controls (internal/controls),
