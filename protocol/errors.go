@@ -1,8 +1,8 @@
 // Package protocol holds the wire types of the acpx-sidecar host protocol
 // version 1 (docs/protocol.md): request params, results, notifications, the
 // cleanup proof (docs/protocol.md §12) and the error model (§5). It has no
-// behaviour beyond validation; the sidecar (internal/rpc, internal/adapter)
-// and Go hosts (package client) share it.
+// behaviour beyond validation; the sidecar (internal/rpc,
+// internal/adapter, internal/session) and Go hosts (package client) share it.
 package protocol
 
 import (

@@ -68,7 +68,7 @@ type ServerCaps struct {
 }
 
 // Bounds are the time bounds in force, in milliseconds; their defaults
-// are docs/rules.md#bounds (adapter.DefaultBounds).
+// are docs/rules.md#bounds (config.DefaultBounds, internal/config).
 type Bounds struct {
 	HandshakeTimeoutMs int64 `json:"handshakeTimeoutMs"`
 	CloseTimeoutMs     int64 `json:"closeTimeoutMs"`

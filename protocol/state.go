@@ -2,8 +2,8 @@ package protocol
 
 // SessionState is a session's state as session/status and session/list
 // report it (docs/protocol.md §6, States). The session actor
-// (internal/adapter) moves between them only along the moves its state
-// table allows.
+// (internal/session) moves between them only along the moves its state
+// table allows (internal/lifestate).
 type SessionState string
 
 // Session states.

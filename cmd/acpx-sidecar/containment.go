@@ -20,11 +20,11 @@ type containment interface {
 	Close() error
 }
 
-// startContainment starts the containment asked for; "" (auto) takes the
-// first that starts of cgroup, subreaper and process-group, then
-// process-table — on macOS the only one (docs/operations.md, "macOS").
-// It returns the supervisor and the adapter's view of it; an error (and
-// nils) when the mode asked for, or every mode, is unavailable.
+// startContainment starts the containment asked for; "" (auto) takes the first
+// that starts of cgroup, subreaper and process-group, then process-table — on
+// macOS the only one (docs/operations.md, "macOS"). It returns the supervisor
+// and the sessions' view of it (launch.Launcher); an error (and nils) when the
+// mode asked for, or every mode, is unavailable.
 func startContainment(mode reaper.Mode, cgroupParent string, log *zap.Logger) (containment, launch.Launcher, error) {
 	rlog := log.Named("reaper")
 	if mode == reaper.ModeProcessTable {

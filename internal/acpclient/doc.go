@@ -11,8 +11,9 @@
 // docs/protocol.md §20 ("Threat model"), §22 and §23.
 //
 // It knows nothing of sessions: it imports nothing of the session actor
-// (internal/adapter), the host side (internal/rpc), the store
-// (internal/store), the state store (internal/statestore) or the reaper
-// (internal/reaper). It may import protocol (error types), internal/jsonl,
-// internal/strictjson, the ACP SDK, jsonrpc2, zap and golang.org/x/sys.
+// (internal/session), the Manager (internal/adapter), the host side
+// (internal/rpc), the store (internal/store), the state store
+// (internal/statestore) or the reaper (internal/reaper). It may import
+// protocol (error types), internal/jsonl, internal/strictjson, the ACP SDK,
+// jsonrpc2, zap and golang.org/x/sys.
 package acpclient

@@ -104,7 +104,7 @@ type Update struct {
 }
 
 // UpdateKind is an update's sessionUpdate as far as the actor cares
-// (internal/adapter trackUpdate): the kinds it keeps state from, else
+// (internal/session's Actor.trackUpdate): the kinds it keeps state from, else
 // KindOther.
 type UpdateKind uint8
 

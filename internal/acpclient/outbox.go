@@ -15,7 +15,7 @@ import (
 // deadline turn that into an error on the writing side (the frame is not
 // sent) instead of a goroutine stuck in write(2), and mark the agent hung:
 // its close skips ACP session/close and goes straight to termination
-// (internal/adapter/close.go).
+// (internal/session/close.go).
 
 // Outbound bounds of one provider's stdin.
 const (

@@ -22,9 +22,9 @@ import (
 	"github.com/acpx-sidecar/acpx-sidecar/protocol"
 )
 
-// Fakes of the session.Launcher/session.Tree seam and of the ACP peer, so the session
-// actor runs in tests without any process: a fakeTree's stdio is a pair
-// of in-memory pipes, and at their other end a fakeAgent speaks ACP over
+// Fakes of the launch.Launcher/launch.Tree seam and of the ACP peer, so the
+// session actor runs in tests without any process: a fakeTree's stdio is a
+// pair of in-memory pipes, and at their other end a fakeAgent speaks ACP over
 // NDJSON JSON-RPC (the framing of acpclient's line stream, fakeStream).
 
 // fakeMode is the containment the fakes report.

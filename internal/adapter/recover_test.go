@@ -37,12 +37,12 @@ func (l *recoveringLauncher) Recover(containment string, lo reaper.Leftover, _ t
 	return t, nil
 }
 
-// TestRecovery_GoesThroughTheLauncherSeam: a dead sidecar's ledger entry
-// is recovered through the session.Launcher (Recoverer) and internal/cleanup, with
-// no process: the first, incomplete proof is sent, the retained retry
-// proves the tree gone, and the final proof (origin "recovered", same
-// cleanupId, attempts 2, only the latest termination's errors) follows;
-// the entry is removed.
+// TestRecovery_GoesThroughTheLauncherSeam: a dead sidecar's ledger entry is
+// recovered through the launch.Launcher (Recoverer) and internal/cleanup, with
+// no process: the first, incomplete proof is sent, the retained retry proves
+// the tree gone, and the final proof (origin "recovered", same cleanupId,
+// attempts 2, only the latest termination's errors) follows; the entry is
+// removed.
 func TestRecovery_GoesThroughTheLauncherSeam(t *testing.T) {
 	l := &recoveringLauncher{fakeLauncher: &fakeLauncher{agent: newFakeAgent()}}
 	h := newRecHost()

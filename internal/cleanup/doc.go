@@ -14,7 +14,8 @@
 //     (Run, Retain, backoff.go, run.go; docs/rules.md#r15, #r20);
 //   - recovery of a ledger entry through the same seam a live tree uses:
 //     Run and Retain with a Terminator that recovers the entry (the
-//     adapter builds it from its Launcher's Recoverer);
+//     Manager, internal/adapter/recover.go, builds it from its Launcher's
+//     Recoverer);
 //   - the hand-off of a finished proof to the key's journal and the host,
 //     in that order and only while holding the key (Publish, ProofSink:
 //     publish.go).

@@ -10,8 +10,8 @@ import (
 // ProofSink is where a finished proof goes once no session actor is there
 // to send it (a retained cleanup's final proof, a recovered proof, a
 // shutdown's proofs): the session key's journal in one state directory and
-// the host. The adapter implements it over its journal and key-lock
-// registries; the unit tests with a fake.
+// the host. internal/session's proofSink implements it over the
+// Manager's journal and key-lock registries; the unit tests with a fake.
 type ProofSink interface {
 	// HoldKey takes this sidecar's hold of key's lock for the journal
 	// write. An error (store.ErrKeyHeld: another sidecar opened the key

@@ -27,7 +27,7 @@ type Job struct {
 	// Skip is protocolClose when Send is nil (zero: "skipped").
 	Skip protocol.ProtocolClose
 	// AfterClose runs once the close phase is over, before the tree is
-	// ended (the adapter closes the provider connection here); may be nil.
+	// ended (the session closes the provider connection here); may be nil.
 	AfterClose func()
 	// Terminate ends the tree; nil: nothing was launched and the proof is
 	// complete by construction (docs/rules.md#r1).

@@ -120,14 +120,15 @@ type Caps struct {
 	JournalMaxBytes int64
 	// MaxSessions bounds the live sessions admitted at once
 	// (--max-sessions; ≤ 0 means none): an open beyond it is
-	// SIDECAR_AT_CAPACITY (capacity.go; docs/protocol.md §21). It has no
-	// default here: the sidecar derives one from its descriptor limit.
+	// SIDECAR_AT_CAPACITY (internal/adapter/capacity.go; docs/protocol.md
+	// §21). It has no default here: the sidecar derives one from its
+	// descriptor limit.
 	MaxSessions int
 	// MaxLiveTrees bounds the provider trees alive at once
 	// (--max-live-trees; ≤ 0 means none): an open or revive beyond it
 	// waits FIFO up to its reviveWaitMs, then is SIDECAR_AT_CAPACITY
-	// (livetrees.go; docs/protocol.md §24). The sidecar's default is
-	// MaxSessions.
+	// (internal/registry/livetrees.go; docs/protocol.md §24). The
+	// sidecar's default is MaxSessions.
 	MaxLiveTrees int
 }
 
@@ -139,7 +140,7 @@ const ShutdownPublishAllowance = time.Minute
 
 // DefaultSweepInterval is --sweep-interval-ms's default: a live sidecar
 // sweeps its state dirs' ledgers for dead sidecars' leftovers once a
-// minute (sweep.go).
+// minute (internal/adapter/sweep.go).
 const DefaultSweepInterval = time.Minute
 
 // DefaultCaps returns the caps' defaults, each defined once where the
@@ -175,7 +176,7 @@ type Config struct {
 	// pins and whether this machine can enforce it (EgressConfig).
 	Egress EgressConfig
 	// Sandbox is the kernel sandbox: the default mode and what this
-	// machine enforces (sandbox.go; docs/protocol.md §19).
+	// machine enforces (internal/admission/sandbox.go; docs/protocol.md §19).
 	Sandbox admission.SandboxConfig
 	// PermissionTimeout bounds a host escalation when the open gives no
 	// permissionTimeoutMs (≤ 0 means protocol.DefaultPermissionTimeoutMs;
@@ -187,7 +188,7 @@ type Config struct {
 	Launcher launch.Launcher
 	// SweepInterval is how often a running sidecar sweeps the ledgers of
 	// its state dirs for dead sidecars' leftovers (--sweep-interval-ms;
-	// ≤ 0: only at start and first use; sweep.go).
+	// ≤ 0: only at start and first use; internal/adapter/sweep.go).
 	SweepInterval time.Duration
 	// StateStore publishes and restores provider state
 	// (--state-store; docs/protocol.md §24); nil: none.

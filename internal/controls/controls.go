@@ -4,7 +4,7 @@
 // (docs/rules.md#r24); the seed's controls — the open's effort and
 // thinking, the options and modes that keep an agent asking, held against
 // drift; and the permission binding's checks (docs/agents.md, "How the
-// profile binds it"). The session actor (internal/adapter) owns the state;
+// profile binds it"). The session actor (internal/session) owns the state;
 // this package decides and talks to the agent through a Caller.
 package controls
 

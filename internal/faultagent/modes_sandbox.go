@@ -36,7 +36,7 @@ import (
 //	                     child <probe>     run <probe> in a setsid'd re-execution
 //	                                       of this binary (a descendant outside the
 //	                                       provider's session) and report its result
-//	                     and the root probes of modes_root.go (reboot,
+//	                     and the root probes of modes_root_linux.go (reboot,
 //	                     init_module, clock_settime, mount, unshare-user,
 //	                     clone3-user, raw-socket, ptrace-child, chown,
 //	                     syscall, caps, proc, ps)

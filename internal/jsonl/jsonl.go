@@ -1,6 +1,6 @@
 // Package jsonl frames JSON-RPC 2.0 messages on a byte stream, for both
 // ends of acpx-sidecar: the host's stdio (internal/rpc) and each provider's
-// stdio (internal/adapter).
+// stdio (internal/acpclient).
 //
 // A Reader splits its input into frames — NDJSON lines or LSP
 // Content-Length frames — and checks that each is one JSON-RPC 2.0 message

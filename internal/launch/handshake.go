@@ -89,7 +89,7 @@ func (w *Worker) handshake(ctx context.Context, in *Input, conn *acpclient.Conn,
 	// No fs/terminal capabilities: the agent uses its own (docs/protocol.md
 	// §14); boolean config options are answered, and elicitation is
 	// offered as the host declared it (Worker.ClientCaps, made by the
-	// session: internal/adapter's elicitation.go).
+	// session: internal/session's elicitation.go).
 	initParams, err := acpclient.InitializeParams(w.ClientCaps, buildinfo.Version())
 	if err == nil {
 		err = conn.Call(ctx, acp.AgentMethodInitialize, initParams, &init)

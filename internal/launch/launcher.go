@@ -53,7 +53,7 @@ type Tree interface {
 
 // Recoverer is implemented by a Launcher that also ends what a dead
 // sidecar left (ReaperLauncher does): recovery of a ledger entry
-// (internal/adapter's recover.go) goes through the Launcher as a live
+// (internal/adapter/recover.go) goes through the Launcher as a live
 // launch does, so a fake launcher fakes recovery too. A Launcher without it (or none) recovers
 // with Recover directly.
 type Recoverer interface {
@@ -72,7 +72,7 @@ var (
 
 // ReaperLauncher adapts a *reaper.Supervisor to Launcher (its Start
 // returns the concrete *reaper.Tree). sup must not be nil: a sidecar
-// without containment leaves the adapter's Config.Launcher nil instead.
+// without containment leaves config.Config.Launcher nil instead.
 func ReaperLauncher(sup *reaper.Supervisor) Launcher { return reaperLauncher{sup} }
 
 // reaperLauncher is a *reaper.Supervisor as a Launcher.

@@ -26,7 +26,7 @@
 //
 // The name: "publish" already means a proof's delivery
 // (internal/cleanup.Publish), a provider-state archive's
-// (internal/provstate) and the actor's status snapshot (adapter's
-// session.publish); this package is the actor's out-queue, the names in
+// (internal/provstate) and the actor's status snapshot (internal/session's
+// Actor.publish); this package is the actor's out-queue, the names in
 // it (out, outBuf, flushOut) were already its own.
 package outbox

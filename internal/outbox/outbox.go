@@ -17,7 +17,7 @@ import (
 // Host is where a Publisher's frames go: Notify sends one notification
 // whose params are the JSON bytes given, written verbatim into the frame;
 // it blocks while the host is not reading and returns the write error.
-// The adapter's Host (rpc.Server) is one.
+// internal/session's Host (rpc.Server) is one.
 type Host interface {
 	Notify(method string, params json.RawMessage) error
 }

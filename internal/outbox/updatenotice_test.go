@@ -9,7 +9,7 @@ import (
 )
 
 // jsonString encodes a requestId as a JSON string, as the session actor
-// does for EmitUpdate's rid (internal/adapter's jsonString).
+// does for EmitUpdate's rid (internal/session's jsonString, notify.go).
 func jsonString(v string) []byte {
 	b, _ := json.Marshal(v)
 	return b

@@ -7,7 +7,7 @@
 // params are decoded strictly (internal/strictjson, docs/protocol.md §20).
 //
 // Nothing here holds a process, a store, a host or a clock: internal/
-// adapter's session actor asks the host, keeps the pending asks, audits
+// session's actor asks the host, keeps the pending asks, audits
 // and answers the agent, and calls this package for every decision.
 package policy
 

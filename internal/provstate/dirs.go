@@ -15,7 +15,8 @@ import (
 // Which directories are a session's provider state (docs/protocol.md §24):
 // resolved from the open or the agent's profile, and refused where an
 // archive must never read or a restore write. That one live session at a
-// time holds them is the adapter's (Manager.claimStateDirs).
+// time holds them is registry.ProviderDirs' (Claim, called by the
+// session's admission: internal/session/admitinput.go).
 
 // Dirs is what Sources resolves and checks a session's provider-state
 // directories against. Paths are absolute.
@@ -37,7 +38,7 @@ type Dirs struct {
 	// open's stateDir, every open store's).
 	StateDirs []string
 	// Secrets are the state store's root and the master key files
-	// (adapter Config.StateSecrets).
+	// (config.Config.StateSecrets).
 	Secrets []string
 }
 

@@ -11,10 +11,10 @@
 // Its steps are functions of their inputs: what they read off a session
 // and its Manager (the stores, the key, the profile, the logger, the
 // redaction of host-bound text) is passed in by value (Session, Dirs),
-// and the session actor in internal/adapter calls them and owns their
+// and the session actor in internal/session calls them and owns their
 // results. It never holds a session. It may import protocol, profiles,
-// statestore, store, journal and zap — never internal/adapter, rpc or
-// reaper.
+// statestore, store, journal and zap — never internal/adapter,
+// internal/session, rpc or reaper.
 package provstate
 
 import (

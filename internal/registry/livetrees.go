@@ -30,7 +30,8 @@ type treeWaiter struct {
 }
 
 // ErrNoLiveTreeSlot is Acquire's error when the wait ran out (the
-// adapter answers SIDECAR_AT_CAPACITY, docs/protocol.md §24).
+// session answers SIDECAR_AT_CAPACITY, internal/session/livetrees.go;
+// docs/protocol.md §24).
 var ErrNoLiveTreeSlot = errors.New("no live-tree slot within the wait")
 
 // NewLiveTrees returns a LiveTrees of max slots (≤ 0: no bound; slots are

@@ -10,17 +10,17 @@ import (
 
 // A state dir is never writable to a sandboxed agent (docs/protocol.md
 // §19): every state dir this sidecar uses when a sandbox is set up is
-// protected in it (the adapter's sandboxPaths). A state dir first used
+// protected in it (admission.SandboxConfig.SandboxPaths). A state dir first used
 // later would not be, by the domains of the trees already running, so an
 // open naming one that a live sandboxed tree can write — beneath its cwd,
 // HOME, TMPDIR or sandbox.writable, and not kept read-only there — is
 // refused SANDBOX_CONFLICT (found by a fresh-user trial: one agent
 // rewrote another session's record); so is one that holds such a path (a
 // writable root inside a state dir). Sandboxes holds what each live
-// sandboxed tree may write; the adapter's setupSandbox registers it under
+// sandboxed tree may write; launch.SetupSandbox registers it under
 // the same lock under which it reads the state dirs, and an open checks
 // its state dir and only then registers it as one of this sidecar's,
-// under that lock (the adapter's openStateDir).
+// under that lock (internal/session's Shared.openStateDir).
 
 // Sandboxes is the record of live sandboxed trees' writable roots, by
 // owner (the session id). Its lock (Lock, Unlock) guards it; the methods
@@ -78,7 +78,7 @@ func (l *Sandboxes) CheckStateDirLocked(dir, self string) *protocol.Error {
 	for owner, ls := range l.live {
 		inWritable := fspath.BeneathAny(real, ls.writable) && !fspath.BeneathAny(real, ls.readOnly)
 		// A private HOME lies in its own state dir by design: that state
-		// dir is protected in every tree (sandboxPaths), the HOME alone
+		// dir is protected in every tree (admission's SandboxPaths), the HOME alone
 		// writable, by its key's tree alone.
 		others := slices.DeleteFunc(slices.Clone(ls.writable), func(w string) bool { return w == ls.home && ls.home != "" })
 		if owner == self || !inWritable && !fspath.HoldsAny(real, others) {

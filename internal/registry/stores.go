@@ -103,7 +103,7 @@ func (r *Stores) Dirs() []string {
 // sidecar's leftover still being retried, by ledger entry id: shutdown
 // reports those it could not finish (docs/protocol.md §7 shutdown, §12);
 // and the entries whose recovery runs now, so a later sweep never starts a
-// second recovery of one (the adapter's sweep.go). The zero value is
+// second recovery of one (internal/adapter/sweep.go). The zero value is
 // empty and ready; safe for concurrent use.
 type Recoveries struct {
 	mu      sync.Mutex

@@ -16,7 +16,7 @@ import (
 )
 
 // Spare private TMPDIRs: the directories a sandboxed session gets as its
-// TMPDIR (the adapter's sandbox.go; docs/protocol.md §19), made ahead of
+// TMPDIR (internal/launch/sandbox.go; docs/protocol.md §19), made ahead of
 // need, like the store's spare files
 // (internal/store/spares.go) and for the same reason — a mkdir in a
 // temp directory where files come and go costs 0.1–0.4 ms of the
@@ -57,8 +57,8 @@ type tmpSpare struct {
 }
 
 // NewTmpSpares returns an empty pool that keeps want spares, made in the
-// directory parent returns when they are made (the adapter's
-// privateTmpParent: os.TempDir() with its links resolved).
+// directory parent returns when they are made (internal/launch's
+// PrivateTmpParent: os.TempDir() with its links resolved).
 func NewTmpSpares(want int, parent func() string) *TmpSpares {
 	return &TmpSpares{want: want, parent: parent}
 }

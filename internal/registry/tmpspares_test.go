@@ -9,12 +9,12 @@ import (
 	"time"
 )
 
-// tmpPrefix is the adapter's name prefix of session id's private TMPDIR
-// (adapter's sandbox.go).
+// tmpPrefix is the name prefix of session id's private TMPDIR
+// (internal/launch's TmpPrefix, sandbox.go).
 func tmpPrefix(id string) string { return "acpx-" + id + "-tmp-" }
 
-// privateTmpParent is the adapter's parent of private TMPDIRs:
-// os.TempDir() with its links resolved (adapter's sandbox.go).
+// privateTmpParent is the parent of private TMPDIRs: os.TempDir() with
+// its links resolved (internal/launch's PrivateTmpParent, sandbox.go).
 func privateTmpParent() string {
 	if r, err := filepath.EvalSymlinks(os.TempDir()); err == nil {
 		return r

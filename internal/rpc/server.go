@@ -17,9 +17,9 @@ import (
 
 // Reply delivers the outcome of one host request: a result, or an error
 // (an *protocol.Error; any other error becomes -32603). Called exactly once.
-// It is an alias of adapter.Reply's type (both name the plain func type), so
-// the adapter's Manager implements Backend without either package importing
-// the other.
+// It is an alias of session.Reply's type (both name the plain func type), so
+// internal/adapter's Manager implements Backend without internal/rpc and
+// internal/adapter or internal/session importing each other.
 type Reply = func(result any, err error)
 
 // Backend is what the server dispatches validated requests to (the session
@@ -54,7 +54,7 @@ type Backend interface {
 
 // Server is the host connection: it owns the jsonrpc2.Conn over
 // stdin/stdout, the lifecycle state and the table of pending requests for
-// $/cancelRequest. It also implements the adapter's Host interface
+// $/cancelRequest. It also implements internal/session's Host interface
 // (Notify, RequestPermission, PermissionRequests). Requests go through the
 // method table (methods.go); the state they share lives in one connState
 // (state.go), changed only through update.

@@ -19,7 +19,7 @@ const (
 
 // connState is everything about the connection that goroutines other than
 // the read loop also read or change (replies, request goroutines, Stop,
-// the adapter asking PermissionRequests). It is touched only inside
+// the session actors asking PermissionRequests). It is touched only inside
 // Server.update, the one mutator, as jsonrpc2_v2's Conn keeps its
 // inFlightState behind updateInFlight.
 type connState struct {

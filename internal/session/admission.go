@@ -129,7 +129,8 @@ func (s *Actor) admissionFailed(proof *protocol.Proof, e *protocol.Error, reply 
 	s.end.finished = true
 }
 
-// launchEnv is the base environment (Manager.baseEnvFor: the
+// launchEnv is the base environment (the plan's BaseEnv,
+// admission.ProviderEnv.For: the
 // --inherit-env policy's part of the sidecar's environment plus the open's
 // inheritEnv names) plus the open's env (secret values); the actor
 // computes it for the admission worker. The profile's binding

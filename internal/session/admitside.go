@@ -67,7 +67,7 @@ func (a admitSide) LedgerBeforeLaunch(st *store.Store) (*store.Pending, error) {
 
 // RecordTree completes the ledger entry with tree's identity; on failure
 // the entry written before the launch is synced instead and the error is
-// told and retried once admitted (persistence.go).
+// told and retried once admitted (outbox.Publisher.NoteLedgerFailure).
 func (a admitSide) RecordTree(st *store.Store, tree launch.Tree, pre *store.Pending) {
 	s := a.s
 	err := s.writeLedger(st, tree)
@@ -118,7 +118,7 @@ func (a admitSide) Cleanup(c launch.CleanupInput) *protocol.Proof {
 }
 
 // CloseLate closes a late session under the retained close policy
-// (Manager.retainedClose) bounded by tree's exit.
+// (Shared.retainedClose, close.go) bounded by tree's exit.
 func (a admitSide) CloseLate(conn *acpclient.Conn, tree launch.Tree, backendSessionID string) cleanup.CloseResult {
 	s := a.s
 	return cleanup.CloseACP(s.closePolicy(s.m.retainedClose(), tree), closeSender(conn, backendSessionID))

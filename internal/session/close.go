@@ -320,7 +320,7 @@ type cleanupInput struct {
 }
 
 // cleanup closes the ACP session where the agent offers it (the live
-// close policy, Manager.liveClose; skipped when no session exists,
+// close policy, Shared.liveClose; skipped when no session exists,
 // docs/rules.md#r5, or the agent is hung: it has taken none of a write for
 // CloseTimeout), then terminates the tree and builds the proof, all
 // through internal/cleanup. It blocks; it runs off the actor and reads

@@ -13,7 +13,7 @@ import (
 // A session key is held in two ways (docs/protocol.md §8 session/open,
 // SESSION_KEY_IN_USE): within this sidecar by Manager.keys, and across
 // sidecars sharing a stateDir by the key's flock (store.KeyLock, held
-// through internal/registry's KeyLocks, Manager.keyLocks). The
+// through internal/registry's KeyLocks, Shared.KeyLocks). The
 // flock is taken in admission before the record, journal or ledger are
 // touched, and kept until the session's last write to the key's files —
 // its journal closed after the final proof, or a retained cleanup's final

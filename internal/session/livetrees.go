@@ -11,7 +11,7 @@ import (
 )
 
 // The live-tree slots (--max-live-trees, docs/protocol.md §24) are
-// internal/registry's LiveTrees (Manager.trees); a launch takes one here.
+// internal/registry's LiveTrees (Shared.Trees); a launch takes one here.
 
 // takeTreeSlot is the launch's wait for a live-tree slot, in the
 // admission worker: nil holding one (s.end.slot set), or the refusal —

@@ -85,7 +85,7 @@ func (s *Actor) statusBounded(reply Reply) {
 // actorLoop is how work reaches a session's actor and how its state is
 // read off it: mb carries host requests (send), inbox provider events and
 // worker results (post), both run in order on the one actor goroutine
-// (session.run). Its members are safe to use from any goroutine.
+// (Actor.run). Its members are safe to use from any goroutine.
 type actorLoop struct {
 	mb    *actor.Mailbox
 	inbox chan func()

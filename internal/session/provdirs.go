@@ -17,7 +17,7 @@ import (
 // (provstate.Sources): the session's own private HOME (s.end.home, set by
 // setupSandbox first) is the one place under a state dir allowed. One
 // another live session of this sidecar uses is refused too
-// (Manager.provDirs.Claim).
+// (Shared.ProvDirs.Claim).
 func (s *Actor) stateSources(env []string) ([]statestore.Source, *protocol.Error) {
 	return provstate.Sources(provstate.Dirs{Named: s.plan.Params.StateDirs, Profile: s.plan.Profile, Env: env, Cwd: s.plan.Params.Cwd,
 		PrivateHome: s.end.home, StateDirs: s.m.stateDirs(s.stateDir), Secrets: s.m.Config.StateSecrets})

@@ -207,7 +207,7 @@ func (s *Actor) forward(update json.RawMessage, origin *string) {
 // tool_call_update arriving in another turn or between turns (codex-acp
 // 2.x keeps running a cancelled turn's command and reports it later;
 // docs/agents.md), else nil. kind is the update's sessionUpdate, as the
-// line scan read it (kindOf).
+// line scan read it (acpclient.KindOf).
 func (s *Actor) trackUpdate(kind acpclient.UpdateKind, update json.RawMessage) *string {
 	if kind == acpclient.KindOther {
 		// Message and thought chunks, plans, commands: nothing to keep,

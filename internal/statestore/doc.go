@@ -2,8 +2,8 @@
 // provider state (PROTOCOL §10.2): a set of named sources (directories or
 // single files) archived, compressed, encrypted and stored under the key,
 // with the key's ownership fenced by conditional writes of a small head
-// object. It imports nothing of internal/adapter; the session actor calls
-// it.
+// object. It imports nothing of internal/adapter or internal/session; the
+// session actor calls it.
 //
 // # Use
 //

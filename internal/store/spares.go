@@ -33,7 +33,7 @@ import (
 
 // spareMaxAge is the age after which a spare is discarded rather than used
 // (half the age after which the ledger sweep removes a stale temp file,
-// adapter/recover.go).
+// internal/adapter/recover.go).
 const spareMaxAge = 30 * time.Second
 
 // spare is one pre-created temp file, empty, named name in its
