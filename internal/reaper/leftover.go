@@ -8,7 +8,7 @@ import (
 )
 
 // MarkerEnv names the environment entry every process of a provider tree
-// inherits, MarkerEnv=<session id>.<unguessable token> (the adapter sets
+// inherits, MarkerEnv=<session id>.<unguessable token> (internal/session sets
 // it). Recovery trusts only this name, never one a ledger entry gives: an
 // entry that could name the marker could name `HOME=/root`, which every
 // root process carries.

@@ -9,7 +9,7 @@ type Limits = cgroup.Limits
 
 // Resources are a provider cgroup's counters (Tree.Resources;
 // cgroup.Resources). An alias: the type is part of the Tree seam
-// (internal/adapter's Tree).
+// (internal/launch's Tree).
 type Resources = cgroup.Resources
 
 // ErrLimitsUnsupported is cgroup.ErrLimitsUnsupported: Spec.Limits were

@@ -4,7 +4,7 @@ import "errors"
 
 // ErrSandboxUnsupported is returned by Supervisor.Start for a Spec with a
 // sandbox in a containment mode that cannot carry one (SandboxSupported);
-// nothing is launched and the adapter answers PLATFORM_UNSUPPORTED.
+// nothing is launched and the session answers PLATFORM_UNSUPPORTED.
 var ErrSandboxUnsupported = errors.New("reaper: this containment mode cannot apply a sandbox")
 
 // SandboxSupported reports whether providers contained in mode can be

@@ -44,7 +44,7 @@
 // internal/reaper/cgroup is the cgroup handling (cgroup v2 files, the
 // inotify wait for "populated 0", resource limits in cgroup v2 and v1);
 // internal/reaper/tablemode is ModeProcessTable (macOS), a second
-// implementation of the same Tree seam (internal/adapter's Tree).
+// implementation of the same Tree seam (internal/launch's Tree).
 //
 // Linking this package changes nothing in the process. Its two
 // process-wide steps are explicit calls a sidecar's main makes (reexec.go):

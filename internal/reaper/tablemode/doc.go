@@ -17,7 +17,7 @@
 //
 // It shares the proof's types (reaper.Spec, reaper.Termination, …) with
 // internal/reaper, whose *reaper.Tree and this package's *Tree are the
-// two implementations of internal/adapter's Tree. One waiter per process
+// two implementations of internal/launch's Tree. One waiter per process
 // reaps every child (table_linux.go, table_darwin.go), so New refuses
 // while a reaper.Supervisor runs (reaper.ReapsChildren).
 package tablemode

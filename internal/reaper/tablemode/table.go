@@ -25,7 +25,7 @@ import (
 // DefaultMarkerName is the environment variable whose "NAME=value" entry
 // marks every process of a tree when Options.MarkerName is "". The
 // sidecar passes its session marker (ACPX_SIDECAR_SESSION,
-// internal/adapter.SessionMarkerEnv) instead.
+// internal/session.SessionMarkerEnv) instead.
 const DefaultMarkerName = "ACPX_REAPER_TREE"
 
 // Options configures a Supervisor.

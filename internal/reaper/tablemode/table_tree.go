@@ -17,7 +17,7 @@ import (
 // Tree is one provider launched under reaper.ModeProcessTable and every
 // process the process table attributes to it (Tree.update). All methods
 // are safe for concurrent use. It satisfies the same interface as
-// *reaper.Tree (internal/adapter's Tree, the one seam both modes are
+// *reaper.Tree (internal/launch's Tree, the one seam both modes are
 // used through).
 type Tree struct {
 	s     *Supervisor
