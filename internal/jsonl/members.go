@@ -26,10 +26,7 @@ func Members(obj []byte, fn func(key []byte, escaped bool, val []byte)) bool {
 	if s.i >= len(s.b) || s.b[s.i] != '{' {
 		return false
 	}
-	s.i++
-	s.ws()
-	if s.i < len(s.b) && s.b[s.i] == '}' {
-		s.i++
+	if s.open('}') {
 		s.ws()
 		return s.i == len(s.b)
 	}

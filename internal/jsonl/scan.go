@@ -188,10 +188,7 @@ func (s *scanner) object(depth int, e *Envelope, role int) bool {
 	if role == membersParams {
 		e.nParams = 0
 	}
-	s.i++ // '{'
-	s.ws()
-	if s.i < len(s.b) && s.b[s.i] == '}' {
-		s.i++
+	if s.open('}') {
 		return true
 	}
 	for {
@@ -252,6 +249,8 @@ func (s *scanner) object(depth int, e *Envelope, role int) bool {
 	}
 }
 
+// set records an envelope member's raw value in its field (others are
+// ignored). The cases only look alike: one a field, none shareable.
 func (e *Envelope) set(key, val []byte) {
 	switch string(key) {
 	case "jsonrpc":
@@ -270,10 +269,7 @@ func (e *Envelope) set(key, val []byte) {
 }
 
 func (s *scanner) array(depth int) bool {
-	s.i++ // '['
-	s.ws()
-	if s.i < len(s.b) && s.b[s.i] == ']' {
-		s.i++
+	if s.open(']') {
 		return true
 	}
 	for {
@@ -284,6 +280,19 @@ func (s *scanner) array(depth int) bool {
 			return ok
 		}
 	}
+}
+
+// open steps over the '{' or '[' at s.i and the white space after it,
+// and reports an empty object or array (its closing end read too).
+// Object, array and Members share it.
+func (s *scanner) open(end byte) (empty bool) {
+	s.i++
+	s.ws()
+	if s.i < len(s.b) && s.b[s.i] == end {
+		s.i++
+		return true
+	}
+	return false
 }
 
 // next reads what follows a member or an element (white space skipped
