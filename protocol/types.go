@@ -44,9 +44,9 @@ type Command struct {
 // permissionMode. DefaultAction is ActionApprove, ActionDeny or
 // ActionEscalate.
 type PermissionPolicy struct {
-	AutoApprove   []string `json:"autoApprove,omitempty"`
-	AutoDeny      []string `json:"autoDeny,omitempty"`
-	Escalate      []string `json:"escalate,omitempty"`
+	AutoApprove   []string         `json:"autoApprove,omitempty"`
+	AutoDeny      []string         `json:"autoDeny,omitempty"`
+	Escalate      []string         `json:"escalate,omitempty"`
 	DefaultAction PermissionAction `json:"defaultAction,omitempty"`
 }
 
