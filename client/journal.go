@@ -6,6 +6,8 @@ import (
 	"github.com/acpx-sidecar/acpx-sidecar/protocol"
 )
 
+// Each alias is its own documented public name (doc.go, Types), like types.go's: alike only in form.
+
 // JournalNotice is the session/journal notification: State "degraded"
 // (writes of File — "journal", "record" or "ledger" — fail with Error;
 // entries from SinceSeq on may be missing) or "ok" (they work again; for

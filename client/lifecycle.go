@@ -14,6 +14,8 @@ import (
 // own session files are published at every retire and close so that
 // another sidecar can restore them.
 
+// Each alias and constant below is its own documented public name of protocol's (doc.go, Types): alike only in form.
+
 // Lifecycle is OpenParams.Lifecycle: Mode LifecycleWarm (the default) or
 // LifecyclePerTurn; IdleRetireMs (ms, 1 … 2592000000) retires a warm
 // session idle that long after its last turn (warm only). It is sent as

@@ -13,6 +13,8 @@ import (
 // convenience: the session is implied by the *Session, pointers become
 // zero values, and permission requests are decoded.
 
+// Each alias below is its own documented public name (doc.go, Types): a list alike only in form.
+
 // Identity is a session's admitted identity: SessionKey is the
 // sessionKey (on the wire identity.acpxRecordId), BackendSessionID the ACP
 // sessionId, AgentSessionID the agent's own id (or BackendSessionID)
@@ -148,6 +150,8 @@ type Limits struct {
 	Connections int64 `json:"connections,omitempty"`
 }
 
+// Not protocol.OpenParams: a host's own shape (doc.go, Types: values not pointers, no session).
+
 // OpenParams are the params of session/open (docs/protocol.md §8). Empty
 // strings, nil slices and maps, and zero durations are left out, so the
 // sidecar's defaults apply; in particular, with no HOME in Env (nor in
@@ -259,6 +263,8 @@ type PromptParams struct {
 	// none; docs/protocol.md §23).
 	Meta json.RawMessage `json:"_meta,omitempty"`
 }
+
+// Not protocol.SessionUpdateNotice (or ExtNotice): this package's decoded notification (doc.go, Types), with Kind.
 
 // Update is one session/update notification: Update is the ACP
 // SessionUpdate verbatim; Seq starts at 1 per sidecar session and rises by

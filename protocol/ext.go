@@ -80,6 +80,8 @@ type ExtRequestResult struct {
 	Result json.RawMessage `json:"result"`
 }
 
+// Not ExtRequestParams, though the fields match: the other direction, never validated.
+
 // ExtNotice is the params of sidecar → host `session/extNotification`: an
 // agent's `_…` notification, Params verbatim.
 type ExtNotice struct {
@@ -87,6 +89,8 @@ type ExtNotice struct {
 	Method  string          `json:"method"`
 	Params  json.RawMessage `json:"params,omitempty"`
 }
+
+// Not shared with SessionUpdateNotice: another message, alike field runs only.
 
 // ExtRequestNotice is the params of sidecar → host `session/extRequest`:
 // an agent's `_…` request. RequestID is the active turn's (null outside

@@ -186,6 +186,8 @@ const (
 // NotifySessionLifecycle is the session/lifecycle notification.
 const NotifySessionLifecycle = "session/lifecycle"
 
+// Not shared (with types.go's structs, or this file's const blocks): alike runs, other messages and values.
+
 // LifecycleNotice is session/lifecycle {session, sessionKey, state,
 // proof?, error?}: Proof is the retire's (state parked after a retire);
 // Error is why a revive failed and the session went back to parked.

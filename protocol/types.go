@@ -30,6 +30,8 @@ const (
 	RequestPermission       = "session/requestPermission"
 )
 
+// Not shared: the wire structs below (and lifecycle.go's, ext.go's) only look alike; each is its own message.
+
 // Command is the only executable launched for a session: an absolute path,
 // its args (argv[1:]) and optionally the hex SHA-256 the file must have.
 type Command struct {

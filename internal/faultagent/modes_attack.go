@@ -145,14 +145,8 @@ func outcomeText(resp message) string {
 	if resp.Error != nil {
 		return fmt.Sprintf("error %d", resp.Error.Code)
 	}
-	var r struct {
-		Outcome struct {
-			Outcome  string `json:"outcome"`
-			OptionID string `json:"optionId"`
-		} `json:"outcome"`
-	}
-	_ = json.Unmarshal(resp.Result, &r)
-	return strings.TrimSpace(r.Outcome.Outcome + " " + r.Outcome.OptionID)
+	outcome, optionID := permissionOutcome(resp)
+	return strings.TrimSpace(outcome + " " + optionID)
 }
 
 // turnAttacks runs the attack modes of one turn before its normal

@@ -71,11 +71,5 @@ func (a *agent) withUsageGrowth(update json.RawMessage, turns int) json.RawMessa
 	if a.cfg.usageGrow <= 0 {
 		return update
 	}
-	var u map[string]any
-	if json.Unmarshal(update, &u) != nil {
-		return update
-	}
-	u["used"] = a.cfg.usageGrow * turns
-	b, _ := json.Marshal(u)
-	return b
+	return withMember(update, "used", a.cfg.usageGrow*turns)
 }

@@ -30,6 +30,7 @@ type limitModes struct {
 }
 
 // parse sets turn-hog or turn-forkbomb from val.
+// Not shared with the other families' parse (modes_attack.go, modes_seed.go): each switch sets its own family's fields.
 func (m *limitModes) parse(name, val string, hasVal bool) error {
 	n, err := strconv.Atoi(val)
 	if !hasVal || err != nil || n < 1 {

@@ -93,13 +93,7 @@ func (a *agent) withSeedCost(update json.RawMessage, turns int) json.RawMessage 
 	if a.cfg.cost <= 0 {
 		return update
 	}
-	var u map[string]any
-	if json.Unmarshal(update, &u) != nil {
-		return update
-	}
-	u["cost"] = map[string]any{"amount": a.cfg.cost * float64(turns), "currency": "USD"}
-	b, _ := json.Marshal(u)
-	return b
+	return withMember(update, "cost", map[string]any{"amount": a.cfg.cost * float64(turns), "currency": "USD"})
 }
 
 // recorder appends one JSON object a line to the file of mode record=<file>:

@@ -86,6 +86,16 @@ func (a *agent) newSession(m message) {
 	a.reply(m.ID, res)
 }
 
+// sessionOf is the session m's params name (lookup), or, answering m
+// "session not found", false: the first step of every session method.
+func (a *agent) sessionOf(m message) (*session, bool) {
+	s, ok := a.lookup(m.Params)
+	if !ok {
+		a.fail(m.ID, codeNotFound, "session not found")
+	}
+	return s, ok
+}
+
 // lookup returns the session named in params, loading it from the state
 // dir when this process does not hold it.
 func (a *agent) lookup(params json.RawMessage) (*session, bool) {
@@ -132,9 +142,8 @@ func (a *agent) persist(s *session) {
 // loadSession answers session/load (replay true: the recorded updates are
 // sent first) and session/resume (replay false).
 func (a *agent) loadSession(m message, replay bool) {
-	s, ok := a.lookup(m.Params)
+	s, ok := a.sessionOf(m)
 	if !ok {
-		a.fail(m.ID, codeNotFound, "session not found")
 		return
 	}
 	a.mu.Lock()
@@ -222,30 +231,35 @@ func (a *agent) cancelTurnLocked(id string) {
 func validModel(id string) bool { return id == defaultModel || id == largeModel }
 
 func (a *agent) setModel(m message) {
-	s, ok := a.lookup(m.Params)
-	if !ok {
-		a.fail(m.ID, codeNotFound, "session not found")
-		return
-	}
 	var p struct {
 		ModelID string `json:"modelId"`
 	}
 	_ = json.Unmarshal(m.Params, &p)
-	if !validModel(p.ModelID) {
-		a.fail(m.ID, codeInvalidParams, "unknown model")
+	a.setSessionControl(m, validModel(p.ModelID), "unknown model", func(s *session) { s.Model = p.ModelID })
+}
+
+// setSessionControl answers session/set_model and session/set_mode for
+// the session m names: -32602 why unless valid, else set applied under
+// a.mu, the session persisted and {} answered.
+func (a *agent) setSessionControl(m message, valid bool, why string, set func(*session)) {
+	s, ok := a.sessionOf(m)
+	if !ok {
+		return
+	}
+	if !valid {
+		a.fail(m.ID, codeInvalidParams, why)
 		return
 	}
 	a.mu.Lock()
-	s.Model = p.ModelID
+	set(s)
 	a.mu.Unlock()
 	a.persist(s)
 	a.reply(m.ID, map[string]any{})
 }
 
 func (a *agent) setConfigOption(m message) {
-	s, ok := a.lookup(m.Params)
+	s, ok := a.sessionOf(m)
 	if !ok {
-		a.fail(m.ID, codeNotFound, "session not found")
 		return
 	}
 	if a.setBoolean(m, s) { // modes_ext.go
@@ -274,22 +288,9 @@ func (a *agent) setConfigOption(m message) {
 }
 
 func (a *agent) setMode(m message) {
-	s, ok := a.lookup(m.Params)
-	if !ok {
-		a.fail(m.ID, codeNotFound, "session not found")
-		return
-	}
 	var p struct {
 		ModeID string `json:"modeId"`
 	}
 	_ = json.Unmarshal(m.Params, &p)
-	if p.ModeID != defaultModeID && p.ModeID != "plan" {
-		a.fail(m.ID, codeInvalidParams, "unknown mode")
-		return
-	}
-	a.mu.Lock()
-	s.Mode = p.ModeID
-	a.mu.Unlock()
-	a.persist(s)
-	a.reply(m.ID, map[string]any{})
+	a.setSessionControl(m, p.ModeID == defaultModeID || p.ModeID == "plan", "unknown mode", func(s *session) { s.Mode = p.ModeID })
 }

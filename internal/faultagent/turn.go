@@ -27,9 +27,8 @@ func chunk(kind, text string) json.RawMessage {
 }
 
 func (a *agent) prompt(m message) {
-	s, ok := a.lookup(m.Params)
+	s, ok := a.sessionOf(m)
 	if !ok {
-		a.fail(m.ID, codeNotFound, "session not found")
 		return
 	}
 	var p struct {
@@ -192,6 +191,13 @@ func (a *agent) requestPermission(sessionID string, toolCall map[string]any, kin
 	if resp.Error != nil {
 		return fmt.Sprintf("permission: error %d", resp.Error.Code)
 	}
+	outcome, optionID := permissionOutcome(resp)
+	return strings.TrimSpace(fmt.Sprintf("permission: %s %s", outcome, optionID))
+}
+
+// permissionOutcome is the outcome and optionId of a successful
+// session/request_permission answer (empty where absent).
+func permissionOutcome(resp message) (outcome, optionID string) {
 	var r struct {
 		Outcome struct {
 			Outcome  string `json:"outcome"`
@@ -199,7 +205,20 @@ func (a *agent) requestPermission(sessionID string, toolCall map[string]any, kin
 		} `json:"outcome"`
 	}
 	_ = json.Unmarshal(resp.Result, &r)
-	return strings.TrimSpace(fmt.Sprintf("permission: %s %s", r.Outcome.Outcome, r.Outcome.OptionID))
+	return r.Outcome.Outcome, r.Outcome.OptionID
+}
+
+// withMember is update (a JSON object) with its member key set to val,
+// or update unchanged when it is not an object: the usage_update changes
+// of the modes (withUsageGrowth, withSeedCost).
+func withMember(update json.RawMessage, key string, val any) json.RawMessage {
+	var u map[string]any
+	if json.Unmarshal(update, &u) != nil {
+		return update
+	}
+	u[key] = val
+	b, _ := json.Marshal(u)
+	return b
 }
 
 // recallText is the recall mode's chunk for a session whose history is h:

@@ -26,10 +26,7 @@ func Members(obj []byte, fn func(key []byte, escaped bool, val []byte)) bool {
 	if s.i >= len(s.b) || s.b[s.i] != '{' {
 		return false
 	}
-	s.i++
-	s.ws()
-	if s.i < len(s.b) && s.b[s.i] == '}' {
-		s.i++
+	if s.open('}') {
 		s.ws()
 		return s.i == len(s.b)
 	}
@@ -43,19 +40,9 @@ func Members(obj []byte, fn func(key []byte, escaped bool, val []byte)) bool {
 			return false
 		}
 		fn(key, escaped, s.b[vstart:s.i])
-		s.ws()
-		if s.i >= len(s.b) {
-			return false
-		}
-		switch s.b[s.i] {
-		case ',':
-			s.i++
-		case '}':
-			s.i++
+		if more, ok := s.next('}'); !more {
 			s.ws()
-			return s.i == len(s.b)
-		default:
-			return false
+			return ok && s.i == len(s.b)
 		}
 	}
 }

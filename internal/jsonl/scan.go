@@ -160,7 +160,6 @@ const (
 	membersUpdate          // params.update: its sessionUpdate member
 )
 
-// object scans an object at s.i ('{'), recording its members in e as role
 // memberKey reads one object member's `"key" :` (with the white space
 // around it) and leaves s at its value: the key's raw bytes (between the
 // quotes), whether it holds an escape, and false for anything else.
@@ -183,15 +182,13 @@ func (s *scanner) memberKey() (key []byte, escaped, ok bool) {
 	return key, escaped, true
 }
 
+// object scans an object at s.i ('{'), recording its members in e as role
 // says; the envelope's "params" object is scanned as membersParams.
 func (s *scanner) object(depth int, e *Envelope, role int) bool {
 	if role == membersParams {
 		e.nParams = 0
 	}
-	s.i++ // '{'
-	s.ws()
-	if s.i < len(s.b) && s.b[s.i] == '}' {
-		s.i++
+	if s.open('}') {
 		return true
 	}
 	for {
@@ -246,22 +243,14 @@ func (s *scanner) object(depth int, e *Envelope, role int) bool {
 			e.params[e.nParams] = rawMember{key: key, val: s.b[vstart:s.i]}
 			e.nParams++
 		}
-		s.ws()
-		if s.i >= len(s.b) {
-			return false
-		}
-		switch s.b[s.i] {
-		case ',':
-			s.i++
-		case '}':
-			s.i++
-			return true
-		default:
-			return false
+		if more, ok := s.next('}'); !more {
+			return ok
 		}
 	}
 }
 
+// set records an envelope member's raw value in its field (others are
+// ignored). The cases only look alike: one a field, none shareable.
 func (e *Envelope) set(key, val []byte) {
 	switch string(key) {
 	case "jsonrpc":
@@ -280,30 +269,44 @@ func (e *Envelope) set(key, val []byte) {
 }
 
 func (s *scanner) array(depth int) bool {
-	s.i++ // '['
-	s.ws()
-	if s.i < len(s.b) && s.b[s.i] == ']' {
-		s.i++
+	if s.open(']') {
 		return true
 	}
 	for {
 		if !s.value(depth) {
 			return false
 		}
-		s.ws()
-		if s.i >= len(s.b) {
-			return false
-		}
-		switch s.b[s.i] {
-		case ',':
-			s.i++
-		case ']':
-			s.i++
-			return true
-		default:
-			return false
+		if more, ok := s.next(']'); !more {
+			return ok
 		}
 	}
+}
+
+// open steps over the '{' or '[' at s.i and the white space after it,
+// and reports an empty object or array (its closing end read too).
+// Object, array and Members share it.
+func (s *scanner) open(end byte) (empty bool) {
+	s.i++
+	s.ws()
+	if s.i < len(s.b) && s.b[s.i] == end {
+		s.i++
+		return true
+	}
+	return false
+}
+
+// next reads what follows a member or an element (white space skipped
+// before it): ',' (more: another follows) or end, the closing '}' or ']'
+// (ok: the object or array is complete); anything else, or the end of
+// the input, is neither. Object, array and Members share it.
+func (s *scanner) next(end byte) (more, ok bool) {
+	s.ws()
+	if s.i >= len(s.b) {
+		return false, false
+	}
+	c := s.b[s.i]
+	s.i++
+	return c == ',', c == ',' || c == end
 }
 
 // str scans a string at s.i ('"'); escaped reports an escape sequence.

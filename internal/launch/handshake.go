@@ -34,17 +34,12 @@ type initializeResult struct {
 type sessionState struct {
 	SessionID string `json:"sessionId"`
 	Models    *struct {
-		CurrentModelID  string `json:"currentModelId"`
-		AvailableModels []struct {
-			ModelID string `json:"modelId"`
-			Name    string `json:"name"`
-		} `json:"availableModels"`
+		CurrentModelID  string     `json:"currentModelId"`
+		AvailableModels []acpModel `json:"availableModels"`
 	} `json:"models"`
 	Modes *struct {
-		CurrentModeID  string `json:"currentModeId"`
-		AvailableModes []struct {
-			ID string `json:"id"`
-		} `json:"availableModes"`
+		CurrentModeID  string    `json:"currentModeId"`
+		AvailableModes []acpMode `json:"availableModes"`
 	} `json:"modes"`
 	ConfigOptions []json.RawMessage `json:"configOptions"`
 	Meta          map[string]any    `json:"_meta"`
@@ -57,11 +52,8 @@ func (st *sessionState) models() *protocol.Models {
 	if st.Models == nil {
 		return controls.ModelsFromConfig(st.ConfigOptions)
 	}
-	m := &protocol.Models{CurrentModelID: st.Models.CurrentModelID, AvailableModelIDs: []string{}}
-	for _, am := range st.Models.AvailableModels {
-		m.AvailableModelIDs = append(m.AvailableModelIDs, am.ModelID)
-	}
-	return m
+	return &protocol.Models{CurrentModelID: st.Models.CurrentModelID,
+		AvailableModelIDs: ids(st.Models.AvailableModels, func(m acpModel) string { return m.ModelID })}
 }
 
 // modes reports the agent's mode state: ACP `modes`, or else the config
@@ -70,11 +62,30 @@ func (st *sessionState) modes() *protocol.Modes {
 	if st.Modes == nil {
 		return controls.ModesFromConfig(st.ConfigOptions)
 	}
-	m := &protocol.Modes{CurrentModeID: st.Modes.CurrentModeID, AvailableModeIDs: []string{}}
-	for _, am := range st.Modes.AvailableModes {
-		m.AvailableModeIDs = append(m.AvailableModeIDs, am.ID)
+	return &protocol.Modes{CurrentModeID: st.Modes.CurrentModeID,
+		AvailableModeIDs: ids(st.Modes.AvailableModes, func(m acpMode) string { return m.ID })}
+}
+
+// acpModel and acpMode are the entries of ACP availableModels and
+// availableModes.
+type (
+	acpModel struct {
+		ModelID string `json:"modelId"`
+		Name    string `json:"name"`
 	}
-	return m
+	acpMode struct {
+		ID string `json:"id"`
+	}
+)
+
+// ids is id of each entry of list, in order, never nil (the wire's []
+// when the agent lists none): models and modes share it.
+func ids[E any](list []E, id func(E) string) []string {
+	out := make([]string, 0, len(list))
+	for _, e := range list {
+		out = append(out, id(e))
+	}
+	return out
 }
 
 // handshake runs ACP initialize → authenticate (profile rule) → session/new

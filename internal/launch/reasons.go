@@ -11,30 +11,31 @@ import (
 // BeforeLaunchReason is the proof reason of a failed admission that
 // launched nothing (e its error): "admission failed before launch: <what> (<data.code>)".
 func BeforeLaunchReason(e *protocol.Error) string {
-	what := "the open was refused"
-	switch e.Data.Code {
-	case protocol.ErrStoreUnavailable:
-		what = "the state directory could not be used"
-	case protocol.ErrCommandNotExecutable:
-		what = "the command could not be executed"
-	case protocol.ErrCommandDigestMismatch:
-		what = "the command did not match its sha256"
-	case protocol.ErrAdmissionAborted:
-		what = "the open was cancelled"
-	case protocol.ErrShuttingDown:
-		what = "the sidecar is shutting down"
-	case protocol.ErrPlatformUnsupported:
-		what = "the containment cannot enforce the open"
-	case protocol.ErrInvalidParams:
+	what, ok := beforeLaunchWhat[e.Data.Code]
+	switch {
+	case e.Data.Code == protocol.ErrInvalidParams:
 		what = "invalid " + e.Data.Field
-	case protocol.ErrResourceExhausted:
+	case e.Data.Code == protocol.ErrResourceExhausted:
 		what = "the sidecar ran out of " + admission.ResourceWords(e.Data.Resource)
+	case !ok:
+		what = "the open was refused"
 	}
 	code := e.Data.Code
 	if code == "" {
 		code = protocol.ErrInternal
 	}
 	return "admission failed before launch: " + what + " (" + string(code) + ")"
+}
+
+// beforeLaunchWhat is what failed, in BeforeLaunchReason, by data.code
+// (the codes whose words name nothing of the error's data).
+var beforeLaunchWhat = map[protocol.DataCode]string{
+	protocol.ErrStoreUnavailable:      "the state directory could not be used",
+	protocol.ErrCommandNotExecutable:  "the command could not be executed",
+	protocol.ErrCommandDigestMismatch: "the command did not match its sha256",
+	protocol.ErrAdmissionAborted:      "the open was cancelled",
+	protocol.ErrShuttingDown:          "the sidecar is shutting down",
+	protocol.ErrPlatformUnsupported:   "the containment cannot enforce the open",
 }
 
 // launchedReason is the reason of a failed admission after the launch.

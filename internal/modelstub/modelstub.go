@@ -129,6 +129,8 @@ const (
 	KindToolResult = "tool_result"
 )
 
+// Not shared: alike only in form to protocol's const blocks and structs (the stub's own names and counters).
+
 // API names, the keys of Stats.ByAPI.
 const (
 	// APIResponses is `POST /v1/responses` (responses.go).

@@ -87,22 +87,33 @@ var readKinds = map[string]bool{"read": true, "search": true, "think": true}
 func InferKind(title string) string {
 	t := strings.ToLower(title)
 	switch {
-	case strings.Contains(t, "read") || strings.Contains(t, "view") || strings.Contains(t, "cat "):
+	case containsAny(t, "read", "view", "cat "):
 		return "read"
-	case strings.Contains(t, "delete") || strings.Contains(t, "remove") || strings.HasPrefix(t, "rm "):
+	case containsAny(t, "delete", "remove") || strings.HasPrefix(t, "rm "):
 		return "delete"
-	case strings.Contains(t, "move") || strings.Contains(t, "rename"):
+	case containsAny(t, "move", "rename"):
 		return "move"
-	case strings.Contains(t, "edit") || strings.Contains(t, "write") || strings.Contains(t, "patch"):
+	case containsAny(t, "edit", "write", "patch"):
 		return "edit"
-	case strings.Contains(t, "search") || strings.Contains(t, "grep") || strings.Contains(t, "find"):
+	case containsAny(t, "search", "grep", "find"):
 		return "search"
-	case strings.Contains(t, "fetch") || strings.Contains(t, "http"):
+	case containsAny(t, "fetch", "http"):
 		return "fetch"
-	case strings.Contains(t, "run") || strings.Contains(t, "exec") || strings.Contains(t, "command") || strings.Contains(t, "shell"):
+	case containsAny(t, "run", "exec", "command", "shell"):
 		return "execute"
 	}
 	return "other"
+}
+
+// containsAny reports whether s holds any of words (InferKind's test of
+// a title against one kind's words).
+func containsAny(s string, words ...string) bool {
+	for _, w := range words {
+		if strings.Contains(s, w) {
+			return true
+		}
+	}
+	return false
 }
 
 // Decide applies p's permissionPolicy then its permissionMode to an ask

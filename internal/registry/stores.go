@@ -1,6 +1,7 @@
 package registry
 
 import (
+	"maps"
 	"path/filepath"
 	"slices"
 	"sync"
@@ -69,22 +70,14 @@ func (r *Stores) Initialize() []*store.Store {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.initialized = true
-	out := make([]*store.Store, 0, len(r.byDir))
-	for _, st := range r.byDir {
-		out = append(out, st)
-	}
-	return out
+	return values(r.byDir)
 }
 
 // All is every store opened so far, in no order.
 func (r *Stores) All() []*store.Store {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	out := make([]*store.Store, 0, len(r.byDir))
-	for _, st := range r.byDir {
-		out = append(out, st)
-	}
-	return out
+	return values(r.byDir)
 }
 
 // Dirs is every state directory opened so far (cleaned paths), sorted.
@@ -151,9 +144,11 @@ func (r *Recoveries) Note(id string, p *protocol.Proof) {
 func (r *Recoveries) Unfinished() []*protocol.Proof {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	out := make([]*protocol.Proof, 0, len(r.pending))
-	for _, p := range r.pending {
-		out = append(out, p)
-	}
-	return out
+	return values(r.pending)
+}
+
+// values is m's values in a new non-nil slice, in no order (Stores.All,
+// Stores.Initialize, Recoveries.Unfinished).
+func values[K comparable, V any](m map[K]V) []V {
+	return slices.AppendSeq(make([]V, 0, len(m)), maps.Values(m))
 }

@@ -68,9 +68,7 @@ func (s *Server) extNotification(c *call) {
 // ExtRequests reports whether the host declared capabilities.extRequests
 // at initialize.
 func (s *Server) ExtRequests() bool {
-	var ext bool
-	s.update(func(st *connState) { ext = st.hostExt })
-	return ext
+	return readState(s, func(st *connState) bool { return st.hostExt })
 }
 
 // ExtRequest sends `session/extRequest` to the host and waits for its

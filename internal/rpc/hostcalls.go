@@ -61,9 +61,7 @@ func (s *Server) callHost(ctx context.Context, method string, params, result any
 // Elicitation returns the elicitation modes the host declared at
 // initialize (capabilities.elicitation).
 func (s *Server) Elicitation() protocol.ElicitationCaps {
-	var c protocol.ElicitationCaps
-	s.update(func(st *connState) { c = st.hostElicit })
-	return c
+	return readState(s, func(st *connState) protocol.ElicitationCaps { return st.hostElicit })
 }
 
 // RequestElicitation sends session/elicitation to the host and waits for

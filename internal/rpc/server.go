@@ -225,9 +225,7 @@ func (s *Server) NotifyBatch(ns []jsonl.Notification) error {
 // PermissionRequests reports whether the host declared
 // capabilities.permissionRequests at initialize.
 func (s *Server) PermissionRequests() bool {
-	var perms bool
-	s.update(func(st *connState) { perms = st.hostPerms })
-	return perms
+	return readState(s, func(st *connState) bool { return st.hostPerms })
 }
 
 // RequestPermission sends `session/requestPermission` to the host and

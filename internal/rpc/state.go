@@ -49,11 +49,17 @@ func (s *Server) update(f func(st *connState)) {
 	f(&s.st)
 }
 
+// readState returns get's value of the connection state, read under the
+// lock: the one getter of the phase and of what the host declared.
+func readState[T any](s *Server, get func(st *connState) T) T {
+	var v T
+	s.update(func(st *connState) { v = get(st) })
+	return v
+}
+
 // currentPhase returns the lifecycle phase now.
 func (s *Server) currentPhase() phase {
-	var p phase
-	s.update(func(st *connState) { p = st.phase })
-	return p
+	return readState(s, func(st *connState) phase { return st.phase })
 }
 
 // advance moves the phase forward to p; it never moves it back (an

@@ -184,6 +184,7 @@ wait:
 	JEQ	drain
 	// the control socket stirred: 'e', a stray byte, or EOF / an error
 	// (but EINTR): gone
+	// (ack's read again, written out: this program makes no calls, and each read retries to its own label)
 	MOVQ	$SYS_read, AX
 	MOVQ	$3, DI
 	LEAQ	64(SP), SI

@@ -2,28 +2,10 @@
 
 package sandbox
 
-import "errors"
-
 // Probe reports no sandbox outside Linux.
 func Probe() Caps {
 	return Caps{Reason: "Landlock is Linux only", ProcessesReason: "PID namespaces are Linux only"}
 }
-
-// Forks are Start's forks (see the Linux build); unused elsewhere.
-type Forks struct {
-	Init          func() (int, error)
-	Agent         func(landlockFD int) (int, error)
-	EntryLandlock bool
-}
-
-// Started is what Start forked (see the Linux build).
-type Started struct {
-	InitPid  int
-	AgentPid int
-}
-
-// ErrStep is wrapped by Start's errors.
-var ErrStep = errors.New("sandbox: not applied")
 
 // Start forks the agent of an empty plan and refuses any other outside
 // Linux (*UnsupportedError).

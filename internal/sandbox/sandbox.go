@@ -120,6 +120,8 @@ type Rule struct {
 	Ino    uint64 `json:"ino,omitempty"`
 }
 
+// Not shared: Plan's field list only looks like other structs' (protocol.Proof's).
+
 // Plan is what Start applies, in this order: a private mount namespace
 // (NewMountNS), a PID namespace with its init (NewPIDNS) and a fresh
 // /proc, with it a System V IPC namespace and a fresh tmpfs on /dev/shm

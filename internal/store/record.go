@@ -27,6 +27,8 @@ func FormatTime(t time.Time) string { return t.UTC().Format(TimeLayout) }
 // NowStamp is the current time as a record stamps it (FormatTime).
 func NowStamp() string { return FormatTime(time.Now()) }
 
+// Not protocol.Usage (same fields): the on-disk keys are acpx's snake_case, the wire's camelCase.
+
 // TokenUsage is a token count record (cumulative, or per request id). Counts
 // are tokens, never negative (acpx rejects the whole record otherwise). The
 // cache keys use the npm acpx runtime's names (cache_read_input_tokens,
@@ -39,6 +41,8 @@ type TokenUsage struct {
 	CachedWriteTokens *int64 `json:"cache_creation_input_tokens,omitempty"`
 	ThoughtTokens     *int64 `json:"thought_tokens,omitempty"`
 }
+
+// Not protocol.Cost: the record has no basis (the wire's "turn" or "session-cumulative").
 
 // Cost is an amount of money: Amount ≥ 0 and finite, Currency an ISO code
 // such as "USD" (docs/rules.md#r30).

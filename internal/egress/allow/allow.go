@@ -67,6 +67,8 @@ func (e Entry) String() string {
 	return e.Name + ":" + strconv.Itoa(int(e.Port))
 }
 
+// Not shared: alike only in form to other packages' sentinel blocks (statestore's); each its own errors.
+
 // Parse errors, wrapped by Parse's error.
 var (
 	ErrNoPort   = errors.New("an entry needs a port: name:port, *.domain:port, IPv4:port or [IPv6]:port")
