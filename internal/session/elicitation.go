@@ -72,7 +72,7 @@ func (s *Actor) onElicitation(m *acpclient.AgentMsg) {
 		s.answerElicit(m, pe, policy.ElicitCancel, "no active turn", nil)
 		return
 	}
-	if maxN, maxB := s.m.maxPendingAsks(); policy.Overflows(len(t.pending)+len(t.elicits), t.pendingBytes, pe.Size, maxN, maxB) {
+	if maxN, maxB := s.m.maxPendingAsks(); policy.Overflows(t.waitingAsks(), t.pendingBytes, pe.Size, maxN, maxB) {
 		s.answerElicit(m, pe, policy.ElicitCancel, "more than "+strconv.Itoa(maxN)+" asks or "+strconv.Itoa(maxB)+
 			" bytes waiting for the host (--max-pending-asks, --max-pending-ask-bytes)", nil)
 		return

@@ -128,7 +128,7 @@ func (s *Actor) escalate(t *turn, ask *acpclient.PermissionAsk, pa *pendingAsk, 
 		s.answerPermission(ask, pa, nil, optionID, pa.rule+"; nonInteractivePermissions:deny")
 		return
 	}
-	if maxN, maxB := s.m.maxPendingAsks(); policy.Overflows(len(t.pending), t.pendingBytes, pa.size, maxN, maxB) {
+	if maxN, maxB := s.m.maxPendingAsks(); policy.Overflows(t.waitingAsks(), t.pendingBytes, pa.size, maxN, maxB) {
 		s.decideOverflow(t, ask, pa, maxN, maxB)
 		return
 	}

@@ -330,3 +330,8 @@ func (s *Actor) persist(fn func(r *store.Record)) {
 	s.pub.RetryLedger(s.end.tree != nil && s.rec.st != nil && s.state.Is(protocol.StateOpen, protocol.StateTurn),
 		func() error { return s.writeLedger(s.rec.st, s.end.tree) })
 }
+
+// waitingAsks is how many of the turn's asks wait at the host: permission
+// asks and elicitations together, what Caps.MaxPendingAsks bounds
+// (docs/protocol.md §20).
+func (t *turn) waitingAsks() int { return len(t.pending) + len(t.elicits) }
