@@ -87,11 +87,13 @@ func (f *Form) Check(content json.RawMessage) (field, why string) {
 	if why != "" {
 		return "content", why
 	}
-	for k, v := range obj {
-		if !f.props[k] {
+	// In the order the host wrote them, so the member reported is the
+	// same every time (a map's order is not).
+	members, _ := strictjson.ObjectMembers(content)
+	for _, m := range members {
+		if k, v := m.Key, m.Val; !f.props[k] {
 			return "content." + k, protocol.QuoteShort(k) + " is not a property of the requested schema"
-		}
-		if !contentValue(v) {
+		} else if !contentValue(v) {
 			return "content." + k, "not a string, number, boolean or array of strings"
 		}
 	}

@@ -76,3 +76,18 @@ func TestCheckElicitAnswer(t *testing.T) {
 		}
 	}
 }
+
+// TestFormCheck_FirstBadMemberInWireOrder: with several members that are
+// not properties, the one reported is the first the host wrote, every
+// time (not a map's order).
+func TestFormCheck_FirstBadMemberInWireOrder(t *testing.T) {
+	f, why := CompileForm(json.RawMessage(`{"type":"object","properties":{"a":{"type":"string"}}}`))
+	if why != "" {
+		t.Fatal(why)
+	}
+	for i := 0; i < 50; i++ {
+		if field, _ := f.Check(json.RawMessage(`{"x":"1","y":"2","z":"3"}`)); field != "content.x" {
+			t.Fatalf("run %d: field %q, want content.x (the first written)", i, field)
+		}
+	}
+}
