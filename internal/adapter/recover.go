@@ -71,15 +71,12 @@ func ownerAlive(o store.Owned) bool {
 	return o.SidecarStartTime == 0 || start == o.SidecarStartTime
 }
 
-// sweep kills the leftovers of dead sidecars found in st's ledger and
-// reports each as a cleanup/proof with origin "recovered"
-// (docs/operations.md, "The ownership ledger"). It runs in a goroutine owned
-// by the manager's retained group. Caller holds m.mu or is the only user of
-// st.
-func (m *Manager) sweep(st *store.Store) { m.sweepLedger(st, nil) }
-
-// sweepLedger is sweep; first (may be nil) is done once every entry found
-// has had its first recovery attempt.
+// sweepLedger kills the leftovers of dead sidecars found in st's ledger
+// and reports each as a cleanup/proof with origin "recovered"
+// (docs/operations.md, "The ownership ledger"), in a goroutine owned by
+// the manager's retained group; first (may be nil) is done once every
+// entry found has had its first recovery attempt. Caller holds m.mu or is
+// the only user of st.
 func (m *Manager) sweepLedger(st *store.Store, first *sync.WaitGroup) {
 	m.retained.Add(1)
 	if first != nil {

@@ -415,15 +415,6 @@ func removeStem(sessionsDir, stem string) error {
 	return first
 }
 
-// lastSeqOf returns the seq of the last complete entry of segment name in
-// dir, walking its lines backwards from the end without holding one longer
-// than maxLine (≤ 0 means DefaultMaxLineBytes; such a line is skipped
-// unread, so a segment grown by a hole without a newline costs no memory).
-func lastSeqOf(dir, name string, maxLine int) (uint64, bool) {
-	h, ok := lastHeadOf(dir, name, maxLine)
-	return h.Seq, ok
-}
-
 // lastHeadOf is the head of the last complete entry of segment name, found
 // as lastSeqOf finds it.
 func lastHeadOf(dir, name string, maxLine int) (head, bool) {

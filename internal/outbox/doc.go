@@ -28,5 +28,5 @@
 // (internal/cleanup.Publish), a provider-state archive's
 // (internal/provstate) and the actor's status snapshot (internal/session's
 // Actor.publish); this package is the actor's out-queue, the names in
-// it (out, outBuf, flushOut) were already its own.
+// it (out, outBuf, the session's old flushOut) were already its own.
 package outbox

@@ -29,12 +29,6 @@ type procKey struct {
 	start uint64
 }
 
-// parseStat parses the contents of /proc/<pid>/stat (procfs.ParseStat).
-func parseStat(b []byte) (procInfo, bool) {
-	p, ok := procfs.ParseStat(b)
-	return fromProcfs(p), ok
-}
-
 // readStat reads /proc/<pid>/stat; false if the process is gone.
 func readStat(pid int) (procInfo, bool) {
 	p, ok := procfs.ReadStat(pid)

@@ -303,8 +303,9 @@ type Options struct {
 	// image of a provider with cgroup v1 limits with argv [GuardianPath,
 	// launchexec.Arg, …] (the launch entry: cgroup v1 limits, a
 	// sandbox); its main
-	// must call MaybeRunGuardian first thing (cmd/acpx-sidecar does; a test
-	// binary, re-executed by the default, must from its TestMain).
+	// must dispatch the re-exec first thing (cmd/acpx-sidecar calls
+	// launchexec.MaybeRun(reaper.Entries()); a test binary, re-executed by
+	// the default, calls MaybeRunGuardian from its TestMain).
 	// "" = this process's own image through /proc/self/exe (selfExe),
 	// never the file at os.Executable()'s path, which an agent may have
 	// replaced. NewSupervisor fails with ErrUnsupported if it cannot be

@@ -69,7 +69,7 @@ func (s *Actor) finishAdmission(r launch.Result, reply Reply) {
 			lp.Reason = "admission aborted"
 			lp.ProtocolClose = r.LateClose.Close
 			lp.Errors = append(append([]protocol.ProofError{}, r.LateClose.Errors...), r.Proof.Errors...)
-			s.notify(protocol.NotifyCleanupProof, protocol.ProofNotice{Proof: lp})
+			s.pub.Notify(protocol.NotifyCleanupProof, protocol.ProofNotice{Proof: lp})
 		}
 	}
 }

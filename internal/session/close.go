@@ -157,7 +157,7 @@ func (s *Actor) startCleanup(reason string, origin protocol.ProofOrigin, discard
 	if ps != nil {
 		// What the session journaled is in the kernel, and durable, before
 		// the publication reads it (provstate.go).
-		s.flushOut()
+		s.pub.Flush()
 		s.pub.SyncJournal()
 	}
 	go func() {
@@ -172,9 +172,9 @@ func (s *Actor) startCleanup(reason string, origin protocol.ProofOrigin, discard
 			s.releaseTreeSlot()
 			// The tree is gone: its state on disk is final (docs/protocol.md §24).
 			if discarding {
-				cleanupAttach(proof, s.discardState(s.m.StateCtx, ps, st))
+				cleanup.AttachPublication(proof, s.discardState(s.m.StateCtx, ps, st))
 			} else {
-				cleanupAttach(proof, s.publishState(s.m.StateCtx, ps, st, true))
+				cleanup.AttachPublication(proof, s.publishState(s.m.StateCtx, ps, st, true))
 			}
 		}
 		s.post(func() { s.finishCleanup(proof) })
@@ -230,9 +230,9 @@ func (s *Actor) finishCleanup(proof *protocol.Proof) {
 	// The session is over: its network goes (an unproven tree keeps no
 	// egress), its last connections' entries before the proof.
 	s.endNetwork()
-	s.flushOut()
+	s.pub.Flush()
 	if !explicit {
-		s.notify(protocol.NotifyCleanupProof, protocol.ProofNotice{Proof: proof})
+		s.pub.Notify(protocol.NotifyCleanupProof, protocol.ProofNotice{Proof: proof})
 		s.release()
 		return
 	}

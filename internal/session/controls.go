@@ -101,7 +101,7 @@ func (s *Actor) control(kind controls.Kind, name string, raw json.RawMessage, re
 			s.heldAfterControl(key)
 			s.checkHeld()
 			s.persist(nil)
-			s.flushOut() // the updates the agent sent before its answer go first
+			s.pub.Flush() // the updates the agent sent before its answer go first
 			switch kind {
 			case controls.KindModel:
 				reply(map[string]any{"models": s.ctl.models}, nil)

@@ -85,7 +85,7 @@ func (s *Actor) takeNetworkEvents() {
 		}
 		s.pub.Emit(protocol.NotifySessionNetwork, raw)
 	}
-	s.flushOut()
+	s.pub.Flush()
 	if d := s.egr.net.Dropped(); d > s.egr.dropped {
 		s.log.Warn("session/network entries dropped: the session did not take them in time", zap.Uint64("dropped", d-s.egr.dropped))
 		s.egr.dropped = d

@@ -179,7 +179,7 @@ func (s *Actor) auditElicit(pe *policy.Elicit, action, rule string, herr *protoc
 	if herr != nil {
 		n.Error = herr.Wire()
 	}
-	s.notify(protocol.NotifySessionElicitationDecided, n)
+	s.pub.Notify(protocol.NotifySessionElicitationDecided, n)
 }
 
 // cancelElicitations answers the turn's pending elicitations cancel (the
@@ -208,7 +208,7 @@ func (s *Actor) onElicitationComplete(m *acpclient.AgentMsg) {
 	if meta, ok := p["_meta"]; ok && len(meta) > 0 && meta[0] == '{' {
 		n.Meta = jsonl.CleanRaw(meta)
 	}
-	s.notify(protocol.NotifySessionElicitationComplete, n)
+	s.pub.Notify(protocol.NotifySessionElicitationComplete, n)
 }
 
 // elicitationTimeout is the bound on one host elicitation: the open's

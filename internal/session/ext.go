@@ -44,7 +44,7 @@ func (s *Actor) onExt(ev *acpclient.ExtEvent) {
 			s.turns.extBuffered = append(s.turns.extBuffered, n) // sent once the open is answered
 		case s.state.Is(protocol.StateClosed, protocol.StateDead):
 		default:
-			s.notify(protocol.NotifySessionExtNotification, n)
+			s.pub.Notify(protocol.NotifySessionExtNotification, n)
 		}
 		return
 	}
@@ -116,7 +116,7 @@ func (s *Actor) boundedCtx(d time.Duration) (context.Context, context.CancelFunc
 // admission, after the open's answer (the host knows the session then).
 func (s *Actor) flushExtBuffered() {
 	for _, n := range s.turns.extBuffered {
-		s.notify(protocol.NotifySessionExtNotification, n)
+		s.pub.Notify(protocol.NotifySessionExtNotification, n)
 	}
 	s.turns.extBuffered = nil
 }

@@ -21,7 +21,7 @@ import (
 )
 
 // forwardSession is a session actor's forwarding state without a
-// provider: forward + flushOut as onUpdate runs them, to a host that
+// provider: forward + Publisher.Flush as onUpdate runs them, to a host that
 // drops frames.
 func forwardSession(b *testing.B, journaled bool) *Actor {
 	b.Helper()
@@ -74,10 +74,10 @@ func BenchmarkForwardUpdate(b *testing.B) {
 			for i := 0; i < b.N; i++ {
 				s.forward(update, nil)
 				if s.pub.Queued() >= 64 {
-					s.flushOut()
+					s.pub.Flush()
 				}
 			}
-			s.flushOut()
+			s.pub.Flush()
 			b.StopTimer()
 			b.ReportMetric(float64((processCPU()-cpu0).Nanoseconds())/float64(b.N), "cpu-ns/update")
 		})

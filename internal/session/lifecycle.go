@@ -178,7 +178,7 @@ func (s *Actor) stopIdle() {
 func (s *Actor) startRetire(why string) {
 	s.stopIdle()
 	s.moveTo(protocol.StateRetiring)
-	s.flushOut()
+	s.pub.Flush()
 	s.pub.SyncJournal() // everything the turn journaled is durable before the tree goes
 	in := cleanupInput{conn: s.conn, tree: s.end.tree, backendSessionID: s.rec.identity.BackendSessionID, reason: why,
 		origin: protocol.OriginRetire, closeSupported: s.rec.closeSupported}
@@ -190,7 +190,7 @@ func (s *Actor) startRetire(why string) {
 			// Published once the tree is gone, before the session is
 			// parked (docs/protocol.md §24).
 			pub := s.publishState(s.m.StateCtx, ps, st, true)
-			cleanupAttach(proof, pub)
+			cleanup.AttachPublication(proof, pub)
 			if pub != nil && pub.State == protocol.PublicationPublished {
 				s.dropLocalState(st, drop)
 			}
@@ -230,10 +230,10 @@ func (s *Actor) finishRetire(proof *protocol.Proof) {
 	s.life.retires++
 	s.persist(func(r *store.Record) { r.Pid, r.AgentStartedAt = nil, nil })
 	s.moveTo(protocol.StateParked)
-	s.notify(protocol.NotifyCleanupProof, protocol.ProofNotice{Proof: proof})
-	s.notify(protocol.NotifySessionLifecycle, protocol.LifecycleNotice{Session: s.id, SessionKey: s.key,
+	s.pub.Notify(protocol.NotifyCleanupProof, protocol.ProofNotice{Proof: proof})
+	s.pub.Notify(protocol.NotifySessionLifecycle, protocol.LifecycleNotice{Session: s.id, SessionKey: s.key,
 		State: protocol.LifeParked, Proof: proof})
-	s.flushOut()
+	s.pub.Flush()
 	if ca := s.end.closeReq; ca != nil {
 		s.answerWaiting(protocol.Domain(protocol.ErrSessionClosing, "the session is closing", false))
 		s.startCleanup(ca.reason, ca.origin, ca.discard, nil)

@@ -74,10 +74,6 @@ func (s *Actor) answerPermission(ask *acpclient.PermissionAsk, pa *pendingAsk, a
 	s.answerPermissionAs(ask, pa, optionID, rule, decision)
 }
 
-// decisionTimeout is the audit decision of an escalation decided by
-// permissionTimeoutMs (docs/protocol.md §18.3).
-const decisionTimeout = protocol.DecisionTimeout
-
 // answerPermissionAs answers the agent once and audits decision; an
 // optionID "" sends the cancelled outcome (audited DecisionCancelled,
 // except a timeout, malformed or overflow decision, which stays itself).
@@ -93,7 +89,7 @@ func (s *Actor) answerPermissionAs(ask *acpclient.PermissionAsk, pa *pendingAsk,
 	if optionID == "" {
 		ask.Answer(acp.NewRequestPermissionOutcomeCancelled())
 		switch decision {
-		case decisionTimeout, protocol.DecisionMalformed, protocol.DecisionOverflow:
+		case protocol.DecisionTimeout, protocol.DecisionMalformed, protocol.DecisionOverflow:
 		default:
 			decision = protocol.DecisionCancelled
 		}
@@ -107,7 +103,7 @@ func (s *Actor) answerPermissionAs(ask *acpclient.PermissionAsk, pa *pendingAsk,
 		r := s.turns.turn.requestID
 		rid = &r
 	}
-	s.notify(protocol.NotifySessionPermission, protocol.PermissionNotice{Session: s.id, RequestID: rid,
+	s.pub.Notify(protocol.NotifySessionPermission, protocol.PermissionNotice{Session: s.id, RequestID: rid,
 		ToolCallID: pa.toolCallID, Kind: pa.kind, Decision: decision, Rule: rule, OptionID: optionID, OptionKind: optionKind})
 }
 
@@ -135,7 +131,7 @@ func (s *Actor) escalate(t *turn, ask *acpclient.PermissionAsk, pa *pendingAsk, 
 	t.pending[ask] = pa
 	t.pendingBytes += pa.size
 	rid := t.requestID
-	s.notify(protocol.NotifySessionPermission, protocol.PermissionNotice{Session: s.id, RequestID: &rid,
+	s.pub.Notify(protocol.NotifySessionPermission, protocol.PermissionNotice{Session: s.id, RequestID: &rid,
 		ToolCallID: pa.toolCallID, Kind: pa.kind, Decision: protocol.DecisionEscalated, Rule: pa.rule})
 	params := protocol.PermissionRequestParams{Session: s.id, RequestID: &rid, ToolCall: parsed.ToolCall, Options: parsed.Options,
 		Kind: pa.kind, Rule: pa.rule}

@@ -69,6 +69,6 @@ func (s *Actor) withdrawPermission(t *turn, ask *acpclient.PermissionAsk, pa *pe
 	}
 	withdrawHost(cancel)
 	rid := t.requestID
-	s.notify(protocol.NotifySessionPermission, protocol.PermissionNotice{Session: s.id, RequestID: &rid,
+	s.pub.Notify(protocol.NotifySessionPermission, protocol.PermissionNotice{Session: s.id, RequestID: &rid,
 		ToolCallID: pa.toolCallID, Kind: pa.kind, Decision: protocol.DecisionWithdrawn, Rule: "agent $/cancel_request"})
 }

@@ -48,9 +48,9 @@ func (s *Actor) decideTimedOut(t *turn, ask *acpclient.PermissionAsk, pa *pendin
 	optionID, fail := policy.Unanswered(s.plan.Params, pa.options)
 	if fail {
 		t.failErr = policy.PermissionRequiredError(pa.kind, "the host did not answer within "+s.permissionTimeout().String())
-		s.answerPermissionAs(ask, pa, "", rule, decisionTimeout)
+		s.answerPermissionAs(ask, pa, "", rule, protocol.DecisionTimeout)
 		s.cancelTurn(&t.requestID, "permission approval required")
 		return
 	}
-	s.answerPermissionAs(ask, pa, optionID, rule, decisionTimeout)
+	s.answerPermissionAs(ask, pa, optionID, rule, protocol.DecisionTimeout)
 }

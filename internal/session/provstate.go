@@ -5,7 +5,6 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/acpx-sidecar/acpx-sidecar/internal/cleanup"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/launch"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/provstate"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/statestore"
@@ -58,10 +57,6 @@ func (s *Actor) discardState(ctx context.Context, ps *provstate.State, st *store
 // store.
 func (s *Actor) storeStatus() *protocol.StoreStatus { return provstate.Status(s.rec.ps) }
 
-// cleanupAttach records a publication in a proof (internal/cleanup owns
-// the proof's shape).
-func cleanupAttach(p *protocol.Proof, pub *protocol.Publication) { cleanup.AttachPublication(p, pub) }
-
 // endFenced ends a session whose key another sidecar took over in the
 // store, once its tree is proven gone (proof): session/exited reason
 // "fenced", the proof as cleanup/proof, the session closed; it never
@@ -73,7 +68,7 @@ func (s *Actor) endFenced(proof *protocol.Proof, during protocol.During) {
 	s.moveTo(protocol.StateClosed)
 	s.markClosed(false)
 	s.m.Router.ReleaseKey(s)
-	s.notify(protocol.NotifySessionExited, protocol.ExitedNotice{Session: s.id, SessionKey: s.key, Pid: s.end.pid,
+	s.pub.Notify(protocol.NotifySessionExited, protocol.ExitedNotice{Session: s.id, SessionKey: s.key, Pid: s.end.pid,
 		During: during, Reason: protocol.ExitFenced})
 	e := protocol.Domain(protocol.ErrStateFenced, "another sidecar took the session's key over in the state store; the session ended", false)
 	s.answerWaiting(e)
@@ -91,7 +86,7 @@ func (s *Actor) endFenced(proof *protocol.Proof, during protocol.During) {
 // or close's publication, after the tree is gone, is the consistent one).
 func (s *Actor) publishTurn() {
 	ps, st := s.rec.ps, s.rec.st
-	s.flushOut()
+	s.pub.Flush()
 	s.pub.SyncJournal()
 	go func() {
 		pub := s.publishState(s.m.StateCtx, ps, st, false)
@@ -119,7 +114,7 @@ func (s *Actor) turnPublished(pub *protocol.Publication) {
 	if s.end.tree != nil {
 		pid = s.end.tree.Info().Pid
 	}
-	s.notify(protocol.NotifySessionExited, protocol.ExitedNotice{Session: s.id, SessionKey: s.key, Pid: pid,
+	s.pub.Notify(protocol.NotifySessionExited, protocol.ExitedNotice{Session: s.id, SessionKey: s.key, Pid: pid,
 		During: during, Reason: protocol.ExitFenced})
 	s.startCleanup("another sidecar took the key over in the state store", protocol.OriginFenced, false, nil)
 }

@@ -69,7 +69,7 @@ func (s *Actor) answerQueued(q *queuedTurn, res protocol.PromptResult) {
 	s.m.Stats.Queued(-1)
 	res.RequestID = q.p.RequestID
 	s.m.Stats.CountTurn(res.Status)
-	s.flushOut()
+	s.pub.Flush()
 	q.reply(res, nil)
 }
 

@@ -35,8 +35,8 @@ func reviveUnneededError() *protocol.Error {
 func (s *Actor) startRevive() {
 	s.moveTo(protocol.StateReviving)
 	s.life.reviveStarted = time.Now()
-	s.notify(protocol.NotifySessionLifecycle, protocol.LifecycleNotice{Session: s.id, SessionKey: s.key, State: protocol.LifeReviving})
-	s.flushOut()
+	s.pub.Notify(protocol.NotifySessionLifecycle, protocol.LifecycleNotice{Session: s.id, SessionKey: s.key, State: protocol.LifeReviving})
+	s.pub.Flush()
 	ctx, cancel := context.WithCancelCause(context.Background())
 	s.end.abortAdmission = cancel
 	in, e := s.prepareLaunch(&launch.Revive{BackendSessionID: s.rec.identity.BackendSessionID, Pins: s.ctl.pins, State: s.rec.ps})
@@ -72,14 +72,14 @@ func (s *Actor) finishRevive(r launch.Result) {
 	d := time.Since(s.life.reviveStarted)
 	s.life.lastRevive = &d
 	s.moveTo(protocol.StateOpen)
-	s.notify(protocol.NotifySessionLifecycle, protocol.LifecycleNotice{Session: s.id, SessionKey: s.key, State: protocol.LifeLive})
+	s.pub.Notify(protocol.NotifySessionLifecycle, protocol.LifecycleNotice{Session: s.id, SessionKey: s.key, State: protocol.LifeLive})
 	for _, u := range s.turns.buffered {
 		s.forward(u.Update, s.trackUpdate(u.Kind, u.Update))
 	}
 	s.turns.buffered = nil
 	s.armHeld() // seedcontrols.go
 	s.flushExtBuffered()
-	s.flushOut()
+	s.pub.Flush()
 	if ca := s.end.closeReq; ca != nil {
 		s.answerWaiting(protocol.Domain(protocol.ErrSessionClosing, "the session is closing", false))
 		s.startCleanup(ca.reason, ca.origin, ca.discard, nil)
@@ -119,9 +119,9 @@ func (s *Actor) reviveFailed(proof *protocol.Proof, e *protocol.Error) {
 		s.treeGone()
 		if ca == nil {
 			s.moveTo(protocol.StateParked)
-			s.notify(protocol.NotifySessionLifecycle, protocol.LifecycleNotice{Session: s.id, SessionKey: s.key,
+			s.pub.Notify(protocol.NotifySessionLifecycle, protocol.LifecycleNotice{Session: s.id, SessionKey: s.key,
 				State: protocol.LifeParked, Error: &protocol.TurnError{Code: e.Data.Code, Message: e.Message, Retryable: e.Data.Retryable}})
-			s.flushOut()
+			s.pub.Flush()
 			s.answerWaiting(e)
 			return
 		}
@@ -170,9 +170,9 @@ func (s *Actor) reviveFailed(proof *protocol.Proof, e *protocol.Error) {
 // the proof.
 func (s *Actor) endWith(proof *protocol.Proof, ca *closeAttempt, sendProof bool) {
 	if sendProof {
-		s.notify(protocol.NotifyCleanupProof, protocol.ProofNotice{Proof: proof})
+		s.pub.Notify(protocol.NotifyCleanupProof, protocol.ProofNotice{Proof: proof})
 	}
-	s.flushOut()
+	s.pub.Flush()
 	s.release()
 	if ca != nil {
 		for _, w := range ca.waiters {
@@ -184,6 +184,6 @@ func (s *Actor) endWith(proof *protocol.Proof, ca *closeAttempt, sendProof bool)
 // notifyEnded tells the host that a session which had retired ended
 // without a close of its own (session/lifecycle state "ended", with why).
 func (s *Actor) notifyEnded(e *protocol.Error) {
-	s.notify(protocol.NotifySessionLifecycle, protocol.LifecycleNotice{Session: s.id, SessionKey: s.key, State: protocol.LifeEnded,
+	s.pub.Notify(protocol.NotifySessionLifecycle, protocol.LifecycleNotice{Session: s.id, SessionKey: s.key, State: protocol.LifeEnded,
 		Error: &protocol.TurnError{Code: e.Data.Code, Message: e.Message, Retryable: e.Data.Retryable}})
 }

@@ -86,17 +86,11 @@ func (s *Actor) breach(key, want, got string) {
 				s.ctl.held.Failed = true
 			}
 			s.act.snapDirty = true
-			s.notify(protocol.NotifySessionPolicyBreach, protocol.PolicyBreachNotice{Session: s.id, RequestID: rid,
+			s.pub.Notify(protocol.NotifySessionPolicyBreach, protocol.PolicyBreachNotice{Session: s.id, RequestID: rid,
 				Control: key, Held: want, Reported: s.red.Clean(got), Restored: restored})
 			s.checkHeld()
 		})
 	}()
-}
-
-// breachRefusal is the error of a prompt while a breach is being set back
-// (retryable) or could not be (not: close the session); nil otherwise.
-func (s *Actor) breachRefusal() *protocol.Error {
-	return s.ctl.held.Refusal()
 }
 
 // checkHeldControl judges a host's control request against the held

@@ -137,7 +137,7 @@ func (s *Actor) run(ctx context.Context, reply Reply) {
 		// Queued frames go out once the inbox is drained (a burst of
 		// updates shares one journal write) or the batch is full.
 		if s.pub.FlushDue(len(s.act.inbox) == 0) {
-			s.flushOut()
+			s.pub.Flush()
 		}
 		if s.act.snapDirty && len(s.act.inbox) == 0 {
 			s.publish()
@@ -147,7 +147,7 @@ func (s *Actor) run(ctx context.Context, reply Reply) {
 
 // stop releases what the actor still holds when the manager stops it.
 func (s *Actor) stop() {
-	s.flushOut()
+	s.pub.Flush()
 	s.endQueued(protocol.PromptResult{Status: protocol.TurnFailed, Error: &protocol.TurnError{
 		Code: protocol.ErrShuttingDown, Message: "the sidecar shut down before the turn started"}})
 	if s.turns.turn != nil {
@@ -313,7 +313,7 @@ func (s *Actor) providerLost(n protocol.ExitedNotice, what, reason string) {
 	}
 	s.log.Warn("provider lost", zap.String("during", string(during)), zap.String("why", reason))
 	n.Session, n.SessionKey, n.Pid, n.During = s.id, s.key, s.end.tree.Info().Pid, during
-	s.notify(protocol.NotifySessionExited, n)
+	s.pub.Notify(protocol.NotifySessionExited, n)
 	s.endQueued(protocol.PromptResult{Status: protocol.TurnFailed, Error: &protocol.TurnError{
 		Code: protocol.ErrProviderProcessLost, Message: what + " before the turn started"}})
 	if s.turns.turn != nil {

@@ -73,7 +73,7 @@ func (s *Actor) startTurn(ctx context.Context, p protocol.PromptParams, reply Re
 		reply(nil, e)
 		return
 	}
-	if e := s.breachRefusal(); e != nil { // seedcontrols.go
+	if e := s.ctl.held.Refusal(); e != nil { // seedcontrols.go
 		reply(nil, e)
 		return
 	}
@@ -208,7 +208,7 @@ func (s *Actor) finishTurn(res protocol.PromptResult) {
 	if res.Cost == nil && t.cost != nil {
 		res.Cost = t.cost
 	}
-	s.flushOut() // the turn's updates go out before the record write
+	s.pub.Flush() // the turn's updates go out before the record write
 	if res.Usage != nil {
 		s.acct.AddTurn(t.requestID, *res.Usage)
 	}

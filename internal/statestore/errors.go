@@ -42,8 +42,6 @@ var (
 // into ErrFenced or a retry.
 var errPrecondition = errors.New("statestore: precondition failed")
 
-func isUnavailable(err error) bool { return errors.Is(err, ErrUnavailable) }
-
 // unavailable wraps err (a store's failure) as ErrUnavailable.
 func unavailable(op string, err error) error {
 	if err == nil || errors.Is(err, ErrUnavailable) {
