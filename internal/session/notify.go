@@ -14,7 +14,7 @@ import (
 // journal; docs/architecture.md, "Update path"). The publisher also keeps
 // the session's update seq and its files' write health (session/journal).
 
-// newPublisher makes the session's publisher; run on newSession, before
+// newPublisher makes the session's publisher; run by New, before
 // the actor starts. The store is read when the journal is first needed.
 func (s *Actor) newPublisher() *outbox.Publisher {
 	return outbox.New(outbox.Config{Session: s.id, Key: s.key, Journals: s.m.Journals, Host: s.m.Host,

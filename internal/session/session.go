@@ -21,7 +21,7 @@ import (
 	"github.com/acpx-sidecar/acpx-sidecar/protocol"
 )
 
-// session is one session actor. Fields below "actor-owned" are touched only
+// Actor is one session's actor. Fields below "actor-owned" are touched only
 // by the goroutine running run(); everything else reaches it by sending a
 // closure to mb (host requests; mailbox.go) or inbox (provider events and
 // worker results, in provider order). The fields above it are set before the
@@ -163,7 +163,7 @@ func (s *Actor) stop() {
 
 // onUpdate handles one ACP session/update from the provider: u.BackendSessionID is
 // params.sessionId's contents (nil or empty: not given), u.Update the raw
-// params.update object, forwarded verbatim (cleaned: lineStream).
+// params.update object, forwarded verbatim (cleaned by acpclient's line stream).
 func (s *Actor) onUpdate(u acpclient.Update) {
 	if s.rec.identity.BackendSessionID != "" && len(u.BackendSessionID) > 0 && string(u.BackendSessionID) != s.rec.identity.BackendSessionID {
 		s.log.Debug("session/update for another ACP session discarded")
