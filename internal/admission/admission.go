@@ -8,10 +8,15 @@
 // carries it out: CheckLaunch, the sandbox policy (SandboxConfig.Policy)
 // and the launch environment at the open's launch and at every revive.
 //
-// It decides; it makes nothing (no directory, process, record or lock),
-// and it imports nothing of the session actor, the host side, the stores
-// or the reaper's processes (internal/reaper only for its Limits and Mode
-// types).
+// It decides; what it touches is read-only but for two things it says
+// where they happen: verifyCommand opens the command's file to hash it
+// (the caller executes that descriptor), and SandboxConfig.SandboxPaths
+// makes a missing HOME or TMPDIR (0700) the sandbox names. It starts no
+// process and writes no record, ledger or lock, and it imports nothing of
+// the session actor, the host side or the reaper's processes
+// (internal/reaper for its Limits and Mode types and SandboxSupported,
+// internal/store for ValidateKey, internal/controls for the binding's
+// checks).
 package admission
 
 import (
