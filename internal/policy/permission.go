@@ -15,6 +15,7 @@ import (
 	"encoding/json"
 	"errors"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/acpx-sidecar/acpx-sidecar/protocol"
@@ -75,6 +76,27 @@ func Kind(head ToolCallHead) string {
 		}
 	}
 	return kind
+}
+
+// AskKind is the ToolKind a permission ask is judged by (Kind), where
+// announced is the kind the agent reported for the same tool call in its
+// session/update tool_call ("" if none): ACP's toolCall in
+// session/request_permission updates the call the agent announced, so a
+// kind the ask leaves out (or gives outside protocol.ToolKinds) is the
+// announced one (docs/protocol.md §10).
+func AskKind(head ToolCallHead, announced string) string {
+	if !protocol.ToolKinds[head.Kind] && announced != "" {
+		head.Kind = announced
+	}
+	return Kind(head)
+}
+
+// OverflowRule is the audited rule of an ask decided without the host
+// because maxN asks or maxB bytes of asks already wait for it
+// (Overflows; docs/protocol.md §20).
+func OverflowRule(maxN, maxB int) string {
+	return "more than " + strconv.Itoa(maxN) + " asks or " + strconv.Itoa(maxB) +
+		" bytes waiting for the host (--max-pending-asks, --max-pending-ask-bytes)"
 }
 
 // readKinds are the ToolKinds approve-reads approves.

@@ -269,3 +269,27 @@ func TestPermissionRequiredError(t *testing.T) {
 		t.Errorf("%+v", e)
 	}
 }
+
+// TestAskKind: an ask's own ToolKind wins; one it leaves out or gives
+// outside ACP's ToolKinds is the kind the agent announced for the call,
+// and a shell command still makes it "execute".
+func TestAskKind(t *testing.T) {
+	for _, c := range []struct {
+		head      ToolCallHead
+		announced string
+		want      string
+	}{
+		{ToolCallHead{Kind: "edit", Title: "Read a"}, "read", "edit"},
+		{ToolCallHead{Title: "Read a"}, "delete", "delete"},
+		{ToolCallHead{Kind: "bogus", Title: "Read a"}, "fetch", "fetch"},
+		{ToolCallHead{Title: "Read a"}, "", "read"},
+		{ToolCallHead{RawInput: map[string]json.RawMessage{"command": json.RawMessage(`"rm -rf /"`)}}, "search", "execute"},
+	} {
+		if got := AskKind(c.head, c.announced); got != c.want {
+			t.Errorf("AskKind(%+v, %q) = %q, want %q", c.head, c.announced, got, c.want)
+		}
+	}
+	if got := OverflowRule(2, 4096); got != "more than 2 asks or 4096 bytes waiting for the host (--max-pending-asks, --max-pending-ask-bytes)" {
+		t.Errorf("OverflowRule = %q", got)
+	}
+}

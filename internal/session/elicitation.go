@@ -3,7 +3,6 @@ package session
 import (
 	"context"
 	"errors"
-	"strconv"
 	"time"
 
 	acp "github.com/coder/acp-go-sdk"
@@ -73,8 +72,7 @@ func (s *Actor) onElicitation(m *acpclient.AgentMsg) {
 		return
 	}
 	if maxN, maxB := s.m.maxPendingAsks(); policy.Overflows(t.waitingAsks(), t.pendingBytes, pe.Size, maxN, maxB) {
-		s.answerElicit(m, pe, policy.ElicitCancel, "more than "+strconv.Itoa(maxN)+" asks or "+strconv.Itoa(maxB)+
-			" bytes waiting for the host (--max-pending-asks, --max-pending-ask-bytes)", nil)
+		s.answerElicit(m, pe, policy.ElicitCancel, policy.OverflowRule(maxN, maxB), nil)
 		return
 	}
 	s.escalateElicit(t, eh, m, pe)

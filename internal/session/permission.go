@@ -35,14 +35,7 @@ func (s *Actor) onPermission(ask *acpclient.PermissionAsk) {
 		return
 	}
 	head, opts := parsed.Head, parsed.Opts
-	if !protocol.ToolKinds[head.Kind] {
-		// ACP's toolCall here updates the call the agent announced: a
-		// kind it left out is the one it reported there.
-		if k := s.turns.toolKinds[head.ToolCallID]; k != "" {
-			head.Kind = k
-		}
-	}
-	kind := policy.Kind(head)
+	kind := policy.AskKind(head, s.turns.toolKinds[head.ToolCallID])
 	pa := &pendingAsk{toolCallID: head.ToolCallID, kind: kind, options: opts, size: len(ask.Params)}
 	t := s.turns.turn
 	if t == nil || t.cancelled || !s.state.Is(protocol.StateTurn) {

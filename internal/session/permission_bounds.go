@@ -2,7 +2,6 @@ package session
 
 import (
 	"context"
-	"strconv"
 	"time"
 
 	"github.com/acpx-sidecar/acpx-sidecar/internal/acpclient"
@@ -40,8 +39,7 @@ func (m *Shared) stateRead() time.Duration {
 // fails the turn with PERMISSION_APPROVAL_REQUIRED. An agent flooding
 // asks while the host is slow thus holds at most the bound in memory.
 func (s *Actor) decideOverflow(t *turn, ask *acpclient.PermissionAsk, pa *pendingAsk, maxN, maxB int) {
-	rule := pa.rule + "; more than " + strconv.Itoa(maxN) + " asks or " + strconv.Itoa(maxB) +
-		" bytes waiting for the host (--max-pending-asks, --max-pending-ask-bytes); nonInteractivePermissions:" +
+	rule := pa.rule + "; " + policy.OverflowRule(maxN, maxB) + "; nonInteractivePermissions:" +
 		s.plan.Params.NonInteractivePermissions
 	optionID, fail := policy.Unanswered(s.plan.Params, pa.options)
 	if fail {
