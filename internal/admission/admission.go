@@ -119,7 +119,7 @@ func CheckKey(key string) *protocol.Error {
 // no option for —, CheckHostMode, CheckWorkspace, CheckRetire;
 // docs/agents.md); PLATFORM_UNSUPPORTED when goos is not linux or
 // st.Mode is "" (docs/rules.md#r2); limits the containment cannot
-// enforce (CheckLimits); INVALID_PARAMS stateDir (none and no default)
+// enforce (checkLimits); INVALID_PARAMS stateDir (none and no default)
 // and sessionKey (CheckKey).
 func (st Settings) Derive(p protocol.OpenParams, goos string) (Plan, *protocol.Error) {
 	prof, ok := profiles.Lookup(p.Agent)
@@ -141,7 +141,7 @@ func (st Settings) Derive(p protocol.OpenParams, goos string) (Plan, *protocol.E
 		return Plan{}, protocol.Domain(protocol.ErrPlatformUnsupported, "this platform cannot contain a provider tree", false)
 	}
 	limits := st.Limits(p)
-	if e := st.CheckLimits(limits); e != nil {
+	if e := st.checkLimits(limits); e != nil {
 		return Plan{}, e
 	}
 	dir, e := StateDir(p.StateDir, st.StateDir)

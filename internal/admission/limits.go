@@ -27,7 +27,7 @@ func (st Settings) Limits(p protocol.OpenParams) reaper.Limits {
 		CPUPercent: pick(o.CPUPercent, d.CPUPercent)}
 }
 
-// CheckLimits refuses, before anything is written or launched, limits
+// checkLimits refuses, before anything is written or launched, limits
 // the containment in force cannot enforce: PLATFORM_UNSUPPORTED
 // (docs/protocol.md §18.2). In cgroup mode a limit is enforceable where
 // the cgroup2 hierarchy offers its controller or, on a hybrid host, a
@@ -35,7 +35,7 @@ func (st Settings) Limits(p protocol.OpenParams) reaper.Limits {
 // internal/reaper/cgroup). A limit the check passes may still fail at
 // the launch (the provider cgroup's controllers are enabled then); that
 // too launches nothing and is PLATFORM_UNSUPPORTED.
-func (st Settings) CheckLimits(l reaper.Limits) *protocol.Error {
+func (st Settings) checkLimits(l reaper.Limits) *protocol.Error {
 	if !l.Any() {
 		return nil
 	}

@@ -26,9 +26,9 @@ type SandboxConfig struct {
 	Protected []string
 }
 
-// DefaultFS is the filesystem mode an open gets when it names none
+// defaultFS is the filesystem mode an open gets when it names none
 // (sandbox.Workspace, Strict or Off).
-func (c SandboxConfig) DefaultFS() string {
+func (c SandboxConfig) defaultFS() string {
 	if c.Default == "" {
 		return sandbox.Off
 	}
@@ -80,7 +80,7 @@ func (c SandboxConfig) Policy(p protocol.OpenParams) (pol sandbox.Policy, defaul
 
 // basePolicy is Policy before the machine's capabilities are looked at.
 func (c SandboxConfig) basePolicy(p protocol.OpenParams) sandbox.Policy {
-	pol := sandbox.Policy{Filesystem: c.DefaultFS(), Network: sandbox.NetAll}
+	pol := sandbox.Policy{Filesystem: c.defaultFS(), Network: sandbox.NetAll}
 	if sb := p.Sandbox; sb != nil {
 		if sb.Filesystem != "" {
 			pol.Filesystem = sb.Filesystem
@@ -126,13 +126,13 @@ func HostHome(p protocol.OpenParams) bool {
 	return slices.Contains(p.InheritEnv, "HOME")
 }
 
-// HostTmpDir reports whether the open names its TMPDIR itself: in env,
+// hostTmpDir reports whether the open names its TMPDIR itself: in env,
 // or in inheritEnv. A TMPDIR that only --inherit-env passes is the
 // sidecar's own, which every session would share — and beneath which the
 // sidecar makes other sessions' private TMPDIRs — so under a filesystem
 // sandbox it is replaced by a private one like no TMPDIR at all
 // (docs/protocol.md §19, "HOME and TMPDIR"; found by a fresh-user trial).
-func HostTmpDir(p protocol.OpenParams) bool {
+func hostTmpDir(p protocol.OpenParams) bool {
 	if _, ok := p.Env["TMPDIR"]; ok {
 		return true
 	}
@@ -179,7 +179,7 @@ func (c SandboxConfig) SandboxPaths(p protocol.OpenParams, pol sandbox.Policy, e
 		}
 		paths.Home = real(home)
 	}
-	if tmp := EnvValue(env, "TMPDIR"); filepath.IsAbs(tmp) && (pol.Filesystem == sandbox.Off || HostTmpDir(p)) {
+	if tmp := EnvValue(env, "TMPDIR"); filepath.IsAbs(tmp) && (pol.Filesystem == sandbox.Off || hostTmpDir(p)) {
 		if pol.Filesystem != sandbox.Off {
 			_ = os.MkdirAll(tmp, 0o700)
 		}

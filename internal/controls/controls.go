@@ -42,14 +42,6 @@ type Caller interface {
 	Call(ctx context.Context, method string, params, result any) error
 }
 
-// CallerFunc adapts a function to a Caller.
-type CallerFunc func(ctx context.Context, method string, params, result any) error
-
-// Call calls f.
-func (f CallerFunc) Call(ctx context.Context, method string, params, result any) error {
-	return f(ctx, method, params, result)
-}
-
 // ConfigOption is the part of an ACP SessionConfigOption the sidecar reads.
 type ConfigOption struct {
 	// ID is ACP id, the option's id (what setConfigOption names).
@@ -88,12 +80,12 @@ func (c *Setter) clean(text string) string {
 }
 
 func (c *Setter) findOption(pred func(ConfigOption) bool) *ConfigOption {
-	return FindOption(c.ConfigOpts, pred)
+	return findOption(c.ConfigOpts, pred)
 }
 
-// FindOption returns the first of opts that pred accepts, decoded; nil if
+// findOption returns the first of opts that pred accepts, decoded; nil if
 // none does.
-func FindOption(opts []json.RawMessage, pred func(ConfigOption) bool) *ConfigOption {
+func findOption(opts []json.RawMessage, pred func(ConfigOption) bool) *ConfigOption {
 	for _, raw := range opts {
 		var o ConfigOption
 		if json.Unmarshal(raw, &o) == nil && pred(o) {
@@ -162,7 +154,7 @@ func (c *Setter) Set(ctx context.Context, kind Kind, name string, raw json.RawMe
 				m.CurrentModelID = v
 				c.Models = &m
 			}
-		case IsModeOption(*opt):
+		case isModeOption(*opt):
 			if c.Modes != nil {
 				m := *c.Modes
 				m.CurrentModeID = v
@@ -173,14 +165,14 @@ func (c *Setter) Set(ctx context.Context, kind Kind, name string, raw json.RawMe
 	}
 }
 
-// IsModeOption reports whether o is the agent's mode: id or category
+// isModeOption reports whether o is the agent's mode: id or category
 // "mode".
-func IsModeOption(o ConfigOption) bool { return o.ID == "mode" || o.Category == "mode" }
+func isModeOption(o ConfigOption) bool { return o.ID == "mode" || o.Category == "mode" }
 
 // IsOption reports whether config option id (of opts) is the one of
 // category cat.
 func IsOption(opts []json.RawMessage, id, cat string) bool {
-	o := FindOption(opts, func(o ConfigOption) bool { return o.ID == id })
+	o := findOption(opts, func(o ConfigOption) bool { return o.ID == id })
 	return o != nil && (o.ID == cat || o.Category == cat)
 }
 
@@ -191,7 +183,7 @@ func IsOption(opts []json.RawMessage, id, cat string) bool {
 // offered, refused or not applied), ACPX_SESSION_ENSURE_FAILED.
 func (c *Setter) setMode(ctx context.Context, name string) (string, *protocol.Error) {
 	unavailable := protocol.Domain(protocol.ErrModeUnavailable, "the agent does not offer mode "+c.clean(protocol.QuoteShort(name)), false)
-	opt := c.findOption(IsModeOption)
+	opt := c.findOption(isModeOption)
 	if c.Modes == nil && opt == nil {
 		return "", protocol.Domain(protocol.ErrUnsupportedControl, "the agent reports no modes", false)
 	}

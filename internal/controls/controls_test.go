@@ -57,3 +57,11 @@ func TestHeld_DriftFirstMovedKeyNotSettling(t *testing.T) {
 		t.Errorf("refusal during a breach: %v", e)
 	}
 }
+
+// CallerFunc adapts a function to a Caller (the tests' fake connection).
+type CallerFunc func(ctx context.Context, method string, params, result any) error
+
+// Call calls f.
+func (f CallerFunc) Call(ctx context.Context, method string, params, result any) error {
+	return f(ctx, method, params, result)
+}

@@ -9,15 +9,15 @@ import (
 	"github.com/acpx-sidecar/acpx-sidecar/protocol"
 )
 
-// HeldMode is the held-control key of the session's mode (ACP modes or
+// heldMode is the held-control key of the session's mode (ACP modes or
 // the config option of category "mode"); every other key is a config
 // option id.
-const HeldMode = "mode"
+const heldMode = "mode"
 
 // Held is the session's held controls (docs/protocol.md §24;
 // docs/agents.md, "Drift") and the breach in progress. Actor-owned data.
 type Held struct {
-	Values map[string]string // control (config option id or HeldMode) → value
+	Values map[string]string // control (config option id or heldMode) → value
 	// Settling counts the control requests in flight per control: an
 	// update the agent sends while it applies one is not a breach.
 	Settling map[string]int
@@ -57,10 +57,10 @@ type Admitted struct {
 func HeldKey(opts []json.RawMessage, kind Kind, name string) string {
 	switch kind {
 	case KindMode:
-		return HeldMode
+		return heldMode
 	case KindOption:
 		if IsOption(opts, name, "mode") {
-			return HeldMode
+			return heldMode
 		}
 		return name
 	}
@@ -68,12 +68,12 @@ func HeldKey(opts []json.RawMessage, kind Kind, name string) string {
 }
 
 // Current is what the agent last reported for held control key: from its
-// config options opts, or for HeldMode from modes when no option is the
+// config options opts, or for heldMode from modes when no option is the
 // mode. A value that is not a JSON string is its JSON text; ok is false
 // when the agent reports nothing for key.
 func Current(opts []json.RawMessage, modes *protocol.Modes, key string) (string, bool) {
-	if key == HeldMode {
-		if o := FindOption(opts, IsModeOption); o != nil {
+	if key == heldMode {
+		if o := findOption(opts, isModeOption); o != nil {
 			var v string
 			if json.Unmarshal(o.CurrentValue, &v) == nil {
 				return v, true
@@ -84,7 +84,7 @@ func Current(opts []json.RawMessage, modes *protocol.Modes, key string) (string,
 		}
 		return "", false
 	}
-	o := FindOption(opts, func(o ConfigOption) bool { return o.ID == key })
+	o := findOption(opts, func(o ConfigOption) bool { return o.ID == key })
 	if o == nil {
 		return "", false
 	}
@@ -145,7 +145,7 @@ func (h *Held) AfterControl(key string, current func(key string) (string, bool),
 		return
 	}
 	got, ok := current(key)
-	if !ok || (key == HeldMode && !b.Asks(got)) {
+	if !ok || (key == heldMode && !b.Asks(got)) {
 		delete(h.Values, key)
 		return
 	}
@@ -157,7 +157,7 @@ func (h *Held) AfterControl(key string, current func(key string) (string, bool),
 // Errors: those of the mode change, or POLICY_BREACH "not restored".
 func (c *Setter) Restore(ctx context.Context, key, want string) *protocol.Error {
 	var e *protocol.Error
-	if key == HeldMode {
+	if key == heldMode {
 		_, e = c.setMode(ctx, want)
 	} else {
 		e = c.setVerified(ctx, key, want, protocol.Domain(protocol.ErrPolicyBreach, "not restored", false))

@@ -27,9 +27,9 @@ func (c *Setter) setModel(ctx context.Context, name string) *protocol.Error {
 	if c.Models != nil && !slices.Contains(c.Models.AvailableModelIDs, name) {
 		return unavailable
 	}
-	_, modelValues, hasOption := SelectValues(c.ConfigOpts, "model")
+	_, modelValues, hasOption := selectValues(c.ConfigOpts, "model")
 	base, effort, split := splitEffort(name)
-	_, efforts, hasEffort := SelectValues(c.ConfigOpts, "thought_level")
+	_, efforts, hasEffort := selectValues(c.ConfigOpts, "thought_level")
 	switch {
 	case hasOption && slices.Contains(modelValues, name):
 		if e := c.setVerified(ctx, "model", name, unavailable); e != nil {
@@ -98,7 +98,7 @@ func ListedModelID(opts []json.RawMessage, value string, listed []string) string
 	if slices.Contains(listed, value) {
 		return value
 	}
-	if effort, _, ok := SelectValues(opts, "thought_level"); ok && effort != "" {
+	if effort, _, ok := selectValues(opts, "thought_level"); ok && effort != "" {
 		if id := value + "[" + effort + "]"; slices.Contains(listed, id) {
 			return id
 		}
@@ -139,10 +139,10 @@ type selectOption struct {
 	} `json:"options"`
 }
 
-// SelectValues finds the select option (of ACP SessionConfigOptions opts)
+// selectValues finds the select option (of ACP SessionConfigOptions opts)
 // whose id or category is name and returns its current value and every
 // value it offers (flat or grouped); ok is false when there is none.
-func SelectValues(opts []json.RawMessage, name string) (current string, values []string, ok bool) {
+func selectValues(opts []json.RawMessage, name string) (current string, values []string, ok bool) {
 	for _, raw := range opts {
 		var o selectOption
 		if json.Unmarshal(raw, &o) != nil || (o.Category != name && o.ID != name) {
@@ -165,7 +165,7 @@ func SelectValues(opts []json.RawMessage, name string) (current string, values [
 // ModelsFromConfig is the model state the config option of category
 // "model" reports (an agent without ACP `models`); nil without one.
 func ModelsFromConfig(opts []json.RawMessage) *protocol.Models {
-	cur, vals, ok := SelectValues(opts, "model")
+	cur, vals, ok := selectValues(opts, "model")
 	if !ok {
 		return nil
 	}
@@ -175,7 +175,7 @@ func ModelsFromConfig(opts []json.RawMessage) *protocol.Models {
 // ModesFromConfig is the mode state the config option of category "mode"
 // reports (an agent without ACP `modes`); nil without one.
 func ModesFromConfig(opts []json.RawMessage) *protocol.Modes {
-	cur, vals, ok := SelectValues(opts, "mode")
+	cur, vals, ok := selectValues(opts, "mode")
 	if !ok {
 		return nil
 	}

@@ -13,12 +13,12 @@ type Pins struct {
 	Model, Mode string
 	// Options are the other config options the host set, in the order
 	// it set them (one entry per id); nil when none.
-	Options []PinnedOption
+	Options []pinnedOption
 }
 
-// PinnedOption is one config option value the host set: the option's id
+// pinnedOption is one config option value the host set: the option's id
 // and its JSON value (a string or a boolean).
-type PinnedOption struct {
+type pinnedOption struct {
 	// ID is the config option's ACP id.
 	ID string
 	// Value is the value set, as JSON (a string or a boolean).
@@ -29,12 +29,12 @@ type PinnedOption struct {
 // value of id, which moves to the end: the order the host set them).
 // value is copied; p's own Options are not changed.
 func (p Pins) WithOption(id string, value json.RawMessage) Pins {
-	out := make([]PinnedOption, 0, len(p.Options)+1)
+	out := make([]pinnedOption, 0, len(p.Options)+1)
 	for _, o := range p.Options {
 		if o.ID != id {
 			out = append(out, o)
 		}
 	}
-	p.Options = append(out, PinnedOption{ID: id, Value: append(json.RawMessage(nil), value...)})
+	p.Options = append(out, pinnedOption{ID: id, Value: append(json.RawMessage(nil), value...)})
 	return p
 }

@@ -97,12 +97,12 @@ func optionValues(o *selectOption) []string {
 // and verified when the policy needs asking; the open's effort and
 // thinking set and verified (a value the agent does not offer:
 // CONTROL_UNAVAILABLE). It returns the controls to hold: config option id
-// (or HeldMode) → value. skip names options the host set since the open
+// (or heldMode) → value. skip names options the host set since the open
 // (a revive re-applies those instead).
 func (c *Setter) ApplySeedControls(ctx context.Context, prof profiles.Profile, p protocol.OpenParams, binding protocol.PermissionBinding, skip map[string]bool) (map[string]string, *protocol.Error) {
 	held := map[string]string{}
 	if NeedsAsking(p) && binding.Bound && len(prof.Binding.AskModes) > 0 && binding.Mode != "" {
-		held[HeldMode] = binding.Mode
+		held[heldMode] = binding.Mode
 	}
 	if NeedsAsking(p) {
 		ids := make([]string, 0, len(prof.Binding.AskOptions))

@@ -46,12 +46,12 @@ func e2bigField(args, env []string) string {
 	return "env"
 }
 
-// StoreRetryable is STORE_UNAVAILABLE's retryable for store.Open's err:
+// storeRetryable is STORE_UNAVAILABLE's retryable for store.Open's err:
 // false when the state directory's shape is wrong (a file where a
 // directory belongs, a symlinked sessions or owned directory, a path
 // component that is a file), which no retry clears; true otherwise (found
 // by a fresh-user trial).
-func StoreRetryable(err error) bool {
+func storeRetryable(err error) bool {
 	return !errors.Is(err, store.ErrNotDirectory) && !errors.Is(err, store.ErrUnsafeFile) && !errors.Is(err, syscall.ENOTDIR)
 }
 
@@ -121,7 +121,7 @@ func ErrText(err error) string {
 // (what, e.g. "the session journal cannot be read") that failed with
 // err: the message names the step, the operation and the path (ErrText;
 // never an environment value), retryable unless the directory's shape is
-// wrong (StoreRetryable).
+// wrong (storeRetryable).
 func StoreUnavailable(what string, err error) *protocol.Error {
-	return protocol.Domain(protocol.ErrStoreUnavailable, what+": "+ErrText(err), StoreRetryable(err))
+	return protocol.Domain(protocol.ErrStoreUnavailable, what+": "+ErrText(err), storeRetryable(err))
 }

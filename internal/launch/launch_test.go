@@ -31,10 +31,10 @@ func TestE2bigField_BlamesTheLargerPart(t *testing.T) {
 }
 
 func TestStoreRetryable_ShapeErrorsAreNot(t *testing.T) {
-	if StoreRetryable(store.ErrNotDirectory) || StoreRetryable(syscall.ENOTDIR) {
+	if storeRetryable(store.ErrNotDirectory) || storeRetryable(syscall.ENOTDIR) {
 		t.Fatal("a wrong shape is not retryable")
 	}
-	if !StoreRetryable(syscall.EIO) {
+	if !storeRetryable(syscall.EIO) {
 		t.Fatal("an I/O error is retryable")
 	}
 	pe := &os.PathError{Op: "open", Path: "/x", Err: syscall.EACCES}

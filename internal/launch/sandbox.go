@@ -118,7 +118,7 @@ func SetupSandbox(site SandboxSite, p protocol.OpenParams, env []string) (Sandbo
 		home, err := site.Store.Home(site.Key)
 		if err != nil {
 			return setup, env, admission.OrExhausted("the key's private HOME could not be made", err,
-				protocol.Domain(protocol.ErrStoreUnavailable, "the key's private HOME could not be made: "+ErrText(err), StoreRetryable(err)))
+				protocol.Domain(protocol.ErrStoreUnavailable, "the key's private HOME could not be made: "+ErrText(err), storeRetryable(err)))
 		}
 		env = slices.DeleteFunc(slices.Clone(env), func(kv string) bool { return strings.HasPrefix(kv, "HOME=") })
 		env = append(env, "HOME="+home)

@@ -37,7 +37,7 @@ var elicitKeys = []string{"sessionId", "requestId", "toolCallId", "mode", "messa
 
 // ParseElicitation decodes ACP elicitation/create params strictly
 // (docs/protocol.md §22): a string message, mode "form" with an object
-// requestedSchema (compiled, CompileForm) or "url" with string url and
+// requestedSchema (compiled, compileForm) or "url" with string url and
 // elicitationId; a sessionId, when present, must be backendSessionID (the
 // agent's id of the session; "" while it is not known yet, when any is
 // taken). why is "" for a well-formed request, else what makes it
@@ -68,7 +68,7 @@ func ParseElicitation(params json.RawMessage, backendSessionID string) (pe *Elic
 		if !ok || len(rs) == 0 || rs[0] != '{' {
 			return pe, "requestedSchema is not an object"
 		}
-		f, why := CompileForm(rs)
+		f, why := compileForm(rs)
 		if why != "" {
 			return pe, "requestedSchema: " + why
 		}

@@ -56,7 +56,7 @@ func TestParseElicitation(t *testing.T) {
 // an ElicitationContentValue, the required ones present, all valid;
 // field names the first bad member.
 func TestForm_Check(t *testing.T) {
-	f, why := CompileForm(json.RawMessage(`{"type":"object","properties":{"n":{"type":"integer","minimum":1},"s":{"type":"string"},"l":{"type":"array","items":{"type":"string"}}},"required":["n"]}`))
+	f, why := compileForm(json.RawMessage(`{"type":"object","properties":{"n":{"type":"integer","minimum":1},"s":{"type":"string"},"l":{"type":"array","items":{"type":"string"}}},"required":["n"]}`))
 	if f == nil {
 		t.Fatal(why)
 	}

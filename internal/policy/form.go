@@ -33,11 +33,11 @@ func (noLoader) Load(string) (any, error) {
 	return nil, errors.New("external schema references are not followed")
 }
 
-// CompileForm compiles an ACP ElicitationSchema; why is "" on success,
+// compileForm compiles an ACP ElicitationSchema; why is "" on success,
 // else what makes it unusable (not an object schema, properties not an
 // object, required not a list of names, not a JSON Schema). A $ref to
 // anything outside raw is refused.
-func CompileForm(raw json.RawMessage) (*Form, string) {
+func compileForm(raw json.RawMessage) (*Form, string) {
 	obj, why := strictjson.DecodeObject(raw, "type", "properties", "required")
 	if why != "" {
 		return nil, why

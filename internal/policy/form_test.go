@@ -26,8 +26,8 @@ func TestCompileForm_RefusesWhatItCannotCheck(t *testing.T) {
 		`{"type":"object","properties":{"a":{"type":"string"}},"properties":{}}`,
 		`{"type":"object","properties":{"a":{"type":"nonsense"}}}`,
 	} {
-		if f, why := CompileForm(json.RawMessage(raw)); f != nil || why == "" {
-			t.Errorf("CompileForm(%s) accepted", raw)
+		if f, why := compileForm(json.RawMessage(raw)); f != nil || why == "" {
+			t.Errorf("compileForm(%s) accepted", raw)
 		}
 	}
 }
@@ -36,7 +36,7 @@ func TestCompileForm_RefusesWhatItCannotCheck(t *testing.T) {
 // each refusal names the first bad member (data.field); a match passes
 // the content on.
 func TestCheckElicitAnswer(t *testing.T) {
-	f, why := CompileForm(json.RawMessage(`{"type":"object","properties":{
+	f, why := compileForm(json.RawMessage(`{"type":"object","properties":{
 		"strategy":{"type":"string","enum":["a","b"]},
 		"count":{"type":"integer","minimum":1,"maximum":9},
 		"tags":{"type":"array","items":{"type":"string","enum":["x","y"]},"maxItems":2},
@@ -81,7 +81,7 @@ func TestCheckElicitAnswer(t *testing.T) {
 // not properties, the one reported is the first the host wrote, every
 // time (not a map's order).
 func TestFormCheck_FirstBadMemberInWireOrder(t *testing.T) {
-	f, why := CompileForm(json.RawMessage(`{"type":"object","properties":{"a":{"type":"string"}}}`))
+	f, why := compileForm(json.RawMessage(`{"type":"object","properties":{"a":{"type":"string"}}}`))
 	if why != "" {
 		t.Fatal(why)
 	}

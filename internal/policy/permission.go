@@ -66,7 +66,7 @@ type ToolCallHead struct {
 func Kind(head ToolCallHead) string {
 	kind := head.Kind
 	if !protocol.ToolKinds[kind] {
-		kind = InferKind(head.Title)
+		kind = inferKind(head.Title)
 	}
 	if readKinds[kind] || kind == "other" {
 		for _, k := range []string{"command", "cmd"} {
@@ -102,11 +102,11 @@ func OverflowRule(maxN, maxB int) string {
 // readKinds are the ToolKinds approve-reads approves.
 var readKinds = map[string]bool{"read": true, "search": true, "think": true}
 
-// InferKind guesses a ToolKind from a tool call title when the agent sent
+// inferKind guesses a ToolKind from a tool call title when the agent sent
 // none (docs/protocol.md §10: "inferred from the title when missing"):
 // the first of read, delete, move, edit, search, fetch, execute whose
 // words the lower-cased title holds, else "other".
-func InferKind(title string) string {
+func inferKind(title string) string {
 	t := strings.ToLower(title)
 	switch {
 	case containsAny(t, "read", "view", "cat "):
@@ -127,7 +127,7 @@ func InferKind(title string) string {
 	return "other"
 }
 
-// containsAny reports whether s holds any of words (InferKind's test of
+// containsAny reports whether s holds any of words (inferKind's test of
 // a title against one kind's words).
 func containsAny(s string, words ...string) bool {
 	for _, w := range words {

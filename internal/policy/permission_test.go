@@ -65,8 +65,8 @@ func TestInferKind(t *testing.T) {
 		{"Think", "other"},
 		{"firm", "other"},
 	} {
-		if got := InferKind(c.title); got != c.want {
-			t.Errorf("InferKind(%q) = %q, want %q", c.title, got, c.want)
+		if got := inferKind(c.title); got != c.want {
+			t.Errorf("inferKind(%q) = %q, want %q", c.title, got, c.want)
 		}
 	}
 }

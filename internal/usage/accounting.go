@@ -81,13 +81,13 @@ func TurnCost(c ReportedCost, base float64) *protocol.Cost {
 // the record lacks is left as it was.
 func (a *Accounting) Restore(r *store.Record) {
 	if u := r.CumulativeTokenUsage; u != nil {
-		a.usage = FromTokenUsage(*u)
+		a.usage = fromTokenUsage(*u)
 	}
 	if a.perRequest == nil && len(r.RequestTokenUsage) > 0 {
 		a.perRequest = map[string]protocol.Usage{}
 	}
 	for id, u := range r.RequestTokenUsage {
-		a.perRequest[id] = FromTokenUsage(u)
+		a.perRequest[id] = fromTokenUsage(u)
 	}
 	if c := r.CumulativeCost; c != nil {
 		a.cost = &protocol.Cost{Amount: c.Amount, Currency: c.Currency, Basis: protocol.CostSessionCumulative}
@@ -101,13 +101,13 @@ func (a *Accounting) Restore(r *store.Record) {
 // them back): the cumulative usage always, per-request usage merged into
 // the record's, cost and context usage when known.
 func (a *Accounting) ToRecord(r *store.Record) {
-	cu := ToTokenUsage(a.usage)
+	cu := toTokenUsage(a.usage)
 	r.CumulativeTokenUsage = &cu
 	if r.RequestTokenUsage == nil {
 		r.RequestTokenUsage = map[string]store.TokenUsage{}
 	}
 	for id, u := range a.perRequest {
-		r.RequestTokenUsage[id] = ToTokenUsage(u)
+		r.RequestTokenUsage[id] = toTokenUsage(u)
 	}
 	if a.cost != nil {
 		r.CumulativeCost = &store.Cost{Amount: a.cost.Amount, Currency: a.cost.Currency}
@@ -133,11 +133,11 @@ func (a *Accounting) Status() protocol.UsageStatus {
 // context usage where the record has them.
 func MergeRecord(res *protocol.StatusResult, rec *store.Record) {
 	if u := rec.CumulativeTokenUsage; u != nil {
-		res.Usage.Cumulative = FromTokenUsage(*u)
+		res.Usage.Cumulative = fromTokenUsage(*u)
 	}
 	per := map[string]protocol.Usage{}
 	for id, u := range rec.RequestTokenUsage {
-		per[id] = FromTokenUsage(u)
+		per[id] = fromTokenUsage(u)
 	}
 	res.Usage.PerRequest = per
 	if c := rec.CumulativeCost; c != nil {
@@ -160,15 +160,15 @@ func RecordRequestCost(r *store.Record, requestID string, c *protocol.Cost) {
 	r.Acpx.RequestCost[requestID] = store.Cost{Amount: c.Amount, Currency: c.Currency}
 }
 
-// FromTokenUsage converts the record's snake_case usage to the protocol's
+// fromTokenUsage converts the record's snake_case usage to the protocol's
 // (the same token counts).
-func FromTokenUsage(u store.TokenUsage) protocol.Usage {
+func fromTokenUsage(u store.TokenUsage) protocol.Usage {
 	return protocol.Usage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, TotalTokens: u.TotalTokens,
 		CachedReadTokens: u.CachedReadTokens, CachedWriteTokens: u.CachedWriteTokens, ThoughtTokens: u.ThoughtTokens}
 }
 
-// ToTokenUsage converts usage for the record (FromTokenUsage's inverse).
-func ToTokenUsage(u protocol.Usage) store.TokenUsage {
+// toTokenUsage converts usage for the record (fromTokenUsage's inverse).
+func toTokenUsage(u protocol.Usage) store.TokenUsage {
 	return store.TokenUsage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, TotalTokens: u.TotalTokens,
 		CachedReadTokens: u.CachedReadTokens, CachedWriteTokens: u.CachedWriteTokens, ThoughtTokens: u.ThoughtTokens}
 }

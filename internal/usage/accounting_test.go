@@ -139,11 +139,11 @@ func TestRecordRequestCost(t *testing.T) {
 // survives the record's snake_case form.
 func TestTokenUsage_RoundTrip(t *testing.T) {
 	u := protocol.Usage{InputTokens: 10, OutputTokens: 5, TotalTokens: 15, CachedReadTokens: i64(3), CachedWriteTokens: i64(2), ThoughtTokens: i64(4)}
-	r := ToTokenUsage(u)
+	r := toTokenUsage(u)
 	if r.InputTokens != 10 || r.OutputTokens != 5 || r.TotalTokens != 15 || *r.CachedReadTokens != 3 || *r.CachedWriteTokens != 2 || *r.ThoughtTokens != 4 {
 		t.Fatalf("record form %+v", r)
 	}
-	back := FromTokenUsage(r)
+	back := fromTokenUsage(r)
 	if back.TotalTokens != 15 || *back.CachedReadTokens != 3 || *back.CachedWriteTokens != 2 || *back.ThoughtTokens != 4 {
 		t.Fatalf("round trip %+v", back)
 	}
