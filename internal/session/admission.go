@@ -16,7 +16,7 @@ import (
 
 func (s *Actor) startAdmission(ctx context.Context, reply Reply) {
 	p := s.plan.Params
-	st, conflict, err := s.m.openStateDir(p.StateDir, s) // sandboxlive.go
+	st, conflict, err := s.m.openStateDir(p.StateDir, s) // registries.go
 	if conflict != nil {
 		s.failBeforeLaunch(reply, conflict)
 		return

@@ -52,7 +52,7 @@ func (a admitSide) Prepare(ctx context.Context, in *launch.Input) (*provstate.St
 	return state, restored, nil
 }
 
-// TakeTreeSlot is takeTreeSlot (livetrees.go) with its release.
+// TakeTreeSlot is takeTreeSlot (registries.go) with its release.
 func (a admitSide) TakeTreeSlot(ctx context.Context) (func(), *protocol.Error) {
 	if ok, e := a.s.takeTreeSlot(ctx); !ok {
 		return nil, e

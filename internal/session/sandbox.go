@@ -37,7 +37,7 @@ func (m *Shared) stateDirs(extra string) []string {
 
 // releaseSandbox is called once the session's tree is proven gone:
 // its writable roots are forgotten (nothing is left to write them:
-// sandboxlive.go) and its private TMPDIR is removed (docs/protocol.md
+// registries.go) and its private TMPDIR is removed (docs/protocol.md
 // §19).
 func (s *Actor) releaseSandbox() {
 	s.m.Sandboxes.Forget(s.id)

@@ -40,12 +40,12 @@ type Shared struct {
 	// (keyhold.go).
 	KeyLocks *registry.KeyLocks
 	// TmpSpares are private TMPDIRs made ahead of need; Refills makes
-	// them and the stores' spare files after each open (tmpspares.go).
+	// them and the stores' spare files after each open (registries.go).
 	TmpSpares *registry.TmpSpares
 	// Refills is the background refiller of TmpSpares and the stores'
-	// spare files, asked after each open (tmpspares.go).
+	// spare files, asked after each open (registries.go).
 	Refills *registry.SpareRefills
-	// Sandboxes are what live sandboxed trees may write (sandboxlive.go).
+	// Sandboxes are what live sandboxed trees may write (registries.go).
 	Sandboxes *registry.Sandboxes
 	// NetTotals count every session's connections through an allow list;
 	// NetBudget bounds them together (--max-connections; egress.go).
@@ -53,7 +53,7 @@ type Shared struct {
 	// NetBudget is the --max-connections bound shared by all sessions'
 	// allow-list connections; nil bounds nothing (egress.Budget).
 	NetBudget *egress.Budget
-	// Trees are the live-tree slots (--max-live-trees; livetrees.go).
+	// Trees are the live-tree slots (--max-live-trees; registries.go).
 	Trees *registry.LiveTrees
 	// ProvDirs are the provider-state dirs of live sessions, by session
 	// id (provstate.go).
