@@ -190,3 +190,23 @@ func TestLineStream_BatchBuffersAreReusedSafely(t *testing.T) {
 		t.Fatalf("%v allocations to take a burst of 1000 updates", allocs)
 	}
 }
+
+// TestDecodeTracked: the members the actor keeps are read from each kind
+// of update it tracks; a value that is not an object is refused.
+func TestDecodeTracked(t *testing.T) {
+	u, ok := DecodeTracked(json.RawMessage(`{"sessionUpdate":"usage_update","used":12,"size":200,"cost":{"amount":0.5,"currency":"USD"}}`))
+	if !ok || u.Used == nil || *u.Used != 12 || u.Size == nil || *u.Size != 200 || u.Cost == nil || u.Cost.Amount != 0.5 || u.Cost.Currency != "USD" {
+		t.Fatalf("usage_update: %+v %v", u, ok)
+	}
+	u, ok = DecodeTracked(json.RawMessage(`{"sessionUpdate":"tool_call_update","toolCallId":"c1","kind":"edit","status":"completed"}`))
+	if !ok || u.ToolCallID != "c1" || u.ToolKind != "edit" || u.Status != "completed" || u.Used != nil || u.Cost != nil {
+		t.Fatalf("tool_call_update: %+v %v", u, ok)
+	}
+	u, ok = DecodeTracked(json.RawMessage(`{"sessionUpdate":"config_option_update","configOptions":[{"id":"mode"}],"currentModeId":"plan"}`))
+	if !ok || len(u.ConfigOptions) != 1 || u.CurrentModeID != "plan" {
+		t.Fatalf("config_option_update: %+v %v", u, ok)
+	}
+	if _, ok := DecodeTracked(json.RawMessage(`"tool_call"`)); ok {
+		t.Error("a string decoded as an update")
+	}
+}

@@ -214,42 +214,29 @@ func (s *Actor) trackUpdate(kind acpclient.UpdateKind, update json.RawMessage) *
 		// and no decoding on the path of the bulk of a turn.
 		return nil
 	}
-	var u struct {
-		Kind          string            `json:"sessionUpdate"`
-		ToolCallID    string            `json:"toolCallId"`
-		ToolKind      string            `json:"kind"`
-		Status        string            `json:"status"`
-		CurrentModeID string            `json:"currentModeId"`
-		ConfigOptions []json.RawMessage `json:"configOptions"`
-		Used          *int64            `json:"used"`
-		Size          *int64            `json:"size"`
-		Cost          *struct {
-			Amount   float64 `json:"amount"`
-			Currency string  `json:"currency"`
-		} `json:"cost"`
-	}
-	if json.Unmarshal(update, &u) != nil {
+	u, ok := acpclient.DecodeTracked(update)
+	if !ok {
 		return nil
 	}
 	s.act.snapDirty = true // status reports modes, options, usage
-	switch u.Kind {
-	case "tool_call":
+	switch kind {
+	case acpclient.KindToolCall:
 		s.turns.toolCallStarted(u.ToolCallID)
 		s.turns.noteToolKind(u.ToolCallID, u.ToolKind)
-	case "tool_call_update":
+	case acpclient.KindToolCallUpdate:
 		s.turns.noteToolKind(u.ToolCallID, u.ToolKind)
 		return s.turns.toolCallUpdated(u.ToolCallID, u.Status)
-	case "current_mode_update":
+	case acpclient.KindModeUpdate:
 		if s.ctl.modes != nil && u.CurrentModeID != "" {
 			s.ctl.modes.CurrentModeID = u.CurrentModeID
 		}
 		s.checkHeld() // a drift from a held control is a breach (seedcontrols.go)
-	case "config_option_update":
+	case acpclient.KindConfigUpdate:
 		if u.ConfigOptions != nil {
 			s.applyConfigOptions(u.ConfigOptions)
 		}
 		s.checkHeld()
-	case "usage_update":
+	case acpclient.KindUsageUpdate:
 		// ACP UsageUpdate.cost is the session's cumulative cost: the turn's
 		// cost is its growth since the turn began (docs/rules.md#r30).
 		s.acct.UsageUpdate((*usage.ReportedCost)(u.Cost), u.Used, u.Size)
