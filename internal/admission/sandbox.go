@@ -4,8 +4,8 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 
+	"github.com/acpx-sidecar/acpx-sidecar/internal/profiles"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/reaper"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/sandbox"
 	"github.com/acpx-sidecar/acpx-sidecar/protocol"
@@ -139,17 +139,6 @@ func hostTmpDir(p protocol.OpenParams) bool {
 	return slices.Contains(p.InheritEnv, "TMPDIR")
 }
 
-// EnvValue is the last value of name in env ("K=V" entries).
-func EnvValue(env []string, name string) string {
-	v := ""
-	for _, kv := range env {
-		if k, val, ok := strings.Cut(kv, "="); ok && k == name {
-			v = val
-		}
-	}
-	return v
-}
-
 // NonNil is s, or an empty list for nil (a JSON [] rather than null).
 func NonNil(s []string) []string {
 	if s == nil {
@@ -173,19 +162,19 @@ func (c SandboxConfig) SandboxPaths(p protocol.OpenParams, pol sandbox.Policy, e
 	}
 	var paths sandbox.Paths
 	paths.Cwd = real(p.Cwd)
-	if home := EnvValue(env, "HOME"); filepath.IsAbs(home) {
+	if home := profiles.EnvValue(env, "HOME"); filepath.IsAbs(home) {
 		if pol.Filesystem != sandbox.Off {
 			_ = os.MkdirAll(home, 0o700)
 		}
 		paths.Home = real(home)
 	}
-	if tmp := EnvValue(env, "TMPDIR"); filepath.IsAbs(tmp) && (pol.Filesystem == sandbox.Off || hostTmpDir(p)) {
+	if tmp := profiles.EnvValue(env, "TMPDIR"); filepath.IsAbs(tmp) && (pol.Filesystem == sandbox.Off || hostTmpDir(p)) {
 		if pol.Filesystem != sandbox.Off {
 			_ = os.MkdirAll(tmp, 0o700)
 		}
 		paths.TmpDir = real(tmp)
 	}
-	paths.Install = sandbox.Installation(p.Command.Path, p.Command.Args, EnvValue(env, "PATH"))
+	paths.Install = sandbox.Installation(p.Command.Path, p.Command.Args, profiles.EnvValue(env, "PATH"))
 	paths.Protected = append(slices.Clone(c.Protected), paths.Install...)
 	for _, d := range stateDirs {
 		if r := real(d); r != "" {

@@ -5,7 +5,6 @@ import (
 	"path/filepath"
 	"slices"
 
-	"github.com/acpx-sidecar/acpx-sidecar/internal/admission"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/fspath"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/profiles"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/statestore"
@@ -61,7 +60,7 @@ func Sources(d Dirs) ([]statestore.Source, *protocol.Error) {
 			out = append(out, statestore.Source{Name: name, Path: dir})
 		}
 	} else {
-		get := func(k string) string { return admission.EnvValue(d.Env, k) }
+		get := func(k string) string { return profiles.EnvValue(d.Env, k) }
 		for _, sd := range d.Profile.StateDirs {
 			if p := sd.Resolve(get); p != "" {
 				out = append(out, statestore.Source{Name: sd.Name, Path: p, Leave: sd.Leave})

@@ -13,9 +13,8 @@
 // redaction of host-bound text) is passed in by value (Session, Dirs),
 // and the session actor in internal/session calls them and owns their
 // results. It never holds a session. It may import protocol, profiles,
-// statestore, store, journal, fspath (path predicates), admission (for
-// EnvValue) and zap — never internal/adapter, internal/session, rpc or
-// reaper.
+// statestore, store, journal, fspath (path predicates) and zap — never
+// internal/adapter, internal/session, rpc or reaper.
 package provstate
 
 import (
