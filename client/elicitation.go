@@ -46,15 +46,17 @@ type ElicitationResponse struct {
 // Accept answers with action "accept" and the form's values (nil for a
 // url elicitation: the user consented to open it).
 func Accept(content json.RawMessage) ElicitationResponse {
-	return ElicitationResponse{Action: protocol.ElicitAccept, Content: content}
+	return ElicitationResponse{Action: string(protocol.ElicitAccept), Content: content}
 }
 
 // Decline answers with action "decline": the user said no.
-func Decline() ElicitationResponse { return ElicitationResponse{Action: protocol.ElicitDecline} }
+func Decline() ElicitationResponse {
+	return ElicitationResponse{Action: string(protocol.ElicitDecline)}
+}
 
 // CancelElicitation answers with action "cancel": dismissed.
 func CancelElicitation() ElicitationResponse {
-	return ElicitationResponse{Action: protocol.ElicitCancel}
+	return ElicitationResponse{Action: string(protocol.ElicitCancel)}
 }
 
 // ElicitationDecided is a session/elicitationDecided audit notice: Action

@@ -22,22 +22,33 @@ const (
 	MethodCancelRequestACP = "$/cancel_request"
 )
 
-// Elicitation actions (ACP CreateElicitationResponse action) and the
-// outcomes the sidecar audits besides them.
+// ElicitAction is an elicitation's action: ACP CreateElicitationResponse's
+// (accept, decline, cancel) and the outcomes the sidecar audits besides
+// them (ElicitationDecided.Action).
+type ElicitAction string
+
+// Elicitation actions.
 const (
-	ElicitAccept  = "accept"
-	ElicitDecline = "decline"
-	ElicitCancel  = "cancel"
+	// ElicitAccept: the host accepted, with the form's values.
+	ElicitAccept ElicitAction = "accept"
+	// ElicitDecline: the host declined.
+	ElicitDecline ElicitAction = "decline"
+	// ElicitCancel: cancelled (by the host, or nobody answered).
+	ElicitCancel ElicitAction = "cancel"
 	// ElicitRefused: the agent's request was answered with an error
 	// (-32601 without the host capability, -32602 for a mode the host did
 	// not declare or a malformed request); the host was not asked.
-	ElicitRefused = "refused"
-	// DecisionWithdrawn is the session/permission decision and the
-	// session/elicitationDecided action of a request the agent withdrew
-	// with $/cancel_request: the agent was answered -32800 and the host
-	// sent $/cancelRequest for its copy.
-	DecisionWithdrawn = "withdrawn"
+	ElicitRefused ElicitAction = "refused"
+	// ElicitWithdrawn is the session/elicitationDecided action of a
+	// request the agent withdrew with $/cancel_request (DecisionWithdrawn
+	// is the session/permission decision of one).
+	ElicitWithdrawn ElicitAction = "withdrawn"
 )
+
+// DecisionWithdrawn is the session/permission decision of a request the
+// agent withdrew with $/cancel_request: the agent was answered -32800 and
+// the host sent $/cancelRequest for its copy.
+const DecisionWithdrawn Decision = "withdrawn"
 
 // ErrWithdrawn is the cause a host request's context ends with when the
 // request was withdrawn (the agent's $/cancel_request): the host
@@ -75,7 +86,7 @@ type ElicitationParams struct {
 // Action "accept" (Content the form's values, checked against the
 // requested schema), "decline" or "cancel".
 type ElicitationResult struct {
-	Action  string          `json:"action"`
+	Action  ElicitAction    `json:"action"`
 	Content json.RawMessage `json:"content,omitempty"`
 	Meta    json.RawMessage `json:"_meta,omitempty"`
 }
@@ -87,13 +98,13 @@ type ElicitationResult struct {
 // refused (content not matching the requested schema), is that refusal:
 // code -32602 with data.field naming the first bad member.
 type ElicitationDecided struct {
-	Session       string     `json:"session"`
-	RequestID     *string    `json:"requestId"`
-	ElicitationID string     `json:"elicitationId,omitempty"`
-	Mode          string     `json:"mode,omitempty"`
-	Action        string     `json:"action"`
-	Rule          string     `json:"rule"`
-	Error         *WireError `json:"error,omitempty"`
+	Session       string       `json:"session"`
+	RequestID     *string      `json:"requestId"`
+	ElicitationID string       `json:"elicitationId,omitempty"`
+	Mode          string       `json:"mode,omitempty"`
+	Action        ElicitAction `json:"action"`
+	Rule          string       `json:"rule"`
+	Error         *WireError   `json:"error,omitempty"`
 }
 
 // WireError is a JSON-RPC error object as it appears inside a

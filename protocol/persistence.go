@@ -17,10 +17,17 @@ const JournalEntryHistory = "session/history"
 // written once appends work again, naming the entries lost.
 const JournalEntryGap = "journal/gap"
 
-// Persistence states (JournalNotice.State, Persistence fields).
+// PersistenceState is whether a session's files are being written
+// (JournalNotice.State, Persistence's fields).
+type PersistenceState string
+
+// Persistence states.
 const (
-	PersistenceOK       = "ok"
-	PersistenceDegraded = "degraded"
+	// PersistenceOK: the file's writes work.
+	PersistenceOK PersistenceState = "ok"
+	// PersistenceDegraded: the file's writes fail; updates keep flowing
+	// live.
+	PersistenceDegraded PersistenceState = "degraded"
 )
 
 // JournalNotice.File values: which file's writes failed.
@@ -36,12 +43,12 @@ const (
 // or PersistenceOK (writes work again; for the journal, Gap names the
 // entries lost, written as a gap entry before those that follow).
 type JournalNotice struct {
-	Session  string      `json:"session"`
-	State    string      `json:"state"`
-	File     string      `json:"file"`
-	Error    string      `json:"error,omitempty"`
-	SinceSeq uint64      `json:"sinceSeq"`
-	Gap      *JournalGap `json:"gap,omitempty"`
+	Session  string           `json:"session"`
+	State    PersistenceState `json:"state"`
+	File     string           `json:"file"`
+	Error    string           `json:"error,omitempty"`
+	SinceSeq uint64           `json:"sinceSeq"`
+	Gap      *JournalGap      `json:"gap,omitempty"`
 }
 
 // JournalGap is a range of journal entry numbers [FromN, ToN] that a
@@ -57,6 +64,6 @@ type JournalGap struct {
 // journal and record are being written (PersistenceOK) or not
 // (PersistenceDegraded).
 type Persistence struct {
-	Journal string `json:"journal"`
-	Record  string `json:"record"`
+	Journal PersistenceState `json:"journal"`
+	Record  PersistenceState `json:"record"`
 }

@@ -108,7 +108,7 @@ func (h *acpHandler) agentMessage(conn *jsonrpc2.Conn, req *jsonrpc2.Request, pa
 		}
 	}
 	if !h.post(Event{AgentMsg: m}) && m.Reply != nil {
-		m.Reply(elicitCancelled{Action: protocol.ElicitCancel}) // the session is gone: nobody can answer
+		m.Reply(elicitCancelled{Action: string(protocol.ElicitCancel)}) // the session is gone: nobody can answer
 	}
 	return true
 }

@@ -3,10 +3,12 @@ package acpclient
 import "encoding/json"
 
 // Tracked is what the actor keeps from one ACP SessionUpdate of a kind
-// other than KindOther (internal/session's Actor.trackUpdate): the members
-// of tool_call, tool_call_update, current_mode_update,
+// other than KindOther (internal/session's Actor.trackUpdate): the
+// members of tool_call, tool_call_update, current_mode_update,
 // config_option_update and usage_update it reads. A member the update
-// does not carry is its zero value (nil for the pointers).
+// does not carry is its zero value (nil for the pointers). Its fields
+// only look like protocol's and the record's structs: this is the agent's
+// side of the wire.
 type Tracked struct {
 	// ToolCallID is ACP toolCallId (tool_call, tool_call_update).
 	ToolCallID string `json:"toolCallId"`
@@ -29,7 +31,9 @@ type Tracked struct {
 }
 
 // Cost is ACP's cost object: Amount in units of Currency (not minor
-// units), Currency an ISO 4217 code.
+// units), Currency an ISO 4217 code. Not usage.ReportedCost or
+// store.Cost (same fields): this package imports nothing of the
+// session's accounting or the store; the session converts it.
 type Cost struct {
 	// Amount is ACP cost.amount.
 	Amount float64 `json:"amount"`

@@ -130,3 +130,17 @@ func Copy(p *protocol.Proof) *protocol.Proof {
 	c.Errors = append([]protocol.ProofError{}, p.Errors...)
 	return &c
 }
+
+// LateSession is the proof of a late session's own cleanup (docs/rules.md#r6):
+// the session an agent created after its open was aborted shares the
+// open's termination (failed, the open's proof), with a new cleanup id,
+// reason "admission aborted", its own protocol close, and its close's
+// errors before the open's, in order.
+func LateSession(failed *protocol.Proof, late CloseResult) *protocol.Proof {
+	p := Copy(failed)
+	p.CleanupID = NewCleanupID()
+	p.Reason = "admission aborted"
+	p.ProtocolClose = late.Close
+	p.Errors = append(append([]protocol.ProofError{}, late.Errors...), failed.Errors...)
+	return p
+}

@@ -30,7 +30,7 @@ type persistHealth struct {
 
 // status is session/status `persistence`.
 func (h persistHealth) status() *protocol.Persistence {
-	st := func(degraded bool) string {
+	st := func(degraded bool) protocol.PersistenceState {
 		if degraded {
 			return protocol.PersistenceDegraded
 		}

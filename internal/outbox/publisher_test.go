@@ -87,7 +87,7 @@ func TestPersistence_Status(t *testing.T) {
 	const ok, deg = protocol.PersistenceOK, protocol.PersistenceDegraded
 	for _, c := range []struct {
 		h            persistHealth
-		journal, rec string
+		journal, rec protocol.PersistenceState
 	}{
 		{persistHealth{}, ok, ok},
 		{persistHealth{journalDegraded: true}, deg, ok},

@@ -13,7 +13,7 @@ import (
 // Content (cleaned, checked against the requested schema).
 type ElicitAnswer struct {
 	// Action is ACP action: "accept", "decline" or "cancel".
-	Action string `json:"action"`
+	Action protocol.ElicitAction `json:"action"`
 	// Content is ACP content, the accepted form's JSON object; omitted
 	// (nil) unless Action is "accept".
 	Content json.RawMessage `json:"content,omitempty"`

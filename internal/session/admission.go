@@ -64,12 +64,7 @@ func (s *Actor) finishAdmission(r launch.Result, reply Reply) {
 			// (docs/protocol.md §9 cleanup/proof; docs/rules.md#r6).
 			// It shares the record's termination; its own close errors
 			// come first, in order.
-			lp := cleanup.Copy(r.Proof)
-			lp.CleanupID = cleanup.NewCleanupID()
-			lp.Reason = "admission aborted"
-			lp.ProtocolClose = r.LateClose.Close
-			lp.Errors = append(append([]protocol.ProofError{}, r.LateClose.Errors...), r.Proof.Errors...)
-			s.pub.Notify(protocol.NotifyCleanupProof, protocol.ProofNotice{Proof: lp})
+			s.pub.Notify(protocol.NotifyCleanupProof, protocol.ProofNotice{Proof: cleanup.LateSession(r.Proof, *r.LateClose)})
 		}
 	}
 }

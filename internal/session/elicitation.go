@@ -105,7 +105,7 @@ func (s *Actor) escalateElicit(t *turn, eh ElicitationHost, m *acpclient.AgentMs
 		s.dropElicit(m, pe)
 		m.Fail(acpclient.CodeRequestCancelled, "request cancelled")
 		withdrawHost(cancel)
-		s.auditElicit(pe, protocol.DecisionWithdrawn, "agent $/cancel_request", nil)
+		s.auditElicit(pe, protocol.ElicitWithdrawn, "agent $/cancel_request", nil)
 	})
 	go func() {
 		res, err := eh.RequestElicitation(ectx, params)
@@ -166,7 +166,7 @@ func (s *Actor) refuseElicit(m *acpclient.AgentMsg, pe *policy.Elicit, code int6
 }
 
 // auditElicit sends session/elicitationDecided (journaled).
-func (s *Actor) auditElicit(pe *policy.Elicit, action, rule string, herr *protocol.Error) {
+func (s *Actor) auditElicit(pe *policy.Elicit, action protocol.ElicitAction, rule string, herr *protocol.Error) {
 	var rid *string
 	if s.turns.turn != nil {
 		r := s.turns.turn.requestID
