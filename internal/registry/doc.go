@@ -14,6 +14,6 @@
 // id (a plain string, unique per session of one sidecar), and a registry
 // takes what it needs of a session — its state dir, its key — as plain
 // values. It imports internal/store, internal/journal, internal/statestore,
-// internal/fspath, protocol and zap; never internal/adapter, rpc or
-// reaper.
+// internal/fspath, protocol, zap and golang.org/x/sys; never
+// internal/adapter, rpc or reaper.
 package registry
