@@ -3,6 +3,7 @@ package session
 import (
 	"context"
 	"errors"
+	"io"
 
 	"go.uber.org/zap"
 
@@ -134,4 +135,15 @@ func (a admitSide) Cancelled(ctx context.Context) *protocol.Error {
 		return reviveUnneededError()
 	}
 	return abortedError()
+}
+
+// drainStderr reads the provider's stderr to its end and closes it.
+func (s *Actor) drainStderr(r io.ReadCloser, tail *acpclient.StderrTail) {
+	// Provider stderr may echo secrets: it is read (so the provider never
+	// blocks on a full pipe) and counted, never logged verbatim; its end
+	// is kept while the session is admitted (acpclient.StderrTail).
+	n, _ := io.Copy(tail, r)
+	tail.Ended()
+	_ = r.Close() // at EOF: the descriptor is released now, not when a GC finalizes it
+	s.log.Debug("provider stderr closed", zap.Int64("bytes", n))
 }

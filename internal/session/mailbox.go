@@ -98,3 +98,12 @@ type actorLoop struct {
 	// (actor-owned).
 	snapDirty bool
 }
+
+// stateRead is the bound on waiting for a busy actor to read its state
+// (config.Config.Caps.StateRead).
+func (m *Shared) stateRead() time.Duration {
+	if m.Config.Caps.StateRead > 0 {
+		return m.Config.Caps.StateRead
+	}
+	return protocol.DefaultStateReadMs * time.Millisecond
+}

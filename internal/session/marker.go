@@ -3,29 +3,14 @@ package session
 import (
 	"crypto/rand"
 	"encoding/hex"
-	"io"
 	"os"
 	"time"
 
-	"go.uber.org/zap"
-
-	"github.com/acpx-sidecar/acpx-sidecar/internal/acpclient"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/launch"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/proctable"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/reaper"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/store"
 )
-
-// drainStderr reads the provider's stderr to its end and closes it.
-func (s *Actor) drainStderr(r io.ReadCloser, tail *acpclient.StderrTail) {
-	// Provider stderr may echo secrets: it is read (so the provider never
-	// blocks on a full pipe) and counted, never logged verbatim; its end
-	// is kept while the session is admitted (acpclient.StderrTail).
-	n, _ := io.Copy(tail, r)
-	tail.Ended()
-	_ = r.Close() // at EOF: the descriptor is released now, not when a GC finalizes it
-	s.log.Debug("provider stderr closed", zap.Int64("bytes", n))
-}
 
 // SessionMarkerEnv names the environment entry every provider process
 // (and every descendant that keeps its environment) carries:

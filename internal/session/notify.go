@@ -1,8 +1,6 @@
 package session
 
 import (
-	"encoding/json"
-
 	"github.com/acpx-sidecar/acpx-sidecar/internal/outbox"
 )
 
@@ -25,10 +23,4 @@ func (s *Actor) newPublisher() *outbox.Publisher {
 			}
 			return s.rec.st.SessionsDir()
 		}})
-}
-
-// jsonString encodes a requestId as a JSON string.
-func jsonString(v string) []byte {
-	b, _ := json.Marshal(v)
-	return b
 }

@@ -2,7 +2,6 @@ package session
 
 import (
 	"context"
-	"time"
 
 	"github.com/acpx-sidecar/acpx-sidecar/internal/acpclient"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/policy"
@@ -20,15 +19,6 @@ func (m *Shared) maxPendingAsks() (n, bytes int) {
 		bytes = protocol.DefaultMaxPendingAskBytes
 	}
 	return n, bytes
-}
-
-// stateRead is the bound on waiting for a busy actor to read its state
-// (config.Config.Caps.StateRead).
-func (m *Shared) stateRead() time.Duration {
-	if m.Config.Caps.StateRead > 0 {
-		return m.Config.Caps.StateRead
-	}
-	return protocol.DefaultStateReadMs * time.Millisecond
 }
 
 // decideOverflow decides an escalation the turn has no room for — maxN

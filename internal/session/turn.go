@@ -335,3 +335,9 @@ func (s *Actor) persist(fn func(r *store.Record)) {
 // asks and elicitations together, what Caps.MaxPendingAsks bounds
 // (docs/protocol.md §20).
 func (t *turn) waitingAsks() int { return len(t.pending) + len(t.elicits) }
+
+// jsonString encodes a requestId as a JSON string.
+func jsonString(v string) []byte {
+	b, _ := json.Marshal(v)
+	return b
+}
