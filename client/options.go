@@ -120,8 +120,11 @@ type Options struct {
 	// It must not block or call the Client. Frame.Data is its own copy.
 	OnFrame func(Frame)
 	// Stderr receives the sidecar's JSON log lines; nil discards them.
-	// Either way the Client keeps their last 4 KiB (Client.StderrTail),
-	// which Start puts into its error when the sidecar exits before
-	// initialize is answered. Write errors of Stderr are ignored.
+	// The Client copies them in from a goroutine until the sidecar exits,
+	// so Stderr must stay writable until then (close a file given here
+	// after Shutdown or Close returns, never after Start). Either way the
+	// Client keeps their last 4 KiB (Client.StderrTail), which Start puts
+	// into its error when the sidecar exits before initialize is
+	// answered. Write errors of Stderr are ignored.
 	Stderr io.Writer
 }

@@ -163,6 +163,7 @@ type demo struct {
 	stubDone  chan error
 
 	c       *client.Client  // the sidecar, through the public client package
+	logFile *os.File        // the sidecar's stderr; open until it has exited
 	session *client.Session // the session of step 3
 	proof   *client.Proof   // the cleanup proof of step 7
 }

@@ -62,7 +62,9 @@ func (d *demo) startSidecar() error {
 	if err != nil {
 		return err
 	}
-	defer logf.Close() // the sidecar holds its own copy
+	// The client copies the sidecar's stderr into it until the sidecar
+	// exits: it is closed after the shutdown (teardown.go), never before.
+	d.logFile = logf
 	ctx, cancel := stepContext()
 	defer cancel()
 	// Start spawns the sidecar and runs initialize. The callbacks get every

@@ -22,6 +22,7 @@ func (d *demo) shutdown() error {
 	// Shutdown sends shutdown, then exit, and waits for the sidecar to end:
 	// an error with proofs means the exit status was not 0.
 	proofs, err := d.c.Shutdown(ctx)
+	d.closeLog() // the sidecar has exited: its log is whole
 	if err != nil && proofs == nil {
 		return err // the shutdown request itself failed
 	}
@@ -61,6 +62,10 @@ func (d *demo) checkNoLeftovers() error {
 	b, err := os.ReadFile(d.sidecarLog)
 	if err != nil {
 		return err
+	}
+	if !bytes.Contains(b, []byte(`"session opened"`)) || !bytes.Contains(b, []byte(`"session ended"`)) {
+		// A log cut short would pass the check below and prove nothing.
+		return errors.New("the sidecar log lacks the session's opened and ended lines: it is not the whole log")
 	}
 	if bytes.Contains(b, []byte(d.apiKey)) {
 		return errors.New("the sidecar log contains the API key")
@@ -118,6 +123,7 @@ func (d *demo) cleanup() {
 			}
 		}
 	}
+	d.closeLog()
 	if d.stub != nil {
 		_ = d.stubStdin.Close() // the stub exits on stdin EOF
 		select {
@@ -167,5 +173,15 @@ func (d *demo) showLogTail(name, path string) {
 			l = l[:300] + "…"
 		}
 		d.out.line("  %s", l)
+	}
+}
+
+// closeLog closes the sidecar's log file once the sidecar has exited (or
+// the demo gives up on it); closing it earlier would drop every line the
+// client copies after that.
+func (d *demo) closeLog() {
+	if d.logFile != nil {
+		_ = d.logFile.Close()
+		d.logFile = nil
 	}
 }
