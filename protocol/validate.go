@@ -36,7 +36,7 @@ func checkID(field, v string, max int) *Error {
 	case v == "":
 		return InvalidParams(field, field+" is required")
 	case len(v) > max:
-		return InvalidParams(field, field+" is longer than the allowed bytes")
+		return InvalidParams(field, field+" is longer than "+strconv.Itoa(max)+" bytes")
 	case strings.IndexByte(v, 0) >= 0:
 		return InvalidParams(field, field+" must not contain NUL")
 	case !utf8.ValidString(v):

@@ -99,6 +99,10 @@ func (s *Actor) failBeforeLaunchWhy(reply Reply, e *protocol.Error, reason strin
 // meanwhile), forgets the session and stops its actor. A retained cleanup
 // keeps the sessionKey held until it is proven.
 func (s *Actor) admissionFailed(proof *protocol.Proof, e *protocol.Error, reply Reply) {
+	// The operator's line of an open that failed: its code only (the
+	// message is the host's, in the answer).
+	s.log.Info("session open failed", zap.String("sessionKey", s.key), zap.String("agent", s.agent),
+		zap.String("code", string(e.Data.Code)), zap.String("cleanupId", proof.CleanupID), zap.Bool("complete", proof.Complete))
 	s.m.Router.Forget(s, !proof.Complete)
 	s.m.ProvDirs.Release(s.id)
 	s.endNetwork()
