@@ -20,6 +20,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/acpx-sidecar/acpx-sidecar/internal/proctest"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/reaper/cgroup"
 )
 
@@ -136,7 +137,7 @@ func TestGuardianKilled_FastForkChainIsKilled(t *testing.T) {
 	}
 	for _, mode := range allModes {
 		t.Run(string(mode), func(t *testing.T) {
-			mark, env := newMark(t)
+			mark, env := proctest.NewMark(t)
 			s := newSup(t, mode, mark)
 			deadline := time.Now().Add(20 * time.Second).Unix()
 			env = append(env, forkChainEnv+"="+strconv.FormatInt(deadline, 10))
@@ -197,7 +198,7 @@ func TestGuardianKilled_FastForkChainIsKilled(t *testing.T) {
 			case <-time.After(10 * time.Second):
 				t.Fatalf("chain still writing after a complete proof (%d bytes)", n.Load())
 			}
-			requireNoneAlive(t, mark)
+			proctest.RequireNoneAlive(t, mark)
 			t.Logf("%s: %d links reaped, %d killed", mode, reaped, killed)
 		})
 	}
@@ -238,11 +239,11 @@ func TestCgroup_ProcessThatLeftTheCgroupIsKilledAndListed(t *testing.T) {
 	if err != nil {
 		t.Skip(err)
 	}
-	mark, env := newMark(t)
+	mark, env := proctest.NewMark(t)
 	s := newSup(t, ModeCgroup, mark)
 	tr := startSh(t, s, env, escapeScript(mount))
 	esc := 0
-	for _, l := range readLines(t, tr, 2) {
+	for _, l := range proctest.ReadLines(t, tr, 2) {
 		if n, err := strconv.Atoi(l); err == nil {
 			esc = n
 		} else if l != "leader" {
@@ -270,7 +271,7 @@ func TestCgroup_ProcessThatLeftTheCgroupIsKilledAndListed(t *testing.T) {
 	if len(term.Errors) != 0 {
 		t.Fatalf("errors %+v", term.Errors)
 	}
-	requireNoneAlive(t, mark)
+	proctest.RequireNoneAlive(t, mark)
 }
 
 // TestCgroup_NestedCgroupsRemovedDepthFirst: a provider (running as root)
@@ -282,13 +283,13 @@ func TestCgroup_NestedCgroupsRemovedDepthFirst(t *testing.T) {
 	if err != nil {
 		t.Skip(err)
 	}
-	mark, env := newMark(t)
+	mark, env := proctest.NewMark(t)
 	s := newSup(t, ModeCgroup, mark)
 	script := fmt.Sprintf(`cg=%s$(sed -n 's/^0:://p' /proc/self/cgroup); mkdir -p $cg/a/b $cg/c || echo mkdir-failed
 sh -c 'trap "" TERM; echo $$ > '$cg'/a/b/cgroup.procs && echo $$; exec sleep 1000' & echo leader; wait`, mount)
 	tr := startSh(t, s, env, script)
 	child := 0
-	for _, l := range readLines(t, tr, 2) {
+	for _, l := range proctest.ReadLines(t, tr, 2) {
 		if n, err := strconv.Atoi(l); err == nil {
 			child = n
 		} else if l != "leader" {
@@ -310,13 +311,13 @@ sh -c 'trap "" TERM; echo $$ > '$cg'/a/b/cgroup.procs && echo $$; exec sleep 100
 	if _, err := os.Stat(tr.CgroupPath()); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("cgroup %s not removed: %v", tr.CgroupPath(), err)
 	}
-	requireNoneAlive(t, mark)
+	proctest.RequireNoneAlive(t, mark)
 }
 
 // TestRemoveCgroupSubtree_LeavesPopulatedCgroup: only empty cgroups are
 // removed; a populated one (and its ancestors) stays, and the error names it.
 func TestRemoveCgroupSubtree_LeavesPopulatedCgroup(t *testing.T) {
-	mark, env := newMark(t)
+	mark, env := proctest.NewMark(t)
 	s := newSup(t, ModeCgroup, mark)
 	dir := filepath.Join(s.cgParent, "rmtest-"+mark)
 	if err := os.MkdirAll(filepath.Join(dir, "x", "y"), 0o755); err != nil {
@@ -327,7 +328,7 @@ func TestRemoveCgroupSubtree_LeavesPopulatedCgroup(t *testing.T) {
 	}
 	t.Cleanup(func() { cgroup.RemoveSubtree(dir) })
 	tr := startSh(t, s, env, `echo ready; exec sleep 1000`)
-	readLines(t, tr, 1)
+	proctest.ReadLines(t, tr, 1)
 	// Move the provider into dir/x/y (we are root).
 	if err := os.WriteFile(filepath.Join(dir, "x", "y", "cgroup.procs"), []byte(strconv.Itoa(tr.Pid())), 0); err != nil {
 		t.Fatal(err)
@@ -352,5 +353,5 @@ func TestRemoveCgroupSubtree_LeavesPopulatedCgroup(t *testing.T) {
 	if err := cgroup.RemoveSubtree(dir); err != nil {
 		t.Fatal(err)
 	}
-	requireNoneAlive(t, mark)
+	proctest.RequireNoneAlive(t, mark)
 }

@@ -17,6 +17,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/acpx-sidecar/acpx-sidecar/internal/proctest"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/reaper/cgroup"
 )
 
@@ -83,7 +84,7 @@ func TestSidecarKilled_GuardianKillsTree(t *testing.T) {
 	}
 	for _, mode := range allModes {
 		t.Run(string(mode), func(t *testing.T) {
-			mark, _ := newMark(t)
+			mark, _ := proctest.NewMark(t)
 			cmd := exec.Command(os.Args[0], "-test.run=^$")
 			cmd.Env = []string{"PATH=/usr/bin:/bin", miniSidecarEnv + "=" + string(mode), miniMarkEnv + "=" + mark}
 			cgParent := ""
@@ -110,7 +111,7 @@ func TestSidecarKilled_GuardianKillsTree(t *testing.T) {
 			var pids miniPids
 			t.Cleanup(func() { // safety net for a failed test
 				stdin.Close()
-				for _, pid := range markedAlive(mark) {
+				for _, pid := range proctest.Alive(mark) {
 					if fd, err := unix.PidfdOpen(pid, 0); err == nil {
 						unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0)
 						unix.Close(fd)
@@ -145,8 +146,8 @@ func TestSidecarKilled_GuardianKillsTree(t *testing.T) {
 			}
 			// A child mid-execve reads an empty environment for a moment:
 			// wait (bounded) until the scan sees the whole tree.
-			alive := markedAlive(mark)
-			for deadline := time.Now().Add(5 * time.Second); len(alive) < 3+helpers && time.Now().Before(deadline); alive = markedAlive(mark) {
+			alive := proctest.Alive(mark)
+			for deadline := time.Now().Add(5 * time.Second); len(alive) < 3+helpers && time.Now().Before(deadline); alive = proctest.Alive(mark) {
 				time.Sleep(2 * time.Millisecond) // polling the table, bounded
 			}
 			for _, pid := range []int{pids.Provider, pids.Grandchild} {
@@ -170,10 +171,10 @@ func TestSidecarKilled_GuardianKillsTree(t *testing.T) {
 			}
 			cmd.Wait()
 			deadline := killed.Add(15 * time.Second)
-			for len(markedAlive(mark)) > 0 && time.Now().Before(deadline) {
+			for len(proctest.Alive(mark)) > 0 && time.Now().Before(deadline) {
 				time.Sleep(5 * time.Millisecond)
 			}
-			if left := markedAlive(mark); len(left) > 0 {
+			if left := proctest.Alive(mark); len(left) > 0 {
 				t.Fatalf("alive %v after sidecar SIGKILL (tree %+v)", left, pids)
 			}
 			t.Logf("%s: whole tree gone %v after the sidecar's SIGKILL", mode, time.Since(killed).Round(time.Millisecond))
@@ -224,10 +225,10 @@ func containsInt(xs []int, x int) bool {
 // fork (its parent exited at once) re-parents to the guardian, which kills
 // and reaps it; it is listed as a descendant.
 func TestSubreaper_DoubleForkedOrphanFound(t *testing.T) {
-	mark, env := newMark(t)
+	mark, env := proctest.NewMark(t)
 	s := newSup(t, ModeSubreaper, mark)
 	tr := startSh(t, s, env, `(sh -c 'trap "" TERM; echo $$; exec sleep 1000' &); echo leader; exec sleep 1000`)
-	lines := readLines(t, tr, 2)
+	lines := proctest.ReadLines(t, tr, 2)
 	gc := 0
 	for _, l := range lines {
 		if n, err := strconv.Atoi(l); err == nil {
@@ -247,7 +248,7 @@ func TestSubreaper_DoubleForkedOrphanFound(t *testing.T) {
 	if lp, ok := findProc(term, tr.Pid()); !ok || lp.Role != RoleProvider || lp.Signal != "SIGTERM" {
 		t.Fatalf("provider record %+v", lp)
 	}
-	requireNoneAlive(t, mark)
+	proctest.RequireNoneAlive(t, mark)
 }
 
 // TestSubreaper_DeadLeaderOrphansReapedWithCodes: the provider exits with a
@@ -255,10 +256,10 @@ func TestSubreaper_DoubleForkedOrphanFound(t *testing.T) {
 // orphan lingers under the guardian until Terminate; every process of the
 // proof was reaped by the guardian.
 func TestSubreaper_DeadLeaderOrphansReapedWithCodes(t *testing.T) {
-	mark, env := newMark(t)
+	mark, env := proctest.NewMark(t)
 	s := newSup(t, ModeSubreaper, mark)
 	tr := startSh(t, s, env, `setsid sh -c 'trap "" TERM; echo $$; exec sleep 1000' & (sh -c 'sleep 0.05; exit 5' &); sleep 0.2; exit 3`)
-	gc, err := strconv.Atoi(readLines(t, tr, 1)[0])
+	gc, err := strconv.Atoi(proctest.ReadLines(t, tr, 1)[0])
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -266,7 +267,7 @@ func TestSubreaper_DeadLeaderOrphansReapedWithCodes(t *testing.T) {
 	if st := tr.ExitStatus(); st.Code == nil || *st.Code != 3 || st.At.IsZero() {
 		t.Fatalf("exit status %+v", st)
 	}
-	waitMarked(t, mark, gc) // the orphan lingers (it may be mid-execve for a moment)
+	proctest.WaitListed(t, mark, gc) // the orphan lingers (it may be mid-execve for a moment)
 	term := tr.Terminate(context.Background(), termGrace, killGrace)
 	requireComplete(t, term, ModeSubreaper)
 	if rec, ok := findProc(term, gc); !ok || rec.Role != RoleDescendant || rec.Signal != "SIGKILL" {
@@ -284,7 +285,7 @@ func TestSubreaper_DeadLeaderOrphansReapedWithCodes(t *testing.T) {
 	if !five {
 		t.Fatalf("child exit code 5 not reported: %+v", term.Processes)
 	}
-	requireNoneAlive(t, mark)
+	proctest.RequireNoneAlive(t, mark)
 }
 
 // TestGuardianKilled_SidecarFallsBack: if the guardian itself is
@@ -293,11 +294,11 @@ func TestSubreaper_DeadLeaderOrphansReapedWithCodes(t *testing.T) {
 func TestGuardianKilled_SidecarFallsBack(t *testing.T) {
 	for _, mode := range []Mode{ModeSubreaper, ModeProcessGroup} {
 		t.Run(string(mode), func(t *testing.T) {
-			mark, env := newMark(t)
+			mark, env := proctest.NewMark(t)
 			s := newSup(t, mode, mark)
 			tr := startSh(t, s, env, treeScript)
 			gc := 0
-			for _, l := range readLines(t, tr, 2) {
+			for _, l := range proctest.ReadLines(t, tr, 2) {
 				if n, err := strconv.Atoi(l); err == nil {
 					gc = n
 				}
@@ -325,7 +326,7 @@ func TestGuardianKilled_SidecarFallsBack(t *testing.T) {
 			if !strings.Contains(strings.Join(sigNames(term), ","), "SIGKILL") {
 				t.Fatalf("signals %v", sigNames(term))
 			}
-			requireNoneAlive(t, mark)
+			proctest.RequireNoneAlive(t, mark)
 		})
 	}
 }

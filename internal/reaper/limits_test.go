@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/acpx-sidecar/acpx-sidecar/internal/proctest"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/reaper/cgroup"
 )
 
@@ -20,13 +21,13 @@ import (
 // mode without a cgroup fails ErrLimitsUnsupported and starts nothing
 // (docs/protocol.md §18.2: PLATFORM_UNSUPPORTED, nothing launched).
 func TestStart_LimitsOutsideCgroupModeLaunchNothing(t *testing.T) {
-	mark, env := newMark(t)
+	mark, env := proctest.NewMark(t)
 	s := newSup(t, ModeSubreaper, mark)
 	_, err := s.Start(Spec{Path: "/bin/sh", Args: []string{"-c", "exec sleep 1000"}, Env: env, Limits: Limits{Pids: 16}})
 	if !errors.Is(err, ErrLimitsUnsupported) {
 		t.Fatalf("Start with limits in subreaper mode: %v, want ErrLimitsUnsupported", err)
 	}
-	requireNoneAlive(t, mark)
+	proctest.RequireNoneAlive(t, mark)
 }
 
 // limitFile is the file that holds controller c's limit for tr: in its
@@ -49,7 +50,7 @@ func limitFile(tr *Tree, c, v2name, v1name string) string {
 // (LimitsSupported false), Start fails ErrLimitsUnsupported, starts
 // nothing and leaves no cgroup.
 func TestStart_LimitsInCgroupMode(t *testing.T) {
-	mark, env := newMark(t)
+	mark, env := proctest.NewMark(t)
 	s := newSup(t, ModeCgroup, mark)
 	l := Limits{MemoryBytes: 64 << 20, Pids: 16, CPUPercent: 50}
 	if ok, why := cgroup.LimitsSupported(l); !ok {
@@ -57,7 +58,7 @@ func TestStart_LimitsInCgroupMode(t *testing.T) {
 		if !errors.Is(err, ErrLimitsUnsupported) || !strings.Contains(err.Error(), "controller") {
 			t.Fatalf("Start with unenforceable limits (%s): %v, want ErrLimitsUnsupported naming the controller", why, err)
 		}
-		requireNoneAlive(t, mark)
+		proctest.RequireNoneAlive(t, mark)
 		left, _ := filepath.Glob(filepath.Join(s.cgParent, "lim-*"))
 		if len(left) != 0 {
 			t.Fatalf("cgroups left behind: %v", left)
@@ -117,7 +118,7 @@ func TestStart_LimitsInCgroupMode(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	requireComplete(t, tr.Terminate(ctx, 200*time.Millisecond, time.Second), ModeCgroup)
-	requireNoneAlive(t, mark)
+	proctest.RequireNoneAlive(t, mark)
 	for c, d := range v1 {
 		if _, err := os.Stat(d); !errors.Is(err, os.ErrNotExist) {
 			t.Errorf("v1 %s cgroup %s still there after the proof (%v)", c, d, err)

@@ -16,6 +16,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/acpx-sidecar/acpx-sidecar/internal/proctest"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/reaper/cgroup"
 )
 
@@ -54,7 +55,7 @@ func v1Leftovers(s *Supervisor, name string) []string {
 // it ran (docs/protocol.md §18.2; on a hybrid host the launch entry
 // joined the v1 cgroup before execve).
 func TestStart_LimitsBindTheProvidersFirstFork(t *testing.T) {
-	mark, env := newMark(t)
+	mark, env := proctest.NewMark(t)
 	s := newSup(t, ModeCgroup, mark)
 	if ok, why := cgroup.LimitsSupported(Limits{Pids: 1}); !ok {
 		t.Skipf("pids limit not enforceable here: %s", why)
@@ -78,7 +79,7 @@ func TestStart_LimitsBindTheProvidersFirstFork(t *testing.T) {
 		t.Errorf("Resources %+v, %v: want pidsMax 1 and pidsLimitHits >= 1", r, err)
 	}
 	requireComplete(t, tr.Terminate(context.Background(), termGrace, killGrace), ModeCgroup)
-	requireNoneAlive(t, mark)
+	proctest.RequireNoneAlive(t, mark)
 	if left := v1Leftovers(s, "fork1"); len(left) != 0 {
 		t.Errorf("cgroups left after the proof: %v", left)
 	}
@@ -90,13 +91,13 @@ func TestStart_LimitsBindTheProvidersFirstFork(t *testing.T) {
 // cgroup is left.
 func TestStart_V1ExecFailureLaunchesNothing(t *testing.T) {
 	needV1(t, "pids")
-	mark, env := newMark(t)
+	mark, env := proctest.NewMark(t)
 	s := newSup(t, ModeCgroup, mark)
 	_, err := s.Start(Spec{Path: "/nonexistent/provider", Env: env, Name: "nox", Limits: Limits{Pids: 16}})
 	if !errors.Is(err, syscall.ENOENT) || !strings.Contains(err.Error(), "/nonexistent/provider") {
 		t.Fatalf("Start of a missing program: %v, want ENOENT naming it", err)
 	}
-	requireNoneAlive(t, mark)
+	proctest.RequireNoneAlive(t, mark)
 	if left := v1Leftovers(s, "nox"); len(left) != 0 {
 		t.Errorf("cgroups left after the failed start: %v", left)
 	}
@@ -107,7 +108,7 @@ func TestStart_V1ExecFailureLaunchesNothing(t *testing.T) {
 // descriptor does not leak into the provider.
 func TestStart_V1ExecFile(t *testing.T) {
 	needV1(t, "pids")
-	mark, env := newMark(t)
+	mark, env := proctest.NewMark(t)
 	s := newSup(t, ModeCgroup, mark)
 	sh, err := filepath.EvalSymlinks("/bin/sh")
 	if err != nil {
@@ -139,7 +140,7 @@ func TestStart_V1ExecFile(t *testing.T) {
 				t.Fatalf("Start: %v", err)
 			}
 			defer func() { tr.Stdin().Close(); tr.Stdout().Close(); tr.Stderr().Close() }()
-			lines := readLines(t, tr, 1)
+			lines := proctest.ReadLines(t, tr, 1)
 			if lines[0] != c.want {
 				t.Errorf("stdout %q, want %q", lines[0], c.want)
 			}
@@ -153,7 +154,7 @@ func TestStart_V1ExecFile(t *testing.T) {
 				// holds each library it maps open for a moment: a leaked
 				// descriptor stays, a loader's goes. Wait (bounded) for
 				// sleep and for no descriptor outside the allowed ones.
-				waitComm(t, tr.Pid(), "sleep")
+				proctest.WaitComm(t, tr.Pid(), "sleep")
 				var extra []string
 				for deadline := time.Now().Add(5 * time.Second); ; {
 					extra = extra[:0]
@@ -182,7 +183,7 @@ func TestStart_V1ExecFile(t *testing.T) {
 				}
 			}
 			requireComplete(t, tr.Terminate(context.Background(), termGrace, killGrace), ModeCgroup)
-			requireNoneAlive(t, mark)
+			proctest.RequireNoneAlive(t, mark)
 		})
 	}
 }

@@ -3,10 +3,8 @@
 package reaper
 
 import (
-	"bufio"
 	"context"
 	"errors"
-	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -17,7 +15,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/acpx-sidecar/acpx-sidecar/internal/testmark"
+	"github.com/acpx-sidecar/acpx-sidecar/internal/proctest"
 )
 
 const (
@@ -26,48 +24,6 @@ const (
 )
 
 var allModes = []Mode{ModeCgroup, ModeProcessGroup, ModeSubreaper}
-
-// newMark returns a random marker and an environment carrying it.
-func newMark(t *testing.T) (string, []string) {
-	t.Helper()
-	mark := testmark.New()
-	return mark, []string{"PATH=/usr/bin:/bin", "ACPX_TEST_MARK=" + mark}
-}
-
-// markedAlive lists live (non-zombie) processes whose environment carries
-// the marker.
-func markedAlive(mark string) []int {
-	want := []byte("ACPX_TEST_MARK=" + mark + "\x00")
-	var out []int
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		p, ok := readStat(pid)
-		if !ok || p.state == 'Z' {
-			continue
-		}
-		env, err := os.ReadFile("/proc/" + e.Name() + "/environ")
-		if err != nil {
-			continue
-		}
-		if strings.Contains(string(env)+"\x00", string(want)) {
-			out = append(out, pid)
-		}
-	}
-	return out
-}
-
-// requireNoneAlive is the end-of-test marker scan (leaks are found by
-// marker, not by name).
-func requireNoneAlive(t *testing.T, mark string) {
-	t.Helper()
-	if pids := markedAlive(mark); len(pids) > 0 {
-		t.Fatalf("processes with marker still alive: %v", pids)
-	}
-}
 
 // newSup makes a Supervisor and registers, LIFO, its Close and a safety net
 // that kills (via pidfd) anything a failed test left with its marker.
@@ -82,14 +38,7 @@ func newSup(t *testing.T, mode Mode, mark string) *Supervisor {
 			t.Errorf("Close: %v", err)
 		}
 	})
-	t.Cleanup(func() {
-		for _, pid := range markedAlive(mark) {
-			if fd, err := unix.PidfdOpen(pid, 0); err == nil {
-				unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0)
-				unix.Close(fd)
-			}
-		}
-	})
+	proctest.KillAliveOnCleanup(t, mark)
 	return s
 }
 
@@ -105,33 +54,6 @@ func startSh(t *testing.T, s *Supervisor, env []string, script string) *Tree {
 		tr.Stderr().Close()
 	})
 	return tr
-}
-
-// readLines reads n lines of the tree's stdout, failing after a deadline
-// (tr: a *Tree or a plain pipe).
-func readLines(t *testing.T, tr interface{ Stdout() io.ReadCloser }, n int) []string {
-	t.Helper()
-	ch := make(chan []string, 1)
-	go func() {
-		sc := bufio.NewScanner(tr.Stdout())
-		var lines []string
-		for len(lines) < n && sc.Scan() {
-			lines = append(lines, sc.Text())
-		}
-		ch <- lines
-	}()
-	select {
-	case lines := <-ch:
-		if len(lines) < n {
-			t.Fatalf("stdout ended after %q, want %d lines", lines, n)
-		}
-		return lines
-	case <-time.After(10 * time.Second):
-		tr.Stdout().Close() // unblocks the reader goroutine
-		<-ch
-		t.Fatalf("no %d lines on stdout within deadline", n)
-	}
-	return nil
 }
 
 func waitExited(t *testing.T, tr *Tree) {
@@ -199,10 +121,10 @@ func TestDetect_ListsModesStrongestFirst(t *testing.T) {
 func TestStart_LeaderExitClosesExitedWithCode(t *testing.T) {
 	for _, mode := range allModes {
 		t.Run(string(mode), func(t *testing.T) {
-			mark, env := newMark(t)
+			mark, env := proctest.NewMark(t)
 			s := newSup(t, mode, mark)
 			tr := startSh(t, s, env, "echo hi; exit 7")
-			if got := readLines(t, tr, 1); got[0] != "hi" {
+			if got := proctest.ReadLines(t, tr, 1); got[0] != "hi" {
 				t.Fatalf("stdout %q", got)
 			}
 			waitExited(t, tr)
@@ -224,7 +146,7 @@ func TestStart_LeaderExitClosesExitedWithCode(t *testing.T) {
 					t.Fatalf("cgroup %s not removed: %v", tr.CgroupPath(), err)
 				}
 			}
-			requireNoneAlive(t, mark)
+			proctest.RequireNoneAlive(t, mark)
 		})
 	}
 }
@@ -234,10 +156,10 @@ func TestStart_LeaderExitClosesExitedWithCode(t *testing.T) {
 func TestTerminate_IgnoredTermGetsKilled(t *testing.T) {
 	for _, mode := range allModes {
 		t.Run(string(mode), func(t *testing.T) {
-			mark, env := newMark(t)
+			mark, env := proctest.NewMark(t)
 			s := newSup(t, mode, mark)
 			tr := startSh(t, s, env, `trap "" TERM; echo ready; exec sleep 1000`)
-			readLines(t, tr, 1)
+			proctest.ReadLines(t, tr, 1)
 			term := tr.Terminate(context.Background(), termGrace, killGrace)
 			requireComplete(t, term, mode)
 			if got := strings.Join(sigNames(term), ","); got != "SIGTERM,SIGKILL" {
@@ -253,7 +175,7 @@ func TestTerminate_IgnoredTermGetsKilled(t *testing.T) {
 			if len(term.Errors) != 0 {
 				t.Fatalf("errors %+v", term.Errors)
 			}
-			requireNoneAlive(t, mark)
+			proctest.RequireNoneAlive(t, mark)
 		})
 	}
 }
@@ -264,10 +186,10 @@ func TestTerminate_IgnoredTermGetsKilled(t *testing.T) {
 func TestTerminate_SetsidGrandchildKilledAndListed(t *testing.T) {
 	for _, mode := range allModes {
 		t.Run(string(mode), func(t *testing.T) {
-			mark, env := newMark(t)
+			mark, env := proctest.NewMark(t)
 			s := newSup(t, mode, mark)
 			tr := startSh(t, s, env, `setsid sh -c 'trap "" TERM; echo $$; exec sleep 1000' & echo leader; wait`)
-			lines := readLines(t, tr, 2)
+			lines := proctest.ReadLines(t, tr, 2)
 			gc := 0
 			for _, l := range lines {
 				if n, err := strconv.Atoi(l); err == nil {
@@ -289,7 +211,7 @@ func TestTerminate_SetsidGrandchildKilledAndListed(t *testing.T) {
 			if lp, ok := findProc(term, tr.Pid()); !ok || lp.Signal != "SIGTERM" {
 				t.Fatalf("provider record %+v", lp)
 			}
-			requireNoneAlive(t, mark)
+			proctest.RequireNoneAlive(t, mark)
 		})
 	}
 }
@@ -309,10 +231,10 @@ func TestTerminate_DeadLeaderStillKillsLingeringDescendants(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(string(tc.mode), func(t *testing.T) {
-			mark, env := newMark(t)
+			mark, env := proctest.NewMark(t)
 			s := newSup(t, tc.mode, mark)
 			tr := startSh(t, s, env, tc.script)
-			gc, err := strconv.Atoi(readLines(t, tr, 1)[0])
+			gc, err := strconv.Atoi(proctest.ReadLines(t, tr, 1)[0])
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -320,7 +242,7 @@ func TestTerminate_DeadLeaderStillKillsLingeringDescendants(t *testing.T) {
 			if st := tr.ExitStatus(); st.Code == nil || *st.Code != 3 {
 				t.Fatalf("exit status %+v", st)
 			}
-			if len(markedAlive(mark)) == 0 {
+			if len(proctest.Alive(mark)) == 0 {
 				t.Fatal("descendant did not linger; test proves nothing")
 			}
 			term := tr.Terminate(context.Background(), termGrace, killGrace)
@@ -329,7 +251,7 @@ func TestTerminate_DeadLeaderStillKillsLingeringDescendants(t *testing.T) {
 			if !ok || p.Role != RoleDescendant || p.Signal != "SIGKILL" {
 				t.Fatalf("descendant record %+v in %+v", p, term.Processes)
 			}
-			requireNoneAlive(t, mark)
+			proctest.RequireNoneAlive(t, mark)
 		})
 	}
 }
@@ -339,10 +261,10 @@ func TestTerminate_DeadLeaderStillKillsLingeringDescendants(t *testing.T) {
 func TestTerminate_TwiceReturnsComplete(t *testing.T) {
 	for _, mode := range allModes {
 		t.Run(string(mode), func(t *testing.T) {
-			mark, env := newMark(t)
+			mark, env := proctest.NewMark(t)
 			s := newSup(t, mode, mark)
 			tr := startSh(t, s, env, `echo ready; exec sleep 1000`)
-			readLines(t, tr, 1)
+			proctest.ReadLines(t, tr, 1)
 			first := tr.Terminate(context.Background(), termGrace, killGrace)
 			requireComplete(t, first, mode)
 			second := tr.Terminate(context.Background(), termGrace, killGrace)
@@ -350,7 +272,7 @@ func TestTerminate_TwiceReturnsComplete(t *testing.T) {
 			if len(second.Signals) != len(first.Signals) || len(second.Processes) != len(first.Processes) {
 				t.Fatalf("second result differs: %+v vs %+v", second, first)
 			}
-			requireNoneAlive(t, mark)
+			proctest.RequireNoneAlive(t, mark)
 		})
 	}
 }
@@ -358,10 +280,10 @@ func TestTerminate_TwiceReturnsComplete(t *testing.T) {
 // TestTerminate_ConcurrentCallsSerialize: concurrent Terminates both see
 // the complete proof.
 func TestTerminate_ConcurrentCallsSerialize(t *testing.T) {
-	mark, env := newMark(t)
+	mark, env := proctest.NewMark(t)
 	s := newSup(t, "", mark)
 	tr := startSh(t, s, env, `trap "" TERM; echo ready; sleep 1000 & wait`)
-	readLines(t, tr, 1)
+	proctest.ReadLines(t, tr, 1)
 	var wg sync.WaitGroup
 	res := make([]Termination, 3)
 	for i := range res {
@@ -374,39 +296,39 @@ func TestTerminate_ConcurrentCallsSerialize(t *testing.T) {
 			t.Fatalf("signals %v", sigNames(r))
 		}
 	}
-	requireNoneAlive(t, mark)
+	proctest.RequireNoneAlive(t, mark)
 }
 
 // TestTerminate_CancelledContextEscalatesToKill: a done ctx skips the TERM
 // grace, and the result is still verified.
 func TestTerminate_CancelledContextEscalatesToKill(t *testing.T) {
-	mark, env := newMark(t)
+	mark, env := proctest.NewMark(t)
 	s := newSup(t, "", mark)
 	tr := startSh(t, s, env, `trap "" TERM; echo ready; exec sleep 1000`)
-	readLines(t, tr, 1)
+	proctest.ReadLines(t, tr, 1)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	term := tr.Terminate(ctx, time.Hour, killGrace)
 	requireComplete(t, term, s.Mode())
-	requireNoneAlive(t, mark)
+	proctest.RequireNoneAlive(t, mark)
 }
 
 // TestSeal_BlocksStart: after Seal nothing is launched (docs/rules.md#r21).
 func TestSeal_BlocksStart(t *testing.T) {
-	mark, env := newMark(t)
+	mark, env := proctest.NewMark(t)
 	s := newSup(t, "", mark)
 	s.Seal()
 	_, err := s.Start(Spec{Path: "/bin/sh", Args: []string{"-c", "exec sleep 1000"}, Env: env})
 	if !errors.Is(err, ErrSealed) {
 		t.Fatalf("Start after Seal: %v", err)
 	}
-	requireNoneAlive(t, mark)
+	proctest.RequireNoneAlive(t, mark)
 }
 
 // TestStart_ExecFileIsExecutedNotPath: the opened verified file runs, Path
 // is only argv[0] (docs/rules.md#r4); for a binary and for a "#!" script.
 func TestStart_ExecFileIsExecutedNotPath(t *testing.T) {
-	mark, env := newMark(t)
+	mark, env := proctest.NewMark(t)
 	s := newSup(t, "", mark)
 	sh, err := filepath.EvalSymlinks("/bin/sh") // O_NOFOLLOW: the real file
 	if err != nil {
@@ -437,12 +359,12 @@ func TestStart_ExecFileIsExecutedNotPath(t *testing.T) {
 				t.Fatalf("Start: %v", err)
 			}
 			defer func() { tr.Stdin().Close(); tr.Stdout().Close(); tr.Stderr().Close() }()
-			if got := readLines(t, tr, 1)[0]; !strings.HasPrefix(got, c.want) {
+			if got := proctest.ReadLines(t, tr, 1)[0]; !strings.HasPrefix(got, c.want) {
 				t.Fatalf("stdout %q, want prefix %q", got, c.want)
 			}
 			waitExited(t, tr)
 			requireComplete(t, tr.Terminate(context.Background(), termGrace, killGrace), s.Mode())
-			requireNoneAlive(t, mark)
+			proctest.RequireNoneAlive(t, mark)
 		})
 	}
 }
@@ -450,45 +372,14 @@ func TestStart_ExecFileIsExecutedNotPath(t *testing.T) {
 // TestStart_CgroupHoldsProviderFromFirstInstruction: the provider is in its
 // own cgroup when it runs (UseCgroupFD; no window outside it).
 func TestStart_CgroupHoldsProviderFromFirstInstruction(t *testing.T) {
-	mark, env := newMark(t)
+	mark, env := proctest.NewMark(t)
 	s := newSup(t, ModeCgroup, mark)
 	tr := startSh(t, s, env, `cat /proc/self/cgroup | grep '^0::'; exec sleep 1000`)
-	line := readLines(t, tr, 1)[0]
+	line := proctest.ReadLines(t, tr, 1)[0]
 	rel := strings.TrimPrefix(line, "0::")
 	if !strings.HasSuffix(tr.CgroupPath(), rel) || !strings.Contains(rel, "/test-") {
 		t.Fatalf("provider cgroup %q, tree cgroup %q", rel, tr.CgroupPath())
 	}
 	requireComplete(t, tr.Terminate(context.Background(), termGrace, killGrace), ModeCgroup)
-	requireNoneAlive(t, mark)
-}
-
-// waitMarked waits (5 s deadline) until the marker scan lists pid.
-func waitMarked(t *testing.T, mark string, pid int) {
-	t.Helper()
-	for deadline := time.Now().Add(5 * time.Second); ; {
-		for _, p := range markedAlive(mark) {
-			if p == pid {
-				return
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("pid %d not seen by the marker scan after 5 s", pid)
-		}
-		time.Sleep(2 * time.Millisecond) // polling the table, bounded
-	}
-}
-
-// waitComm waits (5 s deadline) until process pid's comm is want.
-func waitComm(t *testing.T, pid int, want string) {
-	t.Helper()
-	for deadline := time.Now().Add(5 * time.Second); ; {
-		b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/comm")
-		if strings.TrimSpace(string(b)) == want {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("pid %d is %q after 5 s, want %q", pid, strings.TrimSpace(string(b)), want)
-		}
-		time.Sleep(2 * time.Millisecond) // polling /proc, bounded
-	}
+	proctest.RequireNoneAlive(t, mark)
 }

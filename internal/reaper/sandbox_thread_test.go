@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/acpx-sidecar/acpx-sidecar/internal/launchexec"
+	"github.com/acpx-sidecar/acpx-sidecar/internal/proctest"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/reaper/cgroup"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/sandbox"
 )
@@ -46,7 +47,7 @@ func ownTreePlan(t *testing.T, work string) *sandbox.Plan {
 func TestSandboxed_OwnTreeIsProvenByHostPids(t *testing.T) {
 	for _, mode := range []Mode{ModeCgroup, ModeSubreaper} {
 		t.Run(string(mode), func(t *testing.T) {
-			mark, env := newMark(t)
+			mark, env := proctest.NewMark(t)
 			s := newSup(t, mode, mark)
 			work := t.TempDir()
 			plan := ownTreePlan(t, work)
@@ -56,7 +57,7 @@ func TestSandboxed_OwnTreeIsProvenByHostPids(t *testing.T) {
 				t.Fatalf("Start: %v", err)
 			}
 			t.Cleanup(func() { tr.Stdin().Close(); tr.Stdout().Close(); tr.Stderr().Close() })
-			lines := readLines(t, tr, 2)
+			lines := proctest.ReadLines(t, tr, 2)
 			if n, _ := strconv.Atoi(lines[0]); n < 5 || n > 8 {
 				t.Errorf("the tree's /proc lists %s processes, want its own few (init, sh, 2 sleeps, setsid sh, ls, grep)", lines[0])
 			}
@@ -71,7 +72,7 @@ func TestSandboxed_OwnTreeIsProvenByHostPids(t *testing.T) {
 			for {
 				alive, argv = alive[:0], map[int]string{}
 				sleeps, inits := 0, 0
-				for _, pid := range markedAlive(mark) {
+				for _, pid := range proctest.Alive(mark) {
 					a := cmdline(pid)
 					switch {
 					case strings.Contains(a, GuardianArg):
@@ -112,7 +113,7 @@ func TestSandboxed_OwnTreeIsProvenByHostPids(t *testing.T) {
 					t.Errorf("record %+v says nothing of how it ended", p)
 				}
 			}
-			requireNoneAlive(t, mark)
+			proctest.RequireNoneAlive(t, mark)
 		})
 	}
 }
@@ -128,7 +129,7 @@ func cmdline(pid int) string {
 // process's own child, not the init's), and its tree's cgroup empties
 // without any signal: the init leaves once the provider is reaped.
 func TestSandboxed_ExitedTreeLeavesNoInitBehind(t *testing.T) {
-	mark, env := newMark(t)
+	mark, env := proctest.NewMark(t)
 	s := newSup(t, ModeCgroup, mark)
 	work := t.TempDir()
 	tr, err := s.Start(Spec{Path: "/bin/sh", Args: []string{"-c", "exit 3"}, Env: env, Dir: work, Name: "test", Sandbox: ownTreePlan(t, work)})
@@ -153,11 +154,11 @@ func TestSandboxed_ExitedTreeLeavesNoInitBehind(t *testing.T) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the cgroup is still populated after the provider's exit: %v alive", markedAlive(mark))
+			t.Fatalf("the cgroup is still populated after the provider's exit: %v alive", proctest.Alive(mark))
 		}
 		time.Sleep(5 * time.Millisecond) // the init's own exit; bounded
 	}
-	if alive := markedAlive(mark); len(alive) > 0 {
+	if alive := proctest.Alive(mark); len(alive) > 0 {
 		t.Fatalf("still alive after the cgroup emptied: %v", alive)
 	}
 	term := tr.Terminate(context.Background(), termGrace, killGrace)
@@ -172,7 +173,7 @@ func TestSandboxed_ExitedTreeLeavesNoInitBehind(t *testing.T) {
 // launchexec.ErrSandbox (sandbox.ErrRuleMoved), nothing left running and
 // the cgroup gone.
 func TestSandboxed_RuleMovedLaunchesNothing(t *testing.T) {
-	mark, env := newMark(t)
+	mark, env := proctest.NewMark(t)
 	s := newSup(t, ModeCgroup, mark)
 	base := t.TempDir()
 	work := filepath.Join(base, "work")
@@ -191,9 +192,9 @@ func TestSandboxed_RuleMovedLaunchesNothing(t *testing.T) {
 		t.Fatalf("Start: %v, want launchexec.ErrSandbox wrapping sandbox.ErrRuleMoved", err)
 	}
 	deadline := time.Now().Add(10 * time.Second)
-	for len(markedAlive(mark)) > 0 {
+	for len(proctest.Alive(mark)) > 0 {
 		if time.Now().After(deadline) {
-			t.Fatalf("left running: %v", markedAlive(mark))
+			t.Fatalf("left running: %v", proctest.Alive(mark))
 		}
 		time.Sleep(5 * time.Millisecond) // the init's reaping by the central reaper; bounded
 	}

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/acpx-sidecar/acpx-sidecar/internal/proctest"
 )
 
 // TestWatchdogKilled_NewWatchdogCoversLiveTrees: the watchdog SIGKILLed
@@ -15,15 +17,15 @@ import (
 // provider cgroup registered: when its pipe closes (as at the sidecar's
 // death) it kills the tree, and the tree's cgroup is gone.
 func TestWatchdogKilled_NewWatchdogCoversLiveTrees(t *testing.T) {
-	mark, env := newMark(t)
+	mark, env := proctest.NewMark(t)
 	s := newSup(t, ModeCgroup, mark)
 	tr := startSh(t, s, env, `trap "" TERM; setsid sh -c 'trap "" TERM; exec sleep 1000' & echo up; exec sleep 1000`)
-	readLines(t, tr, 1)
+	proctest.ReadLines(t, tr, 1)
 	// "up" can come before the background child is readable in /proc (it
 	// may be inside execve): wait for both, with a deadline.
-	for deadline := time.Now().Add(5 * time.Second); len(markedAlive(mark)) < 2; {
+	for deadline := time.Now().Add(5 * time.Second); len(proctest.Alive(mark)) < 2; {
 		if time.Now().After(deadline) {
-			t.Fatalf("%d marked processes alive, want the provider and its setsid child", len(markedAlive(mark)))
+			t.Fatalf("%d marked processes alive, want the provider and its setsid child", len(proctest.Alive(mark)))
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
@@ -52,9 +54,9 @@ func TestWatchdogKilled_NewWatchdogCoversLiveTrees(t *testing.T) {
 	case <-time.After(15 * time.Second):
 		t.Fatal("the new watchdog did not kill the tree")
 	}
-	for deadline := time.Now().Add(10 * time.Second); len(markedAlive(mark)) > 0; {
+	for deadline := time.Now().Add(10 * time.Second); len(proctest.Alive(mark)) > 0; {
 		if time.Now().After(deadline) {
-			t.Fatalf("alive after the new watchdog's kill: %v", markedAlive(mark))
+			t.Fatalf("alive after the new watchdog's kill: %v", proctest.Alive(mark))
 		}
 		time.Sleep(5 * time.Millisecond)
 	}

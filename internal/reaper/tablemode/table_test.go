@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/acpx-sidecar/acpx-sidecar/internal/proctable"
+	"github.com/acpx-sidecar/acpx-sidecar/internal/proctest"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/reaper"
 )
 
@@ -38,7 +39,7 @@ func newTableSup(t *testing.T, mark string) *Supervisor {
 		}
 	})
 	t.Cleanup(func() {
-		for _, pid := range markedAlive(mark) {
+		for _, pid := range proctest.Alive(mark) {
 			_ = unix.Kill(pid, unix.SIGKILL)
 		}
 	})
@@ -70,7 +71,7 @@ func requireTableComplete(t *testing.T, term reaper.Termination) {
 // collected (Exited closes, ExitStatus holds the code) and the proof lists
 // it as the provider.
 func TestTable_LeaderExitClosesExitedWithCode(t *testing.T) {
-	mark, env := newMark(t)
+	mark, env := proctest.NewMark(t)
 	s := newTableSup(t, mark)
 	tr := startTableSh(t, s, env, "exit 7")
 	select {
@@ -100,10 +101,10 @@ func TestTable_LeaderExitClosesExitedWithCode(t *testing.T) {
 // TestTable_IgnoredTermGetsKilled: a group member ignoring SIGTERM gets
 // SIGKILL after termGrace; the proof is complete.
 func TestTable_IgnoredTermGetsKilled(t *testing.T) {
-	mark, env := newMark(t)
+	mark, env := proctest.NewMark(t)
 	s := newTableSup(t, mark)
 	tr := startTableSh(t, s, env, `trap "" TERM; echo up; while :; do sleep 1; done`)
-	readLines(t, tr, 1)
+	proctest.ReadLines(t, tr, 1)
 	term := tr.Terminate(context.Background(), termGrace, killGrace)
 	requireTableComplete(t, term)
 	if got := strings.Join(sigNames(term), ","); got != "SIGTERM,SIGKILL" {
@@ -112,7 +113,7 @@ func TestTable_IgnoredTermGetsKilled(t *testing.T) {
 	if p, ok := findProc(term, tr.Pid()); !ok || p.Signal != "SIGKILL" {
 		t.Fatalf("provider record %+v, want killed by SIGKILL", p)
 	}
-	requireNoneAlive(t, mark)
+	proctest.RequireNoneAlive(t, mark)
 }
 
 // TestTable_SetsidGrandchildKilledAndListed: a grandchild that left the
@@ -120,10 +121,10 @@ func TestTable_IgnoredTermGetsKilled(t *testing.T) {
 // while the provider lives, and the marker) and killed; the proof names it
 // as a descendant.
 func TestTable_SetsidGrandchildKilledAndListed(t *testing.T) {
-	mark, env := newMark(t)
+	mark, env := proctest.NewMark(t)
 	s := newTableSup(t, mark)
 	tr := startTableSh(t, s, env, `setsid sh -c 'trap "" TERM; echo $$; exec sleep 30' & wait`)
-	gc, err := strconv.Atoi(readLines(t, tr, 1)[0])
+	gc, err := strconv.Atoi(proctest.ReadLines(t, tr, 1)[0])
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,7 +136,7 @@ func TestTable_SetsidGrandchildKilledAndListed(t *testing.T) {
 	if p, ok := findProc(term, gc); !ok || p.Role != reaper.RoleDescendant {
 		t.Fatalf("grandchild %d not listed as a descendant: %+v", gc, term.Processes)
 	}
-	requireNoneAlive(t, mark)
+	proctest.RequireNoneAlive(t, mark)
 }
 
 // TestTable_OrphanedEscapeeFoundByMarker: the provider double-forks a
@@ -143,10 +144,10 @@ func TestTable_SetsidGrandchildKilledAndListed(t *testing.T) {
 // chain; the escapee keeps its environment, so the marker finds it, and it
 // is killed and listed.
 func TestTable_OrphanedEscapeeFoundByMarker(t *testing.T) {
-	mark, env := newMark(t)
+	mark, env := proctest.NewMark(t)
 	s := newTableSup(t, mark)
 	tr := startTableSh(t, s, env, `(setsid sh -c 'trap "" TERM; echo $$; exec sleep 30' &); read x`)
-	esc, err := strconv.Atoi(readLines(t, tr, 1)[0])
+	esc, err := strconv.Atoi(proctest.ReadLines(t, tr, 1)[0])
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -165,19 +166,19 @@ func TestTable_OrphanedEscapeeFoundByMarker(t *testing.T) {
 	if p, ok := findProc(term, esc); !ok || p.Role != reaper.RoleDescendant {
 		t.Fatalf("escapee %d not listed: %+v", esc, term.Processes)
 	}
-	requireNoneAlive(t, mark)
+	proctest.RequireNoneAlive(t, mark)
 }
 
 // TestTable_LimitsRefusedNothingLaunched: limits cannot be enforced
 // without a cgroup: ErrLimitsUnsupported, and no process started.
 func TestTable_LimitsRefusedNothingLaunched(t *testing.T) {
-	mark, env := newMark(t)
+	mark, env := proctest.NewMark(t)
 	s := newTableSup(t, mark)
 	_, err := s.Start(reaper.Spec{Path: "/bin/sleep", Args: []string{"30"}, Env: env, Limits: reaper.Limits{Pids: 8}})
 	if !errors.Is(err, reaper.ErrLimitsUnsupported) {
 		t.Fatalf("Start with limits: %v, want ErrLimitsUnsupported", err)
 	}
-	requireNoneAlive(t, mark)
+	proctest.RequireNoneAlive(t, mark)
 	if reaper.SandboxSupported(reaper.ModeProcessTable) {
 		t.Fatal("SandboxSupported(process-table): want refused")
 	}
@@ -189,7 +190,7 @@ func TestTable_LimitsRefusedNothingLaunched(t *testing.T) {
 // TestTable_SealBlocksStartAndExecFileRuns: after Seal nothing starts;
 // before it, ExecFile (not Path) is what runs.
 func TestTable_SealBlocksStartAndExecFileRuns(t *testing.T) {
-	mark, env := newMark(t)
+	mark, env := proctest.NewMark(t)
 	s := newTableSup(t, mark)
 	f, err := os.Open("/bin/echo")
 	if err != nil {
@@ -201,7 +202,7 @@ func TestTable_SealBlocksStartAndExecFileRuns(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { tr.Stdin().Close(); tr.Stdout().Close(); tr.Stderr().Close() })
-	if got := readLines(t, tr, 1)[0]; got != "from-execfile" {
+	if got := proctest.ReadLines(t, tr, 1)[0]; got != "from-execfile" {
 		t.Fatalf("stdout %q", got)
 	}
 	requireTableComplete(t, tr.Terminate(context.Background(), termGrace, killGrace))
@@ -209,16 +210,16 @@ func TestTable_SealBlocksStartAndExecFileRuns(t *testing.T) {
 	if _, err := s.Start(reaper.Spec{Path: "/bin/sleep", Args: []string{"30"}, Env: env}); !errors.Is(err, reaper.ErrSealed) {
 		t.Fatalf("Start after Seal: %v", err)
 	}
-	requireNoneAlive(t, mark)
+	proctest.RequireNoneAlive(t, mark)
 }
 
 // TestTable_MarkerAddedWhenEnvHasNone: a spec without the marker variable
 // gets one, and the tree's processes carry it.
 func TestTable_MarkerAddedWhenEnvHasNone(t *testing.T) {
-	mark, env := newMark(t)
+	mark, env := proctest.NewMark(t)
 	s := newTableSup(t, mark)
 	tr := startTableSh(t, s, env, "echo up; read x")
-	readLines(t, tr, 1)
+	proctest.ReadLines(t, tr, 1)
 	got, err := procsOf(t).Environ(tr.Pid())
 	if err != nil || !proctable.HasEntry(got, tr.marker) || !strings.HasPrefix(tr.marker, DefaultMarkerName+"=t-") {
 		t.Fatalf("provider environment %q (%v) lacks the tree marker %q", got, err, tr.marker)
@@ -229,7 +230,7 @@ func TestTable_MarkerAddedWhenEnvHasNone(t *testing.T) {
 // TestNew_RefusedWhileSupervisorReaps: the two owners of
 // child reaping cannot share a process.
 func TestNew_RefusedWhileSupervisorReaps(t *testing.T) {
-	mark, _ := newMark(t)
+	mark, _ := proctest.NewMark(t)
 	newSup(t, reaper.ModeSubreaper, mark)
 	if s, err := New(Options{}); !errors.Is(err, reaper.ErrUnsupported) {
 		if s != nil {
@@ -248,7 +249,7 @@ func TestRecover_KillsLeftoverByGroupAndMarker(t *testing.T) {
 	if err := reaper.BecomeSubreaper(); err != nil {
 		t.Fatal(err)
 	}
-	mark, env := newMark(t)
+	mark, env := proctest.NewMark(t)
 	session := "s-7ab1e"
 	marker := reaper.MarkerEnv + "=" + session + "." + mark
 	cmd := exec.Command("/bin/sh", "-c", `trap "" TERM; setsid sh -c 'trap "" TERM; echo $$; exec sleep 30' & read x`)
@@ -263,14 +264,14 @@ func TestRecover_KillsLeftoverByGroupAndMarker(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		for _, pid := range markedAlive(mark) {
+		for _, pid := range proctest.Alive(mark) {
 			_ = unix.Kill(pid, unix.SIGKILL)
 		}
 		stdin.Close()
 		_ = cmd.Wait()
 		reapZombieChildren()
 	})
-	gc, err := strconv.Atoi(readLines(t, stdoutOf{out}, 1)[0])
+	gc, err := strconv.Atoi(proctest.ReadLines(t, stdoutOf{out}, 1)[0])
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -278,8 +279,8 @@ func TestRecover_KillsLeftoverByGroupAndMarker(t *testing.T) {
 	// builds the new image its environ reads empty, so wait until it runs
 	// sleep (a scan before the exec could see it, then miss it during
 	// the exec: a CI flake) and the marker scan sees it.
-	waitComm(t, gc, "sleep")
-	waitMarked(t, mark, gc)
+	proctest.WaitComm(t, gc, "sleep")
+	proctest.WaitListed(t, mark, gc)
 	p, err := procsOf(t).Stat(cmd.Process.Pid)
 	if err != nil {
 		t.Fatal(err)
@@ -290,7 +291,7 @@ func TestRecover_KillsLeftoverByGroupAndMarker(t *testing.T) {
 	if _, err := Recover(forged, killGrace); !errors.Is(err, reaper.ErrUnprovable) {
 		t.Fatalf("an entry whose live leader does not carry its marker: %v, want ErrUnprovable", err)
 	}
-	if n := len(markedAlive(mark)); n != 2 {
+	if n := len(proctest.Alive(mark)); n != 2 {
 		t.Fatalf("a refused entry killed something: %d of 2 marked processes alive", n)
 	}
 	term, err := Recover(l, killGrace)
@@ -305,38 +306,7 @@ func TestRecover_KillsLeftoverByGroupAndMarker(t *testing.T) {
 			t.Errorf("pid %d: record %+v (%v), want %s killed by SIGKILL", pid, pr, ok, role)
 		}
 	}
-	requireNoneAlive(t, mark)
-}
-
-// waitComm waits (5 s deadline) until process pid's comm is want.
-func waitComm(t *testing.T, pid int, want string) {
-	t.Helper()
-	for deadline := time.Now().Add(5 * time.Second); ; {
-		b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/comm")
-		if strings.TrimSpace(string(b)) == want {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("pid %d is %q after 5 s, want %q", pid, strings.TrimSpace(string(b)), want)
-		}
-		time.Sleep(2 * time.Millisecond) // polling /proc, bounded
-	}
-}
-
-// waitMarked waits (5 s deadline) until the marker scan lists pid.
-func waitMarked(t *testing.T, mark string, pid int) {
-	t.Helper()
-	for deadline := time.Now().Add(5 * time.Second); ; {
-		for _, p := range markedAlive(mark) {
-			if p == pid {
-				return
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("pid %d not seen by the marker scan after 5 s", pid)
-		}
-		time.Sleep(2 * time.Millisecond) // polling the table, bounded
-	}
+	proctest.RequireNoneAlive(t, mark)
 }
 
 // reapZombieChildren reaps whatever children of this process exited (the
