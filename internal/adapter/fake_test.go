@@ -360,7 +360,14 @@ func fakeManager(t *testing.T, l *fakeLauncher, h session.Host) *Manager {
 	cfg.Launcher = l
 	cfg.Bounds.CloseTimeout = 2 * time.Second
 	cfg.Bounds.HandshakeTimeout = 5 * time.Second
-	return NewManager(cfg, h)
+	m := NewManager(cfg, h)
+	// A test that stops early (t.Fatal) still ends its sessions, so its
+	// actors do not outlive it into the next test's goroutine check.
+	t.Cleanup(func() {
+		m.Shutdown()
+		m.Wait()
+	})
+	return m
 }
 
 // fakeOpen is an open of agent "generic" whose command is never run: the

@@ -140,6 +140,10 @@ func TestActor_UnwritableLedgerLaunchesNothing(t *testing.T) {
 	wait(t, start(func(r session.Reply) {
 		m.Close(protocol.CloseParams{Session: warm.v.(protocol.OpenResult).Session, DiscardPersistentState: true}, r)
 	}))
+	// The open's answer asked for the store's spare files to be refilled
+	// (owned/ among its directories); that refill runs on its own
+	// goroutine and must be over before owned/ is replaced.
+	m.sh.Refills.Wait()
 	owned := filepath.Join(p.StateDir, "owned")
 	if err := os.RemoveAll(owned); err != nil {
 		t.Fatal(err)
