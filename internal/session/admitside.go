@@ -114,7 +114,11 @@ func (a admitSide) Replaying(drop bool) {
 
 // Cleanup is the session's cleanup (close.go) of a failed admission.
 func (a admitSide) Cleanup(c launch.CleanupInput) *protocol.Proof {
-	return a.s.cleanup(cleanupInput{conn: c.Conn, tree: c.Tree, backendSessionID: c.BackendSessionID, reason: c.Reason,
+	var conn agentConn // a nil *acpclient.Conn stays a nil agentConn
+	if c.Conn != nil {
+		conn = c.Conn
+	}
+	return a.s.cleanup(cleanupInput{conn: conn, tree: c.Tree, backendSessionID: c.BackendSessionID, reason: c.Reason,
 		origin: protocol.OriginAdmission, closeSupported: c.CloseSupported, keepConn: c.KeepConn})
 }
 

@@ -302,8 +302,8 @@ func (s *Actor) markClosed(discard bool) {
 // actor (or, for a failed admission, made by the admission worker from
 // what it owns).
 type cleanupInput struct {
-	conn *acpclient.Conn // nil: no connection
-	tree launch.Tree     // nil: nothing was launched
+	conn agentConn   // nil: no connection
+	tree launch.Tree // nil: nothing was launched
 	// backendSessionID is the ACP session to close (Identity.BackendSessionID);
 	// "" skips the protocol close.
 	backendSessionID string
@@ -391,7 +391,7 @@ func (s *Actor) closePolicy(p cleanup.ClosePolicy, tree launch.Tree) cleanup.Clo
 }
 
 // closeSender sends ACP session/close for backendSessionID on conn.
-func closeSender(conn *acpclient.Conn, backendSessionID string) cleanup.Sender {
+func closeSender(conn agentConn, backendSessionID string) cleanup.Sender {
 	return func() (cleanup.Call, error) {
 		w, id, err := conn.Dispatch(acp.AgentMethodSessionClose, acp.CloseSessionRequest{SessionId: acp.SessionId(backendSessionID)})
 		if err != nil {
@@ -406,7 +406,7 @@ func closeSender(conn *acpclient.Conn, backendSessionID string) cleanup.Sender {
 // sidecar gave up on, docs/protocol.md §22).
 type waiterCall struct {
 	w    *jsonrpc2.Waiter
-	conn *acpclient.Conn
+	conn agentConn
 	id   jsonrpc2.ID
 }
 

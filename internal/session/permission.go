@@ -107,14 +107,7 @@ func (s *Actor) answerPermissionAs(ask *acpclient.PermissionAsk, pa *pendingAsk,
 // says too, audited with decision "overflow".
 func (s *Actor) escalate(t *turn, ask *acpclient.PermissionAsk, pa *pendingAsk, parsed policy.Ask) {
 	if !s.m.Host.PermissionRequests() {
-		optionID, fail := policy.Unanswered(s.plan.Params, pa.options)
-		if fail {
-			t.failErr = policy.PermissionRequiredError(pa.kind, "the host cannot answer")
-			s.answerPermission(ask, pa, nil, "", pa.rule+"; nonInteractivePermissions:fail")
-			s.cancelTurn(&t.requestID, "permission approval required")
-			return
-		}
-		s.answerPermission(ask, pa, nil, optionID, pa.rule+"; nonInteractivePermissions:deny")
+		s.decideUnanswered(t, ask, pa, pa.rule, protocol.DecisionDenied, "the host cannot answer")
 		return
 	}
 	if maxN, maxB := s.m.maxPendingAsks(); policy.Overflows(t.waitingAsks(), t.pendingBytes, pa.size, maxN, maxB) {

@@ -29,16 +29,26 @@ func (m *Shared) maxPendingAsks() (n, bytes int) {
 // fails the turn with PERMISSION_APPROVAL_REQUIRED. An agent flooding
 // asks while the host is slow thus holds at most the bound in memory.
 func (s *Actor) decideOverflow(t *turn, ask *acpclient.PermissionAsk, pa *pendingAsk, maxN, maxB int) {
-	rule := pa.rule + "; " + policy.OverflowRule(maxN, maxB) + "; nonInteractivePermissions:" +
-		s.plan.Params.NonInteractivePermissions
+	s.decideUnanswered(t, ask, pa, pa.rule+"; "+policy.OverflowRule(maxN, maxB), protocol.DecisionOverflow,
+		"too many asks are waiting for the host")
+}
+
+// decideUnanswered decides an escalation the host will not answer — it
+// cannot (no capabilities.permissionRequests), did not in time, or the
+// turn has no room for it — as nonInteractivePermissions says
+// (policy.Unanswered), audited with decision and rule followed by
+// "; nonInteractivePermissions:<deny|fail>": "deny" answers the agent
+// with a reject option; "fail" answers it cancelled and fails the turn
+// with PERMISSION_APPROVAL_REQUIRED, whose message ends with why.
+func (s *Actor) decideUnanswered(t *turn, ask *acpclient.PermissionAsk, pa *pendingAsk, rule string, decision protocol.Decision, why string) {
 	optionID, fail := policy.Unanswered(s.plan.Params, pa.options)
 	if fail {
-		t.failErr = policy.PermissionRequiredError(pa.kind, "too many asks are waiting for the host")
-		s.answerPermissionAs(ask, pa, "", rule, protocol.DecisionOverflow)
+		t.failErr = policy.PermissionRequiredError(pa.kind, why)
+		s.answerPermissionAs(ask, pa, "", rule+"; nonInteractivePermissions:fail", decision)
 		s.cancelTurn(&t.requestID, "permission approval required")
 		return
 	}
-	s.answerPermissionAs(ask, pa, optionID, rule, protocol.DecisionOverflow)
+	s.answerPermissionAs(ask, pa, optionID, rule+"; nonInteractivePermissions:deny", decision)
 }
 
 // withdrawPermission settles an escalation the agent withdrew with

@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/acpx-sidecar/acpx-sidecar/internal/acpclient"
-	"github.com/acpx-sidecar/acpx-sidecar/internal/policy"
 	"github.com/acpx-sidecar/acpx-sidecar/protocol"
 )
 
@@ -44,13 +43,6 @@ func (s *Actor) boundEscalation(t *turn, ask *acpclient.PermissionAsk, pa *pendi
 // with a reject option; "fail" answers it cancelled and fails the turn
 // with PERMISSION_APPROVAL_REQUIRED, as without a host.
 func (s *Actor) decideTimedOut(t *turn, ask *acpclient.PermissionAsk, pa *pendingAsk) {
-	rule := pa.rule + "; permissionTimeoutMs; nonInteractivePermissions:" + s.plan.Params.NonInteractivePermissions
-	optionID, fail := policy.Unanswered(s.plan.Params, pa.options)
-	if fail {
-		t.failErr = policy.PermissionRequiredError(pa.kind, "the host did not answer within "+s.permissionTimeout().String())
-		s.answerPermissionAs(ask, pa, "", rule, protocol.DecisionTimeout)
-		s.cancelTurn(&t.requestID, "permission approval required")
-		return
-	}
-	s.answerPermissionAs(ask, pa, optionID, rule, protocol.DecisionTimeout)
+	s.decideUnanswered(t, ask, pa, pa.rule+"; permissionTimeoutMs", protocol.DecisionTimeout,
+		"the host did not answer within "+s.permissionTimeout().String())
 }

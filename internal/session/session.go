@@ -55,7 +55,7 @@ type Actor struct {
 
 	// actor-owned
 	state lifestate.Machine // changed only by moveTo (state.go)
-	conn  *acpclient.Conn
+	conn  agentConn         // nil: none (agentconn.go)
 	rec   sessionRecord     // the agent's session and its record (record.go)
 	ctl   controlState      // models, modes, config options, pins (controls.go)
 	turns turnState         // the turn, the queue, what arrives around them (turnstate.go)
