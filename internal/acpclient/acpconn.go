@@ -52,7 +52,7 @@ type PermissionAsk struct {
 	// Answer answers the request with outcome.
 	Answer func(outcome acp.RequestPermissionOutcome)
 	// ID is the request's JSON-RPC id as JSON text (what the agent's
-	// $/cancel_request names, IDTextRaw's form); Fail answers it with a
+	// $/cancel_request names, AgentMsg.CancelledID's form); Fail answers it with a
 	// JSON-RPC error instead of an outcome.
 	ID string
 	// Fail answers the request with a JSON-RPC error (code, message)

@@ -66,13 +66,20 @@ func idText(id jsonrpc2.ID) string {
 	return string(b)
 }
 
-// IDTextRaw normalizes the JSON value of a $/cancel_request requestId to
-// the form of AgentMsg.ID, PermissionAsk.ID and ExtEvent.ID (a JSON-RPC
-// id as JSON text: 7 and "s" as `7` and `"s"`); "" when raw is no
-// JSON-RPC id.
-func IDTextRaw(raw json.RawMessage) string {
+// CancelledID is the request id a well-formed $/cancel_request names
+// (params {"requestId": id}), in the form of AgentMsg.ID,
+// PermissionAsk.ID and ExtEvent.ID (a JSON-RPC id as JSON text: 7 and
+// "s" as `7` and `"s"`); "" for any other message, a malformed frame, or
+// a requestId that is no JSON-RPC id.
+func (m *AgentMsg) CancelledID() string {
+	if m.Method != MethodCancelRequest || m.Malformed != "" {
+		return ""
+	}
+	var p struct {
+		RequestID json.RawMessage `json:"requestId"`
+	}
 	var id jsonrpc2.ID
-	if len(raw) == 0 || json.Unmarshal(raw, &id) != nil {
+	if json.Unmarshal(m.Params, &p) != nil || len(p.RequestID) == 0 || json.Unmarshal(p.RequestID, &id) != nil {
 		return ""
 	}
 	return idText(id)

@@ -4,8 +4,10 @@
 // session/update lines (Update, Slab), the bounded outbox to the agent's
 // stdin (ErrAgentHung), the strict decoding of agent frames
 // (DecodeStrict), the agent's requests handed to a session (PermissionAsk,
-// AgentMsg, ExtEvent), the requests the sidecar builds for the agent
-// (InitializeParams, SessionParams, PromptRequest), the checks of the
+// AgentMsg and the id its $/cancel_request names, ExtEvent), the requests
+// the sidecar builds for the agent (InitializeParams, SessionParams,
+// PromptRequest) and the shapes of the handshake's results
+// (InitializeResult, SessionState), the checks of the
 // agent's capabilities before sending (AgentCaps) and the tail of its
 // stderr (StderrTail). See docs/architecture.md, "ACP client side", and
 // docs/protocol.md §20 ("Threat model"), §22 and §23.

@@ -15,68 +15,26 @@ import (
 	"github.com/acpx-sidecar/acpx-sidecar/protocol"
 )
 
-// initializeResult is ACP initialize's result, kept raw where it is
-// reported verbatim.
-type initializeResult struct {
-	ProtocolVersion   int             `json:"protocolVersion"`
-	AgentCapabilities json.RawMessage `json:"agentCapabilities"`
-	AgentInfo         *struct {
-		Name    string `json:"name"`
-		Title   string `json:"title"`
-		Version string `json:"version"`
-	} `json:"agentInfo"`
-	// AuthMethods are ACP AuthMethod[] verbatim (docs/protocol.md §23).
-	AuthMethods []json.RawMessage `json:"authMethods"`
-}
-
-// sessionState is the common part of ACP session/new, load and resume
-// results.
-type sessionState struct {
-	SessionID string `json:"sessionId"`
-	Models    *struct {
-		CurrentModelID  string     `json:"currentModelId"`
-		AvailableModels []acpModel `json:"availableModels"`
-	} `json:"models"`
-	Modes *struct {
-		CurrentModeID  string    `json:"currentModeId"`
-		AvailableModes []acpMode `json:"availableModes"`
-	} `json:"modes"`
-	ConfigOptions []json.RawMessage `json:"configOptions"`
-	Meta          map[string]any    `json:"_meta"`
-}
-
-// models reports the agent's model state: the unstable ACP `models`
+// modelsOf reports the agent's model state: the unstable ACP `models`
 // field, or else the config option of category "model" (codex-acp 0.16.0
 // sends only the latter; internal/modelstub/testdata/codex-transcript.md).
-func (st *sessionState) models() *protocol.Models {
+func modelsOf(st *acpclient.SessionState) *protocol.Models {
 	if st.Models == nil {
 		return controls.ModelsFromConfig(st.ConfigOptions)
 	}
 	return &protocol.Models{CurrentModelID: st.Models.CurrentModelID,
-		AvailableModelIDs: ids(st.Models.AvailableModels, func(m acpModel) string { return m.ModelID })}
+		AvailableModelIDs: ids(st.Models.AvailableModels, func(m acpclient.ModelEntry) string { return m.ModelID })}
 }
 
-// modes reports the agent's mode state: ACP `modes`, or else the config
+// modesOf reports the agent's mode state: ACP `modes`, or else the config
 // option of category "mode" (OpenCode sends only the latter).
-func (st *sessionState) modes() *protocol.Modes {
+func modesOf(st *acpclient.SessionState) *protocol.Modes {
 	if st.Modes == nil {
 		return controls.ModesFromConfig(st.ConfigOptions)
 	}
 	return &protocol.Modes{CurrentModeID: st.Modes.CurrentModeID,
-		AvailableModeIDs: ids(st.Modes.AvailableModes, func(m acpMode) string { return m.ID })}
+		AvailableModeIDs: ids(st.Modes.AvailableModes, func(m acpclient.ModeEntry) string { return m.ID })}
 }
-
-// acpModel and acpMode are the entries of ACP availableModels and
-// availableModes.
-type (
-	acpModel struct {
-		ModelID string `json:"modelId"`
-		Name    string `json:"name"`
-	}
-	acpMode struct {
-		ID string `json:"id"`
-	}
-)
 
 // ids is id of each entry of list, in order, never nil (the wire's []
 // when the agent lists none): models and modes share it.
@@ -96,7 +54,7 @@ func ids[E any](list []E, id func(E) string) []string {
 // agent advertises about close is kept in late.
 func (w *Worker) handshake(ctx context.Context, in *Input, conn *acpclient.Conn, tree Tree, prior *store.Record, late *lateHandshake) (*Admitted, string, *protocol.Error) {
 	p := in.Open
-	var init initializeResult
+	var init acpclient.InitializeResult
 	// No fs/terminal capabilities: the agent uses its own (docs/protocol.md
 	// §14); boolean config options are answered, and elicitation is
 	// offered as the host declared it (Worker.ClientCaps, made by the
@@ -108,10 +66,8 @@ func (w *Worker) handshake(ctx context.Context, in *Input, conn *acpclient.Conn,
 	if err != nil {
 		return nil, "", ACPError(w.Clean, "initialize", err)
 	}
-	var caps acpclient.AgentCaps
-	if len(init.AgentCapabilities) > 0 {
-		_ = json.Unmarshal(init.AgentCapabilities, &caps)
-	} else {
+	caps := init.Caps()
+	if len(init.AgentCapabilities) == 0 {
 		init.AgentCapabilities = json.RawMessage("{}")
 	}
 	late.closeSupported = caps.SessionCapabilities.Close != nil
@@ -147,7 +103,7 @@ func (w *Worker) handshake(ctx context.Context, in *Input, conn *acpclient.Conn,
 	case in.Revive == nil && p.Lifecycle.PerTurn() && !canResume:
 		return nil, "", acpclient.CapabilityError("loadSession", "lifecycle per-turn")
 	}
-	var st sessionState
+	var st acpclient.SessionState
 	resumed := false
 	resumeID := ""
 	switch {
@@ -220,7 +176,7 @@ func (w *Worker) handshake(ctx context.Context, in *Input, conn *acpclient.Conn,
 	}
 	ti := tree.Info()
 	res := protocol.OpenResult{Session: w.ID, SessionKey: w.Key, Identity: ident, Resumed: resumed, Agent: info,
-		Models: st.models(), Modes: st.modes(), ConfigOptions: jsonl.CleanRaws(st.ConfigOptions),
+		Models: modelsOf(&st), Modes: modesOf(&st), ConfigOptions: jsonl.CleanRaws(st.ConfigOptions),
 		Process: protocol.ProcessInfo{Pid: ti.Pid, Pgid: ti.Pgid, StartedAt: protocol.At(ti.StartedAt), Containment: string(ti.Containment)},
 		Sandbox: in.Sandbox, AuthMethods: authMethods, Lifecycle: protocol.LifecycleWarm}
 	if p.Lifecycle != nil {

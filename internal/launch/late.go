@@ -49,7 +49,7 @@ func (l *lateHandshake) watch(s Session, conn *acpclient.Conn, tree Tree) *clean
 	if l.waiter == nil {
 		return nil
 	}
-	var st sessionState
+	var st acpclient.SessionState
 	if err := l.waiter.Wait(context.Background(), &st); err != nil {
 		return nil
 	}

@@ -3,6 +3,7 @@ package launch
 import (
 	"encoding/json"
 
+	"github.com/acpx-sidecar/acpx-sidecar/internal/acpclient"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/controls"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/store"
 	"github.com/acpx-sidecar/acpx-sidecar/protocol"
@@ -12,7 +13,7 @@ import (
 // docs/rules.md#r3), in place but not yet fsynced: the returned Pending is
 // synced while the open's answer goes out (the actor's adopt). Its errors
 // fail the open (docs/rules.md#r9).
-func saveAdmitted(in *Input, prior *store.Record, res *protocol.OpenResult, init initializeResult, tree Tree, style string, pin controls.Pins) (*store.Record, *store.Pending, error) {
+func saveAdmitted(in *Input, prior *store.Record, res *protocol.OpenResult, init acpclient.InitializeResult, tree Tree, style string, pin controls.Pins) (*store.Record, *store.Pending, error) {
 	p := in.Open
 	rec := prior
 	now := store.NowStamp()

@@ -2,7 +2,6 @@ package session
 
 import (
 	"context"
-	"encoding/json"
 
 	"github.com/acpx-sidecar/acpx-sidecar/internal/acpclient"
 	"github.com/acpx-sidecar/acpx-sidecar/protocol"
@@ -16,14 +15,8 @@ func (s *Actor) onAgentMsg(m *acpclient.AgentMsg) {
 	case acpclient.MethodElicitationComplete:
 		s.onElicitationComplete(m)
 	case acpclient.MethodCancelRequest:
-		if m.Malformed != "" {
-			return
-		}
-		var p struct {
-			RequestID json.RawMessage `json:"requestId"`
-		}
-		if json.Unmarshal(m.Params, &p) == nil {
-			s.withdraw(acpclient.IDTextRaw(p.RequestID))
+		if id := m.CancelledID(); id != "" {
+			s.withdraw(id)
 		}
 	}
 }
