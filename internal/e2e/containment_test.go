@@ -231,15 +231,7 @@ func TestCleanup_GroupTerminatedAfterLeaderExits(t *testing.T) {
 			s := startSidecar(t, seedArgs(e, tc.args...)...)
 			s.initialize(false)
 			o := seedMustOpen(s, e.openParams("leader-exits", "groupchild,crash-mid-turn"))
-			child := 0
-			for _, pid := range markedPids(e.mark, "") {
-				if pid != o.Process.Pid {
-					child = pid
-				}
-			}
-			if child == 0 {
-				t.Fatalf("no group child besides the provider %d", o.Process.Pid)
-			}
+			child := faultChildOf(t, e.mark, o.Process.Pid)
 			stat, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", child))
 			fields := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
 			if pgrp, _ := strconv.Atoi(fields[2]); pgrp != o.Process.Pid {

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -176,6 +177,64 @@ func guardiansOf(pid int) []int {
 func isHelper(pid int) bool {
 	cmd, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
 	return bytes.Contains(cmd, []byte("__guardian")) || bytes.HasPrefix(cmd, []byte(sandboxInitName+"\x00"))
+}
+
+// faultChildFlag is argv[1] of a child the fault agent re-executes
+// itself as (grandchildFlag in internal/faultagent/main.go).
+const faultChildFlag = "--faultagent-grandchild"
+
+// faultChildOf returns the one live process carrying mark that the
+// provider forked as the fault agent's child: its parent is provider and
+// its argv[1] is faultChildFlag. The provider is not the only other
+// marked process: a guardian and a tree's PID-namespace init run with
+// the agent's environment too, each in a group of its own, and the
+// numeric order of /proc does not tell them apart once pid numbers have
+// wrapped between their forks. The fault agent waits for its child's
+// ready byte before it reads any message, so once the open has answered
+// the child is already there. Anything but exactly one such process
+// fails the test, listing every marked process.
+func faultChildOf(t testing.TB, mark string, provider int) int {
+	t.Helper()
+	marked := markedPids(mark, "")
+	var found []int
+	for _, pid := range marked {
+		ppid, _, argv := procInfo(pid)
+		if ppid == provider && len(argv) > 1 && argv[1] == faultChildFlag {
+			found = append(found, pid)
+		}
+	}
+	if len(found) != 1 {
+		t.Fatalf("%d children of provider %d run %s, want one; marked processes:%s",
+			len(found), provider, faultChildFlag, describeProcs(marked))
+	}
+	return found[0]
+}
+
+// procInfo reads pid's parent, process group and argv from /proc (zero
+// values when pid is gone).
+func procInfo(pid int) (ppid, pgrp int, argv []string) {
+	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if i := bytes.LastIndexByte(stat, ')'); err == nil && i >= 0 {
+		// After "comm)": state, ppid, pgrp.
+		var state string
+		_, _ = fmt.Sscan(string(stat[i+1:]), &state, &ppid, &pgrp)
+	}
+	cmd, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+	if len(cmd) > 0 {
+		argv = strings.Split(strings.TrimSuffix(string(cmd), "\x00"), "\x00")
+	}
+	return ppid, pgrp, argv
+}
+
+// describeProcs is one line per pid (pid, parent, group, command line)
+// for a failure message.
+func describeProcs(pids []int) string {
+	out := ""
+	for _, pid := range pids {
+		ppid, pgrp, argv := procInfo(pid)
+		out += fmt.Sprintf("\n  pid %d ppid %d pgrp %d: %s", pid, ppid, pgrp, strings.Join(argv, " "))
+	}
+	return out
 }
 
 // sandboxInitName is argv[0] of a tree's PID-namespace init
