@@ -41,15 +41,10 @@ func TestContainment_SetsidGrandchildIgnoringTermIsReaped(t *testing.T) {
 			caps, _ := init["capabilities"].(map[string]any)
 			t.Logf("containment reported by initialize: %v", caps["containment"])
 			o := e.open(s, "grandchild", "grandchild")
-			var grandchild int
-			for _, pid := range markedPids(e.mark, "") {
-				if pid != o.Process.Pid {
-					grandchild = pid
-				}
-			}
-			if grandchild == 0 {
-				t.Fatalf("no grandchild carries the marker besides the provider %d", o.Process.Pid)
-			}
+			// The sandbox's init and the guardian carry the marker too; the
+			// grandchild is the provider's child running the fault agent's
+			// child flag (a "last marked pid" pick breaks when pids wrap).
+			grandchild := faultChildOf(t, e.mark, o.Process.Pid)
 			f := s.call("session/close", map[string]any{"session": o.Session, "reason": "e2e"})
 			type closed struct {
 				Proof proof `json:"proof"`
@@ -167,15 +162,7 @@ func TestContainment_ProviderKilledFromOutsideIsReportedAndItsLeftoversReaped(t 
 			s.initialize(false)
 			var open openResult
 			s.mustCall("session/open", e.openParams("victim", "grandchild"), &open)
-			var grandchild int
-			for _, pid := range markedPids(e.mark, "") {
-				if pid != open.Process.Pid && !isHelper(pid) {
-					grandchild = pid
-				}
-			}
-			if grandchild == 0 {
-				t.Fatalf("no grandchild alive besides the provider %d", open.Process.Pid)
-			}
+			grandchild := faultChildOf(t, e.mark, open.Process.Pid)
 			if err := unix.Kill(open.Process.Pid, unix.SIGKILL); err != nil {
 				t.Fatal(err)
 			}

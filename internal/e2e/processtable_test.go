@@ -65,15 +65,7 @@ func TestProcessTable_SidecarKilledTreesRecoveredByTheNextSidecar(t *testing.T) 
 	s.initialize(false)
 	a := openFault(t, s, "a", cwd, mark, "normal")
 	b := openFault(t, s, "b", cwd, mark, "grandchild")
-	grandchild := 0
-	for _, pid := range markedPids(mark, "") {
-		if pid != a.Process.Pid && pid != b.Process.Pid {
-			grandchild = pid
-		}
-	}
-	if grandchild == 0 {
-		t.Fatalf("no grandchild alive besides the providers %d and %d", a.Process.Pid, b.Process.Pid)
-	}
+	grandchild := faultChildOf(t, mark, b.Process.Pid)
 	if err := s.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
