@@ -172,6 +172,60 @@ func guardiansOf(pid int) []int {
 	return out
 }
 
+// waitStopped waits (bounded by d) until every thread of each of pids is
+// in the stopped state: after kill(SIGSTOP) returns, threads of a
+// multi-threaded process keep running until the group stop reaches them.
+func waitStopped(t testing.TB, pids []int, d time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for _, pid := range pids {
+		for !threadsStopped(pid) {
+			if time.Now().After(deadline) {
+				t.Fatalf("process %d not stopped %v after SIGSTOP", pid, d)
+			}
+			time.Sleep(5 * time.Millisecond) // polling /proc, bounded by d
+		}
+	}
+}
+
+// threadsStopped reports whether pid exists and all its threads are in
+// state 'T' (a thread that exited while being listed counts as not yet).
+func threadsStopped(pid int) bool {
+	dir := "/proc/" + strconv.Itoa(pid) + "/task/"
+	tasks, err := os.ReadDir(dir)
+	if err != nil || len(tasks) == 0 {
+		return false
+	}
+	for _, task := range tasks {
+		stat, err := os.ReadFile(dir + task.Name() + "/stat")
+		i := bytes.LastIndexByte(stat, ')')
+		if err != nil || i < 0 || i+2 >= len(stat) || stat[i+2] != 'T' {
+			return false
+		}
+	}
+	return true
+}
+
+// waitGrandchild waits (bounded by d) until the fault agent's grandchild
+// (mode grandchild, re-executed with --faultagent-grandchild) runs with
+// mark in its environment, and returns its pid.
+func waitGrandchild(t testing.TB, mark string, d time.Duration) int {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		for _, pid := range markedPids(mark, "") {
+			cmd, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+			if bytes.Contains(cmd, []byte("\x00--faultagent-grandchild\x00")) {
+				return pid
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no fault agent grandchild carries the marker after %v", d)
+		}
+		time.Sleep(20 * time.Millisecond) // polling the process table, bounded by d
+	}
+}
+
 // isHelper reports whether pid runs a helper of the sidecar: a guardian,
 // or the PID-namespace init of a tree.
 func isHelper(pid int) bool {

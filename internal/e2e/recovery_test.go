@@ -325,20 +325,30 @@ func liveNeighbourSweeps(t *testing.T, mode string) {
 	trackChild(dying.cmd.Process.Pid)
 	dying.initialize(false)
 	open := openFault(t, dying, "leftover", cwd, mark, "grandchild")
+	// The agent's setsid'd grandchild ignores SIGTERM and holds none of
+	// the sidecar's pipes: only a SIGKILL ends it, so it tells whether the
+	// tree outlived its sidecar.
+	grandchild := waitGrandchild(t, mark, 5*time.Second)
 	gs := guardiansOf(dying.cmd.Process.Pid)
+	if mode != "process-table" && len(gs) == 0 {
+		t.Fatalf("no guardian or watchdog under the dying sidecar %d", dying.cmd.Process.Pid)
+	}
 	for _, g := range gs {
 		if err := unix.Kill(g, unix.SIGSTOP); err != nil {
 			t.Fatal(err)
 		}
 	}
+	// kill(2) only queues SIGSTOP: a guardian thread still running could
+	// read its owner pipe's EOF. Go on once every thread is stopped.
+	waitStopped(t, gs, 5*time.Second)
+	// The tree is listed while its sidecar still runs: once the sidecar is
+	// dead, the live sidecar's sweep (what this test is about) may kill
+	// the tree before a listing made afterwards would see it.
+	survivors := markedPids(mark, "")
 	_ = dying.cmd.Process.Signal(syscall.SIGKILL)
 	<-dying.exited
 	for _, g := range gs {
 		_ = unix.Kill(g, unix.SIGKILL)
-	}
-	survivors := markedPids(mark, "")
-	if len(survivors) == 0 {
-		t.Fatalf("nothing of the dead sidecar's tree survived: this test would prove nothing")
 	}
 	raw := live.waitNote("cleanup/proof", 10*time.Second, func(p json.RawMessage) bool {
 		var rp recoveredProof
@@ -352,6 +362,16 @@ func liveNeighbourSweeps(t *testing.T, mode string) {
 	named := map[int]bool{}
 	for _, p := range rp.Proof.Processes {
 		named[p.Pid] = true
+	}
+	// The grandchild outlived the sidecar if it is still alive, or if the
+	// recovery named it: recovery starts only once the owner is dead, and
+	// names only live processes it found carrying the tree's marker. Not
+	// checked in cgroup mode: any sidecar starting on this machine sweeps
+	// the cgroups of dead sidecars (reaper.SweepDeadParents) and may end
+	// the tree before the live one finds it; there the watchdog, stopped
+	// before the kill, is what lets the tree outlive the sidecar.
+	if len(survivors) == 0 || mode != "cgroup" && !named[grandchild] && !isMarkedAlive(mark, grandchild) {
+		t.Fatalf("nothing of the dead sidecar's tree survived: this test would prove nothing")
 	}
 	for _, pid := range survivors {
 		if pid != open.Process.Pid && !named[pid] && isMarkedAlive(mark, pid) {
