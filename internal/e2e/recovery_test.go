@@ -110,6 +110,7 @@ func ledgerRecovers(t *testing.T, mode string) {
 	if err := unix.Kill(gs[0], unix.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
+	waitStopped(t, gs, 5*time.Second) // SIGSTOP is only queued when kill returns
 	_ = s.cmd.Process.Signal(syscall.SIGKILL)
 	<-s.exited
 	_ = unix.Kill(gs[0], unix.SIGKILL)
