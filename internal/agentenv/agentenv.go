@@ -183,11 +183,11 @@ type Launch struct {
 
 // KeyHome is the key's private HOME under stateDir, the one the sidecar
 // gives a sandboxed agent whose open names no HOME of its own
-// (docs/protocol.md §19): <stateDir>/homes/<key encoded as its record's
-// file name>. Prepare the agent there and open the key with that
+// (docs/protocol.md §19): <stateDir>/homes/<store.HomeName(key)> (the
+// key encoded as its record's file name). Prepare the agent there and open the key with that
 // stateDir (--state-dir, or the open's stateDir) and no env.HOME.
 func KeyHome(stateDir, key string) string {
-	return filepath.Join(stateDir, "homes", store.EncodeKey(key))
+	return filepath.Join(stateDir, "homes", store.HomeName(key))
 }
 
 // Prepare populates home, the agent's HOME (created 0700 with its

@@ -10,7 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// A key's private HOME (docs/protocol.md §19): <stateDir>/homes/<EncodeKey
+// A key's private HOME (docs/protocol.md §19): <stateDir>/homes/<HomeName
 // (key)>, mode 0700, the only place under a state dir a sandboxed tree may
 // write, and only its own key's. It is made beneath the state dir's kept
 // handle (held.go), never through a link, kept across the key's sessions
@@ -19,9 +19,22 @@ import (
 // homesName is the directory of the keys' private HOMEs in a state dir.
 const homesName = "homes"
 
+// HomeName is the name of key's private HOME in homes/: EncodeKey(key),
+// except for the keys "." and "..", which encodeURIComponent leaves as
+// they are and which would name homes/ itself or the state dir: their
+// dots are percent-encoded ("%2E", "%2E%2E"; no other key encodes to
+// those, since EncodeKey encodes every "%"). Every other key keeps the
+// name of its record file, so HOMEs made before this rule stay in place.
+func HomeName(key string) string {
+	if key == "." || key == ".." {
+		return strings.Repeat("%2E", len(key))
+	}
+	return EncodeKey(key)
+}
+
 // HomePath is the key's private HOME (it may not exist).
 func (s *Store) HomePath(key string) string {
-	return filepath.Join(s.dir, homesName, EncodeKey(key))
+	return filepath.Join(s.dir, homesName, HomeName(key))
 }
 
 // Home makes the key's private HOME if it does not exist and returns its
@@ -44,7 +57,7 @@ func (s *Store) Home(key string) (string, error) {
 		return "", err
 	}
 	defer unix.Close(homes)
-	enc := EncodeKey(key)
+	enc := HomeName(key)
 	home, err := mkdirChecked(homes, enc, filepath.Join(s.dir, homesName, enc))
 	if err != nil {
 		return "", err
@@ -114,7 +127,7 @@ func (s *Store) RemoveHome(key string) error {
 		return &os.PathError{Op: "open", Path: filepath.Join(s.dir, homesName), Err: err}
 	}
 	defer unix.Close(homes)
-	return removeAllAt(homes, EncodeKey(key), s.HomePath(key), 0)
+	return removeAllAt(homes, HomeName(key), s.HomePath(key), 0)
 }
 
 // removeAllAt removes name below dirfd: a directory's entries first
@@ -171,7 +184,7 @@ func (s *Store) RemoveInHome(key, rel string) error {
 		return err
 	}
 	defer root.Close()
-	parts := append([]string{homesName, EncodeKey(key)}, strings.Split(filepath.Clean(rel), string(filepath.Separator))...)
+	parts := append([]string{homesName, HomeName(key)}, strings.Split(filepath.Clean(rel), string(filepath.Separator))...)
 	dir, err := unix.FcntlInt(uintptr(root.fd), unix.F_DUPFD_CLOEXEC, 0)
 	if err != nil {
 		return err

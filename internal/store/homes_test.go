@@ -147,3 +147,40 @@ func TestRemoveInHome_RemovesThatDirOnlyAndNeverThroughALink(t *testing.T) {
 		t.Errorf("a path out of the home was accepted")
 	}
 }
+
+// TestHome_DotKeysGetTheirOwnHome: the keys "." and ".." — which
+// encodeURIComponent leaves as they are — get a HOME of their own inside
+// homes/ (never homes/ itself or the state dir), and removing theirs
+// leaves every other key's HOME in place.
+func TestHome_DotKeysGetTheirOwnHome(t *testing.T) {
+	s, err := Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	victim, err := s.Home("victim")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(victim, ".bashrc"), []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	homes := filepath.Join(s.Dir(), "homes")
+	for key, name := range map[string]string{".": "%2E", "..": "%2E%2E"} {
+		home, err := s.Home(key)
+		if err != nil {
+			t.Fatalf("key %q: %v", key, err)
+		}
+		if home != filepath.Join(homes, name) || home != s.HomePath(key) || filepath.Dir(home) != homes {
+			t.Errorf("key %q: home %s (HomePath %s), want %s", key, home, s.HomePath(key), filepath.Join(homes, name))
+		}
+		if err := s.RemoveHome(key); err != nil {
+			t.Fatalf("key %q: RemoveHome: %v", key, err)
+		}
+		if _, err := os.Stat(filepath.Join(victim, ".bashrc")); err != nil {
+			t.Fatalf("removing key %q's HOME removed another key's: %v", key, err)
+		}
+	}
+	if HomeName("%2E") == HomeName(".") || HomeName("a.b") != "a.b" {
+		t.Errorf("HomeName: %q %q %q", HomeName("%2E"), HomeName("."), HomeName("a.b"))
+	}
+}
