@@ -264,3 +264,47 @@ func TestActor_LateHostAnswerApprovesNothing(t *testing.T) {
 	m.Shutdown()
 	m.Wait()
 }
+
+// TestActor_CloseDuringAdmissionKeepsTheHostsReason (found by a user
+// trial): a host's session/close that arrives while the session is still
+// admitting waits for the admission, then closes the session with the
+// host's reason and origin "close" — not as a shutdown.
+func TestActor_CloseDuringAdmissionKeepsTheHostsReason(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	agent := newFakeAgent()
+	entered, release := make(chan struct{}), make(chan struct{})
+	agent.set("session/new", func(context.Context, *jsonrpc2.Conn, json.RawMessage) (any, error) {
+		close(entered)
+		<-release
+		return json.RawMessage(`{"sessionId":"fake-session"}`), nil
+	})
+	m := fakeManager(t, &fakeLauncher{agent: agent}, newRecHost())
+	opened := start(func(r session.Reply) { m.Open(context.Background(), fakeOpen(t, "early-close"), r) })
+	select {
+	case <-entered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the agent never got session/new")
+	}
+	l := m.List()
+	if len(l) != 1 || l[0].State != protocol.StateAdmitting {
+		t.Fatalf("list %+v, want one admitting session", l)
+	}
+	closed := start(func(r session.Reply) {
+		m.Close(protocol.CloseParams{Session: l[0].Session, Reason: "close while admitting"}, r)
+	})
+	m.List() // runs on the actor after the close: it is registered
+	close(release)
+	if o := wait(t, opened); o.err != nil {
+		t.Fatalf("open: %v", o.err)
+	}
+	c := wait(t, closed)
+	if c.err != nil {
+		t.Fatalf("close: %v", c.err)
+	}
+	pr := c.v.(protocol.CloseResult).Proof
+	if pr.Origin != protocol.OriginClose || pr.Reason != "close while admitting" || !pr.Complete {
+		t.Errorf("proof origin %q reason %q complete %v, want origin close with the host's reason", pr.Origin, pr.Reason, pr.Complete)
+	}
+	m.Shutdown()
+	m.Wait()
+}

@@ -209,8 +209,9 @@ func (s *Actor) admitted(a *launch.Admitted, reply Reply) {
 	s.armHeld()          // seedcontrols.go
 	s.flushExtBuffered() // ext.go
 	if ca := s.end.closeReq; ca != nil {
-		// Shutdown asked to close while the handshake was finishing.
-		s.startCleanup("sidecar shutdown", protocol.OriginShutdown, ca.discard, nil)
+		// A close (the host's, or shutdown's) arrived while the handshake
+		// was finishing: the session closes with that close's reason.
+		s.startCleanup(ca.reason, ca.origin, ca.discard, nil)
 		return
 	}
 	s.afterOpen() // lifecycle.go

@@ -74,8 +74,9 @@ type cleanupHandoff struct {
 type closeAttempt struct {
 	waiters []Reply
 	discard bool
-	// reason and origin are the close's, for one that waits for a retire
-	// or revive to end first (lifecycle.go).
+	// reason and origin are the close's, for one that waits for an
+	// admission, a retire or a revive to end first (admission.go,
+	// lifecycle.go).
 	reason string
 	origin protocol.ProofOrigin
 	// marked: the record was already marked closed (deleted when
@@ -99,8 +100,9 @@ func (s *Actor) close(reason string, origin protocol.ProofOrigin, discard bool, 
 		return
 	case s.state.Is(protocol.StateAdmitting):
 		// Shutdown during admission: the admission ends (aborted) and its
-		// proof answers this close too.
-		s.end.closeReq = &closeAttempt{waiters: []Reply{reply}, discard: discard}
+		// proof answers this close too. A host's close waits for the
+		// admission, then closes the session with its reason.
+		s.end.closeReq = &closeAttempt{waiters: []Reply{reply}, discard: discard, reason: reason, origin: origin}
 		if origin == protocol.OriginShutdown {
 			s.end.abortAdmission(errShutdownAbort)
 		}
