@@ -134,6 +134,28 @@ func TestValidate_EnvValuesNeverInMessages(t *testing.T) {
 
 func contains(s, sub string) bool { return strings.Contains(s, sub) }
 
+// TestValidate_RelativeHomeAndTmpDirRefused (found by a user trial): a
+// relative env.HOME or env.TMPDIR is refused -32602 naming the member,
+// without echoing the value; absolute ones and an empty one pass.
+func TestValidate_RelativeHomeAndTmpDirRefused(t *testing.T) {
+	for _, name := range []string{"HOME", "TMPDIR"} {
+		for v, bad := range map[string]bool{"relhome": true, "./x": true, "/abs/dir": false, "": false} {
+			p := OpenParams{SessionKey: "k", Agent: "codex", Command: &Command{Path: "/bin/true"}, Cwd: "/tmp",
+				Env: map[string]string{name: v}}
+			e := p.Validate()
+			if !bad {
+				if e != nil {
+					t.Errorf("%s=%q: %v", name, v, e)
+				}
+				continue
+			}
+			if e == nil || e.RPCCode != CodeInvalidParams || e.Data.Field != "env."+name || strings.Contains(e.Message, v) {
+				t.Errorf("%s=%q: got %+v, want -32602 field env.%s without the value", name, v, e, name)
+			}
+		}
+	}
+}
+
 // TestValidate_PromptShapes: prompt is a non-empty string or ContentBlock[]
 // with a type each; config values are strings or booleans.
 func TestValidate_PromptShapes(t *testing.T) {

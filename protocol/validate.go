@@ -122,6 +122,14 @@ func (p *OpenParams) Validate() *Error {
 			return InvalidParams("env."+k, "env values must not contain NUL")
 		}
 	}
+	for _, k := range []string{"HOME", "TMPDIR"} {
+		// The agent's own directories: a relative one would name a
+		// different place from each tool's working directory, and the
+		// sandbox could neither make it nor let the tree write it.
+		if v, ok := p.Env[k]; ok && v != "" && !filepath.IsAbs(v) {
+			return InvalidParams("env."+k, "env."+k+" must be an absolute path")
+		}
+	}
 	if p.StateDir != "" && !filepath.IsAbs(p.StateDir) {
 		return InvalidParams("stateDir", "stateDir must be absolute")
 	}
