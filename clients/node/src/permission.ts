@@ -16,11 +16,13 @@ export type PermissionHandler = (
 
 /**
  * askHandler runs handler on one ask and returns its answer: `selected`
- * with the handler's optionId, else `cancelled` — when the handler fails,
- * answers anything else, or `settled` aborts first (once the sidecar
+ * with the handler's optionId when the agent offered it, else `cancelled`
+ * — when the handler fails, answers anything else, selects an optionId
+ * the agent did not offer, or `settled` aborts first (once the sidecar
  * settled the ask, a late answer changes nothing). onError hears why a
- * handler that threw, rejected or answered in no known shape was taken
- * as `cancelled` (the Sidecar's `"handlerError"` event).
+ * handler that threw, rejected, answered in no known shape or selected
+ * an option not offered was taken as `cancelled` (the Sidecar's
+ * `"handlerError"` event).
  */
 export async function askHandler(
   handler: PermissionHandler,
@@ -34,7 +36,11 @@ export async function askHandler(
     const out = await Promise.race([Promise.resolve(handler(req, { signal: settled })), aborted]);
     if (out === abortedMark) return { outcome: "cancelled" };
     if (out && out.outcome === "selected" && typeof out.optionId === "string") {
-      return { outcome: "selected", optionId: out.optionId };
+      if (req.options.some((o) => o.optionId === out.optionId)) return { outcome: "selected", optionId: out.optionId };
+      // The sidecar would take it as cancelled too; a typo is said here.
+      const offered = req.options.map((o) => o.optionId);
+      onError(new TypeError(`the permission handler selected optionId ${JSON.stringify(out.optionId)}, which the agent did not offer (offered: ${JSON.stringify(offered)}): answered cancelled`));
+      return { outcome: "cancelled" };
     }
     if (!(out && out.outcome === "cancelled")) {
       onError(new TypeError(`the permission handler answered ${JSON.stringify(out)}: want {outcome: "selected", optionId} or {outcome: "cancelled"}`));
@@ -56,13 +62,22 @@ export function cancelled(): PermissionOutcome {
   return { outcome: "cancelled" };
 }
 
+/** The ACP permission option kinds (ACP PermissionOptionKind). */
+const optionKinds = ["allow_once", "allow_always", "reject_once", "reject_always"];
+
 /**
  * selectKind answers with the first option of that kind (`allow_once`,
- * `reject_once`, …), or `cancelled` when the agent offered none. Note the
- * answer names the option's optionId, never its kind: a kind sent as an
- * optionId counts as cancelled (docs/protocol.md §9).
+ * `allow_always`, `reject_once` or `reject_always`), or `cancelled` when
+ * the agent offered none. Note the answer names the option's optionId,
+ * never its kind: a kind sent as an optionId counts as cancelled
+ * (docs/protocol.md §9). Throws a TypeError for any other kind (a typo):
+ * inside a permission handler that is answered `cancelled` and reported
+ * as a `"handlerError"`.
  */
 export function selectKind(req: PermissionRequest, kind: string): PermissionOutcome {
+  if (!optionKinds.includes(kind)) {
+    throw new TypeError(`selectKind: unknown kind ${JSON.stringify(kind)}: want one of ${optionKinds.join(", ")}`);
+  }
   const o = req.options.find((opt) => opt.kind === kind);
   return o ? selected(o.optionId) : cancelled();
 }

@@ -149,6 +149,9 @@ export class Session {
    * (DUPLICATE_REQUEST_ID, as the sidecar would).
    */
   prompt(p: PromptOptions): Turn {
+    // A missing argument goes to the sidecar as empty params, which it
+    // refuses -32602 naming the first member missing (a SidecarError).
+    if (p === null || typeof p !== "object") p = {} as PromptOptions;
     const key = this.id + "\0" + p.requestId;
     const updates = new UpdateQueue<SessionUpdateParams>();
     const { onPermissionRequest, signal, ...wireParams } = p;

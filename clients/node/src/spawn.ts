@@ -82,7 +82,10 @@ const VERSION: string = createRequire(import.meta.url)("../package.json").versio
  * killed and reaped.
  */
 export async function spawnSidecar(opts: SpawnOptions): Promise<Sidecar> {
-  if (!opts || typeof opts.stateDir !== "string" || !opts.stateDir.startsWith("/")) {
+  if (!opts || opts.stateDir === undefined || opts.stateDir === "") {
+    throw localError(LocalDataCode.START_FAILED, "stateDir is required (an absolute path: the sidecar's --state-dir)", "spawn");
+  }
+  if (typeof opts.stateDir !== "string" || !opts.stateDir.startsWith("/")) {
     throw localError(LocalDataCode.START_FAILED, "stateDir must be an absolute path", "spawn");
   }
   if ((opts.args ?? []).some((a) => a === "--framing" || a.startsWith("--framing="))) {

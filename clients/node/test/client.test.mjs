@@ -209,6 +209,7 @@ test("session/exited and cleanup/proof arrive as events; a throwing permission h
 test("spawnSidecar: bad options and a sidecar that cannot start are START_FAILED", { skip: skipReason }, async (t) => {
   const stateDir = tempDir(t);
   await assert.rejects(spawnSidecar({ binary: sidecarBin, stateDir: "relative" }), { dataCode: "START_FAILED", code: 0 });
+  await assert.rejects(spawnSidecar({ binary: sidecarBin }), { dataCode: "START_FAILED", message: /stateDir is required/ });
   await assert.rejects(spawnSidecar({ binary: sidecarBin, stateDir, args: ["--framing=ndjson"] }), { dataCode: "START_FAILED" });
   await assert.rejects(spawnSidecar({ binary: sidecarBin, stateDir, args: ["--no-such-flag"] }), (err) => {
     assert.equal(err.dataCode, "START_FAILED");
@@ -317,4 +318,20 @@ test("a sidecar SIGKILLed mid-turn: the turn and later calls reject TRANSPORT na
   });
   await assert.rejects(sc.stats(), /the sidecar exited \(signal SIGKILL\)/);
   await waitFor(() => markedPids(mark).length === 0, 10000, "the guardian or watchdog ended the tree");
+});
+
+test("prompt() without its options is a SidecarError naming the missing member; the session keeps working", { skip: skipReason }, async (t) => {
+  const mark = newMark();
+  const sc = await spawnSidecar({ binary: sidecarBin, stateDir: tempDir(t), env: sidecarEnv(mark) });
+  t.after(() => sc.kill("SIGKILL"));
+  const s = await sc.open(faultOpen("no-args", workDir(t), mark));
+  await assert.rejects(s.prompt().result, (err) => {
+    assert.ok(err instanceof SidecarError, String(err));
+    assert.equal(err.code, -32602);
+    assert.ok(err.field, "the refusal names a member");
+    return true;
+  });
+  assert.equal((await s.prompt({ requestId: "r1", prompt: "x" }).result).status, "completed");
+  await sc.shutdown();
+  assert.deepEqual(markedPids(mark), []);
 });

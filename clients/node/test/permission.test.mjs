@@ -3,9 +3,10 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 
-import { askHandler } from "../dist/permission.js";
+import { askHandler, selectKind } from "../dist/permission.js";
 
-const req = { session: "s-1", sessionKey: "k", requestId: "t1", toolCall: { toolCallId: "c1" }, options: [] };
+const req = { session: "s-1", sessionKey: "k", requestId: "t1", toolCall: { toolCallId: "c1" },
+  options: [{ optionId: "allow", name: "Allow", kind: "allow_once" }, { optionId: "deny", name: "Deny", kind: "reject_once" }] };
 
 test("askHandler: a selection passes, cancelled passes quietly; a throw, a rejection or an unknown shape is cancelled and reported", async () => {
   const run = async (handler) => {
@@ -38,4 +39,15 @@ test("askHandler: an ask settled first (aborted) is cancelled without a report",
   ac.abort();
   assert.deepEqual(await pending, { outcome: "cancelled" });
   assert.deepEqual(errors, []);
+});
+
+test("askHandler: an optionId the agent did not offer, or selectKind of an unknown kind, is cancelled and reported", async () => {
+  for (const handler of [() => ({ outcome: "selected", optionId: "no-such-option" }), (r) => selectKind(r, "allow_forever")]) {
+    const errors = [];
+    const out = await askHandler(handler, req, new AbortController().signal, (e) => errors.push(e));
+    assert.deepEqual(out, { outcome: "cancelled" });
+    assert.ok(errors[0] instanceof TypeError, String(errors[0]));
+  }
+  assert.deepEqual(selectKind(req, "reject_once"), { outcome: "selected", optionId: "deny" });
+  assert.deepEqual(selectKind(req, "allow_always"), { outcome: "cancelled" }); // a known kind the agent did not offer
 });
