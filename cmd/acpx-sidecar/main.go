@@ -370,7 +370,9 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 // exit 1, as the daemon would exit 2 on that flag). The checks are the
 // daemon's: --cgroup-parent (reaper.CheckCgroupParent; under auto an
 // unusable one falls back to the next mode) and the --default-* limits
-// (checkDefaultLimits: exit 1). "problems" lists why, one sentence each.
+// (checkDefaultLimits: exit 1). "problems" lists why, one sentence each,
+// and whether --state-store can be reached now (a store that cannot is a
+// problem, but the daemon starts: exit 0).
 func doctor(stdout io.Writer, o *options) int {
 	mechs := append(reaper.Detect(), tablemode.Detect())
 	enc := json.NewEncoder(stdout)
@@ -399,9 +401,13 @@ func doctor(stdout io.Writer, o *options) int {
 			usable = false
 		}
 	}
-	if err := o.state.preflight(); err != nil {
+	if unreachable, err := o.state.preflight(); err != nil {
 		problems = append(problems, err.Error()) // the daemon exits 2
 		usable = false
+	} else if unreachable != nil {
+		// The daemon starts (opens that need the store fail retryable
+		// until it answers), so this alone does not make doctor exit 1.
+		problems = append(problems, "--state-store cannot be reached now: "+unreachable.Error())
 	}
 	sc := admission.SandboxCaps(sandbox.Probe().Limit(o.isolation.assumeABI), o.isolation.defaultSandbox, reaper.Mode(chosen), egress.Probe())
 	_ = enc.Encode(map[string]any{"containment": chosen, "mechanisms": mechs,

@@ -137,16 +137,27 @@ func TestRun_DoctorChecksTheStateStoreFlags(t *testing.T) {
 	}
 	good := bytes.Repeat([]byte("k"), 32)
 	store := "file://" + filepath.Join(dir, "store")
+	// A store that opens but cannot be read now (its keys/ is a file): a
+	// problem, yet the daemon would start — exit 0 (a user trial found
+	// doctor silent about an unreachable store).
+	broken := filepath.Join(dir, "broken")
+	if err := os.MkdirAll(broken, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(broken, "keys"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
 	for _, c := range []struct {
-		name, keyFile, want string
-		code                int
+		name, keyFile, want, store string
+		code                       int
 	}{
-		{"readable by others", key("open", good, 0o644), "0644", 1},
-		{"31 bytes", key("short", good[:31], 0o600), "31 bytes", 1},
-		{"a good key", key("good", good, 0o600), "", 0},
+		{"readable by others", key("open", good, 0o644), "0644", store, 1},
+		{"31 bytes", key("short", good[:31], 0o600), "31 bytes", store, 1},
+		{"a good key", key("good", good, 0o600), "", store, 0},
+		{"an unreadable store", key("good2", good, 0o600), "cannot be reached now", "file://" + broken, 0},
 	} {
 		var out, errb bytes.Buffer
-		code := run([]string{"doctor", "--state-store", store, "--state-key-file", c.keyFile}, strings.NewReader(""), &out, &errb)
+		code := run([]string{"doctor", "--state-store", c.store, "--state-key-file", c.keyFile}, strings.NewReader(""), &out, &errb)
 		var rep struct {
 			Problems []string `json:"problems"`
 		}
@@ -157,8 +168,11 @@ func TestRun_DoctorChecksTheStateStoreFlags(t *testing.T) {
 		if c.want != "" && !strings.Contains(joined, c.want) {
 			t.Errorf("%s: problems %q, want one naming %q", c.name, rep.Problems, c.want)
 		}
-		if c.code == 0 && code == 0 && len(rep.Problems) != 0 {
+		if c.code == 0 && c.want == "" && len(rep.Problems) != 0 {
 			t.Errorf("%s: problems %q", c.name, rep.Problems)
+		}
+		if c.code == 0 && code != 0 {
+			t.Errorf("%s: exit %d, want 0", c.name, code)
 		}
 		if c.code == 1 && code != 1 {
 			t.Errorf("%s: exit %d, want 1", c.name, code)

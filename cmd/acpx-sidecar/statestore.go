@@ -105,15 +105,21 @@ func (f *stateFlags) secretPaths() []string {
 	return out
 }
 
-// preflight is doctor's check of the flags (nil without --state-store):
-// the key files loaded and the store opened and its credentials checked
-// as the daemon does at start, bounded by --state-timeout-ms; the error
-// is the one the daemon would exit with.
-func (f *stateFlags) preflight() error {
+// preflight is doctor's check of the flags (nil, nil without
+// --state-store): the key files loaded and the store opened and its
+// credentials checked as the daemon does at start, bounded by
+// --state-timeout-ms — err is the one the daemon would exit with —, then
+// the store reached (statestore.Store.Probe): unreachable says why it
+// cannot be read now (a refused signature, a missing bucket, an endpoint
+// that does not answer), which the daemon does not check at start.
+func (f *stateFlags) preflight() (unreachable, err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(f.timeoutMs)*time.Millisecond)
 	defer cancel()
-	_, err := f.open(ctx)
-	return err
+	st, err := f.open(ctx)
+	if err != nil || st == nil {
+		return nil, err
+	}
+	return st.Probe(ctx), nil
 }
 
 // sidecarID is this process's owner id in the state store: "sc-" and 16

@@ -17,6 +17,7 @@ import (
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
+	"github.com/aws/smithy-go"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 )
 
@@ -63,9 +64,16 @@ func httpStatus(err error) int {
 	return 0
 }
 
-// classify maps a failed S3 call: 412 errPrecondition, 404 ErrNotFound,
-// anything else as is (the caller wraps it as ErrUnavailable).
+// classify maps a failed S3 call: a missing bucket ErrUnavailable (saying
+// so), 412 errPrecondition, 404 ErrNotFound, anything else as is (the
+// caller wraps it as ErrUnavailable).
 func classify(err error) error {
+	var api smithy.APIError
+	if errors.As(err, &api) && api.ErrorCode() == "NoSuchBucket" {
+		// A 404 too, but not a missing object: nothing can be read or
+		// written until the bucket exists.
+		return fmt.Errorf("%w: the bucket does not exist", ErrUnavailable)
+	}
 	switch httpStatus(err) {
 	case http.StatusPreconditionFailed:
 		return errPrecondition
