@@ -308,6 +308,12 @@ func Build(pol Policy, paths Paths, opt BuildOptions) (Plan, Applied, error) {
 	// filtered by its flags).
 	plan.Seccomp, plan.DenyUserNS = true, opt.BindReadOnly
 	writable := nonEmpty(append([]string{paths.Cwd, paths.Home, paths.TmpDir}, pol.Writable...))
+	if !plan.NewPIDNS {
+		// The host's /dev/shm, which the tree writes (its rule below): a
+		// never-writable path or a secret there is guarded as in cwd. With
+		// a PID namespace the tree gets a fresh tmpfs there instead.
+		writable = append(writable, DevShm)
+	}
 	if err := checkConflicts(writable, nonEmpty(paths.Protected), paths.PrivateHome, opt.BindReadOnly, &plan, &ap); err != nil {
 		return Plan{}, Applied{}, err
 	}

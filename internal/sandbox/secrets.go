@@ -42,7 +42,9 @@ func planSecrets(paths Paths, writable, reach []string, bind bool, exists func(s
 	}
 	var mask, hidden []string
 	for _, s := range secrets {
-		if ok, _ := exists(s); !ok {
+		if ok, _ := exists(s); !ok || plan.NewPIDNS && Within(s, DevShm) {
+			// Missing, or under the tree's own fresh /dev/shm: no such name
+			// there.
 			continue
 		}
 		switch {

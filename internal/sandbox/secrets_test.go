@@ -112,3 +112,32 @@ func TestCapsCheck_MasksNeedAMountNamespace(t *testing.T) {
 		t.Errorf("masks with namespaces: %v", err)
 	}
 }
+
+// TestBuild_HostShmIsAWritableRoot: with processes "all" the tree writes
+// the host's /dev/shm, so a state dir there is kept read-only and a key
+// there masked with its way pinned, as in any writable path; with
+// processes "own-tree" the tree's /dev/shm is a fresh tmpfs of its own,
+// which holds neither, and nothing under it is bound or masked (the name
+// does not exist in the tree).
+func TestBuild_HostShmIsAWritableRoot(t *testing.T) {
+	paths := Paths{Cwd: "/w", Protected: []string{"/dev/shm/acpx/state"}, Secrets: []string{"/dev/shm/keys/state.key"}}
+	exists := fakeFS([]string{"/", "/w", DevShm}, []string{"/dev/shm/keys/state.key"})
+	pol := wsPolicy()
+	pol.Processes = AllProcesses
+	plan, _, err := Build(pol, paths, BuildOptions{BindReadOnly: true, Exists: exists})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(plan.ReadOnly, []string{"/dev/shm/acpx/state"}) || !slices.Equal(plan.Mask, []string{"/dev/shm/keys/state.key"}) ||
+		!slices.Equal(plan.Pin, []string{"/dev/shm/acpx", "/dev/shm/keys"}) {
+		t.Errorf("host /dev/shm: read-only %v, mask %v, pins %v", plan.ReadOnly, plan.Mask, plan.Pin)
+	}
+	var ce *ConflictError
+	if _, _, err := Build(pol, paths, BuildOptions{Exists: exists}); !errors.As(err, &ce) {
+		t.Errorf("host /dev/shm without bind mounts: %v, want a conflict", err)
+	}
+	plan, _, err = Build(wsPolicy(), paths, BuildOptions{BindReadOnly: true, Exists: exists})
+	if err != nil || len(plan.ReadOnly) != 0 || len(plan.Mask) != 0 || len(plan.Pin) != 0 {
+		t.Errorf("own /dev/shm: %v, read-only %v, mask %v, pins %v; want none", err, plan.ReadOnly, plan.Mask, plan.Pin)
+	}
+}
