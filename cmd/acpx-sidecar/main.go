@@ -303,7 +303,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	cfg.DefaultLimits = o.limits.defaults()
 	cfg.LimitsSupported = cgroup.LimitsSupported
 	cfg.Sandbox = admission.SandboxConfig{Default: o.isolation.defaultSandbox, Caps: sandbox.Probe().Limit(o.isolation.assumeABI),
-		Protected: append(sandbox.CgroupMounts(), selfInstallation()...)}
+		Protected: append(sandbox.CgroupMounts(), selfInstallation()...), StoreDir: o.state.fileRoot(), Secrets: o.state.keyPaths()}
 	cfg.Egress = config.EgressConfig{Pins: o.isolation.pins, Unsupported: egress.Probe()}
 	if nofile > 0 {
 		cfg.Egress.MaxConnections = maxConnectionsFor(nofile)

@@ -88,6 +88,17 @@ func (f *stateFlags) open(ctx context.Context) (*statestore.Store, error) {
 // in (config.Config.StateSecrets): the key files and a file:// store's
 // root; nil without --state-store.
 func (f *stateFlags) secretPaths() []string {
+	out := f.keyPaths()
+	if root := f.fileRoot(); root != "" {
+		out = append(out, root)
+	}
+	return out
+}
+
+// keyPaths are the master key files, absolute (nil without
+// --state-store): no sandboxed tree may read or replace them
+// (admission.SandboxConfig.Secrets).
+func (f *stateFlags) keyPaths() []string {
 	if f.url == "" {
 		return nil
 	}
@@ -99,10 +110,17 @@ func (f *stateFlags) secretPaths() []string {
 			}
 		}
 	}
-	if u, err := url.Parse(f.url); err == nil && u.Scheme == "file" && filepath.IsAbs(u.Path) {
-		out = append(out, filepath.Clean(u.Path))
-	}
 	return out
+}
+
+// fileRoot is a file:// store's root directory, "" for none or an s3://
+// store: never writable by a sandboxed tree
+// (admission.SandboxConfig.StoreDir).
+func (f *stateFlags) fileRoot() string {
+	if u, err := url.Parse(f.url); err == nil && f.url != "" && u.Scheme == "file" && filepath.IsAbs(u.Path) {
+		return filepath.Clean(u.Path)
+	}
+	return ""
 }
 
 // preflight is doctor's check of the flags (nil, nil without

@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 
 	"github.com/acpx-sidecar/acpx-sidecar/internal/profiles"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/reaper"
@@ -24,6 +25,16 @@ type SandboxConfig struct {
 	// and the command's installation: the cgroup filesystem
 	// (sandbox.CgroupMounts). nil = none.
 	Protected []string
+	// StoreDir is the root of a file:// state store (--state-store):
+	// never writable from inside, exactly as a state dir, since a tree
+	// that could write it could end or rewrite every key's published
+	// state. "" = none (or an s3:// store).
+	StoreDir string
+	// Secrets are the sidecar's secret files, which no tree with a
+	// filesystem sandbox may read, write or replace: the state store's
+	// master key files (--state-key-file, --state-old-key-file). nil =
+	// none.
+	Secrets []string
 }
 
 // defaultFS is the filesystem mode an open gets when it names none
@@ -149,10 +160,12 @@ func NonNil(s []string) []string {
 
 // SandboxPaths are the open's places for sandbox.Build: cwd, the launch
 // environment env's HOME and TMPDIR (each made, 0700, if it does not
-// exist and a filesystem sandbox is on), the command's installation, and
+// exist and a filesystem sandbox is on), the command's installation,
 // what is never writable: protected (the cgroup filesystem,
-// SandboxConfig.Protected), the installation and stateDirs (every state
-// dir of this sidecar). Symlinks are resolved.
+// SandboxConfig.Protected), the installation, stateDirs (every state
+// dir of this sidecar) and the file:// store's root (StoreDir), and what
+// is never readable: Secrets, with the links on the way to each.
+// Symlinks are resolved.
 func (c SandboxConfig) SandboxPaths(p protocol.OpenParams, pol sandbox.Policy, env []string, stateDirs []string) sandbox.Paths {
 	real := func(d string) string {
 		if r, err := filepath.EvalSymlinks(d); err == nil {
@@ -176,12 +189,61 @@ func (c SandboxConfig) SandboxPaths(p protocol.OpenParams, pol sandbox.Policy, e
 	}
 	paths.Install = sandbox.Installation(p.Command.Path, p.Command.Args, profiles.EnvValue(env, "PATH"))
 	paths.Protected = append(slices.Clone(c.Protected), paths.Install...)
-	for _, d := range stateDirs {
+	for _, d := range append(slices.Clone(stateDirs), c.StoreDir) {
+		if d == "" {
+			continue
+		}
 		if r := real(d); r != "" {
 			paths.Protected = append(paths.Protected, r)
 		} else {
 			paths.Protected = append(paths.Protected, filepath.Clean(d))
 		}
 	}
+	for _, k := range c.Secrets {
+		if !filepath.IsAbs(k) {
+			continue
+		}
+		if r := real(k); r != "" {
+			paths.Secrets = append(paths.Secrets, r)
+		} else {
+			paths.Secrets = append(paths.Secrets, filepath.Clean(k))
+		}
+		paths.SecretLinks = append(paths.SecretLinks, linksOn(k)...)
+	}
 	return paths
+}
+
+// linksOn are the symbolic links met when absolute path p is resolved
+// (a chain of links included), each named by where it lies (its
+// directory resolved): the places an agent that could write them could
+// point p elsewhere. It stops at a missing name or after 40 links.
+func linksOn(p string) []string {
+	var out []string
+	cur, rest := "/", strings.Split(filepath.Clean(p), "/")
+	for len(rest) > 0 && len(out) < 40 {
+		part := rest[0]
+		rest = rest[1:]
+		if part == "" || part == "." {
+			continue
+		}
+		next := filepath.Join(cur, part)
+		fi, err := os.Lstat(next)
+		if err != nil {
+			return out
+		}
+		if fi.Mode()&os.ModeSymlink == 0 {
+			cur = next
+			continue
+		}
+		out = append(out, next)
+		target, err := os.Readlink(next)
+		if err != nil {
+			return out
+		}
+		if filepath.IsAbs(target) {
+			cur = "/"
+		}
+		rest = append(strings.Split(target, "/"), rest...)
+	}
+	return out
 }

@@ -1,6 +1,10 @@
 package admission
 
 import (
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -37,4 +41,75 @@ func TestSandboxConfigPolicy_LayersAgainstRootDefaultWithAFilesystemSandbox(t *t
 	if pol.Processes != sandbox.OwnTreeProcesses || why != "" {
 		t.Errorf("own-tree named on such a machine: %+v %q, want it kept (and refused by Caps.Check)", pol, why)
 	}
+}
+
+// TestSandboxPaths_StoreDirIsProtectedAndKeysAreSecret: the file://
+// store's root is never writable, resolved like a state dir; the master
+// key files are secrets, resolved, with every link on the way to them
+// (a chain included) named where it lies. So a cwd holding the store
+// keeps it read-only, a cwd inside it is a conflict, and the key is
+// masked, in workspace and strict.
+func TestSandboxPaths_StoreDirIsProtectedAndKeysAreSecret(t *testing.T) {
+	root := realTemp(t)
+	store, keys, work := filepath.Join(root, "ws", "store"), filepath.Join(root, "keys"), filepath.Join(root, "ws")
+	for _, d := range []string{store, keys} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	key := filepath.Join(keys, "state.key")
+	if err := os.WriteFile(key, make([]byte, 32), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// old.key -> link2 -> state.key, and the store named through a link.
+	if err := os.Symlink("state.key", filepath.Join(keys, "link2")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(keys, "link2"), filepath.Join(root, "old.key")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(store, filepath.Join(root, "store-link")); err != nil {
+		t.Fatal(err)
+	}
+	c := SandboxConfig{Default: sandbox.Workspace, StoreDir: filepath.Join(root, "store-link"),
+		Secrets: []string{key, filepath.Join(root, "old.key")}}
+	p := protocol.OpenParams{Cwd: work, Command: &protocol.Command{Path: "/bin/true"}}
+	pol, _ := c.Policy(p)
+	paths := c.SandboxPaths(p, pol, nil, []string{filepath.Join(root, "state")})
+	if !slices.Contains(paths.Protected, store) || !slices.Contains(paths.Protected, filepath.Join(root, "state")) {
+		t.Errorf("protected %v, want the store's root %s and the state dir", paths.Protected, store)
+	}
+	if !slices.Equal(paths.Secrets, []string{key, key}) {
+		t.Errorf("secrets %v, want the key resolved (twice)", paths.Secrets)
+	}
+	if want := []string{filepath.Join(root, "old.key"), filepath.Join(keys, "link2")}; !slices.Equal(paths.SecretLinks, want) {
+		t.Errorf("links %v, want %v", paths.SecretLinks, want)
+	}
+	for _, fs := range []string{sandbox.Workspace, sandbox.Strict} {
+		pol.Filesystem = fs
+		plan, ap, err := sandbox.Build(pol, paths, sandbox.BuildOptions{BindReadOnly: true})
+		if err != nil {
+			t.Fatalf("%s: %v", fs, err)
+		}
+		if !slices.Equal(ap.ReadOnly, []string{store}) || !slices.Equal(plan.Mask, []string{key}) {
+			t.Errorf("%s: read-only %v, mask %v; want the store read-only and the key masked", fs, ap.ReadOnly, plan.Mask)
+		}
+	}
+	inside := protocol.OpenParams{Cwd: store, Command: p.Command}
+	pol, _ = c.Policy(inside)
+	_, _, err := sandbox.Build(pol, c.SandboxPaths(inside, pol, nil, nil), sandbox.BuildOptions{BindReadOnly: true})
+	var ce *sandbox.ConflictError
+	if !errors.As(err, &ce) || !slices.Equal(ce.Paths, []string{store}) {
+		t.Errorf("cwd = the store's root: %v, want a conflict naming it", err)
+	}
+}
+
+// realTemp is a temp dir with its links resolved.
+func realTemp(t *testing.T) string {
+	t.Helper()
+	d, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
 }

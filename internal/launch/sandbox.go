@@ -73,7 +73,8 @@ type SandboxSite struct {
 // is on. Errors launch nothing: INVALID_PARAMS for a writable or
 // readable path that is not an existing directory; SANDBOX_CONFLICT
 // (data.paths) when a writable path is, lies inside, or holds (and
-// cannot keep read-only) a never-writable path; PLATFORM_UNSUPPORTED for
+// cannot keep read-only) a never-writable path, or the tree could reach
+// a secret it cannot hide (sandbox.Build); PLATFORM_UNSUPPORTED for
 // an explicit sandbox this machine or containment mode cannot enforce. A
 // default this machine cannot enforce is reported (enforced: false), not
 // refused.
@@ -182,7 +183,7 @@ func SetupSandbox(site SandboxSite, p protocol.OpenParams, env []string) (Sandbo
 	}
 	var ce *sandbox.ConflictError
 	if errors.As(err, &ce) {
-		e := protocol.Domain(protocol.ErrSandboxConflict, "the sandbox would make a never-writable path writable: "+ce.Why, false)
+		e := protocol.Domain(protocol.ErrSandboxConflict, "the sandbox would expose a path the sidecar keeps from agents: "+ce.Why, false)
 		e.Data.Paths = ce.Paths
 		return fail(e)
 	}

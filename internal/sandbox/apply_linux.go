@@ -21,7 +21,8 @@ import (
 // needs, or join the network namespace JoinNetNS names; make / private (nothing propagates back); fork the PID
 // namespace's init (Forks.Init) and mount a fresh /proc of that
 // namespace over /proc (procfs pidns=, nosuid, nodev, noexec); bind every
-// Pin directory onto itself and every ReadOnly path read-only; mount /
+// Pin directory onto itself and every ReadOnly path read-only; hide
+// every Mask path (maskPath); mount /
 // over itself (DenyUserNS); bring the loopback up; then, after every
 // mount, set no_new_privs, drop every capability (DropCaps: securebits
 // locked, bounding, ambient, capset, verified), load the seccomp filter,
@@ -31,7 +32,7 @@ import (
 //
 // Errors wrap ErrStep, the step ("namespaces", "join network namespace",
 // "mount namespace", "proc", "pin /x",
-// "bind /x read-only", "deny user namespaces", "loopback",
+// "bind /x read-only", "mask /x", "deny user namespaces", "loopback",
 // "no_new_privs", "capabilities", "seccomp", "landlock") and its errno
 // (ErrRuleMoved for a rule path that moved), or are Forks' own errors
 // as they returned them.
@@ -111,6 +112,11 @@ func start(p *Plan, f Forks) (st Started, err error) {
 	for _, d := range p.ReadWrite {
 		if err := bindFlags(d, false); err != nil {
 			return st, stepError("bind "+d+" read-write", err)
+		}
+	}
+	for _, d := range p.Mask {
+		if err := maskPath(d); err != nil {
+			return st, stepError("mask "+d, err)
 		}
 	}
 	if p.DenyUserNS {

@@ -77,7 +77,7 @@ func (c Caps) Check(p *Plan) error {
 	if p.JoinNetNS > 0 && !c.Namespaces {
 		miss = append(miss, "network allow needs to join a network namespace (CAP_SYS_ADMIN)")
 	}
-	if (len(p.ReadOnly) > 0 || len(p.Pin) > 0 || p.DenyUserNS) && !c.Namespaces {
+	if (len(p.ReadOnly) > 0 || len(p.Mask) > 0 || len(p.Pin) > 0 || p.DenyUserNS) && !c.Namespaces {
 		miss = append(miss, "read-only bind mounts need a private mount namespace (CAP_SYS_ADMIN)")
 	}
 	if p.NewPIDNS && !c.PIDNamespace {

@@ -103,8 +103,18 @@ type Paths struct {
 	// Install is the command's installation (Installation).
 	Install []string
 	// Protected are never writable from inside: the sidecar's state dirs,
-	// the cgroup filesystem (CgroupMounts) and Install.
+	// a file:// state store's root, the cgroup filesystem (CgroupMounts)
+	// and Install.
 	Protected []string
+	// Secrets are files no tree may read, write or replace, in any
+	// filesystem mode: the state store's master key files. Each is
+	// hidden in the tree's mount namespace (Plan.Mask).
+	Secrets []string
+	// SecretLinks are the symbolic links met on the way to a secret by
+	// the name the sidecar was given for it: a tree that may write one
+	// could point it at a key of its own, so none may lie where it
+	// writes.
+	SecretLinks []string
 }
 
 // Rule is one Landlock path-beneath rule: Access (landlock/syscall
@@ -128,7 +138,8 @@ type Rule struct {
 // (NewPIDNS: a tree that sees only its own processes shares no message
 // queue, semaphore or shared memory with the host or another tree either),
 // every Pin directory bound onto itself and every ReadOnly path
-// bound read-only (mount points cannot be renamed or removed), a mount
+// bound read-only (mount points cannot be renamed or removed), every
+// Mask path hidden (a secret: an empty read-only mount over it), a mount
 // over / (DenyUserNS: the kernel refuses a new user namespace to a
 // process whose root is not its namespace's root), a new network
 // namespace (NewNetNS) or an existing one joined (JoinNetNS), then
@@ -153,7 +164,12 @@ type Plan struct {
 	// ReadWrite are bound read-write again inside a ReadOnly one: the
 	// key's private HOME in a state dir kept read-only because a writable
 	// path holds it.
-	ReadWrite  []string `json:"readWrite,omitempty"`
+	ReadWrite []string `json:"readWrite,omitempty"`
+	// Mask are secrets (Paths.Secrets) hidden from the tree: a file gets
+	// a read-only, nodev bind of /dev/null over it (opening it is
+	// EACCES), a directory an empty read-only tmpfs. Either is a mount
+	// point, so it cannot be renamed, removed or replaced from inside.
+	Mask       []string `json:"mask,omitempty"`
 	Pin        []string `json:"pin,omitempty"`
 	NewPIDNS   bool     `json:"newPidns,omitempty"`
 	DropCaps   bool     `json:"dropCaps,omitempty"`
@@ -164,13 +180,13 @@ type Plan struct {
 // Empty reports whether p restricts nothing.
 func (p *Plan) Empty() bool {
 	return p == nil || p.HandledFS == 0 && p.HandledNet == 0 && p.Scoped == 0 && !p.NewNetNS && p.JoinNetNS <= 0 && len(p.ReadOnly) == 0 &&
-		len(p.ReadWrite) == 0 && len(p.Pin) == 0 && !p.NewPIDNS && !p.DropCaps && !p.Seccomp && !p.DenyUserNS
+		len(p.ReadWrite) == 0 && len(p.Mask) == 0 && len(p.Pin) == 0 && !p.NewPIDNS && !p.DropCaps && !p.Seccomp && !p.DenyUserNS
 }
 
 // NewMountNS reports whether p needs a private mount namespace: bind
-// mounts, a fresh /proc or the mount over /.
+// mounts, masks, a fresh /proc or the mount over /.
 func (p *Plan) NewMountNS() bool {
-	return p != nil && (len(p.ReadOnly) > 0 || len(p.ReadWrite) > 0 || len(p.Pin) > 0 || p.NewPIDNS || p.DenyUserNS)
+	return p != nil && (len(p.ReadOnly) > 0 || len(p.ReadWrite) > 0 || len(p.Mask) > 0 || len(p.Pin) > 0 || p.NewPIDNS || p.DenyUserNS)
 }
 
 // Landlocks reports whether p needs a Landlock ruleset.
@@ -180,11 +196,13 @@ func (p *Plan) Landlocks() bool {
 
 // Applied is what Build applied, for the open result's `sandbox`
 // (protocol.SandboxResult): the writable and readable paths as applied,
-// sorted, and the protected paths kept read-only by bind mounts.
+// sorted, the protected paths kept read-only by bind mounts, and the
+// secrets hidden (Plan.Mask).
 type Applied struct {
 	Writable []string
 	Readable []string
 	ReadOnly []string
+	Masked   []string
 }
 
 // ConflictError is Build's refusal: a writable path is, or lies inside,
@@ -234,7 +252,8 @@ type BuildOptions struct {
 //
 // Errors: ErrBadPolicy (wrapped) for unknown modes; *ConflictError when a
 // writable path is or lies inside a protected one, or contains one and
-// opt.BindReadOnly is false.
+// opt.BindReadOnly is false, or for a secret the tree could reach and
+// the plan cannot hide (planSecrets).
 func Build(pol Policy, paths Paths, opt BuildOptions) (Plan, Applied, error) {
 	var plan Plan
 	var ap Applied
@@ -289,7 +308,24 @@ func Build(pol Policy, paths Paths, opt BuildOptions) (Plan, Applied, error) {
 	// filtered by its flags).
 	plan.Seccomp, plan.DenyUserNS = true, opt.BindReadOnly
 	writable := nonEmpty(append([]string{paths.Cwd, paths.Home, paths.TmpDir}, pol.Writable...))
+	if !plan.NewPIDNS {
+		// The host's /dev/shm, which the tree writes (its rule below): a
+		// never-writable path or a secret there is guarded as in cwd. With
+		// a PID namespace the tree gets a fresh tmpfs there instead.
+		writable = append(writable, DevShm)
+	}
 	if err := checkConflicts(writable, nonEmpty(paths.Protected), paths.PrivateHome, opt.BindReadOnly, &plan, &ap); err != nil {
+		return Plan{}, Applied{}, err
+	}
+	readable := []string{"/"}
+	if pol.Filesystem == Strict {
+		readable = nonEmpty(slices.Concat(SystemReadable, paths.Install, pol.Readable))
+	}
+	reach := make([]string, 0, len(readable)+len(writable))
+	for _, p := range append(slices.Clone(readable), writable...) {
+		reach = append(reach, resolve(p))
+	}
+	if err := planSecrets(paths, writable, reach, opt.BindReadOnly, exists, &plan, &ap); err != nil {
 		return Plan{}, Applied{}, err
 	}
 	if h := paths.PrivateHome; h != "" {
@@ -323,10 +359,6 @@ func Build(pol Policy, paths Paths, opt BuildOptions) (Plan, Applied, error) {
 			r.Dev, r.Ino = identity(p)
 		}
 		plan.FS = append(plan.FS, r)
-	}
-	readable := []string{"/"}
-	if pol.Filesystem == Strict {
-		readable = nonEmpty(slices.Concat(SystemReadable, paths.Install, pol.Readable))
 	}
 	for _, p := range uniqueSorted(readable) {
 		add(p, ReadAccess)
