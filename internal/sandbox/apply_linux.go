@@ -4,10 +4,11 @@ package sandbox
 
 import (
 	"fmt"
-	"runtime"
 	"strconv"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/acpx-sidecar/acpx-sidecar/internal/osthread"
 )
 
 // Start applies p on a new OS thread locked for good (namespaces,
@@ -37,18 +38,13 @@ import (
 // (ErrRuleMoved for a rule path that moved), or are Forks' own errors
 // as they returned them.
 func Start(p *Plan, f Forks) (Started, error) {
-	type result struct {
-		st  Started
-		err error
-	}
-	done := make(chan result, 1)
-	go func() {
-		runtime.LockOSThread() // never unlocked: the thread ends with this goroutine
-		st, err := start(p, f)
-		done <- result{st, err}
-	}()
-	r := <-done
-	return r.st, r.err
+	var st Started
+	var err error
+	// Never the main thread, never unlocked: the thread, with the
+	// namespaces, Landlock domain and dropped capabilities it took on,
+	// ends with the work (internal/osthread).
+	osthread.RunLockedOffMain(func() { st, err = start(p, f) })
+	return st, err
 }
 
 // stepError wraps err as Start's error for step.
