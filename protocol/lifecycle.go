@@ -299,14 +299,26 @@ type Publication struct {
 }
 
 // Restore is session/open `restore`: the archive restored before the
-// launch (generation, bytes and entries extracted, ms) and the files the
-// new environment already held, kept as they were ("name/relative/path").
+// launch (generation, bytes and entries extracted, ms), the files the
+// new environment already held, kept as they were ("name/relative/path"),
+// and, when the head's newest archive failed verification and the one
+// before it was restored instead, FellBack (docs/protocol.md §24).
 type Restore struct {
-	Generation int64    `json:"generation"`
-	Bytes      int64    `json:"bytes"`
-	Entries    int64    `json:"entries"`
-	Ms         int64    `json:"ms"`
-	Kept       []string `json:"kept"`
+	Generation int64            `json:"generation"`
+	Bytes      int64            `json:"bytes"`
+	Entries    int64            `json:"entries"`
+	Ms         int64            `json:"ms"`
+	Kept       []string         `json:"kept"`
+	FellBack   *RestoreFellBack `json:"fellBack,omitempty"`
+}
+
+// RestoreFellBack is session/open `restore.fellBack`: Generation of the
+// head's newest archive, which failed verification, and Error why
+// (code STATE_CORRUPT, a redacted message). Its publication is lost;
+// Restore.Generation is the archive restored in its place.
+type RestoreFellBack struct {
+	Generation int64      `json:"generation"`
+	Error      ProofError `json:"error"`
 }
 
 // StoreStatus is session/status `store`: the key's head as this session

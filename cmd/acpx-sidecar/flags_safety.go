@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 
@@ -91,18 +92,27 @@ func (l *limitFlags) defaults() protocol.Limits {
 }
 
 // doctorEnv reports the --inherit-env policy and the names of the
-// sidecar's environment it would pass to providers (never the values).
-func doctorEnv(policy string) map[string]any {
-	var names []string
+// sidecar's environment it would pass to providers (never the values),
+// without withheld (the state store's credential variables,
+// statestore.CredentialEnv), of which those this environment defines are
+// listed as "withheld".
+func doctorEnv(policy string, withheld []string) map[string]any {
+	names, held := []string{}, []string{}
 	for _, kv := range admission.InheritedEnv(policy, os.Environ()) {
 		k, _, _ := strings.Cut(kv, "=")
+		if slices.Contains(withheld, k) {
+			held = append(held, k)
+			continue
+		}
 		names = append(names, k)
 	}
 	sort.Strings(names)
-	if names == nil {
-		names = []string{}
+	out := map[string]any{"policy": policy, "passes": names}
+	if len(held) > 0 {
+		sort.Strings(held)
+		out["withheld"] = held
 	}
-	return map[string]any{"policy": policy, "passes": names}
+	return out
 }
 
 // doctorLimits reports, per kind of limit, whether this machine's

@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/acpx-sidecar/acpx-sidecar/internal/statestore"
 )
 
 // TestParseFlags_InheritEnv (docs/protocol.md §2, §18.1): the default is
@@ -76,5 +79,25 @@ func TestRun_DoctorNamesTheEnvPolicyAndLimits(t *testing.T) {
 				t.Errorf("%v: limits.%s = %+v", args, k, l)
 			}
 		}
+	}
+}
+
+// TestDoctorEnv_ListsTheStoreCredentialsAsWithheld (docs/protocol.md
+// §24): with an s3:// store, doctor's inheritEnv does not list the store's
+// credential variables among those passed, but as withheld (names only).
+func TestDoctorEnv_ListsTheStoreCredentialsAsWithheld(t *testing.T) {
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "doctor-store-secret-value")
+	t.Setenv("AWS_REGION", "us-east-1")
+	rep := doctorEnv("all", statestore.CredentialEnv("s3://bucket/prefix"))
+	passes, _ := rep["passes"].([]string)
+	held, _ := rep["withheld"].([]string)
+	if slices.Contains(passes, "AWS_SECRET_ACCESS_KEY") || !slices.Contains(held, "AWS_SECRET_ACCESS_KEY") || !slices.Contains(passes, "AWS_REGION") {
+		t.Errorf("doctorEnv: passes %v, withheld %v", passes, held)
+	}
+	if b, _ := json.Marshal(rep); strings.Contains(string(b), "doctor-store-secret-value") {
+		t.Errorf("doctorEnv printed a value: %s", b)
+	}
+	if rep := doctorEnv("all", nil); rep["withheld"] != nil {
+		t.Errorf("doctorEnv without a store lists withheld names: %v", rep)
 	}
 }

@@ -31,6 +31,7 @@ import (
 	"github.com/acpx-sidecar/acpx-sidecar/internal/reaper/tablemode"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/rpc"
 	"github.com/acpx-sidecar/acpx-sidecar/internal/sandbox"
+	"github.com/acpx-sidecar/acpx-sidecar/internal/statestore"
 	"github.com/acpx-sidecar/acpx-sidecar/protocol"
 )
 
@@ -218,7 +219,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	log := newLogger(o.logLevel, stderr)
 	defer func() { _ = log.Sync() }()
-	stateStore, err := o.state.open(context.Background())
+	stateStore, storeCreds, err := o.state.openWithCredentials(context.Background())
 	if err != nil {
 		fmt.Fprintln(stderr, "acpx-sidecar:", err)
 		return 2
@@ -299,7 +300,11 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	cfg.SweepInterval = ms(o.sweepMs)
 	cfg.Logger = log.Named("session")
 	environ := os.Environ()
-	cfg.Env = admission.ProviderEnv{Base: admission.InheritedEnv(o.inheritEnv, environ), Policy: o.inheritEnv, Sidecar: environ}
+	// The store's credential variables never reach an agent from here,
+	// and their values are redacted like env secrets (docs/protocol.md
+	// §24).
+	cfg.Env = admission.ProviderEnv{Base: admission.Withhold(admission.InheritedEnv(o.inheritEnv, environ), storeCreds.Env),
+		Policy: o.inheritEnv, Sidecar: environ, Withheld: storeCreds.Env, StoreSecrets: storeCreds.Values}
 	cfg.DefaultLimits = o.limits.defaults()
 	cfg.LimitsSupported = cgroup.LimitsSupported
 	cfg.Sandbox = admission.SandboxConfig{Default: o.isolation.defaultSandbox, Caps: sandbox.Probe().Limit(o.isolation.assumeABI),
@@ -411,7 +416,7 @@ func doctor(stdout io.Writer, o *options) int {
 	}
 	sc := admission.SandboxCaps(sandbox.Probe().Limit(o.isolation.assumeABI), o.isolation.defaultSandbox, reaper.Mode(chosen), egress.Probe())
 	_ = enc.Encode(map[string]any{"containment": chosen, "mechanisms": mechs,
-		"inheritEnv": doctorEnv(o.inheritEnv), "limits": doctorLimits(chosen),
+		"inheritEnv": doctorEnv(o.inheritEnv, statestore.CredentialEnv(o.state.url)), "limits": doctorLimits(chosen),
 		"sandbox": sc, "problems": problems})
 	if !usable {
 		return 1

@@ -84,6 +84,22 @@ func (f *stateFlags) open(ctx context.Context) (*statestore.Store, error) {
 	return st, nil
 }
 
+// openWithCredentials is open, plus what of the store's access no agent
+// may get (statestore.Store.Credentials; the zero Credentials without a
+// store or for file://): a store whose credentials cannot be resolved
+// refuses the start as CheckCredentials does.
+func (f *stateFlags) openWithCredentials(ctx context.Context) (*statestore.Store, statestore.Credentials, error) {
+	st, err := f.open(ctx)
+	if err != nil || st == nil {
+		return st, statestore.Credentials{}, err
+	}
+	creds, err := st.Credentials(ctx)
+	if err != nil {
+		return nil, statestore.Credentials{}, fmt.Errorf("--state-store: %v", err)
+	}
+	return st, creds, nil
+}
+
 // secretPaths are what no provider-state directory may be, hold or lie
 // in (config.Config.StateSecrets): the key files and a file:// store's
 // root; nil without --state-store.

@@ -1,6 +1,7 @@
 package admission
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -46,5 +47,51 @@ func TestProviderEnvSecrets_RedactsInheritedValues(t *testing.T) {
 	got := red.Clean("agent said sk-ambient-123 and sk-open-456 on /bin")
 	if strings.Contains(got, "sk-ambient-123") || strings.Contains(got, "sk-open-456") || !strings.Contains(got, "/bin") {
 		t.Errorf("redacted %q", got)
+	}
+}
+
+// TestProviderEnv_WithholdsStoreCredentials (docs/protocol.md §24): the
+// state store's credential variables never come from the sidecar's
+// environment — not through --inherit-env all's base, not through an
+// inheritEnv name —, an open's own env still sets one, and the store's
+// credential values are redacted from a session's output and errors.
+func TestProviderEnv_WithholdsStoreCredentials(t *testing.T) {
+	environ := []string{"PATH=/bin", "AWS_ACCESS_KEY_ID=AKSTORE1234", "AWS_SECRET_ACCESS_KEY=store-secret-0123456789",
+		"AWS_SESSION_TOKEN=store-token-0123456789", "AWS_REGION=us-east-1", "OTHER=o"}
+	held := []string{"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"}
+	for _, policy := range []string{protocol.InheritAll, protocol.InheritMinimal, protocol.InheritNone} {
+		e := ProviderEnv{Base: Withhold(InheritedEnv(policy, environ), held), Policy: policy, Sidecar: environ,
+			Withheld: held, StoreSecrets: []string{"AKSTORE1234", "store-secret-0123456789", "store-token-0123456789"}}
+		p := protocol.OpenParams{InheritEnv: []string{"AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "OTHER"},
+			Env: map[string]string{"AWS_ACCESS_KEY_ID": "AKHOSTOWN"}}
+		got := e.For(p)
+		for _, kv := range got {
+			if k, _, _ := strings.Cut(kv, "="); k == "AWS_SECRET_ACCESS_KEY" || k == "AWS_SESSION_TOKEN" || k == "AWS_ACCESS_KEY_ID" {
+				t.Errorf("%s: the store's %s reached the provider's base env %q", policy, k, got)
+			}
+		}
+		if !slices.Contains(got, "OTHER=o") {
+			t.Errorf("%s: an inheritEnv name not withheld was dropped: %q", policy, got)
+		}
+		if policy == protocol.InheritAll && !slices.Contains(got, "AWS_REGION=us-east-1") {
+			t.Errorf("all: AWS_REGION (no credential) was withheld too: %q", got)
+		}
+		// A literal ProviderEnv whose Base was not filtered is filtered by For.
+		raw := ProviderEnv{Base: environ, Withheld: held}
+		if got := strings.Join(raw.For(protocol.OpenParams{}), " "); strings.Contains(got, "AWS_SECRET_ACCESS_KEY") {
+			t.Errorf("For passed a withheld name of Base: %q", got)
+		}
+		red := redact.New(e.Secrets(p))
+		text := "agent printed AKSTORE1234 store-secret-0123456789 store-token-0123456789 AKHOSTOWN"
+		if c := red.Clean(text); strings.Contains(c, "store-") || strings.Contains(c, "AKSTORE") || strings.Contains(c, "AKHOSTOWN") {
+			t.Errorf("%s: Clean left a credential: %q", policy, c)
+		}
+		raw2, changed := red.CleanJSON([]byte(`{"text":"` + text + `"}`))
+		if !changed || strings.Contains(string(raw2), "store-secret") || strings.Contains(string(raw2), "store-token") {
+			t.Errorf("%s: CleanJSON left a credential: %s", policy, raw2)
+		}
+	}
+	if got := Withhold([]string{"A=1", "B=2"}, nil); strings.Join(got, " ") != "A=1 B=2" {
+		t.Errorf("Withhold without names: %q", got)
 	}
 }

@@ -1,8 +1,10 @@
 package e2e
 
 import (
+	"bytes"
 	"encoding/json"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -113,6 +115,65 @@ func TestStateStore_ParkedSessionOfATakenKeyDoesNotRevive(t *testing.T) {
 	closeRaw(t, sB, oB.Session)
 	_, _ = sA.shutdownAndExit()
 	_, _ = sB.shutdownAndExit()
+}
+
+// TestStateStore_CorruptOpenLeavesTheHeadAndTheOwner (a user trial: an
+// open refused STATE_CORRUPT had moved the head 9→10 to itself, and the
+// live owner's next prompt failed STATE_FENCED): with every archive of
+// the key damaged, B's open fails STATE_CORRUPT with nothing launched, the
+// head byte-identical, and no private HOME of the key left in B's state
+// dir; A, the owner, revives for its next turn, remembers the first, and
+// its retire publishes.
+func TestStateStore_CorruptOpenLeavesTheHeadAndTheOwner(t *testing.T) {
+	key, _ := masterKeyFile(t)
+	storeDir := t.TempDir()
+	eA, eB, agentA, agentB, sA, sB := sidecarPair(t, "file://"+storeDir, key)
+	oA := seedMustOpen(sA, storeParams(eA, "corrupt-open", agentA))
+	runTurn(t, sA, oA.Session, "a1", "alpha")
+	waitParked(t, sA, oA.Session, 1)
+	headFile := findHead(t, storeDir)
+	before, err := os.ReadFile(headFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs, _ := filepath.Glob(filepath.Join(filepath.Dir(headFile), "archives", "*"))
+	if len(objs) == 0 {
+		t.Fatal("no archive in the store")
+	}
+	for _, o := range objs {
+		b, err := os.ReadFile(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b[len(b)/2] ^= 0xff
+		if err := os.WriteFile(o, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pB := storeParams(eB, "corrupt-open", agentB)
+	delete(pB, "inheritEnv") // the agent's HOME is the key's private one, made by the open
+	d := wantError(t, "B's open over damaged archives", sB.call("session/open", pB), -32000, "STATE_CORRUPT")
+	if d.Cleanup == nil || !d.Cleanup.Complete || len(d.Cleanup.Processes) != 0 {
+		t.Errorf("refusal's cleanup %+v: want nothing launched", d.Cleanup)
+	}
+	if after, _ := os.ReadFile(headFile); !bytes.Equal(after, before) {
+		t.Fatalf("the refused open changed the head:\n%s\n%s", before, after)
+	}
+	if _, err := os.Lstat(filepath.Join(eB.stateDir, "homes", "corrupt-open")); !os.IsNotExist(err) {
+		t.Errorf("the refused open left the key's private HOME in B's state dir (%v)", err)
+	}
+	runTurn(t, sA, oA.Session, "a2", "beta")
+	if txt := turnText(sA, oA.Session, "a2"); !strings.Contains(txt, "recall: 1 earlier prompts: alpha") {
+		t.Errorf("A's agent does not remember its first turn: %q", txt)
+	}
+	waitParked(t, sA, oA.Session, 2)
+	if pub := lifecyclePublication(t, sA, oA.Session, 2); pub == nil || pub.State != "published" {
+		t.Errorf("A's retire after B's refused open: %+v, want published", pub)
+	}
+	closeRaw(t, sA, oA.Session)
+	_, _ = sA.shutdownAndExit()
+	_, _ = sB.shutdownAndExit()
+	waitNoMarked(t, eA.mark, eA.work, 5*time.Second)
 }
 
 // sidecarPair starts two sidecars, A and B, on one store (url, key file)

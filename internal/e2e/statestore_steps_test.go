@@ -150,6 +150,12 @@ type storeOpen struct {
 		Generation int64    `json:"generation"`
 		Entries    int64    `json:"entries"`
 		Kept       []string `json:"kept"`
+		FellBack   *struct {
+			Generation int64 `json:"generation"`
+			Error      struct {
+				Code string `json:"code"`
+			} `json:"error"`
+		} `json:"fellBack"`
 	} `json:"restore"`
 }
 

@@ -243,7 +243,7 @@ func TestStateStore_SecretsReachNothing(t *testing.T) {
 // TestStateStore_CorruptArchiveFallsBackThenRefuses: a key published
 // twice (two retires) whose newest archive object is damaged in the store
 // is restored from the one before it on another sidecar (restore names
-// that generation); with both damaged the open fails STATE_CORRUPT with
+// that generation, and fellBack the damaged one); with both damaged the open fails STATE_CORRUPT with
 // nothing launched and nothing placed in the new agent dir.
 func TestStateStore_CorruptArchiveFallsBackThenRefuses(t *testing.T) {
 	key, _ := masterKeyFile(t)
@@ -307,6 +307,9 @@ func TestStateStore_CorruptArchiveFallsBackThenRefuses(t *testing.T) {
 	o := decodeResult[storeOpen](t, "open over a damaged newest archive", f)
 	if o.Restore == nil || o.Restore.Generation != previous.Generation {
 		t.Fatalf("restore %+v: want the previous archive, generation %d (the damaged one was %d)", o.Restore, previous.Generation, newest.Generation)
+	}
+	if fb := o.Restore.FellBack; fb == nil || fb.Generation != newest.Generation || fb.Error.Code != "STATE_CORRUPT" {
+		t.Errorf("restore.fellBack %+v: want the damaged generation %d, STATE_CORRUPT", fb, newest.Generation)
 	}
 	_, _ = sB.shutdownAndExit() // its retire and close publish again
 	newest, previous = readHead()

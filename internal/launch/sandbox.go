@@ -2,6 +2,7 @@ package launch
 
 import (
 	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -31,6 +32,10 @@ type Sandbox struct {
 	// Home is the key's private HOME given to the agent, an absolute
 	// path; "" if none.
 	Home string
+	// HomeMade says this setup made the key's private HOME (it did not
+	// exist before): an open that fails afterwards removes it again if it
+	// is still empty (store.RemoveEmptyHome).
+	HomeMade bool
 }
 
 // SandboxSite is what carrying out an open's sandbox needs of the session
@@ -77,8 +82,17 @@ type SandboxSite struct {
 // a secret it cannot hide (sandbox.Build); PLATFORM_UNSUPPORTED for
 // an explicit sandbox this machine or containment mode cannot enforce. A
 // default this machine cannot enforce is reported (enforced: false), not
-// refused.
+// refused. A refusal leaves no private HOME it made behind.
 func SetupSandbox(site SandboxSite, p protocol.OpenParams, env []string) (Sandbox, []string, *protocol.Error) {
+	sb, env, e := setupSandbox(site, p, env)
+	if e != nil && sb.HomeMade {
+		_, _ = site.Store.RemoveEmptyHome(site.Key)
+	}
+	return sb, env, e
+}
+
+// setupSandbox is SetupSandbox but for the removal of a HOME it made.
+func setupSandbox(site SandboxSite, p protocol.OpenParams, env []string) (Sandbox, []string, *protocol.Error) {
 	cfg := site.Config
 	pol, defaulted := cfg.Policy(p)
 	explicit := p.Sandbox != nil
@@ -116,6 +130,7 @@ func SetupSandbox(site SandboxSite, p protocol.OpenParams, env []string) (Sandbo
 	if pol.Filesystem != sandbox.Off && !admission.HostHome(p) && site.Store != nil {
 		// The key's private HOME (docs/protocol.md §19): the sidecar's own
 		// never reaches a sandboxed agent.
+		_, statErr := os.Lstat(site.Store.HomePath(site.Key))
 		home, err := site.Store.Home(site.Key)
 		if err != nil {
 			return setup, env, admission.OrExhausted("the key's private HOME could not be made", err,
@@ -123,7 +138,7 @@ func SetupSandbox(site SandboxSite, p protocol.OpenParams, env []string) (Sandbo
 		}
 		env = slices.DeleteFunc(slices.Clone(env), func(kv string) bool { return strings.HasPrefix(kv, "HOME=") })
 		env = append(env, "HOME="+home)
-		setup.Home = home
+		setup.Home, setup.HomeMade = home, errors.Is(statErr, fs.ErrNotExist)
 	}
 	// The state dirs read here and this tree's writable roots registered
 	// below under one lock (internal/registry's Sandboxes).

@@ -17,14 +17,17 @@ import (
 )
 
 // Acquire is the admission worker's step for an open with a store
-// (k.States, non-nil): take the key over in the store, then restore its
+// (k.States, non-nil): take the key over in the store, restoring its
 // archive when the local copy in st is missing or older (the local
-// marker), before the record is read and anything launched; a restored
-// journal gets the move's gap (journal/gap "moved"), and absolute paths
-// the profile's Rewrites name are rewritten to srcs' new places
-// (rewrite.go). srcs are the open's provider-state directories
-// (Sources). It returns the lease and what was restored (nil if
-// nothing), or the protocol's error: STATE_FENCED, STATE_CORRUPT,
+// marker) — fetched, decrypted and verified before the head is moved
+// (statestore.Store.AcquireRestore), so an open refused for a bad archive
+// never fences the key's owner — before the record is read and anything
+// launched; a restored journal gets the move's gap (journal/gap "moved"),
+// and absolute paths the profile's Rewrites name are rewritten to srcs'
+// new places (rewrite.go). srcs are the open's provider-state directories
+// (Sources). It returns the lease and what was restored (nil if nothing;
+// its fellBack says the head's newest archive was bad and the one before
+// it restored), or the protocol's error: STATE_FENCED, STATE_CORRUPT,
 // STATE_TOO_LARGE, STATE_CONFLICT or STATE_STORE_UNAVAILABLE (retryable)
 // (docs/protocol.md §24).
 func (k Session) Acquire(ctx context.Context, st *store.Store, prof profiles.Profile, srcs []statestore.Source) (*statestore.Lease, *protocol.Restore, *protocol.Error) {
@@ -34,27 +37,29 @@ func (k Session) Acquire(ctx context.Context, st *store.Store, prof profiles.Pro
 	if err := ss.CheckKeys(ctx, k.Key); err != nil {
 		return nil, nil, stateError("the key's published state cannot be opened with this sidecar's master key", err)
 	}
-	lease, err := ss.Acquire(ctx, k.Key)
+	local := localGeneration(st, k.Key)
+	need := func(h statestore.Head) bool { return local != h.Archive.Generation }
+	lease, r, err := ss.AcquireRestore(ctx, k.Key, need, restoreTargets(st, k.Key, srcs), st.Dir())
 	if err != nil {
-		return nil, nil, stateError("the key could not be taken over in the state store", err)
-	}
-	h := lease.Head()
-	if h.Archive == nil || localGeneration(st, k.Key) == h.Archive.Generation {
-		return lease, nil, nil
-	}
-	r, err := ss.Restore(ctx, lease, restoreTargets(st, k.Key, srcs), st.Dir())
-	if err != nil {
-		return nil, nil, stateError("the key's provider state could not be restored", err)
+		what := "the key could not be taken over in the state store"
+		if errors.Is(err, statestore.ErrCorrupt) || errors.Is(err, statestore.ErrTooLarge) {
+			what = "the key's provider state could not be restored; the key was not taken over"
+		}
+		return nil, nil, stateError(what, err)
 	}
 	if r.Generation == 0 {
 		return lease, nil, nil
 	}
-	if r.Generation != h.Archive.Generation {
-		// The head's archive was corrupt and its previous one restored:
-		// the last publication's changes are lost, and the operator must
-		// hear it (adversarial trial: this was silent).
+	out := &protocol.Restore{Generation: r.Generation, Bytes: r.FileBytes, Entries: r.Entries, Ms: r.Ms,
+		Kept: append([]string{}, r.Kept...)}
+	if fb := r.FellBack; fb != nil {
+		// The head's newest archive was bad and the one before it was
+		// restored: the last publication's changes are lost, and both the
+		// host (restore.fellBack) and the operator hear it.
 		k.Log.Warn("the head's archive is corrupt; its previous archive was restored (the last publication is lost)",
-			zap.String("sessionKey", k.Key), zap.Int64("headGeneration", h.Archive.Generation), zap.Int64("restoredGeneration", r.Generation))
+			zap.String("sessionKey", k.Key), zap.Int64("headGeneration", fb.Generation), zap.Int64("restoredGeneration", r.Generation))
+		out.FellBack = &protocol.RestoreFellBack{Generation: fb.Generation,
+			Error: protocol.ProofError{Code: protocol.ErrStateCorrupt, Message: k.clean(fb.Reason)}}
 	}
 	markLocal(st, k.Key, r.Generation, k.Log)
 	if _, err := os.Lstat(journal.SegmentPath(st.SessionsDir(), journal.Stem(k.Key), 0)); err == nil &&
@@ -68,8 +73,7 @@ func (k Session) Acquire(ctx context.Context, st *store.Store, prof profiles.Pro
 	} else if len(changed) > 0 {
 		k.Log.Info("restored paths rewritten", zap.Int("files", len(changed)))
 	}
-	kept := append([]string{}, r.Kept...)
-	return lease, &protocol.Restore{Generation: r.Generation, Bytes: r.FileBytes, Entries: r.Entries, Ms: r.Ms, Kept: kept}, nil
+	return lease, out, nil
 }
 
 // Publish publishes the session's provider state ps with its record and

@@ -78,9 +78,9 @@ func (k Session) RestoreForRevive(ctx context.Context, ps *State, st *store.Stor
 		return stateError("the key's provider state could not be restored for the revive", err)
 	}
 	if r.Generation != 0 {
-		if r.Generation != h.Archive.Generation {
+		if r.FellBack != nil {
 			k.Log.Warn("the head's archive is corrupt; its previous archive was restored (the last publication is lost)",
-				zap.String("sessionKey", k.Key), zap.Int64("headGeneration", h.Archive.Generation), zap.Int64("restoredGeneration", r.Generation))
+				zap.String("sessionKey", k.Key), zap.Int64("headGeneration", r.FellBack.Generation), zap.Int64("restoredGeneration", r.Generation))
 		}
 		markLocal(st, k.Key, r.Generation, k.Log)
 	}

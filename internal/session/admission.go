@@ -108,6 +108,15 @@ func (s *Actor) admissionFailed(proof *protocol.Proof, e *protocol.Error, reply 
 	s.endNetwork()
 	if proof.Complete {
 		s.releaseSandbox()
+		if s.end.homeMade {
+			// The key's private HOME this open made, still empty (a
+			// refused restore placed nothing): nothing of the failed
+			// open is left (a user trial found an empty one after a
+			// STATE_CORRUPT open).
+			if _, err := s.rec.st.RemoveEmptyHome(s.key); err != nil {
+				s.log.Warn("the failed open's empty private HOME not removed", zap.Error(err))
+			}
+		}
 	}
 	if proof.Complete && s.end.hasTree.Load() {
 		if err := s.rec.st.RemoveOwned(s.id); err != nil {

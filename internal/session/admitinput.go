@@ -31,6 +31,9 @@ func (s *Actor) prepareLaunch(rv *launch.Revive) (launch.Input, *protocol.Error)
 		return launch.Input{}, perr
 	}
 	s.end.tmpDir, s.end.home = sb.TmpDir, sb.Home
+	if rv == nil {
+		s.end.homeMade = sb.HomeMade
+	}
 	in := launch.Input{Open: p, Prof: s.plan.Profile, Store: s.rec.st, Exe: exe, Env: env, BaseEnv: base,
 		Timeout: s.m.Config.Bounds.HandshakeTimeout, Limits: s.plan.Limits, Plan: sb.Plan, Sandbox: sb.Result, Revive: rv}
 	if s.m.stateStore() != nil && rv == nil {

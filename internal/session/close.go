@@ -55,6 +55,9 @@ type cleanupHandoff struct {
 	// the key's private HOME is removed after a complete proof of a close
 	// with discardPersistentState, given or not (sandbox.go).
 	home string
+	// homeMade: the open's sandbox setup made that HOME; a failed open
+	// removes it again while it is empty (admissionFailed).
+	homeMade bool
 	// keyHold releases the session's hold of its key's flock (keyhold.go);
 	// nil before admission took it and after it was dropped.
 	keyHold    func()

@@ -8,10 +8,15 @@
 // # Use
 //
 //	s, _ := statestore.Open(ctx, statestore.Options{URL: "file:///var/lib/acpx/state", Key: key, Owner: owner})
-//	l, _ := s.Acquire(ctx, sessionKey)              // head generation+1, owner = us
-//	r, _ := s.Restore(ctx, l, targets, scratchDir)  // the head's archive, if any
-//	p, _ := s.Publish(ctx, l, sources)              // at retire / close / turn
-//	_ = s.Discard(ctx, l)                           // discardPersistentState
+//	l, r, _ := s.AcquireRestore(ctx, sessionKey, need, targets, scratchDir) // verify the head's archive, then head generation+1, owner = us, then place it
+//	r, _ = s.Restore(ctx, l, targets, scratchDir)  // later (a revive): the head's archive, with our own lease
+//	p, _ := s.Publish(ctx, l, sources)             // at retire / close / turn
+//	_ = s.Discard(ctx, l)                          // discardPersistentState
+//
+// Acquire takes a key over without restoring. An open restores with
+// AcquireRestore, which verifies what it will restore before it writes
+// the head (conditionally on the head it verified): an archive that fails
+// its checks refuses the open with the key's owner untouched.
 //
 // # Objects
 //

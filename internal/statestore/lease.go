@@ -19,10 +19,6 @@ import (
 	"github.com/klauspost/compress/zstd"
 )
 
-// acquireAttempts bounds Acquire's re-reads when the head moves between
-// its read and its conditional write.
-const acquireAttempts = 5
-
 // Lease is this sidecar's ownership of one key (PROTOCOL §10.2
 // "Fencing"): the head it last wrote and that write's etag (the S3 ETag;
 // for file:// the hex SHA-256 of the head's bytes). Every later head write
@@ -98,65 +94,6 @@ func (s *Store) encodeHead(h Head) []byte {
 		panic(err) // plain data always marshals
 	}
 	return b
-}
-
-// testHookAcquireRead, when set by tests, runs in Acquire between the
-// head's read and its conditional write.
-var testHookAcquireRead func()
-
-// Acquire takes ownership of sessionKey: it reads the head and writes it
-// back with generation+1 and Owner = this store's Options.Owner, on the
-// condition that it is still the one read (If-Match its etag), or creates
-// it with generation 1 and no archive (If-None-Match: *) when there is
-// none. When the condition fails (another sidecar moved the head between
-// the read and the write) it re-reads and tries again, up to 5 times; an
-// unknown outcome of the write is resolved by reading the head. Errors:
-// ErrInvalid (bad key), ErrCorrupt (the stored head is not a head),
-// ErrUnavailable (store failure, or the head kept moving).
-func (s *Store) Acquire(ctx context.Context, sessionKey string) (*Lease, error) {
-	kd, err := keyDir(sessionKey)
-	if err != nil {
-		return nil, err
-	}
-	name := kd + "/head"
-	for range acquireAttempts {
-		raw, etag, err := s.b.getHead(ctx, name)
-		if h := testHookAcquireRead; h != nil {
-			h()
-		}
-		var h Head
-		switch {
-		case errors.Is(err, ErrNotFound):
-			h, etag = Head{Schema: Schema, Generation: 1, Owner: s.owner}, ""
-		case err != nil:
-			return nil, s.storeErr("read head", err)
-		default:
-			if h, err = decodeHead(raw, kd); err != nil {
-				return nil, err
-			}
-			h.Generation++
-			h.Owner = s.owner
-		}
-		data := s.encodeHead(h)
-		newTag, err := s.b.putHead(ctx, name, data, etag)
-		if errors.Is(err, errPrecondition) {
-			continue
-		}
-		if err != nil {
-			got, gotTag, rerr := s.b.getHead(ctx, name)
-			if rerr != nil && !errors.Is(rerr, ErrNotFound) {
-				return nil, unavailable("write head", err)
-			}
-			if !bytes.Equal(got, data) {
-				continue
-			}
-			newTag = gotTag
-		}
-		l := &Lease{s: s, key: sessionKey, dir: kd, raw: data, etag: newTag}
-		l.setHead(h)
-		return l, nil
-	}
-	return nil, fmt.Errorf("%w: the head of the key kept moving (%d attempts)", ErrUnavailable, acquireAttempts)
 }
 
 // Publication is what Publish stored (PROTOCOL §10.2 the proof's

@@ -20,8 +20,10 @@ import (
 // archive restored, Bytes the object's size, FileBytes the total of file
 // contents, Entries the archive's entries, Ms the wall time in
 // milliseconds, Kept the "name/relative/path"s that already existed at
-// their target and were kept (at most 1000; KeptTotal counts them all).
-// The zero Restored means nothing was restored (a head without archive).
+// their target and were kept (at most 1000; KeptTotal counts them all),
+// FellBack set when the head's newest archive failed verification and its
+// previous one was restored instead. The zero Restored means nothing was
+// restored (a head without archive).
 type Restored struct {
 	Generation int64
 	Bytes      int64
@@ -30,6 +32,17 @@ type Restored struct {
 	Ms         int64
 	Kept       []string
 	KeptTotal  int64
+	FellBack   *FellBack
+}
+
+// FellBack says a restore passed over the head's newest archive
+// (PROTOCOL §10.2: a bad archive is STATE_CORRUPT and the previous one is
+// tried next): Generation is the newest archive's, Reason why it failed
+// verification (names objects, never a secret). What that publication
+// held is not restored.
+type FellBack struct {
+	Generation int64
+	Reason     string
 }
 
 // maxTrailing bounds what may follow the tar's end inside an archive.
@@ -54,39 +67,29 @@ var decoderOptions = []zstd.DOption{zstd.WithDecoderConcurrency(1), zstd.WithDec
 // the restored tree as is, byte-exact with modes; an existing directory
 // receives what it lacks; an existing file (or link) is kept and listed in
 // Kept. Across filesystems the move is a copy. The fresh directory is
-// removed in every case.
+// removed in every case. An open that takes a key over restores with
+// AcquireRestore instead, which verifies before it moves the head.
 //
 // A head without archive restores nothing (zero Restored, nil). Errors:
 // ErrCorrupt (the archive is bad — then the head's previous archive is
-// tried; both bad: ErrCorrupt), ErrTooLarge (over a limit; nothing
-// placed), ErrUnavailable (the store failed), ErrInvalid (bad targets), or
-// a local I/O error.
+// tried, and Restored.FellBack says so; both bad: ErrCorrupt), ErrTooLarge
+// (over a limit; nothing placed), ErrUnavailable (the store failed),
+// ErrInvalid (bad targets), or a local I/O error.
 func (s *Store) Restore(ctx context.Context, l *Lease, targets map[string]string, scratchParent string) (Restored, error) {
-	for n, p := range targets {
-		if err := validSourceName(n); err != nil {
-			return Restored{}, err
-		}
-		if !filepath.IsAbs(p) {
-			return Restored{}, fmt.Errorf("%w: target of %q is not absolute", ErrInvalid, n)
-		}
+	if err := checkTargets(targets); err != nil {
+		return Restored{}, err
 	}
 	h := l.Head()
 	if h.Archive == nil {
 		return Restored{}, nil
 	}
 	start := time.Now()
-	r, err := s.restoreRef(ctx, l.key, *h.Archive, targets, scratchParent)
-	if errors.Is(err, ErrCorrupt) && h.Previous != nil {
-		r, err2 := s.restoreRef(ctx, l.key, *h.Previous, targets, scratchParent)
-		if err2 == nil {
-			r.Ms = time.Since(start).Milliseconds()
-			return r, nil
-		}
-		if errors.Is(err2, ErrCorrupt) {
-			return Restored{}, fmt.Errorf("%w; previous archive: %v", err, err2)
-		}
-		return Restored{}, err2
+	st, err := s.stage(ctx, l.key, h, scratchParent)
+	if err != nil {
+		return Restored{}, err
 	}
+	defer st.drop()
+	r, err := st.place(targets)
 	if err != nil {
 		return Restored{}, err
 	}
@@ -94,25 +97,112 @@ func (s *Store) Restore(ctx context.Context, l *Lease, targets map[string]string
 	return r, nil
 }
 
-// restoreRef restores one archive object.
-func (s *Store) restoreRef(ctx context.Context, key string, ref ArchiveRef, targets map[string]string, scratchParent string) (Restored, error) {
+// checkTargets refuses a target map with a bad source name or a relative
+// path (ErrInvalid).
+func checkTargets(targets map[string]string) error {
+	for n, p := range targets {
+		if err := validSourceName(n); err != nil {
+			return err
+		}
+		if !filepath.IsAbs(p) {
+			return fmt.Errorf("%w: target of %q is not absolute", ErrInvalid, n)
+		}
+	}
+	return nil
+}
+
+// staged is an archive fetched, decrypted and verified into a fresh
+// private directory, not yet placed: what a head names, checked before
+// anything depends on it (AcquireRestore moves the head only then).
+type staged struct {
+	fresh    string // the scratch directory (decrypted state): drop removes it
+	tree     string
+	ref      ArchiveRef // the archive verified
+	size     int64      // its object's bytes
+	x        *extractor
+	fellBack *FellBack
+	// for: the head's archive and previous this was staged from (covers)
+	forArchive  ArchiveRef
+	forPrevious *ArchiveRef
+}
+
+// stage verifies the archive h names (h.Archive non-nil), or — when that
+// one is corrupt — the one before it (FellBack then says so). Errors as
+// Restore's; nothing is left on disk after one.
+func (s *Store) stage(ctx context.Context, key string, h Head, scratchParent string) (*staged, error) {
+	st, err := s.stageRef(ctx, key, *h.Archive, scratchParent)
+	if errors.Is(err, ErrCorrupt) && h.Previous != nil {
+		prev, err2 := s.stageRef(ctx, key, *h.Previous, scratchParent)
+		switch {
+		case err2 == nil:
+			prev.fellBack = &FellBack{Generation: h.Archive.Generation, Reason: err.Error()}
+			st, err = prev, nil
+		case errors.Is(err2, ErrCorrupt):
+			err = fmt.Errorf("%w; previous archive: %v", err, err2)
+		default:
+			err = err2
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	st.forArchive = *h.Archive
+	if h.Previous != nil {
+		p := *h.Previous
+		st.forPrevious = &p
+	}
+	return st, nil
+}
+
+// covers reports whether st was staged from a head naming the same
+// archive and previous as h (so it is what a restore of h would verify).
+// A nil st covers nothing.
+func (st *staged) covers(h Head) bool {
+	if st == nil || h.Archive == nil || *h.Archive != st.forArchive {
+		return false
+	}
+	if h.Previous == nil || st.forPrevious == nil {
+		return h.Previous == nil && st.forPrevious == nil
+	}
+	return *h.Previous == *st.forPrevious
+}
+
+// drop removes st's scratch directory; safe on a nil st and twice.
+func (st *staged) drop() {
+	if st != nil && st.fresh != "" {
+		_ = os.RemoveAll(st.fresh)
+		st.fresh = ""
+	}
+}
+
+// stageRef fetches and verifies one archive object into a fresh
+// directory under scratchParent (removed again on failure).
+func (s *Store) stageRef(ctx context.Context, key string, ref ArchiveRef, scratchParent string) (*staged, error) {
 	// The pid in the name lets a sidecar that finds it after this one was
 	// killed remove it (store.RemoveStaleTemps): it holds decrypted state.
 	fresh, err := os.MkdirTemp(scratchParent, RestoreScratchPrefix+strconv.Itoa(os.Getpid())+"-")
 	if err != nil {
-		return Restored{}, fmt.Errorf("statestore: restore: %w", err)
+		return nil, fmt.Errorf("statestore: restore: %w", err)
 	}
-	defer os.RemoveAll(fresh)
-	tree := filepath.Join(fresh, "tree")
-	if err := os.Mkdir(tree, 0o700); err != nil {
-		return Restored{}, fmt.Errorf("statestore: restore: %w", err)
+	st := &staged{fresh: fresh, tree: filepath.Join(fresh, "tree"), ref: ref}
+	if err := os.Mkdir(st.tree, 0o700); err != nil {
+		st.drop()
+		return nil, fmt.Errorf("statestore: restore: %w", err)
 	}
-	x, tr, err := s.fetchVerified(ctx, key, ref, fresh, tree)
+	x, tr, err := s.fetchVerified(ctx, key, ref, fresh, st.tree)
 	if err != nil {
-		return Restored{}, err
+		st.drop()
+		return nil, err
 	}
+	st.x, st.size = x, tr.n
+	return st, nil
+}
+
+// place moves st's verified sources to their targets (Restore's rules)
+// and says what it restored (Ms left to the caller).
+func (st *staged) place(targets map[string]string) (Restored, error) {
 	pl := &placer{}
-	names, err := readNames(tree)
+	names, err := readNames(st.tree)
 	if err != nil {
 		return Restored{}, err
 	}
@@ -121,12 +211,12 @@ func (s *Store) restoreRef(ctx context.Context, key string, ref ArchiveRef, targ
 		if !ok {
 			continue
 		}
-		if err := pl.place(filepath.Join(tree, n), dst, n); err != nil {
+		if err := pl.place(filepath.Join(st.tree, n), dst, n); err != nil {
 			return Restored{}, err
 		}
 	}
-	return Restored{Generation: ref.Generation, Bytes: tr.n, FileBytes: x.bytes, Entries: x.entries,
-		Kept: pl.kept, KeptTotal: pl.keptTotal}, nil
+	return Restored{Generation: st.ref.Generation, Bytes: st.size, FileBytes: st.x.bytes, Entries: st.x.entries,
+		Kept: pl.kept, KeptTotal: pl.keptTotal, FellBack: st.fellBack}, nil
 }
 
 // fetchVerified streams the object through unseal, zstd and the extractor

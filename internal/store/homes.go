@@ -130,6 +130,38 @@ func (s *Store) RemoveHome(key string) error {
 	return removeAllAt(homes, HomeName(key), s.HomePath(key), 0)
 }
 
+// RemoveEmptyHome removes the key's private HOME if it is an empty
+// directory, beneath the state dir's handle (rmdir: never a link, never
+// anything in it), and reports whether it did: an open that made the HOME
+// and then failed leaves nothing behind (docs/protocol.md §19). A missing
+// HOME, or one that holds anything, is left as it is without error.
+func (s *Store) RemoveEmptyHome(key string) (bool, error) {
+	if err := ValidateKey(key); err != nil {
+		return false, err
+	}
+	root, err := OpenSafeDir(s.dir)
+	if err != nil {
+		return false, err
+	}
+	defer root.Close()
+	homes, err := openBeneath(root.fd, homesName, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if errors.Is(err, unix.ENOENT) {
+		return false, nil
+	}
+	if err != nil {
+		return false, &os.PathError{Op: "open", Path: filepath.Join(s.dir, homesName), Err: err}
+	}
+	defer unix.Close(homes)
+	err = unix.Unlinkat(homes, EncodeKey(key), unix.AT_REMOVEDIR)
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, unix.ENOENT), errors.Is(err, unix.ENOTEMPTY), errors.Is(err, unix.EEXIST), errors.Is(err, unix.ENOTDIR):
+		return false, nil
+	}
+	return false, &os.PathError{Op: "remove", Path: s.HomePath(key), Err: err}
+}
+
 // removeAllAt removes name below dirfd: a directory's entries first
 // (opened O_NOFOLLOW, beneath), then the directory; anything else is
 // unlinked. p names it in errors; depth bounds the recursion.

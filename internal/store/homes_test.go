@@ -184,3 +184,48 @@ func TestHome_DotKeysGetTheirOwnHome(t *testing.T) {
 		t.Errorf("HomeName: %q %q %q", HomeName("%2E"), HomeName("."), HomeName("a.b"))
 	}
 }
+
+// TestRemoveEmptyHome_OnlyAnEmptyDirectory: RemoveEmptyHome removes an
+// empty private HOME, and leaves one that holds anything, a link in its
+// place (and the link's target) and a missing one, without error.
+func TestRemoveEmptyHome_OnlyAnEmptyDirectory(t *testing.T) {
+	s, err := Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := s.RemoveEmptyHome("k"); ok || err != nil {
+		t.Fatalf("no homes/ yet: %v, %v", ok, err)
+	}
+	home, err := s.Home("k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := s.RemoveEmptyHome("k"); !ok || err != nil {
+		t.Fatalf("an empty HOME: %v, %v; want removed", ok, err)
+	}
+	if _, err := os.Lstat(home); !os.IsNotExist(err) {
+		t.Fatalf("the empty HOME is still there: %v", err)
+	}
+	if home, err = s.Home("k"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(home, "f"), []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := s.RemoveEmptyHome("k"); ok || err != nil {
+		t.Fatalf("a HOME holding a file: %v, %v; want kept", ok, err)
+	}
+	target := t.TempDir()
+	if err := os.Symlink(target, s.HomePath("link")); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := s.RemoveEmptyHome("link"); ok || err != nil {
+		t.Fatalf("a link as HOME: %v, %v; want left alone", ok, err)
+	}
+	if _, err := os.Lstat(s.HomePath("link")); err != nil {
+		t.Fatalf("the link was removed: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(home, "f")); err != nil {
+		t.Fatalf("the non-empty HOME lost its file: %v", err)
+	}
+}

@@ -1112,6 +1112,13 @@ export interface Restore {
   entries: number;
   ms: number;
   kept: string[];
+  /**
+   * The head's newest archive failed verification and the one before it was restored (docs/protocol.md §24): its generation and why.
+   */
+  fellBack?: {
+    generation: number;
+    error: ProofError;
+  };
 }
 /**
  * An ACP ContentBlock, forwarded verbatim.
