@@ -152,7 +152,7 @@ func (s *Store) RemoveEmptyHome(key string) (bool, error) {
 		return false, &os.PathError{Op: "open", Path: filepath.Join(s.dir, homesName), Err: err}
 	}
 	defer unix.Close(homes)
-	err = unix.Unlinkat(homes, EncodeKey(key), unix.AT_REMOVEDIR)
+	err = unix.Unlinkat(homes, HomeName(key), unix.AT_REMOVEDIR)
 	switch {
 	case err == nil:
 		return true, nil
