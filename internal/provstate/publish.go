@@ -35,7 +35,13 @@ func (k Session) Acquire(ctx context.Context, st *store.Store, prof profiles.Pro
 	// Before the takeover: a sidecar whose master key cannot open the
 	// key's archives must not fence the key's owner (issue 29's trial).
 	if err := ss.CheckKeys(ctx, k.Key); err != nil {
-		return nil, nil, stateError("the key's published state cannot be opened with this sidecar's master key", err)
+		what := "the key's published state cannot be opened with this sidecar's master key"
+		if errors.Is(err, statestore.ErrUnavailable) {
+			// The head could not be read: nothing is known of the key
+			// (a user trial read a refused S3 signature as a key problem).
+			what = "the key's head could not be read from the state store"
+		}
+		return nil, nil, stateError(what, err)
 	}
 	local := localGeneration(st, k.Key)
 	need := func(h statestore.Head) bool { return local != h.Archive.Generation }
