@@ -255,6 +255,11 @@ func TestRestore_BadObjectsFallBackToPrevious(t *testing.T) {
 				b[len(b)/2] ^= 1
 				return b, goodRef.Generation
 			},
+			"flipped-first-segment": func(gen int64) ([]byte, int64) {
+				b := append([]byte(nil), goodObj...)
+				b[hdrLen+seg/2] ^= 1 // tink then says "no matching key"
+				return b, goodRef.Generation
+			},
 			"other-session-key": func(gen int64) ([]byte, int64) {
 				return sealObject(t, s.key, "other", gen, plainTar.Bytes()), gen
 			},
@@ -286,7 +291,11 @@ func TestRestore_BadObjectsFallBackToPrevious(t *testing.T) {
 				// both bad
 				setHead(t, s, l, &ref, &ref)
 				env, scratch := t.TempDir(), t.TempDir()
-				if _, err := s.Restore(ctx, l, map[string]string{"home": filepath.Join(env, "home")}, scratch); !errors.Is(err, ErrCorrupt) {
+				_, err = s.Restore(ctx, l, map[string]string{"home": filepath.Join(env, "home")}, scratch)
+				if strings.HasPrefix(name, "flipped") && (err == nil || !strings.Contains(err.Error(), "failed authentication (damaged")) {
+					t.Errorf("Restore of a damaged archive: %v, want it called damaged, not a key problem", err)
+				}
+				if !errors.Is(err, ErrCorrupt) {
 					t.Fatalf("Restore with both bad: %v, want ErrCorrupt", err)
 				}
 				if n := append(listDir(t, env), listDir(t, scratch)...); len(n) != 0 {

@@ -176,7 +176,11 @@ func (c *corruptReader) Read(p []byte) (int, error) {
 		if c.src.err != nil {
 			return n, c.src.err
 		}
-		err = fmt.Errorf("%w: %v", ErrCorrupt, err)
+		// The data key was opened with a master key already: a failure
+		// here is the ciphertext's, never the key's (tink says "no
+		// matching key" for a damaged first segment, which a user trial
+		// read as a wrong key).
+		err = fmt.Errorf("%w: the archive failed authentication (damaged or altered in the store): %v", ErrCorrupt, err)
 	}
 	return n, err
 }
