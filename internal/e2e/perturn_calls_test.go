@@ -1,11 +1,13 @@
 package e2e
 
 // Calls that reach a parked per-turn session (docs/protocol.md §24): what
-// can be refused without the agent is refused without a revive, and a
-// revive nobody needs any more is abandoned before it launches.
+// can be refused without the agent is refused without a revive, a revive
+// nobody needs any more is abandoned before it launches, and a call the
+// agent answers is answered before the session retires again.
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -195,4 +197,69 @@ func TestPerTurn_CloseDuringARevivePublishesNothing(t *testing.T) {
 		t.Fatalf("close of the warm session: %+v", wp)
 	}
 	waitNoMarked(t, e.mark, e.work, 10*time.Second)
+}
+
+// TestPerTurn_CallsBetweenTurnsSucceed: every call that needs the agent
+// outside a turn — setModel, setMode, setConfigOption, extRequest,
+// agentSessions — on a parked per-turn session revives it, is answered by
+// the agent, and only then does the session retire again; and a control
+// sent right behind a prompt (reaching the session during its turn or
+// just as its retire starts) succeeds too. A trial found the retire after
+// the revive racing the call: the sidecar sent session/close before the
+// agent's answer, and about two calls in three failed "jsonrpc2:
+// connection is closed" (extRequest PROVIDER_PROCESS_LOST) though the
+// agent had applied them.
+func TestPerTurn_CallsBetweenTurnsSucceed(t *testing.T) {
+	e := newFaultEnv(t)
+	agentState := agentWritableDir(t)
+	s := startSidecar(t, "--state-dir", e.stateDir)
+	s.initialize(false)
+	o := seedMustOpen(s, perTurnParams(e, "calls", agentState, "recall,caps=list"))
+	runTurn(t, s, o.Session, "t1", "the first prompt")
+	parked := 1
+	waitParked(t, s, o.Session, parked)
+
+	calls := []struct {
+		method string
+		params map[string]any
+	}{
+		{"session/setModel", map[string]any{"model": "fa-large"}},
+		{"session/setMode", map[string]any{"mode": "plan"}},
+		{"session/extRequest", map[string]any{"method": "_fa/echo", "params": map[string]any{"n": 1}}},
+		{"session/agentSessions", map[string]any{}},
+		{"session/setConfigOption", map[string]any{"key": "model", "value": "fa-model"}},
+		{"session/setModel", map[string]any{"model": "fa-large"}},
+	}
+	for round := 0; round < 3; round++ {
+		for _, c := range calls {
+			c.params["session"] = o.Session
+			if f := s.call(c.method, c.params); f.Error != nil {
+				t.Fatalf("round %d: %s on a parked session: %d %s %s", round, c.method, f.Error.Code, f.Error.Message, f.Error.Data)
+			}
+			parked++
+			waitParked(t, s, o.Session, parked) // retired again after the answer
+		}
+	}
+	if st := statusOf(s, o.Session); st.Models == nil || st.Models.CurrentModelID != "fa-large" || st.Modes == nil || st.Modes.CurrentModeID != "plan" {
+		t.Fatalf("status after the calls: models %+v modes %+v, want fa-large and plan", st.Models, st.Modes)
+	}
+
+	for i := 0; i < 5; i++ {
+		rid := fmt.Sprintf("p%d", i)
+		pid := s.start("session/prompt", map[string]any{"session": o.Session, "requestId": rid, "prompt": "p"})
+		cid := s.start("session/setModel", map[string]any{"session": o.Session, "model": []string{"fa-model", "fa-large"}[i%2]})
+		if r := decodeResult[promptUsage](t, "turn "+rid, s.await(pid, 60*time.Second)); r.Status != "completed" {
+			t.Fatalf("turn %s: %+v", rid, r)
+		}
+		if f := s.await(cid, 60*time.Second); f.Error != nil {
+			t.Fatalf("setModel sent behind turn %s: %d %s %s", rid, f.Error.Code, f.Error.Message, f.Error.Data)
+		}
+		for deadline := time.Now().Add(30 * time.Second); statusOf(s, o.Session).State != "parked"; time.Sleep(20 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("after turn %s and its setModel the session never parked", rid)
+			}
+		}
+	}
+	_, _ = s.shutdownAndExit()
+	waitNoMarked(t, e.mark, e.work, 5*time.Second)
 }

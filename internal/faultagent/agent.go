@@ -69,6 +69,10 @@ type agent struct {
 	out     io.Writer
 	garbage int
 
+	// persistMu makes persist one at a time, so the file holds the
+	// session as the last writer saw it.
+	persistMu sync.Mutex
+
 	mu       sync.Mutex
 	sessions map[string]*session
 	// booleanOptions: the client advertised

@@ -123,16 +123,25 @@ func (a *agent) lookup(params json.RawMessage) (*session, bool) {
 	return &s, true
 }
 
-// persist writes the session to the state dir, if one is set.
+// persist writes the session to the state dir, if one is set. Handlers
+// run concurrently (a turn and a control request of one session), so the
+// writes are serialized and each replaces the file by a rename: two
+// writes at once interleaved their bytes into a file no load could read.
 func (a *agent) persist(s *session) {
 	if a.cfg.stateDir == "" {
 		return
 	}
+	a.persistMu.Lock()
+	defer a.persistMu.Unlock()
 	a.mu.Lock()
 	b, err := json.Marshal(s)
 	a.mu.Unlock()
+	path := filepath.Join(a.cfg.stateDir, s.ID+".json")
 	if err == nil {
-		err = os.WriteFile(filepath.Join(a.cfg.stateDir, s.ID+".json"), b, 0o600)
+		err = os.WriteFile(path+".tmp", b, 0o600)
+	}
+	if err == nil {
+		err = os.Rename(path+".tmp", path)
 	}
 	if err != nil {
 		logf("persist %s: %v", s.ID, err)

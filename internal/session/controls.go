@@ -61,11 +61,13 @@ func (s *Actor) control(kind controls.Kind, name string, raw json.RawMessage, re
 	models, modes := controls.CloneModels(s.ctl.models), controls.CloneModes(s.ctl.modes)
 	ctl := &controls.Setter{Conn: s.conn, BackendSessionID: s.rec.identity.BackendSessionID, Models: models, Modes: modes,
 		ConfigOpts: s.ctl.configOpts, UsedStyle: s.ctl.modelCtl, Clean: s.red.Clean}
+	s.beginAgentCall() // lifecycle.go: no retire while it runs
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), s.m.Config.Bounds.HandshakeTimeout)
 		defer cancel()
 		e := ctl.Set(ctx, kind, name, raw)
 		s.post(func() {
+			defer s.endAgentCall() // once the host has its answer
 			s.ctl.held.Settle(key, -1)
 			if e != nil {
 				reply(nil, e)

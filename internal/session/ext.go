@@ -128,8 +128,9 @@ const agentCallBound = 10 * time.Minute
 
 // callAgent sends the agent method with params (verbatim; nil: none), off
 // the actor, bounded by agentCallBound and the actor's life, and calls
-// done with the agent's result (cleaned) or the error. A session that is
-// not open gets its usable error through reply.
+// done with the agent's result (cleaned) or the error; no retire starts
+// until it has (beginAgentCall). A session that is not open gets its
+// usable error through reply.
 func (s *Actor) callAgent(method string, params json.RawMessage, done func(json.RawMessage, *protocol.Error), reply Reply) {
 	if e := s.usable(); e != nil {
 		reply(nil, e)
@@ -141,8 +142,10 @@ func (s *Actor) callAgent(method string, params json.RawMessage, done func(json.
 		ps = params
 	}
 	ctx, cancel := s.boundedCtx(agentCallBound)
+	s.beginAgentCall() // lifecycle.go
 	go func() {
 		defer cancel()
+		defer s.post(s.endAgentCall) // after done has answered the host
 		var res json.RawMessage
 		err := conn.Call(ctx, method, ps, &res)
 		var je *jsonrpc2.Error

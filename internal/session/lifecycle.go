@@ -25,6 +25,15 @@ type lifecycle struct {
 	idleRetire time.Duration // warm only; 0: never
 	idle       *time.Timer
 	idleGen    uint64 // a timer of an older generation fired too late: ignored
+	// idleDue: the idle bound passed while a call to the agent was in
+	// flight; the retire waits for the last such call to settle.
+	idleDue bool
+	// agentCalls counts the requests sent to the agent outside a turn's
+	// own prompt that have not settled yet (a host's control, extension
+	// request or session/list, the sidecar's restore of a held control).
+	// The agent's connection is theirs until they do: no retire starts
+	// while one runs (beginAgentCall, endAgentCall).
+	agentCalls int
 	// waiting are the calls that need the agent, held while the session
 	// retires, is parked or revives; they run in arrival order once it is
 	// live, or are answered the revive's error.
@@ -131,10 +140,11 @@ func (s *Actor) afterOpen() {
 }
 
 // retireIfIdle starts a retire when the session is open and idle: no turn,
-// nothing queued or waiting, no close in flight, its provider alive and
-// able to resume, the sidecar not shutting down.
+// nothing queued or waiting, no call to the agent in flight, no close in
+// flight, its provider alive and able to resume, the sidecar not shutting
+// down.
 func (s *Actor) retireIfIdle(why string) {
-	if !s.state.Is(protocol.StateOpen) || s.turns.turn != nil || len(s.turns.queue) > 0 || len(s.life.waiting) > 0 ||
+	if !s.state.Is(protocol.StateOpen) || s.turns.turn != nil || len(s.turns.queue) > 0 || len(s.life.waiting) > 0 || s.life.agentCalls > 0 ||
 		s.end.closeReq != nil || s.end.exitSeen || s.turns.lostInTurn || s.conn == nil || s.end.tree == nil || !s.canRevive() {
 		return
 	}
@@ -157,6 +167,7 @@ func (s *Actor) armIdle() {
 	s.life.idle = time.AfterFunc(s.life.idleRetire, func() {
 		s.post(func() {
 			if s.life.idleGen == gen {
+				s.life.idleDue = true // kept only while a call to the agent holds the retire off
 				s.retireIfIdle("idle for idleRetireMs")
 			}
 		})
@@ -166,9 +177,32 @@ func (s *Actor) armIdle() {
 // stopIdle stops the idle timer; a timer that already fired is made stale.
 func (s *Actor) stopIdle() {
 	s.life.idleGen++
+	s.life.idleDue = false
 	if s.life.idle != nil {
 		s.life.idle.Stop()
 		s.life.idle = nil
+	}
+}
+
+// beginAgentCall counts a request about to be sent to the agent outside a
+// turn's prompt, on a live session; endAgentCall must follow exactly once,
+// on the actor, when it has settled.
+func (s *Actor) beginAgentCall() { s.life.agentCalls++ }
+
+// endAgentCall settles one call to the agent. When it was the last, the
+// retire it held off may start now: a per-turn session that ran a turn
+// (revived for the call, or whose turn ended meanwhile) retires once idle,
+// as after a turn; a warm one whose idle bound passed meanwhile does too.
+func (s *Actor) endAgentCall() {
+	s.life.agentCalls--
+	if s.life.agentCalls > 0 || !s.state.Is(protocol.StateOpen) {
+		return
+	}
+	switch {
+	case s.life.mode == protocol.LifecyclePerTurn && s.turns.lastReqID != nil:
+		s.retireIfIdle("the call to the agent ended (per-turn)")
+	case s.life.idleDue:
+		s.retireIfIdle("idle for idleRetireMs")
 	}
 }
 

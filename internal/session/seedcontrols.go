@@ -69,11 +69,13 @@ func (s *Actor) breach(key, want, got string) {
 	ctl := &controls.Setter{Conn: s.conn, BackendSessionID: s.rec.identity.BackendSessionID, Models: controls.CloneModels(s.ctl.models),
 		Modes: controls.CloneModes(s.ctl.modes), ConfigOpts: s.ctl.configOpts, UsedStyle: s.ctl.modelCtl, Clean: s.red.Clean}
 	s.ctl.held.Settle(key, 1)
+	s.beginAgentCall() // lifecycle.go: no retire while it runs
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), s.m.Config.Bounds.HandshakeTimeout)
 		defer cancel()
 		e := ctl.Restore(ctx, key, want)
 		s.post(func() {
+			defer s.endAgentCall()
 			s.ctl.held.Settle(key, -1)
 			restored := e == nil
 			if restored {
