@@ -390,7 +390,7 @@ export interface ErrorData {
    */
   heldBy?: "this-sidecar" | "another-sidecar";
   /**
-   * SANDBOX_CONFLICT: the never-writable paths a writable path of the sandbox is, lies inside, or holds (docs/protocol.md §19 Sandbox).
+   * SANDBOX_CONFLICT: the paths the sidecar keeps from agents — never writable (state dirs, a file:// store, installations) or never readable (the master key files) — that a path of the sandbox is, lies inside, or holds, or a link on the way to one (docs/protocol.md §19 Sandbox).
    */
   paths?: string[];
   /**
