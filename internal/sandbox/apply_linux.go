@@ -110,6 +110,11 @@ func start(p *Plan, f Forks) (st Started, err error) {
 			return st, stepError("bind "+d+" read-write", err)
 		}
 	}
+	if p.NoDev {
+		if err := devicesOnly(); err != nil {
+			return st, stepError("devices", err)
+		}
+	}
 	for _, d := range p.Mask {
 		if err := maskPath(d); err != nil {
 			return st, stepError("mask "+d, err)

@@ -71,3 +71,25 @@ func emptyTmpfs() (int, error) {
 	}
 	return unix.Fsmount(fs, unix.FSMOUNT_CLOEXEC, maskAttrs)
 }
+
+// devicesOnly leaves the calling thread's mount namespace a /dev that
+// opens only Devices (Plan.NoDev): /dev bound onto itself with its
+// submounts (so it is a mount of its own even where it was a plain
+// directory), each of Devices that is a device node bound onto itself,
+// then the /dev mount alone set nodev. Its submounts (/dev/pts, /dev/shm)
+// and the per-device binds keep their own attributes.
+func devicesOnly() error {
+	if err := unix.Mount("/dev", "/dev", "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+		return err
+	}
+	for _, d := range Devices {
+		var st unix.Stat_t
+		if err := unix.Lstat(d, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFCHR {
+			continue // absent, a link into /dev/pts, or a mount of its own (/dev/pts)
+		}
+		if err := unix.Mount(d, d, "", unix.MS_BIND, ""); err != nil {
+			return err
+		}
+	}
+	return unix.MountSetattr(unix.AT_FDCWD, "/dev", 0, &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_NODEV})
+}

@@ -51,6 +51,14 @@ func TestStart_MaskedKeyCannotBeReadWrittenOrReplaced(t *testing.T) {
 		{"read-secret-dir", "cat " + filepath.Join(secretDir, "credentials")},
 		{"write-secret-dir", "echo x > " + filepath.Join(secretDir, "planted")},
 		{"write-cwd", "echo fine > " + filepath.Join(work, "fine")},
+		// The devices a shell needs still open; no other does.
+		{"dev-null", "echo x > /dev/null"},
+		{"dev-urandom", "head -c 1 /dev/urandom"},
+	}
+	// A disk's raw blocks would hold the key's bytes (a root tree owns
+	// the node, capabilities or not).
+	if disk := blockDevice(t); disk != "" {
+		steps = append(steps, struct{ name, cmd string }{"read-disk", "head -c 1 " + disk})
 	}
 	var script strings.Builder
 	for _, s := range steps {
@@ -63,7 +71,7 @@ func TestStart_MaskedKeyCannotBeReadWrittenOrReplaced(t *testing.T) {
 	out := tr.finish(t)
 	for _, s := range steps {
 		want := s.name + "=refused"
-		if s.name == "write-cwd" {
+		if s.name == "write-cwd" || strings.HasPrefix(s.name, "dev-") {
 			want = s.name + "=ok"
 		}
 		if !strings.Contains(out, want+"\n") {
@@ -79,4 +87,16 @@ func TestStart_MaskedKeyCannotBeReadWrittenOrReplaced(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(secretDir, "planted")); err == nil {
 		t.Errorf("the tree wrote into the secret directory")
 	}
+}
+
+// blockDevice is a block device node in /dev ("" when there is none).
+func blockDevice(t *testing.T) string {
+	ents, _ := os.ReadDir("/dev")
+	for _, e := range ents {
+		if e.Type()&os.ModeDevice != 0 && e.Type()&os.ModeCharDevice == 0 {
+			return filepath.Join("/dev", e.Name())
+		}
+	}
+	t.Log("no block device in /dev: the raw-disk step is skipped")
+	return ""
 }

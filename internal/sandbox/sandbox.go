@@ -169,7 +169,13 @@ type Plan struct {
 	// a read-only, nodev bind of /dev/null over it (opening it is
 	// EACCES), a directory an empty read-only tmpfs. Either is a mount
 	// point, so it cannot be renamed, removed or replaced from inside.
-	Mask       []string `json:"mask,omitempty"`
+	Mask []string `json:"mask,omitempty"`
+	// NoDev (set with Mask) makes the tree's /dev open no device but
+	// Devices: /dev is bound onto itself, each of Devices bound onto
+	// itself, then /dev's mount set nodev, so a disk's node (which a root
+	// tree owns, capabilities or not) is EACCES — its raw blocks would
+	// hold a masked key's bytes (found in review).
+	NoDev      bool     `json:"noDev,omitempty"`
 	Pin        []string `json:"pin,omitempty"`
 	NewPIDNS   bool     `json:"newPidns,omitempty"`
 	DropCaps   bool     `json:"dropCaps,omitempty"`
@@ -325,7 +331,7 @@ func Build(pol Policy, paths Paths, opt BuildOptions) (Plan, Applied, error) {
 	for _, p := range append(slices.Clone(readable), writable...) {
 		reach = append(reach, resolve(p))
 	}
-	if err := planSecrets(paths, writable, reach, opt.BindReadOnly, exists, &plan, &ap); err != nil {
+	if err := planSecrets(paths, writable, reach, opt.BindReadOnly, pol.Capabilities == CapsKeep, exists, &plan, &ap); err != nil {
 		return Plan{}, Applied{}, err
 	}
 	if h := paths.PrivateHome; h != "" {

@@ -16,13 +16,16 @@ import "slices"
 // reach refuses the open, as a protected path in a writable one does.
 
 // planSecrets adds paths.Secrets to plan as masks (Plan.Mask, with pins
-// for those under a writable root) when bind is true. reach are the
+// for those under a writable root, and Plan.NoDev) when bind is true; a
+// tree that keeps its capabilities (keep true) is refused instead, as
+// capabilities reach a hidden file's bytes another way (/proc/kcore,
+// open_by_handle_at). reach are the
 // tree's readable and writable paths (resolved): without bind, a secret
 // beneath one of them is a *ConflictError, as is, always, a writable path
 // that is or lies inside a secret, or a link to a secret
 // (Paths.SecretLinks) that lies beneath a writable path. A secret that
 // does not exist is left out.
-func planSecrets(paths Paths, writable, reach []string, bind bool, exists func(string) (bool, bool), plan *Plan, ap *Applied) error {
+func planSecrets(paths Paths, writable, reach []string, bind, keep bool, exists func(string) (bool, bool), plan *Plan, ap *Applied) error {
 	secrets := uniqueSorted(nonEmpty(paths.Secrets))
 	var moved []string
 	for _, w := range writable {
@@ -60,7 +63,10 @@ func planSecrets(paths Paths, writable, reach []string, bind bool, exists func(s
 	if len(mask) == 0 {
 		return nil
 	}
-	plan.Mask, ap.Masked = mask, mask
+	if keep {
+		return &ConflictError{Paths: mask, Why: "a tree that keeps its capabilities could read a file no agent may read (the state store's master key) past its mask"}
+	}
+	plan.Mask, ap.Masked, plan.NoDev = mask, mask, true
 	plan.Pin = pins(writable, append(slices.Clone(plan.ReadOnly), mask...))
 	return nil
 }

@@ -141,3 +141,26 @@ func TestBuild_HostShmIsAWritableRoot(t *testing.T) {
 		t.Errorf("own /dev/shm: %v, read-only %v, mask %v, pins %v; want none", err, plan.ReadOnly, plan.Mask, plan.Pin)
 	}
 }
+
+// TestBuild_MasksComeWithDevicesOnlyAndRefuseKeptCapabilities (from a
+// review): a plan that masks a key also leaves the tree's /dev opening
+// only Devices (a disk's raw blocks hold the key's bytes), and a tree
+// that keeps its capabilities — which reach a hidden file past its mask —
+// is refused, naming the key; without a key neither applies.
+func TestBuild_MasksComeWithDevicesOnlyAndRefuseKeptCapabilities(t *testing.T) {
+	exists := fakeFS([]string{"/", "/w", "/keys"}, []string{"/keys/state.key"})
+	paths := Paths{Cwd: "/w", Secrets: []string{"/keys/state.key"}}
+	plan, _, err := Build(wsPolicy(), paths, BuildOptions{BindReadOnly: true, Exists: exists})
+	if err != nil || !plan.NoDev {
+		t.Errorf("a masked key: %v, noDev %v; want devices only", err, plan.NoDev)
+	}
+	keep := wsPolicy()
+	keep.Capabilities = CapsKeep
+	var ce *ConflictError
+	if _, _, err := Build(keep, paths, BuildOptions{BindReadOnly: true, Exists: exists}); !errors.As(err, &ce) || !slices.Equal(ce.Paths, paths.Secrets) {
+		t.Errorf("capabilities keep with a key: %v, want a conflict naming the key", err)
+	}
+	if plan, _, err := Build(keep, Paths{Cwd: "/w"}, BuildOptions{BindReadOnly: true, Exists: exists}); err != nil || plan.NoDev {
+		t.Errorf("capabilities keep without a key: %v, noDev %v; want neither", err, plan.NoDev)
+	}
+}
