@@ -104,27 +104,44 @@ func (f *stateFlags) openWithCredentials(ctx context.Context) (*statestore.Store
 // in (config.Config.StateSecrets): the key files and a file:// store's
 // root; nil without --state-store.
 func (f *stateFlags) secretPaths() []string {
-	out := f.keyPaths()
+	var out []string
+	for _, k := range f.keyPaths() {
+		// The file the kernel opens (links resolved before a ".."
+		// after them), else the path cleaned.
+		if r, err := filepath.EvalSymlinks(k); err == nil {
+			k = r
+		}
+		out = append(out, filepath.Clean(k))
+	}
 	if root := f.fileRoot(); root != "" {
 		out = append(out, root)
 	}
 	return out
 }
 
-// keyPaths are the master key files, absolute (nil without
-// --state-store): no sandboxed tree may read or replace them
-// (admission.SandboxConfig.Secrets).
+// keyPaths are the master key files as the flags name them, made
+// absolute but not cleaned (nil without --state-store): no sandboxed tree
+// may read or replace them (admission.SandboxConfig.Secrets, which
+// resolves each as the kernel does and records the links on its way).
+// Cleaning the text first would drop a "dir/.." that follows a link and
+// name another file (found in review).
 func (f *stateFlags) keyPaths() []string {
 	if f.url == "" {
 		return nil
 	}
 	var out []string
 	for _, k := range []string{f.keyFile, f.oldKeyFile} {
-		if k != "" {
-			if abs, err := filepath.Abs(k); err == nil {
-				out = append(out, abs)
-			}
+		if k == "" {
+			continue
 		}
+		if !filepath.IsAbs(k) {
+			wd, err := os.Getwd()
+			if err != nil {
+				continue
+			}
+			k = wd + string(filepath.Separator) + k
+		}
+		out = append(out, k)
 	}
 	return out
 }

@@ -214,12 +214,14 @@ func (c SandboxConfig) SandboxPaths(p protocol.OpenParams, pol sandbox.Policy, e
 }
 
 // linksOn are the symbolic links met when absolute path p is resolved
-// (a chain of links included), each named by where it lies (its
-// directory resolved): the places an agent that could write them could
-// point p elsewhere. It stops at a missing name or after 40 links.
+// as the kernel does — a ".." after a link leaves the link's target, so p
+// is not cleaned first — (a chain of links included), each named by where
+// it lies (its directory resolved): the places an agent that could write
+// them could point p elsewhere. It stops at a missing name or after 40
+// links.
 func linksOn(p string) []string {
 	var out []string
-	cur, rest := "/", strings.Split(filepath.Clean(p), "/")
+	cur, rest := "/", strings.Split(p, "/")
 	for len(rest) > 0 && len(out) < 40 {
 		part := rest[0]
 		rest = rest[1:]

@@ -113,3 +113,36 @@ func realTemp(t *testing.T) string {
 	}
 	return d
 }
+
+// TestSandboxPaths_KeyNamedThroughALinkAndDotDot (from a review): a key
+// flag "<link>/../k" names the file the kernel opens — the link's
+// target's parent's k — and the link is on its way; cleaning the text
+// first would have named a file that does not exist and left the key
+// neither masked nor refused.
+func TestSandboxPaths_KeyNamedThroughALinkAndDotDot(t *testing.T) {
+	root := realTemp(t)
+	if err := os.MkdirAll(filepath.Join(root, "data", "x"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	key := filepath.Join(root, "data", "k")
+	if err := os.WriteFile(key, make([]byte, 32), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(root, "srv"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(root, "srv", "l")
+	if err := os.Symlink(filepath.Join(root, "data", "x"), link); err != nil {
+		t.Fatal(err)
+	}
+	c := SandboxConfig{Default: sandbox.Workspace, Secrets: []string{link + "/../k"}}
+	p := protocol.OpenParams{Cwd: filepath.Join(root, "srv"), Command: &protocol.Command{Path: "/bin/true"}}
+	pol, _ := c.Policy(p)
+	paths := c.SandboxPaths(p, pol, nil, nil)
+	if !slices.Equal(paths.Secrets, []string{key}) {
+		t.Errorf("secrets %v, want %v", paths.Secrets, []string{key})
+	}
+	if !slices.Equal(paths.SecretLinks, []string{link}) {
+		t.Errorf("links %v, want %v", paths.SecretLinks, []string{link})
+	}
+}

@@ -45,6 +45,12 @@ func (s *Actor) armHeld() {
 // first that moved (and is not being set by a request in flight) is a
 // breach.
 func (s *Actor) checkHeld() {
+	if s.conn == nil || !s.state.Is(protocol.StateOpen, protocol.StateTurn) {
+		// Closing, closed or parked: no agent to set back (a control's
+		// answer can land after release dropped the connection; found
+		// in review).
+		return
+	}
 	if k, want, got, ok := s.ctl.held.Drift(s.heldCurrent); ok {
 		s.breach(k, want, got)
 	}
