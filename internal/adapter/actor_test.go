@@ -308,3 +308,49 @@ func TestActor_CloseDuringAdmissionKeepsTheHostsReason(t *testing.T) {
 	m.Shutdown()
 	m.Wait()
 }
+
+// TestActor_ShutdownAfterAHostCloseDuringAdmissionAbortsIt (from a
+// review): a host's close joined by shutdown while the session is still
+// admitting does not wait for the agent: the admission is aborted
+// (SHUTTING_DOWN, not the handshake's bound running out) and both are
+// answered.
+func TestActor_ShutdownAfterAHostCloseDuringAdmissionAbortsIt(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	agent := newFakeAgent()
+	entered, release := make(chan struct{}), make(chan struct{})
+	agent.set("session/new", func(ctx context.Context, _ *jsonrpc2.Conn, _ json.RawMessage) (any, error) {
+		close(entered)
+		select {
+		case <-release:
+		case <-ctx.Done():
+		}
+		return json.RawMessage(`{"sessionId":"fake-session"}`), nil
+	})
+	defer close(release)
+	m := fakeManager(t, &fakeLauncher{agent: agent}, newRecHost())
+	opened := start(func(r session.Reply) { m.Open(context.Background(), fakeOpen(t, "close-then-shutdown"), r) })
+	select {
+	case <-entered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the agent never got session/new")
+	}
+	id := m.List()[0].Session
+	closed := start(func(r session.Reply) { m.Close(protocol.CloseParams{Session: id, Reason: "host close"}, r) })
+	m.List() // the close is registered on the actor
+	done := make(chan []*protocol.Proof, 1)
+	go func() { done <- m.Shutdown() }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("shutdown waited for the admission the host's close was waiting for")
+	}
+	// Aborted by shutdown, not ended by the handshake's bound.
+	var pe *protocol.Error
+	if o := wait(t, opened); !errors.As(o.err, &pe) || pe.Data.Code != protocol.ErrShuttingDown {
+		t.Errorf("open: %v, want %s", o.err, protocol.ErrShuttingDown)
+	}
+	if c := wait(t, closed); c.err == nil && (c.v.(protocol.CloseResult).Proof == nil || !c.v.(protocol.CloseResult).Proof.Complete) {
+		t.Errorf("close: %+v, want a complete proof", c.v)
+	}
+	m.Wait()
+}

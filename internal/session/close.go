@@ -100,6 +100,12 @@ func (s *Actor) close(reason string, origin protocol.ProofOrigin, discard bool, 
 	case s.end.closeReq != nil:
 		s.end.closeReq.waiters = append(s.end.closeReq.waiters, reply)
 		s.end.closeReq.discard = s.end.closeReq.discard || discard
+		if origin == protocol.OriginShutdown && s.state.Is(protocol.StateAdmitting, protocol.StateReviving) && s.end.abortAdmission != nil {
+			// A host's close waits for an admission; shutdown does not
+			// (found in review): the admission ends, and its proof
+			// answers both.
+			s.end.abortAdmission(errShutdownAbort)
+		}
 		return
 	case s.state.Is(protocol.StateAdmitting):
 		// Shutdown during admission: the admission ends (aborted) and its
