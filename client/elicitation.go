@@ -19,17 +19,23 @@ type ElicitationModes = protocol.ElicitationCaps
 // Message, RequestedSchema, URL and ElicitationID read from it for
 // convenience). RequestID is the turn's id.
 type ElicitationRequest struct {
-	Session     string          `json:"session"`
-	RequestID   string          `json:"requestId"`
+	// Session is the sidecar session whose agent asks.
+	Session string `json:"session"`
+	// RequestID is the id of the turn the elicitation belongs to.
+	RequestID string `json:"requestId"`
+	// Elicitation is the agent's elicitation/create params verbatim.
 	Elicitation json.RawMessage `json:"elicitation"`
 
 	// Mode is "form" or "url".
-	Mode    string `json:"-"`
+	Mode string `json:"-"`
+	// Message is the agent's question for the user.
 	Message string `json:"-"`
 	// RequestedSchema is the form's JSON Schema (form mode).
 	RequestedSchema json.RawMessage `json:"-"`
-	// URL and ElicitationID are the url mode's.
-	URL           string `json:"-"`
+	// URL is the page the user is asked to open (url mode).
+	URL string `json:"-"`
+	// ElicitationID names the url interaction; an ElicitationComplete
+	// carries it when the interaction is done ("" in form mode).
 	ElicitationID string `json:"-"`
 }
 
@@ -39,7 +45,10 @@ type ElicitationRequest struct {
 // schema, else the agent is answered cancel and the refusal is reported
 // in the ElicitationDecided notice (Error, -32602).
 type ElicitationResponse struct {
-	Action  string          `json:"action"`
+	// Action is "accept", "decline" or "cancel" ("" is sent as cancel).
+	Action string `json:"action"`
+	// Content is an accepted form's values, a JSON object (nil otherwise;
+	// never forwarded for a url elicitation).
 	Content json.RawMessage `json:"content,omitempty"`
 }
 

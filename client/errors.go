@@ -52,10 +52,17 @@ const (
 // and an empty method. The connection is unaffected. Switch on DataCode,
 // not on Message.
 type Error struct {
-	Code     int
-	Message  string
+	// Code is the JSON-RPC error code: the sidecar's, -32600 for a frame
+	// refused before sending, else 0.
+	Code int
+	// Message is the error's text, for people; never switch on it.
+	Message string
+	// DataCode is the sidecar's stable data.code, or one of the DataCode*
+	// constants for an error made by this package.
 	DataCode string
-	Data     json.RawMessage
+	// Data is the error's whole data member verbatim (nil for errors made
+	// by this package).
+	Data json.RawMessage
 
 	method string
 	cause  error

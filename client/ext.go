@@ -16,10 +16,14 @@ import (
 // (session/extRequest): RequestID is the active turn's ("" outside a
 // turn), Params the agent's verbatim (nil when it sent none).
 type ExtRequest struct {
-	Session   string
+	// Session is the sidecar session whose agent sent the request.
+	Session string
+	// RequestID is the active turn's id ("" outside a turn).
 	RequestID string
-	Method    string
-	Params    json.RawMessage
+	// Method is the agent's method name, beginning with "_".
+	Method string
+	// Params are the agent's params verbatim (nil: none).
+	Params json.RawMessage
 }
 
 // ExtNotification is an agent's `_…` notification
@@ -30,8 +34,11 @@ type ExtNotification = protocol.ExtNotice
 // ACP session/list result (SessionInfo objects verbatim; NextCursor ""
 // on the last page).
 type AgentSessionsPage struct {
-	Sessions   []json.RawMessage `json:"sessions"`
-	NextCursor string            `json:"nextCursor,omitempty"`
+	// Sessions are the page's ACP SessionInfo objects verbatim.
+	Sessions []json.RawMessage `json:"sessions"`
+	// NextCursor is the cursor argument of AgentSessions for the next page
+	// ("" on the last page).
+	NextCursor string `json:"nextCursor,omitempty"`
 	// Raw is the whole result as the agent sent it.
 	Raw json.RawMessage `json:"-"`
 }

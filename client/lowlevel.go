@@ -26,8 +26,11 @@ type Frame struct {
 // the JSON-RPC id verbatim (a number or a string), Params the params
 // verbatim.
 type Request struct {
-	ID     json.RawMessage
+	// ID is the request's JSON-RPC id verbatim (a number or a string).
+	ID json.RawMessage
+	// Method is the request's method, e.g. "session/requestPermission".
 	Method string
+	// Params are the request's params verbatim.
 	Params json.RawMessage
 }
 

@@ -55,8 +55,10 @@ type Options struct {
 	// (all false: none).
 	ElicitationModes *ElicitationModes
 	// OnElicitationDecided receives session/elicitationDecided audit
-	// notices; OnElicitationComplete session/elicitationComplete.
-	OnElicitationDecided  func(ElicitationDecided)
+	// notices.
+	OnElicitationDecided func(ElicitationDecided)
+	// OnElicitationComplete receives session/elicitationComplete notices:
+	// an agent finished a url elicitation.
 	OnElicitationComplete func(ElicitationComplete)
 	// OnProof receives cleanup/proof notifications: provider-exit, late
 	// handshake, retained and recovered cleanups (docs/protocol.md §9),

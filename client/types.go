@@ -130,9 +130,16 @@ type PermissionPolicy = protocol.PermissionPolicy
 // (`command` of session/open): Path is absolute, Args is argv[1:], SHA256
 // (optional, 64 hex digits) is the digest the file must have.
 type Command struct {
-	Path   string   `json:"path"`
-	Args   []string `json:"args,omitempty"`
-	SHA256 string   `json:"sha256,omitempty"`
+	// Path is the absolute path of the executable (required).
+	Path string `json:"path"`
+	// Args are the arguments after argv[0] (nil: none); none may hold a
+	// NUL byte.
+	Args []string `json:"args,omitempty"`
+	// SHA256 is the file's expected SHA-256, 64 hex digits ("": not
+	// checked). When set, the sidecar opens the file without following
+	// symlinks, hashes it and executes that same open file; another
+	// digest fails the open COMMAND_DIGEST_MISMATCH.
+	SHA256 string `json:"sha256,omitempty"`
 }
 
 // Limits are per-session resource limits of the provider's cgroup
@@ -144,9 +151,17 @@ type Command struct {
 // the tree may have open at once through a Sandbox.Network allow list
 // (docs/protocol.md §19.1); it is no cgroup limit.
 type Limits struct {
+	// MemoryBytes is the tree's memory.max in bytes (1 MiB to 2^50; 0:
+	// --default-memory-bytes).
 	MemoryBytes int64 `json:"memoryBytes,omitempty"`
-	Pids        int64 `json:"pids,omitempty"`
-	CPUPercent  int64 `json:"cpuPercent,omitempty"`
+	// Pids is the tree's pids.max, processes and threads together (2 to
+	// 4194304; 0: --default-pids).
+	Pids int64 `json:"pids,omitempty"`
+	// CPUPercent is the tree's cpu.max in percent of one CPU, 200 being
+	// two CPUs (1 to 100000; 0: --default-cpu-percent).
+	CPUPercent int64 `json:"cpuPercent,omitempty"`
+	// Connections is the most connections the tree may have open at once
+	// through its Sandbox.Network allow list (1-65536; 0: 256).
 	Connections int64 `json:"connections,omitempty"`
 }
 
@@ -164,36 +179,87 @@ type Limits struct {
 // Resume nil means true. PermissionTimeoutMs bounds a host escalation
 // (default 600000).
 type OpenParams struct {
-	SessionKey                string            `json:"sessionKey"`
-	Agent                     string            `json:"agent"`
-	Command                   Command           `json:"command"`
-	Cwd                       string            `json:"cwd"`
-	Env                       map[string]string `json:"env,omitempty"`
-	InheritEnv                []string          `json:"inheritEnv,omitempty"`
-	StateDir                  string            `json:"stateDir,omitempty"`
-	Model                     string            `json:"model,omitempty"`
-	Mode                      string            `json:"mode,omitempty"`
-	SystemPrompt              string            `json:"systemPrompt,omitempty"`
-	PermissionMode            string            `json:"permissionMode,omitempty"`
-	PermissionPolicy          *PermissionPolicy `json:"permissionPolicy,omitempty"`
-	NonInteractivePermissions string            `json:"nonInteractivePermissions,omitempty"`
-	PermissionTimeoutMs       int64             `json:"permissionTimeoutMs,omitempty"`
+	// SessionKey is the host's stable name of the conversation and the
+	// id of its record on disk (required): 1-512 bytes of valid UTF-8
+	// without NUL or U+FFFD, at most 249 bytes once encodeURIComponent'd.
+	SessionKey string `json:"sessionKey"`
+	// Agent is the agent profile, one of Client.Info's
+	// Capabilities.Agents (required); "generic" suits any ACP agent and
+	// binds nothing.
+	Agent string `json:"agent"`
+	// Command is the executable launched for the session (required).
+	Command Command `json:"command"`
+	// Cwd is the agent's working directory, an existing directory's
+	// absolute path (required).
+	Cwd string `json:"cwd"`
+	// Env holds variables set over the inherited base, name to value
+	// (nil: none). Secret; a relative HOME or TMPDIR is refused.
+	Env map[string]string `json:"env,omitempty"`
+	// InheritEnv names variables copied from the sidecar's environment
+	// where it defines them (nil: none); Env still wins.
+	InheritEnv []string `json:"inheritEnv,omitempty"`
+	// StateDir is the absolute state directory ("": --state-dir).
+	StateDir string `json:"stateDir,omitempty"`
+	// Model is the model id set and verified after the handshake ("":
+	// none asked for; MODEL_UNAVAILABLE when it is not offered).
+	Model string `json:"model,omitempty"`
+	// Mode is the mode id set and verified after the handshake
+	// (MODE_UNAVAILABLE when it is not offered); "": none asked for, and
+	// the permission binding may select the profile's asking mode.
+	Mode string `json:"mode,omitempty"`
+	// SystemPrompt is appended to the agent's system prompt through ACP
+	// _meta.systemPrompt.append of session/new, never of a load or
+	// resume ("": none).
+	SystemPrompt string `json:"systemPrompt,omitempty"`
+	// PermissionMode is "approve-all", "approve-reads" or "deny-all" ("":
+	// "approve-reads").
+	PermissionMode string `json:"permissionMode,omitempty"`
+	// PermissionPolicy holds the rules evaluated before PermissionMode
+	// (nil: none).
+	PermissionPolicy *PermissionPolicy `json:"permissionPolicy,omitempty"`
+	// NonInteractivePermissions is what an escalation the host does not
+	// answer comes to: "deny" (the default, "") or "fail" (the turn ends
+	// failed PERMISSION_APPROVAL_REQUIRED).
+	NonInteractivePermissions string `json:"nonInteractivePermissions,omitempty"`
+	// PermissionTimeoutMs bounds how long an escalation waits for the
+	// host, in ms (1-86400000; 0: 600000).
+	PermissionTimeoutMs int64 `json:"permissionTimeoutMs,omitempty"`
 	// ElicitationTimeoutMs bounds one host elicitation (0: the
 	// permission bound; docs/protocol.md §22).
-	ElicitationTimeoutMs int64             `json:"elicitationTimeoutMs,omitempty"`
-	Limits               *Limits           `json:"limits,omitempty"`
-	McpServers           []json.RawMessage `json:"mcpServers,omitempty"`
-	HandshakeTimeoutMs   int64             `json:"handshakeTimeoutMs,omitempty"`
-	Resume               *bool             `json:"resume,omitempty"`
+	ElicitationTimeoutMs int64 `json:"elicitationTimeoutMs,omitempty"`
+	// Limits are the resource limits of the provider's cgroup (nil: the
+	// sidecar's --default-* flags).
+	Limits *Limits `json:"limits,omitempty"`
+	// McpServers are ACP McpServer objects, passed to the agent as
+	// written (nil: none); an http or sse entry the agent does not take
+	// fails the open CAPABILITY_UNSUPPORTED.
+	McpServers []json.RawMessage `json:"mcpServers,omitempty"`
+	// HandshakeTimeoutMs bounds the whole admission, launch to saved
+	// record, in ms (1-600000; 0: the sidecar's --handshake-timeout-ms).
+	HandshakeTimeoutMs int64 `json:"handshakeTimeoutMs,omitempty"`
+	// Resume (nil: true) resumes the ACP session of the key's record
+	// where it can (docs/protocol.md §11); false starts a new session with
+	// fresh request ids.
+	Resume *bool `json:"resume,omitempty"`
 	// Sandbox is the kernel sandbox of the provider tree (docs/protocol.md
 	// §19); nil leaves the sidecar's default (--default-sandbox).
 	Sandbox *Sandbox `json:"sandbox,omitempty"`
-	// Meta (an ACP _meta object, nil: none), AuthMethod, AgentSessionID
-	// and AdditionalDirectories: docs/protocol.md §23 (ext.go).
-	Meta                  json.RawMessage `json:"_meta,omitempty"`
-	AuthMethod            string          `json:"authMethod,omitempty"`
-	AgentSessionID        string          `json:"agentSessionId,omitempty"`
-	AdditionalDirectories []string        `json:"additionalDirectories,omitempty"`
+	// Meta is an ACP _meta object merged, under the sidecar's own keys,
+	// into the agent's session/new, session/load or session/resume (nil:
+	// none; docs/protocol.md §23, ext.go).
+	Meta json.RawMessage `json:"_meta,omitempty"`
+	// AuthMethod is the id of one of the agent's OpenResult.AuthMethods,
+	// run through ACP authenticate before the session is created or
+	// resumed ("": the profile's rule; AUTH_FAILED, AUTH_REQUIRED).
+	AuthMethod string `json:"authMethod,omitempty"`
+	// AgentSessionID is one of the agent's own ACP session ids (e.g. from
+	// Session.AgentSessions), resumed instead of the record's ("": none).
+	AgentSessionID string `json:"agentSessionId,omitempty"`
+	// AdditionalDirectories are absolute paths of existing directories
+	// passed as ACP additionalDirectories and made writable in the
+	// sandbox (nil: none; CAPABILITY_UNSUPPORTED when the agent lacks
+	// them).
+	AdditionalDirectories []string `json:"additionalDirectories,omitempty"`
 	// Lifecycle, ReviveWaitMs, StateDirs and Publish: docs/protocol.md §24
 	// (lifecycle.go). Lifecycle nil is warm; &Lifecycle{Mode:
 	// LifecyclePerTurn} retires the tree after every turn and revives it
@@ -209,8 +275,8 @@ type OpenParams struct {
 	// state store (--state-store), replacing the agent profile's: archive
 	// name (1-64 of A-Z a-z 0-9 . _ -) → absolute path.
 	StateDirs map[string]string `json:"stateDirs,omitempty"`
-	// Publish PublishTurn also publishes after every turn ("": only at
-	// retire and close).
+	// Publish is when a session with a state store publishes: PublishTurn
+	// ("turn") also after every turn; "" only at retire and close.
 	Publish string `json:"publish,omitempty"`
 	// Effort and Thinking (1-64 printable bytes, "": none) are values of
 	// the agent's effort and thinking config options (Pi's thought_level:
@@ -218,7 +284,8 @@ type OpenParams struct {
 	// first prompt and held: the open fails CONTROL_UNAVAILABLE, nothing
 	// left running, when the agent does not offer the value; an agent that
 	// moves one later ends its turn POLICY_BREACH (docs/protocol.md §24).
-	Effort   string `json:"effort,omitempty"`
+	Effort string `json:"effort,omitempty"`
+	// Thinking is the value of the agent's thinking option (as Effort).
 	Thinking string `json:"thinking,omitempty"`
 	// AllowSlashCommands lets prompts that start with "/" reach an agent
 	// whose profile guards them (copilot); otherwise such a prompt is
@@ -253,9 +320,17 @@ type Sandbox = protocol.Sandbox
 // (docs/protocol.md §8 session/prompt, Queued turns). A Prompt too long
 // for the sidecar's frame limit is refused before sending (see Error).
 type PromptParams struct {
+	// RequestID names the turn (required): 1-256 bytes of valid UTF-8
+	// without NUL or U+FFFD, never used before in this session or an
+	// earlier one of its key's record (else DUPLICATE_REQUEST_ID).
 	RequestID string `json:"requestId"`
-	Prompt    any    `json:"prompt"`
-	TimeoutMs int64  `json:"timeoutMs,omitempty"`
+	// Prompt is the turn's input (required): a non-empty string, sent as
+	// one text block, or a non-empty ACP ContentBlock[] forwarded as
+	// written.
+	Prompt any `json:"prompt"`
+	// TimeoutMs bounds the turn in ms, a queued turn's from its start
+	// (1-86400000; 0: no bound).
+	TimeoutMs int64 `json:"timeoutMs,omitempty"`
 	// Queue waits behind the session's active turn instead of failing
 	// TURN_ACTIVE (docs/protocol.md §8, Queued turns).
 	Queue bool `json:"queue,omitempty"`
@@ -270,10 +345,16 @@ type PromptParams struct {
 // SessionUpdate verbatim; Seq starts at 1 per sidecar session and rises by
 // 1 with no gaps; RequestID is the turn's id, or nil outside a turn.
 type Update struct {
-	Session   string          `json:"session"`
-	RequestID *string         `json:"requestId"`
-	Seq       uint64          `json:"seq"`
-	Update    json.RawMessage `json:"update"`
+	// Session is the sidecar session id ("s-" and 16 hex digits).
+	Session string `json:"session"`
+	// RequestID is the active turn's id, or nil outside a turn; a
+	// tool_call_update of a tool call begun in an earlier turn carries
+	// that turn's id.
+	RequestID *string `json:"requestId"`
+	// Seq is the update's number within the session: 1, 2, 3, ….
+	Seq uint64 `json:"seq"`
+	// Update is the agent's ACP SessionUpdate object, its bytes as sent.
+	Update json.RawMessage `json:"update"`
 }
 
 // Kind returns the update's ACP "sessionUpdate" discriminator
@@ -290,16 +371,23 @@ func (u Update) Kind() string {
 // ("" means "host close") is copied into the proof;
 // DiscardPersistentState deletes the session's record.
 type CloseParams struct {
-	Reason                 string `json:"reason,omitempty"`
-	DiscardPersistentState bool   `json:"discardPersistentState,omitempty"`
+	// Reason is the proof's reason ("": "host close").
+	Reason string `json:"reason,omitempty"`
+	// DiscardPersistentState deletes the key's record and journal instead
+	// of marking the record closed (and, with a state store, the key's
+	// published objects), so the key's next open starts afresh.
+	DiscardPersistentState bool `json:"discardPersistentState,omitempty"`
 }
 
 // PermissionOption is one option the agent offers; Kind is "allow_once",
 // "allow_always", "reject_once" or "reject_always".
 type PermissionOption struct {
+	// OptionID is the agent's id of the option, the one Selected takes.
 	OptionID string `json:"optionId"`
-	Name     string `json:"name"`
-	Kind     string `json:"kind"`
+	// Name is the option's label for people.
+	Name string `json:"name"`
+	// Kind is the option's ACP PermissionOptionKind.
+	Kind string `json:"kind"`
 }
 
 // PermissionRequest is the sidecar's session/requestPermission request.
@@ -307,12 +395,20 @@ type PermissionOption struct {
 // policy used; Rule names the rule that escalated; RequestID is the turn's
 // id ("" when none).
 type PermissionRequest struct {
-	Session   string             `json:"session"`
-	RequestID string             `json:"requestId"`
-	ToolCall  json.RawMessage    `json:"toolCall"`
-	Options   []PermissionOption `json:"options"`
-	Kind      string             `json:"kind"`
-	Rule      string             `json:"rule"`
+	// Session is the sidecar session whose agent asks.
+	Session string `json:"session"`
+	// RequestID is the id of the turn the ask belongs to ("" when none).
+	RequestID string `json:"requestId"`
+	// ToolCall is the agent's ACP ToolCall object verbatim.
+	ToolCall json.RawMessage `json:"toolCall"`
+	// Options are the options the agent offers, in its order.
+	Options []PermissionOption `json:"options"`
+	// Kind is the ToolKind the policy used: the tool call's kind or, when
+	// that is missing or unknown, one inferred from its title.
+	Kind string `json:"kind"`
+	// Rule names the rule that escalated, e.g.
+	// "permissionMode:approve-reads" (docs/protocol.md §10).
+	Rule string `json:"rule"`
 	// AnswerRefused is set when the sidecar asks again because the
 	// answer to its previous request for this ask was refused (neither
 	// the flat shape nor ACP's): that answer's -32602 error, whose
@@ -324,8 +420,11 @@ type PermissionRequest struct {
 // PermissionOutcome is the host's answer to a PermissionRequest; make it
 // with Selected or Cancelled. The zero value is sent as cancelled.
 type PermissionOutcome struct {
-	Outcome  protocol.AskOutcome `json:"outcome"`
-	OptionID string              `json:"optionId,omitempty"`
+	// Outcome is protocol.AskSelected or protocol.AskCancelled ("" is
+	// sent as cancelled).
+	Outcome protocol.AskOutcome `json:"outcome"`
+	// OptionID is the chosen option's OptionID when Outcome is selected.
+	OptionID string `json:"optionId,omitempty"`
 }
 
 // Selected answers a PermissionRequest with the option whose OptionID is

@@ -54,15 +54,34 @@ const (
 // (absent outside a turn); Reason why it was denied or why an allowed one
 // carried nothing.
 type NetworkNotice struct {
-	Session     string          `json:"session"`
-	SessionKey  string          `json:"sessionKey"`
-	RequestID   *string         `json:"requestId,omitempty"`
-	Destination string          `json:"destination"`
-	Decision    NetworkDecision `json:"decision"`
-	Reason      string          `json:"reason,omitempty"`
-	BytesOut    int64           `json:"bytesOut"`
-	BytesIn     int64           `json:"bytesIn"`
-	Ms          int64           `json:"ms"`
+	// Session is the id of the session whose tree made the connection.
+	Session string `json:"session"`
+	// SessionKey is that session's key.
+	SessionKey string `json:"sessionKey"`
+	// RequestID is the requestId of the turn running when the connection
+	// was accepted (for a denied one, when it was refused); absent
+	// outside a turn.
+	RequestID *string `json:"requestId,omitempty"`
+	// Destination is what the tree asked for: "name:port", "1.2.3.4:443",
+	// "[2001:db8::1]:443", a name alone for a DNS query, "udp …" or
+	// "icmp …" for a datagram; secret values are redacted from it.
+	Destination string `json:"destination"`
+	// Decision is NetworkAllowed or NetworkDenied.
+	Decision NetworkDecision `json:"decision"`
+	// Reason says why a denied one was refused ("not listed", "name not
+	// listed", "connection limit", "sidecar connection limit", "too many
+	// names", "not tcp"), or "connect: …" for an allowed one whose
+	// connect failed; omitted for an allowed connection that worked.
+	Reason string `json:"reason,omitempty"`
+	// BytesOut is the bytes the tree sent to the destination (TCP
+	// payload, no headers); 0 when denied.
+	BytesOut int64 `json:"bytesOut"`
+	// BytesIn is the bytes the tree received from the destination (TCP
+	// payload, no headers); 0 when denied.
+	BytesIn int64 `json:"bytesIn"`
+	// Ms is the connection's life in milliseconds, from the sidecar's
+	// accept to its end; 0 when denied.
+	Ms int64 `json:"ms"`
 }
 
 // NetworkTotals is the `network` member of session/status (one session,
@@ -71,10 +90,18 @@ type NetworkNotice struct {
 // including those whose notifications were rate-limited), and the bytes
 // of ended connections each way.
 type NetworkTotals struct {
-	Allowed  uint64 `json:"allowed"`
-	Denied   uint64 `json:"denied"`
+	// Allowed counts the allowed connections that have ended (those whose
+	// connect failed included).
+	Allowed uint64 `json:"allowed"`
+	// Denied counts every refused attempt, also those a rate-limited
+	// session/network never reported.
+	Denied uint64 `json:"denied"`
+	// BytesOut is the bytes the tree sent over its ended connections
+	// (TCP payload).
 	BytesOut uint64 `json:"bytesOut"`
-	BytesIn  uint64 `json:"bytesIn"`
+	// BytesIn is the bytes the tree received over its ended connections
+	// (TCP payload).
+	BytesIn uint64 `json:"bytesIn"`
 }
 
 // validateAllow checks every entry of `sandbox.network.allow`: -32602

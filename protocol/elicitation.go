@@ -60,8 +60,11 @@ var ErrWithdrawn = errors.New("the agent withdrew the request")
 // elicitation modes the host can answer (docs/protocol.md §22). The
 // sidecar advertises exactly these to agents.
 type ElicitationCaps struct {
+	// Form: the host answers form elicitations (mode "form").
 	Form bool `json:"form,omitempty"`
-	URL  bool `json:"url,omitempty"`
+	// URL: the host answers url elicitations (mode "url") and gets
+	// session/elicitationComplete.
+	URL bool `json:"url,omitempty"`
 }
 
 // Any reports whether any mode is declared.
@@ -77,8 +80,12 @@ func (c ElicitationCaps) Allows(mode string) bool {
 // the agent's ACP elicitation/create params verbatim; RequestID the
 // turn's.
 type ElicitationParams struct {
-	Session     string          `json:"session"`
-	RequestID   *string         `json:"requestId"`
+	// Session is the id of the session whose agent asks.
+	Session string `json:"session"`
+	// RequestID is the requestId of the turn the elicitation belongs to
+	// (one is only put to the host during a turn).
+	RequestID *string `json:"requestId"`
+	// Elicitation is the agent's ACP elicitation/create params, verbatim.
 	Elicitation json.RawMessage `json:"elicitation"`
 }
 
@@ -86,9 +93,15 @@ type ElicitationParams struct {
 // Action "accept" (Content the form's values, checked against the
 // requested schema), "decline" or "cancel".
 type ElicitationResult struct {
-	Action  ElicitAction    `json:"action"`
+	// Action is ElicitAccept, ElicitDecline or ElicitCancel; anything
+	// else is refused and the agent answered cancel.
+	Action ElicitAction `json:"action"`
+	// Content is an accepted form's values, a JSON object checked against
+	// the requested schema; not passed on for a url elicitation.
 	Content json.RawMessage `json:"content,omitempty"`
-	Meta    json.RawMessage `json:"_meta,omitempty"`
+	// Meta is the answer's ACP _meta; the sidecar does not pass it on to
+	// the agent.
+	Meta json.RawMessage `json:"_meta,omitempty"`
 }
 
 // ElicitationDecided is the session/elicitationDecided audit notice.
@@ -98,21 +111,39 @@ type ElicitationResult struct {
 // refused (content not matching the requested schema), is that refusal:
 // code -32602 with data.field naming the first bad member.
 type ElicitationDecided struct {
-	Session       string       `json:"session"`
-	RequestID     *string      `json:"requestId"`
-	ElicitationID string       `json:"elicitationId,omitempty"`
-	Mode          string       `json:"mode,omitempty"`
-	Action        ElicitAction `json:"action"`
-	Rule          string       `json:"rule"`
-	Error         *WireError   `json:"error,omitempty"`
+	// Session is the id of the session whose agent asked.
+	Session string `json:"session"`
+	// RequestID is the requestId of the turn running when it was decided;
+	// null outside a turn.
+	RequestID *string `json:"requestId"`
+	// ElicitationID is a url elicitation's elicitationId; omitted for a
+	// form, or when a refused request's was not read.
+	ElicitationID string `json:"elicitationId,omitempty"`
+	// Mode is the mode the agent asked for ("form", "url"; a refused
+	// request's as sent); omitted when it was refused before its mode was
+	// read.
+	Mode string `json:"mode,omitempty"`
+	// Action is the outcome: ElicitAccept, ElicitDecline, ElicitCancel,
+	// ElicitWithdrawn or ElicitRefused.
+	Action ElicitAction `json:"action"`
+	// Rule says who or what decided, e.g. "host", "no active turn",
+	// "turn ended", "elicitationTimeoutMs", "host answer refused",
+	// "agent $/cancel_request", "malformed: …".
+	Rule string `json:"rule"`
+	// Error is the -32602 refusal of the host's answer, with rule "host
+	// answer refused"; omitted otherwise.
+	Error *WireError `json:"error,omitempty"`
 }
 
 // WireError is a JSON-RPC error object as it appears inside a
 // notification: {code, message, data}.
 type WireError struct {
-	Code    int       `json:"code"`
-	Message string    `json:"message"`
-	Data    ErrorData `json:"data"`
+	// Code is the JSON-RPC error code (e.g. -32602).
+	Code int `json:"code"`
+	// Message is the error's human-readable message.
+	Message string `json:"message"`
+	// Data is the error's data object, as in a response's error.
+	Data ErrorData `json:"data"`
 }
 
 // Wire returns e as a WireError.
@@ -123,7 +154,12 @@ func (e *Error) Wire() *WireError {
 // ElicitationComplete is session/elicitationComplete: the agent's ACP
 // elicitation/complete params (ElicitationID, _meta) for session.
 type ElicitationComplete struct {
-	Session       string          `json:"session"`
-	ElicitationID string          `json:"elicitationId"`
-	Meta          json.RawMessage `json:"_meta,omitempty"`
+	// Session is the id of the session whose agent sent it.
+	Session string `json:"session"`
+	// ElicitationID is the url elicitation the agent says is finished;
+	// unknown or already completed ids are the host's to ignore.
+	ElicitationID string `json:"elicitationId"`
+	// Meta is the agent's _meta object; omitted when it sent none (or
+	// one that is not an object).
+	Meta json.RawMessage `json:"_meta,omitempty"`
 }

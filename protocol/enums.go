@@ -64,7 +64,7 @@ const (
 )
 
 // During is ExitedNotice.During: what the session was doing when its
-// provider died (docs/protocol.md §5 session/exited).
+// provider died (docs/protocol.md §9 session/exited).
 type During string
 
 // Values of During.

@@ -93,9 +93,15 @@ const (
 // errors, never set together: Cleanup ends a failed session/open, Proof a
 // session/close that could not finish.
 type ErrorData struct {
-	Code      DataCode `json:"code"`
-	Retryable bool     `json:"retryable"`
-	Field     string   `json:"field,omitempty"`
+	// Code is data.code, the stable string hosts switch on; always
+	// present (INVALID_PARAMS and the like for the JSON-RPC level codes).
+	Code DataCode `json:"code"`
+	// Retryable is data.retryable, always present: true when the same
+	// request may succeed later unchanged.
+	Retryable bool `json:"retryable"`
+	// Field is the dot path of the first bad parameter of a -32602 error
+	// (e.g. "command.path", "env.FOO", "prompt.2.type"); absent otherwise.
+	Field string `json:"field,omitempty"`
 	// Cleanup is data.cleanup: set on the error of a session/open that
 	// failed once its session existed (admission had begun), whatever its
 	// code — the proof, origin "admission", of what the open had
@@ -107,8 +113,10 @@ type ErrorData struct {
 	// session/close — the proof, complete false, of the attempt so far;
 	// the final one follows as cleanup/proof (docs/protocol.md §5, §8
 	// session/close).
-	Proof     *Proof `json:"proof,omitempty"`
-	Supported []int  `json:"supported,omitempty"`
+	Proof *Proof `json:"proof,omitempty"`
+	// Supported lists the protocol versions this sidecar speaks ([Version])
+	// on the -32602 of an initialize with an unsupported protocolVersion.
+	Supported []int `json:"supported,omitempty"`
 	// Causes lists aggregated underlying failures in order (docs/rules.md#r12).
 	Causes []ProofError `json:"causes,omitempty"`
 	// Queued is the number of turns already queued, on a TURN_ACTIVE for
@@ -166,9 +174,14 @@ const (
 // Message must never contain a launch secret; constructors in this package
 // take only text the sidecar wrote or redacted.
 type Error struct {
+	// RPCCode is the JSON-RPC numeric error code: one of the Code*
+	// constants (CodeDomain for every domain failure).
 	RPCCode int
+	// Message is the error text for people; hosts switch on Data.Code,
+	// never on it.
 	Message string
-	Data    ErrorData
+	// Data is the error's `data` member, sent with every error.
+	Data ErrorData
 }
 
 // Error implements error.

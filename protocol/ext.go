@@ -46,9 +46,14 @@ const (
 // and `session/extNotification`: Method must begin with "_"; Params (any
 // JSON object or array, or absent) reach the agent verbatim.
 type ExtRequestParams struct {
-	Session string          `json:"session"`
-	Method  string          `json:"method"`
-	Params  json.RawMessage `json:"params,omitempty"`
+	// Session is the id of the session whose agent gets the message.
+	Session string `json:"session"`
+	// Method is the agent's extension method: "_" and at least one more
+	// character; anything else is -32602 and nothing is sent.
+	Method string `json:"method"`
+	// Params is a JSON object or array sent to the agent verbatim; absent
+	// or null sends none.
+	Params json.RawMessage `json:"params,omitempty"`
 }
 
 // Validate checks ExtRequestParams: -32602 (field method) for a method
@@ -77,6 +82,7 @@ type ExtNotificationParams = ExtRequestParams
 // ExtRequestResult is the result of host → sidecar `session/extRequest`:
 // the agent's result verbatim.
 type ExtRequestResult struct {
+	// Result is the agent's JSON-RPC result, verbatim.
 	Result json.RawMessage `json:"result"`
 }
 
@@ -85,9 +91,12 @@ type ExtRequestResult struct {
 // ExtNotice is the params of sidecar → host `session/extNotification`: an
 // agent's `_…` notification, Params verbatim.
 type ExtNotice struct {
-	Session string          `json:"session"`
-	Method  string          `json:"method"`
-	Params  json.RawMessage `json:"params,omitempty"`
+	// Session is the id of the session whose agent sent the notification.
+	Session string `json:"session"`
+	// Method is the agent's notification method, beginning with "_".
+	Method string `json:"method"`
+	// Params are the agent's params verbatim; absent when it sent none.
+	Params json.RawMessage `json:"params,omitempty"`
 }
 
 // Not shared with SessionUpdateNotice: another message, alike field runs only.
@@ -96,18 +105,28 @@ type ExtNotice struct {
 // an agent's `_…` request. RequestID is the active turn's (null outside
 // a turn); Params are the agent's verbatim.
 type ExtRequestNotice struct {
-	Session   string          `json:"session"`
-	RequestID *string         `json:"requestId"`
-	Method    string          `json:"method"`
-	Params    json.RawMessage `json:"params,omitempty"`
+	// Session is the id of the session whose agent sent the request.
+	Session string `json:"session"`
+	// RequestID is the requestId of the turn running when the agent
+	// asked; null outside a turn.
+	RequestID *string `json:"requestId"`
+	// Method is the agent's request method, beginning with "_".
+	Method string `json:"method"`
+	// Params are the agent's params verbatim; absent when it sent none.
+	Params json.RawMessage `json:"params,omitempty"`
 }
 
 // AgentSessionsParams are the params of `session/agentSessions`: Cwd
 // (absolute) and Cursor are passed to ACP session/list as given.
 type AgentSessionsParams struct {
-	Session string  `json:"session"`
-	Cwd     string  `json:"cwd,omitempty"`
-	Cursor  *string `json:"cursor,omitempty"`
+	// Session is the id of the session whose agent is asked.
+	Session string `json:"session"`
+	// Cwd is an absolute path passed to ACP session/list as its cwd;
+	// empty sends none.
+	Cwd string `json:"cwd,omitempty"`
+	// Cursor is the previous page's nextCursor, passed on as given;
+	// absent asks for the first page.
+	Cursor *string `json:"cursor,omitempty"`
 }
 
 // Validate checks AgentSessionsParams: cwd must be absolute.

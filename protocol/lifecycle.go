@@ -42,8 +42,13 @@ const (
 // ("warm" | "per-turn") or an object {"mode": "warm", "idleRetireMs": N}.
 // IdleRetireMs (ms, 1..MaxIdleRetireMs) is for warm sessions only.
 type Lifecycle struct {
-	Mode         LifecycleMode `json:"mode"`
-	IdleRetireMs *int64        `json:"idleRetireMs,omitempty"`
+	// Mode is LifecycleWarm or LifecyclePerTurn (the string form, or the
+	// object's "mode").
+	Mode LifecycleMode `json:"mode"`
+	// IdleRetireMs retires a warm session idle that many milliseconds
+	// after its last turn (1..MaxIdleRetireMs); nil never retires it idle.
+	// Refused for per-turn.
+	IdleRetireMs *int64 `json:"idleRetireMs,omitempty"`
 	// badField and badWhy: the object form had an unknown member or a
 	// member of the wrong type; validate refuses it -32602 naming it.
 	badField, badWhy string
@@ -192,22 +197,38 @@ const NotifySessionLifecycle = "session/lifecycle"
 // proof?, error?}: Proof is the retire's (state parked after a retire);
 // Error is why a revive failed and the session went back to parked.
 type LifecycleNotice struct {
-	Session    string         `json:"session"`
-	SessionKey string         `json:"sessionKey"`
-	State      LifecycleState `json:"state"`
-	Proof      *Proof         `json:"proof,omitempty"`
-	Error      *TurnError     `json:"error,omitempty"`
+	// Session is the id of the session whose tree changed state.
+	Session string `json:"session"`
+	// SessionKey is that session's key.
+	SessionKey string `json:"sessionKey"`
+	// State is LifeParked, LifeReviving, LifeLive or LifeEnded.
+	State LifecycleState `json:"state"`
+	// Proof is the retire's cleanup proof, on parked after a retire;
+	// omitted otherwise.
+	Proof *Proof `json:"proof,omitempty"`
+	// Error is why a revive failed (on parked) or why the session ended
+	// (on ended); omitted otherwise.
+	Error *TurnError `json:"error,omitempty"`
 }
 
 // LifecycleStatus is session/status `lifecycle`: the mode, the tree's
 // state (LifeLive, LifeParked, LifeReviving, or "retiring"), how many
 // times it retired and revived, and the last revive's duration in ms.
 type LifecycleStatus struct {
-	Mode         LifecycleMode  `json:"mode"`
-	State        LifecycleState `json:"state"`
-	Retires      int            `json:"retires"`
-	Revives      int            `json:"revives"`
-	LastReviveMs *int64         `json:"lastReviveMs,omitempty"`
+	// Mode is the session's lifecycle mode, LifecycleWarm or
+	// LifecyclePerTurn.
+	Mode LifecycleMode `json:"mode"`
+	// State is the tree's state: LifeLive, LifeRetiring, LifeParked,
+	// LifeReviving, or LifeEnded once the session is closing, closed or
+	// dead.
+	State LifecycleState `json:"state"`
+	// Retires counts the session's retires that parked it.
+	Retires int `json:"retires"`
+	// Revives counts the session's revives that brought its tree live.
+	Revives int `json:"revives"`
+	// LastReviveMs is the last successful revive's duration in
+	// milliseconds; absent before the first.
+	LastReviveMs *int64 `json:"lastReviveMs,omitempty"`
 	// IdleRetireMs is the warm session's idle bound, when it has one.
 	IdleRetireMs *int64 `json:"idleRetireMs,omitempty"`
 }
@@ -285,14 +306,32 @@ const (
 // published (generation, object name, its bytes as stored, its entries,
 // its SHA-256 in hex), how long it took (ms), or why not.
 type Publication struct {
-	State      PublicationState `json:"state"`
-	Generation int64            `json:"generation,omitempty"`
-	Object     string           `json:"object,omitempty"`
-	Bytes      int64            `json:"bytes,omitempty"`
-	Entries    int64            `json:"entries,omitempty"`
-	SHA256     string           `json:"sha256,omitempty"`
-	Ms         int64            `json:"ms"`
-	Error      *ProofError      `json:"error,omitempty"`
+	// State is PublicationPublished, PublicationFailed or
+	// PublicationSkipped.
+	State PublicationState `json:"state"`
+	// Generation is the key's new head generation; set only when
+	// published.
+	Generation int64 `json:"generation,omitempty"`
+	// Object is the archive's object name in the store; set only when
+	// published.
+	Object string `json:"object,omitempty"`
+	// Bytes is the archive object's size in bytes as stored; set only
+	// when published.
+	Bytes int64 `json:"bytes,omitempty"`
+	// Entries is the number of entries in the archive; set only when
+	// published.
+	Entries int64 `json:"entries,omitempty"`
+	// SHA256 is the archive object's SHA-256 in hex; set only when
+	// published.
+	SHA256 string `json:"sha256,omitempty"`
+	// Ms is how long the publication (or a discard) took, in
+	// milliseconds; 0 when it was not run or not timed (a skip with
+	// nothing new or a fenced key, one the shutdown bound cut off).
+	Ms int64 `json:"ms"`
+	// Error says why it failed (e.g. STATE_STORE_UNAVAILABLE,
+	// STATE_TOO_LARGE) or, on a skipped one, STATE_FENCED for a key
+	// another sidecar took over; the message is redacted.
+	Error *ProofError `json:"error,omitempty"`
 	// Skipped lists entries left out of the archive (devices, fifos,
 	// sockets, links out of their root), as "name/relative/path".
 	Skipped []string `json:"skipped,omitempty"`
@@ -304,12 +343,21 @@ type Publication struct {
 // and, when the head's newest archive failed verification and the one
 // before it was restored instead, FellBack (docs/protocol.md §24).
 type Restore struct {
-	Generation int64            `json:"generation"`
-	Bytes      int64            `json:"bytes"`
-	Entries    int64            `json:"entries"`
-	Ms         int64            `json:"ms"`
-	Kept       []string         `json:"kept"`
-	FellBack   *RestoreFellBack `json:"fellBack,omitempty"`
+	// Generation is the generation of the archive restored.
+	Generation int64 `json:"generation"`
+	// Bytes is the total size in bytes of the file contents extracted
+	// (not the archive object's size).
+	Bytes int64 `json:"bytes"`
+	// Entries is the number of the archive's entries.
+	Entries int64 `json:"entries"`
+	// Ms is the restore's wall time in milliseconds.
+	Ms int64 `json:"ms"`
+	// Kept are the "name/relative/path"s the new environment already held
+	// and kept as they were (at most 1000); never null.
+	Kept []string `json:"kept"`
+	// FellBack is set when the head's newest archive failed verification
+	// and the one before it was restored; omitted otherwise.
+	FellBack *RestoreFellBack `json:"fellBack,omitempty"`
 }
 
 // RestoreFellBack is session/open `restore.fellBack`: Generation of the
@@ -317,27 +365,40 @@ type Restore struct {
 // (code STATE_CORRUPT, a redacted message). Its publication is lost;
 // Restore.Generation is the archive restored in its place.
 type RestoreFellBack struct {
-	Generation int64      `json:"generation"`
-	Error      ProofError `json:"error"`
+	// Generation is the generation of the newest archive, the one that
+	// failed verification.
+	Generation int64 `json:"generation"`
+	// Error is why it failed: code STATE_CORRUPT and a redacted message.
+	Error ProofError `json:"error"`
 }
 
 // StoreStatus is session/status `store`: the key's head as this session
 // last wrote or read it.
 type StoreStatus struct {
-	Generation  int64      `json:"generation"`
-	PublishedAt *Time      `json:"publishedAt,omitempty"`
-	Owner       StoreOwner `json:"owner"`
+	// Generation is that head's generation.
+	Generation int64 `json:"generation"`
+	// PublishedAt is when the head's archive was published; absent while
+	// the key has no archive.
+	PublishedAt *Time `json:"publishedAt,omitempty"`
+	// Owner is the sidecar that wrote that head.
+	Owner StoreOwner `json:"owner"`
 }
 
 // StoreOwner names the sidecar that owns a key in the state store.
 type StoreOwner struct {
+	// SidecarID is the owning sidecar's random id: "sc-" and 16 hex
+	// digits.
 	SidecarID string `json:"sidecarId"`
-	Hostname  string `json:"hostname"`
+	// Hostname is the name of the machine it runs on ("unknown" when it
+	// could not be read).
+	Hostname string `json:"hostname"`
 }
 
 // StateStoreCaps is initialize.capabilities.stateStore: the store's kind
 // ("file" or "s3") and the master key's non-secret id.
 type StateStoreCaps struct {
-	Kind  string `json:"kind"`
+	// Kind is the store's kind: "file" or "s3".
+	Kind string `json:"kind"`
+	// KeyID is 16 hex digits derived from the master key, never the key.
 	KeyID string `json:"keyId"`
 }

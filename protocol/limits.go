@@ -38,12 +38,19 @@ func InMinimalEnv(name string) bool {
 // Limits are the per-session resource limits of session/open `limits`
 // (docs/protocol.md §18.2), enforced on the provider's cgroup: MemoryBytes
 // → memory.max (bytes), Pids → pids.max (processes and threads),
-// CpuPercent → cpu.max (percent of one CPU; 200 = two CPUs). A nil or zero
-// member means no limit of that kind.
+// CpuPercent → cpu.max (percent of one CPU; 200 = two CPUs). A zero
+// member means no limit of that kind; a nil one leaves it to the
+// --default-* flag (itself 0, no limit, unless set).
 type Limits struct {
+	// MemoryBytes is memory.max in bytes: 0 (no limit) or
+	// MinMemoryBytes-MaxMemoryBytes; nil: --default-memory-bytes.
 	MemoryBytes *int64 `json:"memoryBytes,omitempty"`
-	Pids        *int64 `json:"pids,omitempty"`
-	CPUPercent  *int64 `json:"cpuPercent,omitempty"`
+	// Pids is pids.max, processes and threads of the tree together: 0 (no
+	// limit) or MinPids-MaxPids; nil: --default-pids.
+	Pids *int64 `json:"pids,omitempty"`
+	// CPUPercent is cpu.max in percent of one CPU (200 = two CPUs): 0 (no
+	// limit) or MinCPUPercent-MaxCPUPercent; nil: --default-cpu-percent.
+	CPUPercent *int64 `json:"cpuPercent,omitempty"`
 	// Connections bounds the connections the tree may have open at once
 	// through `sandbox.network.allow` (MinConnections-MaxConnections;
 	// DefaultConnections when absent; docs/protocol.md §19.1). It is no
@@ -96,17 +103,32 @@ func (l *Limits) validate() *Error {
 }
 
 // Resources is session/status `resources` (docs/protocol.md §18.2): the
-// provider cgroup's memory.current and memory.max (bytes; MemoryMax nil
-// when unlimited), pids.current and pids.max (nil when unlimited), the
-// oom_kill counter of memory.events and the max counter of pids.events.
-// Absent from status when the session has no cgroup or it is gone.
+// provider cgroup's memory.current and memory.max (bytes), pids.current
+// and pids.max (-1 = "max", unlimited; null where that controller is not
+// enabled for the tree), the oom_kill counter of memory.events and the
+// max counter of pids.events (on a hybrid host, the v1 limit cgroup's
+// equivalents). Absent from status when the session has no cgroup or it
+// is gone.
 type Resources struct {
+	// MemoryCurrent is the tree's memory use in bytes (memory.current;
+	// v1 memory.usage_in_bytes); null without the memory controller.
 	MemoryCurrent *int64 `json:"memoryCurrent"`
-	MemoryMax     *int64 `json:"memoryMax"`
-	PidsCurrent   *int64 `json:"pidsCurrent"`
-	PidsMax       *int64 `json:"pidsMax"`
-	OomKills      int64  `json:"oomKills"`
-	PidsLimitHits int64  `json:"pidsLimitHits"`
+	// MemoryMax is the memory limit in bytes (memory.max; v1
+	// memory.limit_in_bytes), -1 when unlimited; null without the memory
+	// controller.
+	MemoryMax *int64 `json:"memoryMax"`
+	// PidsCurrent is the tree's task count (pids.current); null without
+	// the pids controller.
+	PidsCurrent *int64 `json:"pidsCurrent"`
+	// PidsMax is the task limit (pids.max), -1 when unlimited; null
+	// without the pids controller.
+	PidsMax *int64 `json:"pidsMax"`
+	// OomKills counts the OOM killer's kills in the tree so far
+	// (memory.events oom_kill; v1 memory.oom_control); 0 when unreadable.
+	OomKills int64 `json:"oomKills"`
+	// PidsLimitHits counts the forks refused at pids.max so far (the max
+	// counter of pids.events); 0 when unreadable.
+	PidsLimitHits int64 `json:"pidsLimitHits"`
 }
 
 // session/exited `reason` values (docs/protocol.md §18.2).

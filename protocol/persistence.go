@@ -43,20 +43,36 @@ const (
 // or PersistenceOK (writes work again; for the journal, Gap names the
 // entries lost, written as a gap entry before those that follow).
 type JournalNotice struct {
-	Session  string           `json:"session"`
-	State    PersistenceState `json:"state"`
-	File     string           `json:"file"`
-	Error    string           `json:"error,omitempty"`
-	SinceSeq uint64           `json:"sinceSeq"`
-	Gap      *JournalGap      `json:"gap,omitempty"`
+	// Session is the id of the session whose file this is about.
+	Session string `json:"session"`
+	// State is PersistenceDegraded (writes of File fail) or PersistenceOK
+	// (they work again).
+	State PersistenceState `json:"state"`
+	// File names the file: PersistenceFileJournal, PersistenceFileRecord
+	// or PersistenceFileLedger (the ownership-ledger entry).
+	File string `json:"file"`
+	// Error is the write error of a degraded file (e.g. "ENOSPC: no space
+	// left on device"); omitted when State is ok.
+	Error string `json:"error,omitempty"`
+	// SinceSeq is, when degraded, the update seq from which the session's
+	// entries may be missing.
+	SinceSeq uint64 `json:"sinceSeq"`
+	// Gap is the range of journal entries lost, on the journal's ok
+	// notice only (the same range as the gap entry written before it).
+	Gap *JournalGap `json:"gap,omitempty"`
 }
 
 // JournalGap is a range of journal entry numbers [FromN, ToN] that a
 // reader will not find, and why ("ENOSPC: no space left on device",
 // "rotated", "missing").
 type JournalGap struct {
-	FromN  uint64 `json:"fromN"`
-	ToN    uint64 `json:"toN"`
+	// FromN is the first entry number lost.
+	FromN uint64 `json:"fromN"`
+	// ToN is the last entry number lost (inclusive).
+	ToN uint64 `json:"toN"`
+	// Reason is why: a degraded journal's write error, "rotated" (dropped
+	// by rotation) or "missing" (absent without a gap entry, e.g. a write
+	// torn by a crash).
 	Reason string `json:"reason"`
 }
 
@@ -64,6 +80,9 @@ type JournalGap struct {
 // journal and record are being written (PersistenceOK) or not
 // (PersistenceDegraded).
 type Persistence struct {
+	// Journal is the journal's write state, as last told to the host.
 	Journal PersistenceState `json:"journal"`
-	Record  PersistenceState `json:"record"`
+	// Record is the session record's write state, as last told to the
+	// host.
+	Record PersistenceState `json:"record"`
 }

@@ -63,22 +63,52 @@ const (
 // Proof is a cleanup proof (docs/protocol.md §12). Complete is true only when
 // the sidecar observed that no process of the provider tree is left.
 type Proof struct {
-	CleanupID     string         `json:"cleanupId"`
-	Session       string         `json:"session"`
-	SessionKey    string         `json:"sessionKey"`
-	Reason        string         `json:"reason"`
-	Origin        ProofOrigin    `json:"origin"`
-	ProtocolClose ProtocolClose  `json:"protocolClose"`
-	Signals       []ProofSignal  `json:"signals"`
-	Processes     []ProofProcess `json:"processes"`
-	Containment   string         `json:"containment"`
-	Verified      ProofVerified  `json:"verified"`
-	Complete      bool           `json:"complete"`
-	Attempts      int            `json:"attempts"`
-	StartedAt     Time           `json:"startedAt"`
-	FinishedAt    Time           `json:"finishedAt"`
-	DurationMs    int64          `json:"durationMs"`
-	Errors        []ProofError   `json:"errors"`
+	// CleanupID identifies this cleanup: "c-" and 16 hex digits (a second
+	// close of a session returns the same one).
+	CleanupID string `json:"cleanupId"`
+	// Session is the sidecar's session id (for a recovered leftover, the
+	// earlier sidecar's).
+	Session string `json:"session"`
+	// SessionKey is the host's key of that session.
+	SessionKey string `json:"sessionKey"`
+	// Reason is why the cleanup ran: the close's reason, "sidecar
+	// shutdown", "provider exited", an admission reason, "shutdown bound
+	// exceeded", "leftover of sidecar pid <pid>", ….
+	Reason string `json:"reason"`
+	// Origin is what started the cleanup (OriginClose, OriginAdmission,
+	// OriginShutdown, OriginProviderExit, OriginRecovered, OriginRetire,
+	// OriginFenced).
+	Origin ProofOrigin `json:"origin"`
+	// ProtocolClose is the outcome of the cleanup's ACP session/close.
+	ProtocolClose ProtocolClose `json:"protocolClose"`
+	// Signals are every signal sent, in order; empty (never null) when the
+	// tree had already ended.
+	Signals []ProofSignal `json:"signals"`
+	// Processes are the tree's processes the sidecar saw gone, provider
+	// first, at most MaxProofProcesses of them (the guardian never);
+	// never null.
+	Processes []ProofProcess `json:"processes"`
+	// Containment is the containment mode used for this tree: "cgroup",
+	// "subreaper", "process-group" or "process-table".
+	Containment string `json:"containment"`
+	// Verified says how the tree's emptiness was observed.
+	Verified ProofVerified `json:"verified"`
+	// Complete is true only when the sidecar observed that no process of
+	// the tree is left, not merely that it sent signals.
+	Complete bool `json:"complete"`
+	// Attempts is the termination attempts: 1, plus one per retained
+	// retry; 0 when no tree was run (nothing launched, a parked session)
+	// and in a synthesized shutdown proof.
+	Attempts int `json:"attempts"`
+	// StartedAt is when the cleanup started.
+	StartedAt Time `json:"startedAt"`
+	// FinishedAt is when the cleanup ended.
+	FinishedAt Time `json:"finishedAt"`
+	// DurationMs is FinishedAt − StartedAt in milliseconds.
+	DurationMs int64 `json:"durationMs"`
+	// Errors are the cleanup's errors in the order they happened; empty
+	// (never null) when there were none.
+	Errors []ProofError `json:"errors"`
 
 	// ProcessesOmitted counts the processes left out of Processes beyond
 	// MaxProofProcesses (docs/protocol.md §18.4); absent when 0.
@@ -91,17 +121,27 @@ type Proof struct {
 
 // ProtocolClose is the outcome of the ACP session/close attempt.
 type ProtocolClose struct {
+	// Outcome is CloseOK, CloseError, CloseTimeout, CloseUnsupported or
+	// CloseSkipped; of the last attempt when there were several.
 	Outcome CloseOutcome `json:"outcome"`
-	Error   string       `json:"error,omitempty"`
+	// Error is the redacted reason the close failed or timed out (or, for
+	// a hung agent, why it was skipped); omitted otherwise.
+	Error string `json:"error,omitempty"`
 }
 
 // ProofSignal is one signal delivery; Target is "tree", "provider" or
 // "descendant".
 type ProofSignal struct {
+	// Signal is "SIGTERM" or "SIGKILL" (a cgroup.kill is reported as
+	// "SIGKILL").
 	Signal string `json:"signal"`
+	// Target is whom it was sent to: "tree" (every member), "provider" or
+	// "descendant".
 	Target string `json:"target"`
-	At     Time   `json:"at"`
-	Error  string `json:"error,omitempty"`
+	// At is when it was sent.
+	At Time `json:"at"`
+	// Error says why delivery failed; omitted when it was delivered.
+	Error string `json:"error,omitempty"`
 }
 
 // ProofProcess is one process of the tree observed gone; Role is
@@ -110,12 +150,21 @@ type ProofSignal struct {
 // it and the sidecar saw only that it was gone (docs/protocol.md §21,
 // Proof entries).
 type ProofProcess struct {
-	Pid      int    `json:"pid"`
-	Role     string `json:"role"`
-	ExitCode *int   `json:"exitCode"`
-	Signal   string `json:"signal,omitempty"`
+	// Pid is the process id.
+	Pid int `json:"pid"`
+	// Role is "provider" (the launched agent) or "descendant".
+	Role string `json:"role"`
+	// ExitCode is the exit status of a normal exit; null otherwise.
+	ExitCode *int `json:"exitCode"`
+	// Signal is the signal that ended it ("SIGKILL", …); under
+	// process-table, for a process the sidecar did not reap, the last
+	// signal the sidecar sent it. Omitted when none.
+	Signal string `json:"signal,omitempty"`
+	// ReapedBy is ReapedByParent when the process's own parent collected
+	// its wait status; omitted otherwise.
 	ReapedBy string `json:"reapedBy,omitempty"`
-	ExitedAt Time   `json:"exitedAt"`
+	// ExitedAt is when its exit was observed.
+	ExitedAt Time `json:"exitedAt"`
 }
 
 // ReapedByParent is ProofProcess.ReapedBy of a process whose wait status
@@ -125,15 +174,21 @@ const ReapedByParent = "parent"
 // ProofVerified says how emptiness was observed, e.g. method
 // "cgroup.events populated 0".
 type ProofVerified struct {
-	TreeEmpty bool   `json:"treeEmpty"`
-	Method    string `json:"method"`
+	// TreeEmpty says whether the tree was observed empty.
+	TreeEmpty bool `json:"treeEmpty"`
+	// Method says how it was (or was not) observed, one of the texts of
+	// docs/protocol.md §12; "" in a synthesized shutdown proof.
+	Method string `json:"method"`
 }
 
 // ProofError is one error of a cleanup, in the order they happened
 // (docs/rules.md#r12).
 type ProofError struct {
-	Code    DataCode `json:"code"`
-	Message string   `json:"message"`
+	// Code names the error (ErrProtocolCloseTimeout, ErrSignalDeliveryFailed,
+	// ErrProviderKillTimeout, ErrCleanupIncomplete, …).
+	Code DataCode `json:"code"`
+	// Message is the error's human-readable text.
+	Message string `json:"message"`
 }
 
 // Time is a timestamp on the wire: RFC 3339 in UTC with exactly nine

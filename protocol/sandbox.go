@@ -41,13 +41,25 @@ const (
 // capabilities: "none", whenever a filesystem sandbox is on, else "all",
 // "all" and "keep"; network: "all"). Paths are absolute.
 type Sandbox struct {
-	Filesystem   string          `json:"filesystem,omitempty"`
-	Writable     []string        `json:"writable,omitempty"`
-	Readable     []string        `json:"readable,omitempty"`
-	Network      *SandboxNetwork `json:"network,omitempty"`
-	Signals      string          `json:"signals,omitempty"`
-	Processes    string          `json:"processes,omitempty"`
-	Capabilities string          `json:"capabilities,omitempty"`
+	// Filesystem is SandboxWorkspace, SandboxStrict or SandboxOff; empty
+	// takes --default-sandbox.
+	Filesystem string `json:"filesystem,omitempty"`
+	// Writable are extra writable directories (absolute, existing).
+	Writable []string `json:"writable,omitempty"`
+	// Readable are extra readable directories under SandboxStrict
+	// (absolute, existing).
+	Readable []string `json:"readable,omitempty"`
+	// Network is the tree's network; nil means NetworkAll.
+	Network *SandboxNetwork `json:"network,omitempty"`
+	// Signals is SignalsOwnTree or SignalsAll: whether the tree may
+	// signal processes outside it; empty takes the default above.
+	Signals string `json:"signals,omitempty"`
+	// Processes is ProcessesOwnTree (a PID namespace and /proc of the
+	// tree's own) or ProcessesAll; empty takes the default above.
+	Processes string `json:"processes,omitempty"`
+	// Capabilities is CapabilitiesNone (every capability dropped) or
+	// CapabilitiesKeep; empty takes the default above.
+	Capabilities string `json:"capabilities,omitempty"`
 	// unknown is a member the host sent that a sandbox has not (say
 	// `connectTcp` beside `network`): validate refuses it, -32602
 	// sandbox.<member>, rather than silently running without it.
@@ -84,9 +96,14 @@ func (s *Sandbox) UnmarshalJSON(b []byte) error {
 // the object {"allow": [entries]} (Mode NetworkAllow, docs/protocol.md
 // §19.1; in an open result the entries in canonical form).
 type SandboxNetwork struct {
-	Mode       string
+	// Mode is NetworkAll, NetworkNone, NetworkConnectTCP or NetworkAllow.
+	Mode string
+	// ConnectTCP are the TCP ports (1–65535) the tree may connect to, for
+	// Mode NetworkConnectTCP.
 	ConnectTCP []int
-	Allow      []string
+	// Allow are the destinations the tree may reach ("name:port",
+	// "*.domain:port", "IP:port", "[IPv6]:port"), for Mode NetworkAllow.
+	Allow []string
 	// badField and badWhy: the wire form was none of these; validate
 	// refuses it -32602 naming badField (the decoder's own error would
 	// name no field).
@@ -177,20 +194,42 @@ func (n *SandboxNetwork) UnmarshalJSON(b []byte) error {
 // Capabilities ("none" | "keep") and Seccomp (the filter loaded) are the
 // layers against root as applied.
 type SandboxResult struct {
-	Enforced     bool           `json:"enforced"`
-	Filesystem   string         `json:"filesystem"`
-	Network      SandboxNetwork `json:"network"`
-	Signals      string         `json:"signals"`
-	Processes    string         `json:"processes"`
-	Capabilities string         `json:"capabilities"`
-	Seccomp      bool           `json:"seccomp"`
-	LandlockABI  int            `json:"landlockAbi"`
-	Writable     []string       `json:"writable"`
-	Readable     []string       `json:"readable"`
-	ReadOnly     []string       `json:"readOnly,omitempty"`
-	TmpDir       string         `json:"tmpDir,omitempty"`
-	Home         string         `json:"home,omitempty"`
-	Reason       string         `json:"reason,omitempty"`
+	// Enforced is false when no part of the sandbox is enforced.
+	Enforced bool `json:"enforced"`
+	// Filesystem is the filesystem mode resolved for the session
+	// ("workspace", "strict" or "off"); Enforced says whether it holds.
+	Filesystem string `json:"filesystem"`
+	// Network is the network mode applied; an allow list in canonical form.
+	Network SandboxNetwork `json:"network"`
+	// Signals is the signal scope: "own-tree" or "all".
+	Signals string `json:"signals"`
+	// Processes is the PID layer applied: "own-tree" or "all".
+	Processes string `json:"processes"`
+	// Capabilities is the capability layer applied: "none" or "keep".
+	Capabilities string `json:"capabilities"`
+	// Seccomp says whether the seccomp filter was loaded.
+	Seccomp bool `json:"seccomp"`
+	// LandlockABI is the kernel's Landlock ABI version, at most
+	// --assume-landlock-abi (0: none).
+	LandlockABI int `json:"landlockAbi"`
+	// Writable are the writable paths as applied (symlinks resolved,
+	// missing ones left out); never null.
+	Writable []string `json:"writable"`
+	// Readable are the readable paths as applied; never null.
+	Readable []string `json:"readable"`
+	// ReadOnly are the protected paths kept read-only by bind mounts
+	// inside writable ones (masked key files are not listed); omitted
+	// when none.
+	ReadOnly []string `json:"readOnly,omitempty"`
+	// TmpDir is the private TMPDIR the sidecar made for the session;
+	// omitted when it made none.
+	TmpDir string `json:"tmpDir,omitempty"`
+	// Home is the key's private HOME the sidecar gave the agent; omitted
+	// when it gave none.
+	Home string `json:"home,omitempty"`
+	// Reason says why a default sandbox, or a defaulted layer, is not
+	// enforced; omitted when everything asked for is.
+	Reason string `json:"reason,omitempty"`
 }
 
 // SandboxCaps is initialize.capabilities.sandbox and `doctor`'s
@@ -205,23 +244,43 @@ type SandboxResult struct {
 // clone3 (the sidecar can make mount namespaces). ProcessesReason says
 // why Processes is false.
 type SandboxCaps struct {
-	LandlockABI int  `json:"landlockAbi"`
-	Filesystem  bool `json:"filesystem"`
-	ConnectTCP  bool `json:"connectTcp"`
-	Signals     bool `json:"signals"`
+	// LandlockABI is the kernel's Landlock ABI version, at most
+	// --assume-landlock-abi; 0 when Landlock is unavailable (Reason says
+	// why).
+	LandlockABI int `json:"landlockAbi"`
+	// Filesystem: filesystem sandboxes are enforceable (Landlock ABI ≥ 5).
+	Filesystem bool `json:"filesystem"`
+	// ConnectTCP: network {"connectTcp": [ports]} is enforceable
+	// (Landlock ABI ≥ 4).
+	ConnectTCP bool `json:"connectTcp"`
+	// Signals: signals "own-tree" is enforceable (Landlock ABI ≥ 6).
+	Signals bool `json:"signals"`
+	// NetworkNone: network "none" is enforceable (a new network
+	// namespace: CAP_SYS_ADMIN).
 	NetworkNone bool `json:"networkNone"`
 	// NetworkAllow: network {"allow": [...]} is enforceable (a network
 	// namespace with a TUN device the sidecar makes; docs/protocol.md
 	// §19.1).
-	NetworkAllow          bool   `json:"networkAllow"`
-	ReadOnlyBinds         bool   `json:"readOnlyBinds"`
-	Processes             bool   `json:"processes"`
-	Capabilities          bool   `json:"capabilities"`
-	Seccomp               bool   `json:"seccomp"`
-	UserNamespacesRefused bool   `json:"userNamespacesRefused"`
-	Default               string `json:"default"`
-	Reason                string `json:"reason,omitempty"`
-	ProcessesReason       string `json:"processesReason,omitempty"`
+	NetworkAllow bool `json:"networkAllow"`
+	// ReadOnlyBinds: protected paths inside writable ones can be kept
+	// read-only by bind mounts (CAP_SYS_ADMIN).
+	ReadOnlyBinds bool `json:"readOnlyBinds"`
+	// Processes: processes "own-tree" is enforceable.
+	Processes bool `json:"processes"`
+	// Capabilities: capabilities "none" is enforceable.
+	Capabilities bool `json:"capabilities"`
+	// Seccomp: the seccomp filter can be loaded.
+	Seccomp bool `json:"seccomp"`
+	// UserNamespacesRefused: new user namespaces are refused to a tree.
+	UserNamespacesRefused bool `json:"userNamespacesRefused"`
+	// Default is the filesystem mode of opens that name none: "workspace",
+	// "strict" or "off".
+	Default string `json:"default"`
+	// Reason says why Landlock is unavailable, or that the containment
+	// mode cannot apply a sandbox; omitted otherwise.
+	Reason string `json:"reason,omitempty"`
+	// ProcessesReason says why Processes is false; omitted otherwise.
+	ProcessesReason string `json:"processesReason,omitempty"`
 }
 
 // validate checks s's shape (modes, absolute paths, ports 1-65535).

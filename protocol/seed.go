@@ -27,12 +27,20 @@ const NotifySessionPolicyBreach = "session/policyBreach"
 // between turns); Restored whether the sidecar set it back and verified
 // it (false: prompts stay refused POLICY_BREACH; close the session).
 type PolicyBreachNotice struct {
-	Session   string  `json:"session"`
+	// Session is the sidecar session id whose agent moved the control.
+	Session string `json:"session"`
+	// RequestID is the turn the breach ended; null for a drift between
+	// turns.
 	RequestID *string `json:"requestId"`
-	Control   string  `json:"control"`
-	Held      string  `json:"held"`
-	Reported  string  `json:"reported"`
-	Restored  bool    `json:"restored"`
+	// Control is "mode" or the id of the config option that moved.
+	Control string `json:"control"`
+	// Held is the value the sidecar holds for Control.
+	Held string `json:"held"`
+	// Reported is the value the agent reported instead.
+	Reported string `json:"reported"`
+	// Restored: the sidecar set Control back to Held and verified it;
+	// false leaves prompts refused POLICY_BREACH until the session closes.
+	Restored bool `json:"restored"`
 }
 
 // validateSeedControls: effort and thinking, when given, are 1-64 bytes of

@@ -6,6 +6,8 @@ import "time"
 // Max (docs/protocol.md §2 `--retained-retry-min-ms`,
 // `--retained-retry-max-ms`). The zero value waits not at all.
 type Backoff struct {
+	// Min is the first wait and Max the longest; with Max 0 every wait
+	// is Min.
 	Min, Max time.Duration
 	next     time.Duration
 }

@@ -39,11 +39,18 @@ type Delivery struct {
 // whether the journal has the entry, and JournalErr why not when it was
 // asked to; NotifyErr a failed send.
 type Published struct {
-	Raw        json.RawMessage
-	Journaled  bool
+	// Raw is the encoded `cleanup/proof` params; nil when Err is set.
+	Raw json.RawMessage
+	// Journaled: the entry was appended to the key's journal and synced.
+	Journaled bool
+	// JournalErr is why the journal write failed, or the key's hold could
+	// not be taken; nil when it worked or was not asked for.
 	JournalErr error
-	NotifyErr  error
-	Err        error
+	// NotifyErr is the failed send's error; nil when it worked or was not
+	// asked for.
+	NotifyErr error
+	// Err is set when the proof could not be encoded: nothing was done.
+	Err error
 }
 
 // Publish hands finished proof p on, in the order a host catching up

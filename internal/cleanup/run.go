@@ -18,6 +18,8 @@ type Terminator func() (reaper.Termination, error)
 // Job is one cleanup: close the ACP session where there is one, then end
 // the tree and build the proof.
 type Job struct {
+	// Target is what the proof is about: session, key, reason, origin and
+	// containment mode (Begin).
 	Target Target
 	// Send sends ACP session/close; nil: no close is sent and the proof's
 	// protocolClose is Skip.

@@ -47,7 +47,8 @@ type Event struct {
 	// for an address, "name" for a DNS query, "udp 1.2.3.4:53" (and
 	// "icmp …", "ip proto N …") for a datagram.
 	Destination string
-	Decision    Decision
+	// Decision is Allowed or Denied.
+	Decision Decision
 	// Reason says why a connection was denied, or why an allowed one
 	// carried nothing (its dial failed); "" for a normal allowed one.
 	Reason string
@@ -67,10 +68,14 @@ type Event struct {
 // attempts (every one, also those whose entries were rate-limited);
 // bytes count finished connections.
 type Totals struct {
-	Allowed  uint64 `json:"allowed"`
-	Denied   uint64 `json:"denied"`
+	// Allowed counts allowed connections that ended.
+	Allowed uint64 `json:"allowed"`
+	// Denied counts denied attempts, reported or not.
+	Denied uint64 `json:"denied"`
+	// BytesOut counts bytes the tree sent over finished connections.
 	BytesOut uint64 `json:"bytesOut"`
-	BytesIn  uint64 `json:"bytesIn"`
+	// BytesIn counts bytes the tree received over finished connections.
+	BytesIn uint64 `json:"bytesIn"`
 }
 
 // Add adds o to t.

@@ -42,17 +42,22 @@ const (
 
 // Spec is the first control line: what to launch.
 type Spec struct {
-	Path       string   `json:"path"` // what to execve (may be /proc/self/fd/N)
-	Argv       []string `json:"argv"`
-	Dir        string   `json:"dir"`
-	Mode       string   `json:"mode"`       // the reaper's containment mode
-	ExecFD     int      `json:"execFD"`     // -1 if none
-	ExecScript bool     `json:"execScript"` // pass ExecFD as the provider's fd 3
+	Path string `json:"path"` // what to execve (may be /proc/self/fd/N)
+	// Argv is the provider's argument vector, argv[0] included.
+	Argv []string `json:"argv"`
+	// Dir is the provider's working directory ("": the guardian's own).
+	Dir        string `json:"dir"`
+	Mode       string `json:"mode"`       // the reaper's containment mode
+	ExecFD     int    `json:"execFD"`     // -1 if none
+	ExecScript bool   `json:"execScript"` // pass ExecFD as the provider's fd 3
 	// Sandbox is the sandbox plan as JSON (internal/sandbox), "" for
 	// none; Launch is then the sidecar's own image (Options.GuardianPath),
 	// the fallback init of a PID namespace (sandbox.InitCommand).
 	Sandbox string `json:"sandbox,omitempty"`
-	Launch  string `json:"launch,omitempty"`
+	// Launch is the path of the sidecar's own image, set with Sandbox:
+	// what a PID namespace's init runs when there is no init program in
+	// memory (sandbox.InitCommand).
+	Launch string `json:"launch,omitempty"`
 	// NetNSFD (> FDStatus) is a network namespace the sandbox plan joins
 	// (its JoinNetNS names this number): close-on-exec here, so only the
 	// namespace, never the descriptor, reaches the tree.
@@ -66,14 +71,25 @@ type Cmd struct {
 
 // Event is one status line.
 type Event struct {
-	Ev    string `json:"ev"` // started, fail, exit, seen, signal, empty
-	Pid   int    `json:"pid,omitempty"`
+	Ev string `json:"ev"` // started, fail, exit, seen, signal, empty
+	// Pid is the process the event is about: the provider ("started"),
+	// the process reaped ("exit") or found ("seen").
+	Pid int `json:"pid,omitempty"`
+	// Start is Pid's start time (/proc stat field 22, clock ticks since
+	// boot), which tells a recycled pid apart.
 	Start uint64 `json:"start,omitempty"`
-	Role  string `json:"role,omitempty"`
-	Code  *int   `json:"code,omitempty"`
-	Sig   string `json:"sig,omitempty"`
-	At    int64  `json:"at,omitempty"` // unix ns
-	Msg   string `json:"msg,omitempty"`
+	// Role is "provider" or "descendant" on an "exit".
+	Role string `json:"role,omitempty"`
+	// Code is the exit status of an "exit" that ended normally; nil when
+	// a signal ended the process (Sig).
+	Code *int `json:"code,omitempty"`
+	// Sig is a signal name ("SIGKILL"): on "exit" the signal that ended
+	// the process, on "signal" the one the guardian sent to the tree.
+	Sig string `json:"sig,omitempty"`
+	At  int64  `json:"at,omitempty"` // unix ns
+	// Msg is the error text of a "fail", or on "signal" the delivery
+	// errors joined by "; " ("" if none).
+	Msg string `json:"msg,omitempty"`
 	// Sandbox marks a "fail" whose cause is the sandbox (the launch
 	// entry could not apply it; nothing of the agent ran).
 	Sandbox bool `json:"sandbox,omitempty"`

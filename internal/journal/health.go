@@ -37,8 +37,11 @@ type health struct {
 // (not in the journal: a write torn by a crash, or a journal edited
 // behind the sidecar).
 type Gap struct {
-	FromN  uint64 `json:"fromN"`
-	ToN    uint64 `json:"toN"`
+	// FromN is the first entry number missing.
+	FromN uint64 `json:"fromN"`
+	// ToN is the last entry number missing (inclusive).
+	ToN uint64 `json:"toN"`
+	// Reason is a write error's text, "rotated" or "missing" (above).
 	Reason string `json:"reason"`
 }
 
@@ -46,10 +49,14 @@ type Gap struct {
 // write error Err since the entry of seq SinceSeq; LastGap is the gap
 // entry written at the last recovery (zero if none).
 type Health struct {
+	// Degraded: a write failed and no gap entry has been written since.
 	Degraded bool
-	Err      error
+	// Err is the latest write error while Degraded; nil otherwise.
+	Err error
+	// SinceSeq is the seq of the first entry lost while Degraded.
 	SinceSeq uint64
-	LastGap  Gap
+	// LastGap is the gap entry written at the last recovery; zero if none.
+	LastGap Gap
 }
 
 // Health reports the journal's write state.

@@ -17,12 +17,22 @@ import (
 // one seq's entries. Lines longer than MaxLine bytes (≤ 0 means
 // DefaultMaxLineBytes) are skipped unread.
 type Query struct {
-	AfterN   uint64
-	BySeq    bool
-	Session  string
+	// AfterN selects entries with n > AfterN (when not BySeq).
+	AfterN uint64
+	// BySeq selects by Session and AfterSeq instead of by n.
+	BySeq bool
+	// Session is the session whose entries a BySeq read returns; "": the
+	// latest session.
+	Session string
+	// AfterSeq selects entries with seq > AfterSeq (BySeq); 0 keeps every
+	// entry of the session.
 	AfterSeq uint64
-	Limit    int
-	MaxLine  int
+	// Limit is the most entries returned; ≤ 0: DefaultLimit; capped at
+	// MaxLimit.
+	Limit int
+	// MaxLine is the longest line read, in bytes; longer ones are skipped
+	// unread; ≤ 0: DefaultMaxLineBytes.
+	MaxLine int
 }
 
 // appendUint is strconv.AppendUint in base 10.

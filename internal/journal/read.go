@@ -17,20 +17,26 @@ const (
 )
 
 // Page is one answer of Read. Events are whole journal lines (objects
-// {"seq","method","params","at"}) in journal order; NextSeq is the seq of
-// the last one (afterSeq when there is none): the afterSeq of the next
-// call. Truncated: entries the caller asked for were dropped by rotation
-// before this read.
+// {"n","session","seq","method","params","at"}, package doc) in journal
+// order; NextSeq is the seq of the last one (afterSeq when there is
+// none): the afterSeq of the next call. Truncated: entries the caller
+// asked for were dropped by rotation before this read.
 type Page struct {
-	Events    []json.RawMessage
-	NextSeq   uint64
+	// Events are the entries read, whole journal lines in journal order;
+	// empty, never nil, when there are none.
+	Events []json.RawMessage
+	// NextSeq is the seq of the last event, else the query's AfterSeq.
+	NextSeq uint64
+	// Truncated: entries asked for were dropped by rotation before this
+	// read.
 	Truncated bool
 	// NextN is the n of the last event (the query's AfterN when there is
 	// none): the afterN of the next read by n.
 	NextN uint64
 	// Gaps are the ranges of n the read range lacks, oldest first
 	// (Query); Complete: there are none and nothing was truncated.
-	Gaps     []Gap
+	Gaps []Gap
+	// Complete: Gaps is empty and Truncated is false.
 	Complete bool
 }
 

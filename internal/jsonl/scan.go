@@ -22,6 +22,9 @@ const maxParams = 8
 // absent). The last occurrence of a duplicated member wins, as in
 // encoding/json.
 type Envelope struct {
+	// JSONRPC, ID, Method, Params, Result and Error are the raw values of
+	// the members "jsonrpc", "id", "method", "params", "result" and
+	// "error", strings still quoted; nil when absent.
 	JSONRPC, ID, Method, Params, Result, Error []byte
 
 	params  [maxParams]rawMember

@@ -81,7 +81,9 @@ func (w *Writer) WriteNotification(method string, params []byte) error {
 // Notification is one notification for WriteNotifications: Params are
 // written verbatim (one JSON value, without a line break under NDJSON).
 type Notification struct {
+	// Method is the plain method name, written as a JSON string.
 	Method string
+	// Params is the params value's JSON text, written verbatim.
 	Params []byte
 }
 

@@ -19,6 +19,8 @@ import (
 
 // Info is what the sidecar needs of /proc/<pid>/stat.
 type Info struct {
+	// PPid, Pgid and Sid are the parent pid, process group id and
+	// session id (fields 4, 5 and 6).
 	PPid, Pgid, Sid int
 	Start           uint64 // field 22, clock ticks since boot: the pid's identity
 	State           byte   // field 3; 'Z' = zombie (not live)
@@ -27,7 +29,10 @@ type Info struct {
 // Key identifies one process: a pid plus its start time, so a recycled
 // pid never matches (docs/rules.md#r22).
 type Key struct {
-	Pid   int
+	// Pid is the process id.
+	Pid int
+	// Start is the process's start time (Info.Start); 0 matches any in
+	// SignalPinned.
 	Start uint64
 }
 
@@ -136,7 +141,9 @@ func SiginfoPid(info *unix.Siginfo) int {
 // process that may ptrace it).
 type Child struct {
 	Key
+	// Exited: the child is a zombie, exited but not reaped yet.
 	Exited bool
+	// Status is an exited child's wait status; zero while it runs.
 	Status unix.WaitStatus
 }
 

@@ -26,14 +26,20 @@ const (
 // AuthRule: send ACP `authenticate {methodId}` when the launch env holds
 // EnvVar and the agent advertises MethodID.
 type AuthRule struct {
+	// MethodID is the ACP auth method id sent in `authenticate`.
 	MethodID string
-	EnvVar   string
+	// EnvVar is the variable that must be set, non-empty, in the launch
+	// environment for the rule to apply.
+	EnvVar string
 }
 
 // Quirk is a known behaviour of an agent that the sidecar accounts for,
 // with where it was observed.
 type Quirk struct {
-	Text   string
+	// Text describes the behaviour in one line.
+	Text string
+	// Source says where it was observed or documented (a docs/agents.md
+	// section, a release).
 	Source string
 }
 
@@ -198,10 +204,17 @@ type Profile struct {
 // object keys; "*" matches every key) are absolute paths of files inside
 // the provider-state directory named Into.
 type PathRewrite struct {
-	State   string
-	File    string
+	// State is the name of the provider-state directory holding File.
+	State string
+	// File is the JSON file's path relative to State's directory, with
+	// "/" separators.
+	File string
+	// Members is the path of object keys to the string members
+	// rewritten, outermost first; "*" matches every key at its level.
 	Members []string
-	Into    string
+	// Into is the name of the provider-state directory the paths point
+	// into.
+	Into string
 }
 
 // StateDir is one provider-state location, resolved in the session's
@@ -210,10 +223,19 @@ type PathRewrite struct {
 // UnlessEnv is set to a non-empty value (a variable that moves this
 // location into another StateDir).
 type StateDir struct {
-	Name      string
-	Env       string
-	Sub       string
-	Home      string
+	// Name is the location's source name in the state store (for
+	// example "codex-home").
+	Name string
+	// Env is the variable naming the location's base directory; "":
+	// only Home applies.
+	Env string
+	// Sub is joined onto Env's value; "": Env's value itself.
+	Sub string
+	// Home is the location relative to $HOME, used when Env is unset or
+	// empty; "": none then.
+	Home string
+	// UnlessEnv is a variable that, set non-empty, makes this location
+	// resolve to nothing; "": never skipped.
 	UnlessEnv string
 	// Leave are path.Match patterns, relative to the directory, of what
 	// is not published: caches the agent rebuilds that would not work in

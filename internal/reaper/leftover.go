@@ -33,15 +33,35 @@ func MarkerDigest(entry string) string {
 // uses it, and only while the leader is proven (its start time matches and
 // it carries the marker); Recover never signals a group.
 type Leftover struct {
-	Pid          int
-	StartTicks   uint64
-	Pgid         int
-	SidecarPid   int
-	Session      string
-	Cgroup       string
+	// Pid is the leader's pid as the entry claims it (0: the entry was
+	// written before the launch).
+	Pid int
+	// StartTicks is the leader's start time in the process table's units;
+	// the pid counts as the provider only while it matches.
+	StartTicks uint64
+	// Pgid is the leader's process group as the entry claims it.
+	Pgid int
+	// SidecarPid is the dead owner's pid: its default cgroup parent,
+	// <cgroup2 mount>/acpx-sidecar-<SidecarPid>, is one a trusted cgroup
+	// may lie in.
+	SidecarPid int
+	// Session is the owner's session id ("s-" and hex digits; another
+	// shape makes the entry ErrUnprovable); a trusted cgroup is named
+	// acpx-<Session>-<n>.
+	Session string
+	// Cgroup is the tree's cgroup directory as the entry claims it (""
+	// outside cgroup mode, or before the launch).
+	Cgroup string
+	// CgroupParent is the directory the tree's cgroup is (or would be)
+	// made in, searched when Cgroup is "" ("": none).
 	CgroupParent string
+	// MarkerSHA256 is the MarkerDigest of the tree's marker entry, 64 hex
+	// digits (another length makes the entry ErrUnprovable).
 	MarkerSHA256 string
-	OwnParent    string
+	// OwnParent is this sidecar's own cgroup parent ("" outside cgroup
+	// mode); when it is a configured one, not this sidecar's default, a
+	// trusted cgroup may lie in it too.
+	OwnParent string
 }
 
 // ErrUnprovable is Recover's answer for a leftover it has no way to prove

@@ -94,8 +94,11 @@ func (t *Tree) Terminate(context.Context, time.Duration, time.Duration) Terminat
 
 // SweptCgroup: see the Linux SweepDeadParents.
 type SweptCgroup struct {
-	Dir     string
-	Pids    []int
+	// Dir is the cgroup's directory.
+	Dir string
+	// Pids are the processes that were in it.
+	Pids []int
+	// Removed is true when it was observed empty and removed.
 	Removed bool
 }
 

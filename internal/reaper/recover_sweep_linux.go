@@ -14,8 +14,12 @@ import (
 // SweepDeadParents killed: its directory, the processes that were in it,
 // and whether it was observed empty and removed.
 type SweptCgroup struct {
-	Dir     string
-	Pids    []int
+	// Dir is the cgroup's directory (absolute).
+	Dir string
+	// Pids are the live members of its subtree before the kill.
+	Pids []int
+	// Removed is true when the cgroup was seen empty within the grace and
+	// removed.
 	Removed bool
 }
 

@@ -81,8 +81,8 @@ const (
 	// ModeSubreaper is the subreaper guardian mode: the tree is every
 	// descendant of the provider's guardian.
 	ModeSubreaper Mode = "subreaper"
-	// ModeProcessGroup is a process group per provider plus /proc tracking
-	// (weakest; reported as weaker to hosts).
+	// ModeProcessGroup is an alias of ModeSubreaper (the package doc):
+	// the same per-provider guardian, reported under the name asked for.
 	ModeProcessGroup Mode = "process-group"
 )
 
@@ -124,9 +124,13 @@ var ErrNotSubreaper = errors.New("reaper: this process is not a child subreaper 
 // Mechanism is one line of `acpx-sidecar doctor`: whether a containment mode
 // is usable here and why (or why not).
 type Mechanism struct {
-	Mode      Mode   `json:"mode"`
-	Available bool   `json:"available"`
-	Reason    string `json:"reason"`
+	// Mode is the containment mode this line is about.
+	Mode Mode `json:"mode"`
+	// Available is true when the mode can be used on this machine.
+	Available bool `json:"available"`
+	// Reason says what the mode relies on when Available, else why it
+	// cannot be used.
+	Reason string `json:"reason"`
 }
 
 // Spec describes one provider launch. Env is passed only to the child; it is
@@ -170,12 +174,20 @@ type Spec struct {
 // containment mode and the tree's cgroup directory ("" outside cgroup
 // mode).
 type TreeInfo struct {
-	Pid         int
-	Pgid        int
-	StartTicks  uint64
-	StartedAt   time.Time
+	// Pid is the provider (leader) pid, never its guardian's.
+	Pid int
+	// Pgid is the leader's process group.
+	Pgid int
+	// StartTicks is the leader's start time in the process table's units,
+	// which with Pid tells the leader from a process reusing its pid.
+	StartTicks uint64
+	// StartedAt is the wall-clock time the leader was started.
+	StartedAt time.Time
+	// Containment is the mode that contains the tree.
 	Containment Mode
-	CgroupPath  string
+	// CgroupPath is the absolute path of the tree's cgroup directory (""
+	// outside cgroup mode).
+	CgroupPath string
 }
 
 // Stdio is the parent's ends of the provider's pipes: the write end of its
@@ -183,14 +195,19 @@ type TreeInfo struct {
 // them). Descendants inherit the pipes, so stdout's EOF may come only once
 // the whole tree is gone.
 type Stdio struct {
-	Stdin  io.WriteCloser
+	// Stdin is the write end of the provider's stdin.
+	Stdin io.WriteCloser
+	// Stdout is the read end of the provider's stdout.
 	Stdout io.ReadCloser
+	// Stderr is the read end of the provider's stderr.
 	Stderr io.ReadCloser
 }
 
 // ExitStatus is the wait status of the provider (leader) process.
 // Exactly one of Code and Signal is set.
 type ExitStatus struct {
+	// Code is the exit code of a normal exit (nil when a signal ended the
+	// process).
 	Code   *int      `json:"exitCode"`
 	Signal string    `json:"signal,omitempty"` // e.g. "SIGKILL"
 	At     time.Time `json:"at"`               // when it was reaped
@@ -200,10 +217,16 @@ type ExitStatus struct {
 // `signals`). Target is "tree" (every member: cgroup members, or group +
 // tracked descendants). Error is set when delivery to some member failed.
 type SignalRecord struct {
-	Signal string    `json:"signal"`
-	Target string    `json:"target"`
-	At     time.Time `json:"at"`
-	Error  string    `json:"error,omitempty"`
+	// Signal is the signal's name, "SIGTERM" or "SIGKILL" (a cgroup.kill
+	// is recorded as "SIGKILL").
+	Signal string `json:"signal"`
+	// Target is what the signal was sent to: "tree", or, for one process
+	// Recover killed by its marker, RoleProvider or RoleDescendant.
+	Target string `json:"target"`
+	// At is when the signal was sent.
+	At time.Time `json:"at"`
+	// Error says why delivery failed ("" when it did not).
+	Error string `json:"error,omitempty"`
 }
 
 // ProcessRecord is one process of the tree that was reaped by the sidecar
@@ -211,10 +234,16 @@ type SignalRecord struct {
 // are both empty for a process that was reaped by its own parent (observed
 // gone).
 type ProcessRecord struct {
-	Pid      int       `json:"pid"`
-	Role     string    `json:"role"` // RoleProvider or RoleDescendant
-	ExitCode *int      `json:"exitCode"`
-	Signal   string    `json:"signal,omitempty"`
+	// Pid is the process's pid.
+	Pid  int    `json:"pid"`
+	Role string `json:"role"` // RoleProvider or RoleDescendant
+	// ExitCode is the exit code of a normal exit, else nil.
+	ExitCode *int `json:"exitCode"`
+	// Signal names the signal that ended the process (under
+	// process-table, for one the sidecar did not reap, the last it sent
+	// it); "" when none is known.
+	Signal string `json:"signal,omitempty"`
+	// ExitedAt is when the process was observed gone.
 	ExitedAt time.Time `json:"exitedAt"`
 	// Reaped is true if this process's wait status was collected here.
 	Reaped bool `json:"-"`
@@ -241,11 +270,10 @@ func (p ProcessRecord) withHowEnded() ProcessRecord {
 // Verification says how the tree was observed empty (docs/protocol.md §12
 // `verified`).
 // Method, when TreeEmpty:
-//   - cgroup, guardian alive to the end: "cgroup.events populated 0;
-//     guardian reaped every descendant (no live process with the guardian
-//     as ancestor, inside the cgroup or not)", followed by "; N of them had
-//     left the cgroup: pid P (in /path), ..." when the guardian found
-//     descendants that had moved themselves out of the cgroup;
+//   - cgroup (no guardian): "cgroup.events populated 0; two consecutive
+//     passes, a reap cycle apart, found no live process of the tree
+//     outside the cgroup (…)" (methodCgroup), followed by the processes
+//     that had moved themselves out of the cgroup, when there were any;
 //   - subreaper, process-group, guardian alive to the end: "guardian reaped
 //     every descendant; no live process with the guardian as ancestor";
 //   - guardian died before the tree was empty: "guardian died: two
@@ -260,13 +288,20 @@ func (p ProcessRecord) withHowEnded() ProcessRecord {
 // empty)", or "guardian died before the tree was empty; a live re-parented
 // child of the sidecar or a live tracked process remains".
 type Verification struct {
-	TreeEmpty bool   `json:"treeEmpty"`
-	Method    string `json:"method"`
+	// TreeEmpty is true only when no process of the tree was observed
+	// left.
+	TreeEmpty bool `json:"treeEmpty"`
+	// Method is the evidence in words: how emptiness was observed, or
+	// what was still seen (docs/protocol.md §12 lists the strings).
+	Method string `json:"method"`
 }
 
 // ErrorRecord is one error of a termination, in order (docs/rules.md#r12).
 type ErrorRecord struct {
-	Code    string `json:"code"`
+	// Code is the proof's error code (CodeSignalFailed, CodeKillTimeout,
+	// CodeCgroupRemove, …).
+	Code string `json:"code"`
+	// Message says what failed, for people.
 	Message string `json:"message"`
 }
 
@@ -274,14 +309,22 @@ type ErrorRecord struct {
 // are cumulative over every Terminate call on the same Tree (the retries of
 // docs/rules.md#r20), so the last Termination is the whole proof.
 type Termination struct {
-	Signals     []SignalRecord  `json:"signals"`
-	Processes   []ProcessRecord `json:"processes"`
-	Containment Mode            `json:"containment"`
-	Verified    Verification    `json:"verified"`
+	// Signals are the signal steps sent to the tree, in order (empty when
+	// it had already ended).
+	Signals []SignalRecord `json:"signals"`
+	// Processes are the tree's processes seen gone, descendants included
+	// (never a guardian).
+	Processes []ProcessRecord `json:"processes"`
+	// Containment is the mode the tree was contained in.
+	Containment Mode `json:"containment"`
+	// Verified says how the tree was observed empty, or what remained.
+	Verified Verification `json:"verified"`
 	// Complete is true ONLY if the tree was observed empty (docs/protocol.md
 	// §12).
-	Complete bool          `json:"complete"`
-	Errors   []ErrorRecord `json:"errors,omitempty"`
+	Complete bool `json:"complete"`
+	// Errors are the termination's errors in the order they happened
+	// (empty: none).
+	Errors []ErrorRecord `json:"errors,omitempty"`
 }
 
 // Options configures a Supervisor.

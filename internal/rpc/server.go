@@ -86,11 +86,19 @@ type Server struct {
 
 // Options configure a Server. In/Out are the host's stdin/stdout.
 type Options struct {
-	In            io.Reader
-	Out           io.Writer
-	Framing       Framing
+	// In is where host frames are read from (the host's stdin); closed
+	// by the stream's Close when it is an io.Closer.
+	In io.Reader
+	// Out is where frames to the host are written (the host's stdout).
+	Out io.Writer
+	// Framing is FramingNDJSON or FramingLSP, both ways; anything but
+	// FramingLSP (the zero value too) is treated as NDJSON.
+	Framing Framing
+	// MaxFrameBytes bounds one inbound frame, in bytes; ≤ 0:
+	// DefaultMaxFrameBytes.
 	MaxFrameBytes int
-	Logger        *zap.Logger
+	// Logger receives the Server's logs; nil: a no-op logger.
+	Logger *zap.Logger
 	// OnShutdown, if set, is called once when shutdown begins (by request,
 	// stdin EOF, exit or Stop); main arms its exit watchdog with it.
 	OnShutdown func()

@@ -19,11 +19,13 @@ import (
 // goroutine, and the runtime ends the restricted thread with it (nothing
 // else ever runs on it). In order (docs/architecture.md, "Kernel
 // sandbox"): unshare the mount, PID and network namespaces the plan
-// needs, or join the network namespace JoinNetNS names; make / private (nothing propagates back); fork the PID
-// namespace's init (Forks.Init) and mount a fresh /proc of that
-// namespace over /proc (procfs pidns=, nosuid, nodev, noexec); bind every
-// Pin directory onto itself and every ReadOnly path read-only; hide
-// every Mask path (maskPath); mount /
+// needs, or join the network namespace JoinNetNS names; make / private
+// (nothing propagates back); fork the PID namespace's init (Forks.Init),
+// mount a fresh /proc of that namespace over /proc (procfs pidns=,
+// nosuid, nodev, noexec) and a fresh tmpfs on /dev/shm; bind every Pin
+// directory onto itself, every ReadOnly path read-only and every
+// ReadWrite path read-write again; leave /dev opening only Devices
+// (NoDev: devicesOnly); hide every Mask path (maskPath); mount /
 // over itself (DenyUserNS); bring the loopback up; then, after every
 // mount, set no_new_privs, drop every capability (DropCaps: securebits
 // locked, bounding, ambient, capset, verified), load the seccomp filter,
@@ -32,8 +34,8 @@ import (
 // An empty p forks the agent with nothing applied.
 //
 // Errors wrap ErrStep, the step ("namespaces", "join network namespace",
-// "mount namespace", "proc", "pin /x",
-// "bind /x read-only", "mask /x", "deny user namespaces", "loopback",
+// "mount namespace", "proc", "shm", "pin /x", "bind /x read-only",
+// "bind /x read-write", "devices", "mask /x", "deny user namespaces", "loopback",
 // "no_new_privs", "capabilities", "seccomp", "landlock") and its errno
 // (ErrRuleMoved for a rule path that moved), or are Forks' own errors
 // as they returned them.

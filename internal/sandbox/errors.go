@@ -11,10 +11,14 @@ var ErrRuleMoved = errors.New("sandbox: a rule path was replaced since the sandb
 
 // RuleMovedError names the rule path that moved (errors.Is ErrRuleMoved).
 type RuleMovedError struct {
+	// Path is the rule's path as the plan named it (Rule.Path).
 	Path string
-	Why  string
+	// Why says how it moved: "has a link on its path", "is a link" or
+	// "is another file now" (its device and inode differ from the plan's).
+	Why string
 }
 
+// Error returns ErrRuleMoved's text followed by the path and Why.
 func (e *RuleMovedError) Error() string { return ErrRuleMoved.Error() + ": " + e.Path + " " + e.Why }
 
 // Is makes errors.Is(err, ErrRuleMoved) hold.

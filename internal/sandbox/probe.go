@@ -12,16 +12,23 @@ import (
 // network "none", read-only bind mounts, new user namespaces refused);
 // whether it can give a tree its own PID namespace and /proc (processes
 // "own-tree": namespaces, and a procfs that takes the "pidns" mount
-// option, Linux 6.18); whether the kernel has seccomp filters; and
-// whether this process holds capabilities it could drop (a tree of a
-// sidecar that holds none has none to lose: capabilities "none" holds
-// everywhere).
+// option, Linux 6.18); and whether the kernel has seccomp filters.
+// (Capabilities "none" needs nothing probed: a tree of a sidecar that
+// holds none has none to lose.)
 type Caps struct {
-	LandlockABI  int    `json:"landlockAbi"`
-	Namespaces   bool   `json:"namespaces"`
-	PIDNamespace bool   `json:"pidNamespace"`
-	Seccomp      bool   `json:"seccomp"`
-	Reason       string `json:"reason,omitempty"` // why Landlock is unavailable, if it is
+	// LandlockABI is the kernel's Landlock ABI version; 0 when Landlock
+	// is unavailable (Reason says why).
+	LandlockABI int `json:"landlockAbi"`
+	// Namespaces: this process holds CAP_SYS_ADMIN in its effective set,
+	// so it can make mount and network namespaces.
+	Namespaces bool `json:"namespaces"`
+	// PIDNamespace: a tree can get its own PID namespace and a fresh
+	// /proc (Namespaces, and a procfs with the "pidns" mount option);
+	// ProcessesReason says why not when false.
+	PIDNamespace bool `json:"pidNamespace"`
+	// Seccomp: the kernel has seccomp (PR_GET_SECCOMP succeeded).
+	Seccomp bool   `json:"seccomp"`
+	Reason  string `json:"reason,omitempty"` // why Landlock is unavailable, if it is
 	// ProcessesReason says why processes "own-tree" is unavailable.
 	ProcessesReason string `json:"processesReason,omitempty"`
 }
@@ -47,8 +54,13 @@ func (c Caps) Scopes() bool { return c.LandlockABI >= ScopesMinABI }
 
 // UnsupportedError names the parts of a Plan this machine cannot
 // enforce (PLATFORM_UNSUPPORTED for an explicit request).
-type UnsupportedError struct{ Missing []string }
+type UnsupportedError struct {
+	// Missing holds one human-readable sentence per part that cannot be
+	// enforced (what it needs and what this machine has).
+	Missing []string
+}
 
+// Error lists every missing part, separated by "; ".
 func (e *UnsupportedError) Error() string {
 	return "the kernel cannot enforce this sandbox: " + strings.Join(e.Missing, "; ")
 }

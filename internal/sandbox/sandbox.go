@@ -93,6 +93,8 @@ type Policy struct {
 // Paths are what the open and the sidecar contribute to the rules.
 // Every member is an absolute path; "" members are skipped.
 type Paths struct {
+	// Cwd is the session's working directory: writable in both
+	// filesystem modes.
 	Cwd    string
 	Home   string // the provider's HOME
 	TmpDir string // the provider's TMPDIR
@@ -124,43 +126,64 @@ type Paths struct {
 // file, else the launch fails (docs/protocol.md §19: no rule is granted
 // through a path the agent made).
 type Rule struct {
-	Path   string `json:"path"`
+	// Path is the absolute, link-free path the rule is granted beneath.
+	Path string `json:"path"`
+	// Access is the set of Landlock AccessFS* rights granted (only
+	// FileAccess rights when Path is not a directory).
 	Access uint64 `json:"access"`
-	Dev    uint64 `json:"dev,omitempty"`
-	Ino    uint64 `json:"ino,omitempty"`
+	// Dev is Path's device number when the plan was built (see Ino).
+	Dev uint64 `json:"dev,omitempty"`
+	// Ino is Path's inode number when the plan was built; Dev and Ino
+	// both zero means no identity is checked at launch.
+	Ino uint64 `json:"ino,omitempty"`
 }
 
 // Not shared: Plan's field list only looks like other structs' (protocol.Proof's).
 
-// Plan is what Start applies, in this order: a private mount namespace
-// (NewMountNS), a PID namespace with its init (NewPIDNS) and a fresh
-// /proc, with it a System V IPC namespace and a fresh tmpfs on /dev/shm
-// (NewPIDNS: a tree that sees only its own processes shares no message
-// queue, semaphore or shared memory with the host or another tree either),
-// every Pin directory bound onto itself and every ReadOnly path
-// bound read-only (mount points cannot be renamed or removed), every
-// Mask path hidden (a secret: an empty read-only mount over it), a mount
-// over / (DenyUserNS: the kernel refuses a new user namespace to a
-// process whose root is not its namespace's root), a new network
-// namespace (NewNetNS) or an existing one joined (JoinNetNS), then
-// no_new_privs, the capabilities dropped
+// Plan is what Start applies, in this order: the namespaces — a private
+// mount namespace (NewMountNS), a PID namespace (NewPIDNS) with a System
+// V IPC namespace, a new network namespace (NewNetNS) or an existing one
+// joined (JoinNetNS) —; the PID namespace's init, a fresh /proc and a
+// fresh tmpfs on /dev/shm (NewPIDNS: a tree that sees only its own
+// processes shares no message queue, semaphore or shared memory with the
+// host or another tree either); every Pin directory bound onto itself,
+// every ReadOnly path bound read-only (mount points cannot be renamed or
+// removed) and every ReadWrite path read-write again; /dev opening only
+// Devices (NoDev); every Mask path hidden (a secret: an empty read-only
+// mount over it); a mount over / (DenyUserNS: the kernel refuses a new
+// user namespace to a process whose root is not its namespace's root);
+// the loopback up (NewNetNS); then no_new_privs, the capabilities dropped
 // (DropCaps), the seccomp filter (Seccomp), and one Landlock ruleset
 // handling HandledFS, HandledNet and Scoped, with FS and ConnectTCP as
 // its rules. A zero Plan restricts nothing (Empty). It travels as JSON
 // (to the guardian).
 type Plan struct {
-	HandledFS  uint64   `json:"handledFs,omitempty"`
-	FS         []Rule   `json:"fs,omitempty"`
-	HandledNet uint64   `json:"handledNet,omitempty"`
+	// HandledFS is the set of Landlock filesystem rights the ruleset
+	// restricts (the HandledFS constant for any filesystem sandbox; 0:
+	// no filesystem rules).
+	HandledFS uint64 `json:"handledFs,omitempty"`
+	// FS are the path-beneath rules granting rights out of HandledFS.
+	FS []Rule `json:"fs,omitempty"`
+	// HandledNet is the set of Landlock network rights restricted
+	// (TCP bind and connect for network "connectTcp"; 0: none).
+	HandledNet uint64 `json:"handledNet,omitempty"`
+	// ConnectTCP are the TCP ports the tree may connect to, sorted and
+	// unique (with HandledNet).
 	ConnectTCP []uint16 `json:"connectTcp,omitempty"`
-	Scoped     uint64   `json:"scoped,omitempty"`
-	NewNetNS   bool     `json:"newNetns,omitempty"`
+	// Scoped is the set of Landlock scopes (ScopeSignal and
+	// ScopeAbstractUnixSocket for signals "own-tree"; 0: none).
+	Scoped uint64 `json:"scoped,omitempty"`
+	// NewNetNS: the tree gets a new network namespace with only its own
+	// loopback, brought up (network "none").
+	NewNetNS bool `json:"newNetns,omitempty"`
 	// JoinNetNS, when positive, is a descriptor (in the launcher's
 	// process) of a network namespace the tree joins instead: the one
 	// internal/egress made for an allow list (docs/protocol.md §19.1).
 	// Not set by Build: the caller sets it.
-	JoinNetNS int      `json:"joinNetns,omitempty"`
-	ReadOnly  []string `json:"readOnly,omitempty"`
+	JoinNetNS int `json:"joinNetns,omitempty"`
+	// ReadOnly are the protected paths lying inside a writable one, each
+	// bound read-only onto itself in the tree's mount namespace.
+	ReadOnly []string `json:"readOnly,omitempty"`
 	// ReadWrite are bound read-write again inside a ReadOnly one: the
 	// key's private HOME in a state dir kept read-only because a writable
 	// path holds it.
@@ -175,12 +198,25 @@ type Plan struct {
 	// itself, then /dev's mount set nodev, so a disk's node (which a root
 	// tree owns, capabilities or not) is EACCES — its raw blocks would
 	// hold a masked key's bytes (found in review).
-	NoDev      bool     `json:"noDev,omitempty"`
-	Pin        []string `json:"pin,omitempty"`
-	NewPIDNS   bool     `json:"newPidns,omitempty"`
-	DropCaps   bool     `json:"dropCaps,omitempty"`
-	Seccomp    bool     `json:"seccomp,omitempty"`
-	DenyUserNS bool     `json:"denyUserns,omitempty"`
+	NoDev bool `json:"noDev,omitempty"`
+	// Pin are the directories between each ReadOnly path and the
+	// writable root holding it, outermost first, each bound onto itself
+	// so that no rename can move the protected path.
+	Pin []string `json:"pin,omitempty"`
+	// NewPIDNS: the tree gets a PID namespace with an init of its own, a
+	// fresh /proc, an IPC namespace and a fresh /dev/shm (processes
+	// "own-tree").
+	NewPIDNS bool `json:"newPidns,omitempty"`
+	// DropCaps: every capability set is emptied and securebits locked
+	// (capabilities "none").
+	DropCaps bool `json:"dropCaps,omitempty"`
+	// Seccomp: the sandbox's seccomp filter is loaded (any filesystem
+	// sandbox).
+	Seccomp bool `json:"seccomp,omitempty"`
+	// DenyUserNS: / is bound over itself so the kernel refuses the tree
+	// new user namespaces (a filesystem sandbox where the launcher can
+	// make a mount namespace).
+	DenyUserNS bool `json:"denyUserns,omitempty"`
 }
 
 // Empty reports whether p restricts nothing.
@@ -205,10 +241,15 @@ func (p *Plan) Landlocks() bool {
 // sorted, the protected paths kept read-only by bind mounts, and the
 // secrets hidden (Plan.Mask).
 type Applied struct {
+	// Writable are the rule paths granted write access, sorted.
 	Writable []string
+	// Readable are the rule paths granted read access only, sorted.
 	Readable []string
+	// ReadOnly are the protected paths bound read-only inside a writable
+	// one (Plan.ReadOnly).
 	ReadOnly []string
-	Masked   []string
+	// Masked are the secrets hidden from the tree (Plan.Mask).
+	Masked []string
 }
 
 // ConflictError is Build's refusal: a writable path is, or lies inside,
@@ -216,10 +257,13 @@ type Applied struct {
 // caller cannot keep it read-only (no private mount namespace). Paths
 // are the protected paths concerned (protocol data.paths).
 type ConflictError struct {
+	// Paths are the protected paths (or secrets) in conflict, sorted.
 	Paths []string
-	Why   string
+	// Why is a human-readable sentence saying what the conflict is.
+	Why string
 }
 
+// Error returns Why followed by the comma-separated Paths.
 func (e *ConflictError) Error() string {
 	return "sandbox: " + e.Why + ": " + strings.Join(e.Paths, ", ")
 }

@@ -28,7 +28,10 @@ type Forks struct {
 // forked). A Start that failed after forking the init returns its pid
 // too: the caller ends and reaps it.
 type Started struct {
-	InitPid  int
+	// InitPid is the PID namespace's init, as the caller sees it (0: no
+	// PID namespace, or not forked).
+	InitPid int
+	// AgentPid is the agent's pid (0: not forked).
 	AgentPid int
 }
 

@@ -28,7 +28,9 @@ import (
 // A source's own path may be a symlink (it is resolved once); links inside
 // a directory source are archived only by the link rule.
 type Source struct {
+	// Name is the source's logical name (rules above).
 	Name string
+	// Path is the absolute path of the source's directory or file.
 	Path string
 	// Leave are path.Match patterns of paths relative to a directory
 	// source's root ("state_*.sqlite*", "cache/*") whose entries are left
@@ -49,7 +51,9 @@ type Source struct {
 // paths over 4096 bytes, files that vanished while archiving): Path is
 // "name/relative/path", Reason a short phrase.
 type Skip struct {
-	Path   string `json:"path"`
+	// Path is the entry's archive path, "name/relative/path".
+	Path string `json:"path"`
+	// Reason is a short phrase saying why it was left out.
 	Reason string `json:"reason"`
 }
 

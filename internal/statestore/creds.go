@@ -44,7 +44,12 @@ func CredentialEnv(url string) []string {
 // ones among Env in this process's environment. Values are secrets: never
 // log them.
 type Credentials struct {
-	Env    []string
+	// Env are the names of the variables the store's credential chain
+	// reads; nil for a file:// store.
+	Env []string
+	// Values are the credential values the store signs with and the
+	// values of the secret variables among Env (secrets: never log
+	// them); nil for a file:// store.
 	Values []string
 }
 

@@ -103,14 +103,23 @@ func (s *Store) encodeHead(h Head) []byte {
 // milliseconds, Skipped the entries left out (at most 1000; SkippedTotal
 // counts them all).
 type Publication struct {
-	Generation   int64
-	Object       string
-	Bytes        int64
-	SHA256       string
-	Entries      int64
-	FileBytes    int64
-	Ms           int64
-	Skipped      []Skip
+	// Generation is the new head's generation.
+	Generation int64
+	// Object is the archive's object name in the store.
+	Object string
+	// Bytes is the archive object's size in bytes.
+	Bytes int64
+	// SHA256 is the archive object's hex SHA-256.
+	SHA256 string
+	// Entries is the number of entries in the archive.
+	Entries int64
+	// FileBytes is the total size of the archived file contents in bytes.
+	FileBytes int64
+	// Ms is Publish's wall time in milliseconds.
+	Ms int64
+	// Skipped are the entries left out, at most 1000 of them.
+	Skipped []Skip
+	// SkippedTotal counts every entry left out, beyond Skipped's bound too.
 	SkippedTotal int64
 }
 

@@ -25,14 +25,25 @@ import (
 // previous one was restored instead. The zero Restored means nothing was
 // restored (a head without archive).
 type Restored struct {
+	// Generation is the generation of the archive restored (the
+	// previous archive's when FellBack is set).
 	Generation int64
-	Bytes      int64
-	FileBytes  int64
-	Entries    int64
-	Ms         int64
-	Kept       []string
-	KeptTotal  int64
-	FellBack   *FellBack
+	// Bytes is the archive object's size in bytes.
+	Bytes int64
+	// FileBytes is the total size of the file contents in bytes.
+	FileBytes int64
+	// Entries is the number of entries in the archive.
+	Entries int64
+	// Ms is the restore's wall time in milliseconds.
+	Ms int64
+	// Kept are the "name/relative/path"s that already existed at their
+	// target and were kept, at most 1000 of them.
+	Kept []string
+	// KeptTotal counts every path kept, beyond Kept's bound too.
+	KeptTotal int64
+	// FellBack is set when the head's newest archive failed verification
+	// and its previous one was restored instead; nil otherwise.
+	FellBack *FellBack
 }
 
 // FellBack says a restore passed over the head's newest archive
@@ -41,8 +52,11 @@ type Restored struct {
 // verification (names objects, never a secret). What that publication
 // held is not restored.
 type FellBack struct {
+	// Generation is the generation of the newest archive, the one passed
+	// over.
 	Generation int64
-	Reason     string
+	// Reason is its verification error's text.
+	Reason string
 }
 
 // maxTrailing bounds what may follow the tar's end inside an archive.

@@ -26,6 +26,8 @@ import (
 // sources' roots included), MaxFileBytes one file's size in bytes. A value
 // ≤ 0 takes the default.
 type Limits struct {
+	// MaxBytes, MaxEntries and MaxFileBytes: content bytes, entries and
+	// one file's bytes, as above; ≤ 0 takes DefaultLimits' value.
 	MaxBytes, MaxEntries, MaxFileBytes int64
 }
 
@@ -52,8 +54,10 @@ func (l Limits) withDefaults() Limits {
 // Owner names the sidecar that owns a key, as written in its head
 // (PROTOCOL §10.2 `owner: {sidecarId, hostname}`).
 type Owner struct {
+	// SidecarID is the owning sidecar's identity.
 	SidecarID string `json:"sidecarId"`
-	Hostname  string `json:"hostname"`
+	// Hostname is the host the owning sidecar runs on.
+	Hostname string `json:"hostname"`
 }
 
 // DefaultTimeout bounds each request to an S3 store when Options.Timeout
@@ -70,7 +74,9 @@ type Options struct {
 	URL string
 	// Key is the master key (required); OldKey, if set, is tried second
 	// when opening an archive (`--state-old-key-file`, read only).
-	Key    MasterKey
+	Key MasterKey
+	// OldKey is the previous master key, tried after Key when opening an
+	// archive, never used to seal one; nil (or a zero key): none.
 	OldKey *MasterKey
 	// Limits of every archive (zero fields: DefaultLimits).
 	Limits Limits
@@ -85,9 +91,13 @@ type Options struct {
 	// 15.8 s, 57.6 vs 65.3 MiB); a distant store may want 2. Uploads
 	// (default 2) archive uploads run at once per Store; more wait for one
 	// to end.
-	PartSize    int64
+	PartSize int64
+	// Concurrency is the number of parts of one S3 upload in flight at
+	// once, 1–8 (0: 1); see PartSize.
 	Concurrency int
-	Uploads     int
+	// Uploads is the number of archive uploads one S3 Store runs at once
+	// (≤ 0: 2); see PartSize.
+	Uploads int
 	// Timeout bounds each metadata request to S3 (head read or write,
 	// list, delete, multipart create/complete, read-back): default 30 s.
 	Timeout time.Duration
@@ -254,11 +264,16 @@ const maxHeadBytes = 64 << 10
 // the whole object, Bytes its size in bytes, Entries the archive's entries,
 // Generation the head generation it was sealed for (its associated data).
 type ArchiveRef struct {
-	Object     string `json:"object"`
-	SHA256     string `json:"sha256"`
-	Bytes      int64  `json:"bytes"`
-	Entries    int64  `json:"entries"`
-	Generation int64  `json:"generation"`
+	// Object is the archive's object name in the store.
+	Object string `json:"object"`
+	// SHA256 is the hex SHA-256 of the whole object (64 characters).
+	SHA256 string `json:"sha256"`
+	// Bytes is the object's size in bytes.
+	Bytes int64 `json:"bytes"`
+	// Entries is the number of entries in the archive.
+	Entries int64 `json:"entries"`
+	// Generation is the head generation the archive was sealed for (≥ 1).
+	Generation int64 `json:"generation"`
 }
 
 // Head is a key's head object (PROTOCOL §10.2 "Fencing"), stored as this
@@ -268,12 +283,19 @@ type ArchiveRef struct {
 // write (an Acquire or a Publish); Archive is what a restore fetches,
 // Previous the one before (tried when Archive is corrupt).
 type Head struct {
-	Schema      string      `json:"schema"`
-	Generation  int64       `json:"generation"`
-	Owner       Owner       `json:"owner"`
-	Archive     *ArchiveRef `json:"archive"`
-	Previous    *ArchiveRef `json:"previous"`
-	PublishedAt *time.Time  `json:"publishedAt"`
+	// Schema is always Schema ("acpx.state.v1").
+	Schema string `json:"schema"`
+	// Generation is the head's generation (≥ 1).
+	Generation int64 `json:"generation"`
+	// Owner is the sidecar that wrote this head.
+	Owner Owner `json:"owner"`
+	// Archive is the newest published archive; nil before any Publish.
+	Archive *ArchiveRef `json:"archive"`
+	// Previous is the archive published before Archive; nil if none.
+	Previous *ArchiveRef `json:"previous"`
+	// PublishedAt is when Archive was published (UTC); nil before any
+	// Publish.
+	PublishedAt *time.Time `json:"publishedAt"`
 }
 
 func (h Head) clone() Head {

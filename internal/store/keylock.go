@@ -152,7 +152,10 @@ func (l *KeyLock) Remove() error {
 // KeyHeldError is LockKey's refusal: Pid is the pid the holder wrote
 // into the hold file (0 if it could not be read). It matches ErrKeyHeld
 // with errors.Is.
-type KeyHeldError struct{ Pid int }
+type KeyHeldError struct {
+	// Pid is the holder's pid as read from the hold file (0: unreadable).
+	Pid int
+}
 
 // Error implements error.
 func (e *KeyHeldError) Error() string {

@@ -27,17 +27,31 @@ import (
 // recovery kills only what it can prove (internal/reaper Recover), since
 // anyone who can write the state dir can write an entry.
 type Owned struct {
-	ID         string `json:"id"`
-	SidecarPid int    `json:"sidecarPid"`
+	// ID names the entry's file, <ID>.json (ValidateOwnedID); the
+	// sidecar uses the session id.
+	ID string `json:"id"`
+	// SidecarPid is the pid of the sidecar that wrote the entry, its
+	// owner.
+	SidecarPid int `json:"sidecarPid"`
 	// SidecarStartTime is the owning sidecar's start time (field 22 of
 	// /proc/<pid>/stat), so a recycled sidecar pid is not mistaken for it.
 	SidecarStartTime uint64 `json:"sidecarStartTime,omitempty"`
-	Session          string `json:"session"`
-	SessionKey       string `json:"sessionKey"`
-	Pid              int    `json:"pid"`
-	StartTime        uint64 `json:"startTime"`
-	Pgid             int    `json:"pgid"`
-	Cgroup           string `json:"cgroup,omitempty"`
+	// Session is the sidecar session id the provider serves.
+	Session string `json:"session"`
+	// SessionKey is that session's key.
+	SessionKey string `json:"sessionKey"`
+	// Pid is the provider leader's pid (0 in the entry written before
+	// the launch).
+	Pid int `json:"pid"`
+	// StartTime is the leader's start time as the process table gives it:
+	// on Linux clock ticks since boot, on macOS microseconds since the
+	// epoch (0 before the launch).
+	StartTime uint64 `json:"startTime"`
+	// Pgid is the leader's process group (0 before the launch).
+	Pgid int `json:"pgid"`
+	// Cgroup is the absolute path of the tree's cgroup directory ("":
+	// none, outside cgroup containment or before the launch).
+	Cgroup string `json:"cgroup,omitempty"`
 	// CgroupParent is the directory the provider's cgroup is (or would be)
 	// made in, for entries written before the launch.
 	CgroupParent string `json:"cgroupParent,omitempty"`
@@ -47,8 +61,11 @@ type Owned struct {
 	// environment has the entry this digests is the tree's. The token
 	// itself is never written.
 	MarkerSHA256 string `json:"markerSha256,omitempty"`
-	Containment  string `json:"containment"`
-	CreatedAt    string `json:"createdAt"`
+	// Containment is the mode the tree is launched under: "cgroup",
+	// "subreaper", "process-group" or "process-table".
+	Containment string `json:"containment"`
+	// CreatedAt is when the entry was last written (TimeLayout).
+	CreatedAt string `json:"createdAt"`
 }
 
 // ValidateOwnedID reports whether id can name a ledger file: 1–128 bytes of
@@ -170,6 +187,7 @@ func (s *Store) ListOwned() ([]Owned, error) {
 
 // ProcStat is the part of /proc/<pid>/stat the ledger needs.
 type ProcStat struct {
+	// Pid is field 1, the process's pid.
 	Pid       int
 	Comm      string // without the parentheses; may contain spaces and ')'
 	State     byte   // field 3: R, S, D, Z, T, …

@@ -34,12 +34,21 @@ func NowStamp() string { return FormatTime(time.Now()) }
 // cache keys use the npm acpx runtime's names (cache_read_input_tokens,
 // cache_creation_input_tokens): with other names acpx would drop them.
 type TokenUsage struct {
-	InputTokens       int64  `json:"input_tokens"`
-	OutputTokens      int64  `json:"output_tokens"`
-	TotalTokens       int64  `json:"total_tokens"`
-	CachedReadTokens  *int64 `json:"cache_read_input_tokens,omitempty"`
+	// InputTokens is the input token count.
+	InputTokens int64 `json:"input_tokens"`
+	// OutputTokens is the output token count.
+	OutputTokens int64 `json:"output_tokens"`
+	// TotalTokens is the total token count the agent reported.
+	TotalTokens int64 `json:"total_tokens"`
+	// CachedReadTokens are input tokens read from the model's cache (nil:
+	// not reported; the sidecar never adds them into a cumulative usage).
+	CachedReadTokens *int64 `json:"cache_read_input_tokens,omitempty"`
+	// CachedWriteTokens are input tokens written to the model's cache
+	// (nil: not reported; not summed either).
 	CachedWriteTokens *int64 `json:"cache_creation_input_tokens,omitempty"`
-	ThoughtTokens     *int64 `json:"thought_tokens,omitempty"`
+	// ThoughtTokens are the model's reasoning tokens (nil: not reported;
+	// not summed either).
+	ThoughtTokens *int64 `json:"thought_tokens,omitempty"`
 }
 
 // Not protocol.Cost: the record has no basis (the wire's "turn" or "session-cumulative").
@@ -47,8 +56,10 @@ type TokenUsage struct {
 // Cost is an amount of money: Amount ≥ 0 and finite, Currency an ISO code
 // such as "USD" (docs/rules.md#r30).
 type Cost struct {
-	Amount   float64 `json:"amount"`
-	Currency string  `json:"currency"`
+	// Amount is in units of Currency (not minor units).
+	Amount float64 `json:"amount"`
+	// Currency is the ISO 4217 code the agent reported.
+	Currency string `json:"currency"`
 }
 
 // AcpxState is the record's "acpx" object (snake_case keys). The fields the
@@ -61,13 +72,19 @@ type Cost struct {
 // own "session_options" (which acpx may use for its launch env) — the sidecar
 // never adds launch env there (docs/rules.md#r3).
 type AcpxState struct {
-	CurrentModelID      string            `json:"current_model_id,omitempty"`
-	AvailableModels     []string          `json:"available_models,omitempty"`
+	// CurrentModelID is the model the agent last reported ("": none).
+	CurrentModelID string `json:"current_model_id,omitempty"`
+	// AvailableModels are the model ids the agent last offered.
+	AvailableModels []string `json:"available_models,omitempty"`
+	// AvailableModelNames maps model id to display name: acpx's, kept as
+	// loaded; the sidecar never sets it.
 	AvailableModelNames map[string]string `json:"available_model_names,omitempty"`
 	// ModelControl is "config_option" or "legacy_set_model" (acpx values;
 	// docs/rules.md#r24).
-	ModelControl   string   `json:"model_control,omitempty"`
-	CurrentModeID  string   `json:"current_mode_id,omitempty"`
+	ModelControl string `json:"model_control,omitempty"`
+	// CurrentModeID is the mode the agent last reported ("": none).
+	CurrentModeID string `json:"current_mode_id,omitempty"`
+	// AvailableModes are the mode ids the agent last offered.
 	AvailableModes []string `json:"available_modes,omitempty"`
 	// AgentProfile is our profile name (codex, generic, …).
 	AgentProfile string `json:"agent_profile,omitempty"`
@@ -76,18 +93,23 @@ type AcpxState struct {
 	// only these are re-applied and verified on resume. CurrentModelID and
 	// CurrentModeID merely remember what the agent last reported.
 	PinnedModelID string `json:"pinned_model_id,omitempty"`
-	PinnedModeID  string `json:"pinned_mode_id,omitempty"`
+	// PinnedModeID is the pinned mode ("": none pinned).
+	PinnedModeID string `json:"pinned_mode_id,omitempty"`
 	// AgentSessionID duplicates Record.AgentSessionID for our own use; acpx
 	// reads only the top-level key. Prefer Record.AgentSessionID.
 	AgentSessionID string `json:"agent_session_id,omitempty"`
 	// CumulativeCost is the session's cost so far; RequestCost the cost per
 	// request id (docs/rules.md#r30). acpx keeps only Record.CumulativeCost.
-	CumulativeCost *Cost           `json:"cumulative_cost,omitempty"`
-	RequestCost    map[string]Cost `json:"request_cost,omitempty"`
+	CumulativeCost *Cost `json:"cumulative_cost,omitempty"`
+	// RequestCost maps a request id to its turn's cost; a turn without a
+	// reported cost has no entry.
+	RequestCost map[string]Cost `json:"request_cost,omitempty"`
 	// ContextUsage is the agent's last ACP usage_update used/size (ours;
 	// docs/protocol.md §8 session/status usage.context).
-	ContextUsage *ContextUsage              `json:"context_usage,omitempty"`
-	Extra        map[string]json.RawMessage `json:"-"`
+	ContextUsage *ContextUsage `json:"context_usage,omitempty"`
+	// Extra holds the object's other keys, verbatim (request_ids among
+	// them).
+	Extra map[string]json.RawMessage `json:"-"`
 
 	shape keyShape
 }
@@ -102,7 +124,9 @@ func (a AcpxState) isEmpty() bool {
 // ContextUsage is a context-window use in tokens: Used of Size, both ≥ 0
 // (ACP usage_update used/size).
 type ContextUsage struct {
+	// Used is the tokens of the context window in use.
 	Used int64 `json:"used"`
+	// Size is the context window's size in tokens.
 	Size int64 `json:"size"`
 }
 
@@ -131,6 +155,8 @@ func (a *AcpxState) UnmarshalJSON(data []byte) error {
 // Compare Records with go-cmp using cmpopts.IgnoreUnexported(Record{},
 // AcpxState{}); the unexported part only remembers the loaded key shape.
 type Record struct {
+	// Schema is the record's format, always Schema (Save sets it when
+	// empty; Load refuses another).
 	Schema string `json:"schema"`
 	// SessionKey is the session key: on disk acpx_record_id (and the
 	// record's file name, EncodeKey of it); on the wire the open's
@@ -142,38 +168,71 @@ type Record struct {
 	// AgentSessionID is the agent's own session id where it differs from
 	// BackendSessionID (acpx top-level key; docs/protocol.md §8 session/open
 	// `identity`).
-	AgentSessionID string   `json:"agent_session_id,omitempty"`
-	AgentCommand   string   `json:"agent_command"`
-	AgentArgv      []string `json:"agent_argv,omitempty"`
-	Cwd            string   `json:"cwd"`
+	AgentSessionID string `json:"agent_session_id,omitempty"`
+	// AgentCommand is the open's command as one string: its path and
+	// args joined by spaces (for people; AgentArgv is exact).
+	AgentCommand string `json:"agent_command"`
+	// AgentArgv is the open's command as argv: its path, then its args.
+	AgentArgv []string `json:"agent_argv,omitempty"`
+	// Cwd is the open's working directory; an open resumes the record
+	// only with the same cwd.
+	Cwd string `json:"cwd"`
 	// Name is acpx's session name (the runtime session name acpx reads
 	// back from a record); a record the sidecar makes holds its SessionKey
 	// here too. The sidecar never reads it.
-	Name          string  `json:"name,omitempty"`
-	CreatedAt     string  `json:"created_at"`
-	LastUsedAt    string  `json:"last_used_at"`
-	LastSeq       int64   `json:"last_seq"`
+	Name string `json:"name,omitempty"`
+	// CreatedAt is when the record was first written (Save sets it when
+	// empty).
+	CreatedAt string `json:"created_at"`
+	// LastUsedAt is when a session last wrote its state into the record
+	// (Save sets it to CreatedAt when empty).
+	LastUsedAt string `json:"last_used_at"`
+	// LastSeq is the seq of the last session/update of the session that
+	// last wrote the record (0: none).
+	LastSeq int64 `json:"last_seq"`
+	// LastRequestID is the requestId of the last turn started, written
+	// when it starts (nil before the first turn).
 	LastRequestID *string `json:"last_request_id,omitempty"`
 	// EventLog is acpx's event_log object, kept verbatim; we write none.
-	EventLog          json.RawMessage `json:"event_log,omitempty"`
-	Closed            bool            `json:"closed"`
-	ClosedAt          *string         `json:"closed_at,omitempty"`
-	Pid               *int            `json:"pid,omitempty"`
-	AgentStartedAt    *string         `json:"agent_started_at,omitempty"`
-	LastPromptAt      *string         `json:"last_prompt_at,omitempty"`
-	ProtocolVersion   int             `json:"protocol_version,omitempty"`
+	EventLog json.RawMessage `json:"event_log,omitempty"`
+	// Closed is true once the session was closed (session/close or the
+	// recovery of a leftover); a closed record still resumes.
+	Closed bool `json:"closed"`
+	// ClosedAt is when it was closed (nil while not closed).
+	ClosedAt *string `json:"closed_at,omitempty"`
+	// Pid is the pid of the provider leader last admitted, > 0 (nil once
+	// a retire ended its tree: a parked per-turn session).
+	Pid *int `json:"pid,omitempty"`
+	// AgentStartedAt is when that provider was started (nil with Pid).
+	AgentStartedAt *string `json:"agent_started_at,omitempty"`
+	// LastPromptAt is when the last turn ended (nil before the first).
+	LastPromptAt *string `json:"last_prompt_at,omitempty"`
+	// ProtocolVersion is the ACP protocol version of the agent's
+	// initialize answer (0: unknown).
+	ProtocolVersion int `json:"protocol_version,omitempty"`
+	// AgentCapabilities are the agent's ACP agentCapabilities from its
+	// initialize answer, verbatim.
 	AgentCapabilities json.RawMessage `json:"agent_capabilities,omitempty"`
 	// Title is always written (null when nil), as acpx does.
 	Title *string `json:"title"`
 	// Messages is the acpx conversation array; nil is written as []. Save
 	// rejects messages the acpx runtime could not parse (ValidateMessages).
-	Messages             json.RawMessage            `json:"messages"`
-	UpdatedAt            string                     `json:"updated_at"`
-	CumulativeTokenUsage *TokenUsage                `json:"cumulative_token_usage,omitempty"`
-	CumulativeCost       *Cost                      `json:"cumulative_cost,omitempty"`
-	RequestTokenUsage    map[string]TokenUsage      `json:"request_token_usage,omitempty"`
-	Acpx                 AcpxState                  `json:"acpx,omitempty"`
-	Extra                map[string]json.RawMessage `json:"-"`
+	Messages json.RawMessage `json:"messages"`
+	// UpdatedAt is when the record was last written (Save sets it).
+	UpdatedAt string `json:"updated_at"`
+	// CumulativeTokenUsage is the key's token usage over all its turns,
+	// resumed sessions' included (nil: none yet).
+	CumulativeTokenUsage *TokenUsage `json:"cumulative_token_usage,omitempty"`
+	// CumulativeCost is the last cumulative cost the agent reported (nil:
+	// none ever).
+	CumulativeCost *Cost `json:"cumulative_cost,omitempty"`
+	// RequestTokenUsage maps a request id to its turn's usage; its keys
+	// count as used request ids on resume.
+	RequestTokenUsage map[string]TokenUsage `json:"request_token_usage,omitempty"`
+	// Acpx is the record's "acpx" object.
+	Acpx AcpxState `json:"acpx,omitempty"`
+	// Extra holds unknown top-level keys, verbatim.
+	Extra map[string]json.RawMessage `json:"-"`
 
 	shape keyShape
 }

@@ -33,7 +33,10 @@ var ErrUnsafeFile = errors.New("store: unsafe file in the state directory")
 // symbolic link", "is owned by uid N", "is writable by group or others",
 // "is not a regular file").
 type UnsafeFileError struct {
-	Path, Reason string
+	// Path is the refused file's path.
+	Path string
+	// Reason says why it was refused, e.g. "is a symbolic link".
+	Reason string
 }
 
 // Error implements error.

@@ -20,7 +20,9 @@ import (
 // Member is one member of a JSON object: Key decoded (escapes resolved)
 // and Val its raw value, a subslice of the object's bytes.
 type Member struct {
+	// Key is the member's name, escapes decoded.
 	Key string
+	// Val is the member's raw JSON value.
 	Val json.RawMessage
 }
 

@@ -29,8 +29,12 @@ import (
 // sentence without the path. Unknown: the member is no field at all
 // (CheckStrict), not a field's case variant or a repeat.
 type Error struct {
-	Path    string
-	Reason  string
+	// Path is where the refused member is, relative to params; "" for
+	// the top level.
+	Path string
+	// Reason is one sentence saying what is wrong, without the path.
+	Reason string
+	// Unknown: the member matches no field (CheckStrict's refusal).
 	Unknown bool
 }
 

@@ -35,12 +35,19 @@ const schemaURL = "protocol.schema.json"
 // (sidecar → host) or "both" (the same method either way); Params and Result name $defs entries ("" when none);
 // Pending is true for methods specified but not yet implemented.
 type Method struct {
-	Name      string
-	Kind      string
+	// Name is the JSON-RPC method name (the x-methods key).
+	Name string
+	// Kind is "request" or "notification".
+	Kind string
+	// Direction is "host", "sidecar" or "both": who sends it.
 	Direction string
-	Params    string
-	Result    string
-	Pending   bool
+	// Params is the $defs entry the params validate against; "": none.
+	Params string
+	// Result is the $defs entry a response's result validates against;
+	// "": none.
+	Result string
+	// Pending: the method carries x-pending (specified, not implemented).
+	Pending bool
 }
 
 // Schema is a compiled docs/protocol.schema.json.
@@ -388,9 +395,14 @@ func (c *Conn) validateRaw(sch *jsonschema.Schema, raw []byte) error {
 
 // Violation is a frame that does not match the schema.
 type Violation struct {
-	From  From
+	// From is the side that wrote the frame.
+	From From
+	// Frame is the frame's text, cut to its first 4000 bytes ("…" marks
+	// a cut).
 	Frame string
-	Why   string
+	// Why says what does not match: the $defs entry and the validator's
+	// error, or the pairing problem.
+	Why string
 }
 
 // Error names the side, the reason and the frame.

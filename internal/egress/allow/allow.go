@@ -44,6 +44,7 @@ const (
 
 // Entry is one parsed allow entry.
 type Entry struct {
+	// Kind is Name, Wildcard or Addr: which of Name and Addr is set.
 	Kind Kind
 	// Name is the lower-case name (Kind Name) or the domain below which
 	// names match (Kind Wildcard), without a trailing dot.
@@ -201,14 +202,19 @@ type List []Entry
 
 // ListError is ParseList's refusal: entry Index (0-based) is bad.
 type ListError struct {
+	// Index is the bad entry's 0-based position (MaxEntries for a list
+	// that is too long).
 	Index int
-	Err   error
+	// Err is Parse's error for the entry, or ErrTooMany.
+	Err error
 }
 
+// Error names the entry's index and Err.
 func (e *ListError) Error() string {
 	return "entry " + strconv.Itoa(e.Index) + ": " + e.Err.Error()
 }
 
+// Unwrap returns Err, so errors.Is sees the Err* sentinels.
 func (e *ListError) Unwrap() error { return e.Err }
 
 // ErrTooMany is ParseList's error (in a *ListError at index MaxEntries)

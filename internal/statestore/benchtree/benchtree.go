@@ -48,7 +48,9 @@ func Cached() (tree string, shape Shape, made time.Duration, err error) {
 // Shape is a generated tree's size: total file bytes, and entries
 // (the root, directories and files, as a publication counts them).
 type Shape struct {
-	Bytes   int64
+	// Bytes is the total size of the files' contents in bytes.
+	Bytes int64
+	// Entries counts the root, the directories and the files.
 	Entries int
 }
 

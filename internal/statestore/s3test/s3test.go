@@ -52,14 +52,19 @@ func Binary() (path, skip string, err error) {
 
 // Server is one running versitygw. Endpoint is "http://127.0.0.1:PORT".
 type Server struct {
-	Endpoint  string
-	Bucket    string
+	// Endpoint is the server's base URL, "http://127.0.0.1:PORT".
+	Endpoint string
+	// Bucket is the bucket Start made ("acpx-test").
+	Bucket string
+	// AccessKey is the root access key id, random per server.
 	AccessKey string
+	// SecretKey is the root secret key, random per server.
 	SecretKey string
-	Region    string
-	dir       string
-	cmd       *exec.Cmd
-	done      chan error
+	// Region is the region the server serves ("us-east-1").
+	Region string
+	dir    string
+	cmd    *exec.Cmd
+	done   chan error
 }
 
 // Start runs bin on a free loopback port over a new temp directory,
