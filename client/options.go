@@ -45,11 +45,11 @@ type Options struct {
 	// and url), and each request is answered with what it returns, on
 	// its own goroutine. ctx ends as soon as the sidecar no longer waits
 	// for the answer, and OnElicitation should then return: when the
-	// agent withdrew the request (the sidecar's $/cancelRequest), when a
-	// session/elicitationDecided notice with rule elicitationTimeoutMs
-	// decides the turn's oldest waiting one, and in the cases listed for
-	// OnPermission (the turn's result, close, exit, shutdown). When nil (and OnRequest is nil) no elicitation is
-	// declared and agents are not offered it.
+	// sidecar sends $/cancelRequest for it (the agent withdrew it, or its
+	// elicitationTimeoutMs ran out), and in the cases listed for
+	// OnPermission (the turn's result, close, exit, shutdown). When nil
+	// (and OnRequest is nil) no elicitation is declared and agents are
+	// not offered it.
 	OnElicitation func(ctx context.Context, req ElicitationRequest) ElicitationResponse
 	// ElicitationModes, when set, are the modes declared instead of both
 	// (all false: none).

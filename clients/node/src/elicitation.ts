@@ -18,9 +18,9 @@ export type ElicitationResponse = ElicitationResult;
 /**
  * Answers one session/elicitation. `signal` aborts when the sidecar no
  * longer waits for the answer: the agent withdrew the request (the
- * sidecar's `$/cancelRequest`), a `session/elicitationDecided` with rule
- * `elicitationTimeoutMs` decided the turn's oldest waiting one, the turn
- * ended, the session's agent exited, or the sidecar exited. An answer after that is
+ * sidecar's `$/cancelRequest`, also sent when its `elicitationTimeoutMs`
+ * ran out), the turn ended, the session's agent exited, or the sidecar
+ * exited. An answer after that is
  * ignored. A throw or a bad answer counts as `cancel`.
  */
 export type ElicitationHandler = (
@@ -76,19 +76,11 @@ export function abortOnCancel(token: CancellationToken | undefined, ac: AbortCon
  */
 export function installElicitation(sc: AskHost, conn: MessageConnection, handler: ElicitationHandler | undefined): void {
   conn.onNotification("session/elicitationDecided", (p: { session: string; requestId: string | null; rule: string }) => {
-    // The bound decides the turn's oldest waiting elicitation (bounds run
-    // out in the order they were asked). Other outcomes settle otherwise:
-    // the host's own answer, a withdrawal ($/cancelRequest, by id), the
-    // turn's end, or were never put to the host (refused, no turn).
-    if (p.rule === "elicitationTimeoutMs") {
-      const prefix = elicitPrefix(p.session, p.requestId);
-      for (const [k, ac] of sc.asks) {
-        if (k.startsWith(prefix)) {
-          ac.abort(new Error("settled by the sidecar"));
-          break;
-        }
-      }
-    }
+    // A decision ends its handler through the sidecar's $/cancelRequest
+    // of that very request (by id), which follows an elicitationTimeoutMs
+    // decision at once: the notice names no request, and elicitations of
+    // one turn may reach the host in another order than their bounds run
+    // out (aborting "the oldest" ended the wrong one's handler).
     sc.emit("elicitationDecided", p as never);
   });
   conn.onNotification("session/elicitationComplete", (p: unknown) => void sc.emit("elicitationComplete", p as never));
