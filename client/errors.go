@@ -86,11 +86,12 @@ func (e *Error) Unwrap() error { return e.cause }
 
 // errorData is the part of data this package reads.
 type errorData struct {
-	Code      string `json:"code"`
-	Retryable bool   `json:"retryable"`
-	Field     string `json:"field"`
-	Cleanup   *Proof `json:"cleanup"`
-	Proof     *Proof `json:"proof"`
+	Code      string   `json:"code"`
+	Retryable bool     `json:"retryable"`
+	Field     string   `json:"field"`
+	Paths     []string `json:"paths"`
+	Cleanup   *Proof   `json:"cleanup"`
+	Proof     *Proof   `json:"proof"`
 }
 
 func (e *Error) data() errorData {
@@ -108,6 +109,11 @@ func (e *Error) Retryable() bool { return e.data().Retryable }
 // Field is data.field of a -32602 error: the dot path of the first bad
 // parameter ("command.path", "env.FOO"), or "".
 func (e *Error) Field() string { return e.data().Field }
+
+// Paths is data.paths of a SANDBOX_CONFLICT: the paths the sidecar keeps
+// from agents that the open's sandbox would have exposed (docs/protocol.md
+// §19); nil for other errors.
+func (e *Error) Paths() []string { return e.data().Paths }
 
 // Proof returns the cleanup proof an error carries: data.cleanup of a
 // failed session/open, or data.proof of CLEANUP_INCOMPLETE; nil if none.
